@@ -1,0 +1,445 @@
+package job
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// CheckStructure runs the validation rules that need no knowledge of
+// components: identifiers, parallelism, graph shape (unknown endpoints,
+// cycles, reachability, keyed edges without a key field), time, state,
+// checkpoint and recovery settings. It records every problem in p.
+//
+// It is one half of validation. arkflow.Validate runs it and then the deep
+// build of every operator, source and sink (config, schemas, key fields), the
+// same build a real start performs; most callers want that.
+func CheckStructure(s *Spec, p *Problems) {
+	c := checker{s: s, p: p}
+	c.job()
+	c.operators()
+	c.bindings()
+	c.edges()
+	if !c.cyclic() {
+		c.reachability()
+	}
+	c.state()
+}
+
+type checker struct {
+	s *Spec
+	p *Problems
+	// ops maps operator ID to its index, for IDs that are valid and unique.
+	ops map[string]int
+}
+
+// validID reports whether id is 1–128 characters of [A-Za-z0-9_-] (the job
+// ID rule of ArkFlow v1) or, when dot is set, also '.'.
+func validID(id string, dot bool) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+		case r == '.' && dot:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) job() {
+	s, p := c.s, c.p
+	if !validID(s.ID, false) {
+		p.Add("", "id", "must be 1-128 letters, digits, '-' or '_' (got %q)", s.ID)
+	}
+	if s.Version == 0 {
+		p.Add("", "version", "must be >= 1 (got 0)")
+	}
+	if s.MaxParallelism < 1 || s.MaxParallelism > MaxMaxParallelism {
+		p.Add("", "max_parallelism", "must be in [1, %d] (got %d)", MaxMaxParallelism, s.MaxParallelism)
+	}
+	if s.Parallelism < 1 || (s.MaxParallelism >= 1 && s.Parallelism > s.MaxParallelism) {
+		p.Add("", "parallelism", "must be in [1, max_parallelism=%d] (got %d)", s.MaxParallelism, s.Parallelism)
+	}
+	switch s.Recovery {
+	case RecoverLatestCheckpoint, RecoverLatestSavepoint, RecoverFail:
+	default:
+		p.Add("", "recovery", "must be one of latest_checkpoint, latest_savepoint, fail (got %q)", s.Recovery)
+	}
+	if len(s.Sources) == 0 {
+		p.Add("", "sources", "a job needs at least one source")
+	}
+	if len(s.Sinks) == 0 {
+		p.Add("", "sinks", "a job needs at least one sink")
+	}
+}
+
+func (c *checker) operators() {
+	s, p := c.s, c.p
+	c.ops = map[string]int{}
+	for i, op := range s.Operators {
+		at := fmt.Sprintf("operators[%d]", i)
+		switch {
+		case !validID(op.ID, true):
+			p.Add(op.ID, at+".id", "must be 1-128 letters, digits, '.', '-' or '_' (got %q)", op.ID)
+		case c.has(op.ID):
+			p.Add(op.ID, at+".id", "duplicate operator id (also operators[%d])", c.ops[op.ID])
+		default:
+			c.ops[op.ID] = i
+		}
+		known := false
+		for _, k := range Kinds {
+			known = known || op.Kind == k
+		}
+		if !known {
+			p.Add(op.ID, at+".kind", "unknown operator kind %q (known: %s)", op.Kind, strings.Join(Kinds, ", "))
+		}
+		if op.Kind == KindJoin {
+			p.Add(op.ID, at+".kind", "kind %q is not supported by this runtime yet; chain two jobs through an external system instead", op.Kind)
+		}
+		if op.Stateful && op.KeyField == "" {
+			p.Add(op.ID, at+".key_field", "a stateful operator needs key_field")
+		}
+		if op.Stateful && (op.Kind == KindSource || op.Kind == KindSink) {
+			p.Add(op.ID, at+".stateful", "a %s operator cannot be stateful", op.Kind)
+		}
+		if op.Parallelism < 0 || (op.Parallelism > 0 && s.MaxParallelism >= 1 && op.Parallelism > s.MaxParallelism) {
+			p.Add(op.ID, at+".parallelism", "must be in [1, max_parallelism=%d] (got %d)", s.MaxParallelism, op.Parallelism)
+		}
+	}
+}
+
+func (c *checker) has(id string) bool { _, ok := c.ops[id]; return ok }
+
+func (c *checker) kind(id string) string {
+	if i, ok := c.ops[id]; ok {
+		return c.s.Operators[i].Kind
+	}
+	return ""
+}
+
+func (c *checker) operatorIDs() string {
+	ids := make([]string, 0, len(c.ops))
+	for id := range c.ops {
+		ids = append(ids, id)
+	}
+	return quoteList(ids)
+}
+
+// bindings checks sources[] and sinks[] against operators of kind source
+// and sink: each such operator has exactly one binding.
+func (c *checker) bindings() {
+	s, p := c.s, c.p
+	bound := map[string]string{}
+	for i, src := range s.Sources {
+		at := fmt.Sprintf("sources[%d]", i)
+		switch {
+		case !c.has(src.OperatorID):
+			p.Add(src.OperatorID, at+".operator_id", "unknown operator %q (operators: %s)", src.OperatorID, c.operatorIDs())
+		case c.kind(src.OperatorID) != KindSource:
+			p.Add(src.OperatorID, at+".operator_id", "operator %q has kind %q; a source binds an operator of kind \"source\"", src.OperatorID, c.kind(src.OperatorID))
+		case bound[src.OperatorID] != "":
+			p.Add(src.OperatorID, at+".operator_id", "operator %q is already bound by %s", src.OperatorID, bound[src.OperatorID])
+		default:
+			bound[src.OperatorID] = at
+		}
+		if src.InputType == "" {
+			p.Add(src.OperatorID, at+".input_type", "is required")
+		}
+		c.time(src, at)
+	}
+	for i, snk := range s.Sinks {
+		at := fmt.Sprintf("sinks[%d]", i)
+		switch {
+		case !c.has(snk.OperatorID):
+			p.Add(snk.OperatorID, at+".operator_id", "unknown operator %q (operators: %s)", snk.OperatorID, c.operatorIDs())
+		case c.kind(snk.OperatorID) != KindSink:
+			p.Add(snk.OperatorID, at+".operator_id", "operator %q has kind %q; a sink binds an operator of kind \"sink\"", snk.OperatorID, c.kind(snk.OperatorID))
+		case bound[snk.OperatorID] != "":
+			p.Add(snk.OperatorID, at+".operator_id", "operator %q is already bound by %s", snk.OperatorID, bound[snk.OperatorID])
+		default:
+			bound[snk.OperatorID] = at
+		}
+		if snk.OutputType == "" {
+			p.Add(snk.OperatorID, at+".output_type", "is required")
+		}
+	}
+	for i, op := range s.Operators {
+		if (op.Kind == KindSource || op.Kind == KindSink) && op.ID != "" && bound[op.ID] == "" {
+			list := "sources"
+			if op.Kind == KindSink {
+				list = "sinks"
+			}
+			p.Add(op.ID, fmt.Sprintf("operators[%d]", i), "operator of kind %q has no entry in %s[] (nothing says what it reads or writes)", op.Kind, list)
+		}
+	}
+}
+
+func (c *checker) time(src Source, at string) {
+	p := c.p
+	t := src.Time
+	if t == nil {
+		return
+	}
+	at += ".time"
+	op := src.OperatorID
+	switch t.Mode {
+	case ProcessingTime:
+		if t.Watermark != nil {
+			p.Add(op, at+".watermark", "a processing_time source cannot declare a watermark")
+		}
+	case EventTime:
+		if t.TimestampField == "" {
+			p.Add(op, at+".timestamp_field", "an event_time source needs timestamp_field")
+		}
+		if t.Watermark == nil {
+			p.Add(op, at+".watermark", "an event_time source needs a watermark")
+		}
+	default:
+		p.Add(op, at+".mode", "must be processing_time or event_time (got %q)", t.Mode)
+	}
+	if w := t.Watermark; w != nil {
+		switch w.Strategy {
+		case BoundedOutOfOrderness, Monotonous:
+		default:
+			p.Add(op, at+".watermark.strategy", "must be bounded_out_of_orderness or monotonous (got %q)", w.Strategy)
+		}
+		if w.OutOfOrdernessMS < 0 {
+			p.Add(op, at+".watermark.out_of_orderness_ms", "must be >= 0 (got %d)", w.OutOfOrdernessMS)
+		}
+		if w.IdleTimeoutMS != nil && *w.IdleTimeoutMS <= 0 {
+			p.Add(op, at+".watermark.idle_timeout_ms", "must be > 0 (got %d)", *w.IdleTimeoutMS)
+		}
+	}
+	if t.AllowedLatenessMS < 0 {
+		p.Add(op, at+".allowed_lateness_ms", "must be >= 0 (got %d)", t.AllowedLatenessMS)
+	}
+	switch t.LateEventPolicy {
+	case "", LateDrop, LateUpdate:
+		if t.LateEventRoute != "" {
+			p.Add(op, at+".late_event_route", "is only used with late_event_policy \"route\" (policy is %q)", t.LateEventPolicy)
+		}
+	case LateRoute:
+		switch {
+		case t.LateEventRoute == "":
+			p.Add(op, at+".late_event_route", "late_event_policy \"route\" needs late_event_route naming a sink operator")
+		case !c.has(t.LateEventRoute):
+			p.Add(op, at+".late_event_route", "unknown operator %q (operators: %s)", t.LateEventRoute, c.operatorIDs())
+		case c.kind(t.LateEventRoute) != KindSink:
+			p.Add(op, at+".late_event_route", "operator %q has kind %q; late rows are routed to a sink", t.LateEventRoute, c.kind(t.LateEventRoute))
+		}
+	default:
+		p.Add(op, at+".late_event_policy", "must be drop, route or update (got %q)", t.LateEventPolicy)
+	}
+}
+
+func (c *checker) edges() {
+	s, p := c.s, c.p
+	ids := map[string]int{}
+	pairs := map[[2]string]int{}
+	for i, e := range s.Edges {
+		at := fmt.Sprintf("edges[%d]", i)
+		owner := e.From
+		if !c.has(owner) {
+			owner = e.To
+		}
+		if e.ID == "" {
+			p.Add(owner, at+".id", "is required")
+		} else if j, dup := ids[e.ID]; dup {
+			p.Add(owner, at+".id", "duplicate edge id %q (also edges[%d])", e.ID, j)
+		} else {
+			ids[e.ID] = i
+		}
+		fromOK, toOK := c.has(e.From), c.has(e.To)
+		if !fromOK {
+			p.Add(owner, at+".from", "unknown operator %q (operators: %s)", e.From, c.operatorIDs())
+		}
+		if !toOK {
+			p.Add(owner, at+".to", "unknown operator %q (operators: %s)", e.To, c.operatorIDs())
+		}
+		if !fromOK || !toOK {
+			continue
+		}
+		if e.From == e.To {
+			p.Add(e.From, at, "an edge cannot connect operator %q to itself", e.From)
+			continue
+		}
+		if c.kind(e.To) == KindSource {
+			p.Add(e.To, at+".to", "operator %q is a source; sources have no inputs", e.To)
+		}
+		if c.kind(e.From) == KindSink {
+			p.Add(e.From, at+".from", "operator %q is a sink; sinks have no outputs", e.From)
+		}
+		if j, dup := pairs[[2]string{e.From, e.To}]; dup {
+			p.Add(e.From, at, "duplicate edge from %q to %q (also edges[%d]); every row would be delivered twice", e.From, e.To, j)
+		}
+		pairs[[2]string{e.From, e.To}] = i
+		if e.Partitioned {
+			to := s.Operators[c.ops[e.To]]
+			if to.KeyField == "" {
+				p.Add(e.To, fmt.Sprintf("operators[%d].key_field", c.ops[e.To]),
+					"is required: %s (%q -> %q) is partitioned, and rows are routed by the key_field of the operator they go to", at, e.From, e.To)
+			}
+		}
+	}
+}
+
+// adjacency returns the successors of every valid operator along valid edges.
+func (c *checker) adjacency() (out, in map[string][]string) {
+	out, in = map[string][]string{}, map[string][]string{}
+	for _, e := range c.s.Edges {
+		if c.has(e.From) && c.has(e.To) && e.From != e.To {
+			out[e.From] = append(out[e.From], e.To)
+			in[e.To] = append(in[e.To], e.From)
+		}
+	}
+	return out, in
+}
+
+// cyclic reports (and records) a cycle in the operator graph.
+func (c *checker) cyclic() bool {
+	out, _ := c.adjacency()
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var cycle []string
+	var visit func(string) bool
+	visit = func(n string) bool {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, m := range out[n] {
+			switch color[m] {
+			case grey:
+				for i, x := range stack {
+					if x == m {
+						cycle = append(append([]string(nil), stack[i:]...), m)
+					}
+				}
+				return true
+			case white:
+				if visit(m) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+		return false
+	}
+	for _, op := range c.s.Operators {
+		if c.has(op.ID) && color[op.ID] == white && visit(op.ID) {
+			c.p.Add(cycle[0], "edges", "the operator graph has a cycle: %s", strings.Join(cycle, " -> "))
+			return true
+		}
+	}
+	return false
+}
+
+// routeSinks returns the sinks that receive late rows of some source: they
+// are fed by an implicit edge from the window operators of that source.
+func (c *checker) routeSinks() map[string]bool {
+	r := map[string]bool{}
+	for _, src := range c.s.Sources {
+		if src.Time != nil && src.Time.LateEventPolicy == LateRoute && src.Time.LateEventRoute != "" {
+			r[src.Time.LateEventRoute] = true
+		}
+	}
+	return r
+}
+
+func (c *checker) reachability() {
+	s, p := c.s, c.p
+	out, in := c.adjacency()
+	routed := c.routeSinks()
+	walk := func(start string, next map[string][]string) map[string]bool {
+		seen := map[string]bool{start: true}
+		todo := []string{start}
+		for len(todo) > 0 {
+			n := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			for _, m := range next[n] {
+				if !seen[m] {
+					seen[m] = true
+					todo = append(todo, m)
+				}
+			}
+		}
+		return seen
+	}
+	for i, src := range s.Sources {
+		if c.kind(src.OperatorID) != KindSource {
+			continue
+		}
+		reach := walk(src.OperatorID, out)
+		ok := false
+		for n := range reach {
+			ok = ok || c.kind(n) == KindSink
+		}
+		if !ok {
+			p.Add(src.OperatorID, fmt.Sprintf("sources[%d].operator_id", i), "source %q reaches no sink; add an edge path to a sink", src.OperatorID)
+		}
+	}
+	for i, op := range s.Operators {
+		if !c.has(op.ID) || c.ops[op.ID] != i {
+			continue
+		}
+		at := fmt.Sprintf("operators[%d]", i)
+		if op.Kind != KindSource && len(in[op.ID]) == 0 && !(op.Kind == KindSink && routed[op.ID]) {
+			p.Add(op.ID, at, "operator %q has no incoming edge; nothing feeds it", op.ID)
+		}
+		if op.Kind != KindSink && len(out[op.ID]) == 0 {
+			p.Add(op.ID, at, "operator %q has no outgoing edge; its output would be discarded", op.ID)
+		}
+	}
+}
+
+func (c *checker) state() {
+	s, p := c.s, c.p
+	if st := s.State; st != nil {
+		switch st.Backend {
+		case BackendBadger, BackendMemory, BackendEmbeddedKV:
+		default:
+			p.Add("", "state.backend", "unknown state backend %q (known: badger, memory, embedded_kv = badger)", st.Backend)
+		}
+		if st.FormatVersion < 1 {
+			p.Add("", "state.format_version", "must be >= 1 (got %d)", st.FormatVersion)
+		}
+		if st.TTLMS != nil && *st.TTLMS <= 0 {
+			p.Add("", "state.ttl_ms", "must be > 0 (got %d)", *st.TTLMS)
+		}
+	}
+	if cp := s.Checkpoint; cp != nil {
+		if s.State == nil {
+			p.Add("", "checkpoint", "checkpoints need a state block (state.backend)")
+		}
+		if cp.IntervalMS <= 0 {
+			p.Add("", "checkpoint.interval_ms", "must be > 0 (got %d)", cp.IntervalMS)
+		}
+		if cp.Retention <= 0 {
+			p.Add("", "checkpoint.retention", "must be > 0 (got %d)", cp.Retention)
+		}
+		if strings.TrimSpace(cp.ObjectStoreURI) == "" {
+			p.Add("", "checkpoint.object_store_uri", "is required (file:///dir or s3://bucket/prefix)")
+		} else if u, err := url.Parse(cp.ObjectStoreURI); err != nil || (u.Scheme != "file" && u.Scheme != "s3") {
+			p.Add("", "checkpoint.object_store_uri", "must be file:///dir or s3://bucket/prefix (got %q)", cp.ObjectStoreURI)
+		}
+	}
+}
+
+// SortedOperatorIDs returns the IDs of the spec's operators, sorted.
+func SortedOperatorIDs(s *Spec) []string {
+	ids := make([]string, 0, len(s.Operators))
+	for _, op := range s.Operators {
+		ids = append(ids, op.ID)
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,119 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ValidationError is one problem with a job spec. It names the job, the
+// operator at fault (when there is one) and the path of the field in the
+// spec, so a user can find it in the file:
+//
+//	job "orders": operator "tumble": operators[2].config.window.size_ms: must be > 0 (got 0)
+type ValidationError struct {
+	Job      string
+	Operator string // empty for job-level problems
+	// Field is the path of the field in the spec, e.g.
+	// "operators[2].config.window.size_ms" or "edges[0].to".
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %q: ", e.Job)
+	if e.Operator != "" {
+		fmt.Fprintf(&b, "operator %q: ", e.Operator)
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// ValidationErrors is every problem found in one validation, in spec order.
+// Validation never stops at the first problem.
+type ValidationErrors []*ValidationError
+
+func (es ValidationErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find each *ValidationError.
+func (es ValidationErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// AsValidationErrors returns the validation errors inside err, or nil.
+func AsValidationErrors(err error) ValidationErrors {
+	var ves ValidationErrors
+	if errors.As(err, &ves) {
+		return ves
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return ValidationErrors{ve}
+	}
+	return nil
+}
+
+// Problems collects validation errors for one job.
+type Problems struct {
+	Job  string
+	list ValidationErrors
+}
+
+// Add records a problem. operator may be empty.
+func (p *Problems) Add(operator, field, format string, args ...any) {
+	p.list = append(p.list, &ValidationError{Job: p.Job, Operator: operator, Field: field, Reason: fmt.Sprintf(format, args...)})
+}
+
+// Append records already built errors.
+func (p *Problems) Append(es ...*ValidationError) { p.list = append(p.list, es...) }
+
+// Len is the number of problems recorded.
+func (p *Problems) Len() int { return len(p.list) }
+
+// Err returns the problems as ValidationErrors, or nil when there are none.
+// Duplicates (same operator, field and reason) are reported once.
+func (p *Problems) Err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out ValidationErrors
+	for _, e := range p.list {
+		k := e.Operator + "\x00" + e.Field + "\x00" + e.Reason
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, e)
+	}
+	return out
+}
+
+// List returns the recorded problems.
+func (p *Problems) List() ValidationErrors { return p.list }
+
+func quoteList(xs []string) string {
+	s := append([]string(nil), xs...)
+	sort.Strings(s)
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,185 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/arkflow-rs/arkflow-go/internal/config"
+)
+
+// Parse decodes a spec from JSON or YAML (detected from the first
+// non-blank character: '{' means JSON). Unknown fields and values of the
+// wrong type are errors naming their path; all of them are returned at once
+// as ValidationErrors. Absent optional fields get their defaults (see
+// ApplyDefaults); explicitly written zeros are kept, so that validation can
+// report them.
+func Parse(data []byte) (*Spec, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, ValidationErrors{{Reason: "empty spec"}}
+	}
+	if data[0] != '{' {
+		j, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, ValidationErrors{{Reason: "invalid YAML: " + err.Error()}}
+		}
+		data = j
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return nil, ValidationErrors{{Reason: "invalid JSON: " + err.Error()}}
+	}
+	if dec.More() {
+		return nil, ValidationErrors{{Reason: "invalid JSON: data after the spec object"}}
+	}
+	obj, ok := raw.(map[string]any)
+	if !ok {
+		return nil, ValidationErrors{{Reason: "a spec must be an object (got " + config.Describe(raw) + ")"}}
+	}
+	var spec Spec
+	var errs config.Errors
+	config.DecodeValue("", obj, &spec, &errs)
+	p := Problems{Job: spec.ID}
+	for _, e := range errs {
+		p.Add(operatorAt(&spec, e.Path), e.Path, "%s", e.Reason)
+	}
+	applyDefaults(&spec, obj)
+	if err := p.Err(); err != nil {
+		return &spec, err
+	}
+	return &spec, nil
+}
+
+// ParseFile reads and parses a JSON or YAML spec file.
+func ParseFile(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading job spec: %w", err)
+	}
+	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" {
+		j, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, ValidationErrors{{Reason: fmt.Sprintf("%s: invalid YAML: %v", path, err)}}
+		}
+		data = j
+	}
+	return Parse(data)
+}
+
+// operatorAt returns the ID of the operator a decode error path points into,
+// so that errors name it even before validation.
+func operatorAt(s *Spec, path string) string {
+	var i int
+	if _, err := fmt.Sscanf(path, "operators[%d]", &i); err == nil && i < len(s.Operators) {
+		return s.Operators[i].ID
+	}
+	if _, err := fmt.Sscanf(path, "sources[%d]", &i); err == nil && i < len(s.Sources) {
+		return s.Sources[i].OperatorID
+	}
+	if _, err := fmt.Sscanf(path, "sinks[%d]", &i); err == nil && i < len(s.Sinks) {
+		return s.Sinks[i].OperatorID
+	}
+	return ""
+}
+
+// ApplyDefaults fills the fields a Go-built spec left at their zero value:
+// version 1, max_parallelism 128, parallelism 1, recovery
+// latest_checkpoint, state format_version 1, checkpoint interval 30 s and
+// retention 3, processing time for sources without a time block. It is what
+// Parse does for absent fields, and it is idempotent.
+func ApplyDefaults(s *Spec) { applyDefaults(s, nil) }
+
+// applyDefaults fills absent fields. With raw (the decoded JSON object) a
+// field counts as absent only when its key is missing; without it, a zero
+// value counts as absent.
+func applyDefaults(s *Spec, raw map[string]any) {
+	absent := func(obj map[string]any, key string, zero bool) bool {
+		if obj == nil {
+			return zero
+		}
+		v, ok := obj[key]
+		return !ok || v == nil
+	}
+	sub := func(key string) map[string]any {
+		if raw == nil {
+			return nil
+		}
+		m, _ := raw[key].(map[string]any)
+		if m == nil {
+			return map[string]any{}
+		}
+		return m
+	}
+	if absent(raw, "version", s.Version == 0) {
+		s.Version = DefaultVersion
+	}
+	if absent(raw, "max_parallelism", s.MaxParallelism == 0) {
+		s.MaxParallelism = DefaultMaxParallelism
+	}
+	if absent(raw, "parallelism", s.Parallelism == 0) {
+		s.Parallelism = 1
+	}
+	if s.Recovery == "" {
+		s.Recovery = RecoverLatestCheckpoint
+	}
+	if s.Operators == nil {
+		s.Operators = []Operator{}
+	}
+	if s.Edges == nil {
+		s.Edges = []Edge{}
+	}
+	if s.Sources == nil {
+		s.Sources = []Source{}
+	}
+	if s.Sinks == nil {
+		s.Sinks = []Sink{}
+	}
+	if s.State != nil && absent(sub("state"), "format_version", s.State.FormatVersion == 0) {
+		s.State.FormatVersion = DefaultStateFormatVersion
+	}
+	if c := s.Checkpoint; c != nil {
+		cr := sub("checkpoint")
+		if absent(cr, "interval_ms", c.IntervalMS == 0) {
+			c.IntervalMS = DefaultCheckpointIntervalMS
+		}
+		if absent(cr, "retention", c.Retention == 0) {
+			c.Retention = DefaultCheckpointRetention
+		}
+	}
+	for i := range s.Sources {
+		if s.Sources[i].Time == nil {
+			s.Sources[i].Time = &Time{Mode: ProcessingTime}
+		}
+		t := s.Sources[i].Time
+		if t.Mode == EventTime && t.LateEventPolicy == "" {
+			t.LateEventPolicy = LateDrop
+		}
+		if t.Watermark != nil && t.Watermark.Strategy == "" {
+			t.Watermark.Strategy = BoundedOutOfOrderness
+		}
+	}
+}
+
+// MarshalJSON-compatible encodings.
+
+// JSON encodes the spec as indented JSON. Parse(JSON(s)) equals s.
+func (s *Spec) JSON() ([]byte, error) {
+	return json.MarshalIndent(s, "", "  ")
+}
+
+// YAML encodes the spec as YAML. Parse(YAML(s)) equals s.
+func (s *Spec) YAML() ([]byte, error) {
+	j, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML(j)
+}

@@ -1,0 +1,290 @@
+package job
+
+import "encoding/json"
+
+// DefaultMaxParallelism is the number of key groups a job gets when its spec
+// does not set max_parallelism. It matches ArkFlow v1, so both plan the same
+// key-group ranges for the same spec.
+const DefaultMaxParallelism = 128
+
+// DefaultVersion is the version number given to a spec that omits version.
+// ArkFlow v1 requires the field; we accept its absence (extension) and fill in
+// this value, so the canonical form and digest always carry a version.
+const DefaultVersion = 1
+
+// MaxMaxParallelism bounds max_parallelism: key groups are planned into a
+// table of that size for every keyed edge, and Flink uses the same limit.
+const MaxMaxParallelism = 32768
+
+// Spec is a job as a Hub stores it and an Agent receives it: a graph of
+// operators and edges with stable IDs, plus the sources and sinks bound to
+// operators of kind "source" and "sink".
+//
+// The field names and JSON shape are ArkFlow v1's JobSpec, so a v1 spec loads
+// unchanged. Fields marked "extension" are ours and optional; a v1 reader
+// would ignore them.
+type Spec struct {
+	// ID names the job: 1–128 characters of [A-Za-z0-9_-].
+	ID string `json:"id"`
+	// Version is the user's version number of this job (ArkFlow v1's
+	// JobVersion, a bare number). Default 1. Upgrades require a higher one.
+	Version uint64 `json:"version"`
+	// MaxParallelism is the number of key groups (default 128). It is fixed
+	// for the life of the job's state: state is redistributed by key group.
+	MaxParallelism int `json:"max_parallelism"`
+	// Parallelism is the default number of subtasks per operator (default 1).
+	Parallelism int `json:"parallelism"`
+
+	Operators []Operator `json:"operators"`
+	Edges     []Edge     `json:"edges"`
+	Sources   []Source   `json:"sources"`
+	Sinks     []Sink     `json:"sinks"`
+
+	State      *State      `json:"state,omitempty"`
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Recovery says where a restart takes its state from (default
+	// latest_checkpoint).
+	Recovery Recovery `json:"recovery"`
+}
+
+// Operator kinds. ArkFlow v1 defines all of them; this runtime executes
+// source, sink, map, filter, aggregate and udf, and (with the window package)
+// window. Join is recognised and rejected by validation until it exists.
+const (
+	KindSource    = "source"
+	KindMap       = "map"
+	KindFilter    = "filter"
+	KindAggregate = "aggregate"
+	KindWindow    = "window"
+	KindJoin      = "join"
+	KindSink      = "sink"
+	KindUDF       = "udf"
+)
+
+// Kinds lists every operator kind ArkFlow v1 knows, in its order.
+var Kinds = []string{KindSource, KindMap, KindFilter, KindAggregate, KindWindow, KindJoin, KindSink, KindUDF}
+
+// Operator is one node of the job graph.
+type Operator struct {
+	// ID is stable across versions: savepoints match state to operators by it.
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// Stateful operators keep keyed state and need KeyField.
+	Stateful bool `json:"stateful"`
+	// KeyField is the column whose value selects the key group of a row
+	// arriving on a partitioned edge, and the key of the operator's state.
+	KeyField string `json:"key_field,omitempty"`
+	// Config is the kind-specific configuration, kept verbatim.
+	Config json.RawMessage `json:"config,omitempty"`
+	// Parallelism overrides the job's parallelism for this operator
+	// (extension; 0 means the job's).
+	Parallelism int `json:"parallelism,omitempty"`
+}
+
+// Edge connects two operators. A partitioned edge routes every row to the
+// downstream subtask that owns the key group of the row's key (the
+// downstream operator's key_field); a forward edge keeps rows on the same
+// subtask when both sides have the same parallelism and rebalances batches
+// round-robin otherwise.
+type Edge struct {
+	ID          string `json:"id"`
+	From        string `json:"from"`
+	To          string `json:"to"`
+	Partitioned bool   `json:"partitioned"`
+}
+
+// Source binds an external input to an operator of kind "source".
+type Source struct {
+	OperatorID string          `json:"operator_id"`
+	InputType  string          `json:"input_type"`
+	Config     json.RawMessage `json:"config,omitempty"`
+	// Time declares processing or event time for the rows of this source.
+	// Required by ArkFlow v1; optional here (extension), meaning
+	// processing_time.
+	Time *Time `json:"time,omitempty"`
+	// Durability turns on the write-ahead log for this source (extension;
+	// ArkFlow keeps it on the stream). Nil inherits nothing: no WAL.
+	Durability json.RawMessage `json:"durability,omitempty"`
+}
+
+// Sink binds an operator of kind "sink" to an external output.
+type Sink struct {
+	OperatorID string          `json:"operator_id"`
+	OutputType string          `json:"output_type"`
+	Config     json.RawMessage `json:"config,omitempty"`
+}
+
+// Time modes.
+const (
+	ProcessingTime = "processing_time"
+	EventTime      = "event_time"
+)
+
+// Time is a source's time semantics (ArkFlow v1's TimeSpec).
+type Time struct {
+	Mode           string     `json:"mode"`
+	TimestampField string     `json:"timestamp_field,omitempty"`
+	Watermark      *Watermark `json:"watermark,omitempty"`
+	// AllowedLatenessMS keeps fired windows open for late updates.
+	AllowedLatenessMS int64 `json:"allowed_lateness_ms"`
+	// LateEventPolicy is drop (default), route or update.
+	LateEventPolicy string `json:"late_event_policy,omitempty"`
+	// LateEventRoute names the sink operator that receives routed rows.
+	LateEventRoute string `json:"late_event_route,omitempty"`
+}
+
+// Watermark strategies.
+const (
+	BoundedOutOfOrderness = "bounded_out_of_orderness"
+	Monotonous            = "monotonous"
+)
+
+// Late event policies.
+const (
+	LateDrop   = "drop"
+	LateRoute  = "route"
+	LateUpdate = "update"
+)
+
+// Watermark is how a source derives watermarks from event times.
+type Watermark struct {
+	Strategy         string `json:"strategy"`
+	OutOfOrdernessMS int64  `json:"out_of_orderness_ms"`
+	IdleTimeoutMS    *int64 `json:"idle_timeout_ms,omitempty"`
+}
+
+// State backends. "embedded_kv" is ArkFlow v1's generic name for the
+// embedded store; it selects the default backend (Badger).
+const (
+	BackendBadger     = "badger"
+	BackendMemory     = "memory"
+	BackendEmbeddedKV = "embedded_kv"
+)
+
+// State configures keyed state (ArkFlow v1's StateSpec).
+type State struct {
+	Backend   string `json:"backend"`
+	Namespace string `json:"namespace,omitempty"`
+	TTLMS     *int64 `json:"ttl_ms,omitempty"`
+	// FormatVersion is the state format (default 1); restores refuse
+	// artifacts of another format.
+	FormatVersion int `json:"format_version"`
+	// Path is the directory of the embedded store (extension; default a
+	// directory under the runtime's data dir).
+	Path string `json:"path,omitempty"`
+}
+
+// Checkpoint configures periodic checkpoints (ArkFlow v1's CheckpointSpec).
+type Checkpoint struct {
+	IntervalMS     int64  `json:"interval_ms"`
+	Retention      int    `json:"retention"`
+	ObjectStoreURI string `json:"object_store_uri"`
+}
+
+// Checkpoint defaults, as in ArkFlow v1.
+const (
+	DefaultCheckpointIntervalMS = 30000
+	DefaultCheckpointRetention  = 3
+	DefaultStateFormatVersion   = 1
+)
+
+// Recovery is where a restarting job takes its state from.
+type Recovery string
+
+// Recovery policies.
+const (
+	RecoverLatestCheckpoint Recovery = "latest_checkpoint"
+	RecoverLatestSavepoint  Recovery = "latest_savepoint"
+	RecoverFail             Recovery = "fail"
+)
+
+// Operator returns the operator with the given ID and its index, or -1.
+func (s *Spec) Operator(id string) (*Operator, int) {
+	for i := range s.Operators {
+		if s.Operators[i].ID == id {
+			return &s.Operators[i], i
+		}
+	}
+	return nil, -1
+}
+
+// Source returns the source bound to the operator ID and its index, or -1.
+func (s *Spec) Source(operatorID string) (*Source, int) {
+	for i := range s.Sources {
+		if s.Sources[i].OperatorID == operatorID {
+			return &s.Sources[i], i
+		}
+	}
+	return nil, -1
+}
+
+// Sink returns the sink bound to the operator ID and its index, or -1.
+func (s *Spec) Sink(operatorID string) (*Sink, int) {
+	for i := range s.Sinks {
+		if s.Sinks[i].OperatorID == operatorID {
+			return &s.Sinks[i], i
+		}
+	}
+	return nil, -1
+}
+
+// OperatorParallelism is the number of subtasks the operator runs with.
+func (s *Spec) OperatorParallelism(op *Operator) int {
+	if op.Parallelism > 0 {
+		return op.Parallelism
+	}
+	return s.Parallelism
+}
+
+// Clone returns a deep copy of the spec.
+func (s *Spec) Clone() *Spec {
+	c := *s
+	raw := func(m []byte) []byte {
+		if m == nil {
+			return nil
+		}
+		return append([]byte(nil), m...)
+	}
+	c.Operators = make([]Operator, len(s.Operators))
+	for i, op := range s.Operators {
+		op.Config = raw(op.Config)
+		c.Operators[i] = op
+	}
+	c.Edges = append(make([]Edge, 0, len(s.Edges)), s.Edges...)
+	c.Sources = make([]Source, len(s.Sources))
+	for i, src := range s.Sources {
+		src.Config = raw(src.Config)
+		src.Durability = raw(src.Durability)
+		if src.Time != nil {
+			t := *src.Time
+			if t.Watermark != nil {
+				w := *t.Watermark
+				if w.IdleTimeoutMS != nil {
+					v := *w.IdleTimeoutMS
+					w.IdleTimeoutMS = &v
+				}
+				t.Watermark = &w
+			}
+			src.Time = &t
+		}
+		c.Sources[i] = src
+	}
+	c.Sinks = make([]Sink, len(s.Sinks))
+	for i, snk := range s.Sinks {
+		snk.Config = raw(snk.Config)
+		c.Sinks[i] = snk
+	}
+	if s.State != nil {
+		st := *s.State
+		if st.TTLMS != nil {
+			v := *st.TTLMS
+			st.TTLMS = &v
+		}
+		c.State = &st
+	}
+	if s.Checkpoint != nil {
+		cp := *s.Checkpoint
+		c.Checkpoint = &cp
+	}
+	return &c
+}
