@@ -21,7 +21,10 @@ func CheckStructure(s *Spec, p *Problems) {
 	c.operators()
 	c.bindings()
 	c.edges()
-	if !c.cyclic() {
+	// Reachability is only meaningful on a complete graph: an edge to an
+	// unknown operator is the one problem to report, not the dead ends it
+	// leaves behind.
+	if !c.cyclic() && c.edgesResolve() {
 		c.reachability()
 	}
 	c.state()
@@ -286,6 +289,16 @@ func (c *checker) edges() {
 			}
 		}
 	}
+}
+
+// edgesResolve reports whether every edge connects two known operators.
+func (c *checker) edgesResolve() bool {
+	for _, e := range c.s.Edges {
+		if !c.has(e.From) || !c.has(e.To) {
+			return false
+		}
+	}
+	return true
 }
 
 // adjacency returns the successors of every valid operator along valid edges.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -86,8 +87,10 @@ func (p *Problems) Append(es ...*ValidationError) { p.list = append(p.list, es..
 // Len is the number of problems recorded.
 func (p *Problems) Len() int { return len(p.list) }
 
-// Err returns the problems as ValidationErrors, or nil when there are none.
-// Duplicates (same operator, field and reason) are reported once.
+// Err returns the problems as ValidationErrors in spec order (job fields,
+// operators, edges, sources, sinks, state, checkpoint; by index within
+// each), or nil when there are none. Duplicates (same operator, field and
+// reason) are reported once.
 func (p *Problems) Err() error {
 	if len(p.list) == 0 {
 		return nil
@@ -102,7 +105,33 @@ func (p *Problems) Err() error {
 		seen[k] = true
 		out = append(out, e)
 	}
+	sort.SliceStable(out, func(i, j int) bool {
+		si, ii := specPosition(out[i].Field)
+		sj, ij := specPosition(out[j].Field)
+		if si != sj {
+			return si < sj
+		}
+		return ii < ij
+	})
 	return out
+}
+
+var sections = []string{"operators", "edges", "sources", "sinks", "state", "checkpoint", "recovery", "builder"}
+
+// specPosition ranks a field path by where it sits in a spec.
+func specPosition(field string) (section, index int) {
+	for i, s := range sections {
+		if field == s || strings.HasPrefix(field, s+"[") || strings.HasPrefix(field, s+".") {
+			index = -1
+			if rest, ok := strings.CutPrefix(field, s+"["); ok {
+				if n, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, ']'), 0)]); err == nil {
+					index = n
+				}
+			}
+			return i + 1, index
+		}
+	}
+	return 0, 0
 }
 
 // List returns the recorded problems.
