@@ -1,0 +1,314 @@
+// Package connectors defines how a job reads from and writes to the outside
+// world: the Source and Sink interfaces every connector implements, the
+// registry that maps a spec's input_type and output_type to a connector, and
+// the pieces connectors share (declared schemas, metadata columns, position
+// tracking).
+//
+// # Writing a connector
+//
+// A connector registers a factory under a type name. The factory decodes and
+// checks the spec's config and returns an Input (or Output) without touching
+// the outside world: validation calls the same factory that a real start
+// does (R-VAL-1), so it must be free of side effects. The runtime then asks
+// the Input for one Source per subtask, connects every source and sink before
+// any data moves (R-VAL-4), and closes them in order on the way out.
+//
+//	func init() {
+//		connectors.RegisterInput("lines", func(bc connectors.BuildContext) (connectors.Input, error) {
+//			var cfg Config
+//			if err := connectors.DecodeConfig(bc.Config, &cfg); err != nil {
+//				return nil, err
+//			}
+//			…
+//		})
+//	}
+//
+// Config errors that implement FieldPath() (as DecodeConfig's do) are
+// reported with the full path in the spec, e.g. sources[0].config.path.
+package connectors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/internal/config"
+)
+
+// ErrEndOfInput is returned by Source.Read when a bounded source has
+// delivered everything. The runtime then sends a final watermark of +∞ and
+// end-of-input through the graph, so every window fires and the job ends.
+var ErrEndOfInput = errors.New("connectors: end of input")
+
+// Batch is what a source delivers: rows of one source partition, in order,
+// and the acknowledgement to call when they have been handled.
+type Batch struct {
+	// Record holds the rows, including the source's __meta_* columns. The
+	// runtime takes ownership and releases it.
+	Record arrow.RecordBatch
+	// Partition is the source partition the rows come from (0 for
+	// unpartitioned sources). Watermarks are tracked per partition.
+	Partition int
+	// Ack is called exactly once, from any goroutine, when every row of
+	// the batch has been handled: nil when all outputs derived from it were
+	// acknowledged by their sinks (or filtered away), otherwise the first
+	// error. A source commits positions only on success. May be nil.
+	Ack func(err error)
+}
+
+// Source reads the share of an external input that belongs to one subtask.
+// Methods are called from one goroutine, except Close, which the runtime
+// calls only after Read has returned for good.
+type Source interface {
+	// Connect opens the input. ctx bounds only connecting, not the life of
+	// the connection.
+	Connect(ctx context.Context) error
+	// Read returns the next batch, blocking until one is available or ctx
+	// is done (then it returns ctx.Err()). It returns ErrEndOfInput when a
+	// bounded input is exhausted.
+	Read(ctx context.Context) (Batch, error)
+	// Close releases the input. It is called once, after the last Read,
+	// also when Connect failed or was never called.
+	Close(ctx context.Context) error
+}
+
+// Position is a source's resume point in one partition: the offset of the
+// next record to read. Offsets before it have all been acknowledged (it is a
+// contiguous frontier, never a high-water mark). The shape is ArkFlow v1's
+// SourcePosition.
+type Position struct {
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// Positioner is implemented by sources that can report and resume from
+// positions (checkpoints record them; restores seek to them).
+type Positioner interface {
+	// Positions returns the current acknowledged frontier of every
+	// partition this subtask reads.
+	Positions() []Position
+	// Seek makes the next Connect resume from the given positions.
+	// Partitions without a position keep the configured start.
+	Seek(positions []Position) error
+}
+
+// Sink writes rows to an external output. Methods are called from one
+// goroutine.
+type Sink interface {
+	// Connect opens the output. ctx bounds only connecting.
+	Connect(ctx context.Context) error
+	// Write writes the rows and returns once they are delivered as far as
+	// the sink promises (at-least-once: durable or acknowledged by the
+	// remote end). The runtime acknowledges the rows' sources only after
+	// Write returns nil. The record is owned by the runtime; a sink that
+	// keeps it must Retain it.
+	Write(ctx context.Context, rec arrow.RecordBatch) error
+	// Close flushes and releases the output. It is called once, also when
+	// Connect failed or was never called.
+	Close(ctx context.Context) error
+}
+
+// TaskInfo describes the subtask a Source or Sink is created for.
+type TaskInfo struct {
+	JobID       string
+	OperatorID  string
+	Subtask     int
+	Parallelism int
+	Logger      *slog.Logger
+}
+
+// BuildContext is what a factory gets to build an Input or Output.
+type BuildContext struct {
+	JobID      string
+	OperatorID string
+	// Config is the spec's config for this source or sink, verbatim JSON
+	// (never nil; "{}" when absent).
+	Config json.RawMessage
+	// Bound is the Go value given to the builder for this operator (for
+	// example a memory.Source holding its batches), or nil for declarative
+	// specs. Factories that need live values use it; others ignore it.
+	Bound any
+}
+
+// Input is a validated, not yet connected source configuration.
+type Input interface {
+	// Schema is the schema of every batch the sources produce, including
+	// __meta_* columns.
+	Schema() *arrow.Schema
+	// Partitions is the number of source partitions, or 0 when not known
+	// before connecting. Subtask s of P reads partitions p with p % P == s.
+	Partitions() int
+	// NewSource creates the source of one subtask. It must not do I/O.
+	NewSource(info TaskInfo) (Source, error)
+}
+
+// Output is a validated, not yet connected sink configuration.
+type Output interface {
+	// NewSink creates the sink of one subtask. It must not do I/O.
+	NewSink(info TaskInfo) (Sink, error)
+}
+
+// InputFactory builds an Input from a spec. It must have no side effects.
+type InputFactory func(bc BuildContext) (Input, error)
+
+// OutputFactory builds an Output from a spec for rows of the given schema.
+// It must have no side effects. schema is nil when the rows' schema is
+// unknown because an upstream component failed to build: the factory then
+// checks only its config, so that validation reports every problem at once.
+type OutputFactory func(bc BuildContext, schema *arrow.Schema) (Output, error)
+
+var registry = struct {
+	sync.RWMutex
+	inputs  map[string]InputFactory
+	outputs map[string]OutputFactory
+}{inputs: map[string]InputFactory{}, outputs: map[string]OutputFactory{}}
+
+// RegisterInput makes an input type available to specs. It is meant to be
+// called from init; registering a name twice panics (a programming error,
+// like database/sql.Register).
+func RegisterInput(name string, f InputFactory) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.inputs[name]; dup {
+		panic("connectors: input type registered twice: " + name)
+	}
+	registry.inputs[name] = f
+}
+
+// RegisterOutput makes an output type available to specs; see RegisterInput.
+func RegisterOutput(name string, f OutputFactory) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.outputs[name]; dup {
+		panic("connectors: output type registered twice: " + name)
+	}
+	registry.outputs[name] = f
+}
+
+// LookupInput returns the factory of an input type.
+func LookupInput(name string) (InputFactory, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	f, ok := registry.inputs[name]
+	return f, ok
+}
+
+// LookupOutput returns the factory of an output type.
+func LookupOutput(name string) (OutputFactory, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	f, ok := registry.outputs[name]
+	return f, ok
+}
+
+// InputTypes lists the registered input types, sorted.
+func InputTypes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	return sortedKeys(registry.inputs)
+}
+
+// OutputTypes lists the registered output types, sorted.
+func OutputTypes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	return sortedKeys(registry.outputs)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DecodeConfig decodes a connector config strictly: unknown fields and
+// values of the wrong type are errors, all reported at once, each naming its
+// field path relative to the config. The returned error implements
+// Unwrap() []error over errors with a FieldPath() method.
+func DecodeConfig(raw json.RawMessage, dst any) error {
+	if errs := config.Decode(raw, dst); len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// FieldError returns an error about one config field, reported with the
+// field's full path in the spec.
+func FieldError(path, format string, args ...any) error {
+	return &config.FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Fields collects several config problems into one error (nil when empty).
+type Fields struct{ errs config.Errors }
+
+// Add records a problem at path (relative to the config).
+func (f *Fields) Add(path, format string, args ...any) { f.errs.Add(path, format, args...) }
+
+// Merge records every field error inside err (as returned by DecodeConfig
+// or FieldError) under base, and any other error at base.
+func (f *Fields) Merge(base string, err error) {
+	if err == nil {
+		return
+	}
+	for _, e := range FlattenFieldErrors(err) {
+		f.errs.Add(config.Join(base, e.Path), "%s", e.Reason)
+	}
+}
+
+// Err returns the collected problems, or nil.
+func (f *Fields) Err() error {
+	if len(f.errs) == 0 {
+		return nil
+	}
+	return f.errs
+}
+
+// FlattenFieldErrors turns err into a list of field errors: errors with a
+// FieldPath() method keep their path, others get an empty path.
+func FlattenFieldErrors(err error) []*config.FieldError {
+	var out []*config.FieldError
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if fe, ok := e.(*config.FieldError); ok {
+			out = append(out, fe)
+			return
+		}
+		if fp, ok := e.(interface{ FieldPath() string }); ok {
+			out = append(out, &config.FieldError{Path: fp.FieldPath(), Reason: reasonOf(e)})
+			return
+		}
+		if es, ok := e.(config.Errors); ok {
+			out = append(out, es...)
+			return
+		}
+		if u, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		out = append(out, &config.FieldError{Reason: e.Error()})
+	}
+	walk(err)
+	return out
+}
+
+func reasonOf(e error) string {
+	if r, ok := e.(interface{ FieldReason() string }); ok {
+		return r.FieldReason()
+	}
+	return e.Error()
+}

@@ -1,0 +1,58 @@
+package generate
+
+import (
+	"context"
+	"time"
+)
+
+// limiter is a token bucket over rows: it refills at rate tokens per second
+// up to one second's worth (at least one row), and a batch takes as many
+// tokens as it has rows, waiting for the debt to be repaid first. A nil
+// limiter does not limit.
+type limiter struct {
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(rate float64) *limiter {
+	if rate <= 0 {
+		return nil
+	}
+	return &limiter{rate: rate, burst: max(rate, 1), tokens: max(rate, 1)}
+}
+
+// wait takes n tokens, sleeping until the bucket allows them. When ctx ends
+// first it takes nothing and returns ctx.Err().
+func (l *limiter) wait(ctx context.Context, n int) error {
+	if l == nil {
+		return ctx.Err()
+	}
+	now := time.Now()
+	if !l.last.IsZero() {
+		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	}
+	l.last = now
+	if l.tokens >= float64(n) || (l.tokens >= l.burst && float64(n) > l.burst) {
+		// Enough tokens, or a batch larger than the bucket with a full
+		// bucket: go now and owe the rest.
+		l.tokens -= float64(n)
+		return ctx.Err()
+	}
+	// Wait until the bucket holds n tokens (or is full, for big batches).
+	need := min(float64(n), l.burst) - l.tokens
+	d := time.Duration(need / l.rate * float64(time.Second))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	now = time.Now()
+	l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	l.last = now
+	l.tokens -= float64(n)
+	return nil
+}

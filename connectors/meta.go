@@ -1,0 +1,77 @@
+package connectors
+
+import (
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Metadata columns sources add to their rows (R-KAFKA-3). Sinks drop every
+// column that starts with MetaPrefix unless configured to keep them.
+const (
+	MetaPrefix    = "__meta_"
+	MetaSource    = "__meta_source"    // string: the source operator ID
+	MetaTopic     = "__meta_topic"     // string: Kafka topic
+	MetaPartition = "__meta_partition" // int32: source partition
+	MetaOffset    = "__meta_offset"    // int64: offset in the partition
+	MetaKey       = "__meta_key"       // binary: record key
+	MetaTimestamp = "__meta_timestamp" // timestamp(ms): record timestamp
+)
+
+// IsMeta reports whether a column name is a metadata column.
+func IsMeta(name string) bool { return strings.HasPrefix(name, MetaPrefix) }
+
+// MetaFields are the metadata columns of sources that have partitions and
+// offsets (file, generate, memory).
+func MetaFields() []arrow.Field {
+	return []arrow.Field{
+		{Name: MetaSource, Type: arrow.BinaryTypes.String},
+		{Name: MetaPartition, Type: arrow.PrimitiveTypes.Int32},
+		{Name: MetaOffset, Type: arrow.PrimitiveTypes.Int64},
+	}
+}
+
+// WithMeta returns s with the standard metadata columns appended.
+func WithMeta(s *arrow.Schema) *arrow.Schema {
+	fields := append(append([]arrow.Field(nil), s.Fields()...), MetaFields()...)
+	return arrow.NewSchema(fields, nil)
+}
+
+// StripMeta returns rec without its metadata columns. When there are none it
+// returns rec itself, retained; the caller releases the result either way.
+func StripMeta(rec arrow.RecordBatch) arrow.RecordBatch {
+	keep := make([]int, 0, rec.NumCols())
+	for i, f := range rec.Schema().Fields() {
+		if !IsMeta(f.Name) {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) == int(rec.NumCols()) {
+		rec.Retain()
+		return rec
+	}
+	return Project(rec, keep)
+}
+
+// Project returns a record with the given columns of rec, in that order.
+func Project(rec arrow.RecordBatch, cols []int) arrow.RecordBatch {
+	fields := make([]arrow.Field, len(cols))
+	arrs := make([]arrow.Array, len(cols))
+	for i, c := range cols {
+		fields[i] = rec.Schema().Field(c)
+		arrs[i] = rec.Column(c)
+	}
+	md := rec.Schema().Metadata()
+	return newRecord(arrow.NewSchema(fields, &md), arrs, rec.NumRows())
+}
+
+// StripMetaSchema returns s without metadata columns.
+func StripMetaSchema(s *arrow.Schema) *arrow.Schema {
+	var fields []arrow.Field
+	for _, f := range s.Fields() {
+		if !IsMeta(f.Name) {
+			fields = append(fields, f)
+		}
+	}
+	return arrow.NewSchema(fields, nil)
+}
