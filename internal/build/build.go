@@ -1,0 +1,285 @@
+// Package build performs the deep build of a job spec: structural checks,
+// then every source, operator and sink built from its config against the
+// schema of the rows it receives, then the plan. It is side-effect free, and
+// it is the one code path behind every validation entry (CLI validate, the
+// builder's Build, arkflow.Validate, the Hub) and behind a real start
+// (R-VAL-1): what validates, starts; what fails validation never starts.
+package build
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// Env carries what a program adds to a spec: Go values bound to operators
+// by the builder (memory sources and sinks, functions).
+type Env struct {
+	Bindings map[string]any
+}
+
+// Graph is a built job: the plan and every component ready to be
+// instantiated per subtask.
+type Graph struct {
+	Spec    *job.Spec
+	Plan    *job.Plan
+	Inputs  map[string]connectors.Input
+	Outputs map[string]connectors.Output
+	Ops     map[string]ops.Built
+	// Schemas is the schema of the rows each operator emits (for a sink,
+	// the rows it receives).
+	Schemas map[string]*arrow.Schema
+}
+
+// Build validates spec deeply and returns the built graph, or every problem
+// found as job.ValidationErrors.
+func Build(spec *job.Spec, env Env) (*Graph, error) {
+	s := spec.Clone()
+	job.ApplyDefaults(s)
+	p := &job.Problems{Job: s.ID}
+	job.CheckStructure(s, p)
+	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}}
+	b := builder{s: s, p: p, g: g, env: env}
+	b.sources()
+	b.operators()
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	plan, err := job.NewPlan(s)
+	if err != nil {
+		return nil, err
+	}
+	g.Plan = plan
+	g.Spec = plan.Spec
+	return g, nil
+}
+
+type builder struct {
+	s   *job.Spec
+	p   *job.Problems
+	g   *Graph
+	env Env
+}
+
+func rawOrEmpty(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("{}")
+	}
+	return r
+}
+
+// report adds the field errors of err under base.
+func (b *builder) report(op, base string, err error) {
+	for _, fe := range connectors.FlattenFieldErrors(err) {
+		b.p.Add(op, config.Join(base, fe.Path), "%s", fe.Reason)
+	}
+}
+
+func (b *builder) sources() {
+	for i, src := range b.s.Sources {
+		at := fmt.Sprintf("sources[%d]", i)
+		if op, _ := b.s.Operator(src.OperatorID); op == nil || op.Kind != job.KindSource {
+			continue // reported by CheckStructure
+		}
+		if src.InputType == "" {
+			continue
+		}
+		f, ok := connectors.LookupInput(src.InputType)
+		if !ok {
+			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)", src.InputType, strings.Join(connectors.InputTypes(), ", "))
+			continue
+		}
+		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID]})
+		if err != nil {
+			b.report(src.OperatorID, at+".config", err)
+			continue
+		}
+		b.g.Inputs[src.OperatorID] = in
+		b.g.Schemas[src.OperatorID] = in.Schema()
+		b.checkTime(src, at, in.Schema())
+	}
+}
+
+// checkTime checks an event-time source's timestamp field against its
+// schema: it must exist and be Int64 (ms) or a Timestamp (R-TIME-2).
+func (b *builder) checkTime(src job.Source, at string, schema *arrow.Schema) {
+	t := src.Time
+	if t == nil || t.Mode != job.EventTime || t.TimestampField == "" {
+		return
+	}
+	idx := schema.FieldIndices(t.TimestampField)
+	if len(idx) == 0 {
+		b.p.Add(src.OperatorID, at+".time.timestamp_field", "unknown column %q (columns: %s)", t.TimestampField, ops.ColumnList(schema))
+		return
+	}
+	switch ty := schema.Field(idx[0]).Type; ty.ID() {
+	case arrow.INT64, arrow.TIMESTAMP:
+	default:
+		b.p.Add(src.OperatorID, at+".time.timestamp_field", "column %q has type %s; event time needs int64 (milliseconds) or a timestamp", t.TimestampField, ty)
+	}
+}
+
+func (b *builder) operators() {
+	s := b.s
+	order, ok := topo(s)
+	if !ok {
+		return // cycle or bad endpoints: reported by CheckStructure
+	}
+	incoming := map[string][]job.Edge{}
+	for _, e := range s.Edges {
+		incoming[e.To] = append(incoming[e.To], e)
+	}
+	for _, id := range order {
+		op, i := s.Operator(id)
+		if op == nil || op.Kind == job.KindSource {
+			continue
+		}
+		at := fmt.Sprintf("operators[%d]", i)
+		// When an upstream component failed to build, the input schema is
+		// unknown (nil): the component is still built, so that its own
+		// config problems are reported too, but it gets no schema.
+		in, _ := b.inputSchema(op, at, incoming[id])
+		// Rows of one key meet in one subtask when there is only one, or
+		// when every input edge routes by key group.
+		keyed := len(incoming[id]) > 0
+		for _, e := range incoming[id] {
+			keyed = keyed && e.Partitioned
+		}
+		keyed = keyed || s.OperatorParallelism(op) == 1
+		for _, e := range incoming[id] {
+			if in != nil && e.Partitioned && op.KeyField != "" {
+				if err := CheckKeyField(in, op.KeyField); err != nil {
+					b.report(op.ID, at, err)
+				}
+				break
+			}
+		}
+		if op.Kind == job.KindSink {
+			b.sink(op, in)
+			continue
+		}
+		f, ok := ops.Lookup(op.Kind)
+		if !ok {
+			continue // unknown kinds are reported by CheckStructure
+		}
+		built, err := f(ops.Context{JobID: s.ID, Spec: s, Op: op, Input: in, Keyed: keyed, Bound: b.env.Bindings[op.ID]})
+		if err != nil {
+			b.report(op.ID, at, err)
+			continue
+		}
+		if in == nil {
+			continue
+		}
+		b.g.Ops[op.ID] = built
+		b.g.Schemas[op.ID] = built.Output
+	}
+}
+
+// CheckKeyField checks that a key field exists in schema with a key type.
+// Errors name the field "key_field".
+func CheckKeyField(schema *arrow.Schema, field string) error {
+	idx := schema.FieldIndices(field)
+	if len(idx) == 0 {
+		return ops.Errf("key_field", "unknown column %q (columns: %s)", field, ops.ColumnList(schema))
+	}
+	if t := schema.Field(idx[0]).Type; !keys.Supported(t) {
+		return ops.Errf("key_field", "column %q has type %s, which cannot be a key", field, t)
+	}
+	return nil
+}
+
+// inputSchema returns the schema of the rows an operator receives: the
+// output schema shared by all its upstream operators.
+func (b *builder) inputSchema(op *job.Operator, at string, in []job.Edge) (*arrow.Schema, bool) {
+	var schema *arrow.Schema
+	var from string
+	for _, e := range in {
+		up, ok := b.g.Schemas[e.From]
+		if !ok {
+			return nil, false // upstream failed to build; its errors are reported
+		}
+		if schema == nil {
+			schema, from = up, e.From
+			continue
+		}
+		if !batch.SameSchema(schema, up) {
+			b.p.Add(op.ID, at, "inputs have different schemas: %q sends %s; %q sends %s", from, schemaString(schema), e.From, schemaString(up))
+			return nil, false
+		}
+	}
+	return schema, schema != nil
+}
+
+func schemaString(s *arrow.Schema) string {
+	parts := make([]string, 0, s.NumFields())
+	for _, f := range s.Fields() {
+		parts = append(parts, f.Name+" "+f.Type.String())
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
+	snk, i := b.s.Sink(op.ID)
+	if snk == nil || snk.OutputType == "" {
+		return
+	}
+	at := fmt.Sprintf("sinks[%d]", i)
+	f, ok := connectors.LookupOutput(snk.OutputType)
+	if !ok {
+		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)", snk.OutputType, strings.Join(connectors.OutputTypes(), ", "))
+		return
+	}
+	out, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: op.ID, Config: rawOrEmpty(snk.Config), Bound: b.env.Bindings[op.ID]}, in)
+	if err != nil {
+		b.report(op.ID, at+".config", err)
+		return
+	}
+	if in == nil {
+		return
+	}
+	b.g.Outputs[op.ID] = out
+	b.g.Schemas[op.ID] = in
+}
+
+// topo orders operators along valid edges; ok is false on a cycle.
+func topo(s *job.Spec) ([]string, bool) {
+	known := map[string]bool{}
+	for _, op := range s.Operators {
+		known[op.ID] = true
+	}
+	inDeg := map[string]int{}
+	out := map[string][]string{}
+	for _, e := range s.Edges {
+		if known[e.From] && known[e.To] {
+			inDeg[e.To]++
+			out[e.From] = append(out[e.From], e.To)
+		}
+	}
+	var order, ready []string
+	for _, op := range s.Operators {
+		if inDeg[op.ID] == 0 {
+			ready = append(ready, op.ID)
+		}
+	}
+	for len(ready) > 0 {
+		n := ready[0]
+		ready = ready[1:]
+		order = append(order, n)
+		for _, m := range out[n] {
+			inDeg[m]--
+			if inDeg[m] == 0 {
+				ready = append(ready, m)
+			}
+		}
+	}
+	return order, len(order) == len(known)
+}

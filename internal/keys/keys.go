@@ -1,0 +1,212 @@
+// Package keys turns key columns into key groups.
+//
+// A row's key group is FNV-1a-64 of its key bytes modulo max_parallelism
+// (ArkFlow v1's formula, job.KeyGroup). The key bytes of a value are:
+//
+//   - strings and binary: their bytes;
+//   - signed integers (8 to 64 bits), timestamps, date32/64 and durations:
+//     the value as a big-endian int64 (8 bytes), so an int32 5 and an int64 5
+//     land in the same group;
+//   - unsigned integers: the value as a big-endian uint64;
+//   - booleans: one byte, 0 or 1;
+//   - floats: the IEEE-754 bits of the float64 value, big-endian;
+//   - null: no bytes (the group of the empty string).
+package keys
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+const (
+	offset64 = 0xcbf29ce484222325
+	prime64  = 0x100000001b3
+)
+
+func hashString(s string) uint64 {
+	h := uint64(offset64)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= prime64
+	}
+	return h
+}
+
+func hashBytes(b []byte) uint64 {
+	h := uint64(offset64)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= prime64
+	}
+	return h
+}
+
+func hashU64(v uint64) uint64 {
+	h := uint64(offset64)
+	for shift := 56; shift >= 0; shift -= 8 {
+		h ^= (v >> uint(shift)) & 0xff
+		h *= prime64
+	}
+	return h
+}
+
+// Supported reports whether a column type can be a key.
+func Supported(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY,
+		arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.BOOL, arrow.TIMESTAMP, arrow.DATE32, arrow.DATE64, arrow.DURATION,
+		arrow.FLOAT32, arrow.FLOAT64:
+		return true
+	}
+	return false
+}
+
+// Hashes writes the FNV-1a-64 hash of every row's key bytes into dst (which
+// must have col.Len() entries).
+func Hashes(col arrow.Array, dst []uint64) error {
+	n := col.Len()
+	null := uint64(offset64)
+	switch a := col.(type) {
+	case *array.String:
+		for i := 0; i < n; i++ {
+			dst[i] = hashString(a.Value(i))
+		}
+	case *array.LargeString:
+		for i := 0; i < n; i++ {
+			dst[i] = hashString(a.Value(i))
+		}
+	case *array.Binary:
+		for i := 0; i < n; i++ {
+			dst[i] = hashBytes(a.Value(i))
+		}
+	case *array.LargeBinary:
+		for i := 0; i < n; i++ {
+			dst[i] = hashBytes(a.Value(i))
+		}
+	case *array.Int64:
+		for i, v := range a.Int64Values() {
+			dst[i] = hashU64(uint64(v))
+		}
+	case *array.Int32:
+		for i, v := range a.Int32Values() {
+			dst[i] = hashU64(uint64(int64(v)))
+		}
+	case *array.Int16:
+		for i, v := range a.Int16Values() {
+			dst[i] = hashU64(uint64(int64(v)))
+		}
+	case *array.Int8:
+		for i, v := range a.Int8Values() {
+			dst[i] = hashU64(uint64(int64(v)))
+		}
+	case *array.Uint64:
+		for i, v := range a.Uint64Values() {
+			dst[i] = hashU64(v)
+		}
+	case *array.Uint32:
+		for i, v := range a.Uint32Values() {
+			dst[i] = hashU64(uint64(v))
+		}
+	case *array.Uint16:
+		for i, v := range a.Uint16Values() {
+			dst[i] = hashU64(uint64(v))
+		}
+	case *array.Uint8:
+		for i, v := range a.Uint8Values() {
+			dst[i] = hashU64(uint64(v))
+		}
+	case *array.Timestamp:
+		for i, v := range a.TimestampValues() {
+			dst[i] = hashU64(uint64(v))
+		}
+	case *array.Date32:
+		for i, v := range a.Date32Values() {
+			dst[i] = hashU64(uint64(int64(v)))
+		}
+	case *array.Date64:
+		for i, v := range a.Date64Values() {
+			dst[i] = hashU64(uint64(v))
+		}
+	case *array.Duration:
+		for i, v := range a.DurationValues() {
+			dst[i] = hashU64(uint64(v))
+		}
+	case *array.Boolean:
+		for i := 0; i < n; i++ {
+			var b uint64
+			if a.Value(i) {
+				b = 1
+			}
+			dst[i] = (offset64 ^ b) * prime64
+		}
+	case *array.Float64:
+		for i, v := range a.Float64Values() {
+			dst[i] = hashU64(math.Float64bits(v))
+		}
+	case *array.Float32:
+		for i, v := range a.Float32Values() {
+			dst[i] = hashU64(math.Float64bits(float64(v)))
+		}
+	default:
+		return fmt.Errorf("type %s cannot be a key", col.DataType())
+	}
+	if col.NullN() > 0 {
+		for i := 0; i < n; i++ {
+			if col.IsNull(i) {
+				dst[i] = null
+			}
+		}
+	}
+	return nil
+}
+
+// Router maps rows to the subtasks that own their key groups.
+type Router struct {
+	m      int
+	owner  []int32 // key group -> subtask
+	hashes []uint64
+}
+
+// NewRouter returns a router for max parallelism m and p subtasks, using
+// the ranges of job.RangeFor.
+func NewRouter(m, p int) *Router {
+	r := &Router{m: m, owner: make([]int32, m)}
+	for g := 0; g < m; g++ {
+		r.owner[g] = int32(((g+1)*p - 1) / m)
+	}
+	return r
+}
+
+// Route writes the owning subtask of every row of col into dst.
+func (r *Router) Route(col arrow.Array, dst []int32) error {
+	n := col.Len()
+	if cap(r.hashes) < n {
+		r.hashes = make([]uint64, n)
+	}
+	h := r.hashes[:n]
+	if err := Hashes(col, h); err != nil {
+		return err
+	}
+	m := uint64(r.m)
+	for i, x := range h {
+		dst[i] = r.owner[x%m]
+	}
+	return nil
+}
+
+// Groups writes the key group of every row of col into dst.
+func Groups(col arrow.Array, m int, dst []int32) error {
+	h := make([]uint64, col.Len())
+	if err := Hashes(col, h); err != nil {
+		return err
+	}
+	for i, x := range h {
+		dst[i] = int32(x % uint64(m))
+	}
+	return nil
+}

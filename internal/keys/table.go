@@ -1,0 +1,255 @@
+package keys
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Table assigns dense IDs (0, 1, 2, …) to the distinct values of a key
+// column and remembers the values, so that keyed operators can keep their
+// accumulators in slices indexed by ID and rebuild the key column on output.
+// Null is a key of its own.
+type Table struct {
+	typ    arrow.DataType
+	str    map[string]int32
+	num    map[uint64]int32 // integers, timestamps, bools, float bits
+	strs   []string
+	nums   []uint64
+	nullID int32
+	n      int32
+}
+
+// NewTable returns a table for keys of type t.
+func NewTable(t arrow.DataType) (*Table, error) {
+	if !Supported(t) {
+		return nil, fmt.Errorf("type %s cannot be a key", t)
+	}
+	tb := &Table{typ: t, nullID: -1}
+	if isStringLike(t) {
+		tb.str = map[string]int32{}
+	} else {
+		tb.num = map[uint64]int32{}
+	}
+	return tb, nil
+}
+
+func isStringLike(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+		return true
+	}
+	return false
+}
+
+// Len is the number of distinct keys seen.
+func (t *Table) Len() int { return int(t.n) }
+
+// Type is the key type.
+func (t *Table) Type() arrow.DataType { return t.typ }
+
+func (t *Table) newID() int32 {
+	id := t.n
+	t.n++
+	if t.str != nil {
+		t.strs = append(t.strs, "")
+	} else {
+		t.nums = append(t.nums, 0)
+	}
+	return id
+}
+
+func (t *Table) nullKey() int32 {
+	if t.nullID < 0 {
+		t.nullID = t.newID()
+	}
+	return t.nullID
+}
+
+func (t *Table) strID(s string) int32 {
+	if id, ok := t.str[s]; ok {
+		return id
+	}
+	id := t.newID()
+	s = strings.Clone(s) // s points into the batch's buffer
+	t.str[s] = id
+	t.strs[id] = s
+	return id
+}
+
+func (t *Table) numID(v uint64) int32 {
+	if id, ok := t.num[v]; ok {
+		return id
+	}
+	id := t.newID()
+	t.num[v] = id
+	t.nums[id] = v
+	return id
+}
+
+// IDs writes the ID of every row's key into dst, adding new keys.
+func (t *Table) IDs(col arrow.Array, dst []int32) error {
+	if !arrow.TypeEqual(col.DataType(), t.typ) {
+		return fmt.Errorf("key column has type %s, expected %s", col.DataType(), t.typ)
+	}
+	n := col.Len()
+	nulls := col.NullN() > 0
+	switch a := col.(type) {
+	case *array.String:
+		for i := 0; i < n; i++ {
+			if nulls && a.IsNull(i) {
+				dst[i] = t.nullKey()
+			} else {
+				dst[i] = t.strID(a.Value(i))
+			}
+		}
+		return nil
+	case *array.LargeString:
+		for i := 0; i < n; i++ {
+			if nulls && a.IsNull(i) {
+				dst[i] = t.nullKey()
+			} else {
+				dst[i] = t.strID(a.Value(i))
+			}
+		}
+		return nil
+	case *array.Binary:
+		for i := 0; i < n; i++ {
+			if nulls && a.IsNull(i) {
+				dst[i] = t.nullKey()
+			} else {
+				dst[i] = t.strID(string(a.Value(i)))
+			}
+		}
+		return nil
+	}
+	vals, err := numbers(col)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if nulls && col.IsNull(i) {
+			dst[i] = t.nullKey()
+		} else {
+			dst[i] = t.numID(vals(i))
+		}
+	}
+	return nil
+}
+
+func numbers(col arrow.Array) (func(int) uint64, error) {
+	switch a := col.(type) {
+	case *array.Int64:
+		v := a.Int64Values()
+		return func(i int) uint64 { return uint64(v[i]) }, nil
+	case *array.Int32:
+		v := a.Int32Values()
+		return func(i int) uint64 { return uint64(int64(v[i])) }, nil
+	case *array.Int16:
+		v := a.Int16Values()
+		return func(i int) uint64 { return uint64(int64(v[i])) }, nil
+	case *array.Int8:
+		v := a.Int8Values()
+		return func(i int) uint64 { return uint64(int64(v[i])) }, nil
+	case *array.Uint64:
+		v := a.Uint64Values()
+		return func(i int) uint64 { return v[i] }, nil
+	case *array.Uint32:
+		v := a.Uint32Values()
+		return func(i int) uint64 { return uint64(v[i]) }, nil
+	case *array.Uint16:
+		v := a.Uint16Values()
+		return func(i int) uint64 { return uint64(v[i]) }, nil
+	case *array.Uint8:
+		v := a.Uint8Values()
+		return func(i int) uint64 { return uint64(v[i]) }, nil
+	case *array.Timestamp:
+		v := a.TimestampValues()
+		return func(i int) uint64 { return uint64(v[i]) }, nil
+	case *array.Date32:
+		v := a.Date32Values()
+		return func(i int) uint64 { return uint64(int64(v[i])) }, nil
+	case *array.Date64:
+		v := a.Date64Values()
+		return func(i int) uint64 { return uint64(v[i]) }, nil
+	case *array.Duration:
+		v := a.DurationValues()
+		return func(i int) uint64 { return uint64(v[i]) }, nil
+	case *array.Boolean:
+		return func(i int) uint64 {
+			if a.Value(i) {
+				return 1
+			}
+			return 0
+		}, nil
+	case *array.Float64:
+		v := a.Float64Values()
+		return func(i int) uint64 { return math.Float64bits(v[i]) }, nil
+	case *array.Float32:
+		v := a.Float32Values()
+		return func(i int) uint64 { return math.Float64bits(float64(v[i])) }, nil
+	}
+	return nil, fmt.Errorf("type %s cannot be a key", col.DataType())
+}
+
+// Build returns the key column for the given IDs. The caller releases it.
+func (t *Table) Build(ids []int32) arrow.Array {
+	b := array.NewBuilder(memory.DefaultAllocator, t.typ)
+	defer b.Release()
+	b.Reserve(len(ids))
+	for _, id := range ids {
+		if id == t.nullID {
+			b.AppendNull()
+			continue
+		}
+		if t.str != nil {
+			switch bb := b.(type) {
+			case *array.StringBuilder:
+				bb.Append(t.strs[id])
+			case *array.LargeStringBuilder:
+				bb.Append(t.strs[id])
+			case *array.BinaryBuilder:
+				bb.Append([]byte(t.strs[id]))
+			}
+			continue
+		}
+		v := t.nums[id]
+		switch bb := b.(type) {
+		case *array.Int64Builder:
+			bb.Append(int64(v))
+		case *array.Int32Builder:
+			bb.Append(int32(int64(v)))
+		case *array.Int16Builder:
+			bb.Append(int16(int64(v)))
+		case *array.Int8Builder:
+			bb.Append(int8(int64(v)))
+		case *array.Uint64Builder:
+			bb.Append(v)
+		case *array.Uint32Builder:
+			bb.Append(uint32(v))
+		case *array.Uint16Builder:
+			bb.Append(uint16(v))
+		case *array.Uint8Builder:
+			bb.Append(uint8(v))
+		case *array.TimestampBuilder:
+			bb.Append(arrow.Timestamp(int64(v)))
+		case *array.Date32Builder:
+			bb.Append(arrow.Date32(int64(v)))
+		case *array.Date64Builder:
+			bb.Append(arrow.Date64(int64(v)))
+		case *array.DurationBuilder:
+			bb.Append(arrow.Duration(int64(v)))
+		case *array.BooleanBuilder:
+			bb.Append(v == 1)
+		case *array.Float64Builder:
+			bb.Append(math.Float64frombits(v))
+		case *array.Float32Builder:
+			bb.Append(float32(math.Float64frombits(v)))
+		}
+	}
+	return b.NewArray()
+}

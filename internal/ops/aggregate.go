@@ -1,0 +1,200 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/agg"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// Aggregate emit modes.
+const (
+	// EmitUpdates emits, after every input batch, the current aggregates of
+	// the keys it touched (a changelog: the latest row per key is the
+	// current value).
+	EmitUpdates = "updates"
+	// EmitFinal emits every key's aggregates once, when the input ends.
+	EmitFinal = "final"
+)
+
+// AggregateConfig configures a keyed running aggregate (kind "aggregate"):
+// aggregates over all rows of each key, with no window.
+type AggregateConfig struct {
+	Aggregates []agg.Spec `json:"aggregates"`
+	// Emit is "updates" (default) or "final".
+	Emit string `json:"emit,omitempty"`
+}
+
+func init() { Register(job.KindAggregate, buildAggregate) }
+
+// KeyColumn checks an operator's key_field against its input schema and
+// returns the column index.
+func KeyColumn(c Context) (int, error) {
+	if c.Op.KeyField == "" {
+		return -1, Errf("key_field", "a %s operator needs key_field", c.Op.Kind)
+	}
+	idx := c.Input.FieldIndices(c.Op.KeyField)
+	if len(idx) == 0 {
+		return -1, Errf("key_field", "unknown column %q (columns: %s)", c.Op.KeyField, ColumnList(c.Input))
+	}
+	t := c.Input.Field(idx[0]).Type
+	if !keys.Supported(t) {
+		return -1, Errf("key_field", "column %q has type %s, which cannot be a key", c.Op.KeyField, t)
+	}
+	if !c.Keyed {
+		return -1, Errf("key_field", "rows of one key must all reach the same subtask: make every input edge of %q partitioned, or give it parallelism 1", c.Op.ID)
+	}
+	return idx[0], nil
+}
+
+func buildAggregate(c Context) (Built, error) {
+	var errs Errors
+	var cfg AggregateConfig
+	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
+		return Built{}, PrefixErrors("config", err)
+	}
+	switch cfg.Emit {
+	case "":
+		cfg.Emit = EmitUpdates
+	case EmitUpdates, EmitFinal:
+	default:
+		errs = append(errs, Errf("config.emit", "must be %q or %q (got %q)", EmitUpdates, EmitFinal, cfg.Emit))
+	}
+	if c.Input == nil {
+		if c.Op.KeyField == "" {
+			errs = append(errs, Errf("key_field", "a %s operator needs key_field", c.Op.Kind))
+		}
+		errs = append(errs, PrefixErrors("", agg.Check(cfg.Aggregates, "config.aggregates"))...)
+		return Built{}, errs.Err()
+	}
+	keyCol, err := KeyColumn(c)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	set, err := agg.Compile(cfg.Aggregates, c.Input, "config.aggregates")
+	if err != nil {
+		errs = append(errs, PrefixErrors("", err)...)
+	}
+	if err := errs.Err(); err != nil {
+		return Built{}, err
+	}
+	keyField := c.Input.Field(keyCol)
+	fields := append([]arrow.Field{{Name: keyField.Name, Type: keyField.Type, Nullable: true}}, set.Fields()...)
+	for i, f := range set.Fields() {
+		if f.Name == keyField.Name {
+			return Built{}, Errf(fmt.Sprintf("config.aggregates[%d].as", i), "output column %q collides with the key column", f.Name)
+		}
+	}
+	out := arrow.NewSchema(fields, nil)
+	return Built{Output: out, New: func(connectors.TaskInfo) (Instance, error) {
+		t, err := keys.NewTable(keyField.Type)
+		if err != nil {
+			return nil, err
+		}
+		return &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: t, out: out, final: cfg.Emit == EmitFinal}, nil
+	}}, nil
+}
+
+type aggregate struct {
+	op     string
+	keyCol int
+	set    *agg.Set
+	state  *agg.State
+	keys   *keys.Table
+	out    *arrow.Schema
+	final  bool
+	held   []*ack.Node
+	ids    []int32
+	seen   []bool
+}
+
+func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {
+	rows := int(b.Rec.NumRows())
+	if cap(a.ids) < rows {
+		a.ids = make([]int32, rows)
+	}
+	ids := a.ids[:rows]
+	if err := a.keys.IDs(b.Rec.Column(a.keyCol), ids); err != nil {
+		b.Rec.Release()
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", a.op, err)
+	}
+	a.state.Grow(a.keys.Len())
+	err := a.state.Update(b.Rec, ids)
+	b.Rec.Release()
+	if err != nil {
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", a.op, err)
+	}
+	if a.final {
+		// The rows are folded into state, but their results are not out
+		// yet: hold the acknowledgement until they are.
+		a.held = append(a.held, b.Ack)
+		return nil
+	}
+	// Emit the touched keys, each once, in order of first appearance.
+	if len(a.seen) < a.keys.Len() {
+		a.seen = make([]bool, a.keys.Len()+a.keys.Len()/2)
+	}
+	touched := make([]int32, 0, 16)
+	for _, id := range ids {
+		if !a.seen[id] {
+			a.seen[id] = true
+			touched = append(touched, id)
+		}
+	}
+	for _, id := range touched {
+		a.seen[id] = false
+	}
+	return out.Emit(ctx, Batch{Rec: a.build(touched), Ack: b.Ack})
+}
+
+func (a *aggregate) build(groups []int32) arrow.RecordBatch {
+	cols := append([]arrow.Array{a.keys.Build(groups)}, a.state.Build(groups)...)
+	rec := array.NewRecordBatch(a.out, cols, int64(len(groups)))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
+}
+
+// maxOutputRows bounds the rows of one emitted batch.
+const maxOutputRows = 4096
+
+func (a *aggregate) Watermark(ctx context.Context, wm int64, out Emitter) error {
+	if !a.final || wm != math.MaxInt64 || a.keys.Len() == 0 {
+		return nil
+	}
+	n := a.keys.Len()
+	node := ack.Derive(a.held...)
+	a.held = nil
+	chunks := (n + maxOutputRows - 1) / maxOutputRows
+	node.Retain(chunks - 1)
+	for start := 0; start < n; start += maxOutputRows {
+		end := min(start+maxOutputRows, n)
+		groups := make([]int32, end-start)
+		for i := range groups {
+			groups[i] = int32(start + i)
+		}
+		if err := out.Emit(ctx, Batch{Rec: a.build(groups), Ack: node}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *aggregate) Close() error {
+	for _, h := range a.held {
+		h.Release(ErrAbandoned)
+	}
+	a.held = nil
+	return nil
+}

@@ -1,0 +1,351 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/expr"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// MapFunc transforms a batch in Go. It must not keep rec after returning;
+// the returned record is owned by the caller.
+type MapFunc func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
+
+// FilterFunc returns, for every row of rec, whether to keep it.
+type FilterFunc func(ctx context.Context, rec arrow.RecordBatch) ([]bool, error)
+
+// MapBinding is the Go value a builder binds to a map or udf operator
+// configured with {"function": name}.
+type MapBinding struct {
+	Name string
+	Fn   MapFunc
+	// Output is the schema Fn returns; nil means the input schema.
+	Output *arrow.Schema
+}
+
+// FilterBinding is the Go value a builder binds to a filter operator
+// configured with {"function": name}.
+type FilterBinding struct {
+	Name string
+	Fn   FilterFunc
+}
+
+// MapConfig configures a map operator. Either Function, or any of Set,
+// Drop and Select (applied in that order).
+type MapConfig struct {
+	// Set adds or replaces columns, in order; each expression sees the
+	// columns set before it.
+	Set []Assign `json:"set,omitempty"`
+	// Drop removes columns.
+	Drop []string `json:"drop,omitempty"`
+	// Select keeps only these columns, in this order (__meta_* columns are
+	// kept after them: sinks and exactly-once outputs need them).
+	Select []string `json:"select,omitempty"`
+	// Function names a Go function bound by the program (builder only).
+	Function string `json:"function,omitempty"`
+}
+
+// Assign is one computed column.
+type Assign struct {
+	Name string `json:"name"`
+	Expr string `json:"expr"`
+}
+
+// FilterConfig configures a filter operator: exactly one of Expr and
+// Function.
+type FilterConfig struct {
+	// Expr keeps rows where it is true (null counts as false).
+	Expr string `json:"expr,omitempty"`
+	// Function names a Go function bound by the program (builder only).
+	Function string `json:"function,omitempty"`
+}
+
+func init() {
+	Register(job.KindMap, buildMap)
+	Register(job.KindUDF, buildMap)
+	Register(job.KindFilter, buildFilter)
+}
+
+func exprErr(path string, err error) error {
+	if e, ok := err.(*expr.Error); ok && e.Pos > 0 {
+		return Errf(path, "%s", e.Error())
+	}
+	return Errf(path, "%v", err)
+}
+
+func unboundFunction(name string) string {
+	return fmt.Sprintf("no Go function %q is bound to this operator: functions exist only in the program that registered them through the builder; a declarative spec uses expressions instead", name)
+}
+
+func buildMap(c Context) (Built, error) {
+	var cfg MapConfig
+	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
+		return Built{}, PrefixErrors("config", err)
+	}
+	if cfg.Function != "" {
+		if len(cfg.Set)+len(cfg.Drop)+len(cfg.Select) > 0 {
+			return Built{}, Errf("config.function", "cannot be combined with set, drop or select")
+		}
+		mb, ok := c.Bound.(MapBinding)
+		if !ok || mb.Fn == nil {
+			return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
+		}
+		out := mb.Output
+		if out == nil {
+			out = c.Input
+		}
+		return Built{Output: out, New: func(connectors.TaskInfo) (Instance, error) {
+			return &funcMap{op: c.Op.ID, fn: mb.Fn, out: out}, nil
+		}}, nil
+	}
+	if c.Op.Kind == job.KindUDF {
+		return Built{}, Errf("config.function", "a udf operator needs a Go function bound by the builder")
+	}
+	if c.Input == nil {
+		return Built{}, nil
+	}
+	var errs Errors
+	schema := c.Input
+	var steps []mapStep
+	for i, a := range cfg.Set {
+		at := fmt.Sprintf("config.set[%d]", i)
+		if a.Name == "" {
+			errs = append(errs, Errf(at+".name", "is required"))
+			continue
+		}
+		if connectors.IsMeta(a.Name) {
+			errs = append(errs, Errf(at+".name", "columns starting with %q are source metadata and cannot be set", connectors.MetaPrefix))
+			continue
+		}
+		e, err := expr.Compile(a.Expr, schema)
+		if err != nil {
+			errs = append(errs, exprErr(at+".expr", err))
+			continue
+		}
+		fields := slices.Clone(schema.Fields())
+		f := arrow.Field{Name: a.Name, Type: e.Type(), Nullable: true}
+		pos := schema.FieldIndices(a.Name)
+		if len(pos) > 0 {
+			fields[pos[0]] = f
+			steps = append(steps, mapStep{expr: e, replace: pos[0]})
+		} else {
+			fields = insertBeforeMeta(fields, f)
+			steps = append(steps, mapStep{expr: e, replace: -1})
+		}
+		schema = arrow.NewSchema(fields, nil)
+		steps[len(steps)-1].schema = schema
+	}
+	keep := make([]int, 0, schema.NumFields())
+	dropped := map[string]bool{}
+	for i, d := range cfg.Drop {
+		if len(schema.FieldIndices(d)) == 0 {
+			errs = append(errs, Errf(fmt.Sprintf("config.drop[%d]", i), "unknown column %q (columns: %s)", d, ColumnList(schema)))
+		}
+		dropped[d] = true
+	}
+	if len(cfg.Select) > 0 {
+		seen := map[string]bool{}
+		for i, s := range cfg.Select {
+			idx := schema.FieldIndices(s)
+			switch {
+			case len(idx) == 0:
+				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "unknown column %q (columns: %s)", s, ColumnList(schema)))
+			case seen[s]:
+				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "column %q is selected twice", s))
+			case dropped[s]:
+				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "column %q is also dropped", s))
+			default:
+				keep = append(keep, idx[0])
+			}
+			seen[s] = true
+		}
+		for i, f := range schema.Fields() {
+			if connectors.IsMeta(f.Name) && !seen[f.Name] && !dropped[f.Name] {
+				keep = append(keep, i)
+			}
+		}
+	} else {
+		for i, f := range schema.Fields() {
+			if !dropped[f.Name] {
+				keep = append(keep, i)
+			}
+		}
+	}
+	if err := errs.Err(); err != nil {
+		return Built{}, err
+	}
+	fields := make([]arrow.Field, len(keep))
+	for i, k := range keep {
+		fields[i] = schema.Field(k)
+	}
+	out := arrow.NewSchema(fields, nil)
+	identity := len(steps) == 0 && len(keep) == c.Input.NumFields()
+	return Built{Output: out, New: func(connectors.TaskInfo) (Instance, error) {
+		if identity {
+			return Passthrough{}, nil
+		}
+		return &exprMap{op: c.Op.ID, steps: steps, keep: keep, out: out}, nil
+	}}, nil
+}
+
+// insertBeforeMeta appends f after the last non-metadata column, so
+// metadata columns stay last.
+func insertBeforeMeta(fields []arrow.Field, f arrow.Field) []arrow.Field {
+	i := len(fields)
+	for i > 0 && connectors.IsMeta(fields[i-1].Name) {
+		i--
+	}
+	return slices.Insert(fields, i, f)
+}
+
+type mapStep struct {
+	expr    *expr.Expr
+	replace int           // column index to replace, or -1 to insert before meta
+	schema  *arrow.Schema // schema after this step
+}
+
+type exprMap struct {
+	op    string
+	steps []mapStep
+	keep  []int
+	out   *arrow.Schema
+}
+
+func (m *exprMap) Process(ctx context.Context, b Batch, out Emitter) error {
+	rec := b.Rec
+	for _, st := range m.steps {
+		col, err := st.expr.Eval(rec)
+		if err != nil {
+			rec.Release()
+			b.Ack.Release(err)
+			return fmt.Errorf("operator %q: evaluating %q: %w", m.op, st.expr.String(), err)
+		}
+		cols := slices.Clone(rec.Columns())
+		if st.replace >= 0 {
+			cols[st.replace] = col
+		} else {
+			i := len(cols)
+			for i > 0 && connectors.IsMeta(rec.ColumnName(i-1)) {
+				i--
+			}
+			cols = slices.Insert(cols, i, col)
+		}
+		next := array.NewRecordBatch(st.schema, cols, rec.NumRows())
+		col.Release()
+		rec.Release()
+		rec = next
+	}
+	cols := make([]arrow.Array, len(m.keep))
+	for i, k := range m.keep {
+		cols[i] = rec.Column(k)
+	}
+	res := array.NewRecordBatch(m.out, cols, rec.NumRows())
+	rec.Release()
+	return out.Emit(ctx, Batch{Rec: res, Ack: b.Ack})
+}
+
+func (m *exprMap) Watermark(context.Context, int64, Emitter) error { return nil }
+func (m *exprMap) Close() error                                    { return nil }
+
+type funcMap struct {
+	op  string
+	fn  MapFunc
+	out *arrow.Schema
+}
+
+func (m *funcMap) Process(ctx context.Context, b Batch, out Emitter) error {
+	res, err := m.fn(ctx, b.Rec)
+	b.Rec.Release()
+	if err != nil {
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", m.op, err)
+	}
+	if res == nil || res.NumRows() == 0 {
+		if res != nil {
+			res.Release()
+		}
+		b.Ack.Release(nil)
+		return nil
+	}
+	if !batch.SameSchema(res.Schema(), m.out) {
+		res.Release()
+		err := fmt.Errorf("operator %q: function returned schema %s, but the operator declares %s", m.op, res.Schema(), m.out)
+		b.Ack.Release(err)
+		return err
+	}
+	return out.Emit(ctx, Batch{Rec: res, Ack: b.Ack})
+}
+
+func (m *funcMap) Watermark(context.Context, int64, Emitter) error { return nil }
+func (m *funcMap) Close() error                                    { return nil }
+
+func buildFilter(c Context) (Built, error) {
+	var cfg FilterConfig
+	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
+		return Built{}, PrefixErrors("config", err)
+	}
+	switch {
+	case cfg.Function != "" && cfg.Expr != "":
+		return Built{}, Errf("config", "set either expr or function, not both")
+	case cfg.Function != "":
+		fb, ok := c.Bound.(FilterBinding)
+		if !ok || fb.Fn == nil {
+			return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
+		}
+		return Built{Output: c.Input, New: func(connectors.TaskInfo) (Instance, error) {
+			return &filter{op: c.Op.ID, mask: func(ctx context.Context, rec arrow.RecordBatch) ([]bool, error) { return fb.Fn(ctx, rec) }}, nil
+		}}, nil
+	case cfg.Expr == "":
+		return Built{}, Errf("config.expr", "is required (a boolean expression, e.g. \"amount > 10\")")
+	case c.Input == nil:
+		return Built{}, nil
+	}
+	e, err := expr.Compile(cfg.Expr, c.Input)
+	if err != nil {
+		return Built{}, exprErr("config.expr", err)
+	}
+	if e.Type().ID() != arrow.BOOL {
+		return Built{}, Errf("config.expr", "must be a boolean expression (got %s)", e.Type())
+	}
+	return Built{Output: c.Input, New: func(connectors.TaskInfo) (Instance, error) {
+		return &filter{op: c.Op.ID, mask: func(_ context.Context, rec arrow.RecordBatch) ([]bool, error) { return e.EvalMask(rec) }}, nil
+	}}, nil
+}
+
+type filter struct {
+	op   string
+	mask func(context.Context, arrow.RecordBatch) ([]bool, error)
+}
+
+func (f *filter) Process(ctx context.Context, b Batch, out Emitter) error {
+	keep, err := f.mask(ctx, b.Rec)
+	if err == nil && len(keep) != int(b.Rec.NumRows()) {
+		err = fmt.Errorf("filter returned %d values for %d rows", len(keep), b.Rec.NumRows())
+	}
+	if err != nil {
+		b.Rec.Release()
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", f.op, err)
+	}
+	res, err := batch.Filter(b.Rec, keep)
+	b.Rec.Release()
+	if err != nil {
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", f.op, err)
+	}
+	if res == nil {
+		b.Ack.Release(nil)
+		return nil
+	}
+	return out.Emit(ctx, Batch{Rec: res, Ack: b.Ack})
+}
+
+func (f *filter) Watermark(context.Context, int64, Emitter) error { return nil }
+func (f *filter) Close() error                                    { return nil }

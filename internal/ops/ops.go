@@ -1,0 +1,205 @@
+// Package ops defines the operators the runtime executes between sources
+// and sinks, and builds them from a spec: map, filter, udf and aggregate
+// here; window in the window package through the same registry.
+//
+// An operator is built once per job (Factory: config checked, output schema
+// derived, no side effects) and instantiated once per subtask (Instance).
+// Instances are driven by one goroutine: Process for each input batch,
+// Watermark when the input watermark advances, Close once at the end.
+//
+// # Ownership
+//
+// Process receives a batch it owns: one reference of the record and one
+// reference of its acknowledgement. It either passes both on with Emit (in
+// a derived batch), or releases them: Rec.Release() and Ack.Release(nil)
+// when the rows are done with (filtered away, folded into state). An
+// operator that emits several batches from one input retains the ack once
+// per extra batch.
+package ops
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// Batch is rows in flight with their acknowledgement.
+type Batch struct {
+	Rec arrow.RecordBatch
+	Ack *ack.Node
+}
+
+// Emitter passes batches downstream.
+type Emitter interface {
+	Emit(ctx context.Context, b Batch) error
+}
+
+// Instance is one subtask of an operator.
+type Instance interface {
+	// Process handles one input batch (see Ownership).
+	Process(ctx context.Context, b Batch, out Emitter) error
+	// Watermark tells the instance its input watermark advanced to wm (ms);
+	// math.MaxInt64 means the input ended and everything may be flushed.
+	// What it emits goes downstream before the watermark does.
+	Watermark(ctx context.Context, wm int64, out Emitter) error
+	// Close releases the instance's resources. Held batches' acks are
+	// released with ErrAbandoned: their rows will be replayed.
+	Close() error
+}
+
+// ErrAbandoned is the error held acknowledgements are released with when an
+// operator closes without emitting their results (stop, failure): the
+// source does not commit them, so a restart replays them.
+var ErrAbandoned = fmt.Errorf("arkflow: rows abandoned at shutdown; they will be replayed")
+
+// Context is what a factory gets to build an operator.
+type Context struct {
+	JobID string
+	Spec  *job.Spec
+	Op    *job.Operator
+	// Input is the schema of the rows the operator receives. It is nil when
+	// an upstream component failed to build: the factory then checks only
+	// what does not depend on the rows (config fields, names), so that
+	// validation reports its problems too; its result is discarded.
+	Input *arrow.Schema
+	// Keyed is true when every input edge is partitioned by the operator's
+	// key_field, or the operator runs with parallelism 1: all rows of a key
+	// reach the same subtask.
+	Keyed bool
+	// Bound is the Go value the builder attached to this operator (a
+	// function), or nil.
+	Bound any
+}
+
+// Built is a validated operator, ready to be instantiated per subtask.
+type Built struct {
+	// Output is the schema of the rows the operator emits.
+	Output *arrow.Schema
+	// New creates the instance of one subtask. It must not do I/O.
+	New func(info connectors.TaskInfo) (Instance, error)
+	// Extra holds kind-specific information for the runtime (for example a
+	// window's late-row route).
+	Extra any
+}
+
+// Factory builds an operator. Errors name their field relative to the
+// operator (e.g. "config.expr") through a FieldPath method.
+type Factory func(c Context) (Built, error)
+
+var registry = struct {
+	sync.RWMutex
+	m map[string]Factory
+}{m: map[string]Factory{}}
+
+// Register makes a factory available for an operator kind.
+func Register(kind string, f Factory) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.m[kind]; dup {
+		panic("ops: kind registered twice: " + kind)
+	}
+	registry.m[kind] = f
+}
+
+// Lookup returns the factory of a kind.
+func Lookup(kind string) (Factory, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	f, ok := registry.m[kind]
+	return f, ok
+}
+
+// Kinds lists registered kinds.
+func Kinds() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	var ks []string
+	for k := range registry.m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// FieldError is a config problem at a path relative to the operator.
+type FieldError struct{ Path, Reason string }
+
+func (e *FieldError) Error() string       { return e.Path + ": " + e.Reason }
+func (e *FieldError) FieldPath() string   { return e.Path }
+func (e *FieldError) FieldReason() string { return e.Reason }
+
+// Errf returns a FieldError.
+func Errf(path, format string, args ...any) error {
+	return &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Errors is several problems of one operator.
+type Errors []error
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Unwrap exposes each problem.
+func (es Errors) Unwrap() []error { return es }
+
+// Err returns nil for no problems.
+func (es Errors) Err() error {
+	if len(es) == 0 {
+		return nil
+	}
+	return es
+}
+
+// PrefixErrors reports the field errors inside err under base (e.g. a
+// config decode error under "config").
+func PrefixErrors(base string, err error) Errors {
+	var out Errors
+	for _, fe := range connectors.FlattenFieldErrors(err) {
+		out = append(out, &FieldError{Path: config.Join(base, fe.Path), Reason: fe.Reason})
+	}
+	return out
+}
+
+// ColumnList renders a schema's column names for error messages.
+func ColumnList(s *arrow.Schema) string {
+	names := make([]string, 0, s.NumFields())
+	for _, f := range s.Fields() {
+		names = append(names, f.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Passthrough is an instance that emits its input unchanged (source and
+// sink operators' own node, a map with nothing to do).
+type Passthrough struct{}
+
+// Process forwards the batch.
+func (Passthrough) Process(ctx context.Context, b Batch, out Emitter) error { return out.Emit(ctx, b) }
+
+// Watermark does nothing.
+func (Passthrough) Watermark(context.Context, int64, Emitter) error { return nil }
+
+// Close does nothing.
+func (Passthrough) Close() error { return nil }
+
+// Drop releases a batch whose rows are done with.
+func Drop(b Batch) {
+	if b.Rec != nil {
+		b.Rec.Release()
+	}
+	b.Ack.Release(nil)
+}

@@ -1,0 +1,807 @@
+// Package runtime executes a built job in this process.
+//
+// Each operator chain of the plan runs as one goroutine per subtask. Inside
+// a chain, operators call each other directly; between chains, batches
+// travel over bounded channels (one per upstream sender), which is where
+// backpressure comes from. Keyed edges split every batch column-wise by the
+// key group of each row and send each part to the subtask that owns the
+// group. Watermarks and end-of-input travel in the same channels as the
+// rows.
+//
+// Lifecycle (R-VAL-3, R-VAL-4): Created → Starting (instantiate, connect
+// sources then sinks; a failure closes what was connected, in reverse, and
+// ends Failed) → Running → Stopping → Stopped, or Failed after an error.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// State is a runtime's lifecycle state.
+type State int32
+
+// States, in lifecycle order.
+const (
+	Created State = iota
+	Starting
+	Running
+	Stopping
+	Stopped
+	Failed
+)
+
+func (s State) String() string {
+	switch s {
+	case Created:
+		return "created"
+	case Starting:
+		return "starting"
+	case Running:
+		return "running"
+	case Stopping:
+		return "stopping"
+	case Stopped:
+		return "stopped"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("state(%d)", int32(s))
+}
+
+// Errors returned by Run and Stop.
+var (
+	ErrAlreadyRunning = errors.New("arkflow: job already started (a job runs once)")
+	ErrNotRunning     = errors.New("arkflow: job is not running")
+)
+
+// Options tune a runtime.
+type Options struct {
+	// Logger receives lifecycle and error logs. Default: discard.
+	Logger *slog.Logger
+	// ChannelCapacity is the number of messages each channel between
+	// chains buffers before its sender blocks (default 16).
+	ChannelCapacity int
+	// Hooks observe the lifecycle (tests and metrics).
+	Hooks Hooks
+}
+
+// Hooks are called synchronously from the runtime; they must not block.
+type Hooks struct {
+	// OnConnect is called after a source or sink connected successfully.
+	OnConnect func(kind, task string)
+	// OnClose is called after a source or sink was closed.
+	OnClose func(kind, task string, err error)
+}
+
+// Runtime runs one built job once.
+type Runtime struct {
+	g    *build.Graph
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	state    State
+	err      error
+	stopOnce sync.Once
+	stopping chan struct{} // closed by Stop: sources stop reading
+	done     chan struct{} // closed when Run has finished
+	cancel   context.CancelFunc
+
+	tasks   []*taskMetrics
+	sources []*sourceHead
+}
+
+// New returns a runtime for a built graph.
+func New(g *build.Graph, opts Options) *Runtime {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ChannelCapacity <= 0 {
+		opts.ChannelCapacity = 16
+	}
+	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), stopping: make(chan struct{}), done: make(chan struct{})}
+}
+
+// State returns the current lifecycle state.
+func (r *Runtime) State() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+// Err returns the error the runtime failed with, if any.
+func (r *Runtime) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Done is closed when Run has returned.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+func (r *Runtime) setState(s State) {
+	r.mu.Lock()
+	r.state = s
+	r.mu.Unlock()
+	r.log.Debug("job state", "state", s.String())
+}
+
+// resource is a source or sink subtask.
+type resource struct {
+	kind    string // "source" or "sink"
+	task    string
+	connect func(context.Context) error
+	close   func(context.Context) error
+}
+
+// Run starts the job and blocks until it ends: all bounded sources
+// finished and their rows were written (nil), Stop completed (nil), an
+// error failed the job (the error), or ctx was cancelled (ctx.Err(); the
+// job stops without draining, and unacknowledged rows are replayed by the
+// next run).
+func (r *Runtime) Run(ctx context.Context) (err error) {
+	r.mu.Lock()
+	if r.state != Created {
+		r.mu.Unlock()
+		return ErrAlreadyRunning
+	}
+	r.state = Starting
+	runCtx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	r.mu.Unlock()
+	defer close(r.done)
+	defer cancel()
+
+	chains, resources, err := r.start(runCtx)
+	if err != nil {
+		r.fail(err)
+		return err
+	}
+	r.setState(Running)
+	r.log.Info("job running", "chains", len(chains))
+
+	// Run every chain instance; the first error cancels the rest.
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	for _, c := range chains {
+		wg.Add(1)
+		go func(c *chainInstance) {
+			defer wg.Done()
+			if err := c.run(runCtx, r.stopping); err != nil && !errors.Is(err, context.Canceled) {
+				errOnce.Do(func() {
+					firstErr = err
+					cancel()
+				})
+			}
+		}(c)
+	}
+	wg.Wait()
+
+	// Close in order: sources, then sinks (R-WAL-6).
+	closeErr := r.closeAll(resources, false)
+	switch {
+	case firstErr != nil:
+		r.fail(firstErr)
+		return firstErr
+	case ctx.Err() != nil:
+		r.fail(ctx.Err())
+		return ctx.Err()
+	case closeErr != nil:
+		r.fail(closeErr)
+		return closeErr
+	}
+	r.setState(Stopped)
+	r.log.Info("job stopped")
+	return nil
+}
+
+func (r *Runtime) fail(err error) {
+	r.mu.Lock()
+	r.state = Failed
+	r.err = err
+	r.mu.Unlock()
+	r.log.Error("job failed", "error", err)
+}
+
+// Stop stops the job gracefully: sources stop reading, rows in flight are
+// written and acknowledged, then everything is closed. If ctx ends first,
+// the job is cancelled without draining and Stop returns ctx.Err(). Stop is
+// idempotent and safe to call concurrently; it returns ErrNotRunning before
+// Run.
+func (r *Runtime) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	st := r.state
+	if st == Created {
+		r.mu.Unlock()
+		return ErrNotRunning
+	}
+	if st == Starting || st == Running {
+		r.state = Stopping
+	}
+	r.mu.Unlock()
+	r.stopOnce.Do(func() { close(r.stopping) })
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		cancel := r.cancel
+		r.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		<-r.done
+		return fmt.Errorf("stopping job %q: %w (cancelled without draining)", r.g.Spec.ID, ctx.Err())
+	}
+}
+
+// closeAll closes resources: in connect order when reverse is false
+// (sources before sinks), else in reverse.
+func (r *Runtime) closeAll(res []resource, reverse bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for i := range res {
+		x := res[i]
+		if reverse {
+			x = res[len(res)-1-i]
+		}
+		err := x.close(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("closing %s %s: %w", x.kind, x.task, err))
+		}
+		if h := r.opts.Hooks.OnClose; h != nil {
+			h(x.kind, x.task, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// start instantiates every chain instance and connects sources, then
+// sinks (R-VAL-4). On failure it closes the one that failed, then what was
+// connected in reverse order, then what was never connected: every Source
+// and Sink is closed exactly once.
+func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, error) {
+	chains, sources, sinks, err := r.instantiate()
+	if err != nil {
+		return nil, nil, err
+	}
+	r.mu.Lock()
+	r.sources = sources
+	r.mu.Unlock()
+	var all []resource
+	for _, s := range sources {
+		all = append(all, resource{kind: "source", task: s.task, connect: s.src.Connect, close: s.src.Close})
+	}
+	for _, s := range sinks {
+		all = append(all, resource{kind: "sink", task: s.task, connect: s.snk.Connect, close: s.snk.Close})
+	}
+	for i, res := range all {
+		if err := res.connect(ctx); err != nil {
+			err = fmt.Errorf("connecting %s %s: %w", res.kind, res.task, err)
+			r.closeAll(all[i:i+1], false)
+			r.closeAll(all[:i], true)
+			r.closeAll(all[i+1:], true)
+			return nil, nil, err
+		}
+		if h := r.opts.Hooks.OnConnect; h != nil {
+			h(res.kind, res.task)
+		}
+	}
+	return chains, all, nil
+}
+
+// chainInstance is one subtask of one chain.
+type chainInstance struct {
+	id     string
+	head   *node
+	source *sourceHead // set when the chain starts at a source
+	inbox  *inbox
+	nodes  []*node
+	log    *slog.Logger
+}
+
+// node is one operator subtask inside a chain instance.
+type node struct {
+	task     string
+	opID     string
+	inst     ops.Instance
+	children []*node
+	writers  []*edgeWriter
+	m        *taskMetrics
+}
+
+type sourceHead struct {
+	task string
+	src  connectors.Source
+}
+
+type sinkInstance struct {
+	task string
+	snk  connectors.Sink
+}
+
+func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
+	g := r.g
+	plan := g.Plan
+	spec := g.Spec
+	par := map[string]int{}
+	for _, op := range spec.Operators {
+		par[op.ID] = spec.OperatorParallelism(&op)
+	}
+	// Inboxes of chain heads that receive over channels.
+	type key struct {
+		chain string
+		sub   int
+	}
+	inboxes := map[key]*inbox{}
+	// slotIndex[(edge, fromSub, toSub)] = slot at the receiver.
+	type slotKey struct {
+		edge     string
+		from, to int
+	}
+	slotOf := map[slotKey]int{}
+	chainOfOp := map[string]job.Chain{}
+	for _, c := range plan.Chains {
+		for _, op := range c.Operators {
+			chainOfOp[op] = c
+		}
+	}
+	// Count slots per receiving chain instance, in a deterministic order.
+	slots := map[key]int{}
+	for _, e := range plan.Edges {
+		if e.Mode == job.EdgeChained {
+			continue
+		}
+		to := chainOfOp[e.To]
+		for t := 0; t < par[e.To]; t++ {
+			for f := 0; f < par[e.From]; f++ {
+				if e.Mode == job.EdgeForward && f != t {
+					continue
+				}
+				k := key{to.ID, t}
+				slotOf[slotKey{e.ID, f, t}] = slots[k]
+				slots[k]++
+			}
+		}
+	}
+	for k, n := range slots {
+		inboxes[k] = newInbox(n, r.opts.ChannelCapacity)
+	}
+	// Build nodes.
+	nodes := map[string]*node{} // task ID -> node
+	info := func(op string, sub int) connectors.TaskInfo {
+		return connectors.TaskInfo{JobID: spec.ID, OperatorID: op, Subtask: sub, Parallelism: par[op], Logger: r.log.With("task", job.TaskID(op, sub))}
+	}
+	fail := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	for _, c := range plan.Chains {
+		for sub := 0; sub < c.Parallelism; sub++ {
+			ci := &chainInstance{id: fmt.Sprintf("%s-%d", c.ID, sub), inbox: inboxes[key{c.ID, sub}], log: r.log.With("chain", fmt.Sprintf("%s-%d", c.ID, sub))}
+			for _, opID := range c.Operators {
+				op, _ := spec.Operator(opID)
+				task := job.TaskID(opID, sub)
+				m := &taskMetrics{task: task, op: opID}
+				m.watermark.Store(minWatermark)
+				r.mu.Lock()
+				r.tasks = append(r.tasks, m)
+				r.mu.Unlock()
+				n := &node{task: task, opID: opID, m: m}
+				switch op.Kind {
+				case job.KindSource:
+					src, e := g.Inputs[opID].NewSource(info(opID, sub))
+					if e != nil {
+						fail(fmt.Errorf("creating source %s: %w", task, e))
+						continue
+					}
+					ci.source = &sourceHead{task: task, src: src}
+					sources = append(sources, ci.source)
+					n.inst = ops.Passthrough{}
+				case job.KindSink:
+					snk, e := g.Outputs[opID].NewSink(info(opID, sub))
+					if e != nil {
+						fail(fmt.Errorf("creating sink %s: %w", task, e))
+						continue
+					}
+					sinks = append(sinks, &sinkInstance{task: task, snk: snk})
+					n.inst = &sinkOp{task: task, snk: snk, m: m}
+				default:
+					inst, e := g.Ops[opID].New(info(opID, sub))
+					if e != nil {
+						fail(fmt.Errorf("creating operator %s: %w", task, e))
+						continue
+					}
+					n.inst = inst
+				}
+				nodes[task] = n
+				ci.nodes = append(ci.nodes, n)
+			}
+			if len(ci.nodes) > 0 {
+				ci.head = ci.nodes[0]
+			}
+			chains = append(chains, ci)
+		}
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Wire edges.
+	for _, e := range plan.Edges {
+		for f := 0; f < par[e.From]; f++ {
+			from := nodes[job.TaskID(e.From, f)]
+			switch e.Mode {
+			case job.EdgeChained:
+				from.children = append(from.children, nodes[job.TaskID(e.To, f)])
+				continue
+			}
+			to := chainOfOp[e.To]
+			w := &edgeWriter{edge: e.ID, mode: e.Mode}
+			for t := 0; t < par[e.To]; t++ {
+				if e.Mode == job.EdgeForward && t != f {
+					continue
+				}
+				w.targets = append(w.targets, inboxes[key{to.ID, t}].slots[slotOf[slotKey{e.ID, f, t}]])
+			}
+			if e.Mode == job.EdgeKeyGroups {
+				op, _ := spec.Operator(e.To)
+				idx := g.Schemas[e.From].FieldIndices(op.KeyField)
+				if len(idx) == 0 {
+					return nil, nil, nil, fmt.Errorf("edge %s: key field %q is not in the rows of %q", e.ID, op.KeyField, e.From)
+				}
+				w.keyCol = idx[0]
+				w.router = keys.NewRouter(spec.MaxParallelism, par[e.To])
+			}
+			from.writers = append(from.writers, w)
+		}
+	}
+	return chains, sources, sinks, nil
+}
+
+// run drives one chain instance until its input ends, ctx is cancelled or
+// an error occurs.
+func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}) (err error) {
+	// A panic in an operator (typically a user's Go function) fails the
+	// job with the panic as its error instead of taking the process down.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("chain %s panicked: %v\n%s", c.id, p, debug.Stack())
+		}
+	}()
+	defer func() {
+		for _, n := range c.nodes {
+			if cerr := n.inst.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w", n.task, cerr)
+			}
+		}
+	}()
+	if c.source != nil {
+		return c.runSource(ctx, stopping)
+	}
+	c.inbox.start(ctx)
+	n := len(c.inbox.slots)
+	wms := make([]int64, n)
+	for i := range wms {
+		wms[i] = minWatermark
+	}
+	current := int64(minWatermark)
+	ended := 0
+	for {
+		m, slot, err := c.inbox.next(ctx)
+		if err != nil {
+			return err
+		}
+		switch m.kind {
+		case msgData:
+			if err := c.head.process(ctx, ops.Batch{Rec: m.rec, Ack: m.ack}); err != nil {
+				return err
+			}
+		case msgWatermark:
+			if m.wm <= wms[slot] {
+				continue
+			}
+			wms[slot] = m.wm
+			low := wms[0]
+			for _, w := range wms[1:] {
+				low = min(low, w)
+			}
+			if low > current {
+				current = low
+				if err := c.head.watermark(ctx, current); err != nil {
+					return err
+				}
+			}
+		case msgEnd:
+			ended++
+			if ended == n {
+				return c.head.end(ctx)
+			}
+		}
+	}
+}
+
+func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{}) error {
+	readCtx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	go func() {
+		select {
+		case <-stopping:
+			stopRead()
+		case <-readCtx.Done():
+		}
+	}()
+	src := c.source
+	for {
+		b, err := src.src.Read(readCtx)
+		switch {
+		case err == nil:
+		case errors.Is(err, connectors.ErrEndOfInput):
+			if err := c.head.watermark(ctx, maxWatermark); err != nil {
+				return err
+			}
+			return c.head.end(ctx)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case readCtx.Err() != nil:
+			// Graceful stop: no final watermark, windows keep their
+			// contents; rows in flight drain to the sinks.
+			if b.Record != nil {
+				b.Record.Release()
+			}
+			return c.head.end(ctx)
+		default:
+			return fmt.Errorf("reading source %s: %w", src.task, err)
+		}
+		if b.Record == nil {
+			continue
+		}
+		var node *ack.Node
+		if b.Ack != nil {
+			node = ack.New(b.Ack)
+		}
+		if b.Record.NumRows() == 0 {
+			b.Record.Release()
+			node.Release(nil)
+			continue
+		}
+		if err := c.head.process(ctx, ops.Batch{Rec: b.Record, Ack: node}); err != nil {
+			return err
+		}
+	}
+}
+
+// process runs the node's operator on a batch.
+func (n *node) process(ctx context.Context, b ops.Batch) error {
+	n.m.batchesIn.Add(1)
+	n.m.rowsIn.Add(b.Rec.NumRows())
+	return n.inst.Process(ctx, b, n)
+}
+
+// Emit implements ops.Emitter: it fans a batch out to chained operators and
+// channel edges.
+func (n *node) Emit(ctx context.Context, b ops.Batch) error {
+	n.m.batchesOut.Add(1)
+	n.m.rowsOut.Add(b.Rec.NumRows())
+	k := len(n.children) + len(n.writers)
+	if k == 0 {
+		ops.Drop(b)
+		return nil
+	}
+	if k > 1 {
+		for i := 1; i < k; i++ {
+			b.Rec.Retain()
+		}
+		b.Ack.Retain(k - 1)
+	}
+	for _, c := range n.children {
+		if err := c.process(ctx, b); err != nil {
+			return err
+		}
+	}
+	for _, w := range n.writers {
+		if err := w.send(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *node) watermark(ctx context.Context, wm int64) error {
+	if err := n.inst.Watermark(ctx, wm, n); err != nil {
+		return fmt.Errorf("task %s: %w", n.task, err)
+	}
+	n.m.watermark.Store(wm)
+	for _, c := range n.children {
+		if err := c.watermark(ctx, wm); err != nil {
+			return err
+		}
+	}
+	for _, w := range n.writers {
+		if err := w.broadcast(ctx, message{kind: msgWatermark, wm: wm}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *node) end(ctx context.Context) error {
+	for _, c := range n.children {
+		if err := c.end(ctx); err != nil {
+			return err
+		}
+	}
+	for _, w := range n.writers {
+		if err := w.broadcast(ctx, message{kind: msgEnd}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// edgeWriter sends an operator subtask's output over one non-chained edge.
+type edgeWriter struct {
+	edge    string
+	mode    string
+	targets []chan message
+	rr      int
+	keyCol  int
+	router  *keys.Router
+	dest    []int32
+}
+
+func (w *edgeWriter) put(ctx context.Context, ch chan message, m message) error {
+	select {
+	case ch <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *edgeWriter) send(ctx context.Context, b ops.Batch) error {
+	switch w.mode {
+	case job.EdgeForward:
+		return w.put(ctx, w.targets[0], message{kind: msgData, rec: b.Rec, ack: b.Ack})
+	case job.EdgeRebalance:
+		t := w.targets[w.rr%len(w.targets)]
+		w.rr++
+		return w.put(ctx, t, message{kind: msgData, rec: b.Rec, ack: b.Ack})
+	}
+	// Key groups: split the batch column-wise by owning subtask.
+	if len(w.targets) == 1 {
+		return w.put(ctx, w.targets[0], message{kind: msgData, rec: b.Rec, ack: b.Ack})
+	}
+	rows := int(b.Rec.NumRows())
+	if cap(w.dest) < rows {
+		w.dest = make([]int32, rows)
+	}
+	dest := w.dest[:rows]
+	if err := w.router.Route(b.Rec.Column(w.keyCol), dest); err != nil {
+		b.Rec.Release()
+		b.Ack.Release(err)
+		return fmt.Errorf("edge %s: routing by key: %w", w.edge, err)
+	}
+	parts, err := batch.Split(b.Rec, dest, len(w.targets))
+	b.Rec.Release()
+	if err != nil {
+		b.Ack.Release(err)
+		return fmt.Errorf("edge %s: %w", w.edge, err)
+	}
+	n := 0
+	for _, p := range parts {
+		if p != nil {
+			n++
+		}
+	}
+	b.Ack.Retain(n - 1)
+	for t, p := range parts {
+		if p == nil {
+			continue
+		}
+		if err := w.put(ctx, w.targets[t], message{kind: msgData, rec: p, ack: b.Ack}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *edgeWriter) broadcast(ctx context.Context, m message) error {
+	for _, t := range w.targets {
+		if err := w.put(ctx, t, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sinkOp is the operator instance of a sink subtask: it writes and then
+// acknowledges.
+type sinkOp struct {
+	task string
+	snk  connectors.Sink
+	m    *taskMetrics
+}
+
+func (s *sinkOp) Process(ctx context.Context, b ops.Batch, _ ops.Emitter) error {
+	err := s.snk.Write(ctx, b.Rec)
+	rows := b.Rec.NumRows()
+	b.Rec.Release()
+	if err != nil {
+		b.Ack.Release(err)
+		return fmt.Errorf("writing sink %s: %w", s.task, err)
+	}
+	s.m.rowsOut.Add(rows)
+	s.m.batchesOut.Add(1)
+	b.Ack.Release(nil)
+	return nil
+}
+
+func (s *sinkOp) Watermark(context.Context, int64, ops.Emitter) error { return nil }
+func (s *sinkOp) Close() error                                        { return nil }
+
+// taskMetrics counts one task's traffic.
+type taskMetrics struct {
+	task, op                               string
+	rowsIn, rowsOut, batchesIn, batchesOut atomic.Int64
+	watermark                              atomic.Int64
+}
+
+// TaskMetrics is a snapshot of one task's counters.
+type TaskMetrics struct {
+	Task       string
+	Operator   string
+	RowsIn     int64
+	RowsOut    int64
+	BatchesIn  int64
+	BatchesOut int64
+	// Watermark is the task's last input watermark in ms (math.MinInt64
+	// before the first).
+	Watermark int64
+}
+
+// Positions returns the acknowledged positions of every source subtask that
+// reports them (connectors.Positioner), by task ID.
+func (r *Runtime) Positions() map[string][]connectors.Position {
+	r.mu.Lock()
+	sources := r.sources
+	r.mu.Unlock()
+	out := map[string][]connectors.Position{}
+	for _, s := range sources {
+		if p, ok := s.src.(connectors.Positioner); ok {
+			out[s.task] = p.Positions()
+		}
+	}
+	return out
+}
+
+// Metrics returns a snapshot of every task's counters, sorted by task.
+func (r *Runtime) Metrics() []TaskMetrics {
+	r.mu.Lock()
+	tasks := append([]*taskMetrics(nil), r.tasks...)
+	r.mu.Unlock()
+	out := make([]TaskMetrics, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, TaskMetrics{Task: t.task, Operator: t.op, RowsIn: t.rowsIn.Load(), RowsOut: t.rowsOut.Load(), BatchesIn: t.batchesIn.Load(), BatchesOut: t.batchesOut.Load(), Watermark: t.watermark.Load()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Task < out[j].Task })
+	return out
+}
