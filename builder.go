@@ -1,0 +1,400 @@
+package arkflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// Builder assembles a job in Go. It produces the same declarative Spec a
+// JSON or YAML file would (Spec), so a built job and its spec file compile
+// to the same plan (R-JOB-1).
+//
+// Operators are added one after another; each is connected from the
+// previous one. KeyBy makes the next edge partitioned by a field, so every
+// row of a key reaches the same subtask. From moves back to an earlier
+// operator to start another branch.
+//
+// Builder methods never panic and never return errors: mistakes are
+// recorded and Build reports all of them together with the spec's own
+// validation errors.
+type Builder struct {
+	spec     job.Spec
+	bindings map[string]any
+	cursor   string
+	keyBy    string
+	problems []*job.ValidationError
+}
+
+// NewJob starts a job with the given ID (1–128 letters, digits, '-', '_').
+func NewJob(id string) *Builder {
+	b := &Builder{bindings: map[string]any{}}
+	b.spec.ID = id
+	return b
+}
+
+func (b *Builder) problem(op, format string, args ...any) {
+	b.problems = append(b.problems, &job.ValidationError{Job: b.spec.ID, Operator: op, Field: "builder", Reason: fmt.Sprintf(format, args...)})
+}
+
+// Version sets the job's version number (default 1).
+func (b *Builder) Version(v uint64) *Builder { b.spec.Version = v; return b }
+
+// Parallelism sets the default number of subtasks per operator (default 1).
+func (b *Builder) Parallelism(p int) *Builder { b.spec.Parallelism = p; return b }
+
+// MaxParallelism sets the number of key groups (default 128). It cannot
+// change once the job has state.
+func (b *Builder) MaxParallelism(m int) *Builder { b.spec.MaxParallelism = m; return b }
+
+// OperatorOption tunes one operator.
+type OperatorOption interface{ applyOp(*job.Operator) }
+
+type opOption func(*job.Operator)
+
+func (f opOption) applyOp(op *job.Operator) { f(op) }
+
+// WithParallelism runs the operator with n subtasks instead of the job's
+// parallelism.
+func WithParallelism(n int) OperatorOption {
+	return opOption(func(op *job.Operator) { op.Parallelism = n })
+}
+
+// SourceComponent is a source configuration: a value whose JSON encoding is
+// the spec config of its input type, such as file.SourceConfig or
+// generate.Config. Live sources (memory.Source) also carry their data.
+type SourceComponent interface{ InputType() string }
+
+// SinkComponent is a sink configuration: a value whose JSON encoding is the
+// spec config of its output type, such as file.SinkConfig or a
+// *memory.Sink.
+type SinkComponent interface{ OutputType() string }
+
+func (b *Builder) config(op string, v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		b.problem(op, "cannot encode the config: %v", err)
+		return nil
+	}
+	if string(raw) == "null" || string(raw) == "{}" {
+		return nil
+	}
+	return raw
+}
+
+// add appends an operator connected from the cursor (unless it is a
+// source) and moves the cursor to it.
+func (b *Builder) add(op job.Operator, opts []OperatorOption) {
+	for _, o := range opts {
+		if o != nil {
+			o.applyOp(&op)
+		}
+	}
+	if existing, _ := b.spec.Operator(op.ID); existing != nil {
+		b.problem(op.ID, "operator %q is added twice", op.ID)
+	}
+	if op.Kind != job.KindSource {
+		switch {
+		case b.cursor == "":
+			b.problem(op.ID, "%s %q has no input: add a Source first, or use From(id)", op.Kind, op.ID)
+		default:
+			e := job.Edge{ID: b.cursor + "-" + op.ID, From: b.cursor, To: op.ID}
+			if b.keyBy != "" {
+				e.Partitioned = true
+				if op.KeyField == "" {
+					op.KeyField = b.keyBy
+				} else if op.KeyField != b.keyBy {
+					b.problem(op.ID, "KeyBy(%q) is followed by an operator keyed by %q", b.keyBy, op.KeyField)
+				}
+			}
+			b.spec.Edges = append(b.spec.Edges, e)
+		}
+	} else if b.keyBy != "" {
+		b.problem(op.ID, "KeyBy(%q) must be followed by the operator it keys, not by a source", b.keyBy)
+	}
+	b.keyBy = ""
+	b.spec.Operators = append(b.spec.Operators, op)
+	b.cursor = op.ID
+}
+
+// Source adds a source. A job may have several; each starts a branch.
+func (b *Builder) Source(id string, src SourceComponent, opts ...OperatorOption) *Builder {
+	if src == nil {
+		b.problem(id, "Source(%q) needs a source component (for example generate.Config or file.SourceConfig)", id)
+		return b
+	}
+	b.add(job.Operator{ID: id, Kind: job.KindSource}, opts)
+	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src)})
+	b.bindings[id] = src
+	return b
+}
+
+// Sink adds a sink fed by the current operator.
+func (b *Builder) Sink(id string, snk SinkComponent, opts ...OperatorOption) *Builder {
+	if snk == nil {
+		b.problem(id, "Sink(%q) needs a sink component (for example file.SinkConfig or memory.NewSink())", id)
+		return b
+	}
+	b.add(job.Operator{ID: id, Kind: job.KindSink}, opts)
+	b.spec.Sinks = append(b.spec.Sinks, job.Sink{OperatorID: id, OutputType: snk.OutputType(), Config: b.config(id, snk)})
+	b.bindings[id] = snk
+	return b
+}
+
+// KeyBy partitions the edge to the next operator by field: every row goes
+// to the subtask that owns the key group of its field value, and the next
+// operator gets field as its key_field.
+func (b *Builder) KeyBy(field string) *Builder {
+	if field == "" {
+		b.problem(b.cursor, "KeyBy needs a field name")
+	}
+	if b.keyBy != "" {
+		b.problem(b.cursor, "KeyBy(%q) follows KeyBy(%q) with no operator between them", field, b.keyBy)
+	}
+	b.keyBy = field
+	return b
+}
+
+// From continues building from an existing operator, to add another
+// branch: the next operator is connected from id.
+func (b *Builder) From(id string) *Builder {
+	if op, _ := b.spec.Operator(id); op == nil {
+		b.problem(id, "From(%q): no such operator (add it first)", id)
+	}
+	if b.keyBy != "" {
+		b.problem(id, "KeyBy(%q) is not followed by an operator", b.keyBy)
+		b.keyBy = ""
+	}
+	b.cursor = id
+	return b
+}
+
+// Connect adds an edge between two existing operators, for example to
+// merge two branches into one operator. keyed partitions the edge by the
+// downstream operator's key field.
+func (b *Builder) Connect(from, to string, keyed bool) *Builder {
+	b.spec.Edges = append(b.spec.Edges, job.Edge{ID: from + "-" + to, From: from, To: to, Partitioned: keyed})
+	return b
+}
+
+// Mapper is what Map accepts: Columns (declarative expressions), a MapFunc,
+// or a MapTo.
+type Mapper interface {
+	mapSpec(id string) (cfg any, bound any)
+}
+
+// MapFunc transforms a batch in Go, returning rows of the same schema (use
+// MapTo for another schema). It must not keep rec; the returned record is
+// owned by the runtime. A batch with no rows, or nil, emits nothing.
+type MapFunc func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
+
+func (f MapFunc) mapSpec(id string) (any, any) {
+	return ops.MapConfig{Function: id}, ops.MapBinding{Name: id, Fn: ops.MapFunc(f)}
+}
+
+// MapTo is a Go transformation whose output has another schema, declared
+// here so that downstream operators are checked against it at Build.
+type MapTo struct {
+	Schema *arrow.Schema
+	Fn     MapFunc
+}
+
+func (m MapTo) mapSpec(id string) (any, any) {
+	return ops.MapConfig{Function: id}, ops.MapBinding{Name: id, Fn: ops.MapFunc(m.Fn), Output: m.Schema}
+}
+
+// Column is a computed column: Name = Expr. See the package
+// documentation for the expression language.
+type Column struct {
+	Name string `json:"name"`
+	Expr string `json:"expr"`
+}
+
+// Columns is a declarative map: Set adds or replaces columns (in order,
+// each seeing the previous), then Drop removes columns, then Select keeps
+// only the listed ones (metadata columns are always kept).
+type Columns struct {
+	Set    []Column `json:"set,omitempty"`
+	Drop   []string `json:"drop,omitempty"`
+	Select []string `json:"select,omitempty"`
+}
+
+func (c Columns) mapSpec(string) (any, any) {
+	cfg := ops.MapConfig{Drop: c.Drop, Select: c.Select}
+	for _, s := range c.Set {
+		cfg.Set = append(cfg.Set, ops.Assign{Name: s.Name, Expr: s.Expr})
+	}
+	return cfg, nil
+}
+
+// Set is a Columns that computes one column.
+func Set(name, expr string) Columns { return Columns{Set: []Column{{Name: name, Expr: expr}}} }
+
+// Map adds a transformation.
+func (b *Builder) Map(id string, m Mapper, opts ...OperatorOption) *Builder {
+	if m == nil {
+		b.problem(id, "Map(%q) needs a mapper (Columns, MapFunc or MapTo)", id)
+		return b
+	}
+	cfg, bound := m.mapSpec(id)
+	b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, cfg)}, opts)
+	if bound != nil {
+		b.bindings[id] = bound
+	}
+	return b
+}
+
+// Predicate is what Filter accepts: Where (an expression) or a FilterFunc.
+type Predicate interface {
+	filterSpec(id string) (cfg any, bound any)
+}
+
+// Where keeps the rows for which the boolean expression is true (null
+// counts as false), e.g. Where("amount > 10 and country == 'DE'").
+type Where string
+
+func (w Where) filterSpec(string) (any, any) { return ops.FilterConfig{Expr: string(w)}, nil }
+
+// FilterFunc returns, for each row of rec, whether to keep it.
+type FilterFunc func(ctx context.Context, rec arrow.RecordBatch) ([]bool, error)
+
+func (f FilterFunc) filterSpec(id string) (any, any) {
+	return ops.FilterConfig{Function: id}, ops.FilterBinding{Name: id, Fn: ops.FilterFunc(f)}
+}
+
+// Filter adds a filter.
+func (b *Builder) Filter(id string, p Predicate, opts ...OperatorOption) *Builder {
+	if p == nil {
+		b.problem(id, "Filter(%q) needs a predicate (Where or FilterFunc)", id)
+		return b
+	}
+	cfg, bound := p.filterSpec(id)
+	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, cfg)}, opts)
+	if bound != nil {
+		b.bindings[id] = bound
+	}
+	return b
+}
+
+// AggregateSpec is one aggregate: function over field, output column as.
+type AggregateSpec struct {
+	Function string `json:"function"`
+	Field    string `json:"field,omitempty"`
+	As       string `json:"as,omitempty"`
+}
+
+// Count counts rows.
+func Count(as string) AggregateSpec { return AggregateSpec{Function: "count", As: as} }
+
+// Sum sums a numeric field.
+func Sum(field, as string) AggregateSpec { return AggregateSpec{Function: "sum", Field: field, As: as} }
+
+// Min is the smallest value of a numeric or timestamp field.
+func Min(field, as string) AggregateSpec { return AggregateSpec{Function: "min", Field: field, As: as} }
+
+// Max is the largest value of a numeric or timestamp field.
+func Max(field, as string) AggregateSpec { return AggregateSpec{Function: "max", Field: field, As: as} }
+
+// Avg is the mean of a numeric field (Float64).
+func Avg(field, as string) AggregateSpec { return AggregateSpec{Function: "avg", Field: field, As: as} }
+
+// First is the first non-null value of a field.
+func First(field, as string) AggregateSpec {
+	return AggregateSpec{Function: "first", Field: field, As: as}
+}
+
+// Last is the last non-null value of a field.
+func Last(field, as string) AggregateSpec {
+	return AggregateSpec{Function: "last", Field: field, As: as}
+}
+
+// Aggregation configures a keyed running aggregate (no window): per key,
+// aggregates over every row seen so far.
+type Aggregation struct {
+	Aggregates []AggregateSpec `json:"aggregates"`
+	// Emit is "updates" (default: after each input batch, the new values of
+	// the keys it touched) or "final" (every key once, when the input
+	// ends).
+	Emit string `json:"emit,omitempty"`
+}
+
+// Aggregates returns an Aggregation emitting updates.
+func Aggregates(specs ...AggregateSpec) Aggregation { return Aggregation{Aggregates: specs} }
+
+// Final makes the aggregation emit each key once, at the end of a bounded
+// input.
+func (a Aggregation) Final() Aggregation { a.Emit = "final"; return a }
+
+// Aggregate adds a keyed running aggregate. It must be keyed: use KeyBy
+// before it, or run it with parallelism 1.
+func (b *Builder) Aggregate(id string, a Aggregation, opts ...OperatorOption) *Builder {
+	op := job.Operator{ID: id, Kind: job.KindAggregate, Stateful: true, Config: b.config(id, a)}
+	if b.keyBy == "" && b.cursor != "" {
+		b.problem(id, "Aggregate(%q) needs a key: call KeyBy(field) before it", id)
+	}
+	b.add(op, opts)
+	return b
+}
+
+// Add appends an operator given in spec form, connected from the current
+// operator: the way to use kinds the builder has no method for. bound is
+// an optional Go value for its factory.
+func (b *Builder) Add(op job.Operator, bound any) *Builder {
+	b.add(op, nil)
+	if bound != nil {
+		b.bindings[op.ID] = bound
+	}
+	return b
+}
+
+// State configures keyed state (backend "badger" by default).
+func (b *Builder) State(st job.State) *Builder { b.spec.State = &st; return b }
+
+// Checkpoint configures periodic checkpoints.
+func (b *Builder) Checkpoint(cp job.Checkpoint) *Builder { b.spec.Checkpoint = &cp; return b }
+
+// Spec returns the declarative spec the builder describes, with defaults
+// filled in. Its JSON is what a Hub stores; FromSpec on it (with the same
+// Go values bound) builds the same job.
+func (b *Builder) Spec() *job.Spec {
+	s := b.spec.Clone()
+	job.ApplyDefaults(s)
+	return s
+}
+
+// Validate reports every problem of the job without building it.
+func (b *Builder) Validate() error {
+	_, err := b.Build()
+	return err
+}
+
+// Build validates the job (the builder's own checks plus the deep build of
+// every component) and returns it ready to run, or every problem found as
+// ValidationErrors.
+func (b *Builder) Build(opts ...Option) (*Job, error) {
+	var all job.ValidationErrors
+	all = append(all, b.problems...)
+	if b.keyBy != "" {
+		all = append(all, &job.ValidationError{Job: b.spec.ID, Operator: b.cursor, Field: "builder", Reason: fmt.Sprintf("KeyBy(%q) is not followed by an operator", b.keyBy)})
+	}
+	bindings := make(map[string]any, len(b.bindings))
+	for k, v := range b.bindings {
+		bindings[k] = v
+	}
+	j, err := newJob(b.Spec(), bindings, opts)
+	if err != nil {
+		all = append(all, job.AsValidationErrors(err)...)
+		if len(all) == 0 {
+			return nil, err
+		}
+	}
+	if len(all) > 0 {
+		return nil, all
+	}
+	return j, nil
+}

@@ -1,0 +1,202 @@
+// Command arkflow validates, plans and runs ArkFlow jobs from JSON or YAML
+// spec files.
+//
+//	arkflow validate SPEC   check a spec; every problem on stderr, one per line; exit 1 if any
+//	arkflow plan SPEC       print the physical plan as JSON (--text for people)
+//	arkflow run SPEC        run the job until its bounded sources end, or SIGINT/SIGTERM
+//
+// run stops gracefully on the first signal (rows in flight are written and
+// acknowledged, within --stop-timeout) and immediately on the second.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+const usage = `usage: arkflow <command> [flags] SPEC
+
+commands:
+  validate SPEC   check a job spec (JSON or YAML); exit 1 and list every problem if invalid
+  plan SPEC       print the job's physical plan as JSON (--text: human-readable)
+  run SPEC        run the job in this process until it ends or is signalled
+  version         print the version of this program
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "validate":
+		return validate(rest, stdout, stderr)
+	case "plan":
+		return plan(rest, stdout, stderr)
+	case "run":
+		return runJob(rest, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "arkflow (arkflow-go) job runtime v1")
+		return 0
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "arkflow: unknown command %q\n%s", cmd, usage)
+		return 2
+	}
+}
+
+func specArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
+	if err := fs.Parse(args); err != nil {
+		return "", false
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "arkflow %s: expected one SPEC file, got %d arguments\n", fs.Name(), fs.NArg())
+		return "", false
+	}
+	return fs.Arg(0), true
+}
+
+// printErrors writes every problem of err, one per line.
+func printErrors(stderr io.Writer, err error) {
+	if ves := job.AsValidationErrors(err); len(ves) > 0 {
+		for _, e := range ves {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		return
+	}
+	fmt.Fprintln(stderr, err.Error())
+}
+
+func load(path string, stderr io.Writer) (*job.Spec, bool) {
+	spec, err := job.ParseFile(path)
+	if err != nil {
+		printErrors(stderr, err)
+		return nil, false
+	}
+	return spec, true
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path, ok := specArg(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+	spec, ok := load(path, stderr)
+	if !ok {
+		return 1
+	}
+	p, err := arkflow.Compile(spec)
+	if err != nil {
+		printErrors(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ok: job %s version %d (%s): %d tasks in %d chains, %d placement units\n",
+		p.JobID, p.Version, p.Digest, len(p.Tasks), len(p.Chains), len(p.PlacementUnits))
+	return 0
+}
+
+func plan(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	text := fs.Bool("text", false, "print the plan for people instead of JSON")
+	path, ok := specArg(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+	spec, ok := load(path, stderr)
+	if !ok {
+		return 1
+	}
+	p, err := arkflow.Compile(spec)
+	if err != nil {
+		printErrors(stderr, err)
+		return 1
+	}
+	if *text {
+		fmt.Fprint(stdout, p.String())
+		return 0
+	}
+	out, err := p.JSON()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, string(out))
+	return 0
+}
+
+func runJob(args []string, _ io.Writer, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long a graceful stop may take after SIGINT/SIGTERM")
+	verbose := fs.Bool("v", false, "debug logging")
+	path, ok := specArg(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	spec, ok := load(path, stderr)
+	if !ok {
+		return 1
+	}
+	j, err := arkflow.FromSpec(spec, arkflow.WithLogger(logger))
+	if err != nil {
+		printErrors(stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			logger.Info("signal received: stopping gracefully (send it again to stop at once)", "signal", s.String())
+		case <-j.Done():
+			return
+		}
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), *stopTimeout)
+		defer stopCancel()
+		go func() {
+			select {
+			case <-sigs:
+				logger.Warn("second signal: cancelling without draining")
+				stopCancel()
+			case <-stopCtx.Done():
+			}
+		}()
+		if err := j.Stop(stopCtx); err != nil {
+			logger.Warn("stop", "error", err)
+		}
+	}()
+	if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		printErrors(stderr, err)
+		return 1
+	}
+	return 0
+}

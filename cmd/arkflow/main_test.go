@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// arkflow validate prints every mistake, one per line, each naming its
+// operator and field path, and exits 1.
+func TestValidateListsEveryMistake(t *testing.T) {
+	code, out, errOut := runCLI("validate", "testdata/three-mistakes.json")
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1 (stdout %q)", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	want := []string{
+		`job "mistakes": operator "per-user": operators[2].key_field: unknown column "usr"`,
+		`job "mistakes": operator "per-user": edges[2].to: unknown operator "outt"`,
+		`job "mistakes": operator "out": sinks[0].output_type: unknown output type "stdoutt"`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("want exactly %d lines, got:\n%s", len(want), errOut)
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, w)
+		}
+		if !found {
+			t.Errorf("no line starting with %q in:\n%s", w, errOut)
+		}
+	}
+}
+
+func TestValidateOK(t *testing.T) {
+	code, out, errOut := runCLI("validate", "../../job/testdata/v1-orders.json")
+	if code != 0 || !strings.HasPrefix(out, "ok: job orders version 1 (sha256:") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}
+
+// arkflow plan on a v1 spec with M=128, P=3 shows the ranges ArkFlow
+// computes.
+func TestPlanShowsV1Ranges(t *testing.T) {
+	code, out, errOut := runCLI("plan", "../../job/testdata/v1-orders.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct {
+		Tasks []struct {
+			ID         string `json:"id"`
+			OperatorID string `json:"operator_id"`
+			Partitions []struct {
+				KeyGroup struct{ Start, End int } `json:"key_group"`
+			} `json:"partitions"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("plan is not JSON: %v\n%s", err, out)
+	}
+	got := map[string][2]int{}
+	for _, task := range plan.Tasks {
+		if task.OperatorID == "aggregate" {
+			kg := task.Partitions[0].KeyGroup
+			got[task.ID] = [2]int{kg.Start, kg.End}
+		}
+	}
+	want := map[string][2]int{"aggregate-0": {0, 41}, "aggregate-1": {42, 84}, "aggregate-2": {85, 127}}
+	for id, r := range want {
+		if got[id] != r {
+			t.Errorf("%s: got %v, want %v (all: %v)", id, got[id], r, got)
+		}
+	}
+	code, text, _ := runCLI("plan", "--text", "../../job/testdata/v1-orders.json")
+	if code != 0 || !strings.Contains(text, "aggregate-2") || !strings.Contains(text, "[85,127]") {
+		t.Fatalf("text plan:\n%s", text)
+	}
+}
+
+func TestRunFileToFile(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	lines := `{"user":"ann","amount":1.5}
+{"user":"bob","amount":2}
+{"user":"ann","amount":3}
+`
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.jsonl")
+	spec := `id: totals
+operators:
+  - {id: in, kind: source}
+  - {id: cents, kind: map, config: {set: [{name: cents, expr: "to_int(amount * 100)"}], drop: [amount]}}
+  - {id: per-user, kind: aggregate, key_field: user, config: {emit: final, aggregates: [{function: sum, field: cents, as: total}]}}
+  - {id: out, kind: sink}
+edges:
+  - {id: a, from: in, to: cents}
+  - {id: b, from: cents, to: per-user, partitioned: true}
+  - {id: c, from: per-user, to: out}
+sources:
+  - {operator_id: in, input_type: file, config: {path: "` + in + `", schema: [{name: user, type: string}, {name: amount, type: float64}]}}
+sinks:
+  - {operator_id: out, output_type: file, config: {path: "` + out + `"}}
+`
+	specPath := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("run", specPath)
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, errOut)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "{\"user\":\"ann\",\"total\":450}\n{\"user\":\"bob\",\"total\":200}\n"
+	if string(got) != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if code, _, _ := runCLI(); code != 2 {
+		t.Fatalf("no args: %d", code)
+	}
+	if code, _, errOut := runCLI("frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Fatalf("unknown command: %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI("validate", "missing.json"); code != 1 || !strings.Contains(errOut, "no such file") {
+		t.Fatalf("missing file: %d %s", code, errOut)
+	}
+}

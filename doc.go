@@ -1,0 +1,70 @@
+// Package arkflow runs stateful stream jobs inside a Go program: a small
+// Flink that embeds like a library, speaks ArkFlow's job format, and can
+// join a fleet managed by a Hub control plane.
+//
+// A job is a graph of operators with stable IDs — sources, maps, filters,
+// keyed aggregates and windows, sinks — over Apache Arrow record batches.
+// Build one in Go with NewJob, or load a declarative spec (JSON or YAML,
+// wire-compatible with ArkFlow v1's JobSpec) with Load; both compile to the
+// same validated plan and run the same way.
+//
+// # Usage
+//
+//	j, err := arkflow.NewJob("clicks").
+//		Source("in", generate.Config{Count: 1_000_000, Fields: fields}).
+//		Filter("engaged", arkflow.Where("action != 'view'")).
+//		KeyBy("user").
+//		Aggregate("per-user", arkflow.Aggregates(arkflow.Count("n"), arkflow.Sum("amount", "spent")).Final()).
+//		Sink("out", stdout.Config{}).
+//		Build()
+//	if err != nil {
+//		// every problem at once, each naming the operator and the field
+//	}
+//	err = j.Run(ctx) // until the bounded source ends, Stop, or ctx is done
+//
+// Build and Validate run the same side-effect-free deep build as a real
+// start: unknown components, bad configs, missing key fields and illegal
+// graph edges are reported before anything runs, each as a ValidationError
+// naming the job, the operator and the field path
+// ("operators[2].config.aggregates[0].function: unknown aggregate function").
+//
+// # Execution
+//
+// The plan fuses operators connected by forward edges of equal parallelism
+// into chains; each chain subtask runs as one goroutine, and chains talk
+// over bounded channels, so a slow sink slows the sources (backpressure).
+// A keyed edge (KeyBy, or "partitioned": true in a spec) splits each batch
+// column-wise and sends every row to the subtask owning its key group:
+// FNV-1a-64 of the key modulo max_parallelism, with ranges
+// [s·M/P, (s+1)·M/P − 1] as in ArkFlow v1. Watermarks and end-of-input
+// travel in-band with the data; a bounded source's end is a final watermark
+// of +∞, so windows fire and the job ends by itself.
+//
+// Every batch carries an acknowledgement: sources learn that rows were
+// written by every sink they reached (or filtered away) and advance their
+// positions only over a contiguous acknowledged prefix, so a restart
+// replays exactly what was not acknowledged.
+//
+// # Expressions
+//
+// Declarative maps and filters use a small expression language over the
+// columns of a batch, evaluated a column at a time: arithmetic (+ - * / %),
+// comparisons, and/or/not with SQL null semantics, "is [not] null",
+// "[not] in (…)", and functions such as lower, upper, length, concat,
+// contains, starts_with, abs, round, coalesce, if, to_int, to_float,
+// to_string and to_millis. For example
+//
+//	arkflow.Set("cents", "to_int(round(price * 100))")
+//	arkflow.Where("amount > 10 and country in ('DE', 'FR')")
+//
+// Go functions (MapFunc, MapTo, FilterFunc) work too, but exist only in
+// the program that defines them: a spec names them, and only that program
+// can run it.
+//
+// # Connectors
+//
+// Built in: memory (sources fed from Go and capturing sinks), generate
+// (deterministic synthetic rows), file (JSON lines), stdout and drop.
+// Others register when their package is imported; connectors/kafka is the
+// only package that needs cgo, and importing arkflow does not pull it in.
+package arkflow

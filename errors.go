@@ -1,0 +1,27 @@
+package arkflow
+
+import (
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// EXTERNAL: errors callers branch on.
+
+var (
+	// ErrAlreadyRunning is returned by Run on a job that was already run:
+	// a Job runs once; build another from the same builder or spec.
+	ErrAlreadyRunning = runtime.ErrAlreadyRunning
+	// ErrNotRunning is returned by Stop before Run.
+	ErrNotRunning = runtime.ErrNotRunning
+)
+
+// ValidationError is one problem with a job: it names the job, the operator
+// and the field path in the spec. Build, Validate and Load return
+// ValidationErrors holding all of them.
+type ValidationError = job.ValidationError
+
+// ValidationErrors is every problem found by one validation.
+type ValidationErrors = job.ValidationErrors
+
+// AsValidationErrors returns the validation errors inside err, or nil.
+func AsValidationErrors(err error) ValidationErrors { return job.AsValidationErrors(err) }

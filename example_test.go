@@ -1,0 +1,81 @@
+package arkflow_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go"
+	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+)
+
+func ExampleNewJob() {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "user", Type: arrow.BinaryTypes.String},
+		{Name: "amount", Type: arrow.PrimitiveTypes.Float64},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	b.Field(0).(*array.StringBuilder).AppendValues([]string{"ann", "bob", "ann", "cid", "bob"}, nil)
+	b.Field(1).(*array.Float64Builder).AppendValues([]float64{10, 5, 2.5, 0.5, 20}, nil)
+	src, err := mem.NewSourceFrom([]arrow.RecordBatch{b.NewRecordBatch()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	out := mem.NewSink()
+
+	j, err := arkflow.NewJob("spend").
+		Source("payments", src).
+		Filter("real", arkflow.Where("amount >= 1")).
+		KeyBy("user").
+		Aggregate("per-user", arkflow.Aggregates(arkflow.Count("payments"), arkflow.Sum("amount", "total")).Final()).
+		Sink("out", out).
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	for _, rec := range out.Records() {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			fmt.Printf("%s: %d payments, %.1f\n",
+				rec.Column(0).(*array.String).Value(i),
+				rec.Column(1).(*array.Int64).Value(i),
+				rec.Column(2).(*array.Float64).Value(i))
+		}
+	}
+	// Output:
+	// ann: 2 payments, 12.5
+	// bob: 2 payments, 25.0
+}
+
+func ExampleLoad() {
+	j, err := arkflow.Load("testdata/clicks.yaml")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The stdout sink prints one JSON object per row.
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// {"user":"ann","actions":2,"spent":30}
+	// {"user":"bob","actions":2,"spent":19.75}
+}
+
+func ExampleValidate() {
+	j, err := arkflow.Load("testdata/broken.yaml")
+	fmt.Println(j == nil)
+	for _, e := range arkflow.AsValidationErrors(err) {
+		fmt.Println(e)
+	}
+	// Output:
+	// true
+	// job "broken": operator "per-user": operators[2].config.aggregates[0].function: unknown aggregate function "total" (known: count, sum, min, max, avg, first, last)
+	// job "broken": operator "clicks": sources[0].config.schema[1].type: must be one of int64, float32, float64, string, bool, timestamp (got "text")
+	// job "broken": operator "out": sinks[0].output_type: unknown output type "stdoutt" (known: drop, file, memory, stdout)
+}
