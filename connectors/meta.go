@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // Metadata columns sources add to their rows (R-KAFKA-3). Sinks drop every
@@ -74,4 +76,33 @@ func StripMetaSchema(s *arrow.Schema) *arrow.Schema {
 		}
 	}
 	return arrow.NewSchema(fields, nil)
+}
+
+// MetaArrays builds the standard metadata columns for n rows of one
+// partition whose first row has offset start: __meta_source (source, on
+// every row), __meta_partition and __meta_offset (start, start+1, …). It
+// fills the buffers directly, without per-row builder calls. The caller
+// releases the arrays.
+func MetaArrays(source string, partition int32, start int64, n int) []arrow.Array {
+	offs := make([]int32, n+1)
+	data := make([]byte, 0, n*len(source))
+	for i := 0; i < n; i++ {
+		data = append(data, source...)
+		offs[i+1] = int32(len(data))
+	}
+	parts := make([]int32, n)
+	for i := range parts {
+		parts[i] = partition
+	}
+	offsets := make([]int64, n)
+	for i := range offsets {
+		offsets[i] = start + int64(i)
+	}
+	src := array.NewStringData(array.NewData(arrow.BinaryTypes.String, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}, nil, 0, 0))
+	part := array.NewInt32Data(array.NewData(arrow.PrimitiveTypes.Int32, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(parts))}, nil, 0, 0))
+	off := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(offsets))}, nil, 0, 0))
+	return []arrow.Array{src, part, off}
 }

@@ -247,6 +247,13 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			k := (r.turn + i) % len(r.parts)
 			p := r.parts[k]
 			c := &r.next[k]
+			// Skip whole batches before the seek position (all of them: a
+			// `continue` here would move on to the next partition and, when
+			// that is the last one, end or wait with this one unread).
+			for c.batch < len(r.src.parts[p]) && r.seek[int32(p)]-c.offset >= r.src.parts[p][c.batch].NumRows() {
+				c.offset += r.src.parts[p][c.batch].NumRows()
+				c.batch++
+			}
 			if c.batch >= len(r.src.parts[p]) {
 				continue
 			}
@@ -256,9 +263,6 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			c.offset += rec.NumRows()
 			// Skip rows before the seek position.
 			skip := r.seek[int32(p)] - start
-			if skip >= rec.NumRows() {
-				continue
-			}
 			rec.Retain()
 			r.src.mu.Unlock()
 			r.turn = k + 1
@@ -288,28 +292,12 @@ func (r *reader) Close(context.Context) error { return nil }
 
 // withMeta appends the metadata columns to rec.
 func withMeta(schema *arrow.Schema, rec arrow.RecordBatch, op string, part int32, start int64) arrow.RecordBatch {
-	n := int(rec.NumRows())
-	mem := memory.DefaultAllocator
-	sb := array.NewStringBuilder(mem)
-	pb := array.NewInt32Builder(mem)
-	ob := array.NewInt64Builder(mem)
-	sb.Reserve(n)
-	sb.ReserveData(n * len(op))
-	pb.Reserve(n)
-	ob.Reserve(n)
-	for i := 0; i < n; i++ {
-		sb.Append(op)
-		pb.UnsafeAppend(part)
-		ob.UnsafeAppend(start + int64(i))
-	}
-	cols := append(append([]arrow.Array(nil), rec.Columns()...), sb.NewArray(), pb.NewArray(), ob.NewArray())
-	out := array.NewRecordBatch(schema, cols, int64(n))
-	for _, c := range cols[rec.NumCols():] {
+	meta := connectors.MetaArrays(op, part, start, int(rec.NumRows()))
+	cols := append(append([]arrow.Array(nil), rec.Columns()...), meta...)
+	out := array.NewRecordBatch(schema, cols, rec.NumRows())
+	for _, c := range meta {
 		c.Release()
 	}
-	sb.Release()
-	pb.Release()
-	ob.Release()
 	return out
 }
 

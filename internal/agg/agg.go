@@ -256,7 +256,7 @@ func outputType(fn string, in arrow.DataType) (out arrow.DataType, k vkind, f32 
 	case First, Last:
 		switch {
 		case isInt(in):
-			return i64, vInt, false, true
+			return in, vInt, false, true
 		case in.ID() == arrow.FLOAT64:
 			return f64, vFloat, false, true
 		case in.ID() == arrow.FLOAT32:
@@ -609,6 +609,19 @@ func (st *State) Build(groups []int32) []arrow.Array {
 					bb.UnsafeAppend(a.i[g])
 				case *array.TimestampBuilder:
 					bb.UnsafeAppend(arrow.Timestamp(a.i[g]))
+				// first and last keep the input's integer type.
+				case *array.Int32Builder:
+					bb.UnsafeAppend(int32(a.i[g]))
+				case *array.Int16Builder:
+					bb.UnsafeAppend(int16(a.i[g]))
+				case *array.Int8Builder:
+					bb.UnsafeAppend(int8(a.i[g]))
+				case *array.Uint32Builder:
+					bb.UnsafeAppend(uint32(a.i[g]))
+				case *array.Uint16Builder:
+					bb.UnsafeAppend(uint16(a.i[g]))
+				case *array.Uint8Builder:
+					bb.UnsafeAppend(uint8(a.i[g]))
 				}
 			case c.kind == vFloat:
 				appendFloat(b, c.f32, a.f[g])

@@ -8,9 +8,11 @@ package batch
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -36,40 +38,46 @@ func Take(rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
 }
 
-// TakeArray returns the values of a at idx.
+// TakeArray returns the values of a at idx. Common types are copied
+// straight into new buffers; others go through arrow's compute kernel.
 func TakeArray(a arrow.Array, idx []int32) (arrow.Array, error) {
-	mem := memory.DefaultAllocator
+	if len(idx) == 0 {
+		return array.MakeArrayOfNull(memory.DefaultAllocator, a.DataType(), 0), nil
+	}
 	switch arr := a.(type) {
 	case *array.Int64:
-		return takeFixed(arr, idx, arr.Int64Values(), array.NewInt64Builder(mem)), nil
+		return takeFixed(arr, idx, arr.Int64Values(), arrow.Int64Traits.CastToBytes), nil
 	case *array.Int32:
-		return takeFixed(arr, idx, arr.Int32Values(), array.NewInt32Builder(mem)), nil
+		return takeFixed(arr, idx, arr.Int32Values(), arrow.Int32Traits.CastToBytes), nil
 	case *array.Float64:
-		return takeFixed(arr, idx, arr.Float64Values(), array.NewFloat64Builder(mem)), nil
+		return takeFixed(arr, idx, arr.Float64Values(), arrow.Float64Traits.CastToBytes), nil
 	case *array.Float32:
-		return takeFixed(arr, idx, arr.Float32Values(), array.NewFloat32Builder(mem)), nil
+		return takeFixed(arr, idx, arr.Float32Values(), arrow.Float32Traits.CastToBytes), nil
 	case *array.Timestamp:
-		b := array.NewTimestampBuilder(mem, arr.DataType().(*arrow.TimestampType))
-		return takeFixed(arr, idx, arr.TimestampValues(), b), nil
+		return takeFixed(arr, idx, arr.TimestampValues(), arrow.TimestampTraits.CastToBytes), nil
 	case *array.String:
-		b := array.NewStringBuilder(mem)
-		defer b.Release()
-		b.Reserve(len(idx))
+		inOffs, inData := arr.ValueOffsets(), arr.ValueBytes()
+		base := inOffs[0]
 		n := 0
 		for _, i := range idx {
-			n += arr.ValueLen(int(i))
+			n += int(inOffs[i+1] - inOffs[i])
 		}
-		b.ReserveData(n)
-		for _, i := range idx {
-			if arr.IsNull(int(i)) {
-				b.AppendNull()
-			} else {
-				b.Append(arr.Value(int(i)))
-			}
+		if n > math.MaxInt32 {
+			break // let the kernel report it
 		}
-		return b.NewArray(), nil
+		offs := make([]int32, len(idx)+1)
+		data := make([]byte, 0, n)
+		for j, i := range idx {
+			data = append(data, inData[inOffs[i]-base:inOffs[i+1]-base]...)
+			offs[j+1] = int32(len(data))
+		}
+		valid, nulls := validity(arr, idx)
+		bufs := []*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}
+		d := array.NewData(arr.DataType(), len(idx), bufs, nil, nulls, 0)
+		defer d.Release()
+		return array.MakeFromData(d), nil
 	case *array.Boolean:
-		b := array.NewBooleanBuilder(mem)
+		b := array.NewBooleanBuilder(memory.DefaultAllocator)
 		defer b.Release()
 		b.Reserve(len(idx))
 		for _, i := range idx {
@@ -81,7 +89,7 @@ func TakeArray(a arrow.Array, idx []int32) (arrow.Array, error) {
 		}
 		return b.NewArray(), nil
 	}
-	ix := array.NewInt32Builder(mem)
+	ix := array.NewInt32Builder(memory.DefaultAllocator)
 	defer ix.Release()
 	ix.AppendValues(idx, nil)
 	ia := ix.NewArray()
@@ -89,26 +97,33 @@ func TakeArray(a arrow.Array, idx []int32) (arrow.Array, error) {
 	return compute.TakeArray(context.Background(), a, ia)
 }
 
-type fixedBuilder[T any] interface {
-	array.Builder
-	AppendValues([]T, []bool)
+// validity returns the validity bitmap of a's values at idx and their
+// null count; the bitmap is nil when a has no nulls.
+func validity(a arrow.Array, idx []int32) (*memory.Buffer, int) {
+	if a.NullN() == 0 {
+		return nil, 0
+	}
+	bits := make([]byte, bitutil.BytesForBits(int64(len(idx))))
+	nulls := 0
+	for j, i := range idx {
+		if a.IsValid(int(i)) {
+			bitutil.SetBit(bits, j)
+		} else {
+			nulls++
+		}
+	}
+	return memory.NewBufferBytes(bits), nulls
 }
 
-func takeFixed[T any](a arrow.Array, idx []int32, vals []T, b fixedBuilder[T]) arrow.Array {
-	defer b.Release()
+func takeFixed[T any](a arrow.Array, idx []int32, vals []T, toBytes func([]T) []byte) arrow.Array {
 	out := make([]T, len(idx))
 	for j, i := range idx {
 		out[j] = vals[i]
 	}
-	var valid []bool
-	if a.NullN() > 0 {
-		valid = make([]bool, len(idx))
-		for j, i := range idx {
-			valid[j] = a.IsValid(int(i))
-		}
-	}
-	b.AppendValues(out, valid)
-	return b.NewArray()
+	valid, nulls := validity(a, idx)
+	d := array.NewData(a.DataType(), len(idx), []*memory.Buffer{valid, memory.NewBufferBytes(toBytes(out))}, nil, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
 }
 
 // Split distributes the rows of rec to n destinations: row r goes to

@@ -36,8 +36,23 @@ func (e *FieldError) Error() string {
 	return e.Path + ": " + e.Reason
 }
 
+// FieldPath returns Path (for errors.As and connectors.FlattenFieldErrors).
+func (e *FieldError) FieldPath() string { return e.Path }
+
+// FieldReason returns Reason.
+func (e *FieldError) FieldReason() string { return e.Reason }
+
 // Errors is the list of problems found while decoding.
 type Errors []*FieldError
+
+// Unwrap returns the problems, so that errors.As finds a *FieldError.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
 
 func (es Errors) Error() string {
 	parts := make([]string, len(es))
@@ -74,7 +89,9 @@ func Index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]
 // null decode as an empty object. It returns nil when there was no problem.
 func Decode(data []byte, dst any) Errors {
 	var errs Errors
-	data = bytes.TrimSpace(data)
+	// Only JSON's own whitespace: bytes.TrimSpace would also drop \f, \v
+	// and Unicode spaces, which encoding/json rejects.
+	data = bytes.Trim(data, " \t\r\n")
 	if len(data) == 0 || bytes.Equal(data, []byte("null")) {
 		data = []byte("{}")
 	}
@@ -85,7 +102,9 @@ func Decode(data []byte, dst any) Errors {
 		errs.Add("", "invalid JSON: %v", err)
 		return errs
 	}
-	if dec.More() {
+	// dec.More() would miss a stray '}' or ']' after the value; data has no
+	// trailing whitespace, so the value must end exactly at its end.
+	if dec.InputOffset() != int64(len(data)) {
 		errs.Add("", "invalid JSON: data after the top-level value")
 		return errs
 	}
@@ -145,6 +164,7 @@ func decodeValue(path string, v any, rv reflect.Value, errs *Errors) {
 			errs.Add(path, "cannot decode into %s", rv.Type())
 			return
 		}
+		checkNumbers(path, v, errs)
 		rv.Set(reflect.ValueOf(v))
 	case reflect.Struct:
 		decodeStruct(path, v, rv, errs)
@@ -232,6 +252,26 @@ func decodeValue(path string, v any, rv reflect.Value, errs *Errors) {
 		rv.SetFloat(f)
 	default:
 		panic("config: unsupported destination kind " + rv.Kind().String())
+	}
+}
+
+// checkNumbers reports the numbers of a generic value that encoding/json
+// could not decode into an interface (as float64) because they are out of
+// range.
+func checkNumbers(path string, v any, errs *Errors) {
+	switch x := v.(type) {
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(x), 64); err != nil {
+			errs.Add(path, "number %s is out of range", x)
+		}
+	case []any:
+		for i, e := range x {
+			checkNumbers(Index(path, i), e, errs)
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			checkNumbers(Join(path, k), x[k], errs)
+		}
 	}
 }
 

@@ -73,8 +73,12 @@ func Hashes(col arrow.Array, dst []uint64) error {
 	null := uint64(offset64)
 	switch a := col.(type) {
 	case *array.String:
+		// Walk the offsets and bytes directly: Value(i) per row costs more
+		// than the hash of a short key.
+		offs, data := a.ValueOffsets(), a.ValueBytes()
+		base := offs[0]
 		for i := 0; i < n; i++ {
-			dst[i] = hashString(a.Value(i))
+			dst[i] = hashBytes(data[offs[i]-base : offs[i+1]-base])
 		}
 	case *array.LargeString:
 		for i := 0; i < n; i++ {

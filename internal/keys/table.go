@@ -126,6 +126,15 @@ func (t *Table) IDs(col arrow.Array, dst []int32) error {
 			}
 		}
 		return nil
+	case *array.LargeBinary:
+		for i := 0; i < n; i++ {
+			if nulls && a.IsNull(i) {
+				dst[i] = t.nullKey()
+			} else {
+				dst[i] = t.strID(string(a.Value(i)))
+			}
+		}
+		return nil
 	}
 	vals, err := numbers(col)
 	if err != nil {

@@ -1,0 +1,204 @@
+package keys
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// identity is a representation of a key value that is equal exactly when
+// the table must treat two rows as the same key: nulls are one key, floats
+// are compared by bits (so NaN is a key and -0 differs from +0).
+func identity(t testing.TB, a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return "null"
+	}
+	switch x := a.(type) {
+	case *array.Float64:
+		return fmt.Sprintf("f%x", math.Float64bits(x.Value(i)))
+	case *array.Float32:
+		return fmt.Sprintf("f%x", math.Float32bits(x.Value(i)))
+	case *array.Binary:
+		return fmt.Sprintf("b%q", x.Value(i))
+	case *array.LargeBinary:
+		return fmt.Sprintf("b%q", x.Value(i))
+	}
+	return "v" + a.ValueStr(i)
+}
+
+func TestTableDenseIDsAndRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, dt := range keyTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			tb, err := NewTable(dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !arrow.TypeEqual(tb.Type(), dt) {
+				t.Fatalf("Type = %s", tb.Type())
+			}
+			seen := map[string]int32{} // identity -> expected id
+			var allIDs []int32
+			var batches []arrow.Array
+			for batch := 0; batch < 4; batch++ {
+				a := keyArray(t, rng, dt, 50, batch != 1)
+				if batch == 3 {
+					s := array.NewSlice(a, 10, 40)
+					a.Release()
+					a = s
+				}
+				batches = append(batches, a)
+				ids := make([]int32, a.Len())
+				if err := tb.IDs(a, ids); err != nil {
+					t.Fatal(err)
+				}
+				for i, id := range ids {
+					k := identity(t, a, i)
+					want, ok := seen[k]
+					if !ok {
+						want = int32(len(seen)) // dense, in first-seen order
+						seen[k] = want
+					}
+					if id != want {
+						t.Fatalf("batch %d row %d (%s): id %d, want %d", batch, i, k, id, want)
+					}
+				}
+				if tb.Len() != len(seen) {
+					t.Fatalf("Len = %d, want %d", tb.Len(), len(seen))
+				}
+				allIDs = append(allIDs, ids...)
+			}
+			// Build reproduces every row of every batch, nulls included.
+			out := tb.Build(allIDs)
+			defer out.Release()
+			if !arrow.TypeEqual(out.DataType(), dt) {
+				t.Fatalf("Build type %s, want %s", out.DataType(), dt)
+			}
+			if out.Len() != len(allIDs) {
+				t.Fatalf("Build len %d, want %d", out.Len(), len(allIDs))
+			}
+			j := 0
+			for _, a := range batches {
+				for i := 0; i < a.Len(); i++ {
+					if g, w := identity(t, out, j), identity(t, a, i); g != w {
+						t.Fatalf("Build row %d: %s, want %s", j, g, w)
+					}
+					j++
+				}
+				a.Release()
+			}
+			// Build of every id in order lists the distinct keys.
+			ids := make([]int32, tb.Len())
+			for i := range ids {
+				ids[i] = int32(i)
+			}
+			keysCol := tb.Build(ids)
+			defer keysCol.Release()
+			distinct := map[string]bool{}
+			for i := 0; i < keysCol.Len(); i++ {
+				k := identity(t, keysCol, i)
+				if distinct[k] {
+					t.Fatalf("key %s listed twice", k)
+				}
+				distinct[k] = true
+				if seen[k] != int32(i) {
+					t.Fatalf("id %d builds %s, which has id %d", i, k, seen[k])
+				}
+			}
+		})
+	}
+}
+
+func TestTableNullIsItsOwnKey(t *testing.T) {
+	cases := []struct {
+		dt    arrow.DataType
+		build func(array.Builder) // appends: zero value, null, zero value, null
+	}{
+		{arrow.BinaryTypes.String, func(b array.Builder) { b.(*array.StringBuilder).Append("") }},
+		{arrow.BinaryTypes.Binary, func(b array.Builder) { b.(*array.BinaryBuilder).Append(nil) }},
+		{arrow.PrimitiveTypes.Int64, func(b array.Builder) { b.(*array.Int64Builder).Append(0) }},
+		{arrow.FixedWidthTypes.Boolean, func(b array.Builder) { b.(*array.BooleanBuilder).Append(false) }},
+		{arrow.PrimitiveTypes.Float64, func(b array.Builder) { b.(*array.Float64Builder).Append(0) }},
+	}
+	for _, tc := range cases {
+		b := array.NewBuilder(memory.DefaultAllocator, tc.dt)
+		b.AppendNull()
+		tc.build(b)
+		b.AppendNull()
+		tc.build(b)
+		a := b.NewArray()
+		b.Release()
+		tb, err := NewTable(tc.dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int32, 4)
+		if err := tb.IDs(a, ids); err != nil {
+			t.Fatal(err)
+		}
+		if ids[0] != 0 || ids[1] != 1 || ids[2] != 0 || ids[3] != 1 {
+			t.Fatalf("%s: ids %v, want [0 1 0 1]", tc.dt, ids)
+		}
+		out := tb.Build([]int32{1, 0})
+		if out.IsNull(0) || !out.IsNull(1) {
+			t.Fatalf("%s: Build = %s", tc.dt, out)
+		}
+		out.Release()
+		a.Release()
+	}
+}
+
+func TestTableTypeMismatch(t *testing.T) {
+	tb, err := NewTable(arrow.PrimitiveTypes.Int64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewInt32Builder(memory.DefaultAllocator)
+	b.Append(1)
+	a := b.NewArray()
+	b.Release()
+	defer a.Release()
+	if err := tb.IDs(a, make([]int32, 1)); err == nil {
+		t.Fatal("IDs of an int32 column in an int64 table succeeded")
+	}
+	if tb.Len() != 0 {
+		t.Fatalf("Len = %d after a failed IDs", tb.Len())
+	}
+	// Timestamps of another unit are another type.
+	ts, _ := NewTable(&arrow.TimestampType{Unit: arrow.Millisecond})
+	tsb := array.NewTimestampBuilder(memory.DefaultAllocator, &arrow.TimestampType{Unit: arrow.Second})
+	tsb.Append(1)
+	tsa := tsb.NewArray()
+	tsb.Release()
+	defer tsa.Release()
+	if err := ts.IDs(tsa, make([]int32, 1)); err == nil {
+		t.Fatal("IDs of timestamp[s] in a timestamp[ms] table succeeded")
+	}
+}
+
+func TestTableStringsSurviveBuffer(t *testing.T) {
+	// The table must copy strings: overwrite the batch's bytes after IDs.
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	b.AppendValues([]string{"alpha", "beta"}, nil)
+	a := b.NewArray().(*array.String)
+	b.Release()
+	defer a.Release()
+	tb, _ := NewTable(arrow.BinaryTypes.String)
+	if err := tb.IDs(a, make([]int32, 2)); err != nil {
+		t.Fatal(err)
+	}
+	data := a.ValueBytes()
+	for i := range data {
+		data[i] = 'X'
+	}
+	out := tb.Build([]int32{0, 1}).(*array.String)
+	defer out.Release()
+	if out.Value(0) != "alpha" || out.Value(1) != "beta" {
+		t.Fatalf("Build = %q %q after the batch buffer changed", out.Value(0), out.Value(1))
+	}
+}
