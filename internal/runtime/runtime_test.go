@@ -17,6 +17,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	_ "github.com/arkflow-rs/arkflow-go/connectors/drop"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -438,5 +439,81 @@ func TestAcksAdvancePositions(t *testing.T) {
 	}
 	if filtered != 8 || written != 16 {
 		t.Fatalf("filtered %d written %d, want 8 and 16", filtered, written)
+	}
+}
+
+// Two sources feed one operator (a multi-input chain head): every row of
+// both arrives, the operator's watermark is the minimum of its inputs (it
+// reaches +inf only when both ended), and forward edges between equal
+// parallelism into a multi-input operator use channels, not chaining.
+func TestUnionOfTwoSources(t *testing.T) {
+	mk := func(n int) *mem.Source {
+		var bs []arrow.RecordBatch
+		for i := 0; i < n; i++ {
+			bs = append(bs, clicks([]string{"a", "b"}, []int64{int64(i), int64(i)}))
+		}
+		s, _ := mem.NewSourceFrom(bs, bs)
+		return s
+	}
+	sink := mem.NewSink()
+	spec := `{"id":"union","parallelism":2,"operators":[{"id":"left","kind":"source"},{"id":"right","kind":"source","parallelism":1},
+	  {"id":"both","kind":"filter","config":{"expr":"amount >= 0"}},{"id":"out","kind":"sink"}],
+	  "edges":[{"id":"l","from":"left","to":"both"},{"id":"r","from":"right","to":"both"},{"id":"o","from":"both","to":"out"}],
+	  "sources":[{"operator_id":"left","input_type":"memory"},{"operator_id":"right","input_type":"memory"}],
+	  "sinks":[{"operator_id":"out","output_type":"memory"}]}`
+	g := mustBuild(t, spec, map[string]any{"left": mk(3), "right": mk(5), "out": sink})
+	modes := map[string]string{}
+	for _, e := range g.Plan.Edges {
+		modes[e.ID] = e.Mode
+	}
+	if modes["l"] != job.EdgeForward || modes["r"] != job.EdgeRebalance || modes["o"] != job.EdgeChained {
+		t.Fatalf("edge modes %v", modes)
+	}
+	rt := New(g, Options{ChannelCapacity: 1})
+	if err := rt.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// left: 2 partitions x 3 batches x 2 rows; right: 2 x 5 x 2.
+	if got := sink.NumRows(); got != 12+20 {
+		t.Fatalf("got %d rows, want 32", got)
+	}
+	for _, m := range rt.Metrics() {
+		if m.Operator == "both" && m.Watermark != math.MaxInt64 {
+			t.Fatalf("%s ended at watermark %d", m.Task, m.Watermark)
+		}
+	}
+}
+
+// Inputs of one operator must agree on their schema.
+func TestUnionSchemaMismatch(t *testing.T) {
+	spec := `{"id":"union","operators":[{"id":"a","kind":"source"},{"id":"b","kind":"source"},{"id":"out","kind":"sink"}],
+	  "edges":[{"id":"x","from":"a","to":"out"},{"id":"y","from":"b","to":"out"}],
+	  "sources":[{"operator_id":"a","input_type":"generate","config":{"count":1,"fields":[{"name":"k","type":"int64"}]}},
+	             {"operator_id":"b","input_type":"generate","config":{"count":1,"fields":[{"name":"k","type":"string"}]}}],
+	  "sinks":[{"operator_id":"out","output_type":"drop"}]}`
+	s, _ := job.Parse([]byte(spec))
+	_, err := build.Build(s, build.Env{})
+	if err == nil || !strings.Contains(err.Error(), `operator "out": operators[2]: inputs have different schemas: "a" sends (k int64`) {
+		t.Fatalf("want a schema mismatch naming both inputs, got %v", err)
+	}
+}
+
+// Cancelling Run's context stops the job without draining and returns the
+// context's error.
+func TestRunContextCancel(t *testing.T) {
+	src := mem.NewSource(clickSchema, 1)
+	spec := `{"id":"cancel","operators":[{"id":"in","kind":"source"},{"id":"out","kind":"sink"}],
+	  "edges":[{"id":"e","from":"in","to":"out"}],
+	  "sources":[{"operator_id":"in","input_type":"memory"}],"sinks":[{"operator_id":"out","output_type":"drop"}]}`
+	rt := New(mustBuild(t, spec, map[string]any{"in": src}), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	for rt.State() != Running {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
 	}
 }
