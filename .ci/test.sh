@@ -78,4 +78,6 @@ fi
 go vet ./...
 go build ./...
 go test -race -timeout 45m -count=1 ./... "$@"
+# The README's other command: the quickstart must keep working.
+go run ./examples/quickstart >/dev/null
 echo "all tests passed"

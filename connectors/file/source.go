@@ -80,7 +80,7 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 		info:    info,
 		parts:   make([]*partState, n),
 		tracker: connectors.NewTracker(""),
-		lim:     newLimiter(in.cfg.RatePerSec),
+		lim:     connectors.NewRateLimiter(in.cfg.RatePerSec),
 	}
 	for p := info.Subtask; p < n; p += par {
 		s.parts[p] = &partState{id: int32(p)}
@@ -98,7 +98,7 @@ type Source struct {
 	parts    []*partState // by partition; nil when not assigned
 	assigned []int
 	tracker  *connectors.Tracker
-	lim      *limiter
+	lim      *connectors.RateLimiter
 
 	connected bool
 	f         *os.File
@@ -191,7 +191,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 		}
 	}
 	b := s.ready[0]
-	if err := s.lim.wait(ctx, int(b.rec.NumRows())); err != nil {
+	if err := s.lim.Wait(ctx, int(b.rec.NumRows())); err != nil {
 		return connectors.Batch{}, err // the batch stays first in line
 	}
 	s.ready[0] = ready{}

@@ -65,7 +65,7 @@ func (in *Input) NewSource(info connectors.TaskInfo) (connectors.Source, error) 
 		in:      in,
 		info:    info,
 		tracker: connectors.NewTracker(""),
-		lim:     newLimiter(in.cfg.RatePerSec),
+		lim:     connectors.NewRateLimiter(in.cfg.RatePerSec),
 	}
 	for p := info.Subtask; p < in.cfg.Partitions; p += par {
 		s.parts = append(s.parts, &partState{id: int32(p)})
@@ -82,7 +82,7 @@ type Source struct {
 	parts   []*partState
 	next    int // round-robin index into parts
 	tracker *connectors.Tracker
-	lim     *limiter
+	lim     *connectors.RateLimiter
 
 	connected bool
 	srcOffs   []int32 // __meta_source offsets for a full batch
@@ -166,7 +166,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 		s.pending = &connectors.Batch{Record: s.batch(ps, o0, n), Partition: int(ps.id)}
 		s.pendingN = n
 	}
-	if err := s.lim.wait(ctx, s.pendingN); err != nil {
+	if err := s.lim.Wait(ctx, s.pendingN); err != nil {
 		return connectors.Batch{}, err // the batch stays next
 	}
 	b := *s.pending

@@ -1,31 +1,34 @@
-package file
+package connectors
 
 import (
 	"context"
 	"time"
 )
 
-// limiter is a token bucket over rows: it refills at rate tokens per second
-// up to one second's worth (at least one row), and a batch takes as many
-// tokens as it has rows, waiting for the debt to be repaid first. A nil
-// limiter does not limit.
-type limiter struct {
+// RateLimiter is a token bucket over rows, for sources with a rate_per_sec
+// option: it refills at rate tokens per second up to one second's worth
+// (at least one row), and a batch takes as many tokens as it has rows,
+// waiting for the debt to be repaid first. A nil RateLimiter does not
+// limit. It is not safe for concurrent use: one per source subtask.
+type RateLimiter struct {
 	rate   float64
 	burst  float64
 	tokens float64
 	last   time.Time
 }
 
-func newLimiter(rate float64) *limiter {
+// NewRateLimiter returns a limiter of rate rows per second, or nil (no
+// limit) when rate <= 0.
+func NewRateLimiter(rate float64) *RateLimiter {
 	if rate <= 0 {
 		return nil
 	}
-	return &limiter{rate: rate, burst: max(rate, 1), tokens: max(rate, 1)}
+	return &RateLimiter{rate: rate, burst: max(rate, 1), tokens: max(rate, 1)}
 }
 
-// wait takes n tokens, sleeping until the bucket allows them. When ctx ends
+// Wait takes n tokens, sleeping until the bucket allows them. When ctx ends
 // first it takes nothing and returns ctx.Err().
-func (l *limiter) wait(ctx context.Context, n int) error {
+func (l *RateLimiter) Wait(ctx context.Context, n int) error {
 	if l == nil {
 		return ctx.Err()
 	}
