@@ -154,6 +154,11 @@ type TaskMetrics struct {
 	// Watermark is the task's input watermark in Unix ms (math.MinInt64
 	// before the first; math.MaxInt64 after a bounded input ended).
 	Watermark int64
+	// Gauges are the operator's own counters, nil when it has none. Window
+	// operators report open_windows, windows_fired, late_dropped,
+	// late_routed, late_updated, null_timestamp_dropped and
+	// null_timestamp_routed (see the window package).
+	Gauges map[string]int64
 }
 
 // Metrics is a snapshot of a job's counters.
@@ -180,6 +185,12 @@ func (m Metrics) Operator(id string) TaskMetrics {
 			out.RowsOut += t.RowsOut
 			out.BatchesIn += t.BatchesIn
 			out.BatchesOut += t.BatchesOut
+			for k, v := range t.Gauges {
+				if out.Gauges == nil {
+					out.Gauges = map[string]int64{}
+				}
+				out.Gauges[k] += v
+			}
 		}
 	}
 	return out

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // Builder assembles a job in Go. It produces the same declarative Spec a
@@ -53,16 +55,86 @@ func (b *Builder) Parallelism(p int) *Builder { b.spec.Parallelism = p; return b
 func (b *Builder) MaxParallelism(m int) *Builder { b.spec.MaxParallelism = m; return b }
 
 // OperatorOption tunes one operator.
-type OperatorOption interface{ applyOp(*job.Operator) }
+type OperatorOption interface{ applyOp(*opSettings) }
 
-type opOption func(*job.Operator)
+// opSettings is what operator options change: the operator, and for a
+// source its time declaration.
+type opSettings struct {
+	op   *job.Operator
+	time *job.Time
+}
 
-func (f opOption) applyOp(op *job.Operator) { f(op) }
+type opOption func(*opSettings)
+
+func (f opOption) applyOp(s *opSettings) { f(s) }
 
 // WithParallelism runs the operator with n subtasks instead of the job's
 // parallelism.
 func WithParallelism(n int) OperatorOption {
-	return opOption(func(op *job.Operator) { op.Parallelism = n })
+	return opOption(func(s *opSettings) { s.op.Parallelism = n })
+}
+
+// TimeOption tunes a source's event time.
+type TimeOption func(*job.Time)
+
+// EventTime declares that a source's rows carry their event time in field
+// (int64 milliseconds or a timestamp column), with per-partition
+// watermarks: by default bounded out-of-orderness of 0, no idle timeout, no
+// allowed lateness, late events dropped. Only valid on a Source.
+func EventTime(field string, opts ...TimeOption) OperatorOption {
+	return opOption(func(s *opSettings) {
+		t := &job.Time{Mode: job.EventTime, TimestampField: field, LateEventPolicy: job.LateDrop,
+			Watermark: &job.Watermark{Strategy: job.BoundedOutOfOrderness}}
+		for _, o := range opts {
+			if o != nil {
+				o(t)
+			}
+		}
+		s.time = t
+	})
+}
+
+// OutOfOrderness lets events arrive up to d behind the newest one of their
+// partition before they count as late: the watermark is the largest event
+// time seen minus d.
+func OutOfOrderness(d time.Duration) TimeOption {
+	return func(t *job.Time) {
+		t.Watermark.Strategy = job.BoundedOutOfOrderness
+		t.Watermark.OutOfOrdernessMS = d.Milliseconds()
+	}
+}
+
+// Monotonous declares event times that never decrease within a partition:
+// the watermark is the largest event time seen.
+func Monotonous() TimeOption {
+	return func(t *job.Time) { t.Watermark.Strategy, t.Watermark.OutOfOrdernessMS = job.Monotonous, 0 }
+}
+
+// IdleTimeout lets a partition that delivered nothing for d stop holding
+// the watermark back until it delivers again.
+func IdleTimeout(d time.Duration) TimeOption {
+	return func(t *job.Time) {
+		ms := d.Milliseconds()
+		t.Watermark.IdleTimeoutMS = &ms
+	}
+}
+
+// AllowedLateness keeps fired windows for d so late events can still update
+// them (with LateUpdate).
+func AllowedLateness(d time.Duration) TimeOption {
+	return func(t *job.Time) { t.AllowedLatenessMS = d.Milliseconds() }
+}
+
+// LateUpdate makes late events within the allowed lateness update their
+// window, which is emitted again with __arkflow_window_update = true.
+func LateUpdate() TimeOption {
+	return func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateUpdate, "" }
+}
+
+// RouteLate sends late events (and events without an event time) to the
+// sink operator sink, with their original columns.
+func RouteLate(sink string) TimeOption {
+	return func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateRoute, sink }
 }
 
 // SourceComponent is a source configuration: a value whose JSON encoding is
@@ -89,11 +161,15 @@ func (b *Builder) config(op string, v any) json.RawMessage {
 
 // add appends an operator connected from the cursor (unless it is a
 // source) and moves the cursor to it.
-func (b *Builder) add(op job.Operator, opts []OperatorOption) {
+func (b *Builder) add(op job.Operator, opts []OperatorOption) *job.Time {
+	set := opSettings{op: &op}
 	for _, o := range opts {
 		if o != nil {
-			o.applyOp(&op)
+			o.applyOp(&set)
 		}
+	}
+	if set.time != nil && op.Kind != job.KindSource {
+		b.problem(op.ID, "EventTime is an option of a Source, not of a %s", op.Kind)
 	}
 	if existing, _ := b.spec.Operator(op.ID); existing != nil {
 		b.problem(op.ID, "operator %q is added twice", op.ID)
@@ -120,6 +196,7 @@ func (b *Builder) add(op job.Operator, opts []OperatorOption) {
 	b.keyBy = ""
 	b.spec.Operators = append(b.spec.Operators, op)
 	b.cursor = op.ID
+	return set.time
 }
 
 // Source adds a source. A job may have several; each starts a branch.
@@ -128,8 +205,8 @@ func (b *Builder) Source(id string, src SourceComponent, opts ...OperatorOption)
 		b.problem(id, "Source(%q) needs a source component (for example generate.Config or file.SourceConfig)", id)
 		return b
 	}
-	b.add(job.Operator{ID: id, Kind: job.KindSource}, opts)
-	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src)})
+	t := b.add(job.Operator{ID: id, Kind: job.KindSource}, opts)
+	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src), Time: t})
 	b.bindings[id] = src
 	return b
 }
@@ -143,6 +220,28 @@ func (b *Builder) Sink(id string, snk SinkComponent, opts ...OperatorOption) *Bu
 	b.add(job.Operator{ID: id, Kind: job.KindSink}, opts)
 	b.spec.Sinks = append(b.spec.Sinks, job.Sink{OperatorID: id, OutputType: snk.OutputType(), Config: b.config(id, snk)})
 	b.bindings[id] = snk
+	return b
+}
+
+// LateSink adds a sink that receives only late rows: name it in
+// RouteLate on a source, and every window downstream of that source sends
+// the rows it cannot accept (late, or without an event time) there, with
+// their original columns. It has no other input, and the current operator
+// does not change.
+func (b *Builder) LateSink(id string, snk SinkComponent) *Builder {
+	if snk == nil {
+		b.problem(id, "LateSink(%q) needs a sink component", id)
+		return b
+	}
+	cursor, key := b.cursor, b.keyBy
+	b.cursor, b.keyBy = "", ""
+	if existing, _ := b.spec.Operator(id); existing != nil {
+		b.problem(id, "operator %q is added twice", id)
+	}
+	b.spec.Operators = append(b.spec.Operators, job.Operator{ID: id, Kind: job.KindSink})
+	b.spec.Sinks = append(b.spec.Sinks, job.Sink{OperatorID: id, OutputType: snk.OutputType(), Config: b.config(id, snk)})
+	b.bindings[id] = snk
+	b.cursor, b.keyBy = cursor, key
 	return b
 }
 
@@ -338,6 +437,18 @@ func (b *Builder) Aggregate(id string, a Aggregation, opts ...OperatorOption) *B
 		b.problem(id, "Aggregate(%q) needs a key: call KeyBy(field) before it", id)
 	}
 	b.add(op, opts)
+	return b
+}
+
+// Window adds a keyed window operator: tumbling, sliding or session
+// windows with aggregates, fired by the watermark of its sources' event
+// time (or by the clock for processing-time sources). Call KeyBy before
+// it. See the window package for the semantics.
+func (b *Builder) Window(id string, w window.Definition, opts ...OperatorOption) *Builder {
+	if b.keyBy == "" && b.cursor != "" {
+		b.problem(id, "Window(%q) needs a key: call KeyBy(field) before it", id)
+	}
+	b.add(job.Operator{ID: id, Kind: job.KindWindow, Stateful: true, Config: b.config(id, w)}, opts)
 	return b
 }
 

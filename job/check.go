@@ -301,10 +301,11 @@ func (c *checker) edgesResolve() bool {
 	return true
 }
 
-// adjacency returns the successors of every valid operator along valid edges.
+// adjacency returns the successors of every valid operator along valid
+// edges, the implicit late-row edges included.
 func (c *checker) adjacency() (out, in map[string][]string) {
 	out, in = map[string][]string{}, map[string][]string{}
-	for _, e := range c.s.Edges {
+	for _, e := range append(append([]Edge(nil), c.s.Edges...), LateEdges(c.s)...) {
 		if c.has(e.From) && c.has(e.To) && e.From != e.To {
 			out[e.From] = append(out[e.From], e.To)
 			in[e.To] = append(in[e.To], e.From)
@@ -356,22 +357,9 @@ func (c *checker) cyclic() bool {
 	return false
 }
 
-// routeSinks returns the sinks that receive late rows of some source: they
-// are fed by an implicit edge from the window operators of that source.
-func (c *checker) routeSinks() map[string]bool {
-	r := map[string]bool{}
-	for _, src := range c.s.Sources {
-		if src.Time != nil && src.Time.LateEventPolicy == LateRoute && src.Time.LateEventRoute != "" {
-			r[src.Time.LateEventRoute] = true
-		}
-	}
-	return r
-}
-
 func (c *checker) reachability() {
 	s, p := c.s, c.p
 	out, in := c.adjacency()
-	routed := c.routeSinks()
 	walk := func(start string, next map[string][]string) map[string]bool {
 		seen := map[string]bool{start: true}
 		todo := []string{start}
@@ -387,9 +375,23 @@ func (c *checker) reachability() {
 		}
 		return seen
 	}
+	late := map[string]bool{}
+	for _, e := range LateEdges(s) {
+		late[e.To] = true
+	}
+	// A window's late-row edge does not carry its results: only spec
+	// edges count as an operator's output.
+	hasMainOutput := map[string]bool{}
+	for _, e := range s.Edges {
+		hasMainOutput[e.From] = true
+	}
 	for i, src := range s.Sources {
 		if c.kind(src.OperatorID) != KindSource {
 			continue
+		}
+		if t := src.Time; t != nil && t.LateEventPolicy == LateRoute && c.kind(t.LateEventRoute) == KindSink && !late[t.LateEventRoute] {
+			p.Add(src.OperatorID, fmt.Sprintf("sources[%d].time.late_event_route", i),
+				"no window operator is downstream of source %q, so it has no late rows to route to %q", src.OperatorID, t.LateEventRoute)
 		}
 		reach := walk(src.OperatorID, out)
 		ok := false
@@ -405,10 +407,10 @@ func (c *checker) reachability() {
 			continue
 		}
 		at := fmt.Sprintf("operators[%d]", i)
-		if op.Kind != KindSource && len(in[op.ID]) == 0 && !(op.Kind == KindSink && routed[op.ID]) {
+		if op.Kind != KindSource && len(in[op.ID]) == 0 {
 			p.Add(op.ID, at, "operator %q has no incoming edge; nothing feeds it", op.ID)
 		}
-		if op.Kind != KindSink && len(out[op.ID]) == 0 {
+		if op.Kind != KindSink && !hasMainOutput[op.ID] {
 			p.Add(op.ID, at, "operator %q has no outgoing edge; its output would be discarded", op.ID)
 		}
 	}

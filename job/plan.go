@@ -87,6 +87,72 @@ type PlanEdge struct {
 	To          string `json:"to"`
 	Partitioned bool   `json:"partitioned"`
 	Mode        string `json:"mode"`
+	// Port is "late" for the implicit edge that carries a window's late
+	// rows to its source's late_event_route sink (see LateEdges), and
+	// empty for the edges of the spec.
+	Port string `json:"port,omitempty"`
+}
+
+// PortLate names the output of a window operator that carries late rows.
+const PortLate = "late"
+
+// LateEdges returns the implicit edges of a spec: one from every window
+// operator to the late_event_route sink of each event-time source upstream
+// of it whose late_event_policy is route. They carry late rows (and rows
+// with a null event time) with their original columns; a spec does not
+// declare them, because an explicit edge from a window carries its results.
+func LateEdges(s *Spec) []Edge {
+	in := map[string][]string{}
+	for _, e := range s.Edges {
+		in[e.To] = append(in[e.To], e.From)
+	}
+	var out []Edge
+	for _, op := range s.Operators {
+		if op.Kind != KindWindow {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, src := range UpstreamSources(s, op.ID, in) {
+			t := src.Time
+			if t == nil || t.LateEventPolicy != LateRoute || t.LateEventRoute == "" || seen[t.LateEventRoute] {
+				continue
+			}
+			seen[t.LateEventRoute] = true
+			out = append(out, Edge{ID: op.ID + "-late-" + t.LateEventRoute, From: op.ID, To: t.LateEventRoute})
+		}
+	}
+	return out
+}
+
+// UpstreamSources returns the sources from which rows reach an operator,
+// in spec order. in maps operators to their upstream operators (nil: built
+// from the spec's edges).
+func UpstreamSources(s *Spec, op string, in map[string][]string) []Source {
+	if in == nil {
+		in = map[string][]string{}
+		for _, e := range s.Edges {
+			in[e.To] = append(in[e.To], e.From)
+		}
+	}
+	seen := map[string]bool{op: true}
+	todo := []string{op}
+	for len(todo) > 0 {
+		n := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for _, m := range in[n] {
+			if !seen[m] {
+				seen[m] = true
+				todo = append(todo, m)
+			}
+		}
+	}
+	var out []Source
+	for _, src := range s.Sources {
+		if seen[src.OperatorID] {
+			out = append(out, src)
+		}
+	}
+	return out
 }
 
 // PlacementUnit is a set of tasks that exchange data and so must share a
@@ -106,17 +172,32 @@ func NewPlan(s *Spec) (*Plan, error) {
 	}
 	spec := v.Spec()
 	p := &Plan{JobID: spec.ID, Version: spec.Version, Digest: v.Digest, MaxParallelism: spec.MaxParallelism, Spec: spec}
-	order, err := topoOrder(spec)
-	if err != nil {
-		return nil, err
-	}
 	par := map[string]int{}
 	for i := range spec.Operators {
 		op := &spec.Operators[i]
 		par[op.ID] = spec.OperatorParallelism(op)
 	}
-	inDeg := map[string]int{}
+	type edge struct {
+		Edge
+		port string
+	}
+	var edges []edge
 	for _, e := range spec.Edges {
+		edges = append(edges, edge{Edge: e})
+	}
+	for _, e := range LateEdges(spec) {
+		edges = append(edges, edge{Edge: e, port: PortLate})
+	}
+	all := make([]Edge, len(edges))
+	for i, e := range edges {
+		all[i] = e.Edge
+	}
+	order, err := topoOrder(spec, all)
+	if err != nil {
+		return nil, err
+	}
+	inDeg := map[string]int{}
+	for _, e := range edges {
 		inDeg[e.To]++
 	}
 	// Edge modes and chain membership.
@@ -124,8 +205,8 @@ func NewPlan(s *Spec) (*Plan, error) {
 	for _, id := range order {
 		chainOf[id] = id
 	}
-	for _, e := range spec.Edges {
-		pe := PlanEdge{ID: e.ID, From: e.From, To: e.To, Partitioned: e.Partitioned}
+	for _, e := range edges {
+		pe := PlanEdge{ID: e.ID, From: e.From, To: e.To, Partitioned: e.Partitioned, Port: e.port}
 		switch {
 		case e.Partitioned:
 			pe.Mode = EdgeKeyGroups
@@ -184,14 +265,14 @@ func chainID(head string) string { return "chain-" + head }
 
 // topoOrder orders operators so that every edge goes forward; ties keep
 // spec order, so the order is deterministic.
-func topoOrder(s *Spec) ([]string, error) {
+func topoOrder(s *Spec, edges []Edge) ([]string, error) {
 	idx := map[string]int{}
 	for i, op := range s.Operators {
 		idx[op.ID] = i
 	}
 	inDeg := make([]int, len(s.Operators))
 	out := make([][]int, len(s.Operators))
-	for _, e := range s.Edges {
+	for _, e := range edges {
 		f, ok1 := idx[e.From]
 		t, ok2 := idx[e.To]
 		if !ok1 || !ok2 {

@@ -370,6 +370,75 @@ func (st *State) Reset(g int) {
 	}
 }
 
+// Merge folds group src into group dst (session windows merging): counts
+// and sums add, min and max compare, avg adds sum and count; first keeps
+// dst's value when it has one and last takes src's when it has one, so
+// merging sessions in start order keeps arrival order within each. src is
+// left unchanged; the caller resets or frees it.
+func (st *State) Merge(dst, src int) error {
+	for k, c := range st.set.aggs {
+		a := &st.accs[k]
+		if a.n[src] == 0 && (a.nan == nil || !a.nan[src]) {
+			continue
+		}
+		switch {
+		case c.fn == Count || c.fn == Avg:
+			a.n[dst] += a.n[src]
+			if c.fn == Avg {
+				a.f[dst] += a.f[src]
+			}
+		case c.fn == First:
+			if a.n[dst] == 0 {
+				copySlot(a, dst, src)
+			}
+		case c.fn == Last:
+			copySlot(a, dst, src)
+		case c.fn == Sum && c.kind == vInt:
+			sum, overflow := addInt(a.i[dst], a.i[src])
+			if overflow {
+				return fmt.Errorf("aggregate %q: sum of column %q overflows int64", c.name, c.source)
+			}
+			a.i[dst], a.n[dst] = sum, 1
+		case c.fn == Sum:
+			a.f[dst] += a.f[src]
+			a.n[dst] = 1
+		case c.kind == vInt: // min, max of ints and timestamps
+			if a.n[dst] == 0 || (c.fn == Min && a.i[src] < a.i[dst]) || (c.fn == Max && a.i[src] > a.i[dst]) {
+				a.i[dst] = a.i[src]
+			}
+			a.n[dst] = 1
+		default: // min, max of floats
+			if a.nan[src] {
+				a.nan[dst] = true
+			}
+			if a.n[src] > 0 {
+				if a.n[dst] == 0 || (c.fn == Min && a.f[src] < a.f[dst]) || (c.fn == Max && a.f[src] > a.f[dst]) {
+					a.f[dst] = a.f[src]
+				}
+				a.n[dst] = 1
+			}
+		}
+	}
+	return nil
+}
+
+func copySlot(a *accumulator, dst, src int) {
+	if a.n[src] == 0 {
+		return
+	}
+	a.n[dst] = 1
+	switch {
+	case a.i != nil:
+		a.i[dst] = a.i[src]
+	case a.f != nil:
+		a.f[dst] = a.f[src]
+	case a.s != nil:
+		a.s[dst] = a.s[src]
+	case a.b != nil:
+		a.b[dst] = a.b[src]
+	}
+}
+
 // Update folds rows of rec into groups: row r goes to group gid[r]; rows
 // with gid < 0 are skipped. Groups must exist (Grow).
 func (st *State) Update(rec arrow.RecordBatch, gid []int32) error {

@@ -19,6 +19,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	// Window operators register their factory with ops.
+	_ "github.com/arkflow-rs/arkflow-go/window"
 )
 
 // Env carries what a program adds to a spec: Go values bound to operators
@@ -38,6 +40,8 @@ type Graph struct {
 	// Schemas is the schema of the rows each operator emits (for a sink,
 	// the rows it receives).
 	Schemas map[string]*arrow.Schema
+	// Inputs is the schema of the rows each operator receives.
+	InputSchemas map[string]*arrow.Schema
 }
 
 // Build validates spec deeply and returns the built graph, or every problem
@@ -47,7 +51,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 	job.ApplyDefaults(s)
 	p := &job.Problems{Job: s.ID}
 	job.CheckStructure(s, p)
-	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}}
+	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}}
 	b := builder{s: s, p: p, g: g, env: env}
 	b.sources()
 	b.operators()
@@ -64,10 +68,11 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 }
 
 type builder struct {
-	s   *job.Spec
-	p   *job.Problems
-	g   *Graph
-	env Env
+	s    *job.Spec
+	p    *job.Problems
+	g    *Graph
+	env  Env
+	late map[string]bool // IDs of implicit late-row edges
 }
 
 func rawOrEmpty(r json.RawMessage) json.RawMessage {
@@ -130,14 +135,22 @@ func (b *builder) checkTime(src job.Source, at string, schema *arrow.Schema) {
 
 func (b *builder) operators() {
 	s := b.s
-	order, ok := topo(s)
+	// The implicit late-row edges count: a route sink comes after its
+	// windows and receives the rows they receive.
+	edges := append(append([]job.Edge(nil), s.Edges...), job.LateEdges(s)...)
+	late := map[string]bool{}
+	for _, e := range job.LateEdges(s) {
+		late[e.ID] = true
+	}
+	order, ok := topo(s, edges)
 	if !ok {
 		return // cycle or bad endpoints: reported by CheckStructure
 	}
 	incoming := map[string][]job.Edge{}
-	for _, e := range s.Edges {
+	for _, e := range edges {
 		incoming[e.To] = append(incoming[e.To], e)
 	}
+	b.late = late
 	for _, id := range order {
 		op, i := s.Operator(id)
 		if op == nil || op.Kind == job.KindSource {
@@ -148,6 +161,9 @@ func (b *builder) operators() {
 		// unknown (nil): the component is still built, so that its own
 		// config problems are reported too, but it gets no schema.
 		in, _ := b.inputSchema(op, at, incoming[id])
+		if in != nil {
+			b.g.InputSchemas[op.ID] = in
+		}
 		// Rows of one key meet in one subtask when there is only one, or
 		// when every input edge routes by key group.
 		keyed := len(incoming[id]) > 0
@@ -169,6 +185,9 @@ func (b *builder) operators() {
 		}
 		f, ok := ops.Lookup(op.Kind)
 		if !ok {
+			if op.Kind != job.KindJoin && slicesContains(job.Kinds, op.Kind) {
+				b.p.Add(op.ID, at+".kind", "kind %q has no implementation in this program", op.Kind)
+			}
 			continue // unknown kinds are reported by CheckStructure
 		}
 		built, err := f(ops.Context{JobID: s.ID, Spec: s, Op: op, Input: in, Keyed: keyed, Bound: b.env.Bindings[op.ID]})
@@ -204,6 +223,10 @@ func (b *builder) inputSchema(op *job.Operator, at string, in []job.Edge) (*arro
 	var from string
 	for _, e := range in {
 		up, ok := b.g.Schemas[e.From]
+		if b.late[e.ID] {
+			// A window's late rows keep the columns the window receives.
+			up, ok = b.g.InputSchemas[e.From]
+		}
 		if !ok {
 			return nil, false // upstream failed to build; its errors are reported
 		}
@@ -251,14 +274,14 @@ func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
 }
 
 // topo orders operators along valid edges; ok is false on a cycle.
-func topo(s *job.Spec) ([]string, bool) {
+func topo(s *job.Spec, edges []job.Edge) ([]string, bool) {
 	known := map[string]bool{}
 	for _, op := range s.Operators {
 		known[op.ID] = true
 	}
 	inDeg := map[string]int{}
 	out := map[string][]string{}
-	for _, e := range s.Edges {
+	for _, e := range edges {
 		if known[e.From] && known[e.To] {
 			inDeg[e.To]++
 			out[e.From] = append(out[e.From], e.To)
@@ -282,4 +305,13 @@ func topo(s *job.Spec) ([]string, bool) {
 		}
 	}
 	return order, len(order) == len(known)
+}
+
+func slicesContains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }

@@ -36,6 +36,23 @@ import (
 type Batch struct {
 	Rec arrow.RecordBatch
 	Ack *ack.Node
+	// Port is the operator output the batch leaves by: PortMain for
+	// results, PortLate for a window's late rows (they travel the implicit
+	// edge to the late_event_route sink).
+	Port int
+}
+
+// Output ports.
+const (
+	PortMain = 0
+	PortLate = 1
+)
+
+// Gauger is implemented by instances that report gauges and counters (open
+// windows, late rows, …). Gauges is called from other goroutines while the
+// instance runs, so the values must be read atomically.
+type Gauger interface {
+	Gauges() map[string]int64
 }
 
 // Emitter passes batches downstream.

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
@@ -79,6 +78,12 @@ type Options struct {
 	ChannelCapacity int
 	// Hooks observe the lifecycle (tests and metrics).
 	Hooks Hooks
+	// Clock gives the time for idle partitions and processing time
+	// (default: the system clock). Tests inject a fake one.
+	Clock Clock
+	// ProcessingTimeInterval is how often a processing-time source feeding
+	// a window advances its watermark to the clock (default 200ms).
+	ProcessingTimeInterval time.Duration
 }
 
 // Hooks are called synchronously from the runtime; they must not block.
@@ -114,6 +119,12 @@ func New(g *build.Graph, opts Options) *Runtime {
 	}
 	if opts.ChannelCapacity <= 0 {
 		opts.ChannelCapacity = 16
+	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
+	}
+	if opts.ProcessingTimeInterval <= 0 {
+		opts.ProcessingTimeInterval = 200 * time.Millisecond
 	}
 	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), stopping: make(chan struct{}), done: make(chan struct{})}
 }
@@ -184,7 +195,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		wg.Add(1)
 		go func(c *chainInstance) {
 			defer wg.Done()
-			if err := c.run(runCtx, r.stopping); err != nil && !errors.Is(err, context.Canceled) {
+			if err := c.run(runCtx, r.stopping, r.opts.Clock); err != nil && !errors.Is(err, context.Canceled) {
 				errOnce.Do(func() {
 					firstErr = err
 					cancel()
@@ -320,17 +331,19 @@ type chainInstance struct {
 
 // node is one operator subtask inside a chain instance.
 type node struct {
-	task     string
-	opID     string
-	inst     ops.Instance
-	children []*node
-	writers  []*edgeWriter
+	task string
+	opID string
+	inst ops.Instance
+	// children and writers per output port (ops.PortMain, ops.PortLate).
+	children [2][]*node
+	writers  [2][]*edgeWriter
 	m        *taskMetrics
 }
 
 type sourceHead struct {
 	task string
 	src  connectors.Source
+	time *sourceTime // nil: no watermarks but the final one
 }
 
 type sinkInstance struct {
@@ -414,7 +427,12 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 						fail(fmt.Errorf("creating source %s: %w", task, e))
 						continue
 					}
-					ci.source = &sourceHead{task: task, src: src}
+					st, e := r.sourceTime(opID, sub)
+					if e != nil {
+						fail(fmt.Errorf("source %s: %w", task, e))
+						continue
+					}
+					ci.source = &sourceHead{task: task, src: src, time: st}
 					sources = append(sources, ci.source)
 					n.inst = ops.Passthrough{}
 				case job.KindSink:
@@ -432,6 +450,9 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 						continue
 					}
 					n.inst = inst
+					if gg, ok := inst.(ops.Gauger); ok {
+						m.gauges = gg
+					}
 				}
 				nodes[task] = n
 				ci.nodes = append(ci.nodes, n)
@@ -449,9 +470,13 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 	for _, e := range plan.Edges {
 		for f := 0; f < par[e.From]; f++ {
 			from := nodes[job.TaskID(e.From, f)]
+			port := ops.PortMain
+			if e.Port == job.PortLate {
+				port = ops.PortLate
+			}
 			switch e.Mode {
 			case job.EdgeChained:
-				from.children = append(from.children, nodes[job.TaskID(e.To, f)])
+				from.children[port] = append(from.children[port], nodes[job.TaskID(e.To, f)])
 				continue
 			}
 			to := chainOfOp[e.To]
@@ -471,7 +496,7 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 				w.keyCol = idx[0]
 				w.router = keys.NewRouter(spec.MaxParallelism, par[e.To])
 			}
-			from.writers = append(from.writers, w)
+			from.writers[port] = append(from.writers[port], w)
 		}
 	}
 	return chains, sources, sinks, nil
@@ -479,7 +504,7 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 
 // run drives one chain instance until its input ends, ctx is cancelled or
 // an error occurs.
-func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}) (err error) {
+func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock Clock) (err error) {
 	// A panic in an operator (typically a user's Go function) fails the
 	// job with the panic as its error instead of taking the process down.
 	defer func() {
@@ -495,7 +520,7 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}) (err 
 		}
 	}()
 	if c.source != nil {
-		return c.runSource(ctx, stopping)
+		return c.runSource(ctx, stopping, clock)
 	}
 	c.inbox.start(ctx)
 	n := len(c.inbox.slots)
@@ -539,56 +564,6 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}) (err 
 	}
 }
 
-func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{}) error {
-	readCtx, stopRead := context.WithCancel(ctx)
-	defer stopRead()
-	go func() {
-		select {
-		case <-stopping:
-			stopRead()
-		case <-readCtx.Done():
-		}
-	}()
-	src := c.source
-	for {
-		b, err := src.src.Read(readCtx)
-		switch {
-		case err == nil:
-		case errors.Is(err, connectors.ErrEndOfInput):
-			if err := c.head.watermark(ctx, maxWatermark); err != nil {
-				return err
-			}
-			return c.head.end(ctx)
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case readCtx.Err() != nil:
-			// Graceful stop: no final watermark, windows keep their
-			// contents; rows in flight drain to the sinks.
-			if b.Record != nil {
-				b.Record.Release()
-			}
-			return c.head.end(ctx)
-		default:
-			return fmt.Errorf("reading source %s: %w", src.task, err)
-		}
-		if b.Record == nil {
-			continue
-		}
-		var node *ack.Node
-		if b.Ack != nil {
-			node = ack.New(b.Ack)
-		}
-		if b.Record.NumRows() == 0 {
-			b.Record.Release()
-			node.Release(nil)
-			continue
-		}
-		if err := c.head.process(ctx, ops.Batch{Rec: b.Record, Ack: node}); err != nil {
-			return err
-		}
-	}
-}
-
 // process runs the node's operator on a batch.
 func (n *node) process(ctx context.Context, b ops.Batch) error {
 	n.m.batchesIn.Add(1)
@@ -601,7 +576,10 @@ func (n *node) process(ctx context.Context, b ops.Batch) error {
 func (n *node) Emit(ctx context.Context, b ops.Batch) error {
 	n.m.batchesOut.Add(1)
 	n.m.rowsOut.Add(b.Rec.NumRows())
-	k := len(n.children) + len(n.writers)
+	port := b.Port
+	b.Port = ops.PortMain // the next operator receives it on its input
+	children, writers := n.children[port], n.writers[port]
+	k := len(children) + len(writers)
 	if k == 0 {
 		ops.Drop(b)
 		return nil
@@ -612,12 +590,12 @@ func (n *node) Emit(ctx context.Context, b ops.Batch) error {
 		}
 		b.Ack.Retain(k - 1)
 	}
-	for _, c := range n.children {
+	for _, c := range children {
 		if err := c.process(ctx, b); err != nil {
 			return err
 		}
 	}
-	for _, w := range n.writers {
+	for _, w := range writers {
 		if err := w.send(ctx, b); err != nil {
 			return err
 		}
@@ -630,28 +608,32 @@ func (n *node) watermark(ctx context.Context, wm int64) error {
 		return fmt.Errorf("task %s: %w", n.task, err)
 	}
 	n.m.watermark.Store(wm)
-	for _, c := range n.children {
-		if err := c.watermark(ctx, wm); err != nil {
-			return err
+	for port := range n.children {
+		for _, c := range n.children[port] {
+			if err := c.watermark(ctx, wm); err != nil {
+				return err
+			}
 		}
-	}
-	for _, w := range n.writers {
-		if err := w.broadcast(ctx, message{kind: msgWatermark, wm: wm}); err != nil {
-			return err
+		for _, w := range n.writers[port] {
+			if err := w.broadcast(ctx, message{kind: msgWatermark, wm: wm}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
 func (n *node) end(ctx context.Context) error {
-	for _, c := range n.children {
-		if err := c.end(ctx); err != nil {
-			return err
+	for port := range n.children {
+		for _, c := range n.children[port] {
+			if err := c.end(ctx); err != nil {
+				return err
+			}
 		}
-	}
-	for _, w := range n.writers {
-		if err := w.broadcast(ctx, message{kind: msgEnd}); err != nil {
-			return err
+		for _, w := range n.writers[port] {
+			if err := w.broadcast(ctx, message{kind: msgEnd}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -763,6 +745,7 @@ type taskMetrics struct {
 	task, op                               string
 	rowsIn, rowsOut, batchesIn, batchesOut atomic.Int64
 	watermark                              atomic.Int64
+	gauges                                 ops.Gauger
 }
 
 // TaskMetrics is a snapshot of one task's counters.
@@ -776,6 +759,9 @@ type TaskMetrics struct {
 	// Watermark is the task's last input watermark in ms (math.MinInt64
 	// before the first).
 	Watermark int64
+	// Gauges are the operator's own counters (windows: open windows, late
+	// rows, …), nil when it has none.
+	Gauges map[string]int64
 }
 
 // Positions returns the acknowledged positions of every source subtask that
@@ -800,7 +786,11 @@ func (r *Runtime) Metrics() []TaskMetrics {
 	r.mu.Unlock()
 	out := make([]TaskMetrics, 0, len(tasks))
 	for _, t := range tasks {
-		out = append(out, TaskMetrics{Task: t.task, Operator: t.op, RowsIn: t.rowsIn.Load(), RowsOut: t.rowsOut.Load(), BatchesIn: t.batchesIn.Load(), BatchesOut: t.batchesOut.Load(), Watermark: t.watermark.Load()})
+		tm := TaskMetrics{Task: t.task, Operator: t.op, RowsIn: t.rowsIn.Load(), RowsOut: t.rowsOut.Load(), BatchesIn: t.batchesIn.Load(), BatchesOut: t.batchesOut.Load(), Watermark: t.watermark.Load()}
+		if t.gauges != nil {
+			tm.Gauges = t.gauges.Gauges()
+		}
+		out = append(out, tm)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Task < out[j].Task })
 	return out

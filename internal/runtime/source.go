@@ -1,0 +1,290 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/window"
+)
+
+// Clock is the runtime's time source.
+type Clock interface {
+	Now() time.Time
+	NewTicker(d time.Duration) Ticker
+}
+
+// Ticker delivers ticks like time.Ticker.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+func (systemClock) NewTicker(d time.Duration) Ticker {
+	return systemTicker{time.NewTicker(d)}
+}
+
+type systemTicker struct{ t *time.Ticker }
+
+func (t systemTicker) C() <-chan time.Time { return t.t.C }
+func (t systemTicker) Stop()               { t.t.Stop() }
+
+// sourceTime is a source subtask's watermark generation.
+type sourceTime struct {
+	// event time: the column and a tracker of per-partition progress.
+	col     int
+	field   string
+	tracker *window.Tracker
+	// processing time: the watermark follows the clock.
+	processing bool
+	interval   time.Duration
+	ts         []int64
+	valid      []bool
+}
+
+// sourceTime returns the watermark generation of a source subtask: event
+// time per partition; processing time (the clock) when a window is
+// downstream; nil when nothing downstream needs watermarks.
+func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
+	spec := r.g.Spec
+	src, _ := spec.Source(opID)
+	t := src.Time
+	if t != nil && t.Mode == job.EventTime {
+		schema := r.g.Schemas[opID]
+		idx := schema.FieldIndices(t.TimestampField)
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("event-time field %q is not in the source's rows", t.TimestampField)
+		}
+		var parts []int
+		par := spec.OperatorParallelism(mustOperator(spec, opID))
+		for p := 0; p < r.g.Inputs[opID].Partitions(); p++ {
+			if p%par == sub {
+				parts = append(parts, p)
+			}
+		}
+		now := r.opts.Clock.Now().UnixMilli()
+		return &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now)}, nil
+	}
+	if windowDownstream(spec, opID) {
+		return &sourceTime{processing: true, interval: r.opts.ProcessingTimeInterval}, nil
+	}
+	return nil, nil
+}
+
+func mustOperator(s *job.Spec, id string) *job.Operator {
+	op, _ := s.Operator(id)
+	return op
+}
+
+// windowDownstream reports whether a window operator consumes the rows of
+// a source.
+func windowDownstream(s *job.Spec, src string) bool {
+	out := map[string][]string{}
+	for _, e := range s.Edges {
+		out[e.From] = append(out[e.From], e.To)
+	}
+	seen := map[string]bool{src: true}
+	todo := []string{src}
+	for len(todo) > 0 {
+		n := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if op, _ := s.Operator(n); op != nil && op.Kind == job.KindWindow {
+			return true
+		}
+		for _, m := range out[n] {
+			if !seen[m] {
+				seen[m] = true
+				todo = append(todo, m)
+			}
+		}
+	}
+	return false
+}
+
+// tickInterval is how often the source head needs the clock: for idle
+// detection (a fraction of the timeout) or processing time. Zero: never.
+func (st *sourceTime) tickInterval() time.Duration {
+	switch {
+	case st == nil:
+		return 0
+	case st.processing:
+		return st.interval
+	case st.tracker.IdleTimeout() > 0:
+		d := time.Duration(st.tracker.IdleTimeout()) * time.Millisecond / 4
+		return min(max(d, 5*time.Millisecond), time.Second)
+	}
+	return 0
+}
+
+type readResult struct {
+	b   connectors.Batch
+	err error
+}
+
+// runSource reads a source until it ends, the job stops, or ctx is done.
+// With event time, the watermark advances before the batch that moved it
+// is passed on, so rows are classified against it (R-TIME-4).
+func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{}, clock Clock) error {
+	readCtx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	go func() {
+		select {
+		case <-stopping:
+			stopRead()
+		case <-readCtx.Done():
+		}
+	}()
+	src := c.source
+	st := src.time
+	interval := st.tickInterval()
+	if interval == 0 {
+		for {
+			b, err := src.src.Read(readCtx)
+			if done, err := c.handleRead(ctx, readCtx, b, err, clock); done || err != nil {
+				return err
+			}
+		}
+	}
+	// Ticks need the head awake while Read blocks: a reader goroutine hands
+	// batches over an unbuffered channel, so backpressure still reaches
+	// the source.
+	results := make(chan readResult)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			b, err := src.src.Read(readCtx)
+			select {
+			case results <- readResult{b, err}:
+			case <-readCtx.Done():
+				if b.Record != nil {
+					b.Record.Release()
+				}
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		stopRead()
+		<-readerDone
+	}()
+	ticker := clock.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case r := <-results:
+			if done, err := c.handleRead(ctx, readCtx, r.b, r.err, clock); done || err != nil {
+				return err
+			}
+		case <-ticker.C():
+			if err := c.tick(ctx, clock); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// tick advances the watermark with time alone: idle partitions stop
+// holding it back; processing time follows the clock.
+func (c *chainInstance) tick(ctx context.Context, clock Clock) error {
+	st := c.source.time
+	now := clock.Now().UnixMilli()
+	if st.processing {
+		return c.head.watermark(ctx, now)
+	}
+	if wm, advanced := st.tracker.Tick(now); advanced {
+		return c.head.watermark(ctx, wm)
+	}
+	return nil
+}
+
+// handleRead passes one Read result on. done reports the end of the
+// source's loop.
+func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Batch, err error, clock Clock) (done bool, _ error) {
+	src := c.source
+	switch {
+	case err == nil:
+	case errors.Is(err, connectors.ErrEndOfInput):
+		if err := c.head.watermark(ctx, maxWatermark); err != nil {
+			return true, err
+		}
+		return true, c.head.end(ctx)
+	case ctx.Err() != nil:
+		return true, ctx.Err()
+	case readCtx.Err() != nil:
+		// Graceful stop: no final watermark, windows keep their contents;
+		// rows in flight drain to the sinks.
+		if b.Record != nil {
+			b.Record.Release()
+		}
+		return true, c.head.end(ctx)
+	default:
+		return true, fmt.Errorf("reading source %s: %w", src.task, err)
+	}
+	if b.Record == nil {
+		return false, nil
+	}
+	var node *ack.Node
+	if b.Ack != nil {
+		node = ack.New(b.Ack)
+	}
+	if b.Record.NumRows() == 0 {
+		b.Record.Release()
+		node.Release(nil)
+		return false, nil
+	}
+	if st := src.time; st != nil {
+		if err := c.advance(ctx, st, b, clock); err != nil {
+			b.Record.Release()
+			node.Release(err)
+			return true, fmt.Errorf("source %s: %w", src.task, err)
+		}
+	}
+	return false, c.head.process(ctx, ops.Batch{Rec: b.Record, Ack: node})
+}
+
+// advance moves the watermark with a batch, before the batch goes on.
+func (c *chainInstance) advance(ctx context.Context, st *sourceTime, b connectors.Batch, clock Clock) error {
+	now := clock.Now().UnixMilli()
+	if st.processing {
+		return c.head.watermark(ctx, now)
+	}
+	n := int(b.Record.NumRows())
+	if cap(st.ts) < n {
+		st.ts, st.valid = make([]int64, n), make([]bool, n)
+	}
+	ts, valid := st.ts[:n], st.valid[:n]
+	if _, err := window.Millis(b.Record.Column(st.col), st.field, ts, valid); err != nil {
+		return err
+	}
+	maxTS, any := int64(window.NoWatermark), false
+	for i, t := range ts {
+		if valid[i] && (!any || t > maxTS) {
+			maxTS, any = t, true
+		}
+	}
+	var wm int64
+	var advanced bool
+	if any {
+		wm, advanced = st.tracker.Observe(b.Partition, maxTS, now)
+	} else {
+		wm, advanced = st.tracker.Touch(b.Partition, now)
+	}
+	if advanced {
+		return c.head.watermark(ctx, wm)
+	}
+	return nil
+}

@@ -1,0 +1,388 @@
+package window
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/agg"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+func init() { ops.Register(job.KindWindow, buildOperator) }
+
+// Metric names reported by window operators (Job.Metrics).
+const (
+	MetricOpenWindows  = "open_windows"
+	MetricLateDropped  = "late_dropped"
+	MetricLateRouted   = "late_routed"
+	MetricLateUpdated  = "late_updated"
+	MetricNullDropped  = "null_timestamp_dropped"
+	MetricNullRouted   = "null_timestamp_routed"
+	MetricWindowsFired = "windows_fired"
+)
+
+// maxOutputRows bounds the rows of one emitted batch.
+const maxOutputRows = 4096
+
+var tsMillis = &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}
+
+// timing is what a window takes from its sources' time declaration.
+type timing struct {
+	event    bool
+	field    string
+	policy   string
+	lateness int64
+	route    string
+}
+
+func timingOf(s *job.Spec, opID string) (timing, error) {
+	sources := job.UpstreamSources(s, opID, nil)
+	var tm timing
+	var first string
+	for i, src := range sources {
+		t := src.Time
+		if t == nil {
+			t = &job.Time{Mode: job.ProcessingTime}
+		}
+		cur := timing{event: t.Mode == job.EventTime, field: t.TimestampField, policy: t.LateEventPolicy, lateness: t.AllowedLatenessMS, route: t.LateEventRoute}
+		if cur.policy == "" {
+			cur.policy = job.LateDrop
+		}
+		if i == 0 {
+			tm, first = cur, src.OperatorID
+			continue
+		}
+		if cur != tm {
+			return tm, ops.Errf("config", "its sources %q and %q declare different time semantics (mode, timestamp field, lateness or late policy); one window needs one", first, src.OperatorID)
+		}
+	}
+	return tm, nil
+}
+
+func buildOperator(c ops.Context) (ops.Built, error) {
+	var cfg Config
+	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
+		return ops.Built{}, ops.PrefixErrors("config", err)
+	}
+	var errs ops.Errors
+	errs = append(errs, cfg.Window.Check("config.window")...)
+	tm, err := timingOf(c.Spec, c.Op.ID)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if c.Input == nil {
+		if c.Op.KeyField == "" {
+			errs = append(errs, ops.Errf("key_field", "a window operator needs key_field"))
+		}
+		errs = append(errs, ops.PrefixErrors("", agg.Check(cfg.aggSpecs(), "config.aggregates"))...)
+		return ops.Built{}, errs.Err()
+	}
+	keyCol, err := ops.KeyColumn(c)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	set, err := agg.Compile(cfg.aggSpecs(), c.Input, "config.aggregates")
+	if err != nil {
+		errs = append(errs, ops.PrefixErrors("", err)...)
+	}
+	tsCol := -1
+	if tm.event {
+		idx := c.Input.FieldIndices(tm.field)
+		switch {
+		case len(idx) == 0:
+			errs = append(errs, ops.Errf("config", "the event-time field %q of its source is not in the rows it receives (columns: %s)", tm.field, ops.ColumnList(c.Input)))
+		case !Supported(c.Input.Field(idx[0]).Type):
+			errs = append(errs, ops.Errf("config", "the event-time field %q has type %s; it must be int64 (milliseconds) or a timestamp", tm.field, c.Input.Field(idx[0]).Type))
+		default:
+			tsCol = idx[0]
+		}
+	}
+	if err := errs.Err(); err != nil {
+		return ops.Built{}, err
+	}
+	key := c.Input.Field(keyCol)
+	fields := []arrow.Field{
+		{Name: key.Name, Type: key.Type, Nullable: true},
+		{Name: ColumnStart, Type: tsMillis},
+		{Name: ColumnEnd, Type: tsMillis},
+	}
+	taken := map[string]bool{key.Name: true, ColumnStart: true, ColumnEnd: true, ColumnUpdate: true}
+	for i, f := range set.Fields() {
+		if taken[f.Name] {
+			errs = append(errs, ops.Errf(fmt.Sprintf("config.aggregates[%d].as", i), "output column %q collides with the key or window columns", f.Name))
+		}
+		fields = append(fields, f)
+	}
+	fields = append(fields, arrow.Field{Name: ColumnUpdate, Type: arrow.FixedWidthTypes.Boolean})
+	if err := errs.Err(); err != nil {
+		return ops.Built{}, err
+	}
+	out := arrow.NewSchema(fields, nil)
+	spec := cfg.Window
+	return ops.Built{Output: out, New: func(info connectors.TaskInfo) (ops.Instance, error) {
+		t, err := keys.NewTable(key.Type)
+		if err != nil {
+			return nil, err
+		}
+		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, st: set.NewState(), keys: t, out: out, wm: NoWatermark, m: &counters{}}
+		if spec.Type == TypeSession {
+			return newSessions(b, spec.GapMS), nil
+		}
+		slide := spec.SlideMS
+		if spec.Type == TypeTumbling {
+			slide = spec.SizeMS
+		}
+		return newAligned(b, spec.SizeMS, slide), nil
+	}}, nil
+}
+
+// base holds what every window instance shares: the key table, the
+// accumulators, the watermark and the metrics.
+type base struct {
+	op     string
+	keyCol int
+	tsCol  int
+	tm     timing
+	set    *agg.Set
+	st     *agg.State
+	keys   *keys.Table
+	out    *arrow.Schema
+	wm     int64
+
+	ts    []int64
+	valid []bool
+	kid   []int32
+
+	m *counters
+}
+
+// counters are read by Gauges from other goroutines.
+type counters struct {
+	open, fired                          atomic.Int64
+	lateDropped, lateRouted, lateUpdated atomic.Int64
+	nullDropped, nullRouted              atomic.Int64
+}
+
+// Gauges reports the operator's counters.
+func (b *base) Gauges() map[string]int64 {
+	return map[string]int64{
+		MetricOpenWindows:  b.m.open.Load(),
+		MetricWindowsFired: b.m.fired.Load(),
+		MetricLateDropped:  b.m.lateDropped.Load(),
+		MetricLateRouted:   b.m.lateRouted.Load(),
+		MetricLateUpdated:  b.m.lateUpdated.Load(),
+		MetricNullDropped:  b.m.nullDropped.Load(),
+		MetricNullRouted:   b.m.nullRouted.Load(),
+	}
+}
+
+// prepare converts the batch's event times and keys. In processing time
+// every row gets the operator's watermark, which its processing-time
+// source sets to the clock before each batch.
+func (b *base) prepare(rec arrow.RecordBatch) error {
+	n := int(rec.NumRows())
+	if cap(b.ts) < n {
+		b.ts, b.valid, b.kid = make([]int64, n), make([]bool, n), make([]int32, n)
+	}
+	b.ts, b.valid, b.kid = b.ts[:n], b.valid[:n], b.kid[:n]
+	if b.tm.event {
+		if _, err := Millis(rec.Column(b.tsCol), b.tm.field, b.ts, b.valid); err != nil {
+			return err
+		}
+	} else {
+		now := max(b.wm, 0)
+		for i := range b.ts {
+			b.ts[i], b.valid[i] = now, true
+		}
+	}
+	return b.keys.IDs(rec.Column(b.keyCol), b.kid)
+}
+
+// lateRow records a row no window accepted because it was late or had no
+// event time, and reports whether it is routed.
+func (b *base) lateRow(null bool) bool {
+	route := b.tm.policy == job.LateRoute
+	switch {
+	case null && route:
+		b.m.nullRouted.Add(1)
+	case null:
+		b.m.nullDropped.Add(1)
+	case route:
+		b.m.lateRouted.Add(1)
+	default:
+		b.m.lateDropped.Add(1)
+	}
+	return route
+}
+
+// result is a window to emit.
+type result struct {
+	group  int32
+	key    int32
+	start  int64
+	end    int64
+	update bool
+}
+
+// build renders results (already ordered) as output batches.
+func (b *base) build(rs []result) []arrow.RecordBatch {
+	var out []arrow.RecordBatch
+	for lo := 0; lo < len(rs); lo += maxOutputRows {
+		part := rs[lo:min(lo+maxOutputRows, len(rs))]
+		n := len(part)
+		kids := make([]int32, n)
+		groups := make([]int32, n)
+		starts := make([]int64, n)
+		ends := make([]int64, n)
+		upd := array.NewBooleanBuilder(memory.DefaultAllocator)
+		upd.Reserve(n)
+		for i, r := range part {
+			kids[i], groups[i], starts[i], ends[i] = r.key, r.group, r.start, r.end
+			upd.UnsafeAppend(r.update)
+		}
+		cols := []arrow.Array{b.keys.Build(kids), timestamps(starts), timestamps(ends)}
+		cols = append(cols, b.st.Build(groups)...)
+		cols = append(cols, upd.NewArray())
+		upd.Release()
+		out = append(out, array.NewRecordBatch(b.out, cols, int64(n)))
+		for _, c := range cols {
+			c.Release()
+		}
+	}
+	return out
+}
+
+func timestamps(v []int64) arrow.Array {
+	b := array.NewTimestampBuilder(memory.DefaultAllocator, tsMillis)
+	defer b.Release()
+	b.Reserve(len(v))
+	for _, x := range v {
+		b.UnsafeAppend(arrow.Timestamp(x))
+	}
+	return b.NewArray()
+}
+
+// emitAll emits batches sharing one acknowledgement node, which holds one
+// reference per batch when called (the caller retains them).
+func emitAll(ctx context.Context, out ops.Emitter, recs []arrow.RecordBatch, node *ack.Node, port int) error {
+	for i, r := range recs {
+		if err := out.Emit(ctx, ops.Batch{Rec: r, Ack: node, Port: port}); err != nil {
+			for _, rest := range recs[i+1:] {
+				rest.Release()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// heldAck is an input batch's acknowledgement held until every window its
+// rows went into has been emitted: until the watermark reaches maxEnd.
+type heldAck struct {
+	maxEnd int64
+	node   *ack.Node
+}
+
+type heldHeap []heldAck
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].maxEnd < h[j].maxEnd }
+func (h heldHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)        { *h = append(*h, x.(heldAck)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// popHeld removes the acknowledgements whose windows have all fired by wm.
+func popHeld(h *heldHeap, wm int64) []*ack.Node {
+	var out []*ack.Node
+	for h.Len() > 0 && (*h)[0].maxEnd <= wm {
+		out = append(out, heap.Pop(h).(heldAck).node)
+	}
+	return out
+}
+
+// int64Heap is a min-heap of window ends or deadlines.
+type int64Heap []int64
+
+func (h int64Heap) Len() int           { return len(h) }
+func (h int64Heap) Less(i, j int) bool { return h[i] < h[j] }
+func (h int64Heap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *int64Heap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *int64Heap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// sortResults orders emitted windows by end, start, then key (keys are
+// numbered in arrival order, so the order is deterministic).
+func sortResults(rs []result) {
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.end != b.end {
+			return a.end < b.end
+		}
+		if a.start != b.start {
+			return a.start < b.start
+		}
+		return a.key < b.key
+	})
+}
+
+// finishBatch emits a processed batch's immediate outputs (late updates,
+// routed rows) and holds its acknowledgement while its rows wait in open
+// windows. It consumes the batch's record and acknowledgement reference.
+func finishBatch(ctx context.Context, b ops.Batch, out ops.Emitter, updates, routed []arrow.RecordBatch, hold *heldHeap, maxEnd int64) error {
+	refs := len(updates) + len(routed)
+	if maxEnd != NoWatermark {
+		refs++
+	}
+	if refs == 0 {
+		b.Rec.Release()
+		b.Ack.Release(nil)
+		return nil
+	}
+	b.Ack.Retain(refs - 1)
+	if maxEnd != NoWatermark {
+		heap.Push(hold, heldAck{maxEnd: maxEnd, node: b.Ack})
+	}
+	b.Rec.Release()
+	for i, r := range updates {
+		if err := out.Emit(ctx, ops.Batch{Rec: r, Ack: b.Ack}); err != nil {
+			for _, x := range append(updates[i+1:], routed...) {
+				x.Release()
+			}
+			return err
+		}
+	}
+	return emitAll(ctx, out, routed, b.Ack, ops.PortLate)
+}
+
+// routeRows returns the rows of rec marked in mask (nil if none).
+func routeRows(rec arrow.RecordBatch, mask []bool, any bool) ([]arrow.RecordBatch, error) {
+	if !any {
+		return nil, nil
+	}
+	r, err := batch.Filter(rec, mask)
+	if err != nil || r == nil {
+		return nil, err
+	}
+	return []arrow.RecordBatch{r}, nil
+}

@@ -1,0 +1,366 @@
+package window
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// sessions runs session windows: per key, a session spans [first event,
+// last event + gap); an event within gap of a session extends it, and an
+// event that bridges two sessions merges them into one, whose aggregates
+// combine both (R-TIME-9). A merged session fires once, when the
+// watermark reaches its end.
+type sessions struct {
+	base
+	gap   int64
+	byKey map[int32][]*session
+	ends  sessionHeap
+	free  []int32
+	batch uint64 // sequence of the batch being processed
+	gid   []int32
+	route []bool
+}
+
+type session struct {
+	key     int32
+	start   int64
+	last    int64 // latest event time; end = last + gap
+	group   int32
+	fired   bool // its end has been reached (it is not waiting in ends)
+	emitted bool // it has been emitted at least once
+	alive   bool
+	acks    []*ack.Node
+	ackOf   uint64 // batch sequence of the last ack appended
+}
+
+func (s *session) end(gap int64) int64 { return satAdd(s.last, gap) }
+
+func newSessions(b base, gap int64) *sessions {
+	return &sessions{base: b, gap: gap, byKey: map[int32][]*session{}}
+}
+
+func (w *sessions) newGroup() int32 {
+	if n := len(w.free); n > 0 {
+		g := w.free[n-1]
+		w.free = w.free[:n-1]
+		w.st.Reset(int(g))
+		return g
+	}
+	g := int32(w.st.Groups())
+	w.st.Grow(int(g) + 1)
+	return g
+}
+
+func (w *sessions) drop(s *session) {
+	s.alive = false
+	w.free = append(w.free, s.group)
+	w.m.open.Add(-1)
+}
+
+// flush folds the rows assigned so far into their groups and clears the
+// assignment. It must run before groups merge or move.
+func (w *sessions) flush(b ops.Batch, dirty *bool) error {
+	if !*dirty {
+		return nil
+	}
+	if err := w.st.Update(b.Rec, w.gid); err != nil {
+		return err
+	}
+	for i := range w.gid {
+		w.gid[i] = -1
+	}
+	*dirty = false
+	return nil
+}
+
+func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
+	fail := func(err error) error {
+		b.Rec.Release()
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
+	if err := w.prepare(b.Rec); err != nil {
+		return fail(err)
+	}
+	w.batch++
+	n := len(w.ts)
+	if cap(w.gid) < n {
+		w.gid, w.route = make([]int32, n), make([]bool, n)
+	}
+	w.gid, w.route = w.gid[:n], w.route[:n]
+	for i := range w.gid {
+		w.gid[i], w.route[i] = -1, false
+	}
+	anyRoute, dirty := false, false
+	update := w.tm.policy == job.LateUpdate
+	wm := w.wm
+	var touched []*session // sessions to emit now (late updates)
+	var pending []*session // sessions holding this batch's acknowledgement
+	hold := func(s *session) {
+		if s.ackOf != w.batch {
+			s.ackOf = w.batch
+			pending = append(pending, s)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if !w.valid[r] {
+			if w.lateRow(true) {
+				w.route[r], anyRoute = true, true
+			}
+			continue
+		}
+		t := w.ts[r]
+		if !InRange(t, w.gap) {
+			return fail(&TimeError{Field: w.tm.field, Row: r, Value: t, Unit: "ms"})
+		}
+		k := w.kid[r]
+		list := w.byKey[k]
+		// Sessions the event's own window [t, t+gap) overlaps. A key's
+		// sessions are disjoint and sorted, so their ends are too.
+		lo := sort.Search(len(list), func(i int) bool { return list[i].end(w.gap) > t })
+		hi := lo
+		for hi < len(list) && list[hi].start < t+w.gap {
+			hi++
+		}
+		overlap := list[lo:hi]
+		end := t + w.gap
+		anyEmitted := false
+		for _, s := range overlap {
+			end = max(end, s.end(w.gap))
+			anyEmitted = anyEmitted || s.emitted
+		}
+		// Late: the merged window's end is already behind the watermark
+		// (then every session it touches has fired).
+		late := wm >= end
+		if late && (!update || wm >= satAdd(end, w.tm.lateness)) {
+			if w.lateRow(false) {
+				w.route[r], anyRoute = true, true
+			}
+			continue
+		}
+		var s *session
+		reschedule := false
+		switch len(overlap) {
+		case 0:
+			s = &session{key: k, start: t, last: t, group: w.newGroup(), alive: true}
+			w.m.open.Add(1)
+			list = append(list, nil)
+			copy(list[lo+1:], list[lo:])
+			list[lo] = s
+			reschedule = true
+		case 1:
+			s = overlap[0]
+			old := s.end(w.gap)
+			s.start, s.last = min(s.start, t), max(s.last, t)
+			reschedule = s.fired || s.end(w.gap) != old
+		default:
+			// The event bridges sessions: fold them into the first.
+			if err := w.flush(b, &dirty); err != nil {
+				return fail(err)
+			}
+			s = overlap[0]
+			for _, o := range overlap[1:] {
+				if err := w.st.Merge(int(s.group), int(o.group)); err != nil {
+					return fail(err)
+				}
+				s.last = max(s.last, o.last)
+				s.acks = append(s.acks, o.acks...)
+				o.acks = nil
+				if o.ackOf == w.batch {
+					hold(s)
+				}
+				w.drop(o)
+			}
+			s.start, s.last = min(s.start, t), max(s.last, t)
+			s.emitted = anyEmitted
+			list = append(list[:lo+1], list[hi:]...)
+			reschedule = true
+		}
+		w.byKey[k] = list
+		w.gid[r] = s.group
+		dirty = true
+		if late {
+			// Within the deadline under update: emitted now and kept
+			// until its deadline (R-TIME-8).
+			w.m.lateUpdated.Add(1)
+			s.fired = true
+			if !containsSession(touched, s) {
+				touched = append(touched, s)
+			}
+			continue
+		}
+		if reschedule {
+			s.fired = false
+			heap.Push(&w.ends, sessionAt{end: s.end(w.gap), s: s})
+		}
+		hold(s)
+	}
+	if err := w.flush(b, &dirty); err != nil {
+		return fail(err)
+	}
+	refs := 0
+	for _, s := range pending {
+		if s.alive && s.ackOf == w.batch {
+			s.acks = append(s.acks, b.Ack)
+			refs++
+		}
+	}
+	var updates []result
+	for _, s := range touched {
+		if !s.alive {
+			continue
+		}
+		updates = append(updates, result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted})
+		s.emitted = true
+		w.keepUntilDeadline(s)
+	}
+	sortResults(updates)
+	routed, err := routeRows(b.Rec, w.route, anyRoute)
+	if err != nil {
+		return fail(err)
+	}
+	recs := w.build(updates)
+	total := refs + len(recs) + len(routed)
+	if total == 0 {
+		b.Rec.Release()
+		b.Ack.Release(nil)
+		return nil
+	}
+	b.Ack.Retain(total - 1)
+	b.Rec.Release()
+	for i, r := range recs {
+		if err := out.Emit(ctx, ops.Batch{Rec: r, Ack: b.Ack}); err != nil {
+			for _, x := range append(recs[i+1:], routed...) {
+				x.Release()
+			}
+			return err
+		}
+	}
+	return emitAll(ctx, out, routed, b.Ack, ops.PortLate)
+}
+
+func containsSession(list []*session, s *session) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// keepUntilDeadline schedules a fired session's removal at end + lateness.
+func (w *sessions) keepUntilDeadline(s *session) {
+	heap.Push(&w.ends, sessionAt{end: satAdd(s.end(w.gap), w.tm.lateness), s: s, deadline: true})
+}
+
+// Watermark fires the sessions whose end the watermark reached and removes
+// those past their deadline.
+func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
+	if wm <= w.wm {
+		return nil
+	}
+	w.wm = wm
+	var fired []*session
+	var acks []*ack.Node
+	for w.ends.Len() > 0 && w.ends[0].end <= wm {
+		e := heap.Pop(&w.ends).(sessionAt)
+		s := e.s
+		if !s.alive {
+			continue
+		}
+		if e.deadline {
+			if s.fired && satAdd(s.end(w.gap), w.tm.lateness) == e.end {
+				w.remove(s)
+			}
+			continue
+		}
+		if s.fired || s.end(w.gap) != e.end {
+			continue // stale entry: the session grew or already fired
+		}
+		s.fired = true
+		fired = append(fired, s)
+		acks = append(acks, s.acks...)
+		s.acks = nil
+	}
+	fire := make([]result, len(fired))
+	for i, s := range fired {
+		fire[i] = result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted}
+		s.emitted = true
+	}
+	sortResults(fire)
+	recs := w.build(fire)
+	w.m.fired.Add(int64(len(fire)))
+	for _, s := range fired {
+		if w.tm.lateness > 0 && wm < satAdd(s.end(w.gap), w.tm.lateness) {
+			w.keepUntilDeadline(s)
+		} else {
+			w.remove(s)
+		}
+	}
+	node := ack.Derive(acks...)
+	if len(recs) == 0 {
+		node.Release(nil)
+		return nil
+	}
+	node.Retain(len(recs) - 1)
+	return emitAll(ctx, out, recs, node, ops.PortMain)
+}
+
+// remove frees a session and takes it out of its key's list.
+func (w *sessions) remove(s *session) {
+	list := w.byKey[s.key]
+	for i, x := range list {
+		if x == s {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(w.byKey, s.key)
+	} else {
+		w.byKey[s.key] = list
+	}
+	w.drop(s)
+}
+
+func (w *sessions) Close() error {
+	for _, list := range w.byKey {
+		for _, s := range list {
+			for _, a := range s.acks {
+				a.Release(ops.ErrAbandoned)
+			}
+			s.acks = nil
+		}
+	}
+	return nil
+}
+
+type sessionAt struct {
+	end      int64
+	s        *session
+	deadline bool
+}
+
+type sessionHeap []sessionAt
+
+func (h sessionHeap) Len() int { return len(h) }
+func (h sessionHeap) Less(i, j int) bool {
+	if h[i].end != h[j].end {
+		return h[i].end < h[j].end
+	}
+	return !h[i].deadline && h[j].deadline // fire before freeing
+}
+func (h sessionHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *sessionHeap) Push(x any)   { *h = append(*h, x.(sessionAt)) }
+func (h *sessionHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,151 @@
+// Package window gives jobs event time: converting time columns to
+// milliseconds, per-partition watermarks with idle partitions, tumbling,
+// sliding and session windows with aggregates, and the late-event policies
+// drop, route and update (R-TIME-1…10).
+//
+// # Usage
+//
+// Declare event time on the source and add a window operator after a
+// keyed edge:
+//
+//	arkflow.NewJob("clicks").
+//		Source("in", src, arkflow.EventTime("ts", window.BoundedOutOfOrderness(2*time.Second))).
+//		KeyBy("user").
+//		Window("per-minute", window.Tumbling(time.Minute).Count("n").Sum("amount", "total")).
+//		Sink("out", sink)
+//
+// or in a spec:
+//
+//	{"id": "per-minute", "kind": "window", "stateful": true, "key_field": "user",
+//	 "config": {"window": {"type": "tumbling", "size_ms": 60000},
+//	            "aggregates": [{"function": "count", "as": "n"}, {"function": "sum", "field": "amount", "as": "total"}]}}
+//
+// # Semantics
+//
+// Windows are half-open, [start, end); tumbling and sliding windows start
+// at multiples of their size or slide (Euclidean division, so negative
+// times work); a session window spans [first event, last event + gap) and
+// merges with any session an event bridges. A window fires once the
+// operator's watermark (the minimum over its inputs) reaches its end. An
+// event is late for a window when the watermark has already reached that
+// window's end, whether or not the window held data; it is past the
+// deadline once the watermark reaches end + allowed_lateness_ms. Within one
+// batch the watermark advances first and the rows are classified after
+// (R-TIME-4): in a batch [2100, 100] with 1 s windows, 100 is late at once.
+//
+// Late events follow the source's late_event_policy: drop (counted in the
+// metrics), route (the row, with its original columns, goes to the sink
+// named by late_event_route) or update (within the deadline the window's
+// aggregate changes and the full corrected row is emitted again with
+// __arkflow_window_update = true; past the deadline the event is dropped).
+// A row with a null event time is never held: it is routed under route and
+// dropped (and counted) otherwise (R-TIME-3).
+//
+// Output rows have the key column, window_start and window_end (timestamp
+// ms, UTC), one column per aggregate and __arkflow_window_update, the same
+// schema in every batch. A window's state is freed once the watermark passes
+// its deadline. Given the same input in the same order, a window operator
+// produces the same output, byte for byte.
+package window
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/agg"
+)
+
+// Output column names.
+const (
+	ColumnStart  = "window_start"
+	ColumnEnd    = "window_end"
+	ColumnUpdate = "__arkflow_window_update"
+)
+
+// Config is a window operator's spec config.
+type Config struct {
+	Window     Spec        `json:"window"`
+	Aggregates []Aggregate `json:"aggregates"`
+}
+
+// Aggregate is one aggregate of a window: count, sum, min, max, avg, first
+// or last of a field (count needs none), output as column As.
+type Aggregate struct {
+	Function string `json:"function"`
+	Field    string `json:"field,omitempty"`
+	As       string `json:"as,omitempty"`
+}
+
+func (c Config) aggSpecs() []agg.Spec {
+	out := make([]agg.Spec, len(c.Aggregates))
+	for i, a := range c.Aggregates {
+		out[i] = agg.Spec{Function: a.Function, Field: a.Field, As: a.As}
+	}
+	return out
+}
+
+// Definition is a window and its aggregates, built in Go:
+// window.Tumbling(time.Minute).Count("n").Sum("amount", "total"). Each
+// method returns a new Definition; the zero value has no window.
+type Definition struct{ cfg Config }
+
+// Tumbling returns fixed windows of the given size.
+func Tumbling(size time.Duration) Definition {
+	return Definition{Config{Window: Spec{Type: TypeTumbling, SizeMS: size.Milliseconds()}}}
+}
+
+// Sliding returns windows of the given size starting every slide.
+func Sliding(size, slide time.Duration) Definition {
+	return Definition{Config{Window: Spec{Type: TypeSliding, SizeMS: size.Milliseconds(), SlideMS: slide.Milliseconds()}}}
+}
+
+// Session returns per-key sessions that close after gap without events.
+func Session(gap time.Duration) Definition {
+	return Definition{Config{Window: Spec{Type: TypeSession, GapMS: gap.Milliseconds()}}}
+}
+
+func (d Definition) with(a Aggregate) Definition {
+	d.cfg.Aggregates = append(append([]Aggregate(nil), d.cfg.Aggregates...), a)
+	return d
+}
+
+// Count counts the rows of each window as column as.
+func (d Definition) Count(as string) Definition {
+	return d.with(Aggregate{Function: agg.Count, As: as})
+}
+
+// Sum sums field as column as.
+func (d Definition) Sum(field, as string) Definition {
+	return d.with(Aggregate{Function: agg.Sum, Field: field, As: as})
+}
+
+// Min is the smallest value of field, as column as.
+func (d Definition) Min(field, as string) Definition {
+	return d.with(Aggregate{Function: agg.Min, Field: field, As: as})
+}
+
+// Max is the largest value of field, as column as.
+func (d Definition) Max(field, as string) Definition {
+	return d.with(Aggregate{Function: agg.Max, Field: field, As: as})
+}
+
+// Avg is the mean of field (Float64), as column as.
+func (d Definition) Avg(field, as string) Definition {
+	return d.with(Aggregate{Function: agg.Avg, Field: field, As: as})
+}
+
+// First is the first non-null value of field in arrival order, as column as.
+func (d Definition) First(field, as string) Definition {
+	return d.with(Aggregate{Function: agg.First, Field: field, As: as})
+}
+
+// Last is the last non-null value of field in arrival order, as column as.
+func (d Definition) Last(field, as string) Definition {
+	return d.with(Aggregate{Function: agg.Last, Field: field, As: as})
+}
+
+// Config returns the spec config of the definition.
+func (d Definition) Config() Config { return d.cfg }
+
+// MarshalJSON writes the definition as its spec config.
+func (d Definition) MarshalJSON() ([]byte, error) { return json.Marshal(d.cfg) }
