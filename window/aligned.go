@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
@@ -13,123 +14,130 @@ import (
 // aligned runs tumbling and sliding windows: windows start at multiples of
 // slide (= size for tumbling) and every key has its own.
 //
-// Each (key, window) is a dense group of the accumulator state. A batch is
-// folded in with one pass per window ordinal (an event is in at most
-// ceil(size/slide) windows): rows are mapped to groups first, then every
-// aggregate folds its column with one tight loop. A per-key cache of the
-// last window avoids the map lookup for the common case of a key's events
-// landing in its current window.
+// Each open window start has a dense slice from key ID to accumulator
+// group, so finding the group of a row is an array index, not a hash
+// lookup; a batch is folded in with one pass per window ordinal (an event
+// is in at most ceil(size/slide) windows): rows are mapped to groups
+// first, then every aggregate folds its column with one tight loop.
+// Windows are emitted in order of end, then start, then first arrival of
+// their key in the window.
 type aligned struct {
 	base
 	size, slide int64
 	perEvent    int // the most windows one event belongs to
 
-	groups map[pane]int32
-	gKey   []int32
-	gStart []int64
-	gFired []bool
-	gAlive []bool
-	free   []int32
-
-	byEnd     map[int64][]int32 // not yet fired windows, by end
-	ends      int64Heap         // distinct keys of byEnd
-	deadlines int64Heap         // end + lateness of fired, kept windows
-	byDead    map[int64][]int32
-
-	lastStart []int64 // per key: start of its cached window
-	lastGroup []int32 // per key: its group
+	wins      map[int64]*win // open windows by start
+	ends      int64Heap      // starts of windows not yet fired, ordered (end = start + size)
+	deadlines int64Heap      // starts of fired windows kept for late updates
+	free      []int32        // recycled accumulator groups
+	groups    int            // accumulator groups allocated
 
 	held heldHeap
 
-	gids    [][]int32
-	starts  []int64
-	route   []bool
-	touched []int32
-	inBatch []bool
+	lastStart int64 // the window of the previous row, cached
+	lastWin   *win
+	gids      [][]int32
+	starts    []int64
+	route     []bool
+	touched   []touch
 }
 
-type pane struct {
-	key   int32
-	start int64
+// win is one window start: its groups by key and in arrival order.
+type win struct {
+	start   int64
+	byKey   []int32 // key ID -> group, -1 when the key has none here
+	members []int32 // groups in order of creation
+	keys    []int32 // key of each member
+	emitted []bool  // per member: emitted at least once
+	fired   bool    // the watermark reached its end
+	inBatch []bool  // per member: updated by a late row in this batch
+}
+
+type touch struct {
+	w *win
+	m int // member index
 }
 
 func newAligned(b base, size, slide int64) *aligned {
 	n := int((size + slide - 1) / slide)
-	return &aligned{base: b, size: size, slide: slide, perEvent: n,
-		groups: map[pane]int32{}, byEnd: map[int64][]int32{}, byDead: map[int64][]int32{}}
+	return &aligned{base: b, size: size, slide: slide, perEvent: n, wins: map[int64]*win{}, lastStart: NoWatermark}
 }
 
-// group finds or creates the group of (key, start).
-func (w *aligned) group(key int32, start int64, late bool) int32 {
-	if int(key) < len(w.lastStart) && w.lastStart[key] == start {
-		if g := w.lastGroup[key]; w.gAlive[g] && w.gKey[g] == key && w.gStart[g] == start {
+// window finds or opens the window starting at start. late marks a window
+// opened by a late row under the update policy: it is never fired by the
+// watermark, only emitted at once and kept until its deadline.
+func (w *aligned) window(start int64, late bool) *win {
+	if start == w.lastStart && w.lastWin != nil {
+		return w.lastWin
+	}
+	x := w.wins[start]
+	if x == nil {
+		x = &win{start: start, fired: late}
+		w.wins[start] = x
+		if late {
+			heap.Push(&w.deadlines, start)
+		} else {
+			heap.Push(&w.ends, start)
+		}
+	}
+	w.lastStart, w.lastWin = start, x
+	return x
+}
+
+// group finds or creates the accumulator group of key in window x; it
+// returns the member index too.
+func (w *aligned) group(x *win, key int32) int32 {
+	if int(key) < len(x.byKey) {
+		if g := x.byKey[key]; g >= 0 {
 			return g
 		}
-	}
-	g, ok := w.groups[pane{key, start}]
-	if !ok {
-		if n := len(w.free); n > 0 {
-			g = w.free[n-1]
-			w.free = w.free[:n-1]
-			w.st.Reset(int(g))
-		} else {
-			g = int32(len(w.gKey))
-			w.gKey = append(w.gKey, 0)
-			w.gStart = append(w.gStart, 0)
-			w.gFired = append(w.gFired, false)
-			w.gAlive = append(w.gAlive, false)
-			w.inBatch = append(w.inBatch, false)
-			w.st.Grow(len(w.gKey))
+	} else {
+		n := max(int(key)+1, 2*len(x.byKey), w.keys.Len())
+		grown := make([]int32, n)
+		copy(grown, x.byKey)
+		for i := len(x.byKey); i < n; i++ {
+			grown[i] = -1
 		}
-		w.gKey[g], w.gStart[g], w.gFired[g], w.gAlive[g] = key, start, false, true
-		w.groups[pane{key, start}] = g
-		w.m.open.Add(1)
-		end := start + w.size
-		if late {
-			// Created by a late row under the update policy: it is emitted
-			// at once and kept until its deadline.
-			w.gFired[g] = true
-			w.keep(g, end)
-		} else {
-			if _, ok := w.byEnd[end]; !ok {
-				heap.Push(&w.ends, end)
-			}
-			w.byEnd[end] = append(w.byEnd[end], g)
-		}
+		x.byKey = grown
 	}
-	for int(key) >= len(w.lastStart) {
-		w.lastStart = append(w.lastStart, NoWatermark)
-		w.lastGroup = append(w.lastGroup, 0)
+	var g int32
+	if n := len(w.free); n > 0 {
+		g = w.free[n-1]
+		w.free = w.free[:n-1]
+		w.st.Reset(int(g))
+	} else {
+		g = int32(w.groups)
+		w.groups++
+		w.st.Grow(w.groups)
 	}
-	w.lastStart[key], w.lastGroup[key] = start, g
+	x.byKey[key] = g
+	x.members = append(x.members, g)
+	x.keys = append(x.keys, key)
+	x.emitted = append(x.emitted, false)
+	x.inBatch = append(x.inBatch, false)
+	w.m.open.Add(1)
 	return g
 }
 
-// keep schedules a fired window to be freed at its deadline.
-func (w *aligned) keep(g int32, end int64) {
-	d := satAdd(end, w.tm.lateness)
-	if _, ok := w.byDead[d]; !ok {
-		heap.Push(&w.deadlines, d)
+// close frees a window's groups.
+func (w *aligned) close(x *win) {
+	w.free = append(w.free, x.members...)
+	w.m.open.Add(-int64(len(x.members)))
+	delete(w.wins, x.start)
+	if w.lastWin == x {
+		w.lastWin, w.lastStart = nil, NoWatermark
 	}
-	w.byDead[d] = append(w.byDead[d], g)
-}
-
-func (w *aligned) release(g int32) {
-	if !w.gAlive[g] {
-		return
-	}
-	delete(w.groups, pane{w.gKey[g], w.gStart[g]})
-	w.gAlive[g] = false
-	w.free = append(w.free, g)
-	w.m.open.Add(-1)
 }
 
 func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
 	rec := b.Rec
-	if err := w.prepare(rec); err != nil {
+	fail := func(err error) error {
 		rec.Release()
 		b.Ack.Release(err)
 		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
+	if err := w.prepare(rec); err != nil {
+		return fail(err)
 	}
 	n := len(w.ts)
 	for len(w.gids) < w.perEvent {
@@ -163,10 +171,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		}
 		t := w.ts[r]
 		if !InRange(t, w.size) {
-			err := &TimeError{Field: w.tm.field, Row: r, Value: t, Unit: "ms"}
-			rec.Release()
-			b.Ack.Release(err)
-			return fmt.Errorf("operator %q: %w", w.op, err)
+			return fail(&TimeError{Field: w.tm.field, Row: r, Value: t, Unit: "ms"})
 		}
 		if w.slide == w.size {
 			w.starts = append(w.starts[:0], TumblingStart(t, w.size))
@@ -181,16 +186,19 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 				if !update || wm >= satAdd(end, w.tm.lateness) {
 					continue
 				}
-				g := w.group(w.kid[r], s, true)
+				x := w.window(s, true)
+				g := w.group(x, w.kid[r])
 				w.gids[k][r] = g
 				accepted, updated = true, true
-				if !w.inBatch[g] {
-					w.inBatch[g] = true
-					w.touched = append(w.touched, g)
+				m := slices.Index(x.members, g)
+				if !x.inBatch[m] {
+					x.inBatch[m] = true
+					w.touched = append(w.touched, touch{x, m})
 				}
 				continue
 			}
-			w.gids[k][r] = w.group(w.kid[r], s, false)
+			x := w.window(s, false)
+			w.gids[k][r] = w.group(x, w.kid[r])
 			accepted = true
 			maxEnd = max(maxEnd, end)
 		}
@@ -205,64 +213,63 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 	}
 	for k := 0; k < w.perEvent; k++ {
 		if err := w.st.Update(rec, w.gids[k]); err != nil {
-			rec.Release()
-			b.Ack.Release(err)
-			return fmt.Errorf("operator %q: %w", w.op, err)
+			return fail(err)
 		}
 	}
 	// Late updates: re-emit every touched window with its corrected
 	// aggregates (R-TIME-8).
 	var updates []result
-	for _, g := range w.touched {
-		w.inBatch[g] = false
-		updates = append(updates, result{group: g, key: w.gKey[g], start: w.gStart[g], end: w.gStart[g] + w.size, update: true})
+	for _, t := range w.touched {
+		t.w.inBatch[t.m] = false
+		updates = append(updates, result{group: t.w.members[t.m], key: t.w.keys[t.m], start: t.w.start, end: t.w.start + w.size, update: t.w.emitted[t.m]})
+		t.w.emitted[t.m] = true
 	}
 	sortResults(updates)
 	routed, err := routeRows(rec, route, anyRoute)
 	if err != nil {
-		rec.Release()
-		b.Ack.Release(err)
-		return fmt.Errorf("operator %q: routing late rows: %w", w.op, err)
+		return fail(fmt.Errorf("routing late rows: %w", err))
 	}
 	return finishBatch(ctx, b, out, w.build(updates), routed, &w.held, maxEnd)
 }
 
 // Watermark fires every window whose end the watermark reached, in order
-// of end, start and key, then frees the windows past their deadline.
+// of end, start and first arrival of the key, then frees the windows past
+// their deadline.
 func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
 	if wm <= w.wm {
 		return nil
 	}
 	w.wm = wm
 	var fire []result
-	for w.ends.Len() > 0 && w.ends[0] <= wm {
-		end := heap.Pop(&w.ends).(int64)
-		for _, g := range w.byEnd[end] {
-			if !w.gAlive[g] || w.gFired[g] {
-				continue
-			}
-			w.gFired[g] = true
-			fire = append(fire, result{group: g, key: w.gKey[g], start: w.gStart[g], end: end})
+	for w.ends.Len() > 0 && satAdd(w.ends[0], w.size) <= wm {
+		x := w.wins[heap.Pop(&w.ends).(int64)]
+		if x == nil || x.fired {
+			continue
 		}
-		delete(w.byEnd, end)
+		x.fired = true
+		end := x.start + w.size
+		for m, g := range x.members {
+			fire = append(fire, result{group: g, key: x.keys[m], start: x.start, end: end, update: x.emitted[m]})
+			x.emitted[m] = true
+		}
+		if w.tm.lateness > 0 && wm < satAdd(end, w.tm.lateness) {
+			heap.Push(&w.deadlines, x.start)
+		}
 	}
-	sortResults(fire)
 	recs := w.build(fire)
 	w.m.fired.Add(int64(len(fire)))
 	node := ack.Derive(popHeld(&w.held, wm)...)
+	// Free what is past its deadline: fired windows without lateness at
+	// once, kept ones when the watermark reaches end + lateness.
 	for _, r := range fire {
-		if w.tm.lateness > 0 && wm < satAdd(r.end, w.tm.lateness) {
-			w.keep(r.group, r.end)
-		} else {
-			w.release(r.group)
+		if x := w.wins[r.start]; x != nil && !(w.tm.lateness > 0 && wm < satAdd(r.end, w.tm.lateness)) {
+			w.close(x)
 		}
 	}
-	for w.deadlines.Len() > 0 && w.deadlines[0] <= wm {
-		d := heap.Pop(&w.deadlines).(int64)
-		for _, g := range w.byDead[d] {
-			w.release(g)
+	for w.deadlines.Len() > 0 && satAdd(satAdd(w.deadlines[0], w.size), w.tm.lateness) <= wm {
+		if x := w.wins[heap.Pop(&w.deadlines).(int64)]; x != nil {
+			w.close(x)
 		}
-		delete(w.byDead, d)
 	}
 	if len(recs) == 0 {
 		node.Release(nil)

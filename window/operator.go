@@ -1,10 +1,11 @@
 package window
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -334,15 +335,14 @@ func (h *int64Heap) Pop() any {
 // sortResults orders emitted windows by end, start, then key (keys are
 // numbered in arrival order, so the order is deterministic).
 func sortResults(rs []result) {
-	sort.Slice(rs, func(i, j int) bool {
-		a, b := rs[i], rs[j]
-		if a.end != b.end {
-			return a.end < b.end
+	slices.SortStableFunc(rs, func(a, b result) int {
+		switch {
+		case a.end != b.end:
+			return cmp.Compare(a.end, b.end)
+		case a.start != b.start:
+			return cmp.Compare(a.start, b.start)
 		}
-		if a.start != b.start {
-			return a.start < b.start
-		}
-		return a.key < b.key
+		return cmp.Compare(a.key, b.key)
 	})
 }
 

@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+)
+
+// fakeClock is a Clock the test moves by hand: Advance sets the time and
+// delivers one tick to every ticker.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	tickers []*fakeTicker
+}
+
+type fakeTicker struct{ c chan time.Time }
+
+func (t *fakeTicker) C() <-chan time.Time { return t.c }
+func (t *fakeTicker) Stop()               {}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTicker(time.Duration) Ticker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTicker{c: make(chan time.Time, 1)}
+	c.tickers = append(c.tickers, t)
+	return t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	now, ts := c.now, append([]*fakeTicker(nil), c.tickers...)
+	c.mu.Unlock()
+	for _, t := range ts {
+		t.c <- now // blocks until the source head took the previous tick
+	}
+}
+
+var eventSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "k", Type: arrow.BinaryTypes.String},
+	{Name: "ts", Type: arrow.PrimitiveTypes.Int64},
+}, nil)
+
+func timed(ts ...int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, eventSchema)
+	defer b.Release()
+	for _, t := range ts {
+		b.Field(0).(*array.StringBuilder).Append("a")
+		b.Field(1).(*array.Int64Builder).Append(t)
+	}
+	return b.NewRecordBatch()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func windowGauge(rt *Runtime, name string) int64 {
+	for _, m := range rt.Metrics() {
+		if m.Operator == "w" {
+			return m.Gauges[name]
+		}
+	}
+	return -1
+}
+
+func windowRowsIn(rt *Runtime) int64 {
+	for _, m := range rt.Metrics() {
+		if m.Operator == "w" {
+			return m.RowsIn
+		}
+	}
+	return -1
+}
+
+// R-TIME-1 end to end, with an injected clock and no sleeps: a partition
+// that has not delivered data holds the watermark back; once it is silent
+// for idle_timeout_ms it stops holding it back, and the window fires; when
+// it delivers again it rejoins (the watermark does not move back, so its
+// old row is late).
+func TestIdlePartitionReleasesWatermark(t *testing.T) {
+	clock := &fakeClock{now: time.UnixMilli(1_000_000)}
+	src := mem.NewSource(eventSchema, 2)
+	sink := mem.NewSink()
+	spec := `{"id":"idle","operators":[{"id":"in","kind":"source"},{"id":"w","kind":"window","stateful":true,"key_field":"k",
+	  "config":{"window":{"type":"tumbling","size_ms":1000},"aggregates":[{"function":"count","as":"n"}]}},{"id":"out","kind":"sink"}],
+	  "edges":[{"id":"a","from":"in","to":"w","partitioned":true},{"id":"b","from":"w","to":"out"}],
+	  "sources":[{"operator_id":"in","input_type":"memory","time":{"mode":"event_time","timestamp_field":"ts",
+	    "watermark":{"strategy":"bounded_out_of_orderness","out_of_orderness_ms":0,"idle_timeout_ms":1000}}}],
+	  "sinks":[{"operator_id":"out","output_type":"memory"}]}`
+	rt := New(mustBuild(t, spec, map[string]any{"in": src, "out": sink}), Options{Clock: clock})
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(context.Background()) }()
+	waitFor(t, "running", func() bool { return rt.State() == Running })
+
+	if err := src.Append(0, timed(100, 200, 1500)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the window to receive 3 rows", func() bool { return windowRowsIn(rt) == 3 })
+	if sink.NumRows() != 0 {
+		t.Fatal("a window fired while partition 1, which never delivered, holds the watermark back")
+	}
+	// Partition 0 keeps delivering; partition 1 stays silent. After 1000 ms
+	// of silence partition 1 turns idle, the watermark becomes partition
+	// 0's (1600) and window [0, 1000) fires.
+	clock.Advance(600 * time.Millisecond)
+	if err := src.Append(0, timed(1600)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the window to receive 4 rows", func() bool { return windowRowsIn(rt) == 4 })
+	clock.Advance(399 * time.Millisecond)
+	if sink.NumRows() != 0 {
+		t.Fatal("fired before partition 1 was silent for idle_timeout_ms")
+	}
+	clock.Advance(time.Millisecond)
+	waitFor(t, "the window to fire", func() bool { return sink.NumRows() == 1 })
+	if n := sink.Records()[0].Column(3).(*array.Int64).Value(0); n != 2 {
+		t.Fatalf("window [0,1000) counted %d rows, want 2", n)
+	}
+	// Partition 1 rejoins with an old row: the watermark does not go back,
+	// so the row is late and dropped.
+	if err := src.Append(1, timed(50)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the late row to be dropped", func() bool { return windowGauge(rt, "late_dropped") == 1 })
+	src.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// End of input: window [1000, 2000) fires too.
+	if sink.NumRows() != 2 {
+		t.Fatalf("got %d window rows, want 2", sink.NumRows())
+	}
+}
