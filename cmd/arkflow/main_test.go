@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,5 +141,33 @@ func TestUsage(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("validate", "missing.json"); code != 1 || !strings.Contains(errOut, "no such file") {
 		t.Fatalf("missing file: %d %s", code, errOut)
+	}
+}
+
+// A declarative event-time window job with a late route runs from the CLI
+// (the stdout sinks print to the process's stdout, so run it as a child).
+func TestRunWindowSpec(t *testing.T) {
+	if os.Getenv("ARKFLOW_CLI_CHILD") == "1" {
+		os.Exit(run([]string{"run", "../../testdata/windows.yaml"}, os.Stdout, os.Stderr))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunWindowSpec$")
+	cmd.Env = append(os.Environ(), "ARKFLOW_CLI_CHILD=1")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var windows, late int
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, `"window_start"`):
+			windows++
+		case strings.Contains(l, `"ts":"2026-01-01T00:00:00.900Z"`):
+			late++
+		}
+	}
+	if windows != 4 || late != 1 {
+		t.Fatalf("want 4 window rows and 1 routed late row, got:\n%s", out.String())
 	}
 }
