@@ -171,7 +171,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		}
 		t := w.ts[r]
 		if !InRange(t, w.size) {
-			return fail(&TimeError{Field: w.tm.field, Row: r, Value: t, Unit: "ms"})
+			return fail(w.rangeError(r, t, w.size))
 		}
 		if w.slide == w.size {
 			w.starts = append(w.starts[:0], TumblingStart(t, w.size))
@@ -252,7 +252,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 			fire = append(fire, result{group: g, key: x.keys[m], start: x.start, end: end, update: x.emitted[m]})
 			x.emitted[m] = true
 		}
-		if w.tm.lateness > 0 && wm < satAdd(end, w.tm.lateness) {
+		if w.keeps() && wm < satAdd(end, w.tm.lateness) {
 			heap.Push(&w.deadlines, x.start)
 		}
 	}
@@ -262,7 +262,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 	// Free what is past its deadline: fired windows without lateness at
 	// once, kept ones when the watermark reaches end + lateness.
 	for _, r := range fire {
-		if x := w.wins[r.start]; x != nil && !(w.tm.lateness > 0 && wm < satAdd(r.end, w.tm.lateness)) {
+		if x := w.wins[r.start]; x != nil && !(w.keeps() && wm < satAdd(r.end, w.tm.lateness)) {
 			w.close(x)
 		}
 	}

@@ -28,6 +28,14 @@ func (s Spec) Check(path string) []error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, &fieldError{path: path + "." + field, reason: fmt.Sprintf(format, args...)})
 	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"size_ms", s.SizeMS}, {"slide_ms", s.SlideMS}, {"gap_ms", s.GapMS}} {
+		if f.v > MaxSpanMS {
+			add(f.name, "must be <= %d (1000 years; got %d)", int64(MaxSpanMS), f.v)
+		}
+	}
 	switch s.Type {
 	case TypeTumbling:
 		if s.SizeMS <= 0 {
@@ -66,6 +74,9 @@ func (s Spec) Check(path string) []error {
 	}
 	return errs
 }
+
+// MaxSpanMS bounds window sizes, slides and gaps: 1000 years.
+const MaxSpanMS = 1000 * 365 * 24 * 3600 * 1000
 
 // maxWindowsPerEvent bounds size/slide: every event updates that many
 // windows.

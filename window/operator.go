@@ -211,6 +211,16 @@ func (b *base) prepare(rec arrow.RecordBatch) error {
 	return b.keys.IDs(rec.Column(b.keyCol), b.kid)
 }
 
+// keeps reports whether fired windows are kept until end + lateness: only
+// the update policy can change a fired window; under drop and route the
+// late decision needs only the watermark, so the state goes at once.
+func (b *base) keeps() bool { return b.tm.policy == job.LateUpdate && b.tm.lateness > 0 }
+
+// rangeError is an event whose windows would leave the int64 range.
+func (b *base) rangeError(row int, t, span int64) error {
+	return &TimeError{Field: b.tm.field, Row: row, Value: t, Unit: "ms", Span: span}
+}
+
 // lateRow records a row no window accepted because it was late or had no
 // event time, and reports whether it is routed.
 func (b *base) lateRow(null bool) bool {
@@ -332,8 +342,9 @@ func (h *int64Heap) Pop() any {
 	return x
 }
 
-// sortResults orders emitted windows by end, start, then key (keys are
-// numbered in arrival order, so the order is deterministic).
+// sortResults orders late updates and session firings by end, start, then
+// key ID (keys are numbered by their first arrival at this subtask, so the
+// order is deterministic).
 func sortResults(rs []result) {
 	slices.SortStableFunc(rs, func(a, b result) int {
 		switch {

@@ -117,7 +117,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 		}
 		t := w.ts[r]
 		if !InRange(t, w.gap) {
-			return fail(&TimeError{Field: w.tm.field, Row: r, Value: t, Unit: "ms"})
+			return fail(w.rangeError(r, t, w.gap))
 		}
 		k := w.kid[r]
 		list := w.byKey[k]
@@ -213,7 +213,10 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 	}
 	var updates []result
 	for _, s := range touched {
-		if !s.alive {
+		// A later row of the batch may have extended the session past the
+		// watermark (it is no longer fired): it fires at its new end, not
+		// now, which would emit a window the watermark has not closed.
+		if !s.alive || !s.fired {
 			continue
 		}
 		updates = append(updates, result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted})
@@ -297,7 +300,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	recs := w.build(fire)
 	w.m.fired.Add(int64(len(fire)))
 	for _, s := range fired {
-		if w.tm.lateness > 0 && wm < satAdd(s.end(w.gap), w.tm.lateness) {
+		if w.keeps() && wm < satAdd(s.end(w.gap), w.tm.lateness) {
 			w.keepUntilDeadline(s)
 		} else {
 			w.remove(s)

@@ -26,9 +26,15 @@ type TimeError struct {
 	Row   int
 	Value int64
 	Unit  string
+	// Span is the window size or gap whose bounds around Value would
+	// overflow; 0 when the value itself does not fit in milliseconds.
+	Span int64
 }
 
 func (e *TimeError) Error() string {
+	if e.Span > 0 {
+		return fmt.Sprintf("event-time field %q: value %d ms in row %d is too close to the end of the int64 range for windows of %d ms", e.Field, e.Value, e.Row, e.Span)
+	}
 	return fmt.Sprintf("event-time field %q: value %d %s in row %d is outside the range of int64 milliseconds", e.Field, e.Value, e.Unit, e.Row)
 }
 

@@ -25,7 +25,9 @@
 // Windows are half-open, [start, end); tumbling and sliding windows start
 // at multiples of their size or slide (Euclidean division, so negative
 // times work); a session window spans [first event, last event + gap) and
-// merges with any session an event bridges. A window fires once the
+// merges with any session an event bridges. Sessions are half-open: an
+// event at exactly last + gap starts a new session (Flink merges touching
+// windows; we follow the half-open convention of R-TIME-10). A window fires once the
 // operator's watermark (the minimum over its inputs) reaches its end. An
 // event is late for a window when the watermark has already reached that
 // window's end, whether or not the window held data; it is past the
@@ -134,12 +136,16 @@ func (d Definition) Avg(field, as string) Definition {
 	return d.with(Aggregate{Function: agg.Avg, Field: field, As: as})
 }
 
-// First is the first non-null value of field in arrival order, as column as.
+// First is the first non-null value of field in arrival order, as column
+// as. When sessions merge, the value of the session that started first is
+// kept.
 func (d Definition) First(field, as string) Definition {
 	return d.with(Aggregate{Function: agg.First, Field: field, As: as})
 }
 
-// Last is the last non-null value of field in arrival order, as column as.
+// Last is the last non-null value of field in arrival order, as column
+// as. When sessions merge, the value of the session that started last
+// wins.
 func (d Definition) Last(field, as string) Definition {
 	return d.with(Aggregate{Function: agg.Last, Field: field, As: as})
 }

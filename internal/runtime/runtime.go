@@ -416,9 +416,6 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 				task := job.TaskID(opID, sub)
 				m := &taskMetrics{task: task, op: opID}
 				m.watermark.Store(minWatermark)
-				r.mu.Lock()
-				r.tasks = append(r.tasks, m)
-				r.mu.Unlock()
 				n := &node{task: task, opID: opID, m: m}
 				switch op.Kind {
 				case job.KindSource:
@@ -456,6 +453,11 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 				}
 				nodes[task] = n
 				ci.nodes = append(ci.nodes, n)
+				// Published only once complete: Metrics reads it from
+				// other goroutines.
+				r.mu.Lock()
+				r.tasks = append(r.tasks, m)
+				r.mu.Unlock()
 			}
 			if len(ci.nodes) > 0 {
 				ci.head = ci.nodes[0]
