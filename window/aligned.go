@@ -29,8 +29,6 @@ type aligned struct {
 	wins      map[int64]*win // open windows by start
 	ends      int64Heap      // starts of windows not yet fired, ordered (end = start + size)
 	deadlines int64Heap      // starts of fired windows kept for late updates
-	free      []int32        // recycled accumulator groups
-	groups    int            // accumulator groups allocated
 
 	held heldHeap
 
@@ -100,16 +98,7 @@ func (w *aligned) group(x *win, key int32) int32 {
 		}
 		x.byKey = grown
 	}
-	var g int32
-	if n := len(w.free); n > 0 {
-		g = w.free[n-1]
-		w.free = w.free[:n-1]
-		w.st.Reset(int(g))
-	} else {
-		g = int32(w.groups)
-		w.groups++
-		w.st.Grow(w.groups)
-	}
+	g := w.acc.Alloc()
 	x.byKey[key] = g
 	x.members = append(x.members, g)
 	x.keys = append(x.keys, key)
@@ -121,7 +110,7 @@ func (w *aligned) group(x *win, key int32) int32 {
 
 // close frees a window's groups.
 func (w *aligned) close(x *win) {
-	w.free = append(w.free, x.members...)
+	w.acc.Free(x.members)
 	w.m.open.Add(-int64(len(x.members)))
 	delete(w.wins, x.start)
 	if w.lastWin == x {
@@ -212,7 +201,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		}
 	}
 	for k := 0; k < w.perEvent; k++ {
-		if err := w.st.Update(rec, w.gids[k]); err != nil {
+		if err := w.acc.Update(rec, w.gids[k]); err != nil {
 			return fail(err)
 		}
 	}

@@ -137,7 +137,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		if err != nil {
 			return nil, err
 		}
-		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, st: set.NewState(), keys: t, out: out, wm: NoWatermark, m: &counters{}}
+		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: NoWatermark, m: &counters{}}
 		if spec.Type == TypeSession {
 			return newSessions(b, spec.GapMS), nil
 		}
@@ -157,7 +157,7 @@ type base struct {
 	tsCol  int
 	tm     timing
 	set    *agg.Set
-	st     *agg.State
+	acc    accumulators
 	keys   *keys.Table
 	out    *arrow.Schema
 	wm     int64
@@ -264,7 +264,7 @@ func (b *base) build(rs []result) []arrow.RecordBatch {
 			upd.UnsafeAppend(r.update)
 		}
 		cols := []arrow.Array{b.keys.Build(kids), timestamps(starts), timestamps(ends)}
-		cols = append(cols, b.st.Build(groups)...)
+		cols = append(cols, b.acc.Build(groups)...)
 		cols = append(cols, upd.NewArray())
 		upd.Release()
 		out = append(out, array.NewRecordBatch(b.out, cols, int64(n)))

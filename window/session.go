@@ -21,7 +21,6 @@ type sessions struct {
 	gap   int64
 	byKey map[int32][]*session
 	ends  sessionHeap
-	free  []int32
 	batch uint64 // sequence of the batch being processed
 	gid   []int32
 	route []bool
@@ -45,21 +44,11 @@ func newSessions(b base, gap int64) *sessions {
 	return &sessions{base: b, gap: gap, byKey: map[int32][]*session{}}
 }
 
-func (w *sessions) newGroup() int32 {
-	if n := len(w.free); n > 0 {
-		g := w.free[n-1]
-		w.free = w.free[:n-1]
-		w.st.Reset(int(g))
-		return g
-	}
-	g := int32(w.st.Groups())
-	w.st.Grow(int(g) + 1)
-	return g
-}
+func (w *sessions) newGroup() int32 { return w.acc.Alloc() }
 
 func (w *sessions) drop(s *session) {
 	s.alive = false
-	w.free = append(w.free, s.group)
+	w.acc.Free([]int32{s.group})
 	w.m.open.Add(-1)
 }
 
@@ -69,7 +58,7 @@ func (w *sessions) flush(b ops.Batch, dirty *bool) error {
 	if !*dirty {
 		return nil
 	}
-	if err := w.st.Update(b.Rec, w.gid); err != nil {
+	if err := w.acc.Update(b.Rec, w.gid); err != nil {
 		return err
 	}
 	for i := range w.gid {
@@ -166,7 +155,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 			}
 			s = overlap[0]
 			for _, o := range overlap[1:] {
-				if err := w.st.Merge(int(s.group), int(o.group)); err != nil {
+				if err := w.acc.Merge(s.group, o.group); err != nil {
 					return fail(err)
 				}
 				s.last = max(s.last, o.last)
