@@ -223,35 +223,57 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 
 // Watermark fires every window whose end the watermark reached, in order
 // of end, start and first arrival of the key, then frees the windows past
-// their deadline.
+// their deadline. Results are built and emitted a chunk at a time, so a
+// firing of a million keys never materializes at once.
 func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
 	if wm <= w.wm {
 		return nil
 	}
 	w.wm = wm
-	var fire []result
+	var firing []*win
+	total := 0
 	for w.ends.Len() > 0 && satAdd(w.ends[0], w.size) <= wm {
 		x := w.wins[heap.Pop(&w.ends).(int64)]
 		if x == nil || x.fired {
 			continue
 		}
 		x.fired = true
-		end := x.start + w.size
-		for m, g := range x.members {
-			fire = append(fire, result{group: g, key: x.keys[m], start: x.start, end: end, update: x.emitted[m]})
-			x.emitted[m] = true
-		}
-		if w.keeps() && wm < satAdd(end, w.tm.lateness) {
-			heap.Push(&w.deadlines, x.start)
-		}
+		firing = append(firing, x)
+		total += len(x.members)
 	}
-	recs := w.build(fire)
-	w.m.fired.Add(int64(len(fire)))
+	w.m.fired.Add(int64(total))
 	node := ack.Derive(popHeld(&w.held, wm)...)
-	// Free what is past its deadline: fired windows without lateness at
-	// once, kept ones when the watermark reaches end + lateness.
-	for _, r := range fire {
-		if x := w.wins[r.start]; x != nil && !(w.keeps() && wm < satAdd(r.end, w.tm.lateness)) {
+	var err error
+	if total == 0 {
+		node.Release(nil)
+	} else {
+		node.Retain((total+maxOutputRows-1)/maxOutputRows - 1)
+		buf := make([]result, 0, min(total, maxOutputRows))
+		flush := func() {
+			if err == nil && len(buf) > 0 {
+				recs := w.build(buf)
+				err = emitAll(ctx, out, recs, node, ops.PortMain)
+			}
+			buf = buf[:0]
+		}
+		for _, x := range firing {
+			end := x.start + w.size
+			for m, g := range x.members {
+				buf = append(buf, result{group: g, key: x.keys[m], start: x.start, end: end, update: x.emitted[m]})
+				x.emitted[m] = true
+				if len(buf) == maxOutputRows {
+					flush()
+				}
+			}
+		}
+		flush()
+	}
+	// Free what is past its deadline: fired windows at once unless updates
+	// can reach them, kept ones when the watermark reaches end + lateness.
+	for _, x := range firing {
+		if w.keeps() && wm < satAdd(x.start+w.size, w.tm.lateness) {
+			heap.Push(&w.deadlines, x.start)
+		} else {
 			w.close(x)
 		}
 	}
@@ -260,12 +282,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 			w.close(x)
 		}
 	}
-	if len(recs) == 0 {
-		node.Release(nil)
-		return nil
-	}
-	node.Retain(len(recs) - 1)
-	return emitAll(ctx, out, recs, node, ops.PortMain)
+	return err
 }
 
 // Close abandons the acknowledgements still held: their rows will be

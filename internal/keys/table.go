@@ -210,6 +210,15 @@ func (t *Table) Build(ids []int32) arrow.Array {
 	b := array.NewBuilder(memory.DefaultAllocator, t.typ)
 	defer b.Release()
 	b.Reserve(len(ids))
+	if sb, ok := b.(*array.StringBuilder); ok {
+		n := 0
+		for _, id := range ids {
+			if id != t.nullID {
+				n += len(t.strs[id])
+			}
+		}
+		sb.ReserveData(n)
+	}
 	for _, id := range ids {
 		if id == t.nullID {
 			b.AppendNull()
