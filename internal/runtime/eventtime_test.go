@@ -153,3 +153,49 @@ func TestIdlePartitionReleasesWatermark(t *testing.T) {
 		t.Fatalf("got %d window rows, want 2", sink.NumRows())
 	}
 }
+
+// Processing time: a window fed by a processing-time source puts every row
+// in the window of the clock's time when it arrives, and fires when the
+// clock passes the window's end (the source advances the watermark on
+// every batch and every tick).
+func TestProcessingTimeWindows(t *testing.T) {
+	clock := &fakeClock{now: time.UnixMilli(10_000)}
+	src := mem.NewSource(eventSchema, 1)
+	sink := mem.NewSink()
+	spec := `{"id":"pt","operators":[{"id":"in","kind":"source"},{"id":"w","kind":"window","stateful":true,"key_field":"k",
+	  "config":{"window":{"type":"tumbling","size_ms":1000},"aggregates":[{"function":"count","as":"n"}]}},{"id":"out","kind":"sink"}],
+	  "edges":[{"id":"a","from":"in","to":"w","partitioned":true},{"id":"b","from":"w","to":"out"}],
+	  "sources":[{"operator_id":"in","input_type":"memory"}],"sinks":[{"operator_id":"out","output_type":"memory"}]}`
+	rt := New(mustBuild(t, spec, map[string]any{"in": src, "out": sink}), Options{Clock: clock})
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(context.Background()) }()
+	waitFor(t, "running", func() bool { return rt.State() == Running })
+	// The ts column is ignored: processing time.
+	if err := src.Append(0, timed(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "2 rows in the window", func() bool { return windowRowsIn(rt) == 2 })
+	clock.Advance(500 * time.Millisecond)
+	if err := src.Append(0, timed(3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "3 rows in the window", func() bool { return windowRowsIn(rt) == 3 })
+	if sink.NumRows() != 0 {
+		t.Fatal("fired before the clock passed the window's end")
+	}
+	clock.Advance(500 * time.Millisecond) // 11,000: window [10,000, 11,000) ends
+	waitFor(t, "the window to fire", func() bool { return sink.NumRows() == 1 })
+	rec := sink.Records()[0]
+	if start := rec.Column(1).(*array.Timestamp).Value(0); start != 10_000 {
+		t.Fatalf("window starts at %d, want 10000", start)
+	}
+	if n := rec.Column(3).(*array.Int64).Value(0); n != 3 {
+		t.Fatalf("count %d, want 3", n)
+	}
+	if err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
