@@ -24,6 +24,7 @@ type Option interface{ apply(*options) }
 type options struct {
 	logger   *slog.Logger
 	capacity int
+	dataDir  string
 	bindings map[string]any
 }
 
@@ -41,6 +42,10 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.
 func WithChannelCapacity(n int) Option {
 	return optionFunc(func(o *options) { o.capacity = n })
 }
+
+// WithDataDir sets where jobs keep their state when the spec's state block
+// gives no path: DIR/<job>/state.
+func WithDataDir(dir string) Option { return optionFunc(func(o *options) { o.dataDir = dir }) }
 
 // Validate runs the same deep, side-effect-free build as a real start
 // (R-VAL-1): it checks the graph, and builds every source, operator and
@@ -84,7 +89,7 @@ func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error
 	if err != nil {
 		return nil, err
 	}
-	rt := runtime.New(g, runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity})
+	rt := runtime.New(g, runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir})
 	return &Job{spec: g.Spec, plan: g.Plan, rt: rt}, nil
 }
 
@@ -165,11 +170,14 @@ type TaskMetrics struct {
 type Metrics struct {
 	State State
 	Tasks []TaskMetrics
+	// StateBytes is the size of each stateful operator's committed state
+	// in bytes (R-STATE-2).
+	StateBytes map[string]int64
 }
 
 // Metrics returns a snapshot of the job's counters.
 func (j *Job) Metrics() Metrics {
-	m := Metrics{State: j.State()}
+	m := Metrics{State: j.State(), StateBytes: j.rt.StateBytes()}
 	for _, t := range j.rt.Metrics() {
 		m.Tasks = append(m.Tasks, TaskMetrics(t))
 	}

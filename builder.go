@@ -10,6 +10,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -449,6 +450,65 @@ func (b *Builder) Window(id string, w window.Definition, opts ...OperatorOption)
 		b.problem(id, "Window(%q) needs a key: call KeyBy(field) before it", id)
 	}
 	b.add(job.Operator{ID: id, Kind: job.KindWindow, Stateful: true, Config: b.config(id, w)}, opts)
+	return b
+}
+
+// ProcessContext gives a Process function the keyed state of its rows.
+type ProcessContext struct {
+	keyed func(row int) (*state.Keyed, error)
+}
+
+// State returns the keyed state of row's key, to read and write with
+// state.Value and state.Map. Writes commit when the batch's output is
+// acknowledged (R-STATE-3).
+func (pc *ProcessContext) State(row int) (*state.Keyed, error) { return pc.keyed(row) }
+
+// ProcessFunc is a Go function over a batch with keyed state. It returns
+// the rows to emit (nil or empty: none), of the input schema (ProcessTo for
+// another). It must not keep rec.
+type ProcessFunc func(ctx context.Context, pc *ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error)
+
+// ProcessTo is a ProcessFunc whose output has another schema, declared
+// here so downstream operators are checked against it at Build.
+type ProcessTo struct {
+	Schema *arrow.Schema
+	Fn     ProcessFunc
+}
+
+// Processor is what Process accepts: a ProcessFunc or a ProcessTo.
+type Processor interface {
+	processSpec(id string) (any, ops.ProcessBinding)
+}
+
+func wrapProcess(f ProcessFunc) ops.ProcessFunc {
+	return func(ctx context.Context, keyed func(int) (*state.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+		return f(ctx, &ProcessContext{keyed: keyed}, rec)
+	}
+}
+
+func (f ProcessFunc) processSpec(id string) (any, ops.ProcessBinding) {
+	return ops.MapConfig{Function: id}, ops.ProcessBinding{Name: id, Fn: wrapProcess(f)}
+}
+
+func (p ProcessTo) processSpec(id string) (any, ops.ProcessBinding) {
+	return ops.MapConfig{Function: id}, ops.ProcessBinding{Name: id, Fn: wrapProcess(p.Fn), Output: p.Schema}
+}
+
+// Process adds a keyed, stateful Go operator (a stateful "udf" in the
+// spec): call KeyBy before it; the function reads and writes the state of
+// each row's key with state.Value and state.Map. State lives in the job's
+// state backend (the spec's state block; in memory without one).
+func (b *Builder) Process(id string, p Processor, opts ...OperatorOption) *Builder {
+	if p == nil {
+		b.problem(id, "Process(%q) needs a ProcessFunc or ProcessTo", id)
+		return b
+	}
+	if b.keyBy == "" && b.cursor != "" {
+		b.problem(id, "Process(%q) needs a key: call KeyBy(field) before it", id)
+	}
+	cfg, bound := p.processSpec(id)
+	b.add(job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, cfg)}, opts)
+	b.bindings[id] = bound
 	return b
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // aligned runs tumbling and sliding windows: windows start at multiples of
@@ -119,6 +120,10 @@ func (w *aligned) close(x *win) {
 }
 
 func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
+	b, epoch, err := w.begin(b)
+	if err != nil || b.Rec == nil {
+		return err
+	}
 	rec := b.Rec
 	fail := func(err error) error {
 		rec.Release()
@@ -210,8 +215,11 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 	var updates []result
 	for _, t := range w.touched {
 		t.w.inBatch[t.m] = false
-		updates = append(updates, result{group: t.w.members[t.m], key: t.w.keys[t.m], start: t.w.start, end: t.w.start + w.size, update: t.w.emitted[t.m]})
+		g, key := t.w.members[t.m], t.w.keys[t.m]
+		updates = append(updates, result{group: g, key: key, start: t.w.start, end: t.w.start + w.size, update: t.w.emitted[t.m]})
 		t.w.emitted[t.m] = true
+		// The corrected window is kept state: it commits with this batch.
+		w.keepState(epoch, t.w.start, key, nil, g)
 	}
 	sortResults(updates)
 	routed, err := routeRows(rec, route, anyRoute)
@@ -242,7 +250,27 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 		total += len(x.members)
 	}
 	w.m.fired.Add(int64(total))
-	node := ack.Derive(popHeld(&w.held, wm)...)
+	acks := popHeld(&w.held, wm)
+	// Windows kept for late updates become committed state once their
+	// output is acknowledged.
+	if w.keeps() {
+		var fe *state.Epoch
+		for _, x := range firing {
+			if wm >= satAdd(x.start+w.size, w.tm.lateness) {
+				continue
+			}
+			if fe == nil {
+				fe = w.journal.Begin()
+			}
+			for m, g := range x.members {
+				w.keepState(fe, x.start, x.keys[m], nil, g)
+			}
+		}
+		if fe != nil {
+			acks = append(acks, ack.New(fe.Done))
+		}
+	}
+	node := ack.Derive(acks...)
 	var err error
 	if total == 0 {
 		node.Release(nil)
@@ -277,12 +305,38 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 			w.close(x)
 		}
 	}
+	var de *state.Epoch
 	for w.deadlines.Len() > 0 && satAdd(satAdd(w.deadlines[0], w.size), w.tm.lateness) <= wm {
 		if x := w.wins[heap.Pop(&w.deadlines).(int64)]; x != nil {
+			if de == nil {
+				de = w.journal.Begin()
+			}
+			for _, k := range x.keys {
+				w.forget(de, x.start, k)
+			}
 			w.close(x)
 		}
 	}
+	if de != nil {
+		de.Done(nil)
+	}
 	return err
+}
+
+// restore brings back a window that was kept for late updates.
+func (w *aligned) restore(e state.Entry) error {
+	start, keyBytes, err := splitKeptKey(e.Key.User)
+	if err != nil {
+		return err
+	}
+	key, err := w.keys.IDOfBytes(keyBytes)
+	if err != nil {
+		return err
+	}
+	x := w.window(start, true)
+	g := w.group(x, key)
+	x.emitted[len(x.emitted)-1] = true
+	return w.acc.Decode(g, e.Value)
 }
 
 // Close abandons the acknowledgements still held: their rows will be

@@ -71,6 +71,7 @@ import (
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/rowjson"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -198,6 +199,9 @@ type pipeline struct {
 	def    window.Definition
 	time   []arkflow.TimeOption
 	route  bool // add the LateSink "late" (use with RouteLate("late"))
+	// stateDir, when set, keeps the job's state in Badger there instead
+	// of in memory.
+	stateDir string
 }
 
 // result is what a pipeline run produced.
@@ -224,6 +228,9 @@ func (p pipeline) builder(src *mem.Source, out, late *mem.Sink) *arkflow.Builder
 		Sink("out", out)
 	if p.route {
 		b.LateSink("late", late)
+	}
+	if p.stateDir != "" {
+		b.State(job.State{Backend: job.BackendBadger, Path: p.stateDir})
 	}
 	return b
 }
@@ -489,12 +496,17 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 }
 
 // run runs the case and renders its output lines.
-func (c *goldenCase) run(t *testing.T) []string {
+func (c *goldenCase) run(t *testing.T) []string { return c.runWith(t, "") }
+
+// runWith runs the case, keeping state in Badger under stateDir when it
+// is not empty.
+func (c *goldenCase) runWith(t *testing.T, stateDir string) []string {
 	t.Helper()
 	p, err := c.pipeline()
 	if err != nil {
 		t.Fatalf("%s:%d: case %q: %v", c.file, c.line, c.name, err)
 	}
+	p.stateDir = stateDir
 	defer func() {
 		for _, bs := range p.parts {
 			for _, b := range bs {
@@ -591,6 +603,23 @@ func TestGolden(t *testing.T) {
 // TestGoldenDeterministic runs every golden case twice more and requires
 // byte-identical output: the same input in the same order gives the same
 // output.
+// The same golden files hold with state in Badger (R-STATE-1): the window
+// operator's output does not depend on the backend.
+func TestGoldenBadger(t *testing.T) {
+	for _, file := range goldenFiles(t) {
+		_, cases := parseGolden(t, file)
+		for _, c := range cases {
+			t.Run(filepath.Base(file)+"/"+c.name, func(t *testing.T) {
+				got := c.runWith(t, t.TempDir())
+				if strings.Join(got, "\n") != strings.Join(c.expect, "\n") {
+					t.Errorf("%s:%d: case %q on badger:\n--- got\n%s\n--- want\n%s", c.file, c.line, c.name,
+						strings.Join(got, "\n"), strings.Join(c.expect, "\n"))
+				}
+			})
+		}
+	}
+}
+
 func TestGoldenDeterministic(t *testing.T) {
 	for _, file := range goldenFiles(t) {
 		_, cases := parseGolden(t, file)

@@ -19,6 +19,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 var inputSchema = arrow.NewSchema([]arrow.Field{
@@ -48,7 +49,8 @@ func newInstance(t *testing.T, d Definition, policy string, lateness int64) ops.
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := built.New(connectors.TaskInfo{JobID: "j", OperatorID: "w", Parallelism: 1})
+	inst, err := built.New(ops.Task{TaskInfo: connectors.TaskInfo{JobID: "j", OperatorID: "w", Parallelism: 1},
+		State: state.NewMemory(), KeyGroups: job.KeyGroupRange{Start: 0, End: 127}, MaxParallelism: 128, Now: func() int64 { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 func init() { ops.Register(job.KindWindow, buildOperator) }
@@ -132,21 +134,56 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 	}
 	out := arrow.NewSchema(fields, nil)
 	spec := cfg.Window
-	return ops.Built{Output: out, New: func(info connectors.TaskInfo) (ops.Instance, error) {
+	meta := ops.MetaColumnsOf(c.Input)
+	return ops.Built{Output: out, New: func(info ops.Task) (ops.Instance, error) {
 		t, err := keys.NewTable(key.Type)
 		if err != nil {
 			return nil, err
 		}
-		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: NoWatermark, m: &counters{}}
+		j, err := state.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups.Start)
+		if err != nil {
+			return nil, err
+		}
+		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: NoWatermark, m: &counters{},
+			journal: j, meta: meta, maxPar: info.MaxParallelism}
+		var inst interface {
+			ops.Instance
+			restore(e state.Entry) error
+		}
 		if spec.Type == TypeSession {
-			return newSessions(b, spec.GapMS), nil
+			inst = newSessions(b, spec.GapMS)
+		} else {
+			slide := spec.SlideMS
+			if spec.Type == TypeTumbling {
+				slide = spec.SizeMS
+			}
+			inst = newAligned(b, spec.SizeMS, slide)
 		}
-		slide := spec.SlideMS
-		if spec.Type == TypeTumbling {
-			slide = spec.SizeMS
+		// Windows kept for late updates when the last run stopped come
+		// back fired; everything else is rebuilt by replaying the input
+		// from the committed positions.
+		if err := j.Scan(keptNamespace, state.Scope{Groups: info.KeyGroups}, info.Now(), inst.restore); err != nil {
+			return nil, fmt.Errorf("operator %q: restoring kept windows: %w", info.OperatorID, err)
 		}
-		return newAligned(b, spec.SizeMS, slide), nil
+		return inst, nil
 	}}, nil
+}
+
+// keptNamespace holds windows that fired and are kept for late updates
+// (update policy with allowed lateness): user key = window start (8 bytes)
+// then the key's bytes; value = (sessions: last event time, 8 bytes) then
+// the accumulators.
+const keptNamespace = "window_kept"
+
+func keptKey(start int64, key []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(nil, uint64(start)), key...)
+}
+
+func splitKeptKey(user []byte) (int64, []byte, error) {
+	if len(user) < 8 {
+		return 0, nil, fmt.Errorf("malformed kept window key (%d bytes)", len(user))
+	}
+	return int64(binary.BigEndian.Uint64(user)), user[8:], nil
 }
 
 // base holds what every window instance shares: the key table, the
@@ -167,6 +204,35 @@ type base struct {
 	kid   []int32
 
 	m *counters
+
+	journal *state.Journal
+	meta    ops.MetaColumns
+	maxPar  int
+	buf     []byte
+}
+
+// begin starts the journal epoch of an input batch: rows already in
+// committed state (a replay) are dropped, and the epoch commits the input
+// positions when the batch's acknowledgement completes, which is after
+// every window it fed was emitted and acknowledged. It returns a zero
+// Batch when nothing is left to process.
+func (b *base) begin(in ops.Batch) (ops.Batch, *state.Epoch, error) {
+	out, epoch, err := ops.Replayed(b.journal, b.meta, in)
+	if err != nil {
+		return ops.Batch{}, nil, fmt.Errorf("operator %q: %w", b.op, err)
+	}
+	return out, epoch, nil
+}
+
+// keep stages a kept window's state in an epoch.
+func (b *base) keepState(e *state.Epoch, start int64, key int32, prefix []byte, g int32) {
+	b.buf = b.acc.Encode(append(b.buf[:0], prefix...), g)
+	e.Put(keptNamespace, b.keys.Group(key, b.maxPar), keptKey(start, b.keys.Bytes(key)), b.buf, 0)
+}
+
+// forget stages the removal of a kept window.
+func (b *base) forget(e *state.Epoch, start int64, key int32) {
+	e.Delete(keptNamespace, b.keys.Group(key, b.maxPar), keptKey(start, b.keys.Bytes(key)))
 }
 
 // counters are read by Gauges from other goroutines.

@@ -3,12 +3,14 @@ package window
 import (
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // sessions runs session windows: per key, a session spans [first event,
@@ -22,11 +24,18 @@ type sessions struct {
 	byKey map[int32][]*session
 	ends  sessionHeap
 	batch uint64 // sequence of the batch being processed
-	gid   []int32
-	route []bool
+
+	firingEpoch *state.Epoch // kept sessions of the firing being emitted
+	curEpoch    *state.Epoch // the epoch of the batch being processed
+	gid         []int32
+	route       []bool
 }
 
 type session struct {
+	// stored: the session is kept state, under storedStart.
+	stored      bool
+	storedStart int64
+
 	key     int32
 	start   int64
 	last    int64 // latest event time; end = last + gap
@@ -47,6 +56,17 @@ func newSessions(b base, gap int64) *sessions {
 func (w *sessions) newGroup() int32 { return w.acc.Alloc() }
 
 func (w *sessions) drop(s *session) {
+	if s.stored {
+		// It was kept state: remove it with the batch being processed, or
+		// on its own when it goes at its deadline.
+		e := w.curEpoch
+		if e == nil {
+			e = w.journal.Begin()
+			defer e.Done(nil)
+		}
+		w.forget(e, s.storedStart, s.key)
+		s.stored = false
+	}
 	s.alive = false
 	w.acc.Free([]int32{s.group})
 	w.m.open.Add(-1)
@@ -69,6 +89,12 @@ func (w *sessions) flush(b ops.Batch, dirty *bool) error {
 }
 
 func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
+	b, epoch, err := w.begin(b)
+	if err != nil || b.Rec == nil {
+		return err
+	}
+	w.curEpoch = epoch
+	defer func() { w.curEpoch = nil }()
 	fail := func(err error) error {
 		b.Rec.Release()
 		b.Ack.Release(err)
@@ -211,6 +237,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 		updates = append(updates, result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted})
 		s.emitted = true
 		w.keepUntilDeadline(s)
+		w.persist(epoch, s)
 	}
 	sortResults(updates)
 	routed, err := routeRows(b.Rec, w.route, anyRoute)
@@ -280,6 +307,18 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		acks = append(acks, s.acks...)
 		s.acks = nil
 	}
+	if w.keeps() {
+		var fe *state.Epoch
+		for _, s := range fired {
+			if wm < satAdd(s.end(w.gap), w.tm.lateness) {
+				if fe == nil {
+					fe = w.journal.Begin()
+				}
+				w.persist(fe, s)
+			}
+		}
+		w.firingEpoch = fe
+	}
 	fire := make([]result, len(fired))
 	for i, s := range fired {
 		fire[i] = result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted}
@@ -295,6 +334,10 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 			w.remove(s)
 		}
 	}
+	if fe := w.firingEpoch; fe != nil {
+		w.firingEpoch = nil
+		acks = append(acks, ack.New(fe.Done))
+	}
 	node := ack.Derive(acks...)
 	if len(recs) == 0 {
 		node.Release(nil)
@@ -302,6 +345,46 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	}
 	node.Retain(len(recs) - 1)
 	return emitAll(ctx, out, recs, node, ops.PortMain)
+}
+
+// persist stages a kept session's state; a session whose start moved is
+// removed under its old start.
+func (w *sessions) persist(e *state.Epoch, s *session) {
+	if s.stored && s.storedStart != s.start {
+		w.forget(e, s.storedStart, s.key)
+	}
+	var last [8]byte
+	binary.BigEndian.PutUint64(last[:], uint64(s.last))
+	w.keepState(e, s.start, s.key, last[:], s.group)
+	s.stored, s.storedStart = true, s.start
+}
+
+// restore brings back a session that was kept for late updates.
+func (w *sessions) restore(e state.Entry) error {
+	start, keyBytes, err := splitKeptKey(e.Key.User)
+	if err != nil {
+		return err
+	}
+	if len(e.Value) < 8 {
+		return fmt.Errorf("malformed kept session (%d bytes)", len(e.Value))
+	}
+	key, err := w.keys.IDOfBytes(keyBytes)
+	if err != nil {
+		return err
+	}
+	s := &session{key: key, start: start, last: int64(binary.BigEndian.Uint64(e.Value)), group: w.newGroup(), fired: true, emitted: true, alive: true, stored: true, storedStart: start}
+	if err := w.acc.Decode(s.group, e.Value[8:]); err != nil {
+		return err
+	}
+	w.m.open.Add(1)
+	list := w.byKey[key]
+	i := sort.Search(len(list), func(i int) bool { return list[i].start > start })
+	list = append(list, nil)
+	copy(list[i+1:], list[i:])
+	list[i] = s
+	w.byKey[key] = list
+	w.keepUntilDeadline(s)
+	return nil
 }
 
 // remove frees a session and takes it out of its key's list.

@@ -26,6 +26,10 @@ type accumulators interface {
 	Build(groups []int32) []arrow.Array
 	// Len is the number of groups in use.
 	Len() int
+	// Encode appends a group's accumulators to dst (for the state store);
+	// Decode loads them into a group.
+	Encode(dst []byte, g int32) []byte
+	Decode(g int32, src []byte) error
 }
 
 // memAccumulators keeps accumulators in memory: agg.State's columnar
@@ -67,3 +71,7 @@ func (m *memAccumulators) Merge(dst, src int32) error { return m.st.Merge(int(ds
 func (m *memAccumulators) Build(groups []int32) []arrow.Array { return m.st.Build(groups) }
 
 func (m *memAccumulators) Len() int { return m.inUse }
+
+func (m *memAccumulators) Encode(dst []byte, g int32) []byte { return m.st.Encode(dst, int(g)) }
+
+func (m *memAccumulators) Decode(g int32, src []byte) error { return m.st.Decode(int(g), src) }

@@ -21,6 +21,7 @@
 package agg
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -712,4 +713,83 @@ func appendFloat(b array.Builder, f32 bool, v float64) {
 		return
 	}
 	b.(*array.Float64Builder).UnsafeAppend(v)
+}
+
+// Encode appends group g's accumulators to dst, for the state store: per
+// aggregate its count, then its value slot (int, float, string or bool).
+// Decode reads them back; the layout depends only on the aggregate list.
+func (st *State) Encode(dst []byte, g int) []byte {
+	for k := range st.set.aggs {
+		a := &st.accs[k]
+		dst = binary.AppendVarint(dst, a.n[g])
+		switch {
+		case a.f != nil:
+			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(a.f[g]))
+			if a.nan != nil {
+				dst = append(dst, boolByte(a.nan[g]))
+			}
+		case a.i != nil:
+			dst = binary.AppendVarint(dst, a.i[g])
+		case a.s != nil:
+			dst = binary.AppendUvarint(dst, uint64(len(a.s[g])))
+			dst = append(dst, a.s[g]...)
+		case a.b != nil:
+			dst = append(dst, boolByte(a.b[g]))
+		}
+	}
+	return dst
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Decode restores group g's accumulators from Encode's bytes.
+func (st *State) Decode(g int, src []byte) error {
+	bad := fmt.Errorf("agg: malformed accumulator state (%d bytes)", len(src))
+	for k := range st.set.aggs {
+		a := &st.accs[k]
+		n, w := binary.Varint(src)
+		if w <= 0 {
+			return bad
+		}
+		a.n[g], src = n, src[w:]
+		switch {
+		case a.f != nil:
+			if len(src) < 8 {
+				return bad
+			}
+			a.f[g], src = math.Float64frombits(binary.BigEndian.Uint64(src)), src[8:]
+			if a.nan != nil {
+				if len(src) < 1 {
+					return bad
+				}
+				a.nan[g], src = src[0] == 1, src[1:]
+			}
+		case a.i != nil:
+			v, w := binary.Varint(src)
+			if w <= 0 {
+				return bad
+			}
+			a.i[g], src = v, src[w:]
+		case a.s != nil:
+			l, w := binary.Uvarint(src)
+			if w <= 0 || uint64(len(src)-w) < l {
+				return bad
+			}
+			a.s[g], src = string(src[w:w+int(l)]), src[w+int(l):]
+		case a.b != nil:
+			if len(src) < 1 {
+				return bad
+			}
+			a.b[g], src = src[0] == 1, src[1:]
+		}
+	}
+	if len(src) != 0 {
+		return bad
+	}
+	return nil
 }

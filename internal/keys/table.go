@@ -271,3 +271,90 @@ func (t *Table) Build(ids []int32) arrow.Array {
 	}
 	return b.NewArray()
 }
+
+// Bytes returns the key bytes of a key ID: the bytes hashed for its key
+// group (see the package documentation), which also identify it in the
+// state store. Null gives nil.
+func (t *Table) Bytes(id int32) []byte {
+	if id == t.nullID {
+		return nil
+	}
+	if t.str != nil {
+		return []byte(t.strs[id])
+	}
+	v := t.nums[id]
+	if t.typ.ID() == arrow.BOOL {
+		return []byte{byte(v)}
+	}
+	var b [8]byte
+	for i := 0; i < 8; i++ {
+		b[i] = byte(v >> (56 - 8*uint(i)))
+	}
+	return b[:]
+}
+
+// Group returns the key group of a key ID for max parallelism m: the same
+// group keyed edges route its rows by.
+func (t *Table) Group(id int32, m int) int {
+	return int(hashBytes(t.Bytes(id)) % uint64(m))
+}
+
+// IDOfBytes returns the ID of the key whose Bytes are b, adding it: the
+// inverse of Bytes, used to restore state. nil is the null key.
+func (t *Table) IDOfBytes(b []byte) (int32, error) {
+	if b == nil {
+		return t.nullKey(), nil
+	}
+	if t.str != nil {
+		return t.strID(string(b)), nil
+	}
+	switch {
+	case t.typ.ID() == arrow.BOOL && len(b) == 1:
+		return t.numID(uint64(b[0])), nil
+	case len(b) == 8:
+		var v uint64
+		for _, c := range b {
+			v = v<<8 | uint64(c)
+		}
+		return t.numID(v), nil
+	}
+	return 0, fmt.Errorf("keys: %d key bytes do not encode a %s key", len(b), t.typ)
+}
+
+// RowBytes returns the key bytes of row i of a key column (see the package
+// documentation), the same bytes its key group is hashed from.
+func RowBytes(col arrow.Array, i int) ([]byte, error) {
+	if col.IsNull(i) {
+		return nil, nil
+	}
+	var v uint64
+	switch a := col.(type) {
+	case *array.String:
+		return []byte(a.Value(i)), nil
+	case *array.LargeString:
+		return []byte(a.Value(i)), nil
+	case *array.Binary:
+		return append([]byte(nil), a.Value(i)...), nil
+	case *array.LargeBinary:
+		return append([]byte(nil), a.Value(i)...), nil
+	case *array.Boolean:
+		if a.Value(i) {
+			return []byte{1}, nil
+		}
+		return []byte{0}, nil
+	default:
+		vals, err := numbers(col)
+		if err != nil {
+			return nil, err
+		}
+		v = vals(i)
+	}
+	var b [8]byte
+	for k := 0; k < 8; k++ {
+		b[k] = byte(v >> (56 - 8*uint(k)))
+	}
+	return b[:], nil
+}
+
+// GroupOfBytes is the key group of key bytes for max parallelism m.
+func GroupOfBytes(b []byte, m int) int { return int(hashBytes(b) % uint64(m)) }

@@ -13,6 +13,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/agg"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // Aggregate emit modes.
@@ -94,29 +95,67 @@ func buildAggregate(c Context) (Built, error) {
 		}
 	}
 	out := arrow.NewSchema(fields, nil)
-	return Built{Output: out, New: func(connectors.TaskInfo) (Instance, error) {
-		t, err := keys.NewTable(keyField.Type)
+	meta := MetaColumnsOf(c.Input)
+	return Built{Output: out, New: func(t Task) (Instance, error) {
+		tbl, err := keys.NewTable(keyField.Type)
 		if err != nil {
 			return nil, err
 		}
-		return &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: t, out: out, final: cfg.Emit == EmitFinal}, nil
+		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, maxPar: t.MaxParallelism}
+		if err := a.open(t); err != nil {
+			return nil, fmt.Errorf("operator %q: restoring state: %w", c.Op.ID, err)
+		}
+		return a, nil
 	}}, nil
 }
 
+// aggNamespace holds a running aggregate's accumulators, by key.
+const aggNamespace = "aggregate"
+
+// open restores the committed accumulators of the subtask's key groups.
+func (a *aggregate) open(t Task) error {
+	j, err := state.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups.Start)
+	if err != nil {
+		return err
+	}
+	a.journal = j
+	return j.Scan(aggNamespace, state.Scope{Groups: t.KeyGroups}, t.Now(), func(e state.Entry) error {
+		id, err := a.keys.IDOfBytes(e.Key.User)
+		if err != nil {
+			return err
+		}
+		a.state.Grow(a.keys.Len())
+		return a.state.Decode(int(id), e.Value)
+	})
+}
+
 type aggregate struct {
-	op     string
-	keyCol int
-	set    *agg.Set
-	state  *agg.State
-	keys   *keys.Table
-	out    *arrow.Schema
-	final  bool
-	held   []*ack.Node
-	ids    []int32
-	seen   []bool
+	op      string
+	keyCol  int
+	set     *agg.Set
+	state   *agg.State
+	keys    *keys.Table
+	out     *arrow.Schema
+	final   bool
+	held    []*ack.Node
+	ids     []int32
+	seen    []bool
+	journal *state.Journal
+	meta    MetaColumns
+	maxPar  int
+	buf     []byte
 }
 
 func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {
+	// Rows already in committed state (a replay after a restart) are
+	// skipped: their effect is committed, and must not count twice.
+	b, epoch, err := Replayed(a.journal, a.meta, b)
+	if err != nil {
+		return fmt.Errorf("operator %q: %w", a.op, err)
+	}
+	if b.Rec == nil {
+		return nil
+	}
 	rows := int(b.Rec.NumRows())
 	if cap(a.ids) < rows {
 		a.ids = make([]int32, rows)
@@ -128,19 +167,15 @@ func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {
 		return fmt.Errorf("operator %q: %w", a.op, err)
 	}
 	a.state.Grow(a.keys.Len())
-	err := a.state.Update(b.Rec, ids)
+	err = a.state.Update(b.Rec, ids)
 	b.Rec.Release()
 	if err != nil {
 		b.Ack.Release(err)
 		return fmt.Errorf("operator %q: %w", a.op, err)
 	}
-	if a.final {
-		// The rows are folded into state, but their results are not out
-		// yet: hold the acknowledgement until they are.
-		a.held = append(a.held, b.Ack)
-		return nil
-	}
-	// Emit the touched keys, each once, in order of first appearance.
+	// The touched keys, each once, in order of first appearance: their new
+	// accumulators are staged in this batch's epoch, which commits when the
+	// batch's output is acknowledged (R-STATE-3).
 	if len(a.seen) < a.keys.Len() {
 		a.seen = make([]bool, a.keys.Len()+a.keys.Len()/2)
 	}
@@ -153,6 +188,14 @@ func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {
 	}
 	for _, id := range touched {
 		a.seen[id] = false
+		a.buf = a.state.Encode(a.buf[:0], int(id))
+		epoch.Put(aggNamespace, a.keys.Group(id, a.maxPar), a.keys.Bytes(id), a.buf, 0)
+	}
+	if a.final {
+		// The rows are folded into state, but their results are not out
+		// yet: hold the acknowledgement until they are.
+		a.held = append(a.held, b.Ack)
+		return nil
 	}
 	return out.Emit(ctx, Batch{Rec: a.build(touched), Ack: b.Ack})
 }

@@ -93,6 +93,9 @@ func buildMap(c Context) (Built, error) {
 		if len(cfg.Set)+len(cfg.Drop)+len(cfg.Select) > 0 {
 			return Built{}, Errf("config.function", "cannot be combined with set, drop or select")
 		}
+		if pb, ok := c.Bound.(ProcessBinding); ok && pb.Fn != nil {
+			return buildProcess(c, pb)
+		}
 		mb, ok := c.Bound.(MapBinding)
 		if !ok || mb.Fn == nil {
 			return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
@@ -101,7 +104,7 @@ func buildMap(c Context) (Built, error) {
 		if out == nil {
 			out = c.Input
 		}
-		return Built{Output: out, New: func(connectors.TaskInfo) (Instance, error) {
+		return Built{Output: out, New: func(Task) (Instance, error) {
 			return &funcMap{op: c.Op.ID, fn: mb.Fn, out: out}, nil
 		}}, nil
 	}
@@ -187,7 +190,7 @@ func buildMap(c Context) (Built, error) {
 	}
 	out := arrow.NewSchema(fields, nil)
 	identity := len(steps) == 0 && len(keep) == c.Input.NumFields()
-	return Built{Output: out, New: func(connectors.TaskInfo) (Instance, error) {
+	return Built{Output: out, New: func(Task) (Instance, error) {
 		if identity {
 			return Passthrough{}, nil
 		}
@@ -299,7 +302,7 @@ func buildFilter(c Context) (Built, error) {
 		if !ok || fb.Fn == nil {
 			return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
 		}
-		return Built{Output: c.Input, New: func(connectors.TaskInfo) (Instance, error) {
+		return Built{Output: c.Input, New: func(Task) (Instance, error) {
 			return &filter{op: c.Op.ID, mask: func(ctx context.Context, rec arrow.RecordBatch) ([]bool, error) { return fb.Fn(ctx, rec) }}, nil
 		}}, nil
 	case cfg.Expr == "":
@@ -314,7 +317,7 @@ func buildFilter(c Context) (Built, error) {
 	if e.Type().ID() != arrow.BOOL {
 		return Built{}, Errf("config.expr", "must be a boolean expression (got %s)", e.Type())
 	}
-	return Built{Output: c.Input, New: func(connectors.TaskInfo) (Instance, error) {
+	return Built{Output: c.Input, New: func(Task) (Instance, error) {
 		return &filter{op: c.Op.ID, mask: func(_ context.Context, rec arrow.RecordBatch) ([]bool, error) { return e.EvalMask(rec) }}, nil
 	}}, nil
 }

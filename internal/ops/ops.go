@@ -30,6 +30,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // Batch is rows in flight with their acknowledgement.
@@ -101,11 +102,27 @@ type Context struct {
 type Built struct {
 	// Output is the schema of the rows the operator emits.
 	Output *arrow.Schema
-	// New creates the instance of one subtask. It must not do I/O.
-	New func(info connectors.TaskInfo) (Instance, error)
+	// New creates the instance of one subtask. Stateful operators open
+	// their journal and restore their committed state here.
+	New func(t Task) (Instance, error)
 	// Extra holds kind-specific information for the runtime (for example a
 	// window's late-row route).
 	Extra any
+}
+
+// Task is what an operator subtask gets when it is created.
+type Task struct {
+	connectors.TaskInfo
+	// State is the job's state backend (memory when the spec declares no
+	// state block). Stateful operators keep their committed state there,
+	// through a state.Journal.
+	State state.Backend
+	// KeyGroups are the key groups this subtask owns.
+	KeyGroups job.KeyGroupRange
+	// MaxParallelism is the job's number of key groups.
+	MaxParallelism int
+	// Now is the wall clock in Unix ms (state TTL).
+	Now func() int64
 }
 
 // Factory builds an operator. Errors name their field relative to the

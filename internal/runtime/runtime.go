@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // State is a runtime's lifecycle state.
@@ -84,6 +86,12 @@ type Options struct {
 	// ProcessingTimeInterval is how often a processing-time source feeding
 	// a window advances its watermark to the clock (default 200ms).
 	ProcessingTimeInterval time.Duration
+	// DataDir is where jobs keep state whose spec gives no state.path:
+	// DataDir/<job>/state.
+	DataDir string
+	// StartPositions makes source subtasks (by task ID) resume from these
+	// positions instead of their configured start (restores, restarts).
+	StartPositions map[string][]connectors.Position
 }
 
 // Hooks are called synchronously from the runtime; they must not block.
@@ -108,8 +116,10 @@ type Runtime struct {
 	done     chan struct{} // closed when Run has finished
 	cancel   context.CancelFunc
 
-	tasks   []*taskMetrics
-	sources []*sourceHead
+	tasks          []*taskMetrics
+	sources        []*sourceHead
+	store          state.Backend
+	lastStateBytes map[string]int64
 }
 
 // New returns a runtime for a built graph.
@@ -290,8 +300,26 @@ func (r *Runtime) closeAll(res []resource, reverse bool) error {
 // connected in reverse order, then what was never connected: every Source
 // and Sink is closed exactly once.
 func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, error) {
-	chains, sources, sinks, err := r.instantiate()
+	// State first: operators restore from it when they are created, and it
+	// closes last, after the sinks (R-VAL-4, R-WAL-6).
+	st, err := r.openState()
 	if err != nil {
+		return nil, nil, err
+	}
+	stateRes := resource{kind: "state", task: r.g.Spec.ID, close: func(context.Context) error {
+		// Keep the last sizes for Metrics after the job ended.
+		sizes := r.stateBytes(st)
+		r.mu.Lock()
+		r.lastStateBytes = sizes
+		r.mu.Unlock()
+		return st.Close()
+	}}
+	r.mu.Lock()
+	r.store = st
+	r.mu.Unlock()
+	chains, sources, sinks, err := r.instantiate(st)
+	if err != nil {
+		r.closeAll([]resource{stateRes}, false)
 		return nil, nil, err
 	}
 	r.mu.Lock()
@@ -310,13 +338,51 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 			r.closeAll(all[i:i+1], false)
 			r.closeAll(all[:i], true)
 			r.closeAll(all[i+1:], true)
+			for _, c := range chains {
+				for _, n := range c.nodes {
+					_ = n.inst.Close()
+				}
+			}
+			r.closeAll([]resource{stateRes}, false)
 			return nil, nil, err
 		}
 		if h := r.opts.Hooks.OnConnect; h != nil {
 			h(res.kind, res.task)
 		}
 	}
-	return chains, all, nil
+	return chains, append(all, stateRes), nil
+}
+
+// openState opens the job's state backend: the spec's state block, or an
+// in-memory store when it has none (state then lives as long as the run).
+// Badger needs a directory: state.path, or the runtime's data directory.
+func (r *Runtime) openState() (state.Backend, error) {
+	s := r.g.Spec.State
+	if s == nil || s.Backend == job.BackendMemory {
+		return state.NewMemory(), nil
+	}
+	dir := s.Path
+	if dir == "" {
+		if r.opts.DataDir == "" {
+			return nil, fmt.Errorf("opening state: the spec's state block has no path and no data directory was given (set state.path, or arkflow.WithDataDir / arkflow run --data-dir)")
+		}
+		dir = filepath.Join(r.opts.DataDir, r.g.Spec.ID, "state")
+	}
+	st, err := state.Open(state.Options{Backend: s.Backend, Dir: dir, FormatVersion: s.FormatVersion, Logger: r.log})
+	if err != nil {
+		return nil, fmt.Errorf("opening state: %w", err)
+	}
+	return st, nil
+}
+
+// stateJob is the job name state keys are stored under: the state
+// block's namespace when set (so versions of a job can share state), else
+// the job ID.
+func stateJob(s *job.Spec) string {
+	if s.State != nil && s.State.Namespace != "" {
+		return s.State.Namespace
+	}
+	return s.ID
 }
 
 // chainInstance is one subtask of one chain.
@@ -351,7 +417,7 @@ type sinkInstance struct {
 	snk  connectors.Sink
 }
 
-func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
+func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
 	g := r.g
 	plan := g.Plan
 	spec := g.Spec
@@ -424,6 +490,17 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 						fail(fmt.Errorf("creating source %s: %w", task, e))
 						continue
 					}
+					if ps, ok := r.opts.StartPositions[task]; ok {
+						p, can := src.(connectors.Positioner)
+						if !can {
+							fail(fmt.Errorf("source %s cannot resume from positions (its connector does not implement connectors.Positioner)", task))
+							continue
+						}
+						if e := p.Seek(ps); e != nil {
+							fail(fmt.Errorf("source %s: seeking to %v: %w", task, ps, e))
+							continue
+						}
+					}
 					st, e := r.sourceTime(opID, sub)
 					if e != nil {
 						fail(fmt.Errorf("source %s: %w", task, e))
@@ -441,7 +518,11 @@ func (r *Runtime) instantiate() (chains []*chainInstance, sources []*sourceHead,
 					sinks = append(sinks, &sinkInstance{task: task, snk: snk})
 					n.inst = &sinkOp{task: task, snk: snk, m: m}
 				default:
-					inst, e := g.Ops[opID].New(info(opID, sub))
+					t, _ := plan.Task(task)
+					stInfo := info(opID, sub)
+					stInfo.JobID = stateJob(spec)
+					inst, e := g.Ops[opID].New(ops.Task{TaskInfo: stInfo, State: st, KeyGroups: t.KeyGroups(), MaxParallelism: spec.MaxParallelism,
+						Now: func() int64 { return r.opts.Clock.Now().UnixMilli() }})
 					if e != nil {
 						fail(fmt.Errorf("creating operator %s: %w", task, e))
 						continue
@@ -764,6 +845,33 @@ type TaskMetrics struct {
 	// Gauges are the operator's own counters (windows: open windows, late
 	// rows, …), nil when it has none.
 	Gauges map[string]int64
+}
+
+// StateBytes returns the bytes of state each stateful operator keeps
+// (R-STATE-2), by operator ID.
+func (r *Runtime) StateBytes() map[string]int64 {
+	r.mu.Lock()
+	st, last := r.store, r.lastStateBytes
+	r.mu.Unlock()
+	if last != nil {
+		return last
+	}
+	if st == nil {
+		return map[string]int64{}
+	}
+	return r.stateBytes(st)
+}
+
+func (r *Runtime) stateBytes(st state.Backend) map[string]int64 {
+	out := map[string]int64{}
+	for _, op := range r.g.Spec.Operators {
+		if op.Stateful || op.Kind == job.KindAggregate || op.Kind == job.KindWindow {
+			if n, err := st.Size(stateJob(r.g.Spec), op.ID); err == nil {
+				out[op.ID] = n
+			}
+		}
+	}
+	return out
 }
 
 // Positions returns the acknowledged positions of every source subtask that

@@ -49,6 +49,7 @@ type probe struct {
 	src         *mem.Source
 	failConnect bool
 	failWrite   int // fail the n-th write (1-based); 0 never
+	failEvery   int // fail every n-th write; 0 never
 	mu          sync.Mutex
 	writes      int
 	got         map[int][]arrow.RecordBatch // subtask -> batches
@@ -116,7 +117,7 @@ func (s *probeSink) Write(_ context.Context, rec arrow.RecordBatch) error {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	s.p.writes++
-	if s.p.failWrite > 0 && s.p.writes == s.p.failWrite {
+	if s.p.failWrite > 0 && s.p.writes == s.p.failWrite || s.p.failEvery > 0 && s.p.writes%s.p.failEvery == 0 {
 		return errors.New("probe write failure")
 	}
 	rec.Retain()

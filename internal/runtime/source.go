@@ -191,8 +191,11 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 			if err := c.tick(ctx, clock); err != nil {
 				return err
 			}
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-readCtx.Done():
+			// Stopped (or cancelled) while the reader was blocked: the
+			// reader may exit without handing over its error.
+			_, err := c.handleRead(ctx, readCtx, connectors.Batch{}, readCtx.Err(), clock)
+			return err
 		}
 	}
 }

@@ -1,0 +1,106 @@
+package ops
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/state"
+)
+
+// MetaColumns are the indices of a schema's __meta_source,
+// __meta_partition and __meta_offset columns (-1 when absent). Stateful
+// operators use them to know which input their state has applied.
+type MetaColumns struct{ Source, Partition, Offset int }
+
+// MetaColumnsOf finds the metadata columns of a schema.
+func MetaColumnsOf(s *arrow.Schema) MetaColumns {
+	find := func(name string) int {
+		if idx := s.FieldIndices(name); len(idx) == 1 {
+			return idx[0]
+		}
+		return -1
+	}
+	return MetaColumns{Source: find(connectors.MetaSource), Partition: find(connectors.MetaPartition), Offset: find(connectors.MetaOffset)}
+}
+
+// Present reports whether rows carry their source positions.
+func (m MetaColumns) Present() bool { return m.Source >= 0 && m.Partition >= 0 && m.Offset >= 0 }
+
+// Replayed starts a journal epoch for a batch and drops the rows the
+// operator's committed state already contains (offset below the applied
+// frontier of their source partition: a replay after a restart). The epoch
+// records the input the remaining rows cover.
+//
+// The returned batch carries a new acknowledgement for what the operator
+// emits from it: when every output is acknowledged, the epoch is done; when
+// the epoch commits (in order, after every earlier epoch), the input's own
+// acknowledgement is released. So the source and the WAL commit only input
+// whose state is committed (R-CKPT-2). When every row was already applied,
+// it releases the batch and returns a zero Batch. Rows without position
+// columns are never dropped (and cover nothing).
+func Replayed(j *state.Journal, m MetaColumns, b Batch) (Batch, *state.Epoch, error) {
+	epoch := j.Begin()
+	input := b.Ack
+	epoch.OnSettled(func(err error) { input.Release(err) })
+	b.Ack = ack.New(epoch.Done)
+	if !m.Present() {
+		return b, epoch, nil
+	}
+	src, ok1 := b.Rec.Column(m.Source).(*array.String)
+	part, ok2 := b.Rec.Column(m.Partition).(*array.Int32)
+	off, ok3 := b.Rec.Column(m.Offset).(*array.Int64)
+	if !ok1 || !ok2 || !ok3 {
+		return b, epoch, nil
+	}
+	n := int(b.Rec.NumRows())
+	var keep []bool
+	type sp struct {
+		s string
+		p int32
+	}
+	ends := map[sp]int64{}
+	lastSrc, lastPart, applied := "", int32(-1), int64(0)
+	for r := 0; r < n; r++ {
+		s, p, o := src.Value(r), part.Value(r), off.Value(r)
+		if s != lastSrc || p != lastPart {
+			lastSrc, lastPart, applied = s, p, j.Applied(s, p)
+		}
+		if o < applied {
+			if keep == nil {
+				keep = make([]bool, n)
+				for i := 0; i < r; i++ {
+					keep[i] = true
+				}
+			}
+			continue
+		}
+		if keep != nil {
+			keep[r] = true
+		}
+		if k := (sp{s, p}); o+1 > ends[k] {
+			ends[k] = o + 1
+		}
+	}
+	for k, end := range ends {
+		epoch.Covers(k.s, k.p, end)
+	}
+	if keep == nil {
+		return b, epoch, nil
+	}
+	rec, err := batch.Filter(b.Rec, keep)
+	b.Rec.Release()
+	if err != nil {
+		b.Ack.Release(err)
+		return Batch{}, nil, err
+	}
+	if rec == nil {
+		// Everything was applied before: nothing to stage or emit.
+		b.Ack.Release(nil)
+		return Batch{}, epoch, nil
+	}
+	b.Rec = rec
+	return b, epoch, nil
+}

@@ -1,0 +1,230 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Keyed is the state of one key while an operator processes a batch: what
+// user code reads and writes through Value and Map. Writes are staged in
+// the batch's epoch and commit when its output is acknowledged; reads see
+// them at once.
+type Keyed struct {
+	j     *Journal
+	e     *Epoch
+	group int
+	key   []byte
+	now   int64
+	ttl   int64 // default TTL in ms for writes; 0 = none
+}
+
+// NewKeyed returns the state handle of a key (its key bytes and key
+// group) within an epoch. now is the wall clock in Unix ms; ttl the
+// default time to live of writes (0: none).
+func NewKeyed(j *Journal, e *Epoch, group int, key []byte, now int64, ttl time.Duration) *Keyed {
+	return &Keyed{j: j, e: e, group: group, key: key, now: now, ttl: ttl.Milliseconds()}
+}
+
+// Key returns the key's bytes.
+func (k *Keyed) Key() []byte { return k.key }
+
+func (k *Keyed) expiry(ttl int64) int64 {
+	if ttl <= 0 {
+		return 0
+	}
+	return k.now + ttl
+}
+
+// Value is a single value of type T per key, named so that several can
+// live side by side. T is encoded in binary for integers, floats, bools,
+// strings and []byte, and as JSON otherwise.
+type Value[T any] struct{ ns string }
+
+// NewValue declares a keyed value.
+func NewValue[T any](name string) Value[T] { return Value[T]{ns: "value:" + name} }
+
+// Get returns the key's value, and whether it has one (an expired value
+// has none).
+func (v Value[T]) Get(k *Keyed) (T, bool, error) {
+	var zero T
+	b, ok, err := k.j.Get(v.ns, k.group, k.key, k.now)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	x, err := decode[T](b)
+	if err != nil {
+		return zero, false, fmt.Errorf("state %s: %w", v.ns, err)
+	}
+	return x, true, nil
+}
+
+// Set stores the key's value, with the operator's default TTL.
+func (v Value[T]) Set(k *Keyed, x T) error {
+	return v.SetTTL(k, x, time.Duration(k.ttl)*time.Millisecond)
+}
+
+// SetTTL stores the key's value, gone after ttl (0: never).
+func (v Value[T]) SetTTL(k *Keyed, x T, ttl time.Duration) error {
+	b, err := encode(x)
+	if err != nil {
+		return fmt.Errorf("state %s: %w", v.ns, err)
+	}
+	k.e.Put(v.ns, k.group, k.key, b, k.expiry(ttl.Milliseconds()))
+	return nil
+}
+
+// Clear removes the key's value.
+func (v Value[T]) Clear(k *Keyed) { k.e.Delete(v.ns, k.group, k.key) }
+
+// Map is a map from K to V per key.
+type Map[K comparable, V any] struct{ ns string }
+
+// NewMap declares a keyed map.
+func NewMap[K comparable, V any](name string) Map[K, V] { return Map[K, V]{ns: "map:" + name} }
+
+func (m Map[K, V]) entryKey(k *Keyed, key K) ([]byte, error) {
+	kb, err := encode(key)
+	if err != nil {
+		return nil, err
+	}
+	return append(m.prefix(k), kb...), nil
+}
+
+func (m Map[K, V]) prefix(k *Keyed) []byte {
+	p := binary.BigEndian.AppendUint32(nil, uint32(len(k.key)))
+	return append(p, k.key...)
+}
+
+// Get returns the value under key.
+func (m Map[K, V]) Get(k *Keyed, key K) (V, bool, error) {
+	var zero V
+	ek, err := m.entryKey(k, key)
+	if err != nil {
+		return zero, false, fmt.Errorf("state %s: %w", m.ns, err)
+	}
+	b, ok, err := k.j.Get(m.ns, k.group, ek, k.now)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	x, err := decode[V](b)
+	if err != nil {
+		return zero, false, fmt.Errorf("state %s: %w", m.ns, err)
+	}
+	return x, true, nil
+}
+
+// Put stores v under key, with the operator's default TTL.
+func (m Map[K, V]) Put(k *Keyed, key K, v V) error {
+	ek, err := m.entryKey(k, key)
+	if err != nil {
+		return fmt.Errorf("state %s: %w", m.ns, err)
+	}
+	b, err := encode(v)
+	if err != nil {
+		return fmt.Errorf("state %s: %w", m.ns, err)
+	}
+	k.e.Put(m.ns, k.group, ek, b, k.expiry(k.ttl))
+	return nil
+}
+
+// Delete removes key.
+func (m Map[K, V]) Delete(k *Keyed, key K) error {
+	ek, err := m.entryKey(k, key)
+	if err != nil {
+		return fmt.Errorf("state %s: %w", m.ns, err)
+	}
+	k.e.Delete(m.ns, k.group, ek)
+	return nil
+}
+
+// Range calls fn for every entry of the key's map (staged writes
+// included), in key-byte order, until fn returns false.
+func (m Map[K, V]) Range(k *Keyed, fn func(K, V) bool) error {
+	prefix := m.prefix(k)
+	var out error
+	err := k.j.ScanPrefix(m.ns, k.group, prefix, k.now, func(user, value []byte) bool {
+		key, err := decode[K](user[len(prefix):])
+		if err == nil {
+			var v V
+			v, err = decode[V](value)
+			if err == nil {
+				return fn(key, v)
+			}
+		}
+		out = fmt.Errorf("state %s: %w", m.ns, err)
+		return false
+	})
+	if err != nil {
+		return err
+	}
+	return out
+}
+
+// encode writes basic types in binary (order-preserving for integers, so
+// map keys sort numerically) and anything else as JSON.
+func encode[T any](x T) ([]byte, error) {
+	switch v := any(x).(type) {
+	case string:
+		return []byte(v), nil
+	case []byte:
+		return append([]byte(nil), v...), nil
+	case bool:
+		if v {
+			return []byte{1}, nil
+		}
+		return []byte{0}, nil
+	case int:
+		return binary.BigEndian.AppendUint64(nil, uint64(v)^(1<<63)), nil
+	case int64:
+		return binary.BigEndian.AppendUint64(nil, uint64(v)^(1<<63)), nil
+	case int32:
+		return binary.BigEndian.AppendUint64(nil, uint64(int64(v))^(1<<63)), nil
+	case uint64:
+		return binary.BigEndian.AppendUint64(nil, v), nil
+	case float64:
+		return binary.BigEndian.AppendUint64(nil, math.Float64bits(v)), nil
+	}
+	return json.Marshal(x)
+}
+
+func decode[T any](b []byte) (T, error) {
+	var x T
+	switch p := any(&x).(type) {
+	case *string:
+		*p = string(b)
+	case *[]byte:
+		*p = append([]byte(nil), b...)
+	case *bool:
+		if len(b) != 1 {
+			return x, fmt.Errorf("bool value of %d bytes", len(b))
+		}
+		*p = b[0] == 1
+	case *int, *int64, *int32, *uint64, *float64:
+		if len(b) != 8 {
+			return x, fmt.Errorf("8-byte value of %d bytes", len(b))
+		}
+		u := binary.BigEndian.Uint64(b)
+		switch q := p.(type) {
+		case *int:
+			*q = int(int64(u ^ (1 << 63)))
+		case *int64:
+			*q = int64(u ^ (1 << 63))
+		case *int32:
+			*q = int32(int64(u ^ (1 << 63)))
+		case *uint64:
+			*q = u
+		case *float64:
+			*q = math.Float64frombits(u)
+		}
+	default:
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if err := dec.Decode(&x); err != nil {
+			return x, fmt.Errorf("decoding %T: %w", x, err)
+		}
+	}
+	return x, nil
+}
