@@ -57,16 +57,23 @@ func Replayed(j *state.Journal, m MetaColumns, b Batch) (Batch, *state.Epoch, er
 	}
 	n := int(b.Rec.NumRows())
 	var keep []bool
-	type sp struct {
-		s string
-		p int32
+	// A batch usually holds rows of one source partition: track the run of
+	// equal (source, partition) and touch the journal once per run.
+	runSrc, runPart, runEnd := "", int32(-1), int64(-1)
+	applied := int64(0)
+	flush := func() {
+		if runEnd >= 0 {
+			epoch.Covers(runSrc, runPart, runEnd)
+		}
 	}
-	ends := map[sp]int64{}
-	lastSrc, lastPart, applied := "", int32(-1), int64(0)
+	offs := off.Int64Values()
+	parts := part.Int32Values()
 	for r := 0; r < n; r++ {
-		s, p, o := src.Value(r), part.Value(r), off.Value(r)
-		if s != lastSrc || p != lastPart {
-			lastSrc, lastPart, applied = s, p, j.Applied(s, p)
+		p, o := parts[r], offs[r]
+		if p != runPart || src.Value(r) != runSrc {
+			flush()
+			runSrc, runPart, runEnd = src.Value(r), p, -1
+			applied = j.Applied(runSrc, p)
 		}
 		if o < applied {
 			if keep == nil {
@@ -80,13 +87,11 @@ func Replayed(j *state.Journal, m MetaColumns, b Batch) (Batch, *state.Epoch, er
 		if keep != nil {
 			keep[r] = true
 		}
-		if k := (sp{s, p}); o+1 > ends[k] {
-			ends[k] = o + 1
+		if o+1 > runEnd {
+			runEnd = o + 1
 		}
 	}
-	for k, end := range ends {
-		epoch.Covers(k.s, k.p, end)
-	}
+	flush()
 	if keep == nil {
 		return b, epoch, nil
 	}
