@@ -48,7 +48,8 @@ type Mutation struct {
 }
 
 // Scope selects entries: one job, one operator (or every operator when
-// empty), a range of key groups.
+// empty), a range of key groups. The zero Groups is group 0 only; use
+// AllKeyGroups for every group.
 type Scope struct {
 	Job      string
 	Operator string
@@ -74,7 +75,8 @@ type RestoreInfo struct {
 }
 
 // Backend is an embedded store of keyed state. Implementations are safe
-// for concurrent use.
+// for concurrent use. Expiry is wall-clock time: callers pass processing
+// time as now (Badger also expires entries on its own, by the wall clock).
 type Backend interface {
 	// Get returns the value of k if it exists and has not expired at now
 	// (Unix ms).
@@ -92,9 +94,10 @@ type Backend interface {
 	Snapshot(w io.Writer, scope Scope, now int64) (SnapshotInfo, error)
 	// Restore reads a snapshot and writes the entries in scope's key
 	// groups that have not expired at now (their expiry travels with them;
-	// expired entries are not resurrected). The scope's job must be empty
-	// in this store. A corrupt or truncated stream is an error, and then
-	// nothing of it remains in the store.
+	// expired entries are not resurrected). The scope must be empty in this
+	// store (several tasks of one job may restore their own key-group
+	// ranges). A corrupt or truncated stream is an error, and then nothing
+	// of it remains in the store.
 	Restore(r io.Reader, scope Scope, now int64) (RestoreInfo, error)
 	// Size returns the bytes (keys and values) an operator's live entries
 	// take, or every operator's of the job when operator is empty.
