@@ -154,8 +154,22 @@ func TestStateIsolatedByJob(t *testing.T) {
 	}
 	// The second job started from empty state: its totals equal the first
 	// job's, not double.
+	last, want := lastTotals(t, out), lastTotals(t, sink)
+	for u, w := range want {
+		if !bytes.Equal(last[u], w) {
+			t.Errorf("user %s: second job's totals %s, first job's %s", u, last[u], w)
+		}
+	}
+	if m := rt.StateBytes(); m["sum"] <= 0 {
+		t.Errorf("state bytes of operator sum: %v", m)
+	}
+}
+
+// lastTotals returns, per user, the last (count, total) a probe sink got.
+func lastTotals(t *testing.T, p *probe) map[string][]byte {
+	t.Helper()
 	last := map[string][]byte{}
-	for _, recs := range out.got {
+	for _, recs := range p.got {
 		for _, r := range recs {
 			for i := 0; i < int(r.NumRows()); i++ {
 				row := r.NewSlice(int64(i), int64(i+1))
@@ -166,24 +180,5 @@ func TestStateIsolatedByJob(t *testing.T) {
 			}
 		}
 	}
-	want := map[string][]byte{}
-	for _, recs := range sink.got {
-		for _, r := range recs {
-			for i := 0; i < int(r.NumRows()); i++ {
-				row := r.NewSlice(int64(i), int64(i+1))
-				var buf bytes.Buffer
-				fmt.Fprint(&buf, row.Column(1), row.Column(2))
-				want[column(t, row, "user", str)[0]] = buf.Bytes()
-				row.Release()
-			}
-		}
-	}
-	for u, w := range want {
-		if !bytes.Equal(last[u], w) {
-			t.Errorf("user %s: second job's totals %s, first job's %s", u, last[u], w)
-		}
-	}
-	if m := rt.StateBytes(); m["sum"] <= 0 {
-		t.Errorf("state bytes of operator sum: %v", m)
-	}
+	return last
 }
