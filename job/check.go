@@ -3,7 +3,6 @@ package job
 import (
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
 )
 
@@ -447,14 +446,4 @@ func (c *checker) state() {
 			p.Add("", "checkpoint.object_store_uri", "must be file:///dir or s3://bucket/prefix (got %q)", cp.ObjectStoreURI)
 		}
 	}
-}
-
-// SortedOperatorIDs returns the IDs of the spec's operators, sorted.
-func SortedOperatorIDs(s *Spec) []string {
-	ids := make([]string, 0, len(s.Operators))
-	for _, op := range s.Operators {
-		ids = append(ids, op.ID)
-	}
-	sort.Strings(ids)
-	return ids
 }

@@ -78,8 +78,6 @@ type Options struct {
 	// ChannelCapacity is the number of messages each channel between
 	// chains buffers before its sender blocks (default 16).
 	ChannelCapacity int
-	// Hooks observe the lifecycle (tests and metrics).
-	Hooks Hooks
 	// Clock gives the time for idle partitions and processing time
 	// (default: the system clock). Tests inject a fake one.
 	Clock Clock
@@ -92,14 +90,6 @@ type Options struct {
 	// StartPositions makes source subtasks (by task ID) resume from these
 	// positions instead of their configured start (restores, restarts).
 	StartPositions map[string][]connectors.Position
-}
-
-// Hooks are called synchronously from the runtime; they must not block.
-type Hooks struct {
-	// OnConnect is called after a source or sink connected successfully.
-	OnConnect func(kind, task string)
-	// OnClose is called after a source or sink was closed.
-	OnClose func(kind, task string, err error)
 }
 
 // Runtime runs one built job once.
@@ -288,9 +278,6 @@ func (r *Runtime) closeAll(res []resource, reverse bool) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("closing %s %s: %w", x.kind, x.task, err))
 		}
-		if h := r.opts.Hooks.OnClose; h != nil {
-			h(x.kind, x.task, err)
-		}
 	}
 	return errors.Join(errs...)
 }
@@ -345,9 +332,6 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 			}
 			r.closeAll([]resource{stateRes}, false)
 			return nil, nil, err
-		}
-		if h := r.opts.Hooks.OnConnect; h != nil {
-			h(res.kind, res.task)
 		}
 	}
 	return chains, append(all, stateRes), nil
