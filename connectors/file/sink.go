@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,12 +91,60 @@ func (s *Sink) Connect(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return fmt.Errorf("file %q: %w", s.path, err)
 	}
-	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("file %q: %w", s.path, err)
 	}
-	s.f, s.mu = f, lockFor(abs)
+	mu := lockFor(abs)
+	mu.Lock()
+	err = cutTornLine(f)
+	mu.Unlock()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("file %q: %w", s.path, err)
+	}
+	s.f, s.mu = f, mu
 	return nil
+}
+
+// cutTornLine removes a last line without its newline: the rest of a write
+// that a crash interrupted. Its rows were never acknowledged, so they are
+// delivered again; keeping the fragment would glue it to the next line.
+func cutTornLine(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	size := fi.Size()
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], size-1); err != nil {
+		return err
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	// Scan back in blocks for the previous newline.
+	buf := make([]byte, 64<<10)
+	end := size
+	for end > 0 {
+		start := max(end-int64(len(buf)), 0)
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil {
+			return err
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			return truncate(f, start+int64(i)+1)
+		}
+		end = start
+	}
+	return truncate(f, 0)
+}
+
+func truncate(f *os.File, size int64) error {
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // Write appends the rows with one write call and, unless fsync is off,
