@@ -1,0 +1,617 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SyncMode says when an append is made durable.
+type SyncMode string
+
+// Sync modes. See the package documentation for what each loses in a crash.
+const (
+	// SyncAlways fsyncs every entry before Append returns.
+	SyncAlways SyncMode = "always"
+	// SyncGroupCommit lets concurrent appenders share one fsync; Append
+	// still returns only after its own entry is durable.
+	SyncGroupCommit SyncMode = "group_commit"
+	// SyncPeriodic returns at once and fsyncs every SyncInterval.
+	SyncPeriodic SyncMode = "periodic"
+	// SyncNone leaves flushing to the operating system (and Close).
+	SyncNone SyncMode = "none"
+)
+
+// Defaults.
+const (
+	DefaultParkLease      = 60 * time.Second
+	DefaultDrainTimeout   = 30 * time.Second
+	DefaultSyncInterval   = 100 * time.Millisecond
+	DefaultCursorInterval = 100 * time.Millisecond
+	DefaultSegmentBytes   = 32 << 20
+)
+
+// ErrClosed is returned by operations on a closed log.
+var ErrClosed = errors.New("wal: log is closed")
+
+// ErrClosedPending is the error a stream fails with when Close's drain
+// window ran out while an acknowledgement was still waiting for an earlier
+// one (R-WAL-5). The waiting entries are replayed after a restart.
+var ErrClosedPending = errors.New("WAL closed while acknowledgement was pending")
+
+// ErrParked matches every *ParkedError with errors.Is.
+var ErrParked = errors.New("wal: acknowledgement parked")
+
+// ParkedError is returned by Await when its lease ran out while an earlier
+// sequence was still unacknowledged (R-WAL-4). It is retryable: nothing is
+// recorded against the owner of the gap, so a retry succeeds as soon as the
+// gap closes, and repeats the error for as long as it does not.
+type ParkedError struct {
+	// Seq is the lowest unacknowledged sequence: the gap.
+	Seq uint64
+	// Lease is how long the acknowledgement waited.
+	Lease time.Duration
+}
+
+func (e *ParkedError) Error() string {
+	return fmt.Sprintf("WAL acknowledgement parked for >%s waiting for sequence %d; the gap owner appears stalled", formatLease(e.Lease), e.Seq)
+}
+
+// Temporary reports that the operation may be retried.
+func (e *ParkedError) Temporary() bool { return true }
+
+// Is makes errors.Is(err, ErrParked) true.
+func (e *ParkedError) Is(target error) bool { return target == ErrParked }
+
+func formatLease(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
+// AbandonedError is returned by Await when an entry at or before the one
+// waited for was abandoned: its delivery failed, so the cursor cannot pass
+// it in this run. The entry is replayed after a restart.
+type AbandonedError struct{ Seq uint64 }
+
+func (e *AbandonedError) Error() string {
+	return fmt.Sprintf("wal: sequence %d was abandoned (its delivery failed); it is replayed on restart", e.Seq)
+}
+
+// Clock is the time source for leases and drain windows.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Options configure a Log. Zero values take the defaults.
+type Options struct {
+	// Sync is the sync mode (default group_commit).
+	Sync SyncMode
+	// SyncInterval is the periodic mode's fsync interval.
+	SyncInterval time.Duration
+	// CursorInterval is how often an advanced cursor is persisted. A
+	// cursor persisted late only means more replay after a crash.
+	CursorInterval time.Duration
+	// ParkLease bounds how long Await waits for an earlier sequence.
+	ParkLease time.Duration
+	// DrainTimeout bounds how long Close waits for parked acknowledgements.
+	DrainTimeout time.Duration
+	// CursorMeta, if set, is called when the cursor is persisted; the bytes
+	// it returns are stored with the cursor and returned by CursorMeta after
+	// a restart. A source keeps its resume positions there, because the
+	// entries they come from are deleted once the cursor passes them.
+	CursorMeta func(cursor uint64) []byte
+	// Clock defaults to the system clock.
+	Clock Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() error {
+	switch o.Sync {
+	case "":
+		o.Sync = SyncGroupCommit
+	case SyncAlways, SyncGroupCommit, SyncPeriodic, SyncNone:
+	default:
+		return fmt.Errorf("wal: sync %q is not one of always, group_commit, periodic, none", o.Sync)
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.CursorInterval <= 0 {
+		o.CursorInterval = DefaultCursorInterval
+	}
+	if o.ParkLease <= 0 {
+		o.ParkLease = DefaultParkLease
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// storage is where a Log keeps its records and cursor: a local directory
+// or an object store.
+type storage interface {
+	// recover loads what an earlier run left (repairing a torn tail).
+	recover() (recovered, error)
+	// write appends encoded records first..last. Calls are serialized and
+	// in sequence order; write may run while sync does.
+	write(recs []byte, first, last uint64) error
+	// sync makes every write that returned before the call durable. Calls
+	// are serialized.
+	sync() error
+	// replay returns the stored entries with seq > after, in order.
+	replay(after uint64) (iterator, error)
+	// saveCursor persists the cursor with its meta, then deletes segments
+	// wholly at or below it (unless retained). Calls are serialized.
+	saveCursor(cursor uint64, meta []byte) error
+	// close releases the storage (and its lock). It does not sync.
+	close() error
+	// describe names the storage in errors ("/data/wal/x", "s3://b/p").
+	describe() string
+}
+
+type recovered struct {
+	cursor uint64
+	meta   []byte
+	// last is the highest sequence stored (0 if none).
+	last uint64
+}
+
+type iterator interface {
+	// next returns the next entry, or io.EOF.
+	next() (Entry, error)
+	close() error
+}
+
+// Log is a write-ahead log: entries are appended with increasing sequence
+// numbers (from 1), acknowledged in any order, and the cursor (the highest
+// contiguous acknowledged sequence) is what survives a restart. Every entry
+// after the cursor is replayed.
+//
+// All methods are safe for concurrent use.
+type Log struct {
+	opts Options
+	st   storage
+
+	// appends
+	mu      sync.Mutex
+	next    uint64
+	written atomic.Uint64
+	closed  bool
+
+	// group commit
+	gc      sync.Mutex
+	gcCond  *sync.Cond
+	syncing bool
+	synced  uint64
+	ioErr   error
+
+	// acknowledgements
+	ack       sync.Mutex
+	cursor    uint64
+	last      uint64 // highest sequence appended or recovered
+	acked     map[uint64]struct{}
+	abandoned map[uint64]struct{}
+	advanced  chan struct{} // closed and replaced when the cursor moves or closing starts
+	closing   bool
+	drainEnd  time.Time
+	waiters   int
+	pending   int // waiters that failed with ErrClosedPending
+
+	// cursor persistence
+	persistMu sync.Mutex
+	persisted uint64
+	meta      []byte
+	// released is set (under persistMu) once Close has handed the storage
+	// back: the directory may then belong to another opener.
+	released atomic.Bool
+
+	stop    chan struct{}
+	flusher sync.WaitGroup
+}
+
+func open(st storage, opts Options) (*Log, error) {
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	rec, err := st.recover()
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	last := max(rec.last, rec.cursor)
+	l := &Log{
+		opts:      opts,
+		st:        st,
+		next:      last + 1,
+		cursor:    rec.cursor,
+		last:      last,
+		acked:     map[uint64]struct{}{},
+		abandoned: map[uint64]struct{}{},
+		advanced:  make(chan struct{}),
+		persisted: rec.cursor,
+		meta:      rec.meta,
+		synced:    last,
+		stop:      make(chan struct{}),
+	}
+	l.written.Store(last)
+	l.gcCond = sync.NewCond(&l.gc)
+	l.flusher.Add(1)
+	go l.flush()
+	return l, nil
+}
+
+// Append writes one entry and returns its sequence number once it is as
+// durable as the sync mode promises (R-WAL-1).
+func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
+	if len(payload) > MaxPayload {
+		return 0, fmt.Errorf("wal: entry of %d bytes exceeds the limit of %d", len(payload), MaxPayload)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	rec := AppendRecord(make([]byte, 0, RecordSize(len(payload))), 0, payload)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	if err := l.failed(); err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	seq := l.next
+	putSeq(rec, seq)
+	if err := l.st.write(rec, seq, seq); err != nil {
+		l.fail(err)
+		l.mu.Unlock()
+		return 0, err
+	}
+	l.next++
+	l.written.Store(seq)
+	l.ack.Lock()
+	l.last = seq
+	l.ack.Unlock()
+	var err error
+	if l.opts.Sync == SyncAlways {
+		// One fsync per entry, before the next entry is written.
+		err = l.syncTo(seq)
+	}
+	l.mu.Unlock()
+	if l.opts.Sync == SyncGroupCommit {
+		err = l.syncTo(seq)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+func putSeq(rec []byte, seq uint64) {
+	for i := 7; i >= 0; i-- {
+		rec[i] = byte(seq)
+		seq >>= 8
+	}
+}
+
+// syncTo returns once seq is durable. One caller at a time runs the fsync
+// for everything written so far; the others wait for it and return if it
+// covered them (group commit).
+func (l *Log) syncTo(seq uint64) error {
+	l.gc.Lock()
+	defer l.gc.Unlock()
+	for l.synced < seq && l.ioErr == nil {
+		if l.syncing {
+			l.gcCond.Wait()
+			continue
+		}
+		l.syncing = true
+		target := l.written.Load()
+		l.gc.Unlock()
+		err := l.st.sync()
+		l.gc.Lock()
+		l.syncing = false
+		if err != nil {
+			// After a failed fsync the kernel may have dropped the dirty
+			// pages: nothing written since the last good sync can be
+			// trusted, so the log stops accepting work.
+			l.ioErr = fmt.Errorf("wal: sync %s: %w", l.st.describe(), err)
+		} else if target > l.synced {
+			l.synced = target
+		}
+		l.gcCond.Broadcast()
+	}
+	return l.ioErr
+}
+
+func (l *Log) fail(err error) {
+	l.gc.Lock()
+	if l.ioErr == nil {
+		l.ioErr = fmt.Errorf("wal: write %s: %w", l.st.describe(), err)
+	}
+	l.gc.Unlock()
+}
+
+func (l *Log) failed() error {
+	l.gc.Lock()
+	defer l.gc.Unlock()
+	return l.ioErr
+}
+
+// Sync makes every entry appended so far durable, whatever the sync mode.
+func (l *Log) Sync() error {
+	if l.released.Load() {
+		return ErrClosed
+	}
+	return l.syncTo(l.written.Load())
+}
+
+// Ack records that an entry was handled. It never blocks. The cursor moves
+// to the highest contiguous acknowledged sequence (R-WAL-2): an ack ahead of
+// a gap is kept until the gap closes. Acknowledging a sequence twice, or one
+// at or below the cursor, does nothing.
+func (l *Log) Ack(seq uint64) error {
+	l.ack.Lock()
+	defer l.ack.Unlock()
+	if seq == 0 || seq > l.last {
+		return fmt.Errorf("wal: acknowledgement of sequence %d, which was never appended (last is %d)", seq, l.last)
+	}
+	if seq <= l.cursor {
+		return nil
+	}
+	delete(l.abandoned, seq)
+	l.acked[seq] = struct{}{}
+	moved := false
+	for {
+		if _, ok := l.acked[l.cursor+1]; !ok {
+			break
+		}
+		delete(l.acked, l.cursor+1)
+		l.cursor++
+		moved = true
+	}
+	if moved {
+		l.wake()
+	}
+	return nil
+}
+
+// Abandon records that an entry's delivery failed: it stays unacknowledged
+// until a restart replays it, and Await calls waiting behind it return an
+// *AbandonedError instead of waiting out their lease.
+func (l *Log) Abandon(seq uint64) {
+	l.ack.Lock()
+	defer l.ack.Unlock()
+	if seq <= l.cursor || seq > l.last {
+		return
+	}
+	if _, ok := l.acked[seq]; ok {
+		return
+	}
+	l.abandoned[seq] = struct{}{}
+	l.wake()
+}
+
+func (l *Log) wake() {
+	close(l.advanced)
+	l.advanced = make(chan struct{})
+}
+
+// Await returns once the cursor has reached seq, so that whatever follows
+// the WAL in the ack chain (the native source commit) may proceed for it.
+//
+// While an earlier sequence is unacknowledged the call is parked. After the
+// lease (Options.ParkLease) it returns a *ParkedError naming the gap; the
+// caller retries. During Close it waits at most until the drain window ends,
+// then returns ErrClosedPending.
+func (l *Log) Await(ctx context.Context, seq uint64) error {
+	l.ack.Lock()
+	if seq > l.last {
+		l.ack.Unlock()
+		return fmt.Errorf("wal: await of sequence %d, which was never appended (last is %d)", seq, l.last)
+	}
+	l.waiters++
+	defer func() {
+		l.waiters--
+		l.wake()
+		l.ack.Unlock()
+	}()
+	leaseEnd := l.opts.Clock.Now().Add(l.opts.ParkLease)
+	var timer <-chan time.Time
+	var timerEnd time.Time
+	for {
+		if l.cursor >= seq {
+			return nil
+		}
+		for s := l.cursor + 1; s <= seq && len(l.abandoned) > 0; s++ {
+			if _, ok := l.abandoned[s]; ok {
+				return &AbandonedError{Seq: s}
+			}
+		}
+		now := l.opts.Clock.Now()
+		end := leaseEnd
+		if l.closing && l.drainEnd.Before(end) {
+			end = l.drainEnd
+		}
+		if !now.Before(end) {
+			if l.closing && !l.drainEnd.After(now) {
+				l.pending++
+				return ErrClosedPending
+			}
+			return &ParkedError{Seq: l.cursor + 1, Lease: l.opts.ParkLease}
+		}
+		if timer == nil || !timerEnd.Equal(end) {
+			timer, timerEnd = l.opts.Clock.After(end.Sub(now)), end
+		}
+		ch := l.advanced
+		l.ack.Unlock()
+		select {
+		case <-ch:
+		case <-timer:
+		case <-ctx.Done():
+			l.ack.Lock()
+			return ctx.Err()
+		}
+		l.ack.Lock()
+	}
+}
+
+// Cursor returns the highest contiguous acknowledged sequence.
+func (l *Log) Cursor() uint64 {
+	l.ack.Lock()
+	defer l.ack.Unlock()
+	return l.cursor
+}
+
+// Last returns the highest sequence appended or recovered.
+func (l *Log) Last() uint64 {
+	l.ack.Lock()
+	defer l.ack.Unlock()
+	return l.last
+}
+
+// CursorMeta returns the meta stored with the last persisted cursor (from
+// this run or, after a restart, from the previous one).
+func (l *Log) CursorMeta() []byte {
+	l.persistMu.Lock()
+	defer l.persistMu.Unlock()
+	return l.meta
+}
+
+// Replay returns the entries after the persisted cursor, in order: the ones
+// a restart must deliver again (R-WAL-3). Call it before appending.
+func (l *Log) Replay() (*Replayer, error) {
+	it, err := l.st.replay(l.Cursor())
+	if err != nil {
+		return nil, err
+	}
+	return &Replayer{it: it}, nil
+}
+
+// Replayer iterates over replayed entries.
+type Replayer struct{ it iterator }
+
+// Next returns the next entry, or io.EOF after the last. The payload is
+// valid until the next call.
+func (r *Replayer) Next() (Entry, error) { return r.it.next() }
+
+// Close releases the replayer.
+func (r *Replayer) Close() error { return r.it.close() }
+
+// Flush makes every appended entry durable and persists the cursor now.
+// After Close it returns ErrClosed.
+func (l *Log) Flush() error {
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	return l.persistCursor()
+}
+
+func (l *Log) persistCursor() error {
+	l.persistMu.Lock()
+	defer l.persistMu.Unlock()
+	if l.released.Load() {
+		return ErrClosed
+	}
+	c := l.Cursor()
+	if c <= l.persisted {
+		return nil
+	}
+	var meta []byte
+	if l.opts.CursorMeta != nil {
+		meta = l.opts.CursorMeta(c)
+	}
+	if err := l.st.saveCursor(c, meta); err != nil {
+		return fmt.Errorf("wal: saving cursor %d in %s: %w", c, l.st.describe(), err)
+	}
+	l.persisted, l.meta = c, meta
+	return nil
+}
+
+// flush persists the cursor (and, in periodic mode, syncs) in the
+// background.
+func (l *Log) flush() {
+	defer l.flusher.Done()
+	every := l.opts.CursorInterval
+	if l.opts.Sync == SyncPeriodic {
+		every = min(every, l.opts.SyncInterval)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastSync := time.Now()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case now := <-t.C:
+			if l.opts.Sync == SyncPeriodic && now.Sub(lastSync) >= l.opts.SyncInterval {
+				lastSync = now
+				if err := l.Sync(); err != nil {
+					l.opts.Logger.Error("wal: periodic sync failed", "wal", l.st.describe(), "err", err)
+				}
+			}
+			if err := l.persistCursor(); err != nil {
+				l.opts.Logger.Warn("wal: persisting the cursor failed; retrying", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops appends, gives parked acknowledgements the drain window
+// (R-WAL-5), syncs, persists the cursor and releases the storage. It returns
+// ErrClosedPending if an acknowledgement was still waiting when the window
+// ran out.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+
+	l.ack.Lock()
+	l.closing = true
+	l.drainEnd = l.opts.Clock.Now().Add(l.opts.DrainTimeout)
+	l.wake()
+	for l.waiters > 0 {
+		ch := l.advanced
+		l.ack.Unlock()
+		<-ch
+		l.ack.Lock()
+	}
+	pending := l.pending
+	l.ack.Unlock()
+
+	close(l.stop)
+	l.flusher.Wait()
+	var errs []error
+	if pending > 0 {
+		errs = append(errs, ErrClosedPending)
+	}
+	errs = append(errs, l.Flush())
+	l.persistMu.Lock()
+	l.released.Store(true)
+	l.persistMu.Unlock()
+	errs = append(errs, l.st.close())
+	return errors.Join(errs...)
+}
