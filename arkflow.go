@@ -109,6 +109,12 @@ func (j *Job) Plan() *job.Plan { return j.plan }
 // Run returns the error with the job in state Failed.
 func (j *Job) Run(ctx context.Context) error { return j.rt.Run(ctx) }
 
+// DryRun opens and closes every write-ahead log the job would use, without
+// connecting anything: it reports a WAL held by another process, one that
+// cannot be reached or one that is corrupt. The WALs are free again when it
+// returns, so Run can follow at once (R-VAL-2).
+func (j *Job) DryRun(ctx context.Context) error { return j.rt.DryRun(ctx) }
+
 // Stop stops a running job gracefully: sources stop reading, rows in
 // flight are written and acknowledged, then sources, sinks and state are
 // closed in that order. Open windows keep their contents (they are not

@@ -61,8 +61,9 @@ type OperatorOption interface{ applyOp(*opSettings) }
 // opSettings is what operator options change: the operator, and for a
 // source its time declaration.
 type opSettings struct {
-	op   *job.Operator
-	time *job.Time
+	op         *job.Operator
+	time       *job.Time
+	durability json.RawMessage
 }
 
 type opOption func(*opSettings)
@@ -162,7 +163,7 @@ func (b *Builder) config(op string, v any) json.RawMessage {
 
 // add appends an operator connected from the cursor (unless it is a
 // source) and moves the cursor to it.
-func (b *Builder) add(op job.Operator, opts []OperatorOption) *job.Time {
+func (b *Builder) add(op job.Operator, opts []OperatorOption) opSettings {
 	set := opSettings{op: &op}
 	for _, o := range opts {
 		if o != nil {
@@ -171,6 +172,9 @@ func (b *Builder) add(op job.Operator, opts []OperatorOption) *job.Time {
 	}
 	if set.time != nil && op.Kind != job.KindSource {
 		b.problem(op.ID, "EventTime is an option of a Source, not of a %s", op.Kind)
+	}
+	if set.durability != nil && op.Kind != job.KindSource {
+		b.problem(op.ID, "Durable is an option of a Source, not of a %s", op.Kind)
 	}
 	if existing, _ := b.spec.Operator(op.ID); existing != nil {
 		b.problem(op.ID, "operator %q is added twice", op.ID)
@@ -197,7 +201,8 @@ func (b *Builder) add(op job.Operator, opts []OperatorOption) *job.Time {
 	b.keyBy = ""
 	b.spec.Operators = append(b.spec.Operators, op)
 	b.cursor = op.ID
-	return set.time
+	set.op = nil
+	return set
 }
 
 // Source adds a source. A job may have several; each starts a branch.
@@ -206,8 +211,8 @@ func (b *Builder) Source(id string, src SourceComponent, opts ...OperatorOption)
 		b.problem(id, "Source(%q) needs a source component (for example generate.Config or file.SourceConfig)", id)
 		return b
 	}
-	t := b.add(job.Operator{ID: id, Kind: job.KindSource}, opts)
-	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src), Time: t})
+	set := b.add(job.Operator{ID: id, Kind: job.KindSource}, opts)
+	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src), Time: set.time, Durability: set.durability})
 	b.bindings[id] = src
 	return b
 }

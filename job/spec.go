@@ -40,8 +40,12 @@ type Spec struct {
 	Sources   []Source   `json:"sources"`
 	Sinks     []Sink     `json:"sinks"`
 
-	State      *State      `json:"state,omitempty"`
-	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	State *State `json:"state,omitempty"`
+	// Durability is the job-wide write-ahead log block (extension): every
+	// source gets it, merged with the source's own durability block field by
+	// field. Nil: only sources with their own block have a WAL.
+	Durability json.RawMessage `json:"durability,omitempty"`
+	Checkpoint *Checkpoint     `json:"checkpoint,omitempty"`
 	// Recovery says where a restart takes its state from (default
 	// latest_checkpoint).
 	Recovery Recovery `json:"recovery"`
@@ -103,7 +107,10 @@ type Source struct {
 	// processing_time.
 	Time *Time `json:"time,omitempty"`
 	// Durability turns on the write-ahead log for this source (extension;
-	// ArkFlow keeps it on the stream). Nil inherits nothing: no WAL.
+	// ArkFlow keeps it on the stream): {enabled, path, sync,
+	// sync_interval_ms, park_lease_ms, drain_timeout_ms, segment_bytes,
+	// retain, backend}. It is merged over the spec's job-wide block; nil
+	// inherits that block unchanged.
 	Durability json.RawMessage `json:"durability,omitempty"`
 }
 
@@ -269,6 +276,7 @@ func (s *Spec) Clone() *Spec {
 		}
 		c.Sources[i] = src
 	}
+	c.Durability = raw(s.Durability)
 	c.Sinks = make([]Sink, len(s.Sinks))
 	for i, snk := range s.Sinks {
 		snk.Config = raw(snk.Config)

@@ -76,6 +76,7 @@ func Canonical(s *Spec) ([]byte, error) {
 		c.Sources[i].Config = canon(c.Sources[i].Config, "source "+c.Sources[i].OperatorID+" config")
 		c.Sources[i].Durability = canon(c.Sources[i].Durability, "source "+c.Sources[i].OperatorID+" durability")
 	}
+	c.Durability = canon(c.Durability, "durability")
 	for i := range c.Sinks {
 		c.Sinks[i].Config = canon(c.Sinks[i].Config, "sink "+c.Sinks[i].OperatorID+" config")
 	}

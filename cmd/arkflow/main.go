@@ -150,6 +150,8 @@ func runJob(args []string, _ io.Writer, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long a graceful stop may take after SIGINT/SIGTERM")
 	verbose := fs.Bool("v", false, "debug logging")
+	dataDir := fs.String("data-dir", "", "where state and write-ahead logs live when the spec gives no path: <dir>/<job>/state, <dir>/<job>/wal")
+	dryRun := fs.Bool("dry-run", false, "open and close every write-ahead log, then exit (checks locks and corruption)")
 	path, ok := specArg(fs, args, stderr)
 	if !ok {
 		return 2
@@ -163,10 +165,17 @@ func runJob(args []string, _ io.Writer, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	j, err := arkflow.FromSpec(spec, arkflow.WithLogger(logger))
+	j, err := arkflow.FromSpec(spec, arkflow.WithLogger(logger), arkflow.WithDataDir(*dataDir))
 	if err != nil {
 		printErrors(stderr, err)
 		return 1
+	}
+	if *dryRun {
+		if err := j.DryRun(context.Background()); err != nil {
+			printErrors(stderr, err)
+			return 1
+		}
+		return 0
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

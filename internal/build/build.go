@@ -16,6 +16,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -42,6 +43,9 @@ type Graph struct {
 	Schemas map[string]*arrow.Schema
 	// Inputs is the schema of the rows each operator receives.
 	InputSchemas map[string]*arrow.Schema
+	// Durability is the effective WAL configuration of each source that
+	// has one, by source operator ID.
+	Durability map[string]*durable.Config
 }
 
 // Build validates spec deeply and returns the built graph, or every problem
@@ -51,7 +55,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 	job.ApplyDefaults(s)
 	p := &job.Problems{Job: s.ID}
 	job.CheckStructure(s, p)
-	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}}
+	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}, Durability: map[string]*durable.Config{}}
 	b := builder{s: s, p: p, g: g, env: env}
 	b.sources()
 	b.operators()
@@ -90,10 +94,27 @@ func (b *builder) report(op, base string, err error) {
 }
 
 func (b *builder) sources() {
+	reported := map[durable.Problem]bool{}
 	for i, src := range b.s.Sources {
 		at := fmt.Sprintf("sources[%d]", i)
 		if op, _ := b.s.Operator(src.OperatorID); op == nil || op.Kind != job.KindSource {
 			continue // reported by CheckStructure
+		}
+		cfg, probs := durable.Resolve(b.s, &src, at)
+		for _, pr := range probs {
+			op := src.OperatorID
+			if pr.JobWide {
+				// Once, not once per source that inherits it.
+				if reported[pr] {
+					continue
+				}
+				reported[pr] = true
+				op = ""
+			}
+			b.p.Add(op, pr.Field, "%s", pr.Reason)
+		}
+		if cfg != nil {
+			b.g.Durability[src.OperatorID] = cfg
 		}
 		if src.InputType == "" {
 			continue

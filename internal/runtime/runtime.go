@@ -28,6 +28,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -263,6 +264,29 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	}
 }
 
+// DryRun opens and closes every WAL the job would use, without starting
+// anything else: a WAL that is locked by another process, unreachable or
+// corrupt fails here, and the real start can reopen each one at once
+// (R-VAL-2).
+func (r *Runtime) DryRun(ctx context.Context) error {
+	spec := r.g.Spec
+	var errs []error
+	for _, src := range spec.Sources {
+		cfg := r.g.Durability[src.OperatorID]
+		if cfg == nil {
+			continue
+		}
+		op, _ := spec.Operator(src.OperatorID)
+		for sub := 0; sub < spec.OperatorParallelism(op); sub++ {
+			info := connectors.TaskInfo{JobID: spec.ID, OperatorID: src.OperatorID, Subtask: sub, Parallelism: spec.OperatorParallelism(op), Logger: r.log}
+			if err := durable.DryRun(ctx, cfg, r.opts.DataDir, info); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // closeAll closes resources: in connect order when reverse is false
 // (sources before sinks), else in reverse.
 func (r *Runtime) closeAll(res []resource, reverse bool) error {
@@ -319,6 +343,13 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 	for _, s := range sinks {
 		all = append(all, resource{kind: "sink", task: s.task, connect: s.snk.Connect, close: s.snk.Close})
 	}
+	// WALs close after the sinks, before the state (R-WAL-6).
+	var wals []resource
+	for _, s := range sources {
+		if w := s.wal; w != nil {
+			wals = append(wals, resource{kind: "WAL", task: s.task, close: func(context.Context) error { return w.CloseWAL() }})
+		}
+	}
 	for i, res := range all {
 		if err := res.connect(ctx); err != nil {
 			err = fmt.Errorf("connecting %s %s: %w", res.kind, res.task, err)
@@ -330,11 +361,12 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 					_ = n.inst.Close()
 				}
 			}
+			r.closeAll(wals, false)
 			r.closeAll([]resource{stateRes}, false)
 			return nil, nil, err
 		}
 	}
-	return chains, append(all, stateRes), nil
+	return chains, append(append(all, wals...), stateRes), nil
 }
 
 // openState opens the job's state backend: the spec's state block, or an
@@ -393,7 +425,8 @@ type node struct {
 type sourceHead struct {
 	task string
 	src  connectors.Source
-	time *sourceTime // nil: no watermarks but the final one
+	time *sourceTime     // nil: no watermarks but the final one
+	wal  *durable.Source // the source wrapped with its WAL, or nil
 }
 
 type sinkInstance struct {
@@ -402,6 +435,16 @@ type sinkInstance struct {
 }
 
 func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
+	// WALs hold a lock on their directory: one that opened must be closed
+	// if instantiation fails.
+	var wals []*durable.Source
+	defer func() {
+		if err != nil {
+			for _, w := range wals {
+				w.CloseWAL()
+			}
+		}
+	}()
 	g := r.g
 	plan := g.Plan
 	spec := g.Spec
@@ -474,6 +517,16 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 						fail(fmt.Errorf("creating source %s: %w", task, e))
 						continue
 					}
+					var ds *durable.Source
+					if cfg := g.Durability[opID]; cfg != nil {
+						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task)
+						if e != nil {
+							fail(e)
+							continue
+						}
+						wals = append(wals, ds)
+						src = ds
+					}
 					if ps, ok := r.opts.StartPositions[task]; ok {
 						p, can := src.(connectors.Positioner)
 						if !can {
@@ -490,7 +543,10 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 						fail(fmt.Errorf("source %s: %w", task, e))
 						continue
 					}
-					ci.source = &sourceHead{task: task, src: src, time: st}
+					ci.source = &sourceHead{task: task, src: src, time: st, wal: ds}
+					if ds != nil {
+						m.gauges = ds
+					}
 					sources = append(sources, ci.source)
 					n.inst = ops.Passthrough{}
 				case job.KindSink:

@@ -1,0 +1,598 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/wal"
+)
+
+// Source wraps a connector's source with a WAL. Read appends each batch
+// before returning it (R-WAL-1); acknowledgements go to the WAL first and
+// reach the wrapped source's own acknowledgement (its native commit) only
+// once the WAL cursor has passed them (R-WAL-2); Connect arranges for every
+// entry after the cursor to be read again before new input (R-WAL-3).
+//
+// Its positions (connectors.Positioner) are those of the WAL cursor: for
+// each partition, the offset after the last row of the entries the cursor
+// covers. They are stored with the cursor, so a restart resumes the wrapped
+// source after everything the WAL holds.
+type Source struct {
+	inner connectors.Source
+	name  string // the source operator ID, written into every payload
+	task  string
+	log   *wal.Log
+	lg    *slog.Logger
+	drain time.Duration
+
+	restored []connectors.Position // from a checkpoint (Seek), or nil
+
+	replay    *wal.Replayer
+	replaySet map[uint64]bool // entries Read must deliver again
+	buf       []byte
+
+	mu      sync.Mutex
+	base    posMap  // positions as of the cursor folded so far
+	queue   []posAt // positions of entries after that, in sequence order
+	pending seqHeap // acknowledged entries whose native ack waits on the cursor
+	natives map[uint64]func(error)
+	closing bool
+	kick    chan struct{}
+
+	stopCommit context.CancelFunc
+	committed  chan error
+
+	replayed atomic.Int64
+	parked   atomic.Int64
+}
+
+type posKey struct {
+	topic string
+	part  int32
+}
+
+// posMap holds, per partition, the offset after the last row seen.
+type posMap map[posKey]int64
+
+type posAt struct {
+	seq uint64
+	pos posMap
+}
+
+// Open opens the WAL of one source subtask and wraps the source with it.
+// The caller closes the returned Source (which closes inner) and then,
+// after the sinks, calls CloseWAL (R-WAL-6).
+func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string) (*Source, error) {
+	s := &Source{
+		inner: inner, name: info.OperatorID, task: task,
+		lg:      info.Logger,
+		base:    posMap{},
+		natives: map[uint64]func(error){},
+		kick:    make(chan struct{}, 1),
+	}
+	if s.lg == nil {
+		s.lg = slog.Default()
+	}
+	opts := cfg.Options()
+	opts.Logger = s.lg
+	opts.CursorMeta = s.cursorMeta
+	var err error
+	if cfg.ObjectStore() {
+		s.log, err = openObjectStore(ctx, cfg, opts, info)
+	} else {
+		var dir string
+		dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask)
+		if err == nil {
+			s.log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the WAL of source %s: %w", task, err)
+	}
+	s.drain = opts.DrainTimeout
+	if s.drain <= 0 {
+		s.drain = wal.DefaultDrainTimeout
+	}
+	if meta := s.log.CursorMeta(); len(meta) > 0 {
+		var ps []connectors.Position
+		if err := json.Unmarshal(meta, &ps); err != nil {
+			s.log.Close()
+			return nil, fmt.Errorf("opening the WAL of source %s: the positions stored with its cursor are unreadable: %w", task, err)
+		}
+		s.base = toMap(ps)
+	}
+	return s, nil
+}
+
+// Log returns the WAL.
+func (s *Source) Log() *wal.Log { return s.log }
+
+// Seek records checkpoint positions to reconcile with the WAL on Connect.
+func (s *Source) Seek(ps []connectors.Position) error {
+	if _, ok := s.inner.(connectors.Positioner); !ok {
+		return fmt.Errorf("source %s cannot resume from positions (its connector does not implement connectors.Positioner)", s.task)
+	}
+	s.restored = append([]connectors.Position(nil), ps...)
+	return nil
+}
+
+// Positions returns the positions the WAL cursor covers.
+func (s *Source) Positions() []connectors.Position {
+	return s.positionsAt(s.log.Cursor())
+}
+
+func (s *Source) positionsAt(cursor uint64) []connectors.Position {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) > 0 && s.queue[0].seq <= cursor {
+		s.base.merge(s.queue[0].pos)
+		s.queue = s.queue[1:]
+	}
+	return s.base.list()
+}
+
+// cursorMeta is the WAL's CursorMeta hook: the positions as of the cursor,
+// stored with it.
+func (s *Source) cursorMeta(cursor uint64) []byte {
+	b, _ := json.Marshal(s.positionsAt(cursor))
+	return b
+}
+
+// Connect reconciles the WAL with restored checkpoint positions, seeks the
+// wrapped source past what the WAL holds, connects it, and starts the
+// committer.
+func (s *Source) Connect(ctx context.Context) error {
+	plan, err := s.scan()
+	if err != nil {
+		return err
+	}
+	if p, ok := s.inner.(connectors.Positioner); ok && len(plan.seek) > 0 {
+		if err := p.Seek(plan.seek.list()); err != nil {
+			return fmt.Errorf("source %s: seeking past the WAL: %w", s.task, err)
+		}
+	}
+	if err := s.inner.Connect(ctx); err != nil {
+		return err
+	}
+	if len(s.replaySet) > 0 {
+		r, err := s.log.Replay()
+		if err != nil {
+			return fmt.Errorf("source %s: replaying the WAL: %w", s.task, err)
+		}
+		s.replay = r
+		s.lg.Info("replaying WAL entries before new input", "task", s.task, "entries", len(s.replaySet), "cursor", s.log.Cursor())
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	s.stopCommit = cancel
+	s.committed = make(chan error, 1)
+	go func() { s.committed <- s.commit(cctx) }()
+	return nil
+}
+
+type scanPlan struct {
+	seek posMap
+}
+
+// scan reads the entries after the cursor once: their positions, whether
+// a restored checkpoint covers them (then they are acknowledged instead of
+// replayed, so the cursor moves past the covered prefix: R-WAL-3), and where
+// the wrapped source must resume.
+func (s *Source) scan() (scanPlan, error) {
+	r, err := s.log.Replay()
+	if err != nil {
+		return scanPlan{}, fmt.Errorf("source %s: reading the WAL: %w", s.task, err)
+	}
+	defer r.Close()
+	restored := toMap(s.restored)
+	// A checkpoint older than the cursor: the rows between its positions
+	// and the cursor's are gone from the WAL, so the wrapped source must
+	// read them again, and the WAL's tail would only duplicate them.
+	older := false
+	for k, off := range restored {
+		if b, ok := s.base[k]; ok && off < b {
+			older = true
+		}
+	}
+	seek := posMap{}
+	seek.merge(s.base)
+	s.replaySet = map[uint64]bool{}
+	var covered []uint64
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return scanPlan{}, fmt.Errorf("source %s: reading the WAL: %w", s.task, err)
+		}
+		_, rec, err := wal.DecodeBatch(e.Payload, nil)
+		if err != nil {
+			return scanPlan{}, fmt.Errorf("source %s: WAL entry %d: %w", s.task, e.Seq, err)
+		}
+		pos, rows := positionsOf(rec)
+		if restored != nil && (older || rows.coveredBy(restored)) {
+			covered = append(covered, e.Seq)
+		} else {
+			s.replaySet[e.Seq] = true
+		}
+		rec.Release()
+		s.mu.Lock()
+		s.queue = append(s.queue, posAt{seq: e.Seq, pos: pos})
+		s.mu.Unlock()
+		seek.merge(pos)
+	}
+	for _, seq := range covered {
+		if err := s.log.Ack(seq); err != nil {
+			return scanPlan{}, err
+		}
+	}
+	if restored != nil {
+		if older {
+			s.lg.Warn("the restored checkpoint is older than the WAL cursor: the source resumes from the checkpoint and the WAL tail is not replayed", "task", s.task)
+			seek = posMap{}
+			s.replaySet = map[uint64]bool{}
+		}
+		seek.merge(restored)
+	}
+	return scanPlan{seek: seek}, nil
+}
+
+// Read returns the next replayed entry while there are any, then reads the
+// wrapped source and appends each batch to the WAL before returning it.
+func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
+	for s.replay != nil {
+		e, err := s.replay.Next()
+		if err == io.EOF {
+			s.replay.Close()
+			s.replay = nil
+			break
+		}
+		if err != nil {
+			return connectors.Batch{}, fmt.Errorf("replaying the WAL: %w", err)
+		}
+		if !s.replaySet[e.Seq] {
+			continue
+		}
+		delete(s.replaySet, e.Seq)
+		_, rec, err := wal.DecodeBatch(e.Payload, nil)
+		if err != nil {
+			return connectors.Batch{}, fmt.Errorf("replaying WAL entry %d: %w", e.Seq, err)
+		}
+		s.replayed.Add(1)
+		return connectors.Batch{Record: rec, Partition: int(partitionOf(rec)), Ack: s.ackFunc(e.Seq, nil)}, nil
+	}
+	b, err := s.inner.Read(ctx)
+	if err != nil || b.Record == nil || b.Record.NumRows() == 0 {
+		return b, err
+	}
+	s.buf, err = wal.EncodeBatch(s.buf[:0], s.name, b.Record)
+	if err == nil {
+		var seq uint64
+		seq, err = s.log.Append(ctx, s.buf)
+		if err == nil {
+			pos, _ := positionsOf(b.Record)
+			s.mu.Lock()
+			s.queue = append(s.queue, posAt{seq: seq, pos: pos})
+			s.mu.Unlock()
+			b.Ack = s.ackFunc(seq, b.Ack)
+			return b, nil
+		}
+	}
+	// Not durable, so not delivered: the wrapped source keeps the rows
+	// unacknowledged and the job fails.
+	b.Record.Release()
+	if b.Ack != nil {
+		b.Ack(err)
+	}
+	return connectors.Batch{}, fmt.Errorf("appending to the WAL: %w", err)
+}
+
+// ackFunc returns the acknowledgement of WAL entry seq: the WAL first, then,
+// once the cursor has passed seq, native (the wrapped source's own).
+func (s *Source) ackFunc(seq uint64, native func(error)) func(error) {
+	return func(err error) {
+		if err != nil {
+			s.log.Abandon(seq)
+			if native != nil {
+				native(err)
+			}
+			return
+		}
+		if e := s.log.Ack(seq); e != nil {
+			s.lg.Error("WAL acknowledgement", "task", s.task, "error", e)
+		}
+		if native == nil {
+			return
+		}
+		s.mu.Lock()
+		s.natives[seq] = native
+		s.pending.push(seq)
+		s.mu.Unlock()
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// commit runs native acknowledgements in sequence order once the cursor
+// covers them. A parked wait that outlives its lease is logged and retried
+// (R-WAL-4): the error repeats while the gap stays open and stops the moment
+// it closes.
+func (s *Source) commit(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			select {
+			case <-s.kick:
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		seq := s.pending[0]
+		s.mu.Unlock()
+		err := s.log.Await(ctx, seq)
+		var parked *wal.ParkedError
+		var abandoned *wal.AbandonedError
+		switch {
+		case err == nil:
+			s.settle(s.log.Cursor(), nil)
+		case errors.As(err, &parked):
+			s.parked.Add(1)
+			s.lg.Warn(err.Error(), "task", s.task, "waiting", seq)
+		case errors.As(err, &abandoned):
+			// Never committed in this run; replayed after a restart.
+			s.settle(seq, err)
+		case ctx.Err() != nil:
+			return wal.ErrClosedPending
+		default:
+			return err
+		}
+	}
+}
+
+// settle runs the native acknowledgements of pending entries up to seq.
+func (s *Source) settle(upTo uint64, err error) {
+	var run []func(error)
+	s.mu.Lock()
+	for len(s.pending) > 0 && s.pending[0] <= upTo {
+		seq := s.pending.pop()
+		run = append(run, s.natives[seq])
+		delete(s.natives, seq)
+	}
+	s.mu.Unlock()
+	for _, f := range run {
+		f(err)
+	}
+}
+
+// Close lets pending native acknowledgements drain (bounded by the drain
+// window, R-WAL-5), then closes the wrapped source. The WAL stays open
+// until CloseWAL.
+func (s *Source) Close(ctx context.Context) error {
+	var drainErr error
+	if s.stopCommit != nil {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		t := time.NewTimer(s.drain)
+		select {
+		case drainErr = <-s.committed:
+		case <-t.C:
+			s.stopCommit()
+			drainErr = <-s.committed
+		}
+		t.Stop()
+		s.stopCommit()
+	}
+	if s.replay != nil {
+		s.replay.Close()
+		s.replay = nil
+	}
+	return errors.Join(drainErr, s.inner.Close(ctx))
+}
+
+// CloseWAL closes the WAL: the last step of a stop, after the sinks.
+func (s *Source) CloseWAL() error { return s.log.Close() }
+
+// Gauges are the WAL's counters, reported with the source task's metrics.
+func (s *Source) Gauges() map[string]int64 {
+	return map[string]int64{
+		"wal_cursor":          int64(s.log.Cursor()),
+		"wal_last":            int64(s.log.Last()),
+		"wal_replayed":        s.replayed.Load(),
+		"wal_parked_timeouts": s.parked.Load(),
+	}
+}
+
+// rowPositions are the per-partition offset ranges of a batch's rows.
+type rowPositions map[posKey][2]int64 // [min, max]
+
+// coveredBy reports whether every row lies before the restored position of
+// its partition. Rows without offsets are never covered.
+func (r rowPositions) coveredBy(restored posMap) bool {
+	if len(r) == 0 {
+		return false
+	}
+	for k, mm := range r {
+		off, ok := restored[k]
+		if !ok || mm[1] >= off {
+			return false
+		}
+	}
+	return true
+}
+
+// positionsOf reads a batch's __meta_topic, __meta_partition and
+// __meta_offset columns.
+func positionsOf(rec arrow.RecordBatch) (posMap, rowPositions) {
+	pos, rows := posMap{}, rowPositions{}
+	offs := column[*array.Int64](rec, connectors.MetaOffset)
+	if offs == nil {
+		return pos, rows
+	}
+	parts := column[*array.Int32](rec, connectors.MetaPartition)
+	topics := column[*array.String](rec, connectors.MetaTopic)
+	for i := 0; i < offs.Len(); i++ {
+		if offs.IsNull(i) {
+			continue
+		}
+		k := posKey{}
+		if parts != nil && parts.IsValid(i) {
+			k.part = parts.Value(i)
+		}
+		if topics != nil && topics.IsValid(i) {
+			k.topic = topics.Value(i)
+		}
+		o := offs.Value(i)
+		if cur, ok := pos[k]; !ok || o+1 > cur {
+			pos[k] = o + 1
+		}
+		mm, ok := rows[k]
+		if !ok {
+			mm = [2]int64{o, o}
+		}
+		mm[0], mm[1] = min(mm[0], o), max(mm[1], o)
+		rows[k] = mm
+	}
+	return pos, rows
+}
+
+func partitionOf(rec arrow.RecordBatch) int32 {
+	if parts := column[*array.Int32](rec, connectors.MetaPartition); parts != nil && parts.Len() > 0 && parts.IsValid(0) {
+		return parts.Value(0)
+	}
+	return 0
+}
+
+func column[T arrow.Array](rec arrow.RecordBatch, name string) T {
+	var zero T
+	idx := rec.Schema().FieldIndices(name)
+	if len(idx) == 0 {
+		return zero
+	}
+	c, ok := rec.Column(idx[0]).(T)
+	if !ok {
+		return zero
+	}
+	return c
+}
+
+func (m posMap) merge(o posMap) {
+	for k, v := range o {
+		if cur, ok := m[k]; !ok || v > cur {
+			m[k] = v
+		}
+	}
+}
+
+func (m posMap) list() []connectors.Position {
+	out := make([]connectors.Position, 0, len(m))
+	for k, v := range m {
+		out = append(out, connectors.Position{Topic: k.topic, Partition: k.part, Offset: v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+func toMap(ps []connectors.Position) posMap {
+	if ps == nil {
+		return nil
+	}
+	m := posMap{}
+	for _, p := range ps {
+		m[posKey{p.Topic, p.Partition}] = p.Offset
+	}
+	return m
+}
+
+// seqHeap is a min-heap of sequence numbers.
+type seqHeap []uint64
+
+func (h *seqHeap) push(x uint64) {
+	*h = append(*h, x)
+	i := len(*h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if (*h)[p] <= (*h)[i] {
+			break
+		}
+		(*h)[p], (*h)[i] = (*h)[i], (*h)[p]
+		i = p
+	}
+}
+
+func (h *seqHeap) pop() uint64 {
+	old := *h
+	x := old[0]
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && (*h)[l] < (*h)[m] {
+			m = l
+		}
+		if r < n && (*h)[r] < (*h)[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		(*h)[m], (*h)[i] = (*h)[i], (*h)[m]
+		i = m
+	}
+	return x
+}
+
+// DryRun opens the WAL of one source subtask and closes it again: it
+// checks that the WAL is reachable, not held by another process and
+// readable (no corruption), and leaves it free for the real start to open
+// at once (R-VAL-2).
+func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.TaskInfo) error {
+	opts := cfg.Options()
+	opts.Logger = info.Logger
+	var log *wal.Log
+	var err error
+	if cfg.ObjectStore() {
+		log, err = openObjectStore(ctx, cfg, opts, info)
+	} else {
+		var dir string
+		dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask)
+		if err == nil {
+			log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("opening the WAL of source %s[%d]: %w", info.OperatorID, info.Subtask, err)
+	}
+	return log.Close()
+}
