@@ -99,4 +99,3 @@ func (b *Builder) Durability(d Durability) *Builder {
 	b.spec.Durability = d.spec()
 	return b
 }
-

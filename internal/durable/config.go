@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/config"
@@ -177,6 +178,11 @@ func Resolve(s *job.Spec, src *job.Source, at string) (*Config, []Problem) {
 			}
 			if cfg.Path != "" {
 				bad("path", "is for the local backend; object_store keeps the WAL in the bucket")
+			}
+			if b.S3 != nil {
+				if _, _, err := parseEndpoint(b.S3.Endpoint, b.S3.AllowHTTP); err != nil {
+					bad("backend", "%s", strings.TrimPrefix(err.Error(), "durability."))
+				}
 			}
 		default:
 			bad("backend", "backend.type must be local or object_store (got %q)", b.Type)
