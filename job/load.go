@@ -25,7 +25,7 @@ func Parse(data []byte) (*Spec, error) {
 		return nil, ValidationErrors{{Reason: "empty spec"}}
 	}
 	if data[0] != '{' {
-		j, err := yaml.YAMLToJSON(data)
+		j, err := yamlToJSON(data)
 		if err != nil {
 			return nil, ValidationErrors{{Reason: "invalid YAML: " + err.Error()}}
 		}
@@ -65,7 +65,7 @@ func ParseFile(path string) (*Spec, error) {
 		return nil, fmt.Errorf("reading job spec: %w", err)
 	}
 	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" {
-		j, err := yaml.YAMLToJSON(data)
+		j, err := yamlToJSON(data)
 		if err != nil {
 			return nil, ValidationErrors{{Reason: fmt.Sprintf("%s: invalid YAML: %v", path, err)}}
 		}
