@@ -205,6 +205,14 @@ func (s *Source) scan() (scanPlan, error) {
 			older = true
 		}
 	}
+	if older {
+		// Positions restart from the checkpoint, and the entries the scan
+		// skips must not move them (the flusher may persist them at once).
+		s.mu.Lock()
+		s.base = posMap{}
+		s.base.merge(restored)
+		s.mu.Unlock()
+	}
 	seek := posMap{}
 	seek.merge(s.base)
 	s.replaySet = map[uint64]bool{}
@@ -228,10 +236,12 @@ func (s *Source) scan() (scanPlan, error) {
 			s.replaySet[e.Seq] = true
 		}
 		rec.Release()
-		s.mu.Lock()
-		s.queue = append(s.queue, posAt{seq: e.Seq, pos: pos})
-		s.mu.Unlock()
-		seek.merge(pos)
+		if !older {
+			s.mu.Lock()
+			s.queue = append(s.queue, posAt{seq: e.Seq, pos: pos})
+			s.mu.Unlock()
+			seek.merge(pos)
+		}
 	}
 	for _, seq := range covered {
 		if err := s.log.Ack(seq); err != nil {
@@ -310,16 +320,21 @@ func (s *Source) ackFunc(seq uint64, native func(error)) func(error) {
 			}
 			return
 		}
+		// Register the native ack before the WAL ack can move the
+		// cursor: otherwise the committer could see a later entry covered
+		// and run its native ack before this one is queued.
+		if native != nil {
+			s.mu.Lock()
+			s.natives[seq] = native
+			s.pending.push(seq)
+			s.mu.Unlock()
+		}
 		if e := s.log.Ack(seq); e != nil {
 			s.lg.Error("WAL acknowledgement", "task", s.task, "error", e)
 		}
 		if native == nil {
 			return
 		}
-		s.mu.Lock()
-		s.natives[seq] = native
-		s.pending.push(seq)
-		s.mu.Unlock()
 		select {
 		case s.kick <- struct{}{}:
 		default:
@@ -403,9 +418,13 @@ func (s *Source) Close(ctx context.Context) error {
 		case <-t.C:
 			s.stopCommit()
 			drainErr = <-s.committed
+		case <-ctx.Done():
+			s.stopCommit()
+			drainErr = <-s.committed
 		}
 		t.Stop()
 		s.stopCommit()
+		s.stopCommit = nil
 	}
 	if s.replay != nil {
 		s.replay.Close()
