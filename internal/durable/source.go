@@ -474,6 +474,26 @@ func positionsOf(rec arrow.RecordBatch) (posMap, rowPositions) {
 	}
 	parts := column[*array.Int32](rec, connectors.MetaPartition)
 	topics := column[*array.String](rec, connectors.MetaTopic)
+	// Rows come in runs of one partition (usually the whole batch): fold
+	// a run locally and touch the maps once per run.
+	var cur posKey
+	var lo, hi int64
+	inRun := false
+	flush := func() {
+		if !inRun {
+			return
+		}
+		if p, ok := pos[cur]; !ok || hi+1 > p {
+			pos[cur] = hi + 1
+		}
+		mm, ok := rows[cur]
+		if !ok {
+			mm = [2]int64{lo, hi}
+		}
+		mm[0], mm[1] = min(mm[0], lo), max(mm[1], hi)
+		rows[cur] = mm
+		inRun = false
+	}
 	for i := 0; i < offs.Len(); i++ {
 		if offs.IsNull(i) {
 			continue
@@ -486,16 +506,14 @@ func positionsOf(rec arrow.RecordBatch) (posMap, rowPositions) {
 			k.topic = topics.Value(i)
 		}
 		o := offs.Value(i)
-		if cur, ok := pos[k]; !ok || o+1 > cur {
-			pos[k] = o + 1
+		if inRun && k == cur {
+			lo, hi = min(lo, o), max(hi, o)
+			continue
 		}
-		mm, ok := rows[k]
-		if !ok {
-			mm = [2]int64{o, o}
-		}
-		mm[0], mm[1] = min(mm[0], o), max(mm[1], o)
-		rows[k] = mm
+		flush()
+		cur, lo, hi, inRun = k, o, o, true
 	}
+	flush()
 	return pos, rows
 }
 
