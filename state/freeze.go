@@ -1,0 +1,113 @@
+package state
+
+import (
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Frozen is a point-in-time view of a store: what it held when Freeze
+// returned, whatever is written afterwards. A checkpoint freezes the store
+// during its short synchronous cut and streams the snapshots from the view
+// while the pipeline runs on (R-CKPT-2).
+type Frozen interface {
+	// Snapshot streams the view's entries in scope like Backend.Snapshot.
+	// It may be called several times, for different scopes.
+	Snapshot(w io.Writer, scope Scope, now int64) (SnapshotInfo, error)
+	// Close releases the view. It is idempotent.
+	Close() error
+}
+
+// Freezer is implemented by backends that can give a point-in-time view
+// (both of this package's backends do).
+type Freezer interface {
+	Freeze() (Frozen, error)
+}
+
+// Dropper is implemented by backends that can delete a whole scope: a
+// restore empties the scope it is about to fill.
+type Dropper interface {
+	Drop(scope Scope) error
+}
+
+// Freeze returns a view on one read transaction.
+func (b *badgerBackend) Freeze() (Frozen, error) {
+	if !b.enter() {
+		return nil, ErrClosed
+	}
+	return &badgerFrozen{b: b, txn: b.db.NewTransaction(false)}, nil
+}
+
+type badgerFrozen struct {
+	b    *badgerBackend
+	mu   sync.Mutex
+	txn  *badger.Txn
+	done bool
+}
+
+func (f *badgerFrozen) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return SnapshotInfo{}, ErrClosed
+	}
+	prefix, err := keyJobPrefix(scope.Job)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	it := f.txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: prefix})
+	defer it.Close()
+	c := badgerCursor{it}
+	return snapshotWrite(w, scope, now, func(scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
+		return f.b.scanRaw(c, scope, now, fn)
+	})
+}
+
+func (f *badgerFrozen) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return nil
+	}
+	f.done = true
+	f.txn.Discard()
+	f.b.exit()
+	return nil
+}
+
+// Drop deletes every entry of scope.
+func (b *badgerBackend) Drop(scope Scope) error {
+	if !b.enter() {
+		return ErrClosed
+	}
+	defer b.exit()
+	return b.dropScope(scope)
+}
+
+// Freeze returns a copy of the map (entries are immutable once stored, so
+// a shallow copy is a consistent view).
+func (b *memBackend) Freeze() (Frozen, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	return &memBackend{m: maps.Clone(b.m), sorted: slices.Clone(b.sorted), pending: slices.Clone(b.pending), tombs: b.tombs}, nil
+}
+
+// Drop deletes every entry of scope.
+func (b *memBackend) Drop(scope Scope) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	items, err := b.collect(scope, func(*memEntry) bool { return true })
+	for _, it := range items {
+		b.del(it.key)
+	}
+	return err
+}
