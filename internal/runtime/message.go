@@ -25,6 +25,9 @@ const (
 	// is preceded by a watermark of +∞; a graceful stop's end is not, so
 	// that windows keep their contents for the next run.
 	msgEnd
+	// msgBarrier marks a checkpoint's cut: everything before it on this
+	// channel was sent before the cut.
+	msgBarrier
 )
 
 // maxWatermark is the watermark of an ended input: every window fires.
@@ -38,6 +41,7 @@ type message struct {
 	rec  arrow.RecordBatch
 	ack  *ack.Node
 	wm   int64
+	id   uint64 // barrier id
 }
 
 // inbox is the input side of a chain instance: one channel per upstream

@@ -109,6 +109,10 @@ type Runtime struct {
 
 	tasks          []*taskMetrics
 	sources        []*sourceHead
+	sinkTasks      []string
+	barriers       *barriers
+	cutMu          sync.Mutex
+	cutID          uint64
 	store          state.Backend
 	lastStateBytes map[string]int64
 }
@@ -127,7 +131,7 @@ func New(g *build.Graph, opts Options) *Runtime {
 	if opts.ProcessingTimeInterval <= 0 {
 		opts.ProcessingTimeInterval = 200 * time.Millisecond
 	}
-	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), stopping: make(chan struct{}), done: make(chan struct{})}
+	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), stopping: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
 }
 
 // State returns the current lifecycle state.
@@ -335,6 +339,9 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 	}
 	r.mu.Lock()
 	r.sources = sources
+	for _, s := range sinks {
+		r.sinkTasks = append(r.sinkTasks, s.task)
+	}
 	r.mu.Unlock()
 	var all []resource
 	for _, s := range sources {
@@ -409,6 +416,9 @@ type chainInstance struct {
 	inbox  *inbox
 	nodes  []*node
 	log    *slog.Logger
+	// sinks are the sink tasks in the chain; barriers learns when they end.
+	sinks    []string
+	barriers *barriers
 }
 
 // node is one operator subtask inside a chain instance.
@@ -420,6 +430,8 @@ type node struct {
 	children [2][]*node
 	writers  [2][]*edgeWriter
 	m        *taskMetrics
+	// onBarrier is set on sink nodes: it reports a barrier's arrival.
+	onBarrier func(task string, id uint64)
 }
 
 type sourceHead struct {
@@ -427,6 +439,10 @@ type sourceHead struct {
 	src  connectors.Source
 	time *sourceTime     // nil: no watermarks but the final one
 	wal  *durable.Source // the source wrapped with its WAL, or nil
+	// barriers delivers checkpoint barrier requests to the head's loop;
+	// done is closed when the loop has returned.
+	barriers chan barrierReq
+	done     chan struct{}
 }
 
 type sinkInstance struct {
@@ -503,7 +519,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 	}
 	for _, c := range plan.Chains {
 		for sub := 0; sub < c.Parallelism; sub++ {
-			ci := &chainInstance{id: fmt.Sprintf("%s-%d", c.ID, sub), inbox: inboxes[key{c.ID, sub}], log: r.log.With("chain", fmt.Sprintf("%s-%d", c.ID, sub))}
+			ci := &chainInstance{id: fmt.Sprintf("%s-%d", c.ID, sub), inbox: inboxes[key{c.ID, sub}], log: r.log.With("chain", fmt.Sprintf("%s-%d", c.ID, sub)), barriers: r.barriers}
 			for _, opID := range c.Operators {
 				op, _ := spec.Operator(opID)
 				task := job.TaskID(opID, sub)
@@ -543,7 +559,10 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 						fail(fmt.Errorf("source %s: %w", task, e))
 						continue
 					}
-					ci.source = &sourceHead{task: task, src: src, time: st, wal: ds}
+					ci.source = &sourceHead{task: task, src: src, time: st, wal: ds, done: make(chan struct{})}
+					if spec.Checkpoint != nil {
+						ci.source.barriers = make(chan barrierReq)
+					}
 					if ds != nil {
 						m.gauges = ds
 					}
@@ -557,6 +576,8 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					}
 					sinks = append(sinks, &sinkInstance{task: task, snk: snk})
 					n.inst = &sinkOp{task: task, snk: snk, m: m}
+					n.onBarrier = r.barriers.arrived
+					ci.sinks = append(ci.sinks, task)
 				default:
 					t, _ := plan.Task(task)
 					stInfo := info(opID, sub)
@@ -642,11 +663,39 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 			}
 		}
 	}()
+	defer func() {
+		for _, t := range c.sinks {
+			c.barriers.sinkEnded(t)
+		}
+	}()
 	if c.source != nil {
+		defer close(c.source.done)
 		return c.runSource(ctx, stopping, clock)
 	}
 	c.inbox.start(ctx)
 	n := len(c.inbox.slots)
+	// Barrier alignment: the current barrier and the slots it came
+	// through; slots that ended count as arrived.
+	slotEnded := make([]bool, n)
+	var barrierID uint64
+	barrierAt := make([]bool, n)
+	aligned := func() bool {
+		for i := range barrierAt {
+			if !barrierAt[i] && !slotEnded[i] {
+				return false
+			}
+		}
+		return true
+	}
+	forward := func() error {
+		if barrierID == 0 || !aligned() {
+			return nil
+		}
+		id := barrierID
+		barrierID = 0
+		clear(barrierAt)
+		return c.head.barrier(ctx, id)
+	}
 	wms := make([]int64, n)
 	for i := range wms {
 		wms[i] = minWatermark
@@ -678,8 +727,18 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 					return err
 				}
 			}
+		case msgBarrier:
+			barrierID = m.id
+			barrierAt[slot] = true
+			if err := forward(); err != nil {
+				return err
+			}
 		case msgEnd:
 			ended++
+			slotEnded[slot] = true
+			if err := forward(); err != nil {
+				return err
+			}
 			if ended == n {
 				return c.head.end(ctx)
 			}

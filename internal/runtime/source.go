@@ -145,7 +145,7 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 	src := c.source
 	st := src.time
 	interval := st.tickInterval()
-	if interval == 0 {
+	if interval == 0 && src.barriers == nil {
 		for {
 			b, err := src.src.Read(readCtx)
 			if done, err := c.handleRead(ctx, readCtx, b, err, clock); done || err != nil {
@@ -179,15 +179,23 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 		stopRead()
 		<-readerDone
 	}()
-	ticker := clock.NewTicker(interval)
-	defer ticker.Stop()
+	var tick <-chan time.Time
+	if interval > 0 {
+		ticker := clock.NewTicker(interval)
+		defer ticker.Stop()
+		tick = ticker.C()
+	}
 	for {
 		select {
+		case req := <-src.barriers:
+			if err := c.injectBarrier(ctx, req); err != nil {
+				return err
+			}
 		case r := <-results:
 			if done, err := c.handleRead(ctx, readCtx, r.b, r.err, clock); done || err != nil {
 				return err
 			}
-		case <-ticker.C():
+		case <-tick:
 			if err := c.tick(ctx, clock); err != nil {
 				return err
 			}
