@@ -1,0 +1,197 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// Benchmarks of the state object path on MinIO (ARKFLOW_TEST_S3_*): the
+// catalog (PutState: a stream of unknown size hashed on the way;
+// OpenState: a stream verified on the way) against raw minio-go
+// (PutObject of the same bytes with their size known; GetObject copied to
+// io.Discard). Each iteration runs both, interleaved, so that the ratio
+// compares like with like on a noisy machine:
+//
+//	go test -run XXX -bench 'State(Up|Down)load' -count 5 ./checkpoint
+//
+// Metrics: MB/s (catalog), raw-MB/s (baseline) and ratio (catalog/raw).
+// ARKFLOW_BENCH_LARGE=1 adds 1 GB objects.
+
+func benchSizes() []int64 {
+	sizes := []int64{100 << 20}
+	if os.Getenv("ARKFLOW_BENCH_LARGE") == "1" {
+		sizes = append(sizes, 1<<30)
+	}
+	return sizes
+}
+
+func sizeName(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("size=%dGB", n>>30)
+	}
+	return fmt.Sprintf("size=%dMB", n>>20)
+}
+
+// benchData is n bytes of a 16 MiB random block repeated, readable many
+// times without holding n bytes.
+type benchData struct {
+	block []byte
+	n     int64
+}
+
+func newBenchData(n int64) *benchData { return &benchData{block: randomBytes(16 << 20), n: n} }
+
+// reader returns a fresh reader of the data. It implements io.ReaderAt
+// too, as a bytes.Reader would (minio-go then uploads parts in parallel).
+func (d *benchData) reader() *benchReader { return &benchReader{d: d} }
+
+type benchReader struct {
+	d   *benchData
+	off int64
+}
+
+func (r *benchReader) Read(p []byte) (int, error) {
+	n, err := r.ReadAt(p, r.off)
+	r.off += int64(n)
+	return n, err
+}
+
+func (r *benchReader) ReadAt(p []byte, off int64) (int, error) {
+	if off >= r.d.n {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), r.d.n-off)]
+	n := 0
+	for n < len(p) {
+		k := copy(p[n:], r.d.block[(off+int64(n))%int64(len(r.d.block)):])
+		n += k
+	}
+	return n, nil
+}
+
+func (d *benchData) sha256() string {
+	h := sha256.New()
+	io.Copy(h, d.reader())
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// onlyReader hides every method but Read: a state snapshot is a stream
+// of unknown size.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+func benchCatalog(b *testing.B, uploadConcurrency int) (*minio.Client, string, *Catalog) {
+	c, bucket := testBucket(b)
+	s, err := OpenStore(context.Background(), "s3://"+bucket+"/bench", StoreOptions{Client: c, UploadConcurrency: uploadConcurrency})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cat, err := NewCatalog(s, "bench", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, bucket, cat
+}
+
+func report(b *testing.B, size int64, catalog, raw time.Duration) {
+	mb := float64(size) * float64(b.N) / 1e6
+	b.ReportMetric(mb/catalog.Seconds(), "MB/s")
+	b.ReportMetric(mb/raw.Seconds(), "raw-MB/s")
+	b.ReportMetric(raw.Seconds()/catalog.Seconds(), "ratio")
+}
+
+// BenchmarkStateUpload runs with the default StoreOptions.UploadConcurrency
+// (1: one 16 MiB part in flight) and with 4 (minio-go's default for
+// uploads of known size, which the baseline gets).
+func BenchmarkStateUpload(b *testing.B) {
+	for _, size := range benchSizes() {
+		for _, conc := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/concurrency=%d", sizeName(size), conc), func(b *testing.B) { benchUpload(b, size, conc) })
+		}
+	}
+}
+
+func benchUpload(b *testing.B, size int64, conc int) {
+	c, bucket, cat := benchCatalog(b, conc)
+	ctx := context.Background()
+	data := newBenchData(size)
+	want := data.sha256()
+	id := ID(1).String()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var catalogT, rawT time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := c.PutObject(ctx, bucket, "raw/state.snap", data.reader(), size, minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {
+			b.Fatal(err)
+		}
+		rawT += time.Since(start)
+
+		start = time.Now()
+		e, err := cat.PutState(ctx, KindCheckpoint, id, fmt.Sprintf("task-%d", i), onlyReader{data.reader()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		catalogT += time.Since(start)
+		if e.Bytes != size || e.Checksum != want {
+			b.Fatalf("PutState returned %+v, want %d bytes, %s", e, size, want)
+		}
+		b.StopTimer()
+		cat.Store().Delete(ctx, e.URI) // keep the disk from filling
+		b.StartTimer()
+	}
+	report(b, size, catalogT, rawT)
+}
+
+func BenchmarkStateDownload(b *testing.B) {
+	for _, size := range benchSizes() {
+		b.Run(sizeName(size), func(b *testing.B) {
+			c, bucket, cat := benchCatalog(b, 0)
+			ctx := context.Background()
+			data := newBenchData(size)
+			e, err := cat.PutState(ctx, KindCheckpoint, ID(1).String(), "task-0", onlyReader{data.reader()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rawKey := "bench/" + e.URI // the same object, read raw
+			b.ReportAllocs()
+			b.ResetTimer()
+			var catalogT, rawT time.Duration
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				o, err := c.GetObject(ctx, bucket, rawKey, minio.GetObjectOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, o)
+				o.Close()
+				if err != nil || n != size {
+					b.Fatalf("raw GET: %d bytes, %v", n, err)
+				}
+				rawT += time.Since(start)
+
+				start = time.Now()
+				rc, err := cat.OpenState(ctx, e)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err = io.Copy(io.Discard, rc)
+				rc.Close()
+				if err != nil || n != size { // err is a *CorruptError on a checksum mismatch
+					b.Fatalf("OpenState: %d bytes, %v", n, err)
+				}
+				catalogT += time.Since(start)
+			}
+			report(b, size, catalogT, rawT)
+		})
+	}
+}

@@ -1,0 +1,321 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// s3Store keeps objects under prefix in an S3 bucket.
+type s3Store struct {
+	c        *minio.Client
+	bucket   string
+	prefix   string // "" or "a/b/"
+	uri      string
+	partSize uint64
+	threads  int
+}
+
+// minPartSize is S3's smallest part (but the last).
+const minPartSize = 5 << 20
+
+func openS3Store(ctx context.Context, uri string, u *url.URL, opts StoreOptions) (*s3Store, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("checkpoint: object store URI %q: no bucket (use s3://bucket/prefix)", uri)
+	}
+	if u.User != nil || u.Port() != "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("checkpoint: object store URI %q: use s3://bucket/prefix, with the endpoint and credentials in the options or the environment", uri)
+	}
+	prefix := strings.Trim(u.Path, "/")
+	if prefix != "" {
+		if err := ValidKey(prefix); err != nil {
+			return nil, fmt.Errorf("checkpoint: object store URI %q: prefix: %w", uri, err)
+		}
+	}
+	if opts.UploadConcurrency < 0 {
+		return nil, fmt.Errorf("checkpoint: object store %q: upload concurrency %d must not be negative", uri, opts.UploadConcurrency)
+	}
+	s := &s3Store{bucket: u.Host, partSize: opts.PartSize, threads: opts.UploadConcurrency}
+	if s.partSize == 0 {
+		s.partSize = DefaultPartSize
+	}
+	if s.partSize < minPartSize {
+		return nil, fmt.Errorf("checkpoint: object store %q: part size %d is below S3's minimum of 5 MiB", uri, s.partSize)
+	}
+	s.uri = "s3://" + s.bucket
+	if prefix != "" {
+		s.prefix = prefix + "/"
+		s.uri += "/" + prefix
+	}
+	s.c = opts.Client
+	if s.c == nil {
+		var err error
+		if s.c, err = newS3Client(opts); err != nil {
+			return nil, fmt.Errorf("checkpoint: object store %q: %w", uri, err)
+		}
+	}
+	ok, err := s.c.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: object store %q: checking bucket %q at %s: %w", uri, s.bucket, s.c.EndpointURL().Host, s.hint(err))
+	}
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: object store %q: bucket %q does not exist at %s (create it first)", uri, s.bucket, s.c.EndpointURL().Host)
+	}
+	return s, nil
+}
+
+// newS3Client builds a client from opts and the environment.
+func newS3Client(opts StoreOptions) (*minio.Client, error) {
+	endpoint := opts.Endpoint
+	if endpoint == "" {
+		endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	}
+	if endpoint == "" {
+		endpoint = "s3.amazonaws.com"
+	}
+	secure := !opts.AllowHTTP
+	if strings.Contains(endpoint, "://") {
+		e, err := url.Parse(endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
+		}
+		switch e.Scheme {
+		case "http":
+			secure = false
+		case "https":
+			secure = true
+		default:
+			return nil, fmt.Errorf("endpoint %q: the scheme must be http or https", endpoint)
+		}
+		if (e.Path != "" && e.Path != "/") || e.RawQuery != "" || e.User != nil {
+			return nil, fmt.Errorf("endpoint %q: give only scheme://host[:port]", endpoint)
+		}
+		endpoint = e.Host
+	}
+	region := opts.Region
+	if region == "" {
+		region = os.Getenv("AWS_REGION")
+	}
+	var creds *credentials.Credentials
+	switch {
+	case opts.AccessKeyID != "":
+		creds = credentials.NewStaticV4(opts.AccessKeyID, opts.SecretAccessKey, "")
+	case opts.SecretAccessKey != "":
+		return nil, errors.New("a secret access key is set without an access key id")
+	default:
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.FileAWSCredentials{}, &credentials.IAM{},
+		})
+	}
+	c, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: region})
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
+	}
+	return c, nil
+}
+
+func (s *s3Store) URI() string { return s.uri }
+
+func (s *s3Store) url(key string) string { return s.uri + "/" + key }
+
+func (s *s3Store) object(key string) (string, error) {
+	if err := ValidKey(key); err != nil {
+		return "", fmt.Errorf("checkpoint: %s: %w", s.uri, err)
+	}
+	return s.prefix + key, nil
+}
+
+func s3ErrorCode(err error) (string, int) {
+	var r minio.ErrorResponse
+	if errors.As(err, &r) {
+		return r.Code, r.StatusCode
+	}
+	return "", 0
+}
+
+func s3NotFound(err error) bool {
+	code, status := s3ErrorCode(err)
+	return code == "NoSuchKey" || (status == http.StatusNotFound && code != "NoSuchBucket")
+}
+
+func s3PreconditionFailed(err error) bool {
+	code, status := s3ErrorCode(err)
+	return code == "PreconditionFailed" || status == http.StatusPreconditionFailed
+}
+
+// hint adds what to check to errors an operator can fix.
+func (s *s3Store) hint(err error) error {
+	switch code, _ := s3ErrorCode(err); code {
+	case "NoSuchBucket":
+		return fmt.Errorf("%w (bucket %q does not exist: create it first)", err, s.bucket)
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return fmt.Errorf("%w (check the credentials and the policy on bucket %q)", err, s.bucket)
+	}
+	return err
+}
+
+// Put uploads the object. A single PUT and a completed multipart upload are
+// both atomic in S3: the key shows the old object until the new one is
+// whole. An object of at most one part (known size, or unknown size that
+// turns out small) is read into memory and sent as one PUT that the client
+// can retry; a larger one goes up as a multipart upload that holds one part
+// in memory at a time (minio-go retries parts from that buffer).
+func (s *s3Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: s.partSize}
+	switch {
+	case size >= 0 && size <= int64(s.partSize):
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("checkpoint: put %s: reading the %d bytes announced: %w", s.url(key), size, err)
+		}
+		var one [1]byte
+		if n, _ := io.ReadFull(r, one[:]); n > 0 {
+			return fmt.Errorf("checkpoint: put %s: the reader gave more than the %d bytes announced", s.url(key), size)
+		}
+		r = bytes.NewReader(buf)
+	case size < 0:
+		buf := make([]byte, s.partSize)
+		n, rerr := io.ReadFull(r, buf)
+		switch rerr {
+		case nil: // at least one full part: multipart
+			r = io.MultiReader(bytes.NewReader(buf[:n]), r)
+			if s.threads > 1 {
+				opts.ConcurrentStreamParts, opts.NumThreads = true, uint(s.threads)
+			}
+		case io.EOF, io.ErrUnexpectedEOF:
+			r, size = bytes.NewReader(buf[:n]), int64(n)
+		default:
+			return fmt.Errorf("checkpoint: put %s: reading: %w", s.url(key), rerr)
+		}
+	default:
+		r = &exactReader{r: r, left: size}
+	}
+	if _, err := s.c.PutObject(ctx, s.bucket, obj, r, size, opts); err != nil {
+		return fmt.Errorf("checkpoint: put %s: %w", s.url(key), s.hint(err))
+	}
+	return nil
+}
+
+// Create is a single PUT with If-None-Match: *.
+func (s *s3Store) Create(ctx context.Context, key string, r io.Reader, size int64) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	if size < 0 {
+		return fmt.Errorf("checkpoint: create %s: the size must be known", s.url(key))
+	}
+	if size > int64(s.partSize) {
+		return fmt.Errorf("checkpoint: create %s: %d bytes is more than one part (%d); Create is for small objects", s.url(key), size, s.partSize)
+	}
+	// In memory, so the client can retry the PUT. A retry of a PUT that
+	// was applied gets 412 as well: the caller compares the contents.
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fmt.Errorf("checkpoint: create %s: reading the %d bytes announced: %w", s.url(key), size, err)
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+		return fmt.Errorf("checkpoint: create %s: the reader gave more than the %d bytes announced", s.url(key), size)
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
+	opts.SetMatchETagExcept("*")
+	if _, err := s.c.PutObject(ctx, s.bucket, obj, bytes.NewReader(buf), size, opts); err != nil {
+		if s3PreconditionFailed(err) {
+			return fmt.Errorf("checkpoint: create %s: %w", s.url(key), ErrExists)
+		}
+		return fmt.Errorf("checkpoint: create %s: %w", s.url(key), s.hint(err))
+	}
+	return nil
+}
+
+func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.c.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
+	if err == nil {
+		// The request is sent lazily; Stat sends it, so that a missing
+		// object is reported here rather than at the first Read.
+		if _, err = o.Stat(); err != nil {
+			o.Close()
+		}
+	}
+	if s3NotFound(err) {
+		return nil, fmt.Errorf("checkpoint: get %s: %w", s.url(key), ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: get %s: %w", s.url(key), s.hint(err))
+	}
+	return o, nil
+}
+
+func (s *s3Store) List(ctx context.Context, prefix string) ([]string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the lister if we return early
+	var keys []string
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("checkpoint: list %s: %w", s.url(prefix), s.hint(o.Err))
+		}
+		keys = append(keys, strings.TrimPrefix(o.Key, s.prefix))
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+func (s *s3Store) Delete(ctx context.Context, key string) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	if err := s.c.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{}); err != nil && !s3NotFound(err) {
+		return fmt.Errorf("checkpoint: delete %s: %w", s.url(key), s.hint(err))
+	}
+	return nil
+}
+
+// exactReader fails the read that would complete size bytes if the
+// underlying reader has more, so that an upload of a wrongly announced
+// size fails before it is completed (minio-go stops reading at size).
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if e.left == 0 {
+		var one [1]byte
+		if m, _ := io.ReadFull(e.r, one[:]); m > 0 {
+			return 0, errors.New("the reader gave more bytes than the size announced")
+		}
+		return n, io.EOF
+	}
+	if err == io.EOF {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}

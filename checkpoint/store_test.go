@@ -1,0 +1,346 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// TestStoreConformance checks the Store contract on every backend
+// (R-CKPT-1: a local directory or S3-compatible storage).
+func TestStoreConformance(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+
+		_, err := s.Get(ctx, "a/missing")
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get of a missing key: %v, want ErrNotFound", err)
+		}
+		if !strings.Contains(err.Error(), "a/missing") {
+			t.Errorf("the error does not name the key: %v", err)
+		}
+
+		putObject(t, s, "a/b/one", []byte("1"))
+		putObject(t, s, "a/b/two", []byte("22"))
+		putObject(t, s, "a/bc", []byte("3"))
+		putObject(t, s, "z", nil)
+		if got := string(getObject(t, s, "a/b/two")); got != "22" {
+			t.Fatalf("Get = %q", got)
+		}
+		if got := getObject(t, s, "z"); len(got) != 0 {
+			t.Fatalf("empty object = %q", got)
+		}
+		putObject(t, s, "a/b/two", []byte("replaced"))
+		if got := string(getObject(t, s, "a/b/two")); got != "replaced" {
+			t.Fatalf("after replacing, Get = %q", got)
+		}
+
+		for prefix, want := range map[string][]string{
+			"":      {"a/b/one", "a/b/two", "a/bc", "z"},
+			"a/b":   {"a/b/one", "a/b/two", "a/bc"},
+			"a/b/":  {"a/b/one", "a/b/two"},
+			"a/b/t": {"a/b/two"},
+			"nope/": nil,
+		} {
+			got, err := s.List(ctx, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("List(%q) = %q, want %q", prefix, got, want)
+			}
+		}
+
+		// Unknown size, several parts on s3 (5 MiB parts).
+		big := randomBytes(11<<20 + 123)
+		if err := s.Put(ctx, "big/obj", io.MultiReader(bytes.NewReader(big[:1000]), bytes.NewReader(big[1000:])), -1); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(getObject(t, s, "big/obj"), big) {
+			t.Fatal("the streamed object came back different")
+		}
+		// Known size, several parts.
+		if err := s.Put(ctx, "big/known", io.MultiReader(bytes.NewReader(big)), int64(len(big))); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(getObject(t, s, "big/known"), big) {
+			t.Fatal("the object of known size came back different")
+		}
+
+		// A wrong size writes nothing.
+		if err := s.Put(ctx, "a/b/one", strings.NewReader("longer than announced"), 3); err == nil {
+			t.Error("Put with too small a size succeeded")
+		}
+		if err := s.Put(ctx, "a/b/one", strings.NewReader("ab"), 3); err == nil {
+			t.Error("Put with too large a size succeeded")
+		}
+		if got := string(getObject(t, s, "a/b/one")); got != "1" {
+			t.Errorf("after failed Puts, Get = %q, want the old object", got)
+		}
+		// A failing reader writes nothing.
+		boom := errors.New("boom")
+		if err := s.Put(ctx, "a/b/one", io.MultiReader(strings.NewReader("partial"), errReader{boom}), -1); !errors.Is(err, boom) {
+			t.Errorf("Put with a failing reader: %v, want boom", err)
+		}
+		if got := string(getObject(t, s, "a/b/one")); got != "1" {
+			t.Errorf("after a failed Put, Get = %q, want the old object", got)
+		}
+
+		// Create refuses an existing key.
+		if err := s.Create(ctx, "c/x", strings.NewReader("first"), 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, "c/x", strings.NewReader("second"), 6); !errors.Is(err, ErrExists) {
+			t.Fatalf("second Create: %v, want ErrExists", err)
+		}
+		if got := string(getObject(t, s, "c/x")); got != "first" {
+			t.Fatalf("after a refused Create, Get = %q", got)
+		}
+
+		// Delete, twice.
+		for range 2 {
+			if err := s.Delete(ctx, "a/b/one"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Get(ctx, "a/b/one"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get after Delete: %v", err)
+		}
+		if err := s.Delete(ctx, "never/was"); err != nil {
+			t.Fatal(err)
+		}
+
+		// Keys cannot escape the root.
+		for _, key := range []string{"", "/abs", "a/../b", "..", "a//b", "a/", "./a", "a\\b", "a/.arkflow-tmp-1"} {
+			if err := s.Put(ctx, key, strings.NewReader("x"), 1); err == nil {
+				t.Errorf("Put(%q) succeeded", key)
+			}
+			if _, err := s.Get(ctx, key); err == nil || errors.Is(err, ErrNotFound) {
+				t.Errorf("Get(%q) = %v, want an invalid-key error", key, err)
+			}
+		}
+	})
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// tempFiles lists leftover temporary files under dir.
+func tempFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), tmpPrefix) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
+}
+
+// TestFileStorePutIsAtomic (R-CKPT-1, R-CKPT-5: a checkpoint is durable and
+// whole or absent): concurrent readers only ever see a whole object, and
+// no temporary file is left behind, whether the Put succeeded or failed.
+func TestFileStorePutIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(context.Background(), "file://"+dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a := bytes.Repeat([]byte("a"), 1<<20)
+	b := bytes.Repeat([]byte("b"), 1<<20)
+	putObject(t, s, "x/obj", a)
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var bad error
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rc, err := s.Get(ctx, "x/obj")
+			if err != nil {
+				mu.Lock()
+				bad = err
+				mu.Unlock()
+				return
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || !(bytes.Equal(got, a) || bytes.Equal(got, b)) {
+				mu.Lock()
+				bad = errors.New("a reader saw a partial object")
+				mu.Unlock()
+				return
+			}
+		}
+	}()
+	for i := range 50 {
+		next := a
+		if i%2 == 0 {
+			next = b
+		}
+		if err := s.Put(ctx, "x/obj", bytes.NewReader(next), -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	// A failed Put (the reader fails half-way) leaves the old object and
+	// no temporary file.
+	if err := s.Put(ctx, "x/obj", io.MultiReader(bytes.NewReader(b[:1000]), errReader{io.ErrUnexpectedEOF}), -1); err == nil {
+		t.Fatal("Put with a failing reader succeeded")
+	}
+	if err := s.Create(ctx, "x/obj", bytes.NewReader(b), int64(len(b))); !errors.Is(err, ErrExists) {
+		t.Fatalf("Create over an existing object: %v", err)
+	}
+	if got := getObject(t, s, "x/obj"); !bytes.Equal(got, a) && !bytes.Equal(got, b) {
+		t.Fatal("the object changed after failed writes")
+	}
+	if left := tempFiles(t, dir); len(left) > 0 {
+		t.Fatalf("temporary files left: %q", left)
+	}
+	// A crash between writing the temporary file and renaming it leaves
+	// one behind: List and Get ignore it.
+	if err := os.WriteFile(filepath.Join(dir, "x", tmpPrefix+"123"), []byte("torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"x/obj"}) {
+		t.Fatalf("List = %q, want only x/obj", keys)
+	}
+	// Delete removes the directories it empties.
+	os.Remove(filepath.Join(dir, "x", tmpPrefix+"123"))
+	putObject(t, s, "d1/d2/d3/obj", []byte("x"))
+	if err := s.Delete(ctx, "d1/d2/d3/obj"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d1")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty directories left after Delete: %v", err)
+	}
+}
+
+// TestOpenStoreErrors checks the URI rules and that errors name what to
+// fix.
+func TestOpenStoreErrors(t *testing.T) {
+	ctx := context.Background()
+	for uri, want := range map[string]string{
+		"gs://bucket/x":         "file:///absolute/dir or s3://bucket/prefix",
+		"/abs/dir":              "unsupported scheme",
+		"file://relative/dir":   "absolute path",
+		"file:relative":         "absolute path",
+		"file:///a/../b":        "'..'",
+		"s3:///prefix":          "no bucket",
+		"s3://user:pw@bucket/p": "s3://bucket/prefix",
+		"s3://bucket/a/../b":    "..",
+	} {
+		_, err := OpenStore(ctx, uri, StoreOptions{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("OpenStore(%q) = %v, want an error containing %q", uri, err, want)
+		}
+	}
+	// A file store creates its directory.
+	dir := filepath.Join(t.TempDir(), "new", "dir")
+	s, err := OpenStore(ctx, "file://"+dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.URI() != "file://"+dir {
+		t.Errorf("URI() = %q", s.URI())
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("the directory was not created: %v", err)
+	}
+}
+
+// TestOpenStoreS3 opens s3:// stores from options and from the
+// environment, and names a missing bucket.
+func TestOpenStoreS3(t *testing.T) {
+	c, bucket := testBucket(t)
+	ctx := context.Background()
+	endpoint := os.Getenv("ARKFLOW_TEST_S3_ENDPOINT")
+	_, err := OpenStore(ctx, "s3://no-such-bucket-ckpt/x", StoreOptions{Client: c})
+	if err == nil || !strings.Contains(err.Error(), `"no-such-bucket-ckpt"`) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("missing bucket: %v", err)
+	}
+	// Explicit options, with an http:// endpoint.
+	s, err := OpenStore(ctx, "s3://"+bucket+"/p/", StoreOptions{
+		Endpoint:        "http://" + endpoint,
+		AccessKeyID:     os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"),
+		SecretAccessKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.URI() != "s3://"+bucket+"/p" {
+		t.Errorf("URI() = %q", s.URI())
+	}
+	putObject(t, s, "k", []byte("v"))
+	if _, err := c.StatObject(ctx, bucket, "p/k", minio.StatObjectOptions{}); err != nil {
+		t.Fatalf("the object is not at p/k in the bucket: %v", err)
+	}
+	// The environment.
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"))
+	t.Setenv("AWS_SECRET_ACCESS_KEY", os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"))
+	s2, err := OpenStore(ctx, "s3://"+bucket+"/p", StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(getObject(t, s2, "k")); got != "v" {
+		t.Fatalf("through the environment, Get = %q", got)
+	}
+	// A bare host:port means TLS unless AllowHTTP.
+	if _, err := OpenStore(ctx, "s3://"+bucket, StoreOptions{Endpoint: endpoint, AllowHTTP: true}); err != nil {
+		t.Fatalf("AllowHTTP: %v", err)
+	}
+}
+
+// TestFaultStore checks the fault injector the runtime's tests use.
+func TestFaultStore(t *testing.T) {
+	f := NewFaultStore(openFile(t))
+	ctx := context.Background()
+	putObject(t, f, "a/manifest.json", []byte("m"))
+	f.FailKey(OpGet, "manifest.json", nil)
+	if _, err := f.Get(ctx, "a/manifest.json"); !errors.Is(err, ErrInjected) {
+		t.Fatalf("Get = %v, want ErrInjected", err)
+	}
+	if _, err := f.List(ctx, ""); err != nil {
+		t.Fatalf("List failed: %v", err)
+	}
+	f.Fail(OpAny, nil)
+	if _, err := f.List(ctx, ""); !errors.Is(err, ErrInjected) {
+		t.Fatalf("List = %v", err)
+	}
+	f.Heal()
+	if got := string(getObject(t, f, "a/manifest.json")); got != "m" {
+		t.Fatalf("after Heal, Get = %q", got)
+	}
+	if f.Calls(OpGet) != 2 {
+		t.Fatalf("Calls(get) = %d", f.Calls(OpGet))
+	}
+}
