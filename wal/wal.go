@@ -153,7 +153,8 @@ type storage interface {
 	// recover loads what an earlier run left (repairing a torn tail).
 	recover() (recovered, error)
 	// write appends encoded records first..last. Calls are serialized and
-	// in sequence order; write may run while sync does.
+	// in sequence order; write may run while sync does. recs is reused
+	// once write returns: write must copy what it keeps.
 	write(recs []byte, first, last uint64) error
 	// sync makes every write that returned before the call durable. Calls
 	// are serialized.
@@ -269,7 +270,9 @@ func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	rec := AppendRecord(make([]byte, 0, RecordSize(len(payload))), 0, payload)
+	buf := getRecBuf(RecordSize(len(payload)))
+	defer putRecBuf(buf)
+	rec := AppendRecord((*buf)[:0], 0, payload)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -304,6 +307,28 @@ func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 		return 0, err
 	}
 	return seq, nil
+}
+
+// Record buffers are reused: write copies them (into the page cache, or
+// into an object-store buffer) and keeps no reference.
+var recBufs sync.Pool
+
+// maxPooledRec bounds the buffers kept for reuse, so that one huge entry
+// does not pin its buffer.
+const maxPooledRec = 1 << 20
+
+func getRecBuf(n int) *[]byte {
+	if b, ok := recBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return b
+	}
+	b := make([]byte, 0, max(n, 4<<10))
+	return &b
+}
+
+func putRecBuf(b *[]byte) {
+	if cap(*b) <= maxPooledRec {
+		recBufs.Put(b)
+	}
 }
 
 func putSeq(rec []byte, seq uint64) {
@@ -389,7 +414,9 @@ func (l *Log) Ack(seq uint64) error {
 		l.cursor++
 		moved = true
 	}
-	if moved {
+	if moved && l.waiters > 0 {
+		// Only Await calls watch the channel (Close waits for them to
+		// leave); not replacing it otherwise saves an allocation per ack.
 		l.wake()
 	}
 	return nil
@@ -551,24 +578,26 @@ func (l *Log) persistCursor() error {
 // background.
 func (l *Log) flush() {
 	defer l.flusher.Done()
-	every := l.opts.CursorInterval
+	// Two tickers: folding the sync into the cursor's tick (syncing on the
+	// ticks at least SyncInterval after the last sync) stretched the
+	// periodic mode's loss window to up to twice SyncInterval.
+	cursorTick := time.NewTicker(l.opts.CursorInterval)
+	defer cursorTick.Stop()
+	var syncTick <-chan time.Time
 	if l.opts.Sync == SyncPeriodic {
-		every = min(every, l.opts.SyncInterval)
+		t := time.NewTicker(l.opts.SyncInterval)
+		defer t.Stop()
+		syncTick = t.C
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	lastSync := time.Now()
 	for {
 		select {
 		case <-l.stop:
 			return
-		case now := <-t.C:
-			if l.opts.Sync == SyncPeriodic && now.Sub(lastSync) >= l.opts.SyncInterval {
-				lastSync = now
-				if err := l.Sync(); err != nil {
-					l.opts.Logger.Error("wal: periodic sync failed", "wal", l.st.describe(), "err", err)
-				}
+		case <-syncTick:
+			if err := l.Sync(); err != nil {
+				l.opts.Logger.Error("wal: periodic sync failed", "wal", l.st.describe(), "err", err)
 			}
+		case <-cursorTick.C:
 			if err := l.persistCursor(); err != nil {
 				l.opts.Logger.Warn("wal: persisting the cursor failed; retrying", "err", err)
 			}

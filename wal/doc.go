@@ -1,0 +1,171 @@
+// Package wal is the write-ahead log that gives a source at-least-once
+// delivery: every batch is appended (durably, per the sync mode) before it
+// enters the pipeline, acknowledged once every sink has it, and replayed
+// after a restart if it was not.
+//
+// Entries get sequence numbers from 1 in append order. They are
+// acknowledged in any order; the cursor, the highest contiguous
+// acknowledged sequence, is what survives a restart, and every entry after
+// it is replayed (R-WAL-1..3). A log lives in a local directory (OpenDir,
+// the default) or in an object store (OpenObjectStore, R-WAL-7).
+//
+// # Usage
+//
+//	l, err := wal.OpenDir("/var/lib/arkflow/wal/clicks-0", wal.LocalOptions{
+//		Options: wal.Options{Sync: wal.SyncGroupCommit},
+//	})
+//	if err != nil {
+//		return err // a *CorruptError names the segment and offset
+//	}
+//	defer l.Close()
+//
+//	// After a restart, deliver what was not acknowledged, in order.
+//	r, err := l.Replay()
+//	for e, err := r.Next(); err == nil; e, err = r.Next() {
+//		deliver(e.Seq, e.Payload)
+//	}
+//	r.Close()
+//
+//	seq, err := l.Append(ctx, payload) // durable as the sync mode promises
+//	deliver(seq, payload)
+//
+//	// When a sink has written it (any order, never blocks):
+//	l.Ack(seq)
+//	// Before committing the source's own position for seq:
+//	err = l.Await(ctx, seq) // nil once the cursor has reached seq
+//
+// # Records
+//
+// A record is ArkFlow's object-store segment record, so both backends and
+// ArkFlow read the same bytes:
+//
+//	seq u64 BE | len u32 BE | payload (len bytes) | crc32-IEEE(payload) u32 BE
+//
+// The checksum covers the payload only (the header is checked by the
+// sequence rule: records in a segment follow one by one). A payload is at
+// most MaxPayload bytes. AppendRecord encodes a record and DecodeSegment
+// decodes a segment's bytes.
+//
+// # Directory layout
+//
+// A local log owns one directory:
+//
+//	LOCK                        empty; flock(2)ed by the one process that has the log open
+//	CURSOR                      magic "AFWALCUR" | cursor u64 BE | meta length u32 BE | meta | crc32-IEEE u32 BE
+//	00000000000000000001.wal    a segment: records from sequence 1 on
+//	00000000000000004097.wal    the next segment, named after its first sequence (%020d)
+//
+// CURSOR is replaced atomically (CURSOR.tmp, fsync, rename, directory
+// fsync); DecodeCursor reads it. A segment is closed when the next record
+// would take it past LocalOptions.SegmentBytes (default 32 MiB): the full
+// segment is fdatasync'ed, then the next one is created and the directory
+// fsync'ed, in every sync mode. Only the newest segment is ever written.
+//
+// # Sync modes and what a crash loses
+//
+// A process crash (SIGKILL, a panic, the OOM killer) loses nothing Append
+// returned, in any mode, in a local directory: Append returns only after
+// write(2) has copied the record into the kernel's page cache, which
+// outlives the process. TestCrashLoop checks this by killing a writer at
+// random moments. What the modes differ in is a power loss or an operating
+// system crash:
+//
+//   - always: every Append fdatasyncs its own entry before it returns, one
+//     entry at a time. Nothing Append returned is lost.
+//   - group_commit (the default): Append returns only once its own entry is
+//     durable, but appenders that arrive while an fdatasync runs share the
+//     next one. Nothing Append returned is lost; with many concurrent
+//     appenders it costs a fraction of always.
+//   - periodic: Append returns after the write; a background fdatasync runs
+//     every Options.SyncInterval (default 100ms). A power loss loses up to
+//     SyncInterval (plus one fdatasync) of returned appends.
+//   - none: only segment rotation, Sync, Flush and Close fdatasync. A power
+//     loss loses whatever the operating system had not written back yet
+//     (on Linux, dirty pages older than vm.dirty_expire_centisecs, 30 s by
+//     default, are written back).
+//
+// Losses are always at the end of the newest segment, because a segment is
+// synced before the next one starts. The object-store backend keeps
+// unsynced entries in process memory, so there a process crash loses what a
+// power loss loses; see OpenObjectStore.
+//
+// # The cursor
+//
+// Ack never blocks. The cursor moves to the highest contiguous acknowledged
+// sequence: an acknowledgement after a gap is kept until the gap closes,
+// so the cursor never passes an entry that was not acknowledged (R-WAL-2).
+// ArkFlow's cursor, by contrast, is a high-water mark (the highest
+// acknowledged sequence): an entry whose delivery failed, or that is still
+// in flight, is skipped by a later acknowledgement and never replayed. Here
+// it is replayed.
+//
+// The cursor is persisted every Options.CursorInterval (default 100ms) and
+// by Flush and Close, together with the bytes Options.CursorMeta returns
+// for it (a source's resume positions; CursorMeta returns them after a
+// restart). An acknowledgement not yet persisted is lost in a crash of any
+// kind, which only means its entry is replayed again: duplicates, never
+// loss. The persisted cursor may be ahead of the entries that survived a
+// power loss (periodic or none: acknowledged entries that were never
+// synced); the log then continues after the cursor, and the sequences of
+// lost unacknowledged entries are used again.
+//
+// Abandon marks an entry whose delivery failed: it stays unacknowledged
+// until a restart replays it (or until it is acknowledged after all), and
+// an Await behind it fails at once with an *AbandonedError instead of
+// waiting out its lease.
+//
+// # Parked acknowledgements and drain
+//
+// Await(ctx, seq) returns once the cursor has reached seq; that is when the
+// source may commit its own position for seq. While an earlier sequence N
+// is unacknowledged the call is parked, for at most Options.ParkLease
+// (default 60s). Then it returns a *ParkedError (errors.Is(err, ErrParked),
+// Temporary() true) that reads exactly
+//
+//	WAL acknowledgement parked for >60s waiting for sequence N; the gap owner appears stalled
+//
+// (R-WAL-4). The lease fences nothing: the owner of N can still acknowledge
+// it, and a retry then succeeds at once; while N stays unacknowledged each
+// retry fails the same way after its own lease. Time comes from
+// Options.Clock, which tests replace.
+//
+// Close stops appends (they return ErrClosed), then gives parked Await
+// calls the drain window, Options.DrainTimeout (default 30s), to see their
+// gaps close (R-WAL-5). Those still parked when it ends return
+// ErrClosedPending, and so does Close (errors.Is; the text is exactly "WAL
+// closed while acknowledgement was pending"). Their entries are replayed
+// after a restart. Close then syncs, persists the cursor and releases the
+// directory; Flush and Sync on a closed log return ErrClosed.
+//
+// # Recovery: torn tails and corruption
+//
+// Opening reads the cursor and every segment not wholly covered by it. A
+// torn tail, what a crash in the middle of a write leaves at the end of the
+// newest segment, is cut off and the intact prefix kept: a record whose
+// header or body runs past the end of the file, a last record (or one
+// followed only by zero bytes) that fails its checksum, or zero bytes to
+// the end (space the file system allocated but never wrote). Anything else
+// is corruption: a bad record with data after it, a sequence out of order,
+// a torn record in an older segment, a missing segment, or an oldest
+// segment that starts after the cursor's successor. Corruption is a
+// *CorruptError naming the segment and the byte offset of the bad record,
+// and a refused open changes nothing on disk, so the files can be
+// inspected (DecodeSegment and DecodeCursor read them).
+//
+// # Segment deletion
+//
+// When a persisted cursor covers every entry of a segment (and a newer
+// segment exists), the segment is deleted. LocalOptions.Retain keeps them
+// instead, for debugging; the directory then grows without bound, and a
+// later open without Retain deletes them.
+//
+// # Concurrency and ownership
+//
+// All methods of a Log are safe for concurrent use. OpenDir takes an
+// exclusive flock on LOCK: a second opener, in this process or another,
+// gets an error naming the lock. The kernel drops it when the process dies,
+// and Close releases it, so a dry run's open can be followed at once by the
+// real one (R-VAL-2). Opening starts one goroutine, which persists the
+// cursor (and, in periodic mode, syncs); Close stops it. Replay's entries
+// alias a buffer valid until the next call to Next.
+package wal
