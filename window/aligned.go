@@ -270,6 +270,9 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 			acks = append(acks, ack.New(fe.Done))
 		}
 	}
+	if total > 0 {
+		acks = append(acks, w.floor.firing(wm))
+	}
 	node := ack.Derive(acks...)
 	var err error
 	if total == 0 {

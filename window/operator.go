@@ -144,8 +144,13 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		if err != nil {
 			return nil, err
 		}
-		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: NoWatermark, m: &counters{},
-			journal: j, meta: meta, maxPar: info.MaxParallelism}
+		fl := newFloor(info.State, info.JobID, info.OperatorID, info.KeyGroups.Start)
+		wm, err := fl.load(info.Now())
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: reading the watermark floor: %w", info.OperatorID, err)
+		}
+		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: wm, m: &counters{},
+			journal: j, meta: meta, maxPar: info.MaxParallelism, floor: fl}
 		var inst interface {
 			ops.Instance
 			restore(e state.Entry) error
@@ -209,6 +214,7 @@ type base struct {
 	meta    ops.MetaColumns
 	maxPar  int
 	buf     []byte
+	floor   *floor
 }
 
 // begin starts the journal epoch of an input batch: rows already in

@@ -338,6 +338,9 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		w.firingEpoch = nil
 		acks = append(acks, ack.New(fe.Done))
 	}
+	if len(recs) > 0 {
+		acks = append(acks, w.floor.firing(wm))
+	}
 	node := ack.Derive(acks...)
 	if len(recs) == 0 {
 		node.Release(nil)

@@ -1,0 +1,78 @@
+package window
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/state"
+)
+
+// floorNamespace holds, per operator subtask, the watermark below which
+// every window that fired had its output acknowledged.
+const floorNamespace = "__arkflow_window_floor"
+
+// floor persists the watermark of acknowledged firings. After a restart
+// the operator starts at it: the input replayed from the committed
+// positions can hold rows of windows that fired and were emitted before
+// the crash (an input batch commits only once every window it fed has
+// fired, so a batch straddling a fired and an open window is replayed in
+// full). Those rows are late against the floor, as they were when the
+// window fired, instead of reopening the window with part of its rows.
+// Windows whose output was not acknowledged lie above the floor, and all
+// their rows are replayed (no batch holding one of them has committed), so
+// they fire again whole.
+type floor struct {
+	mu      sync.Mutex
+	store   state.Backend
+	key     state.Key
+	next    uint64           // sequence of the next firing
+	done    uint64           // firings acknowledged in order
+	pending map[uint64]int64 // acknowledged out of order: seq -> watermark
+}
+
+func newFloor(store state.Backend, jobID, op string, group int) *floor {
+	return &floor{store: store, key: state.Key{Job: jobID, Operator: op, Namespace: floorNamespace, KeyGroup: group, User: []byte("wm")}, pending: map[uint64]int64{}}
+}
+
+// load returns the persisted floor, or NoWatermark.
+func (f *floor) load(now int64) (int64, error) {
+	v, _, ok, err := f.store.Get(f.key, now)
+	if err != nil || !ok || len(v) != 8 {
+		return NoWatermark, err
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// firing returns an acknowledgement for a firing at wm: when it and every
+// earlier firing are acknowledged, wm is persisted.
+func (f *floor) firing(wm int64) *ack.Node {
+	f.mu.Lock()
+	seq := f.next
+	f.next++
+	f.mu.Unlock()
+	return ack.New(func(err error) {
+		if err != nil {
+			return // the job fails; the floor stays where it was
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.pending[seq] = wm
+		var top int64
+		moved := false
+		for {
+			w, ok := f.pending[f.done]
+			if !ok {
+				break
+			}
+			delete(f.pending, f.done)
+			f.done++
+			top, moved = w, true
+		}
+		if moved {
+			// A lost write only lowers the floor after a crash; the
+			// acknowledgement itself has succeeded.
+			_ = f.store.Apply([]state.Mutation{{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))}})
+		}
+	})
+}
