@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -22,10 +23,12 @@ type Job struct {
 type Option interface{ apply(*options) }
 
 type options struct {
-	logger   *slog.Logger
-	capacity int
-	dataDir  string
-	bindings map[string]any
+	logger        *slog.Logger
+	capacity      int
+	dataDir       string
+	bindings      map[string]any
+	fromSavepoint string
+	store         checkpoint.StoreOptions
 }
 
 type optionFunc func(*options)
@@ -89,7 +92,7 @@ func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error
 	if err != nil {
 		return nil, err
 	}
-	rt := runtime.New(g, runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir})
+	rt := runtime.New(g, runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: o.store})
 	return &Job{spec: g.Spec, plan: g.Plan, rt: rt}, nil
 }
 
@@ -179,11 +182,14 @@ type Metrics struct {
 	// StateBytes is the size of each stateful operator's committed state
 	// in bytes (R-STATE-2).
 	StateBytes map[string]int64
+	// Checkpoints is the checkpoint health ("degraded" = Healthy false)
+	// and the recovery progress of the start.
+	Checkpoints CheckpointStatus
 }
 
 // Metrics returns a snapshot of the job's counters.
 func (j *Job) Metrics() Metrics {
-	m := Metrics{State: j.State(), StateBytes: j.rt.StateBytes()}
+	m := Metrics{State: j.State(), StateBytes: j.rt.StateBytes(), Checkpoints: j.rt.CheckpointStatus()}
 	for _, t := range j.rt.Metrics() {
 		m.Tasks = append(m.Tasks, TaskMetrics(t))
 	}

@@ -129,6 +129,16 @@ func (t *Tracker) Idle() []int {
 	return out
 }
 
+// Restore raises the watermark to wm, as a checkpoint recorded it: rows
+// older than the restored watermark are late, as they were when the
+// checkpoint was taken, so a replay after a restore does not reopen
+// windows that had already fired.
+func (t *Tracker) Restore(wm int64) {
+	if wm > t.watermark {
+		t.watermark = wm
+	}
+}
+
 func (t *Tracker) recompute() (int64, bool) {
 	low := int64(math.MaxInt64)
 	active := false

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
@@ -88,6 +89,17 @@ type Options struct {
 	// DataDir is where jobs keep state whose spec gives no state.path:
 	// DataDir/<job>/state.
 	DataDir string
+	// CheckpointStore configures an s3:// checkpoint store (endpoint,
+	// credentials); empty fields come from the environment.
+	CheckpointStore checkpoint.StoreOptions
+	// FromSavepoint starts the job from this savepoint instead of
+	// following spec.recovery.
+	FromSavepoint string
+	// NodeID names this process in checkpoint manifests (default local).
+	NodeID string
+	// WrapStore, if set, wraps the checkpoint store (fault injection in
+	// tests).
+	WrapStore func(checkpoint.Store) checkpoint.Store
 	// StartPositions makes source subtasks (by task ID) resume from these
 	// positions instead of their configured start (restores, restarts).
 	StartPositions map[string][]connectors.Position
@@ -111,10 +123,15 @@ type Runtime struct {
 	sources        []*sourceHead
 	sinkTasks      []string
 	barriers       *barriers
-	cutMu          sync.Mutex
-	cutID          uint64
-	store          state.Backend
-	lastStateBytes map[string]int64
+	startPositions map[string][]connectors.Position
+	// restoredWatermarks are the source watermarks of the restored
+	// checkpoint, by source task.
+	restoredWatermarks map[string]int64
+	cutMu              sync.Mutex
+	cutID              uint64
+	ckpt               ckptState
+	store              state.Backend
+	lastStateBytes     map[string]int64
 }
 
 // New returns a runtime for a built graph.
@@ -191,6 +208,15 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	}
 	r.setState(Running)
 	r.log.Info("job running", "chains", len(chains))
+	ckptCtx, stopCkpt := context.WithCancel(runCtx)
+	var ckptLoop sync.WaitGroup
+	if r.g.Spec.Checkpoint != nil {
+		ckptLoop.Add(1)
+		go func() {
+			defer ckptLoop.Done()
+			r.checkpointLoop(ckptCtx)
+		}()
+	}
 
 	// Run every chain instance; the first error cancels the rest.
 	var wg sync.WaitGroup
@@ -209,6 +235,9 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		}(c)
 	}
 	wg.Wait()
+	// A round in progress is abandoned: the previous checkpoint stays.
+	stopCkpt()
+	ckptLoop.Wait()
 
 	// Close in order: sources, then sinks (R-WAL-6).
 	closeErr := r.closeAll(resources, false)
@@ -317,6 +346,18 @@ func (r *Runtime) closeAll(res []resource, reverse bool) error {
 func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, error) {
 	// State first: operators restore from it when they are created, and it
 	// closes last, after the sinks (R-VAL-4, R-WAL-6).
+	// The checkpoint to restore is chosen before the state store opens,
+	// so that a refused one leaves the state untouched (R-CKPT-6).
+	cat, err := r.openCatalog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var restoreFrom *checkpoint.Manifest
+	if cat != nil {
+		if restoreFrom, err = r.selectRestore(ctx, cat); err != nil {
+			return nil, nil, err
+		}
+	}
 	st, err := r.openState()
 	if err != nil {
 		return nil, nil, err
@@ -332,6 +373,25 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 	r.mu.Lock()
 	r.store = st
 	r.mu.Unlock()
+	// Restore before any operator is created or source connected: state
+	// and positions first, then input (R-CKPT-1, R-CKPT-8).
+	r.startPositions = r.opts.StartPositions
+	if cat != nil {
+		if restoreFrom != nil {
+			restored, err := r.restore(ctx, cat, st, restoreFrom)
+			if err != nil {
+				r.closeAll([]resource{stateRes}, false)
+				return nil, nil, err
+			}
+			if r.startPositions == nil {
+				r.startPositions = restored
+			}
+		}
+		r.ckpt.mu.Lock()
+		r.ckpt.catalog = cat
+		r.ckpt.status.Enabled, r.ckpt.status.Healthy = true, true
+		r.ckpt.mu.Unlock()
+	}
 	chains, sources, sinks, err := r.instantiate(st)
 	if err != nil {
 		r.closeAll([]resource{stateRes}, false)
@@ -419,6 +479,8 @@ type chainInstance struct {
 	// sinks are the sink tasks in the chain; barriers learns when they end.
 	sinks    []string
 	barriers *barriers
+	// restoredWM holds the restored checkpoint's watermarks by task.
+	restoredWM map[string]int64
 }
 
 // node is one operator subtask inside a chain instance.
@@ -519,7 +581,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 	}
 	for _, c := range plan.Chains {
 		for sub := 0; sub < c.Parallelism; sub++ {
-			ci := &chainInstance{id: fmt.Sprintf("%s-%d", c.ID, sub), inbox: inboxes[key{c.ID, sub}], log: r.log.With("chain", fmt.Sprintf("%s-%d", c.ID, sub)), barriers: r.barriers}
+			ci := &chainInstance{id: fmt.Sprintf("%s-%d", c.ID, sub), inbox: inboxes[key{c.ID, sub}], log: r.log.With("chain", fmt.Sprintf("%s-%d", c.ID, sub)), barriers: r.barriers, restoredWM: r.restoredWatermarks}
 			for _, opID := range c.Operators {
 				op, _ := spec.Operator(opID)
 				task := job.TaskID(opID, sub)
@@ -543,7 +605,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 						wals = append(wals, ds)
 						src = ds
 					}
-					if ps, ok := r.opts.StartPositions[task]; ok {
+					if ps, ok := r.startPositions[task]; ok {
 						p, can := src.(connectors.Positioner)
 						if !can {
 							fail(fmt.Errorf("source %s cannot resume from positions (its connector does not implement connectors.Positioner)", task))
@@ -701,6 +763,15 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 		wms[i] = minWatermark
 	}
 	current := int64(minWatermark)
+	if wm, ok := c.restoredWM[c.head.task]; ok && wm != minWatermark {
+		for i := range wms {
+			wms[i] = wm
+		}
+		current = wm
+		if err := c.head.watermark(ctx, wm); err != nil {
+			return err
+		}
+	}
 	ended := 0
 	for {
 		m, slot, err := c.inbox.next(ctx)

@@ -48,6 +48,9 @@ type sourceTime struct {
 	interval   time.Duration
 	ts         []int64
 	valid      []bool
+	// restored is the watermark a checkpoint restored (NoWatermark: none);
+	// the source sends it before its first row.
+	restored int64
 }
 
 // sourceTime returns the watermark generation of a source subtask: event
@@ -71,7 +74,12 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 			}
 		}
 		now := r.opts.Clock.Now().UnixMilli()
-		return &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now)}, nil
+		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now), restored: window.NoWatermark}
+		if wm, ok := r.restoredWatermarks[job.TaskID(opID, sub)]; ok {
+			st.tracker.Restore(wm)
+			st.restored = wm
+		}
+		return st, nil
 	}
 	if windowDownstream(spec, opID) {
 		return &sourceTime{processing: true, interval: r.opts.ProcessingTimeInterval}, nil
@@ -144,6 +152,11 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 	}()
 	src := c.source
 	st := src.time
+	if st != nil && !st.processing && st.restored != window.NoWatermark {
+		if err := c.head.watermark(ctx, st.restored); err != nil {
+			return err
+		}
+	}
 	interval := st.tickInterval()
 	if interval == 0 && src.barriers == nil {
 		for {

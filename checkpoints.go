@@ -1,0 +1,48 @@
+package arkflow
+
+import (
+	"context"
+
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
+)
+
+// CheckpointStatus is a job's checkpoint health and recovery progress.
+type CheckpointStatus = runtime.CheckpointStatus
+
+// RecoveryProgress counts a restore's state: bytes and keys restored of
+// the total, reported before the job reports Running (R-CKPT-8).
+type RecoveryProgress = runtime.RecoveryProgress
+
+// ErrNoCheckpoints is returned by Checkpoint and Savepoint for a job whose
+// spec has no checkpoint block.
+var ErrNoCheckpoints = runtime.ErrNoCheckpoints
+
+// WithSavepoint starts the job from the named savepoint instead of
+// following spec.recovery: how an upgraded (or rolled back) version takes
+// over the state of the one before it (R-CKPT-7).
+func WithSavepoint(name string) Option {
+	return optionFunc(func(o *options) { o.fromSavepoint = name })
+}
+
+// WithCheckpointStore sets the endpoint and credentials of an s3://
+// checkpoint store; fields left empty come from AWS_ENDPOINT_URL,
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+func WithCheckpointStore(opts checkpoint.StoreOptions) Option {
+	return optionFunc(func(o *options) { o.store = opts })
+}
+
+// Checkpoint takes a checkpoint now (besides the periodic ones of
+// spec.checkpoint.interval_ms) and returns its id. The sources pause only
+// for the cut; the state uploads while the job runs.
+func (j *Job) Checkpoint(ctx context.Context) (string, error) { return j.rt.Checkpoint(ctx) }
+
+// Savepoint takes a named savepoint: a checkpoint that retention never
+// deletes. To upgrade, take a savepoint, stop the job, and start the new
+// version WithSavepoint(name); to roll back, start the old version from its
+// own savepoint.
+func (j *Job) Savepoint(ctx context.Context, name string) error { return j.rt.Savepoint(ctx, name) }
+
+// CheckpointStatus returns the job's checkpoint health and recovery
+// progress.
+func (j *Job) CheckpointStatus() CheckpointStatus { return j.rt.CheckpointStatus() }

@@ -1,0 +1,481 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
+)
+
+// CheckpointStatus is a runtime's checkpoint health and recovery progress.
+type CheckpointStatus struct {
+	// Enabled is false when the spec has no checkpoint block.
+	Enabled bool
+	// Healthy is false after a failed round, until one succeeds
+	// ("degraded": the previous checkpoint is still the one a restart
+	// uses).
+	Healthy   bool
+	Completed int64
+	Failures  int64
+	LastError string
+	// Last is the newest committed checkpoint of this run.
+	LastID       string
+	LastDuration time.Duration
+	// LastPause is how long the sources were held for the cut.
+	LastPause time.Duration
+	LastBytes int64
+	// Restored names the checkpoint or savepoint the run started from.
+	Restored string
+	Recovery RecoveryProgress
+}
+
+// RecoveryProgress counts a restore's state (R-CKPT-8).
+type RecoveryProgress struct {
+	BytesRestored, BytesTotal int64
+	KeysRestored              int64
+	SnapshotsRestored         int
+	SnapshotsTotal            int
+	Done                      bool
+}
+
+// ErrNoCheckpoints is returned by Checkpoint and Savepoint when the spec
+// has no checkpoint block.
+var ErrNoCheckpoints = errors.New("the job has no checkpoint block (spec.checkpoint with an object_store_uri)")
+
+// statefulTask reports whether a task's operator may keep keyed state, so
+// that checkpoints snapshot it.
+func statefulOp(op *job.Operator) bool {
+	switch op.Kind {
+	case job.KindSource, job.KindSink:
+		return false
+	case job.KindAggregate, job.KindWindow, job.KindUDF:
+		return true
+	}
+	return op.Stateful || op.KeyField != ""
+}
+
+// openCatalog opens the checkpoint store of the spec, or returns nil when
+// checkpoints are off.
+func (r *Runtime) openCatalog(ctx context.Context) (*checkpoint.Catalog, error) {
+	cp := r.g.Spec.Checkpoint
+	if cp == nil {
+		return nil, nil
+	}
+	store, err := checkpoint.OpenStore(ctx, cp.ObjectStoreURI, r.opts.CheckpointStore)
+	if err != nil {
+		return nil, fmt.Errorf("opening the checkpoint store: %w", err)
+	}
+	if r.opts.WrapStore != nil {
+		store = r.opts.WrapStore(store)
+	}
+	return checkpoint.NewCatalog(store, r.g.Spec.ID, checkpoint.Options{Retention: cp.Retention, Logger: r.log})
+}
+
+func (r *Runtime) formatVersion() int {
+	if s := r.g.Spec.State; s != nil && s.FormatVersion > 0 {
+		return s.FormatVersion
+	}
+	return job.DefaultStateFormatVersion
+}
+
+func (r *Runtime) plannedTasks() []string {
+	var ts []string
+	for _, t := range r.g.Plan.Tasks {
+		ts = append(ts, t.ID)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+// selectRestore picks the checkpoint or savepoint to start from
+// (spec.recovery, or Options.FromSavepoint), or nil. It runs before the
+// state store is opened: a checkpoint that must not be used (downgrade,
+// format change) fails the start with the state untouched, byte for byte
+// (R-CKPT-6).
+func (r *Runtime) selectRestore(ctx context.Context, cat *checkpoint.Catalog) (*checkpoint.Manifest, error) {
+	spec := r.g.Spec
+	want := checkpoint.Want{Target: checkpoint.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks()}
+	switch {
+	case r.opts.FromSavepoint != "":
+		want.Target, want.Name = checkpoint.NamedSavepoint, r.opts.FromSavepoint
+	case spec.Recovery == job.RecoverLatestSavepoint:
+		want.Target = checkpoint.LatestSavepoint
+	}
+	m, skipped, err := cat.Select(ctx, want)
+	for _, s := range skipped {
+		r.log.Warn("checkpoint not usable", "kind", s.Kind, "id", s.ID, "reason", s.Reason)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("selecting a checkpoint to restore: %w", err)
+	}
+	if m == nil {
+		if r.opts.FromSavepoint != "" {
+			return nil, fmt.Errorf("savepoint %q was not found or is not usable in %s", r.opts.FromSavepoint, cat.Store().URI())
+		}
+		return nil, nil
+	}
+	if spec.Recovery == job.RecoverFail && r.opts.FromSavepoint == "" {
+		return nil, fmt.Errorf("recovery is %q and %s %s exists: start from it with recovery latest_checkpoint, from a savepoint, or remove it", job.RecoverFail, m.Kind, m.CheckpointID)
+	}
+	return m, nil
+}
+
+// restore fills st from the selected manifest and returns the source
+// positions to resume from. It runs before any operator is created and
+// before any source connects: state and positions first, then input
+// (R-CKPT-1, R-CKPT-8).
+func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) (map[string][]connectors.Position, error) {
+	spec := r.g.Spec
+	r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
+	if err := r.restoreState(ctx, cat, st, m); err != nil {
+		return nil, err
+	}
+	r.ckpt.mu.Lock()
+	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
+	r.ckpt.mu.Unlock()
+	r.restoredWatermarks = restoredWatermarks(spec, r.g.Plan, m.WatermarksMS)
+	// Positions by source task: a task that recorded its own gets them;
+	// after a parallelism change every subtask gets all of its operator's
+	// (each keeps the partitions it reads).
+	byTask := map[string][]connectors.Position{}
+	byOp := map[string][]connectors.Position{}
+	oldPar := map[string]int{}
+	for _, t := range m.PlannedTasks {
+		if op, _, ok := splitTask(t); ok {
+			oldPar[op]++
+		}
+	}
+	for _, p := range m.SourcePositions {
+		op, _, ok := splitTask(p.TaskID)
+		if !ok {
+			continue
+		}
+		pos := connectors.Position{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset}
+		byTask[p.TaskID] = append(byTask[p.TaskID], pos)
+		byOp[op] = append(byOp[op], pos)
+	}
+	out := map[string][]connectors.Position{}
+	for _, t := range r.g.Plan.Tasks {
+		if oldPar[t.OperatorID] == t.Parallelism {
+			if ps, ok := byTask[t.ID]; ok {
+				out[t.ID] = ps
+			}
+		} else if ps, ok := byOp[t.OperatorID]; ok {
+			out[t.ID] = ps
+		}
+	}
+	return out, nil
+}
+
+// restoreState empties the state of every stateful operator of the plan
+// and fills it from the manifest's snapshots. Snapshots are restored into
+// the key groups of the task that wrote them, so a changed parallelism
+// needs nothing more: all subtasks share the store.
+func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) error {
+	spec := r.g.Spec
+	ns := stateJob(spec)
+	drop, ok := st.(state.Dropper)
+	if !ok {
+		return fmt.Errorf("the state backend cannot be emptied for a restore")
+	}
+	for _, op := range spec.Operators {
+		if statefulOp(&op) {
+			if err := drop.Drop(state.Scope{Job: ns, Operator: op.ID, Groups: state.AllKeyGroups}); err != nil {
+				return fmt.Errorf("restore: emptying the state of %s: %w", op.ID, err)
+			}
+		}
+	}
+	oldPar := map[string]int{}
+	for _, t := range m.PlannedTasks {
+		if op, _, ok := splitTask(t); ok {
+			oldPar[op]++
+		}
+	}
+	var total int64
+	for _, s := range m.StateSnapshots {
+		total += s.Bytes
+	}
+	r.ckpt.mu.Lock()
+	r.ckpt.status.Recovery = RecoveryProgress{BytesTotal: total, SnapshotsTotal: len(m.StateSnapshots)}
+	r.ckpt.mu.Unlock()
+	now := r.opts.Clock.Now().UnixMilli()
+	for _, s := range m.StateSnapshots {
+		op, sub, ok := splitTask(s.TaskID)
+		if !ok {
+			return fmt.Errorf("restore: state snapshot of task %q: not an operator-subtask id", s.TaskID)
+		}
+		if o, _ := spec.Operator(op); o == nil {
+			r.log.Warn("restore: the job no longer has this operator; its state is not restored", "task", s.TaskID)
+			continue
+		}
+		scope := state.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)}
+		rc, err := cat.OpenState(ctx, s)
+		if err != nil {
+			return fmt.Errorf("restore: opening the state of %s: %w", s.TaskID, err)
+		}
+		info, err := st.Restore(rc, scope, now)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("restore: state of %s: %w", s.TaskID, err)
+		}
+		r.ckpt.mu.Lock()
+		p := &r.ckpt.status.Recovery
+		p.BytesRestored += info.Bytes
+		p.KeysRestored += info.Entries
+		p.SnapshotsRestored++
+		r.ckpt.mu.Unlock()
+		r.log.Info("restore progress", "task", s.TaskID, "keys", info.Entries, "bytes_restored", p.BytesRestored, "bytes_total", total)
+	}
+	r.ckpt.mu.Lock()
+	r.ckpt.status.Recovery.Done = true
+	r.ckpt.mu.Unlock()
+	return nil
+}
+
+// splitTask splits "op-3" into ("op", 3).
+func splitTask(id string) (string, int, bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return id[:i], n, true
+}
+
+// ckptState is the runtime's checkpoint bookkeeping.
+type ckptState struct {
+	mu      sync.Mutex
+	status  CheckpointStatus
+	catalog *checkpoint.Catalog
+	round   sync.Mutex // one round at a time
+}
+
+// CheckpointStatus returns the checkpoint health and recovery progress.
+func (r *Runtime) CheckpointStatus() CheckpointStatus {
+	r.ckpt.mu.Lock()
+	defer r.ckpt.mu.Unlock()
+	return r.ckpt.status
+}
+
+// Checkpoint takes a checkpoint now and returns its id.
+func (r *Runtime) Checkpoint(ctx context.Context) (string, error) {
+	m, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, "")
+	if err != nil {
+		return "", err
+	}
+	return m.CheckpointID, nil
+}
+
+// Savepoint takes a named savepoint: a checkpoint that retention never
+// deletes, to upgrade or roll back from (R-CKPT-7).
+func (r *Runtime) Savepoint(ctx context.Context, name string) error {
+	if name == "" {
+		return errors.New("a savepoint needs a name")
+	}
+	if err := checkpoint.ValidKey(name); err != nil || strings.Contains(name, "/") {
+		return fmt.Errorf("savepoint name %q: use letters, digits, '-', '_' and '.'", name)
+	}
+	_, err := r.takeCheckpoint(ctx, checkpoint.KindSavepoint, name)
+	return err
+}
+
+// takeCheckpoint runs one round: the cut (synchronous, sources paused),
+// then the snapshots stream from the frozen state to the store while the
+// pipeline runs, then the manifest commits. A failed round leaves the
+// previous checkpoint in place and marks the health degraded.
+func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name string) (m *checkpoint.Manifest, err error) {
+	r.ckpt.mu.Lock()
+	cat := r.ckpt.catalog
+	r.ckpt.mu.Unlock()
+	if cat == nil {
+		return nil, ErrNoCheckpoints
+	}
+	r.ckpt.round.Lock()
+	defer r.ckpt.round.Unlock()
+	start := time.Now()
+	var pause time.Duration
+	var bytes int64
+	defer func() {
+		r.ckpt.mu.Lock()
+		defer r.ckpt.mu.Unlock()
+		s := &r.ckpt.status
+		if err != nil {
+			if errors.Is(err, errNoCut) {
+				return
+			}
+			s.Healthy = false
+			s.Failures++
+			s.LastError = err.Error()
+			r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "error", err)
+			return
+		}
+		s.Healthy = true
+		s.LastError = ""
+		s.Completed++
+		s.LastID, s.LastDuration, s.LastPause, s.LastBytes = m.CheckpointID, time.Since(start), pause, bytes
+		r.log.Info("checkpoint completed", "kind", kind, "id", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
+	}()
+	id := name
+	if kind == checkpoint.KindCheckpoint {
+		next, err := cat.NextID(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		id = next.String()
+	}
+	c, err := r.cut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Frozen.Close()
+	pause = c.Pause
+
+	spec, plan := r.g.Spec, r.g.Plan
+	ns := stateJob(spec)
+	now := r.opts.Clock.Now().UnixMilli()
+	type result struct {
+		snap checkpoint.StateSnapshot
+		err  error
+	}
+	var tasks []job.Task
+	for _, t := range plan.Tasks {
+		if op, _ := spec.Operator(t.OperatorID); op != nil && statefulOp(op) {
+			tasks = append(tasks, t)
+		}
+	}
+	results := make([]result, len(tasks))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, t := range tasks {
+		wg.Add(1)
+		go func(i int, t job.Task) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			pr, pw := io.Pipe()
+			go func() {
+				_, err := c.Frozen.Snapshot(pw, state.Scope{Job: ns, Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
+				pw.CloseWithError(err)
+			}()
+			snap, err := cat.PutState(ctx, kind, id, t.ID, pr)
+			pr.CloseWithError(errors.New("upload ended"))
+			results[i] = result{snap, err}
+		}(i, t)
+	}
+	wg.Wait()
+	m = &checkpoint.Manifest{
+		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version,
+		FormatVersion: r.formatVersion(), Kind: kind, Name: name,
+		CreatedMS: time.Now().UnixMilli(), PlannedTasks: r.plannedTasks(), PlanDigest: plan.Digest,
+		WatermarksMS: c.Watermarks,
+	}
+	for _, t := range m.PlannedTasks {
+		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":0", NodeID: r.nodeID()})
+	}
+	for _, res := range results {
+		if res.err != nil {
+			return nil, fmt.Errorf("%s %s: uploading state: %w", kind, id, res.err)
+		}
+		m.StateSnapshots = append(m.StateSnapshots, res.snap)
+		bytes += res.snap.Bytes
+	}
+	var srcTasks []string
+	for t := range c.Positions {
+		srcTasks = append(srcTasks, t)
+	}
+	sort.Strings(srcTasks)
+	for _, t := range srcTasks {
+		for _, p := range c.Positions[t] {
+			m.SourcePositions = append(m.SourcePositions, checkpoint.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
+		}
+	}
+	if err := cat.Commit(ctx, m); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	return m, nil
+}
+
+func (r *Runtime) nodeID() string {
+	if r.opts.NodeID != "" {
+		return r.opts.NodeID
+	}
+	return "local"
+}
+
+// checkpointLoop takes periodic checkpoints until ctx ends.
+func (r *Runtime) checkpointLoop(ctx context.Context) {
+	cp := r.g.Spec.Checkpoint
+	every := time.Duration(cp.IntervalMS) * time.Millisecond
+	if every <= 0 {
+		every = time.Duration(job.DefaultCheckpointIntervalMS) * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, ""); err != nil && ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// restoredWatermarks picks the checkpoint's watermarks a restart starts
+// from. Operators behind the sources resume at theirs: rows replayed from
+// the positions that belong to windows which had fired before the
+// checkpoint are late again, as they were then, instead of reopening those
+// windows with part of their rows.
+//
+// A source does not resume at its own: its watermark at the cut was
+// reached by rows after its position, which are read again, so another
+// input of a shared operator could otherwise let that operator's
+// watermark pass rows not yet re-read. A source chained with operators (a
+// single input) resumes at theirs, which is no later than what they had
+// seen.
+func restoredWatermarks(spec *job.Spec, plan *job.Plan, wms map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for task, wm := range wms {
+		op, _, ok := splitTask(task)
+		if !ok {
+			continue
+		}
+		if o, _ := spec.Operator(op); o != nil && o.Kind != job.KindSource {
+			if _, ok := plan.Task(task); ok {
+				out[task] = wm
+			}
+		}
+	}
+	for _, c := range plan.Chains {
+		if o, _ := spec.Operator(c.Head); o == nil || o.Kind != job.KindSource {
+			continue
+		}
+		for sub := 0; sub < c.Parallelism; sub++ {
+			low, found := int64(0), false
+			for _, op := range c.Operators[1:] {
+				if wm, ok := out[job.TaskID(op, sub)]; ok && (!found || wm < low) {
+					low, found = wm, true
+				}
+			}
+			if found {
+				out[job.TaskID(c.Head, sub)] = low
+			}
+		}
+	}
+	return out
+}

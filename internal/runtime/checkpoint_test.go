@@ -1,0 +1,278 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+)
+
+// ckptSpec is a running keyed sum with checkpoints to store. extra adds a
+// stateless filter between the source and the aggregate (an upgrade).
+func ckptSpec(store, stateBlock string, version int, extra bool) string {
+	ops := `{"id":"in","kind":"source"},`
+	edges := `{"id":"a","from":"in","to":"sum","partitioned":true},`
+	if extra {
+		ops += `{"id":"positive","kind":"filter","config":{"expr":"amount > 0"}},`
+		edges = `{"id":"a0","from":"in","to":"positive"},{"id":"a","from":"positive","to":"sum","partitioned":true},`
+	}
+	return fmt.Sprintf(`{"id":"ck","version":%d,"parallelism":2,"operators":[%s
+	  {"id":"sum","kind":"aggregate","stateful":true,"key_field":"user","config":{"aggregates":[{"function":"sum","field":"amount","as":"total"}]}},
+	  {"id":"out","kind":"sink"}],
+	  "edges":[%s{"id":"b","from":"sum","to":"out"}],
+	  "sources":[{"operator_id":"in","input_type":"memory"}],"sinks":[{"operator_id":"out","output_type":"memory"}],
+	  %s,
+	  "checkpoint":{"interval_ms":3600000,"retention":2,"object_store_uri":"file://%s"}}`, version, ops, edges, stateBlock, store)
+}
+
+// ckptRun is one run of a checkpointed job fed by hand.
+type ckptRun struct {
+	t    *testing.T
+	rt   *Runtime
+	src  *mem.Source
+	sink *mem.Sink
+	done chan error
+	hist *history
+}
+
+// history is the input appended so far: a memory source is an input whose
+// offsets count rows, so a later run gets the same batches again and its
+// restored positions skip the ones already read.
+type history struct{ batches []arrow.RecordBatch }
+
+func startCkpt(t *testing.T, spec string, opts Options, hist *history) (*ckptRun, error) {
+	r := &ckptRun{t: t, src: mem.NewSource(clickSchema, 2), sink: mem.NewSink(), done: make(chan error, 1), hist: hist}
+	for _, b := range hist.batches {
+		if err := r.src.Append(0, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.rt = New(mustBuild(t, spec, map[string]any{"in": r.src, "out": r.sink}), opts)
+	go func() { r.done <- r.rt.Run(context.Background()) }()
+	for {
+		switch r.rt.State() {
+		case Running:
+			return r, nil
+		case Failed:
+			return nil, <-r.done
+		}
+		select {
+		case err := <-r.done:
+			return nil, err
+		default:
+		}
+	}
+}
+
+// feed appends rows and waits until the sink has n rows in all.
+func (r *ckptRun) feed(n int64, users []string, amounts []int64) {
+	r.t.Helper()
+	b := clicks(users, amounts)
+	r.hist.batches = append(r.hist.batches, b)
+	if err := r.src.Append(0, b); err != nil {
+		r.t.Fatal(err)
+	}
+	eventually(r.t, fmt.Sprintf("%d rows at the sink", n), func() bool { return r.sink.NumRows() == n })
+}
+
+// totals returns the last running total per user the sink received.
+func (r *ckptRun) totals() map[string]int64 {
+	out := map[string]int64{}
+	for _, rec := range r.sink.Records() {
+		us := column(r.t, rec, "user", str)
+		ts := column(r.t, rec, "total", i64)
+		for i := range us {
+			out[us[i]] = ts[i]
+		}
+	}
+	return out
+}
+
+func (r *ckptRun) stop() {
+	r.t.Helper()
+	r.src.Close()
+	if err := <-r.done; err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// R-CKPT-1, R-CKPT-8: a checkpoint taken while the job runs brings the
+// keyed state back in a new run on an empty store, and the recovery
+// progress is complete before the job reports Running.
+func TestCheckpointRestoresState(t *testing.T) {
+	hist := &history{}
+	store := t.TempDir()
+	spec := ckptSpec(store, `"state":{"backend":"memory"}`, 1, false)
+	r, err := startCkpt(t, spec, Options{}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
+	id, err := r.rt.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := r.rt.CheckpointStatus()
+	if !st.Healthy || st.Completed != 1 || st.LastID != id {
+		t.Fatalf("status after a checkpoint: %+v", st)
+	}
+	r.stop()
+
+	r2, err := startCkpt(t, spec, Options{}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = r2.rt.CheckpointStatus()
+	if st.Restored != "checkpoint "+id || !st.Recovery.Done || st.Recovery.BytesRestored != st.Recovery.BytesTotal || st.Recovery.BytesTotal == 0 || st.Recovery.KeysRestored == 0 {
+		t.Fatalf("recovery when Running: %+v", st)
+	}
+	r2.feed(1, []string{"ann"}, []int64{10})
+	if got := r2.totals()["ann"]; got != 15 {
+		t.Fatalf("ann's total after the restore: %d, want 15 (5 restored + 10)", got)
+	}
+	r2.stop()
+}
+
+// A round that cannot reach the store fails; the job keeps running with
+// its checkpoint health degraded, a restart still selects the previous
+// checkpoint, and the next round after the store returns is healthy.
+func TestCheckpointStoreOutage(t *testing.T) {
+	hist := &history{}
+	store := t.TempDir()
+	spec := ckptSpec(store, `"state":{"backend":"memory"}`, 1, false)
+	var fault *checkpoint.FaultStore
+	wrap := func(s checkpoint.Store) checkpoint.Store {
+		if fault == nil {
+			fault = checkpoint.NewFaultStore(s)
+		}
+		return fault
+	}
+	r, err := startCkpt(t, spec, Options{WrapStore: wrap}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.feed(1, []string{"ann"}, []int64{5})
+	good, err := r.rt.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fault.Fail(checkpoint.OpPut, errors.New("store unreachable"))
+	fault.Fail(checkpoint.OpCreate, errors.New("store unreachable"))
+	r.feed(2, []string{"ann"}, []int64{100})
+	if _, err := r.rt.Checkpoint(context.Background()); err == nil {
+		t.Fatal("a checkpoint succeeded with the store down")
+	}
+	st := r.rt.CheckpointStatus()
+	if st.Healthy || st.Failures != 1 || !strings.Contains(st.LastError, "store unreachable") || r.rt.State() != Running {
+		t.Fatalf("after a failed round: state %v, status %+v", r.rt.State(), st)
+	}
+	// A restart now would still take the last good checkpoint.
+	cat, err := r.rt.openCatalog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.rt.selectRestore(context.Background(), cat)
+	if err != nil || m == nil || m.CheckpointID != good {
+		t.Fatalf("selected %v (%v), want %s", m, err, good)
+	}
+	fault.Heal()
+	if _, err := r.rt.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.rt.CheckpointStatus(); !st.Healthy || st.Completed != 2 {
+		t.Fatalf("after the store returned: %+v", st)
+	}
+	r.stop()
+}
+
+// dirBytes reads every file under dir.
+func dirBytes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// R-CKPT-6, R-CKPT-7: stop with a savepoint, start version 2 (an added
+// stateless operator) from it: the state carries over. Starting version 1
+// from version 2's savepoint (a downgrade), or version 2 with another
+// state format, is refused before the state store is touched: its files
+// are byte-identical afterwards.
+func TestSavepointUpgradeAndRefusals(t *testing.T) {
+	hist := &history{}
+	store := t.TempDir()
+	stateDir := t.TempDir()
+	badger := func(format int) string {
+		return fmt.Sprintf(`"state":{"backend":"badger","path":"%s","format_version":%d}`, stateDir, format)
+	}
+	v1 := ckptSpec(store, badger(1), 1, false)
+	r, err := startCkpt(t, v1, Options{}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
+	if err := r.rt.Savepoint(context.Background(), "v1"); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+
+	v2 := ckptSpec(store, badger(1), 2, true)
+	r2, err := startCkpt(t, v2, Options{FromSavepoint: "v1"}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.feed(1, []string{"bob"}, []int64{1})
+	if got := r2.totals()["bob"]; got != 8 {
+		t.Fatalf("bob's total in version 2: %d, want 8 (7 from the v1 savepoint + 1)", got)
+	}
+	if err := r2.rt.Savepoint(context.Background(), "v2"); err != nil {
+		t.Fatal(err)
+	}
+	r2.stop()
+
+	before := dirBytes(t, stateDir)
+	_, err = startCkpt(t, v1, Options{FromSavepoint: "v2"}, hist)
+	var inc *checkpoint.IncompatibleError
+	if !errors.As(err, &inc) || inc.Reason != checkpoint.IncompatibleDowngrade {
+		t.Fatalf("downgrade: %v", err)
+	}
+	if after := dirBytes(t, stateDir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatal("the refused downgrade changed the state files")
+	}
+	_, err = startCkpt(t, ckptSpec(store, badger(2), 2, true), Options{FromSavepoint: "v2"}, hist)
+	if !errors.As(err, &inc) || inc.Reason != checkpoint.IncompatibleFormat {
+		t.Fatalf("format change: %v", err)
+	}
+	if after := dirBytes(t, stateDir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatal("the refused format change changed the state files")
+	}
+	// Rollback is explicit: version 1 from its own savepoint. The input
+	// after the savepoint's positions (bob's 1) is read again.
+	r3, err := startCkpt(t, v1, Options{FromSavepoint: "v1"}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3.feed(2, []string{"bob"}, []int64{2})
+	if got := r3.totals()["bob"]; got != 10 {
+		t.Fatalf("bob's total after the rollback: %d, want 10 (7 + 1 replayed + 2)", got)
+	}
+	r3.stop()
+}
