@@ -31,6 +31,9 @@ commands:
   validate SPEC   check a job spec (JSON or YAML); exit 1 and list every problem if invalid
   plan SPEC       print the job's physical plan as JSON (--text: human-readable)
   run SPEC        run the job in this process until it ends or is signalled
+  checkpoint      take a checkpoint of a job that "arkflow run" is running
+                  (--data-dir DIR SPEC, or --control SOCKET)
+  savepoint       take a named savepoint of a running job (--name NAME and as checkpoint)
   version         print the version of this program
 `
 
@@ -51,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return plan(rest, stdout, stderr)
 	case "run":
 		return runJob(rest, stdout, stderr)
+	case "checkpoint", "savepoint":
+		return controlCommand(cmd, rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "arkflow (arkflow-go) job runtime v1")
 		return 0
@@ -152,6 +157,9 @@ func runJob(args []string, _ io.Writer, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "debug logging")
 	dataDir := fs.String("data-dir", "", "where state and write-ahead logs live when the spec gives no path: <dir>/<job>/state, <dir>/<job>/wal")
 	dryRun := fs.Bool("dry-run", false, "open and close every write-ahead log, then exit (checks locks and corruption)")
+	control := fs.String("control", "", "serve checkpoint/savepoint requests on this Unix socket (default <data-dir>/<job>.sock when --data-dir is set)")
+	fromSavepoint := fs.String("from-savepoint", "", "start from this savepoint instead of following the spec's recovery")
+	savepointOnStop := fs.String("savepoint-on-stop", "", "on SIGINT/SIGTERM, take a savepoint with this name before stopping (for upgrades)")
 	path, ok := specArg(fs, args, stderr)
 	if !ok {
 		return 2
@@ -165,7 +173,7 @@ func runJob(args []string, _ io.Writer, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	j, err := arkflow.FromSpec(spec, arkflow.WithLogger(logger), arkflow.WithDataDir(*dataDir))
+	j, err := arkflow.FromSpec(spec, arkflow.WithLogger(logger), arkflow.WithDataDir(*dataDir), arkflow.WithSavepoint(*fromSavepoint))
 	if err != nil {
 		printErrors(stderr, err)
 		return 1
@@ -179,6 +187,14 @@ func runJob(args []string, _ io.Writer, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if path := controlPath(*control, *dataDir, spec.ID); path != "" && spec.Checkpoint != nil {
+		stop, err := serveControl(ctx, path, j, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer stop()
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -191,6 +207,13 @@ func runJob(args []string, _ io.Writer, stderr io.Writer) int {
 		}
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), *stopTimeout)
 		defer stopCancel()
+		if *savepointOnStop != "" {
+			if err := j.Savepoint(stopCtx, *savepointOnStop); err != nil {
+				logger.Error("savepoint before stopping failed; stopping anyway", "savepoint", *savepointOnStop, "error", err)
+			} else {
+				logger.Info("savepoint taken", "savepoint", *savepointOnStop)
+			}
+		}
 		go func() {
 			select {
 			case <-sigs:

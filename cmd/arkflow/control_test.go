@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The CLI's on-demand checkpoints (R-CKPT-7): `arkflow checkpoint` and
+// `arkflow savepoint` reach a running `arkflow run` through its control
+// socket; --savepoint-on-stop takes one on SIGTERM; --from-savepoint
+// starts from it.
+func TestCLICheckpointAndSavepoint(t *testing.T) {
+	dir := t.TempDir()
+	spec := `id: ckcli
+state: {backend: badger}
+checkpoint: {interval_ms: 3600000, retention: 2, object_store_uri: "file://` + filepath.Join(dir, "store") + `"}
+operators:
+  - {id: in, kind: source}
+  - {id: count, kind: aggregate, key_field: user, config: {aggregates: [{function: count, as: n}]}}
+  - {id: out, kind: sink}
+edges:
+  - {id: a, from: in, to: count, partitioned: true}
+  - {id: b, from: count, to: out}
+sources:
+  - {operator_id: in, input_type: generate, config: {count: 1000000, rate_per_sec: 200, batch_size: 10, fields: [{name: user, type: string, cardinality: 5}]}}
+sinks:
+  - {operator_id: out, output_type: drop}
+`
+	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := cliCommand(dir, "run", "--data-dir", "data", "--savepoint-on-stop", "final", "job.yaml")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sock := filepath.Join(dir, "data", "ckcli.sock")
+	eventuallyFile(t, sock)
+
+	out, err := cliCommand(dir, "checkpoint", "--data-dir", "data", "job.yaml").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "00000000000000000001" {
+		t.Fatalf("arkflow checkpoint: %v: %s\n%s", err, out, stderr.String())
+	}
+	out, err = cliCommand(dir, "savepoint", "--control", sock, "--name", "before-upgrade").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "before-upgrade" {
+		t.Fatalf("arkflow savepoint: %v: %s", err, out)
+	}
+	out, err = cliCommand(dir, "savepoint", "--control", sock, "--name", "../x").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "savepoint name") {
+		t.Fatalf("a bad savepoint name was accepted: %s", out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, m := range []string{"checkpoints/00000000000000000001/manifest.json", "savepoints/before-upgrade/manifest.json", "savepoints/final/manifest.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "store", "ckcli", m)); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Error("the control socket was left behind")
+	}
+	// Start from the savepoint; a missing one is an error that names it.
+	next := cliCommand(dir, "run", "--data-dir", "data", "--from-savepoint", "final", "job.yaml")
+	var nextErr strings.Builder
+	next.Stderr = &nextErr
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyFile(t, sock)
+	next.Process.Signal(syscall.SIGTERM)
+	if err := next.Wait(); err != nil || !strings.Contains(nextErr.String(), "kind=savepoint id=final") {
+		t.Fatalf("run --from-savepoint: %v\n%s", err, nextErr.String())
+	}
+	out, err = cliCommand(dir, "run", "--data-dir", "data", "--from-savepoint", "nope", "job.yaml").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `savepoint "nope"`) {
+		t.Fatalf("run from a missing savepoint: %v: %s", err, out)
+	}
+}
+
+func eventuallyFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
