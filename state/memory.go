@@ -275,19 +275,7 @@ func (b *memBackend) Restore(r io.Reader, scope Scope, now int64) (RestoreInfo, 
 		items, err := b.live(scope, now)
 		return len(items) == 0, err
 	}
-	drop := func(scope Scope) error {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.closed {
-			return ErrClosed
-		}
-		items, err := b.collect(scope, func(*memEntry) bool { return true })
-		for _, it := range items {
-			b.del(it.key)
-		}
-		return err
-	}
-	return snapshotRestore(r, scope, now, empty, &memSink{b: b}, drop)
+	return snapshotRestore(r, scope, now, empty, &memSink{b: b}, b.Drop)
 }
 
 // memSink buffers restored entries and applies them in chunks.
