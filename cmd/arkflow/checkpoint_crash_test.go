@@ -149,6 +149,7 @@ func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 6))
 	killed := 0
+	var linesAfter []int // output lines after each killed run
 	for killed < kills {
 		cmd := cliCommand(runDir, "run", "--data-dir", "data", "job.yaml")
 		cmd.Env = append(cmd.Env, env...)
@@ -160,8 +161,10 @@ func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string) {
 		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
+		os.WriteFile(filepath.Join(runDir, fmt.Sprintf("run-%02d.log", killed+1)), []byte(stderr.String()), 0o644)
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			killed++
+			linesAfter = append(linesAfter, countLines(outPath))
 			continue
 		}
 		if err != nil {
@@ -206,8 +209,39 @@ func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string) {
 	}
 	sort.Strings(wrong)
 	if len(missing) > 0 || len(wrong) > 0 {
+		// Which run wrote the first wrong line, and what it logged.
+		lines := readLinesUnsorted(t, outPath)
+		first := -1
+		for i, l := range lines {
+			if !wantSet[l] {
+				first = i
+				break
+			}
+		}
+		for run, n := range linesAfter {
+			if first >= 0 && first < n {
+				log, _ := os.ReadFile(filepath.Join(runDir, fmt.Sprintf("run-%02d.log", run+1)))
+				prev, _ := os.ReadFile(filepath.Join(runDir, fmt.Sprintf("run-%02d.log", run)))
+				t.Logf("the first wrong line (%d) came from run %d; its log:\n%s\nthe run before:\n%s", first, run+1, log, prev)
+				break
+			}
+		}
 		t.Fatalf("after %d kills: %d window results missing (first %v), %d not in the uninterrupted run (first %v)",
 			killed, len(missing), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
 	}
 	t.Logf("%d kills: %d distinct window results as in the uninterrupted run; %d re-emitted duplicates", killed, len(want), len(got)-len(want))
+}
+
+func countLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
+}
+
+func readLinesUnsorted(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,8 +35,8 @@ sinks:
 		t.Fatal(err)
 	}
 	cmd := cliCommand(dir, "run", "--data-dir", "data", "--savepoint-on-stop", "final", "job.yaml")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +70,8 @@ sinks:
 	}
 	// Start from the savepoint; a missing one is an error that names it.
 	next := cliCommand(dir, "run", "--data-dir", "data", "--from-savepoint", "final", "job.yaml")
-	var nextErr strings.Builder
-	next.Stderr = &nextErr
+	nextErr := &lockedBuffer{}
+	next.Stderr = nextErr
 	if err := next.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +84,25 @@ sinks:
 	if err == nil || !strings.Contains(string(out), `savepoint "nope"`) {
 		t.Fatalf("run from a missing savepoint: %v: %s", err, out)
 	}
+}
+
+// lockedBuffer is an io.Writer a child process writes while the test may
+// read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func eventuallyFile(t *testing.T, path string) {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -188,12 +189,38 @@ func runJob(args []string, _ io.Writer, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if path := controlPath(*control, *dataDir, spec.ID); path != "" && spec.Checkpoint != nil {
-		stop, err := serveControl(ctx, path, j, logger)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		defer stop()
+		// The socket appears once the job runs, so a request never meets a
+		// job still restoring.
+		var stopControl func()
+		var mu sync.Mutex
+		go func() {
+			t := time.NewTicker(10 * time.Millisecond)
+			defer t.Stop()
+			for j.State() < arkflow.Running {
+				select {
+				case <-ctx.Done():
+					return
+				case <-j.Done():
+					return
+				case <-t.C:
+				}
+			}
+			stop, err := serveControl(ctx, path, j, logger)
+			if err != nil {
+				logger.Error("control socket", "error", err)
+				return
+			}
+			mu.Lock()
+			stopControl = stop
+			mu.Unlock()
+		}()
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if stopControl != nil {
+				stopControl()
+			}
+		}()
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -124,7 +124,9 @@ func (s *Source) Seek(ps []connectors.Position) error {
 	if _, ok := s.inner.(connectors.Positioner); !ok {
 		return fmt.Errorf("source %s cannot resume from positions (its connector does not implement connectors.Positioner)", s.task)
 	}
-	s.restored = append([]connectors.Position(nil), ps...)
+	// Non-nil even when empty: a checkpoint without positions for this
+	// task was taken before it consumed anything, and that is a position.
+	s.restored = append([]connectors.Position{}, ps...)
 	return nil
 }
 
@@ -199,10 +201,14 @@ func (s *Source) scan() (scanPlan, error) {
 	// A checkpoint older than the cursor: the rows between its positions
 	// and the cursor's are gone from the WAL, so the wrapped source must
 	// read them again, and the WAL's tail would only duplicate them.
+	// A partition the WAL's positions hold but the checkpoint does not was
+	// read only after the checkpoint: its configured start is older too.
 	older := false
-	for k, off := range restored {
-		if b, ok := s.base[k]; ok && off < b {
-			older = true
+	if restored != nil {
+		for k, b := range s.base {
+			if off, ok := restored[k]; !ok || off < b {
+				older = true
+			}
 		}
 	}
 	if older {

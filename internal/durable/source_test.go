@@ -945,3 +945,51 @@ func TestFakeSourceSeek(t *testing.T) {
 		t.Errorf("fake positions %s", got)
 	}
 }
+
+// A checkpoint taken before this task consumed anything records no
+// positions for it; that is the configured start. A WAL that has moved on
+// since (its entries acknowledged and committed into state the restore
+// replaced) must not be trusted over it: the source rewinds to the start
+// and nothing is replayed (R-WAL-3). The SIGKILL proof with checkpoints
+// found this under load, as half-filled windows.
+func TestEmptyCheckpointPositionsRewind(t *testing.T) {
+	data := uniform(3, 10)
+	dir := t.TempDir()
+	cfg := &Config{Sync: "group_commit"}
+	fake := newFake(data...)
+	s := openSource(t, cfg, fake, dir)
+	connect(t, s)
+	// The first batch is acknowledged and the cursor persisted past it;
+	// the other two stay after the cursor.
+	for i, sp := range data {
+		b := read(t, s, sp)
+		if i == 0 {
+			b.Ack(nil)
+		}
+	}
+	if err := s.Log().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s, nil)
+
+	fake2 := newFake(data...)
+	s2 := openSource(t, cfg, fake2, dir)
+	if err := s2.Seek([]connectors.Position{}); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, s2)
+	for _, ps := range fake2.sought() {
+		if len(ps) != 0 {
+			t.Fatalf("the source was sought to %v, want the configured start", ps)
+		}
+	}
+	if got := s2.Positions(); len(got) != 0 {
+		t.Fatalf("positions right after the restore: %v, want none (the start)", got)
+	}
+	b := read(t, s2, data[0]) // offsets 0..9 again, from the source, not the WAL's tail
+	b.Ack(nil)
+	if got, want := s2.Positions(), []connectors.Position{pos(0, 10)}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("positions after re-reading the first batch: %v, want %v", got, want)
+	}
+	closeAll(t, s2, nil)
+}

@@ -164,8 +164,14 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		byTask[p.TaskID] = append(byTask[p.TaskID], pos)
 		byOp[op] = append(byOp[op], pos)
 	}
+	// Every source task gets its entry, empty when it had consumed nothing
+	// at the checkpoint: that is a position too (the configured start), and
+	// a WAL that has moved on since must not be trusted over it.
 	out := map[string][]connectors.Position{}
 	for _, t := range r.g.Plan.Tasks {
+		if o, _ := spec.Operator(t.OperatorID); o != nil && o.Kind == job.KindSource {
+			out[t.ID] = []connectors.Position{}
+		}
 		if oldPar[t.OperatorID] == t.Parallelism {
 			if ps, ok := byTask[t.ID]; ok {
 				out[t.ID] = ps
@@ -301,7 +307,10 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 	cat := r.ckpt.catalog
 	r.ckpt.mu.Unlock()
 	if cat == nil {
-		return nil, ErrNoCheckpoints
+		if r.g.Spec.Checkpoint == nil {
+			return nil, ErrNoCheckpoints
+		}
+		return nil, errNoCut
 	}
 	r.ckpt.round.Lock()
 	defer r.ckpt.round.Unlock()

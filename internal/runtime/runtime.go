@@ -607,7 +607,10 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					}
 					if ps, ok := r.startPositions[task]; ok {
 						p, can := src.(connectors.Positioner)
-						if !can {
+						if !can && len(ps) == 0 {
+							// Nothing consumed at the checkpoint: the
+							// configured start is where it resumes anyway.
+						} else if !can {
 							fail(fmt.Errorf("source %s cannot resume from positions (its connector does not implement connectors.Positioner)", task))
 							continue
 						}
