@@ -1,0 +1,309 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// Kafka → Kafka pass-through of 1 KB records on the same broker, through
+// the engine (kafka source → kafka sink) and through a bare
+// confluent-kafka-go consume → produce loop. Each iteration moves every
+// record of a 4-partition input topic into a fresh output topic; the clock
+// stops when the output's end offsets add up to the input's count.
+//
+//	ARKFLOW_KFAKE_BIN=/tmp/kfake go test -run '^$' -bench KafkaPassThrough -benchtime 3x ./connectors/kafka/
+//
+// Sub-benchmarks are engine variants (raw: the value is passed as bytes,
+// value_field; json: decoded into 3 columns and encoded again; p4:
+// parallelism 4, explicit assignment; eos: exactly-once sink). Every
+// iteration runs the bare loop and then the engine on the same records and
+// broker; ratio = engine events/s over bare events/s.
+
+const (
+	benchRecords    = 100_000
+	benchPartitions = 4
+	benchValueBytes = 1024
+)
+
+var benchInput struct {
+	once  sync.Once
+	topic string
+}
+
+// benchValue is a 1 KB JSON object: {"id":…,"user":"…","payload":"…"}.
+func benchValue(id int) []byte {
+	head := fmt.Sprintf(`{"id":%d,"user":"user-%d","payload":"`, id, id%1000)
+	pad := benchValueBytes - len(head) - 2
+	return []byte(head + strings.Repeat("x", pad) + `"}`)
+}
+
+func setupBenchInput(b *testing.B) string {
+	b.Helper()
+	benchInput.once.Do(func() {
+		benchInput.topic = newTopic(b, benchPartitions)
+		p := newProducer(b, kafka.ConfigMap{"linger.ms": 5, "batch.num.messages": 10000})
+		for part := 0; part < benchPartitions; part++ {
+			recs := make([]kafka.Message, 0, benchRecords/benchPartitions)
+			for i := part; i < benchRecords; i += benchPartitions {
+				recs = append(recs, kafka.Message{Value: benchValue(i)})
+			}
+			produce(b, p, benchInput.topic, int32(part), recs...)
+		}
+	})
+	return benchInput.topic
+}
+
+// benchWatermarks queries end offsets (an AdminClient cannot).
+var benchWatermarks *kafka.Consumer
+
+// endOffsets is the sum of a topic's partition end offsets.
+func endOffsets(b *testing.B, topic string, parts int) int64 {
+	var sum int64
+	for p := 0; p < parts; p++ {
+		_, hi, err := benchWatermarks.QueryWatermarkOffsets(topic, int32(p), 5000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += hi
+	}
+	return sum
+}
+
+// waitOutput waits until the output's end offsets add up to n.
+func waitOutput(b *testing.B, topic string, parts int, n int64) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for endOffsets(b, topic, parts) < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("output %s did not reach %d records", topic, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func BenchmarkKafkaPassThrough(b *testing.B) {
+	brokers(b)
+	in := setupBenchInput(b)
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": strings.Join(brokers(b), ","), "group.id": "bench-watermarks", "go.logs.channel.enable": true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range c.Logs() {
+		}
+	}()
+	benchWatermarks = c
+	defer c.Close()
+	for _, v := range []struct {
+		name, format, sinkExtra string
+		par                     int
+	}{
+		{"raw", "raw", "value_field: value", 1},
+		{"json", "json", "", 1},
+		{"raw-p4", "raw", "value_field: value", 4},
+		{"raw-eos", "raw", "value_field: value\n      exactly_once: true\n      transactional_id: %s-{subtask}", 1},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			b.StopTimer()
+			var engine, bare time.Duration
+			for i := 0; i < b.N; i++ {
+				// Paired: the bare loop and the engine move the same
+				// records on the same broker, one after the other.
+				bare += benchBare(b, in)
+				engine += benchEngine(b, in, v.format, v.sinkExtra, v.par)
+			}
+			ev := float64(b.N*benchRecords) / engine.Seconds()
+			bareEv := float64(b.N*benchRecords) / bare.Seconds()
+			b.ReportMetric(float64(engine.Nanoseconds())/float64(b.N), "ns/op")
+			b.ReportMetric(ev, "events/s")
+			b.ReportMetric(ev*benchValueBytes/1e6, "MB/s")
+			b.ReportMetric(bareEv, "bare-events/s")
+			b.ReportMetric(bareEv*benchValueBytes/1e6, "bare-MB/s")
+			b.ReportMetric(ev/bareEv, "ratio")
+		})
+	}
+}
+
+// deleteTopic drops a benchmark's output (kfake keeps everything in
+// memory).
+func deleteTopic(b *testing.B, topic string) {
+	a, err := kafka.NewAdminClient(adminConfig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.DeleteTopics(ctx, []string{topic}); err != nil {
+		b.Logf("deleting %s: %v", topic, err)
+	}
+}
+
+// benchBare moves the input once with Poll → Produce (asynchronous,
+// delivery reports drained; no offset commits; read_committed like the
+// engine's source) and returns the time it took.
+func benchBare(b *testing.B, in string) time.Duration {
+	out := newTopic(b, benchPartitions)
+	defer deleteTopic(b, out)
+	cons, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": strings.Join(brokers(b), ","), "group.id": uniqueName(b, "bare"),
+		"enable.auto.commit": false, "go.logs.channel.enable": true,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range cons.Logs() {
+		}
+	}()
+	prod, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": strings.Join(brokers(b), ","),
+		"go.logs.channel.enable": true, "go.delivery.report.fields": "none"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range prod.Logs() {
+		}
+	}()
+	go func() {
+		for range prod.Events() {
+		}
+	}()
+	var parts []kafka.TopicPartition
+	for p := 0; p < benchPartitions; p++ {
+		parts = append(parts, kafka.TopicPartition{Topic: &in, Partition: int32(p), Offset: kafka.OffsetBeginning})
+	}
+	start := time.Now()
+	if err := cons.Assign(parts); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		moved := 0
+		for moved < benchRecords {
+			m, ok := cons.Poll(100).(*kafka.Message)
+			if !ok || m.TopicPartition.Error != nil {
+				continue
+			}
+			msg := kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: kafka.PartitionAny}, Value: m.Value}
+			for prod.Produce(&msg, nil) != nil {
+				time.Sleep(time.Millisecond)
+			}
+			moved++
+		}
+	}()
+	waitOutput(b, out, benchPartitions, benchRecords)
+	elapsed := time.Since(start)
+	<-done
+	cons.Close()
+	prod.Close()
+	return elapsed
+}
+
+const benchSpec = `
+id: kafka-bench
+parallelism: %[1]d
+operators:
+  - {id: in, kind: source}
+  - {id: out, kind: sink}
+edges:
+  - {id: in-out, from: in, to: out}
+sources:
+  - operator_id: in
+    input_type: kafka
+    config:
+      brokers: [%[2]q]
+      topics: [%[3]q]
+      consumer_group: %[4]q
+      format: %[5]s
+      %[6]s
+sinks:
+  - operator_id: out
+    output_type: kafka
+    config:
+      brokers: [%[2]q]
+      topic: %[7]q
+      %[8]s
+`
+
+// benchEngine moves the input once through a job and returns the time it
+// took (from Run until the output holds every record).
+func benchEngine(b *testing.B, in, format, sinkExtra string, par int) time.Duration {
+	schema := ""
+	if format == "json" {
+		schema = "schema: [{name: id, type: int64}, {name: user, type: string}, {name: payload, type: string}]"
+	}
+	if strings.Contains(sinkExtra, "%s") {
+		sinkExtra = fmt.Sprintf(sinkExtra, uniqueName(b, "txn"))
+	}
+	out := newTopic(b, benchPartitions)
+	defer deleteTopic(b, out)
+	spec, err := job.Parse([]byte(fmt.Sprintf(benchSpec, par, brokers(b)[0], in, uniqueName(b, "g"), format, schema, out, sinkExtra)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := arkflow.FromSpec(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- j.Run(context.Background()) }()
+	// Exactly-once outputs also hold commit markers: count the records
+	// with a read_committed consumer instead of end offsets.
+	if strings.Contains(sinkExtra, "exactly_once") {
+		waitCommittedRecords(b, out, benchRecords)
+	} else {
+		waitOutput(b, out, benchPartitions, benchRecords)
+	}
+	elapsed := time.Since(start)
+	if err := j.StopWithin(time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return elapsed
+}
+
+// waitCommittedRecords counts a topic's records with a read_committed
+// consumer until n arrived.
+func waitCommittedRecords(b *testing.B, topic string, n int) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": strings.Join(brokers(b), ","), "group.id": uniqueName(b, "count"),
+		"enable.auto.commit": false, "go.logs.channel.enable": true, "fetch.max.bytes": 52428800,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range c.Logs() {
+		}
+	}()
+	defer c.Close()
+	var parts []kafka.TopicPartition
+	for p := 0; p < benchPartitions; p++ {
+		parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
+	}
+	if err := c.Assign(parts); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for got := 0; got < n; {
+		if _, ok := c.Poll(100).(*kafka.Message); ok {
+			got++
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("read %d of %d committed records", got, n)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+package kafka
+
+import "errors"
+
+// EXTERNAL: errors callers branch on.
+
+var (
+	// ErrFenced is returned (wrapped) by an exactly-once sink's Write when
+	// a newer producer with the same transactional_id took over: the
+	// broker aborted this producer's open transaction, so none of the
+	// write's rows became visible to read_committed consumers, and the
+	// write is not retried (the other producer owns the id now). Check
+	// that no two running sinks share a transactional_id.
+	ErrFenced = errors.New("kafka: producer fenced: another producer with the same transactional_id took over")
+
+	// ErrClosed is returned by Read and Write after Close.
+	ErrClosed = errors.New("kafka: closed")
+)
+
+// INTERNAL
+
+// errNotConnected is returned by Read and Write before Connect.
+var errNotConnected = errors.New("kafka: not connected (Connect first)")
