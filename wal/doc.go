@@ -42,9 +42,12 @@
 //	seq u64 BE | len u32 BE | payload (len bytes) | crc32-IEEE(payload) u32 BE
 //
 // The checksum covers the payload only (the header is checked by the
-// sequence rule: records in a segment follow one by one). A payload is at
-// most MaxPayload bytes. AppendRecord encodes a record and DecodeSegment
-// decodes a segment's bytes.
+// sequence rule: records in a segment follow one by one). A payload is 1 to
+// MaxPayload bytes: Append refuses an empty one (ErrEmptyEntry), because a
+// header torn after its sequence field reads as length 0 with checksum 0,
+// the checksum of nothing, so a record of length 0 is always damage.
+// AppendRecord encodes a record and DecodeSegment decodes a segment's
+// bytes.
 //
 // # Directory layout
 //
@@ -73,9 +76,9 @@
 //   - always: every Append fdatasyncs its own entry before it returns, one
 //     entry at a time. Nothing Append returned is lost.
 //   - group_commit (the default): Append returns only once its own entry is
-//     durable, but appenders that arrive while an fdatasync runs share the
-//     next one. Nothing Append returned is lost; with many concurrent
-//     appenders it costs a fraction of always.
+//     durable, but concurrent appenders share one write(2) and one
+//     fdatasync. Nothing Append returned is lost; with many concurrent
+//     appenders it costs a fraction of always. See Group commit below.
 //   - periodic: Append returns after the write; a background fdatasync runs
 //     every Options.SyncInterval (default 100ms). A power loss loses up to
 //     SyncInterval (plus one fdatasync) of returned appends.
@@ -88,6 +91,28 @@
 // synced before the next one starts. The object-store backend keeps
 // unsynced entries in process memory, so there a process crash loses what a
 // power loss loses; see OpenObjectStore.
+//
+// # Group commit
+//
+// In group_commit mode appenders form a writer queue (the LevelDB and
+// RocksDB pattern). Append encodes its record into the queue and waits.
+// One appender at a time is the leader: it takes every record queued, gives
+// them their sequences in queue order (so sequence order is file order),
+// writes them with one write(2) (two when the group crosses into a new
+// segment), makes them durable with one fdatasync, and then wakes each
+// member with its sequence. Appenders that arrive meanwhile queue up, and
+// the first of them leads the next group. A failed write or sync fails
+// every member of the group and stops the log, like a failed fsync in any
+// mode: the groups queued behind it fail without being written.
+//
+// Before it takes the queue, a leader may wait a little for the appenders
+// that were active during the previous commit (the previous group and
+// those that queued while it ran) to queue again. Without this, a steady
+// set of appenders splits into two halves that take turns, one queueing
+// while the other's commit runs, and every fdatasync covers half of them.
+// The wait ends when they are all queued, when none has arrived for 50µs,
+// or after a quarter of the previous commit's duration (at most 1ms),
+// whichever comes first; a lone appender never waits.
 //
 // # The cursor
 //
@@ -143,14 +168,19 @@
 // torn tail, what a crash in the middle of a write leaves at the end of the
 // newest segment, is cut off and the intact prefix kept: a record whose
 // header or body runs past the end of the file, a last record (or one
-// followed only by zero bytes) that fails its checksum, or zero bytes to
-// the end (space the file system allocated but never wrote). Anything else
-// is corruption: a bad record with data after it, a sequence out of order,
-// a torn record in an older segment, a missing segment, or an oldest
-// segment that starts after the cursor's successor. Corruption is a
-// *CorruptError naming the segment and the byte offset of the bad record,
-// and a refused open changes nothing on disk, so the files can be
-// inspected (DecodeSegment and DecodeCursor read them).
+// followed only by zero bytes) that fails its checksum or has length 0, or
+// zero bytes to the end (space the file system allocated but never wrote).
+// A crash leaves no valid record after a torn one, so a bad record that a
+// valid one follows (its header and checksum check out, and its sequence
+// is the one the bad record should have had or a later one that fits in
+// between) is corruption however it looks, such as a length with a flipped
+// bit that runs past the end of the file. Anything else is corruption too:
+// a bad record (a failed checksum, or length 0) with other data after it,
+// a sequence out of order, a torn record in an older segment, a missing
+// segment, or an oldest segment that starts after the cursor's successor.
+// Corruption is a *CorruptError naming the segment and the byte offset of
+// the bad record, and a refused open changes nothing on disk, so the files
+// can be inspected (DecodeSegment and DecodeCursor read them).
 //
 // # Segment deletion
 //

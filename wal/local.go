@@ -198,25 +198,47 @@ func (s *localStorage) create(first uint64) error {
 	return nil
 }
 
-func (s *localStorage) write(recs []byte, first, _ uint64) error {
+// write appends records, usually with one write(2). A segment is closed
+// before the record that would take it past segBytes (a record larger
+// than that gets a segment of its own), so a group of records may span
+// two segments: then each part is one write(2).
+func (s *localStorage) write(recs []byte, _, _ uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.size > 0 && s.size+int64(len(recs)) > s.segBytes {
-		// Rotate: the full segment is synced before it stops being the
-		// one sync() looks at.
-		s.syncMu.Lock()
-		err := datasync(s.active)
-		if err == nil {
-			err = s.create(first)
+	for len(recs) > 0 {
+		n := len(recs)
+		if s.size+int64(n) > s.segBytes {
+			n = 0
+			for n < len(recs) {
+				size := RecordSize(int(binary.BigEndian.Uint32(recs[n+8:])))
+				if s.size+int64(n+size) > s.segBytes && (s.size > 0 || n > 0) {
+					break
+				}
+				n += size
+			}
 		}
-		s.syncMu.Unlock()
+		if n == 0 {
+			// Rotate: the full segment is synced before it stops being
+			// the one sync() looks at.
+			s.syncMu.Lock()
+			err := datasync(s.active)
+			if err == nil {
+				err = s.create(binary.BigEndian.Uint64(recs))
+			}
+			s.syncMu.Unlock()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		w, err := s.active.Write(recs[:n])
+		s.size += int64(w)
 		if err != nil {
 			return err
 		}
+		recs = recs[n:]
 	}
-	n, err := s.active.Write(recs)
-	s.size += int64(n)
-	return err
+	return nil
 }
 
 func (s *localStorage) sync() error {

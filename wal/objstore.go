@@ -85,7 +85,9 @@ type ObjectStoreOptions struct {
 	// SegmentBytes bounds the in-memory buffer (default 8 MiB). When a
 	// write fills it, the write PUTs it as a segment before returning,
 	// whatever the sync mode; in the periodic and none modes this is what
-	// bounds memory between syncs.
+	// bounds memory between syncs. A write is one entry, or in
+	// group_commit mode one group of entries, so a segment may exceed
+	// SegmentBytes by one group.
 	SegmentBytes int64
 	// RequestTimeout bounds each object-store request after the log is
 	// open, including the client's retries (default 30s). Opening is

@@ -20,10 +20,20 @@ const (
 
 // AppendRecord appends the encoding of one entry to dst.
 func AppendRecord(dst []byte, seq uint64, payload []byte) []byte {
-	dst = binary.BigEndian.AppendUint64(dst, seq)
+	n := len(dst)
+	dst = appendRecordCRC(dst, payload, crc32.ChecksumIEEE(payload))
+	binary.BigEndian.PutUint64(dst[n:], seq)
+	return dst
+}
+
+// appendRecordCRC appends a record's length, payload and checksum (crc,
+// of payload) to dst, after a sequence field of zeros that the writer
+// fills in with putSeq.
+func appendRecordCRC(dst, payload []byte, crc uint32) []byte {
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
 	dst = append(dst, payload...)
-	return binary.BigEndian.AppendUint32(dst, crc32.ChecksumIEEE(payload))
+	return binary.BigEndian.AppendUint32(dst, crc)
 }
 
 // RecordSize is the encoded size of an entry with an n-byte payload.
@@ -62,10 +72,15 @@ func (e *CorruptError) Error() string {
 // segment must start with (0: any); later records must follow one by one.
 //
 // A bad record is a torn tail, not an error, when nothing valid can follow
-// it: its header or body runs past the end of b, it fails its checksum and
-// is the last record in b or is followed only by zero bytes, or every byte
-// from it to the end is zero (space a file system allocated but never
-// wrote). Anything else, including a length above MaxPayload, is a
+// it: its header or body runs past the end of b; or it fails its checksum,
+// or has length 0 (the log writes no empty entries), and is the last record
+// in b or is followed only by zero bytes; or every byte from it to the end
+// is zero (space a file system allocated but never wrote). Even then, if a
+// valid record follows it (one whose header and checksum check out, with
+// the sequence the bad record should have had or a later one that fits in
+// the bytes between them), the bad record is damage, not a tear: a crash
+// leaves no valid record after a torn one. That is what a flipped length
+// bit looks like. Anything else, including a length above MaxPayload, is a
 // *CorruptError naming the segment and the offset of the bad record.
 func DecodeSegment(name string, b []byte, first uint64) (Segment, error) {
 	var s Segment
@@ -73,50 +88,82 @@ func DecodeSegment(name string, b []byte, first uint64) (Segment, error) {
 	next := first
 	for off < len(b) {
 		rest := b[off:]
-		torn := func(reason string) (Segment, error) {
-			s.Intact, s.Torn = off, reason
-			return s, nil
-		}
 		corrupt := func(reason string) (Segment, error) {
 			s.Intact = off
 			return s, &CorruptError{Segment: name, Offset: int64(off), Reason: reason}
 		}
 		if allZero(rest) {
-			return torn(fmt.Sprintf("%d zero bytes at offset %d", len(rest), off))
+			s.Intact, s.Torn = off, fmt.Sprintf("%d zero bytes at offset %d", len(rest), off)
+			return s, nil
 		}
+		var bad string // why the record at off cannot be read, if it may be torn
 		if len(rest) < headerSize {
-			return torn(fmt.Sprintf("short header at offset %d", off))
-		}
-		seq := binary.BigEndian.Uint64(rest)
-		n := binary.BigEndian.Uint32(rest[8:])
-		if n > MaxPayload {
-			return corrupt(fmt.Sprintf("entry length %d exceeds the limit %d", n, MaxPayload))
-		}
-		end := headerSize + int(n) + trailerSize
-		if end > len(rest) {
-			return torn(fmt.Sprintf("entry at offset %d needs %d bytes, %d remain", off, end, len(rest)))
-		}
-		payload := rest[headerSize : headerSize+int(n)]
-		if crc32.ChecksumIEEE(payload) != binary.BigEndian.Uint32(rest[headerSize+int(n):]) {
-			if allZero(rest[end:]) {
+			bad = fmt.Sprintf("short header at offset %d", off)
+		} else {
+			seq := binary.BigEndian.Uint64(rest)
+			n := binary.BigEndian.Uint32(rest[8:])
+			if n > MaxPayload {
+				return corrupt(fmt.Sprintf("entry length %d exceeds the limit %d", n, MaxPayload))
+			}
+			end := headerSize + int(n) + trailerSize
+			switch {
+			case end > len(rest):
+				bad = fmt.Sprintf("entry at offset %d needs %d bytes, %d remain", off, end, len(rest))
+			case n == 0:
+				if !allZero(rest[end:]) {
+					return corrupt(fmt.Sprintf("entry of length 0 (sequence field %d); the log writes no empty entries", seq))
+				}
+				bad = fmt.Sprintf("last entry at offset %d has length 0", off)
+			case crc32.ChecksumIEEE(rest[headerSize:headerSize+int(n)]) != binary.BigEndian.Uint32(rest[headerSize+int(n):]):
+				if !allZero(rest[end:]) {
+					return corrupt(fmt.Sprintf("entry checksum mismatch (sequence field %d)", seq))
+				}
 				// The last record, or the last one before space the file
 				// system extended the file by but never wrote.
-				return torn(fmt.Sprintf("last entry at offset %d fails its checksum", off))
+				bad = fmt.Sprintf("last entry at offset %d fails its checksum", off)
+			case next != 0 && seq != next:
+				return corrupt(fmt.Sprintf("sequence %d where %d was expected", seq, next))
+			case seq == 0:
+				return corrupt("sequence 0 (sequences start at 1)")
+			default:
+				s.Entries = append(s.Entries, Entry{Seq: seq, Payload: rest[headerSize : headerSize+int(n)]})
+				next = seq + 1
+				off += end
+				continue
 			}
-			return corrupt(fmt.Sprintf("entry checksum mismatch (sequence field %d)", seq))
 		}
-		if next != 0 && seq != next {
-			return corrupt(fmt.Sprintf("sequence %d where %d was expected", seq, next))
+		if at, seq, ok := validRecordAfter(b, off, next); ok {
+			return corrupt(fmt.Sprintf("%s, but a valid entry (sequence %d) follows at offset %d", bad, seq, at))
 		}
-		if seq == 0 {
-			return corrupt("sequence 0 (sequences start at 1)")
-		}
-		s.Entries = append(s.Entries, Entry{Seq: seq, Payload: payload})
-		next = seq + 1
-		off += end
+		s.Intact, s.Torn = off, bad
+		return s, nil
 	}
 	s.Intact = off
 	return s, nil
+}
+
+// validRecordAfter looks for a valid record in b after the bad one at off,
+// which should have held sequence next (0: unknown): one whose length is
+// 1..MaxPayload and fits in b, whose checksum matches, and whose sequence
+// is at least next (at least 1) and, when next is known, at most next plus
+// the number of records the bytes from off could hold.
+func validRecordAfter(b []byte, off int, next uint64) (at int, seq uint64, ok bool) {
+	lo := max(next, 1)
+	for p := off + 1; p+RecordSize(1) <= len(b); p++ {
+		seq := binary.BigEndian.Uint64(b[p:])
+		if seq < lo || (next != 0 && seq-next > uint64((p-off)/RecordSize(1))) {
+			continue
+		}
+		n := int64(binary.BigEndian.Uint32(b[p+8:]))
+		if n == 0 || n > MaxPayload || n > int64(len(b)-p-headerSize-trailerSize) {
+			continue
+		}
+		end := p + headerSize + int(n)
+		if crc32.ChecksumIEEE(b[p+headerSize:end]) == binary.BigEndian.Uint32(b[end:]) {
+			return p, seq, true
+		}
+	}
+	return 0, 0, false
 }
 
 func allZero(b []byte) bool {

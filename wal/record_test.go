@@ -24,7 +24,7 @@ func encodeRecords(first uint64, payloads ...[]byte) []byte {
 func testPayloads() [][]byte {
 	return [][]byte{
 		[]byte("alpha"),
-		nil, // an empty payload: its CRC is 0
+		{0}, // one zero byte
 		bytes.Repeat([]byte{0xab}, 300),
 		[]byte("delta"),
 	}
@@ -106,6 +106,16 @@ func TestDecodeTornTail(t *testing.T) {
 		{"zero-filled tail", make([]byte, 4096)},
 		{"zero-filled, shorter than a header", make([]byte, 5)},
 		{"torn record then zeros", append(bytes.Clone(last[:headerSize+2]), make([]byte, 100)...)},
+		// A header torn after its sequence: length 0 and a checksum of 0
+		// (the checksum of nothing) must not decode as an empty entry.
+		{"sequence then zeros", append(bytes.Clone(last[:8]), make([]byte, 100)...)},
+		{"zero-length record at the end", AppendRecord(nil, 5, nil)},
+		// A torn record whose payload happens to hold a valid record, but
+		// with a sequence its position rules out: still a tear.
+		{"torn record holding a record of a far sequence", func() []byte {
+			inner := AppendRecord(nil, 1000, []byte("nested"))
+			return AppendRecord(nil, 5, append(bytes.Repeat([]byte{1}, 40), inner...))[:headerSize+40+len(inner)+2]
+		}()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,6 +170,40 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"out-of-order seq", ooo, 0, 2 * RecordSize(1), "sequence 4 where 3 was expected"},
 		{"first seq mismatch", encodeRecords(2, ps...), 1, 0, "sequence 2 where 1 was expected"},
 		{"sequence zero", encodeRecords(0, []byte("z")), 0, 0, "sequence 0"},
+		// A bad record in the middle that a valid record follows is damage,
+		// even where a torn tail would look the same: a crash leaves no
+		// valid record after a torn one.
+		{"length runs past the end, a valid record follows", func() []byte {
+			b := bytes.Clone(good)
+			b[offs[1]+9] ^= 0x01 // length + 64 KiB
+			return b
+		}(), 1, offs[1], "a valid entry (sequence 3) follows at offset"},
+		{"length runs past the end, a later valid record follows", func() []byte {
+			b := bytes.Clone(good)
+			b[offs[1]+9] ^= 0x01
+			b[offs[2]+headerSize] ^= 0x01 // record 3 is bad as well
+			return b
+		}(), 1, offs[1], "a valid entry (sequence 4) follows at offset"},
+		{"zeros in the middle, a valid record follows", func() []byte {
+			b := bytes.Clone(good)
+			clear(b[offs[1]+8 : offs[2]])
+			return b
+		}(), 1, offs[1], "length 0"},
+		{"length swallows the rest of the segment, valid records inside", func() []byte {
+			b := bytes.Clone(good)
+			binary.BigEndian.PutUint32(b[offs[1]+8:], uint32(len(b)-offs[1]-headerSize-trailerSize))
+			return b
+		}(), 1, offs[1], "fails its checksum, but a valid entry (sequence 3) follows"},
+		{"length 0 followed by data", func() []byte {
+			b := bytes.Clone(good)
+			copy(b[offs[2]+8:], []byte{0, 0, 0, 0})
+			return b
+		}(), 1, offs[2], "length 0"},
+		{"first record of unknown sequence runs past the end, a valid one follows", func() []byte {
+			b := bytes.Clone(good)
+			b[9] ^= 0x01
+			return b
+		}(), 0, 0, "a valid entry (sequence 2) follows"},
 		{"length above the limit", func() []byte {
 			b := bytes.Clone(good)
 			binary.BigEndian.PutUint32(b[offs[1]+8:], MaxPayload+1)
@@ -206,6 +250,9 @@ func checkSegmentInvariants(t *testing.T, b []byte, first uint64) {
 		if e.Seq == 0 {
 			t.Fatalf("accepted sequence 0")
 		}
+		if len(e.Payload) == 0 {
+			t.Fatalf("accepted an empty entry (sequence %d)", e.Seq)
+		}
 		if i == 0 && first != 0 && e.Seq != first {
 			t.Fatalf("first entry %d, want %d", e.Seq, first)
 		}
@@ -238,19 +285,33 @@ func checkSegmentInvariants(t *testing.T, b []byte, first uint64) {
 		return
 	}
 	// A torn tail: zeros, a short header, a record running past the end,
-	// or a whole last record failing its checksum.
-	if allZero(rest) || len(rest) < headerSize {
-		return
+	// or a whole last record failing its checksum or of length 0 ...
+	torn := allZero(rest) || len(rest) < headerSize
+	if !torn {
+		n := int(binary.BigEndian.Uint32(rest[8:]))
+		end := headerSize + n + trailerSize
+		torn = end > len(rest) ||
+			allZero(rest[end:]) && (n == 0 || crc32.ChecksumIEEE(rest[headerSize:headerSize+n]) != binary.BigEndian.Uint32(rest[headerSize+n:]))
 	}
-	n := int(binary.BigEndian.Uint32(rest[8:]))
-	end := headerSize + n + trailerSize
-	if end > len(rest) {
-		return
+	if !torn {
+		t.Fatalf("tail % x reported torn (%s) but a crash cannot leave it", rest[:min(len(rest), 32)], seg.Torn)
 	}
-	if allZero(rest[end:]) && crc32.ChecksumIEEE(rest[headerSize:headerSize+n]) != binary.BigEndian.Uint32(rest[headerSize+n:]) {
-		return
+	// ... and no valid record after it: not one whose sequence is the one
+	// the torn record should have had, or a later one that fits between.
+	next := first
+	if n := len(seg.Entries); n > 0 {
+		next = seg.Entries[n-1].Seq + 1
 	}
-	t.Fatalf("tail % x reported torn (%s) but a crash cannot leave it", rest[:min(len(rest), 32)], seg.Torn)
+	for p := seg.Intact + 1; p+headerSize < len(b); p++ {
+		r := b[p:]
+		seq, n := binary.BigEndian.Uint64(r), int(binary.BigEndian.Uint32(r[8:]))
+		if n == 0 || headerSize+n+trailerSize > len(r) || crc32.ChecksumIEEE(r[headerSize:headerSize+n]) != binary.BigEndian.Uint32(r[headerSize+n:]) {
+			continue
+		}
+		if seq >= max(next, 1) && (next == 0 || seq <= next+uint64((p-seg.Intact)/RecordSize(1))) {
+			t.Fatalf("tail reported torn (%s), but a valid record of sequence %d follows at %d", seg.Torn, seq, p)
+		}
+	}
 }
 
 // FuzzDecodeSegment: no panics; every accepted entry re-encodes to exactly
@@ -267,6 +328,10 @@ func FuzzDecodeSegment(f *testing.F) {
 	corrupt := bytes.Clone(good)
 	corrupt[20] ^= 1
 	f.Add(corrupt, uint8(1))
+	longer := bytes.Clone(good)
+	longer[RecordSize(5)+9] ^= 1 // the second record's length, past the end
+	f.Add(longer, uint8(1))
+	f.Add(append(binary.BigEndian.AppendUint64(bytes.Clone(good), 5), make([]byte, 40)...), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, first uint8) {
 		checkSegmentInvariants(t, b, uint64(first))
 	})

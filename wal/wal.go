@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,11 @@ const (
 
 // ErrClosed is returned by operations on a closed log.
 var ErrClosed = errors.New("wal: log is closed")
+
+// ErrEmptyEntry is returned by Append for an empty payload. The log stores
+// no empty entries, so that a record of length 0 (what a torn header of
+// zeros reads as: its checksum, of nothing, is 0 too) is always damage.
+var ErrEmptyEntry = errors.New("wal: empty entry: a payload must hold at least one byte")
 
 // ErrClosedPending is the error a stream fails with when Close's drain
 // window ran out while an acknowledgement was still waiting for an earlier
@@ -193,18 +199,36 @@ type Log struct {
 	opts Options
 	st   storage
 
-	// appends
+	// appends: mu serializes writes and the sequences they take; closed
+	// is set under it (and read without it by queued appenders)
 	mu      sync.Mutex
 	next    uint64
 	written atomic.Uint64
-	closed  bool
+	closed  atomic.Bool
 
-	// group commit
+	// the writer queue of group commit (see appendGroup)
+	q        sync.Mutex
+	qReqs    []*groupReq // waiting for the next group, in arrival order
+	qBuf     []byte      // their records, in the same order
+	leading  bool        // a leader owns the group being committed
+	spareReq []*groupReq // the previous group's slices, for reuse
+	spareBuf []byte
+	// gathering (see gather): the leader waits for expect appenders, the
+	// number active during the last commit, for at most a quarter of its
+	// duration, commitDur.
+	expect    int
+	commitDur time.Duration
+	gathering int           // >0: the leader waits until this many queued
+	gathered  chan struct{} // signalled when they have
+	gatherT   *time.Timer   // the leader's
+
+	// syncs
 	gc      sync.Mutex
 	gcCond  *sync.Cond
 	syncing bool
 	synced  uint64
 	ioErr   error
+	syncs   atomic.Uint64 // storage syncs run (for benchmarks)
 
 	// acknowledgements
 	ack       sync.Mutex
@@ -256,57 +280,237 @@ func open(st storage, opts Options) (*Log, error) {
 	}
 	l.written.Store(last)
 	l.gcCond = sync.NewCond(&l.gc)
+	if opts.Sync == SyncGroupCommit {
+		l.gathered = make(chan struct{}, 1)
+		l.gatherT = time.NewTimer(time.Hour)
+		l.gatherT.Stop()
+	}
 	l.flusher.Add(1)
 	go l.flush()
 	return l, nil
 }
 
 // Append writes one entry and returns its sequence number once it is as
-// durable as the sync mode promises (R-WAL-1).
+// durable as the sync mode promises (R-WAL-1). An empty payload is refused
+// (ErrEmptyEntry).
 func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 	if len(payload) > MaxPayload {
 		return 0, fmt.Errorf("wal: entry of %d bytes exceeds the limit of %d", len(payload), MaxPayload)
 	}
+	if len(payload) == 0 {
+		return 0, ErrEmptyEntry
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	if l.opts.Sync == SyncGroupCommit {
+		return l.appendGroup(payload)
 	}
 	buf := getRecBuf(RecordSize(len(payload)))
 	defer putRecBuf(buf)
 	rec := AppendRecord((*buf)[:0], 0, payload)
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
 		return 0, ErrClosed
 	}
 	if err := l.failed(); err != nil {
-		l.mu.Unlock()
 		return 0, err
 	}
 	seq := l.next
 	putSeq(rec, seq)
 	if err := l.st.write(rec, seq, seq); err != nil {
-		l.fail(err)
-		l.mu.Unlock()
-		return 0, err
+		return 0, l.fail(err)
 	}
-	l.next++
-	l.written.Store(seq)
-	l.ack.Lock()
-	l.last = seq
-	l.ack.Unlock()
-	var err error
+	l.wrote(seq)
 	if l.opts.Sync == SyncAlways {
 		// One fsync per entry, before the next entry is written.
-		err = l.syncTo(seq)
-	}
-	l.mu.Unlock()
-	if l.opts.Sync == SyncGroupCommit {
-		err = l.syncTo(seq)
-	}
-	if err != nil {
-		return 0, err
+		if err := l.syncTo(seq); err != nil {
+			return 0, err
+		}
 	}
 	return seq, nil
+}
+
+// wrote publishes entries up to last as written. Callers hold l.mu.
+func (l *Log) wrote(last uint64) {
+	l.next = last + 1
+	l.written.Store(last)
+	l.ack.Lock()
+	l.last = last
+	l.ack.Unlock()
+}
+
+// groupReq is one Append waiting in the writer queue.
+type groupReq struct {
+	off  int    // of its record in the queue's buffer
+	seq  uint64 // set by the leader, with err
+	err  error
+	lead bool          // set instead when the request is handed the leadership
+	done chan struct{} // one signal per use: done, or lead
+}
+
+var groupReqs = sync.Pool{New: func() any { return &groupReq{done: make(chan struct{}, 1)} }}
+
+// maxPooledBatch bounds the group buffers kept for reuse.
+const maxPooledBatch = 8 << 20
+
+// Gathering bounds: the leader stops waiting when no appender has queued
+// for gatherIdle, and after at most a quarter of the last commit's
+// duration, and maxGather.
+const (
+	gatherIdle = 50 * time.Microsecond
+	maxGather  = time.Millisecond
+)
+
+// appendGroup is Append in group commit mode: a writer queue. The appender
+// encodes its record into the queue's buffer and waits. One appender at a
+// time is the leader: it takes everything queued, gives the records their
+// sequences in queue order, writes them with one storage write and makes
+// them durable with one sync, then tells each member its sequence (or the
+// error) and hands the leadership to the first appender that queued
+// meanwhile, whose group is everything that queued by the time it starts.
+func (l *Log) appendGroup(payload []byte) (uint64, error) {
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := l.failed(); err != nil {
+		return 0, err
+	}
+	crc := crc32.ChecksumIEEE(payload)
+	r := groupReqs.Get().(*groupReq)
+	l.q.Lock()
+	r.off = len(l.qBuf)
+	l.qBuf = appendRecordCRC(l.qBuf, payload, crc)
+	l.qReqs = append(l.qReqs, r)
+	if l.gathering > 0 && len(l.qReqs) >= l.gathering {
+		l.gathering = 0
+		l.gathered <- struct{}{} // buffered, and sent once per gathering
+	}
+	lead := !l.leading
+	l.leading = true
+	l.q.Unlock()
+	if !lead {
+		<-r.done
+		lead = r.lead
+	}
+	if lead {
+		l.commitGroup(r)
+	}
+	seq, err := r.seq, r.err
+	*r = groupReq{done: r.done}
+	groupReqs.Put(r)
+	return seq, err
+}
+
+// commitGroup is the leader's work; self is the leader's own request.
+func (l *Log) commitGroup(self *groupReq) {
+	l.q.Lock()
+	if !l.closed.Load() {
+		l.gather()
+	}
+	reqs, buf := l.qReqs, l.qBuf
+	l.qReqs, l.qBuf = l.spareReq[:0], l.spareBuf[:0]
+	l.spareReq, l.spareBuf = nil, nil
+	l.q.Unlock()
+
+	start := time.Now()
+	last, err := l.writeGroup(reqs, buf)
+	if err == nil {
+		err = l.syncTo(last)
+	}
+	l.q.Lock()
+	// The appenders active during this commit: they may all be back soon.
+	l.expect = len(reqs) + len(l.qReqs)
+	l.commitDur = time.Since(start)
+	l.q.Unlock()
+	for i, r := range reqs {
+		if err != nil {
+			r.seq, r.err = 0, err
+		}
+		reqs[i] = nil
+		if r != self {
+			r.done <- struct{}{} // r may be reused from here on
+		}
+	}
+
+	l.q.Lock()
+	l.spareReq = reqs[:0]
+	if cap(buf) <= maxPooledBatch {
+		l.spareBuf = buf[:0]
+	}
+	if len(l.qReqs) > 0 {
+		next := l.qReqs[0]
+		next.lead = true
+		next.done <- struct{}{}
+	} else {
+		l.leading = false
+	}
+	l.q.Unlock()
+}
+
+// gather waits, with l.q held, for the appenders of the last group to
+// queue again before the leader takes the queue. Without it, a steady set
+// of closed-loop appenders splits into two groups that take turns, each
+// queueing while the other's commit runs: every sync then covers half of
+// them. It waits only while fewer than expect have queued and others keep
+// arriving (one at least every gatherIdle), and at most a quarter of the
+// last commit's duration, so a leader whose peers have gone waits once
+// and briefly.
+func (l *Log) gather() {
+	limit := min(l.commitDur/4, maxGather)
+	if len(l.qReqs) >= l.expect || limit <= 0 {
+		return
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		n := len(l.qReqs)
+		wait := min(gatherIdle, time.Until(deadline))
+		if wait <= 0 {
+			return
+		}
+		l.gathering = l.expect
+		l.q.Unlock()
+		l.gatherT.Reset(wait)
+		select {
+		case <-l.gathered:
+		case <-l.gatherT.C:
+		}
+		l.gatherT.Stop()
+		l.q.Lock()
+		l.gathering = 0
+		select {
+		case <-l.gathered: // sent after the timer fired
+		default:
+		}
+		if len(l.qReqs) >= l.expect || len(l.qReqs) == n {
+			return
+		}
+	}
+}
+
+// writeGroup gives the group's records their sequences and writes them
+// with one storage write; it returns the last sequence.
+func (l *Log) writeGroup(reqs []*groupReq, buf []byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := l.failed(); err != nil {
+		return 0, err
+	}
+	first := l.next
+	for i, r := range reqs {
+		r.seq = first + uint64(i)
+		putSeq(buf[r.off:], r.seq)
+	}
+	last := first + uint64(len(reqs)) - 1
+	if err := l.st.write(buf, first, last); err != nil {
+		return 0, l.fail(err)
+	}
+	l.wrote(last)
+	return last, nil
 }
 
 // Record buffers are reused: write copies them (into the page cache, or
@@ -353,6 +557,7 @@ func (l *Log) syncTo(seq uint64) error {
 		target := l.written.Load()
 		l.gc.Unlock()
 		err := l.st.sync()
+		l.syncs.Add(1)
 		l.gc.Lock()
 		l.syncing = false
 		if err != nil {
@@ -368,12 +573,15 @@ func (l *Log) syncTo(seq uint64) error {
 	return l.ioErr
 }
 
-func (l *Log) fail(err error) {
+// fail poisons the log after a failed write and returns the error it
+// then fails with.
+func (l *Log) fail(err error) error {
 	l.gc.Lock()
+	defer l.gc.Unlock()
 	if l.ioErr == nil {
 		l.ioErr = fmt.Errorf("wal: write %s: %w", l.st.describe(), err)
 	}
-	l.gc.Unlock()
+	return l.ioErr
 }
 
 func (l *Log) failed() error {
@@ -611,11 +819,11 @@ func (l *Log) flush() {
 // ran out.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	if l.closed {
+	if l.closed.Load() {
 		l.mu.Unlock()
 		return nil
 	}
-	l.closed = true
+	l.closed.Store(true)
 	l.mu.Unlock()
 
 	l.ack.Lock()

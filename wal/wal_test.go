@@ -1,10 +1,12 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,8 +91,12 @@ type memStorage struct {
 	syncs    int
 	inSync   int
 	gate     chan struct{} // if set, sync waits until it is closed
+	delay    time.Duration // how long a sync takes
 	writeErr error
 	syncErr  error
+	// syncFail, if set, is asked for the error of sync number n (from 1).
+	syncFail func(n int) error
+	writes   [][2]uint64 // first and last sequence of each write
 	cursor   uint64
 	meta     []byte
 	closed   bool
@@ -120,6 +126,7 @@ func (m *memStorage) write(recs []byte, first, last uint64) error {
 	}
 	m.recs = append(m.recs, recs...)
 	m.written = last
+	m.writes = append(m.writes, [2]uint64{first, last})
 	m.cond.Broadcast()
 	return nil
 }
@@ -131,6 +138,7 @@ func (m *memStorage) sync() error {
 	}
 	target := m.written
 	m.syncs++
+	n := m.syncs
 	m.inSync++
 	gate := m.gate
 	m.cond.Broadcast()
@@ -138,12 +146,18 @@ func (m *memStorage) sync() error {
 	if gate != nil {
 		<-gate
 	}
+	time.Sleep(m.delay)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.inSync--
 	m.calls = append(m.calls, "sync")
 	if m.syncErr != nil {
 		return m.syncErr
+	}
+	if m.syncFail != nil {
+		if err := m.syncFail(n); err != nil {
+			return err
+		}
 	}
 	m.durable = max(m.durable, target)
 	return nil
@@ -263,35 +277,60 @@ func TestSyncAlways(t *testing.T) {
 	}
 }
 
-// TestGroupCommit: appenders that arrive while a sync runs share the next
-// one, and each returns only once its own entry is durable (R-WAL-1).
+// queued is the number of appenders waiting in the writer queue.
+func (l *Log) queued() int {
+	l.q.Lock()
+	defer l.q.Unlock()
+	return len(l.qReqs)
+}
+
+// waitQueued waits until n appenders wait in the writer queue.
+func waitQueued(t *testing.T, l *Log, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.queued() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d appenders queued after 10s, want %d", l.queued(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type appendResult struct {
+	payload string
+	seq     uint64
+	durable uint64 // what the storage had made durable when Append returned
+	err     error
+}
+
+// goAppend appends payload in a goroutine and sends the result.
+func goAppend(l *Log, m *memStorage, payload string, results chan<- appendResult) {
+	go func() {
+		seq, err := l.Append(context.Background(), []byte(payload))
+		_, durable := m.state()
+		results <- appendResult{payload, seq, durable, err}
+	}()
+}
+
+// TestGroupCommit: the writer queue. Appenders that arrive while a group is
+// committed queue up; the next leader gives all of them their sequences in
+// queue order, writes them with one write and syncs them with one sync,
+// and each returns only once its own entry is durable (R-WAL-1).
 func TestGroupCommit(t *testing.T) {
 	l, m := openMem(t, Options{Sync: SyncGroupCommit})
 	m.gate = make(chan struct{})
-	ctx := context.Background()
-	type result struct {
-		seq     uint64
-		durable uint64
-		err     error
+	results := make(chan appendResult, 16)
+	goAppend(l, m, "first", results)
+	m.waitInSync() // the first group (one entry) is syncing, held at the gate
+	for i := range 15 {
+		goAppend(l, m, fmt.Sprintf("queued %d", i), results)
 	}
-	results := make(chan result, 16)
-	appendOne := func() {
-		seq, err := l.Append(ctx, []byte("payload"))
-		_, durable := m.state()
-		results <- result{seq, durable, err}
-	}
-	go appendOne()
-	m.waitInSync() // the first sync is running (held at the gate)
-	for range 15 {
-		go appendOne()
-	}
-	m.waitWritten(16)
-	for l.written.Load() < 16 {
-		// The last writer is between its write and publishing it.
-		time.Sleep(time.Millisecond)
+	waitQueued(t, l, 15)
+	if syncs, _ := m.state(); syncs != 1 || m.written != 1 {
+		t.Fatalf("while the first group syncs: %d syncs, written through %d; the queued entries must wait", syncs, m.written)
 	}
 	close(m.gate)
-	seen := map[uint64]bool{}
+	bySeq := map[uint64]string{}
 	for range 16 {
 		r := <-results
 		if r.err != nil {
@@ -300,15 +339,217 @@ func TestGroupCommit(t *testing.T) {
 		if r.durable < r.seq {
 			t.Fatalf("Append returned %d while only %d was durable", r.seq, r.durable)
 		}
-		seen[r.seq] = true
+		if r.payload == "first" && r.seq != 1 {
+			t.Fatalf("the first appender got sequence %d", r.seq)
+		}
+		bySeq[r.seq] = r.payload
 	}
-	if len(seen) != 16 {
-		t.Fatalf("sequences %v are not 16 distinct ones", seen)
+	if len(bySeq) != 16 {
+		t.Fatalf("sequences %v are not 16 distinct ones", bySeq)
 	}
-	// One sync for the first entry, one shared by the fifteen that were
-	// written while it ran.
-	if syncs, durable := m.state(); syncs != 2 || durable != 16 {
-		t.Fatalf("%d syncs, durable through %d; want 2 syncs through 16", syncs, durable)
+	// One write and one sync for the first entry, one of each shared by
+	// the fifteen that queued while it ran.
+	syncs, durable := m.state()
+	if want := [][2]uint64{{1, 1}, {2, 16}}; syncs != 2 || durable != 16 || !slices.Equal(m.writes, want) {
+		t.Fatalf("%d syncs, durable through %d, writes %v; want 2 syncs through 16, writes %v", syncs, durable, m.writes, want)
+	}
+	// Sequence order is file order: each sequence's record holds the
+	// payload of the appender it was returned to.
+	seg, err := DecodeSegment("mem", m.recs, 1)
+	if err != nil || len(seg.Entries) != 16 {
+		t.Fatalf("%d entries, %v", len(seg.Entries), err)
+	}
+	for _, e := range seg.Entries {
+		if string(e.Payload) != bySeq[e.Seq] {
+			t.Fatalf("record %d holds %q, but its sequence was returned to the appender of %q", e.Seq, e.Payload, bySeq[e.Seq])
+		}
+	}
+	// The queue is empty and nobody leads: the next appender leads itself.
+	if _, err := l.Append(context.Background(), []byte("alone")); err != nil || l.queued() != 0 {
+		t.Fatalf("append after the groups: %v, %d queued", err, l.queued())
+	}
+	if n := len(m.writes); m.writes[n-1] != [2]uint64{17, 17} {
+		t.Fatalf("last write %v, want 17..17", m.writes[n-1])
+	}
+}
+
+// TestGroupCommitFailure: a failed write or sync fails every member of its
+// group, and the log then refuses the groups queued behind it without
+// writing them (after a failed fsync nothing unsynced can be trusted).
+func TestGroupCommitFailure(t *testing.T) {
+	for _, what := range []string{"write", "sync", "first sync"} {
+		t.Run(what, func(t *testing.T) {
+			l, m := openMem(t, Options{Sync: SyncGroupCommit})
+			eio := errors.New("EIO")
+			m.gate = make(chan struct{})
+			switch what {
+			case "write":
+				m.syncFail = func(n int) error {
+					if n == 1 {
+						m.writeErr = eio // m.mu is held
+					}
+					return nil
+				}
+			case "sync":
+				m.syncFail = func(n int) error {
+					if n == 2 {
+						return eio
+					}
+					return nil
+				}
+			case "first sync":
+				m.syncFail = func(int) error { return eio }
+			}
+			results := make(chan appendResult, 8)
+			goAppend(l, m, "first", results)
+			m.waitInSync()
+			for i := range 7 {
+				goAppend(l, m, fmt.Sprintf("queued %d", i), results)
+			}
+			waitQueued(t, l, 7)
+			close(m.gate)
+			failed := 0
+			for range 8 {
+				r := <-results
+				switch {
+				case r.payload == "first" && what != "first sync":
+					if r.err != nil || r.seq != 1 {
+						t.Fatalf("first append: %d, %v", r.seq, r.err)
+					}
+				case r.err == nil || !strings.Contains(r.err.Error(), "EIO") || r.seq != 0:
+					t.Fatalf("append of %q: %d, %v; want the EIO", r.payload, r.seq, r.err)
+				default:
+					failed++
+				}
+			}
+			wantWrites := map[string][][2]uint64{
+				"write":      {{1, 1}},
+				"sync":       {{1, 1}, {2, 8}},
+				"first sync": {{1, 1}},
+			}[what]
+			if !slices.Equal(m.writes, wantWrites) {
+				t.Fatalf("writes %v, want %v", m.writes, wantWrites)
+			}
+			m.writeErr, m.syncFail = nil, nil
+			if _, err := l.Append(context.Background(), []byte("after")); err == nil || !strings.Contains(err.Error(), "EIO") {
+				t.Fatalf("append after the failure: %v", err)
+			}
+			if !slices.Equal(m.writes, wantWrites) {
+				t.Fatalf("an append after the failure was written: %v", m.writes)
+			}
+			if l.queued() != 0 {
+				t.Fatalf("%d appenders left in the queue", l.queued())
+			}
+		})
+	}
+}
+
+// TestGroupCommitClose: appenders queued when Close starts fail with
+// ErrClosed and write nothing; what a group wrote before is synced by Close.
+func TestGroupCommitClose(t *testing.T) {
+	m := newMemStorage()
+	l, err := open(m, Options{Sync: SyncGroupCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.gate = make(chan struct{})
+	results := make(chan appendResult, 5)
+	goAppend(l, m, "first", results)
+	m.waitInSync()
+	for i := range 4 {
+		goAppend(l, m, fmt.Sprintf("queued %d", i), results)
+	}
+	waitQueued(t, l, 4)
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	for !l.closed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	close(m.gate)
+	for range 5 {
+		r := <-results
+		if r.payload == "first" {
+			if r.err != nil || r.seq != 1 {
+				t.Fatalf("first append: %d, %v", r.seq, r.err)
+			}
+		} else if !errors.Is(r.err, ErrClosed) {
+			t.Fatalf("append queued at Close: %d, %v", r.seq, r.err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.writes, [][2]uint64{{1, 1}}) || m.durable != 1 {
+		t.Fatalf("writes %v, durable through %d", m.writes, m.durable)
+	}
+}
+
+// TestGroupCommitConcurrent: many appenders, each entry returned once,
+// sequences dense, every record where its sequence says, and fewer writes
+// and syncs than entries.
+func TestGroupCommitConcurrent(t *testing.T) {
+	l, m := openMem(t, Options{Sync: SyncGroupCommit})
+	m.delay = 100 * time.Microsecond // a sync takes long enough for a queue to form
+	const appenders, each = 16, 200
+	var wg sync.WaitGroup
+	got := make([][]uint64, appenders)
+	for g := range appenders {
+		wg.Go(func() {
+			for i := range each {
+				seq, err := l.Append(context.Background(), fmt.Appendf(nil, "g%d-%d-%s", g, i, strings.Repeat("x", (g*i)%97)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, durable := m.state(); durable < seq {
+					t.Errorf("Append returned %d, durable only through %d", seq, durable)
+				}
+				got[g] = append(got[g], seq)
+			}
+		})
+	}
+	wg.Wait()
+	seg, err := DecodeSegment("mem", m.recs, 1)
+	if err != nil || len(seg.Entries) != appenders*each {
+		t.Fatalf("%d entries, %v", len(seg.Entries), err)
+	}
+	for g, seqs := range got {
+		for i, seq := range seqs {
+			want := fmt.Sprintf("g%d-%d-%s", g, i, strings.Repeat("x", (g*i)%97))
+			if p := string(seg.Entries[seq-1].Payload); p != want {
+				t.Fatalf("entry %d holds %.20q, want %.20q", seq, p, want)
+			}
+			if i > 0 && seq <= seqs[i-1] {
+				t.Fatalf("appender %d got %d after %d", g, seq, seqs[i-1])
+			}
+		}
+	}
+	syncs, _ := m.state()
+	t.Logf("%d entries: %d writes, %d syncs", appenders*each, len(m.writes), syncs)
+	if len(m.writes) != syncs || syncs >= appenders*each {
+		t.Fatalf("%d writes and %d syncs for %d entries", len(m.writes), syncs, appenders*each)
+	}
+}
+
+// TestEmptyEntryRefused: the log stores no empty entries, in any mode, so
+// that a record of length 0 is always damage (a torn header of zeros).
+func TestEmptyEntryRefused(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncGroupCommit, SyncPeriodic, SyncNone} {
+		t.Run(string(mode), func(t *testing.T) {
+			l, m := openMem(t, Options{Sync: mode})
+			for _, p := range [][]byte{nil, {}} {
+				_, err := l.Append(context.Background(), p)
+				if !errors.Is(err, ErrEmptyEntry) || !strings.Contains(err.Error(), "empty entry") {
+					t.Fatalf("Append(%#v) = %v, want ErrEmptyEntry", p, err)
+				}
+			}
+			if seq, err := l.Append(context.Background(), []byte{0}); err != nil || seq != 1 {
+				t.Fatalf("one-byte entry: %d, %v", seq, err)
+			}
+			if len(m.writes) != 1 {
+				t.Fatalf("writes %v", m.writes)
+			}
+		})
 	}
 }
 
@@ -772,35 +1013,66 @@ func TestAppendCancelled(t *testing.T) {
 	}
 }
 
-// TestRecordBuffersNotShared: Append reuses its encoding buffers, so what
-// concurrent appenders wrote must still decode to their own payloads.
+// TestRecordBuffersNotShared: Append reuses its encoding buffers (and the
+// writer queue its group buffers), so what concurrent appenders wrote must
+// still decode to their own payloads.
 func TestRecordBuffersNotShared(t *testing.T) {
-	l, m := openMem(t, Options{Sync: SyncNone})
-	var wg sync.WaitGroup
-	seqs := make([][]uint64, 8)
-	for g := range 8 {
-		wg.Go(func() {
-			for i := range 200 {
-				seq, err := l.Append(context.Background(), fmt.Appendf(nil, "g%d-%d-%s", g, i, strings.Repeat("x", i*37)))
-				if err != nil {
-					t.Error(err)
-					return
+	for _, mode := range []SyncMode{SyncNone, SyncGroupCommit} {
+		t.Run(string(mode), func(t *testing.T) {
+			l, m := openMem(t, Options{Sync: mode})
+			var wg sync.WaitGroup
+			seqs := make([][]uint64, 8)
+			for g := range 8 {
+				wg.Go(func() {
+					for i := range 200 {
+						seq, err := l.Append(context.Background(), fmt.Appendf(nil, "g%d-%d-%s", g, i, strings.Repeat("x", i*37)))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						seqs[g] = append(seqs[g], seq)
+					}
+				})
+			}
+			wg.Wait()
+			seg, err := DecodeSegment("mem", m.recs, 1)
+			if err != nil || len(seg.Entries) != 1600 {
+				t.Fatalf("%d entries, %v", len(seg.Entries), err)
+			}
+			for g, ss := range seqs {
+				for i, seq := range ss {
+					want := fmt.Sprintf("g%d-%d-%s", g, i, strings.Repeat("x", i*37))
+					if got := string(seg.Entries[seq-1].Payload); got != want {
+						t.Fatalf("entry %d holds %.20q, want %.20q", seq, got, want)
+					}
 				}
-				seqs[g] = append(seqs[g], seq)
 			}
 		})
 	}
-	wg.Wait()
-	seg, err := DecodeSegment("mem", m.recs, 1)
-	if err != nil || len(seg.Entries) != 1600 {
-		t.Fatalf("%d entries, %v", len(seg.Entries), err)
+}
+
+// TestAppendAllocations: Append allocates nothing in the steady state, in
+// group commit (pooled requests and group buffers) as in the other modes.
+func TestAppendAllocations(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts need a full, race-free run")
 	}
-	for g, ss := range seqs {
-		for i, seq := range ss {
-			want := fmt.Sprintf("g%d-%d-%s", g, i, strings.Repeat("x", i*37))
-			if got := string(seg.Entries[seq-1].Payload); got != want {
-				t.Fatalf("entry %d holds %.20q, want %.20q", seq, got, want)
+	for _, mode := range []SyncMode{SyncAlways, SyncGroupCommit, SyncNone} {
+		t.Run(string(mode), func(t *testing.T) {
+			l, _ := openMem(t, Options{Sync: mode})
+			payload := bytes.Repeat([]byte("p"), 1000)
+			ctx := context.Background()
+			for range 100 { // warm the pools and let the storage grow
+				l.Append(ctx, payload)
 			}
-		}
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := l.Append(ctx, payload); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs > 0.1 {
+				t.Fatalf("%.2f allocations per Append", allocs)
+			}
+		})
 	}
 }
