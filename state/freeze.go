@@ -78,12 +78,22 @@ func (f *badgerFrozen) Close() error {
 	return nil
 }
 
-// Drop deletes every entry of scope.
+// Drop deletes every entry of scope. A whole operator goes with Badger's
+// DropPrefix, which drops whole tables instead of writing a tombstone per
+// key (a restore that first emptied a million keys one by one spent most
+// of its time on them, and the reads after it on the tombstones).
 func (b *badgerBackend) Drop(scope Scope) error {
 	if !b.enter() {
 		return ErrClosed
 	}
 	defer b.exit()
+	if scope.Operator != "" && scope.Groups == AllKeyGroups {
+		prefix, err := keyOperatorPrefix(scope.Job, scope.Operator)
+		if err != nil {
+			return err
+		}
+		return b.db.DropPrefix(prefix)
+	}
 	return b.dropScope(scope)
 }
 
