@@ -54,12 +54,19 @@
 // A local log owns one directory:
 //
 //	LOCK                        empty; flock(2)ed by the one process that has the log open
-//	CURSOR                      magic "AFWALCUR" | cursor u64 BE | meta length u32 BE | meta | crc32-IEEE u32 BE
+//	CURSOR.0, CURSOR.1          cursor slots: magic "AFWALCS1" | generation u64 BE | cursor u64 BE | meta length u32 BE | meta | crc32-IEEE u32 BE
 //	00000000000000000001.wal    a segment: records from sequence 1 on
 //	00000000000000004097.wal    the next segment, named after its first sequence (%020d)
 //
-// CURSOR is replaced atomically (CURSOR.tmp, fsync, rename, directory
-// fsync); DecodeCursor reads it. A segment is closed when the next record
+// Generation g of the cursor goes to slot g%2. A slot file is created
+// atomically (temp file, fsync, rename, directory fsync) and from then on
+// overwritten in place with one fdatasync (bytes after the record, left by
+// a longer earlier one, are ignored); recovery takes the valid slot with
+// the highest generation, so a crash in the middle of an overwrite falls
+// back to the previous cursor, which was durable before the overwrite
+// began. DecodeCursor reads a slot. Segments the cursor has passed are
+// removed without a directory fsync: one that comes back after a crash is
+// below the durable cursor, is skipped, and is removed again. A segment is closed when the next record
 // would take it past LocalOptions.SegmentBytes (default 32 MiB): the full
 // segment is fdatasync'ed, then the next one is created and the directory
 // fsync'ed, in every sync mode. Only the newest segment is ever written.

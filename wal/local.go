@@ -52,9 +52,8 @@ func OpenDir(dir string, opts LocalOptions) (*Log, error) {
 
 const (
 	lockName    = "LOCK"
-	cursorName  = "CURSOR"
 	segSuffix   = ".wal"
-	cursorMagic = "AFWALCUR"
+	cursorMagic = "AFWALCS1"
 )
 
 type localStorage struct {
@@ -70,6 +69,8 @@ type localStorage struct {
 	segs   []uint64 // first sequence of each segment, ascending
 	active *os.File
 	size   int64
+
+	cursor cursorSlots // used by recover and saveCursor only
 }
 
 func (s *localStorage) describe() string { return s.dir }
@@ -100,7 +101,8 @@ func (s *localStorage) listSegments() ([]uint64, error) {
 func (s *localStorage) recover() (recovered, error) {
 	var r recovered
 	var err error
-	r.cursor, r.meta, err = readCursor(filepath.Join(s.dir, cursorName))
+	s.cursor.dir = s.dir
+	r.cursor, r.meta, err = s.cursor.read()
 	if err != nil {
 		return r, err
 	}
@@ -218,15 +220,7 @@ func (s *localStorage) write(recs []byte, _, _ uint64) error {
 			}
 		}
 		if n == 0 {
-			// Rotate: the full segment is synced before it stops being
-			// the one sync() looks at.
-			s.syncMu.Lock()
-			err := datasync(s.active)
-			if err == nil {
-				err = s.create(binary.BigEndian.Uint64(recs))
-			}
-			s.syncMu.Unlock()
-			if err != nil {
+			if err := s.rotate(binary.BigEndian.Uint64(recs)); err != nil {
 				return err
 			}
 			continue
@@ -241,6 +235,50 @@ func (s *localStorage) write(recs []byte, _, _ uint64) error {
 	return nil
 }
 
+// rotate closes the full active segment and starts one at first. The full
+// segment is synced before it stops being the one sync() looks at.
+// Callers hold s.mu.
+func (s *localStorage) rotate(first uint64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if err := datasync(s.active); err != nil {
+		return err
+	}
+	return s.create(first)
+}
+
+// writeParts is write for records given in parts, three per record
+// (header, payload, checksum), written with writev(2) rather than copied
+// into one buffer first. It may modify parts.
+func (s *localStorage) writeParts(parts [][]byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(parts) > 0 {
+		k, n := 0, int64(0) // parts and bytes that fit in the active segment
+		for k < len(parts) {
+			size := int64(len(parts[k]) + len(parts[k+1]) + len(parts[k+2]))
+			if s.size+n+size > s.segBytes && (s.size > 0 || k > 0) {
+				break
+			}
+			n += size
+			k += 3
+		}
+		if k == 0 {
+			if err := s.rotate(binary.BigEndian.Uint64(parts[0])); err != nil {
+				return err
+			}
+			continue
+		}
+		w, err := writev(s.active, parts[:k])
+		s.size += int64(w)
+		if err != nil {
+			return err
+		}
+		parts = parts[k:]
+	}
+	return nil
+}
+
 func (s *localStorage) sync() error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -251,7 +289,7 @@ func (s *localStorage) sync() error {
 }
 
 func (s *localStorage) saveCursor(cursor uint64, meta []byte) error {
-	if err := writeCursor(s.dir, cursor, meta); err != nil {
+	if err := s.cursor.write(cursor, meta); err != nil {
 		return err
 	}
 	if s.retain {
@@ -269,9 +307,11 @@ func (s *localStorage) saveCursor(cursor uint64, meta []byte) error {
 			return err
 		}
 	}
-	if len(drop) > 0 {
-		return syncDir(s.dir)
-	}
+	// The removals are not synced: a segment that comes back after a
+	// crash lies wholly below the durable cursor, so recovery skips it
+	// and the next save removes it again. Syncing the directory here
+	// forced a journal commit that the appenders' fdatasyncs then waited
+	// behind.
 	return nil
 }
 
@@ -285,7 +325,7 @@ func (s *localStorage) close() error {
 		err = s.active.Close()
 		s.active = nil
 	}
-	return errors.Join(err, s.unlock())
+	return errors.Join(err, s.cursor.close(), s.unlock())
 }
 
 func (s *localStorage) replay(after uint64) (iterator, error) {
@@ -333,16 +373,144 @@ func (it *localIter) next() (Entry, error) {
 
 func (it *localIter) close() error { it.cur, it.segs = nil, nil; return nil }
 
-// Cursor file: magic | cursor u64 BE | meta length u32 BE | meta | crc32
-// of everything before it. Replaced atomically (temp file, fsync, rename,
-// directory fsync).
-func writeCursor(dir string, cursor uint64, meta []byte) error {
-	b := append([]byte(cursorMagic), make([]byte, 12)...)
-	binary.BigEndian.PutUint64(b[len(cursorMagic):], cursor)
-	binary.BigEndian.PutUint32(b[len(cursorMagic)+8:], uint32(len(meta)))
+// Cursor slots. The cursor is kept in two files, CURSOR.0 and CURSOR.1,
+// written in turn: generation g goes to CURSOR.(g%2). Each holds one
+// record:
+//
+//	magic "AFWALCS1" | generation u64 BE | cursor u64 BE | meta length u32 BE | meta | crc32-IEEE u32 BE
+//
+// (the checksum covers everything before it), followed by whatever a longer
+// earlier record left behind, which is ignored. A slot file is created
+// atomically (temp file, fsync, rename, directory fsync), so it always held
+// one whole record; after that it is overwritten in place and made durable
+// with one fdatasync, which on a file whose size does not change needs no
+// journal commit. A crash in the middle of an overwrite damages at most the
+// slot being written; the other one holds the previous generation, which
+// was durable before this write began, and segments are deleted only after
+// the write that covers them is. Recovery takes the valid slot with the
+// highest generation.
+var cursorSlotNames = [2]string{"CURSOR.0", "CURSOR.1"}
+
+const cursorSlotFixed = len(cursorMagic) + 8 + 8 + 4 + 4
+
+func encodeCursorSlot(b []byte, gen, cursor uint64, meta []byte) []byte {
+	b = append(b, cursorMagic...)
+	b = binary.BigEndian.AppendUint64(b, gen)
+	b = binary.BigEndian.AppendUint64(b, cursor)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(meta)))
 	b = append(b, meta...)
-	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
-	tmp := filepath.Join(dir, cursorName+".tmp")
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+// DecodeCursor parses the record at the start of a cursor slot file's
+// bytes; n is the record's length (bytes after it are ignored).
+func DecodeCursor(b []byte) (gen, cursor uint64, meta []byte, n int, err error) {
+	if len(b) < cursorSlotFixed || string(b[:len(cursorMagic)]) != cursorMagic {
+		return 0, 0, nil, 0, errors.New("wal: cursor file has no valid header")
+	}
+	m := binary.BigEndian.Uint32(b[len(cursorMagic)+16:])
+	if int64(m) > int64(len(b)-cursorSlotFixed) {
+		return 0, 0, nil, 0, fmt.Errorf("wal: cursor file declares %d bytes of meta but holds %d", m, len(b)-cursorSlotFixed)
+	}
+	n = cursorSlotFixed + int(m)
+	if crc32.ChecksumIEEE(b[:n-4]) != binary.BigEndian.Uint32(b[n-4:]) {
+		return 0, 0, nil, 0, errors.New("wal: cursor file fails its checksum")
+	}
+	gen = binary.BigEndian.Uint64(b[len(cursorMagic):])
+	cursor = binary.BigEndian.Uint64(b[len(cursorMagic)+8:])
+	if m > 0 {
+		meta = append([]byte(nil), b[len(cursorMagic)+20:n-4]...)
+	}
+	return gen, cursor, meta, n, nil
+}
+
+// cursorSlots writes the cursor into the two slot files in turn.
+type cursorSlots struct {
+	dir   string
+	gen   uint64 // of the newest valid slot (0: none)
+	files [2]*os.File
+	buf   []byte
+}
+
+// read loads the newest valid slot. One damaged slot beside a valid one is
+// what a crash in the middle of an overwrite leaves: the valid slot is then
+// the newest durable cursor. Both damaged, or the only one, is an error.
+func (c *cursorSlots) read() (cursor uint64, meta []byte, err error) {
+	var damaged []string
+	for _, name := range cursorSlotNames {
+		path := filepath.Join(c.dir, name)
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("wal: %w", err)
+		}
+		g, cur, m, _, err := DecodeCursor(b)
+		if err != nil {
+			damaged = append(damaged, fmt.Sprintf("%v (%s)", err, path))
+			continue
+		}
+		if g > c.gen {
+			c.gen, cursor, meta = g, cur, m
+		}
+	}
+	switch {
+	case len(damaged) == 2, len(damaged) == 1 && c.gen == 0:
+		// Both slots damaged, or the only one: slot files are created
+		// whole, so this is not a torn write.
+		return 0, nil, errors.New(strings.Join(damaged, "; "))
+	}
+	return cursor, meta, nil
+}
+
+// write persists generation gen+1 into its slot.
+func (c *cursorSlots) write(cursor uint64, meta []byte) error {
+	gen := c.gen + 1
+	i := gen % 2
+	c.buf = encodeCursorSlot(c.buf[:0], gen, cursor, meta)
+	if c.files[i] == nil {
+		path := filepath.Join(c.dir, cursorSlotNames[i])
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			if err := createFileAtomic(c.dir, cursorSlotNames[i], c.buf); err != nil {
+				return err
+			}
+			c.gen = gen
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		c.files[i] = f
+	}
+	f := c.files[i]
+	if _, err := f.WriteAt(c.buf, 0); err != nil {
+		return err
+	}
+	// fdatasync also makes a grown size durable.
+	if err := datasync(f); err != nil {
+		return err
+	}
+	c.gen = gen
+	return nil
+}
+
+func (c *cursorSlots) close() error {
+	var errs []error
+	for i, f := range c.files {
+		if f != nil {
+			errs = append(errs, f.Close())
+			c.files[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// createFileAtomic creates dir/name holding b: temp file, fsync, rename,
+// directory fsync.
+func createFileAtomic(dir, name string, b []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -358,46 +526,10 @@ func writeCursor(dir string, cursor uint64, meta []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, cursorName)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return err
 	}
 	return syncDir(dir)
-}
-
-// DecodeCursor parses a cursor file's bytes.
-func DecodeCursor(b []byte) (cursor uint64, meta []byte, err error) {
-	const fixed = len(cursorMagic) + 12 + 4
-	if len(b) < fixed || string(b[:len(cursorMagic)]) != cursorMagic {
-		return 0, nil, errors.New("wal: cursor file has no valid header")
-	}
-	n := binary.BigEndian.Uint32(b[len(cursorMagic)+8:])
-	if int64(n) != int64(len(b)-fixed) {
-		return 0, nil, fmt.Errorf("wal: cursor file declares %d bytes of meta but holds %d", n, len(b)-fixed)
-	}
-	body := b[:len(b)-4]
-	if crc32.ChecksumIEEE(body) != binary.BigEndian.Uint32(b[len(b)-4:]) {
-		return 0, nil, errors.New("wal: cursor file fails its checksum")
-	}
-	cursor = binary.BigEndian.Uint64(b[len(cursorMagic):])
-	if n > 0 {
-		meta = append([]byte(nil), b[len(cursorMagic)+12:len(b)-4]...)
-	}
-	return cursor, meta, nil
-}
-
-func readCursor(path string) (uint64, []byte, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil, nil
-	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("wal: %w", err)
-	}
-	c, meta, err := DecodeCursor(b)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w (%s)", err, path)
-	}
-	return c, meta, nil
 }
 
 func truncateSync(path string, size int64) error {

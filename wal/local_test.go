@@ -245,7 +245,9 @@ func TestCorruptionRefused(t *testing.T) {
 
 	t.Run("unreadable cursor", func(t *testing.T) {
 		dir := setup(t)
-		os.WriteFile(filepath.Join(dir, cursorName), []byte("AFWALCUR garbage"), 0o644)
+		for _, name := range cursorSlotNames {
+			os.WriteFile(filepath.Join(dir, name), []byte("AFWALCS1 garbage"), 0o644)
+		}
 		before := dirFiles(t, dir)
 		if _, err := OpenDir(dir, opts); err == nil || !strings.Contains(err.Error(), "cursor") {
 			t.Fatalf("open with a damaged cursor: %v", err)

@@ -337,71 +337,128 @@ func FuzzDecodeSegment(f *testing.F) {
 	})
 }
 
-// encodeCursor is the cursor file format, written out independently of
-// writeCursor: magic | cursor u64 BE | meta length u32 BE | meta | crc32.
-func encodeCursor(cursor uint64, meta []byte) []byte {
-	b := []byte("AFWALCUR")
+// encodeCursor is the cursor slot format, written out independently of
+// encodeCursorSlot: magic | generation u64 | cursor u64 BE | meta length
+// u32 BE | meta | crc32.
+func encodeCursor(gen, cursor uint64, meta []byte) []byte {
+	b := []byte("AFWALCS1")
+	b = binary.BigEndian.AppendUint64(b, gen)
 	b = binary.BigEndian.AppendUint64(b, cursor)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(meta)))
 	b = append(b, meta...)
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
-// TestCursorFile: writeCursor writes the documented format, DecodeCursor
-// reads it back, and any damage is an error rather than a wrong cursor.
+// TestCursorFile: the slots are written in turn in the documented format,
+// a shorter record over a longer one leaves the tail ignored, DecodeCursor
+// reads them back, and any damage is an error rather than a wrong cursor.
 func TestCursorFile(t *testing.T) {
 	dir := t.TempDir()
-	for _, meta := range [][]byte{nil, []byte(`{"partition":3,"offset":42}`)} {
-		if err := writeCursor(dir, 12345, meta); err != nil {
+	c := cursorSlots{dir: dir}
+	long := []byte(`{"partition":3,"offset":42,"more":"xxxxxxxxxxxxxxxx"}`)
+	for i, meta := range [][]byte{long, nil, []byte(`{"p":1}`), nil} {
+		gen := uint64(i + 1)
+		if err := c.write(12345+uint64(i), meta); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, cursorName))
+		b, err := os.ReadFile(filepath.Join(dir, cursorSlotNames[gen%2]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := encodeCursor(12345, meta); !bytes.Equal(b, want) {
-			t.Fatalf("cursor file % x, want % x", b, want)
+		want := encodeCursor(gen, 12345+uint64(i), meta)
+		if !bytes.HasPrefix(b, want) {
+			t.Fatalf("slot %d: % x, want prefix % x", gen%2, b, want)
 		}
-		c, m, err := DecodeCursor(b)
-		if err != nil || c != 12345 || !bytes.Equal(m, meta) {
-			t.Fatalf("DecodeCursor = %d, %q, %v", c, m, err)
+		g, cur, m, n, err := DecodeCursor(b)
+		if err != nil || g != gen || cur != 12345+uint64(i) || !bytes.Equal(m, meta) || n != len(want) {
+			t.Fatalf("DecodeCursor = %d, %d, %q, %d, %v", g, cur, m, n, err)
 		}
+		r := cursorSlots{dir: dir}
+		if cur, m, err := r.read(); err != nil || cur != 12345+uint64(i) || !bytes.Equal(m, meta) || r.gen != gen {
+			t.Fatalf("read = %d, %q, %v (gen %d), want %d", cur, m, err, r.gen, gen)
+		}
+		b = b[:n]
 		for i := range b {
 			d := bytes.Clone(b)
 			d[i] ^= 0x04
-			if _, _, err := DecodeCursor(d); err == nil {
+			if _, _, _, _, err := DecodeCursor(d); err == nil {
 				t.Fatalf("a flipped bit at %d was accepted", i)
 			}
 		}
-		for n := range len(b) {
-			if _, _, err := DecodeCursor(b[:n]); err == nil {
-				t.Fatalf("a cursor file cut to %d bytes was accepted", n)
+		for k := range len(b) {
+			if _, _, _, _, err := DecodeCursor(b[:k]); err == nil {
+				t.Fatalf("a cursor record cut to %d bytes was accepted", k)
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, cursorName+".tmp")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("temporary cursor file left behind: %v", err)
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range cursorSlotNames {
+		if _, err := os.Stat(filepath.Join(dir, name+".tmp")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("temporary cursor file left behind: %v", err)
+		}
+	}
+}
+
+// TestCursorTornSlot: a crash in the middle of overwriting a slot leaves it
+// damaged; recovery takes the other slot (the previous generation), and the
+// next write goes over the damaged one. Both damaged is an error.
+func TestCursorTornSlot(t *testing.T) {
+	dir := t.TempDir()
+	c := cursorSlots{dir: dir}
+	for i := range 3 { // generations 1, 2, 3: slot 1 holds 3, slot 0 holds 2
+		if err := c.write(uint64(10*(i+1)), []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.close()
+	newest := filepath.Join(dir, cursorSlotNames[1])
+	b, _ := os.ReadFile(newest)
+	b[len(b)-6] ^= 0xff // torn: part of the new record on disk
+	os.WriteFile(newest, b, 0o644)
+	r := cursorSlots{dir: dir}
+	if cur, _, err := r.read(); err != nil || cur != 20 || r.gen != 2 {
+		t.Fatalf("read with the newest slot torn = %d, %v (gen %d), want 20 from generation 2", cur, err, r.gen)
+	}
+	if err := r.write(40, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.close()
+	if b, _ := os.ReadFile(newest); !bytes.HasPrefix(b, encodeCursor(3, 40, nil)) {
+		t.Fatalf("generation 3 did not go over the torn slot: % x", b)
+	}
+	r = cursorSlots{dir: dir}
+	if cur, _, err := r.read(); err != nil || cur != 40 {
+		t.Fatalf("read = %d, %v, want 40", cur, err)
+	}
+	for _, name := range cursorSlotNames {
+		os.WriteFile(filepath.Join(dir, name), []byte("AFWALCS1 garbage garbage garbage"), 0o644)
+	}
+	r = cursorSlots{dir: dir}
+	if _, _, err := r.read(); err == nil || !strings.Contains(err.Error(), "CURSOR.0") || !strings.Contains(err.Error(), "CURSOR.1") {
+		t.Fatalf("both slots damaged: %v", err)
 	}
 }
 
 // FuzzDecodeCursor: no panics; whatever is accepted re-encodes to exactly
-// the input.
+// the accepted prefix of the input.
 func FuzzDecodeCursor(f *testing.F) {
-	f.Add(encodeCursor(0, nil))
-	f.Add(encodeCursor(7, []byte("meta")))
-	f.Add(encodeCursor(1<<63, bytes.Repeat([]byte{0}, 40)))
-	f.Add([]byte("AFWALCUR"))
+	f.Add(encodeCursor(1, 0, nil))
+	f.Add(encodeCursor(2, 7, []byte("meta")))
+	f.Add(append(encodeCursor(3, 1<<63, bytes.Repeat([]byte{0}, 40)), "stale tail"...))
+	f.Add([]byte("AFWALCS1"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, meta, err := DecodeCursor(b)
+		gen, c, meta, n, err := DecodeCursor(b)
 		if err != nil {
-			if c != 0 || meta != nil {
-				t.Fatalf("error %v with cursor %d, meta %q", err, c, meta)
+			if gen != 0 || c != 0 || meta != nil || n != 0 {
+				t.Fatalf("error %v with generation %d, cursor %d, meta %q, n %d", err, gen, c, meta, n)
 			}
 			return
 		}
-		if re := encodeCursor(c, meta); !bytes.Equal(re, b) {
-			t.Fatalf("accepted % x, which re-encodes to % x", b, re)
+		if re := encodeCursor(gen, c, meta); !bytes.Equal(re, b[:n]) {
+			t.Fatalf("accepted % x, which re-encodes to % x", b[:n], re)
 		}
 	})
 }

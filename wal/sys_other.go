@@ -5,3 +5,15 @@ package wal
 import "os"
 
 func datasync(f *os.File) error { return f.Sync() }
+
+// writev writes every byte of bufs to f, one write per buffer.
+func writev(f *os.File, bufs [][]byte) (n int, err error) {
+	for _, b := range bufs {
+		w, err := f.Write(b)
+		n += w
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

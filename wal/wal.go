@@ -2,6 +2,7 @@ package wal
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -205,14 +206,15 @@ type Log struct {
 	next    uint64
 	written atomic.Uint64
 	closed  atomic.Bool
+	// a group's record parts or its buffer, reused (under mu)
+	parts    [][]byte
+	groupBuf []byte
 
 	// the writer queue of group commit (see appendGroup)
 	q        sync.Mutex
 	qReqs    []*groupReq // waiting for the next group, in arrival order
-	qBuf     []byte      // their records, in the same order
 	leading  bool        // a leader owns the group being committed
-	spareReq []*groupReq // the previous group's slices, for reuse
-	spareBuf []byte
+	spareReq []*groupReq // the previous group's slice, for reuse
 	// gathering (see gather): the leader waits for expect appenders, the
 	// number active during the last commit, for at most a quarter of its
 	// duration, commitDur.
@@ -341,13 +343,22 @@ func (l *Log) wrote(last uint64) {
 	l.ack.Unlock()
 }
 
-// groupReq is one Append waiting in the writer queue.
+// groupReq is one Append waiting in the writer queue: its record in three
+// parts, which the leader writes without copying the payload (the appender
+// waits, so the payload stays valid until the write).
 type groupReq struct {
-	off  int    // of its record in the queue's buffer
-	seq  uint64 // set by the leader, with err
-	err  error
-	lead bool          // set instead when the request is handed the leadership
-	done chan struct{} // one signal per use: done, or lead
+	hdr     [headerSize]byte // seq (set by the leader) | len
+	payload []byte
+	tail    [trailerSize]byte // crc32 of payload
+	seq     uint64            // set by the leader, with err
+	err     error
+	lead    bool          // set instead when the request is handed the leadership
+	done    chan struct{} // one signal per use: done, or lead
+}
+
+// partsWriter is a storage that writes records from their parts (writev).
+type partsWriter interface {
+	writeParts(parts [][]byte) error
 }
 
 var groupReqs = sync.Pool{New: func() any { return &groupReq{done: make(chan struct{}, 1)} }}
@@ -364,7 +375,7 @@ const (
 )
 
 // appendGroup is Append in group commit mode: a writer queue. The appender
-// encodes its record into the queue's buffer and waits. One appender at a
+// computes its record's header and checksum, queues it and waits. One appender at a
 // time is the leader: it takes everything queued, gives the records their
 // sequences in queue order, writes them with one storage write and makes
 // them durable with one sync, then tells each member its sequence (or the
@@ -377,11 +388,11 @@ func (l *Log) appendGroup(payload []byte) (uint64, error) {
 	if err := l.failed(); err != nil {
 		return 0, err
 	}
-	crc := crc32.ChecksumIEEE(payload)
 	r := groupReqs.Get().(*groupReq)
+	binary.BigEndian.PutUint32(r.hdr[8:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(r.tail[:], crc32.ChecksumIEEE(payload))
+	r.payload = payload
 	l.q.Lock()
-	r.off = len(l.qBuf)
-	l.qBuf = appendRecordCRC(l.qBuf, payload, crc)
 	l.qReqs = append(l.qReqs, r)
 	if l.gathering > 0 && len(l.qReqs) >= l.gathering {
 		l.gathering = 0
@@ -409,13 +420,13 @@ func (l *Log) commitGroup(self *groupReq) {
 	if !l.closed.Load() {
 		l.gather()
 	}
-	reqs, buf := l.qReqs, l.qBuf
-	l.qReqs, l.qBuf = l.spareReq[:0], l.spareBuf[:0]
-	l.spareReq, l.spareBuf = nil, nil
+	reqs := l.qReqs
+	l.qReqs = l.spareReq[:0]
+	l.spareReq = nil
 	l.q.Unlock()
 
 	start := time.Now()
-	last, err := l.writeGroup(reqs, buf)
+	last, err := l.writeGroup(reqs)
 	if err == nil {
 		err = l.syncTo(last)
 	}
@@ -436,9 +447,6 @@ func (l *Log) commitGroup(self *groupReq) {
 
 	l.q.Lock()
 	l.spareReq = reqs[:0]
-	if cap(buf) <= maxPooledBatch {
-		l.spareBuf = buf[:0]
-	}
 	if len(l.qReqs) > 0 {
 		next := l.qReqs[0]
 		next.lead = true
@@ -491,7 +499,7 @@ func (l *Log) gather() {
 
 // writeGroup gives the group's records their sequences and writes them
 // with one storage write; it returns the last sequence.
-func (l *Log) writeGroup(reqs []*groupReq, buf []byte) (uint64, error) {
+func (l *Log) writeGroup(reqs []*groupReq) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -503,10 +511,33 @@ func (l *Log) writeGroup(reqs []*groupReq, buf []byte) (uint64, error) {
 	first := l.next
 	for i, r := range reqs {
 		r.seq = first + uint64(i)
-		putSeq(buf[r.off:], r.seq)
+		putSeq(r.hdr[:], r.seq)
 	}
 	last := first + uint64(len(reqs)) - 1
-	if err := l.st.write(buf, first, last); err != nil {
+	var err error
+	if pw, ok := l.st.(partsWriter); ok {
+		parts := l.parts[:0]
+		for _, r := range reqs {
+			parts = append(parts, r.hdr[:], r.payload, r.tail[:])
+		}
+		err = pw.writeParts(parts)
+		clear(parts) // drop the references to the appenders' payloads
+		l.parts = parts[:0]
+	} else {
+		buf := l.groupBuf[:0]
+		for _, r := range reqs {
+			buf = append(buf, r.hdr[:]...)
+			buf = append(buf, r.payload...)
+			buf = append(buf, r.tail[:]...)
+		}
+		err = l.st.write(buf, first, last)
+		if cap(buf) <= maxPooledBatch {
+			l.groupBuf = buf[:0]
+		} else {
+			l.groupBuf = nil
+		}
+	}
+	if err != nil {
 		return 0, l.fail(err)
 	}
 	l.wrote(last)
