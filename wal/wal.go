@@ -206,9 +206,12 @@ type Log struct {
 	next    uint64
 	written atomic.Uint64
 	closed  atomic.Bool
-	// a group's record parts or its buffer, reused (under mu)
+	// a group's record parts or its buffer, and the header and checksum
+	// of a record written outside group commit, reused (under mu)
 	parts    [][]byte
 	groupBuf []byte
+	hdr      [headerSize]byte
+	tail     [trailerSize]byte
 
 	// the writer queue of group commit (see appendGroup)
 	q        sync.Mutex
@@ -308,9 +311,7 @@ func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 	if l.opts.Sync == SyncGroupCommit {
 		return l.appendGroup(payload)
 	}
-	buf := getRecBuf(RecordSize(len(payload)))
-	defer putRecBuf(buf)
-	rec := AppendRecord((*buf)[:0], 0, payload)
+	crc := crc32.ChecksumIEEE(payload)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -320,8 +321,23 @@ func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 		return 0, err
 	}
 	seq := l.next
-	putSeq(rec, seq)
-	if err := l.st.write(rec, seq, seq); err != nil {
+	hdr, tail := l.hdr[:], l.tail[:]
+	putSeq(hdr, seq)
+	binary.BigEndian.PutUint32(hdr[8:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(tail, crc)
+	var err error
+	if pw, ok := l.st.(partsWriter); ok {
+		// writev(2) of the three parts: no copy of the payload.
+		l.parts = append(l.parts[:0], hdr, payload, tail)
+		err = pw.writeParts(l.parts)
+		clear(l.parts)
+	} else {
+		buf := getRecBuf(RecordSize(len(payload)))
+		rec := append(append(append((*buf)[:0], hdr...), payload...), tail...)
+		err = l.st.write(rec, seq, seq)
+		putRecBuf(buf)
+	}
+	if err != nil {
 		return 0, l.fail(err)
 	}
 	l.wrote(seq)
