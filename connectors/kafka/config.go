@@ -75,8 +75,15 @@ type SourceConfig struct {
 	// without a committed group offset start at their end instead of their
 	// beginning (the default).
 	StartFromLatest bool `json:"start_from_latest,omitempty"`
-	// TransactionalOffsets (L3: offsets committed inside the output's
-	// transaction) is not implemented yet; true is a validation error.
+	// TransactionalOffsets (L3, R-KAFKA-5) hands the commit of this
+	// input's offsets to the exactly-once kafka output whose
+	// offset_commit_group names consumer_group: the source registers its
+	// consumer group metadata in an in-process registry and commits
+	// nothing itself; acknowledgements only move its in-memory contiguous
+	// frontier (which checkpoints still record), and the output commits
+	// offsets with SendOffsetsToTransaction inside the transaction that
+	// writes the rows. Needs exactly one topic, and an output of the same
+	// job naming consumer_group in offset_commit_group (R-KAFKA-6).
 	TransactionalOffsets bool `json:"transactional_offsets,omitempty"`
 	// Format is "json" (the default with a schema) or "raw" (the default
 	// without one: a binary "value" column).
@@ -131,6 +138,14 @@ type SinkConfig struct {
 	// give every subtask its own id. Required with exactly_once; ignored
 	// without it.
 	TransactionalID string `json:"transactional_id,omitempty"`
+	// OffsetCommitGroup (L3, R-KAFKA-5) names the consumer_group of a
+	// kafka input with transactional_offsets: true in the same job (and
+	// process). Every transaction then also commits that input's offsets
+	// to the group (SendOffsetsToTransaction), derived from the rows'
+	// __meta_topic/__meta_partition/__meta_offset columns and clamped per
+	// partition to the input's contiguous acknowledged frontier. Requires
+	// exactly_once.
+	OffsetCommitGroup string `json:"offset_commit_group,omitempty"`
 	// Properties are passed to librdkafka as they are (TLS, SASL,
 	// linger.ms, partitioner, …). Keys the connector sets itself are
 	// errors.
@@ -320,8 +335,8 @@ func checkSource(c *SourceConfig, zero map[string]bool) error {
 	if strings.TrimSpace(c.ConsumerGroup) == "" {
 		f.Add("consumer_group", "is required: acknowledged offsets are committed to it")
 	}
-	if c.TransactionalOffsets {
-		f.Add("transactional_offsets", "is not supported yet (offsets committed inside an output's transaction come with offset_commit_group on the kafka output); remove it: offsets are committed to consumer_group after every acknowledged batch")
+	if c.TransactionalOffsets && len(c.Topics) > 1 {
+		f.Add("transactional_offsets", "needs exactly one topic (got %d in topics): the output that commits the offsets (offset_commit_group) pairs them with this input per partition; use one input per topic", len(c.Topics))
 	}
 	switch c.Format {
 	case "":
@@ -387,6 +402,18 @@ func checkSink(c *SinkConfig) error {
 		}
 	default:
 		f.Add("acks", "must be all, -1, 1 or 0 (got %q)", c.Acks)
+	}
+	switch g := c.OffsetCommitGroup; {
+	case g == "":
+	case strings.TrimSpace(g) == "":
+		f.Add("offset_commit_group", "must not be blank (the consumer_group of the kafka input with transactional_offsets: true)")
+	case !c.ExactlyOnce:
+		f.Add("offset_commit_group", "requires exactly_once: true (the input's offsets are committed inside the output's transactions)")
+	}
+	if v, ok := c.Properties["transaction.timeout.ms"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
+			f.Add("properties.transaction.timeout.ms", "must be a positive integer (milliseconds; got %q)", v)
+		}
 	}
 	checkProperties(&f, c.Properties, sinkReserved)
 	if c.ExactlyOnce {

@@ -35,7 +35,7 @@ func TestSourceConfigErrors(t *testing.T) {
 		{`{` + ok + `,"schema":[{"name":"a","type":"int"}]}`, `schema[0].type: must be one of int64, float32, float64, string, bool, timestamp (got "int")`},
 		{`{` + ok + `,"batch_size":0}`, "batch_size: must be > 0 (got 0)"},
 		{`{` + ok + `,"batch_size":-1}`, "batch_size: must be > 0 (got -1)"},
-		{`{` + ok + `,"transactional_offsets":true}`, "transactional_offsets: is not supported yet (offsets committed inside an output's transaction come with offset_commit_group on the kafka output); remove it: offsets are committed to consumer_group after every acknowledged batch"},
+		{`{"brokers":["b:9092"],"topics":["a","b"],"consumer_group":"g","transactional_offsets":true}`, "transactional_offsets: needs exactly one topic (got 2 in topics): the output that commits the offsets (offset_commit_group) pairs them with this input per partition; use one input per topic"},
 		{`{` + ok + `,"properties":{"group.id":"x","auto.offset.reset":"latest","enable.auto.commit":true,"go.events.channel.enable":true,"security.protocol":"SSL"}}`,
 			"properties.auto.offset.reset: is set by the connector (use start_from_latest)\nproperties.enable.auto.commit: is set by the connector\nproperties.go.events.channel.enable: go.* properties are managed by the connector\nproperties.group.id: is set by the connector (use consumer_group)"},
 		{`{` + ok + `,"properties":{"a":{"b":1}}}`, `properties: values must be strings, numbers or booleans (not "a")`},
@@ -61,6 +61,10 @@ func TestSinkConfigErrors(t *testing.T) {
 		{`{` + ok + `,"key":{"type":"value","value":"k"}}`, `key: only a column name or {type: expr, expr: COLUMN} is supported (got type "value"): constant keys are not`},
 		{`{` + ok + `,"properties":{"transactional.id":"x","acks":"1","linger.ms":5}}`, "properties.acks: is set by the connector (use acks)\nproperties.transactional.id: is set by the connector (use transactional_id)"},
 		{`{` + ok + `,"exactly_once":true,"transactional_id":"x","properties":{"enable.idempotence":false}}`, "properties.enable.idempotence: is set by the connector with exactly_once"},
+		{`{` + ok + `,"offset_commit_group":"g"}`, "offset_commit_group: requires exactly_once: true (the input's offsets are committed inside the output's transactions)"},
+		{`{` + ok + `,"offset_commit_group":"g","exactly_once":true}`, "transactional_id: is required and must be non-empty when exactly_once is true (a stable id, unique per producer: the broker fences older producers with the same id)"},
+		{`{` + ok + `,"offset_commit_group":" ","exactly_once":true,"transactional_id":"x"}`, "offset_commit_group: must not be blank (the consumer_group of the kafka input with transactional_offsets: true)"},
+		{`{` + ok + `,"exactly_once":true,"transactional_id":"x","properties":{"transaction.timeout.ms":"soon"}}`, `properties.transaction.timeout.ms: must be a positive integer (milliseconds; got "soon")`},
 	}
 	for _, c := range cases {
 		_, err := buildOutput(c.cfg, nil)
@@ -212,10 +216,11 @@ func TestValidationNamesSpecField(t *testing.T) {
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v\nwant it to contain %s", err, want)
 	}
-	// Fixed, it validates; event time may come from __meta_timestamp or a
-	// value column.
+	// Fixed (with durability: exactly-once needs it), it validates; event
+	// time may come from __meta_timestamp or a value column.
 	for _, field := range []string{"__meta_timestamp", "ts"} {
 		fixed := strings.Replace(specYAML, "exactly_once: true}", "exactly_once: true, transactional_id: copy-0}", 1)
+		fixed = strings.Replace(fixed, "id: copy\n", "id: copy\ndurability: {sync: group_commit}\n", 1)
 		fixed = strings.Replace(fixed, "    input_type: kafka\n", "    input_type: kafka\n    time: {mode: event_time, timestamp_field: "+field+", watermark: {strategy: bounded_out_of_orderness, out_of_orderness_ms: 200}}\n", 1)
 		spec, err := job.Parse([]byte(fixed))
 		if err != nil {

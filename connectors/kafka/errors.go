@@ -13,6 +13,13 @@ var (
 	// that no two running sinks share a transactional_id.
 	ErrFenced = errors.New("kafka: producer fenced: another producer with the same transactional_id took over")
 
+	// ErrUnpairedGroup is returned (wrapped) by the Write of an output
+	// with offset_commit_group when no kafka input with that
+	// consumer_group and transactional_offsets: true is connected in this
+	// process: the write fails (nothing is written) rather than writing
+	// rows whose input offsets nobody commits (R-KAFKA-6).
+	ErrUnpairedGroup = errors.New("kafka: offset_commit_group has no live transactional input")
+
 	// ErrClosed is returned by Read and Write after Close.
 	ErrClosed = errors.New("kafka: closed")
 )

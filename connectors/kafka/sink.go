@@ -83,7 +83,7 @@ func (o *Output) newSink(info connectors.TaskInfo) *Sink {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask)}
+	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask), sentOffsets: map[tp]int64{}}
 	if o.cfg.ExactlyOnce {
 		s.txnID = strings.ReplaceAll(o.cfg.TransactionalID, SubtaskPlaceholder, strconv.Itoa(info.Subtask))
 	}
@@ -108,6 +108,11 @@ type Sink struct {
 	topic      string
 
 	buf []byte // the JSON of the last Write's rows (reused)
+
+	// sentOffsets are, with offset_commit_group, the input offsets this
+	// sink committed in its transactions, per partition (it never commits
+	// below them).
+	sentOffsets map[tp]int64
 
 	// beforeCommit, when set (tests), runs inside every transaction after
 	// its rows were produced and before the commit; an error fails the
@@ -271,7 +276,15 @@ func (s *Sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		return err
 	}
 	if s.txnID != "" {
-		return s.writeTxn(ctx, values, keys)
+		var marks map[tp]int64
+		if g := s.cfg.OffsetCommitGroup; g != "" {
+			srcs := pairedSources(g)
+			if len(srcs) == 0 {
+				return s.unpaired()
+			}
+			marks = batchMarks(rec, srcs)
+		}
+		return s.writeTxn(ctx, values, keys, marks)
 	}
 	w := newWriteState(n)
 	if err := s.produce(ctx, values, keys, w); err != nil {
@@ -335,7 +348,7 @@ func (s *Sink) produce(ctx context.Context, values, keys [][]byte, w *writeState
 //     the id, and rebuilding would take it back from it.
 //
 // After MaxTransactionAttempts attempts the last error is returned.
-func (s *Sink) writeTxn(ctx context.Context, values, keys [][]byte) error {
+func (s *Sink) writeTxn(ctx context.Context, values, keys [][]byte, marks map[tp]int64) error {
 	var last error
 	for attempt := 1; attempt <= MaxTransactionAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -351,7 +364,15 @@ func (s *Sink) writeTxn(ctx context.Context, values, keys [][]byte) error {
 				continue
 			}
 		}
-		err := s.txnAttempt(ctx, values, keys, attempt)
+		err := s.txnAttempt(ctx, values, keys, marks, attempt)
+		if errors.Is(err, ErrUnpairedGroup) {
+			// No retry: the paired input is gone (a configuration or
+			// shutdown problem, not a transaction failure).
+			if aerr := s.abort(); aerr != nil {
+				s.discard()
+			}
+			return err
+		}
 		if err == nil {
 			if ferr := s.producer.GetFatalError(); ferr != nil {
 				// Committed, but the producer is unusable now: the next
@@ -385,7 +406,7 @@ func (s *Sink) writeTxn(ctx context.Context, values, keys [][]byte) error {
 }
 
 // txnAttempt runs one transaction over the rows.
-func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, attempt int) error {
+func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[tp]int64, attempt int) error {
 	p := s.producer
 	if err := p.BeginTransaction(); err != nil {
 		return fmt.Errorf("kafka: begin_transaction failed: %w", err)
@@ -394,6 +415,14 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, attempt in
 	w := newWriteState(len(values))
 	if err := s.produce(ctx, values, keys, w); err != nil {
 		return fmt.Errorf("kafka: writing to the transaction failed: %w", err)
+	}
+	var sent map[tp]int64
+	if s.cfg.OffsetCommitGroup != "" {
+		// L3: the input's offsets commit with the rows, or not at all.
+		var err error
+		if sent, err = s.sendOffsets(ctx, p, marks); err != nil {
+			return err
+		}
 	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(p, attempt); err != nil {
@@ -412,6 +441,9 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, attempt in
 			continue
 		}
 		return fmt.Errorf("kafka: commit_transaction failed: %w", err)
+	}
+	for k, off := range sent {
+		s.sentOffsets[k] = off // committed with the transaction
 	}
 	// The commit flushed every record; their reports are on their way.
 	select {

@@ -165,18 +165,19 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 		lg = slog.Default()
 	}
 	s := &Source{
-		in:        in,
-		cfg:       &in.cfg,
-		info:      info,
-		par:       par,
-		subscribe: par == 1,
-		log:       lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask),
-		trackers:  map[string]*connectors.Tracker{},
-		assigned:  map[tp]bool{},
-		committed: map[tp]int64{},
-		restored:  map[tp]int64{},
-		bufs:      map[tp]*partBuf{},
-		kick:      make(chan struct{}, 1),
+		in:         in,
+		cfg:        &in.cfg,
+		info:       info,
+		par:        par,
+		subscribe:  par == 1,
+		log:        lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask),
+		trackers:   map[string]*connectors.Tracker{},
+		assigned:   map[tp]bool{},
+		committed:  map[tp]int64{},
+		restored:   map[tp]int64{},
+		groupFloor: map[tp]int64{},
+		bufs:       map[tp]*partBuf{},
+		kick:       make(chan struct{}, 1),
 	}
 	for _, t := range in.cfg.Topics {
 		s.trackers[t] = connectors.NewTracker(t)
@@ -216,6 +217,15 @@ type Source struct {
 	committed map[tp]int64 // offset last committed (or found committed) per assigned partition
 	restored  map[tp]int64 // positions from Seek, applied when the partition is assigned
 	closed    bool
+	// groupFloor is, with transactional_offsets, the offset the group had
+	// committed for an assigned partition when it was assigned: the
+	// paired output never commits below it.
+	groupFloor map[tp]int64
+
+	// gmMu guards the consumer against Close while the paired output asks
+	// for its group metadata (transactional_offsets).
+	gmMu     sync.Mutex
+	gmClosed bool
 
 	commitMu   sync.Mutex // one commit at a time
 	kick       chan struct{}
@@ -383,6 +393,9 @@ func (s *Source) Connect(ctx context.Context) error {
 	s.stopCommit = make(chan struct{})
 	s.commitDone = make(chan struct{})
 	go s.committer()
+	if s.cfg.TransactionalOffsets {
+		registerPair(s)
+	}
 	return nil
 }
 
@@ -465,6 +478,11 @@ func (s *Source) resolve(ctx context.Context, parts []kafka.TopicPartition) ([]k
 			s.committed[k] = c
 		} else {
 			delete(s.committed, k)
+		}
+		if c, ok := cmt[k]; ok {
+			s.groupFloor[k] = c
+		} else {
+			delete(s.groupFloor, k)
 		}
 		t := k.topic
 		out[i] = kafka.TopicPartition{Topic: &t, Partition: k.part, Offset: kafka.Offset(start)}
@@ -777,7 +795,7 @@ func (s *Source) ackFunc(p pending) func(error) {
 	done := tr.Deliver(p.tp.part, p.first, p.end)
 	return func(err error) {
 		done(err)
-		if err == nil {
+		if err == nil && !s.cfg.TransactionalOffsets {
 			select {
 			case s.kick <- struct{}{}:
 			default:
@@ -809,7 +827,13 @@ func (s *Source) committer() {
 
 // commit commits the frontier of the given partitions (nil: every
 // assigned one) where it moved since the last commit.
+//
+// With transactional_offsets it commits nothing: the paired output commits
+// the offsets inside its transactions (R-KAFKA-5).
 func (s *Source) commit(only []tp) error {
+	if s.cfg.TransactionalOffsets {
+		return nil
+	}
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
@@ -869,6 +893,12 @@ func (s *Source) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.cfg.TransactionalOffsets {
+		unregisterPair(s)
+		s.gmMu.Lock()
+		s.gmClosed = true
+		s.gmMu.Unlock()
+	}
 	var errs []error
 	if s.stopCommit != nil {
 		close(s.stopCommit)

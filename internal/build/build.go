@@ -59,6 +59,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 	b := builder{s: s, p: p, g: g, env: env}
 	b.sources()
 	b.operators()
+	b.jobChecks()
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
@@ -292,6 +293,61 @@ func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
 	}
 	b.g.Outputs[op.ID] = out
 	b.g.Schemas[op.ID] = in
+}
+
+// jobChecks runs the connectors' job-wide checks (connectors.RegisterJobCheck)
+// over the inputs and outputs that were built.
+func (b *builder) jobChecks() {
+	checks := connectors.JobChecks()
+	if len(checks) == 0 {
+		return
+	}
+	v := connectors.JobView{JobID: b.s.ID}
+	if cp := b.s.Checkpoint; cp != nil {
+		v.CheckpointIntervalMS = cp.IntervalMS
+	}
+	for i, src := range b.s.Sources {
+		if in, ok := b.g.Inputs[src.OperatorID]; ok {
+			v.Inputs = append(v.Inputs, connectors.JobInput{OperatorID: src.OperatorID, Path: fmt.Sprintf("sources[%d]", i), Input: in, Durable: b.g.Durability[src.OperatorID] != nil})
+		}
+	}
+	// The sources upstream of every operator, along edges and late-row
+	// edges.
+	edges := append(append([]job.Edge(nil), b.s.Edges...), job.LateEdges(b.s)...)
+	from := map[string][]string{}
+	for _, e := range edges {
+		from[e.To] = append(from[e.To], e.From)
+	}
+	for i, snk := range b.s.Sinks {
+		out, ok := b.g.Outputs[snk.OperatorID]
+		if !ok {
+			continue
+		}
+		seen := map[string]bool{snk.OperatorID: true}
+		queue := []string{snk.OperatorID}
+		for len(queue) > 0 {
+			id := queue[0]
+			queue = queue[1:]
+			for _, up := range from[id] {
+				if !seen[up] {
+					seen[up] = true
+					queue = append(queue, up)
+				}
+			}
+		}
+		var srcs []string
+		for _, src := range b.s.Sources {
+			if seen[src.OperatorID] {
+				srcs = append(srcs, src.OperatorID)
+			}
+		}
+		v.Outputs = append(v.Outputs, connectors.JobOutput{OperatorID: snk.OperatorID, Path: fmt.Sprintf("sinks[%d]", i), Output: out, Sources: srcs})
+	}
+	for _, check := range checks {
+		for _, pr := range check(v) {
+			b.p.Add(pr.OperatorID, pr.Field, "%s", pr.Reason)
+		}
+	}
 }
 
 // topo orders operators along valid edges; ok is false on a cycle.

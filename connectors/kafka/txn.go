@@ -1,0 +1,327 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+)
+
+// L3 (R-KAFKA-5, R-KAFKA-6): an input with transactional_offsets: true
+// registers its sources here, by consumer group, when they connect; an
+// output with offset_commit_group finds them here on every write. Pairing
+// is in-process only.
+
+func init() {
+	connectors.RegisterJobCheck(checkJob)
+}
+
+// DefaultTransactionTimeoutMS is librdkafka's transaction.timeout.ms.
+const DefaultTransactionTimeoutMS = 60000
+
+var pairs = struct {
+	sync.Mutex
+	groups map[string][]*Source
+}{groups: map[string][]*Source{}}
+
+// registerPair makes a connected transactional source findable by its
+// consumer group.
+func registerPair(s *Source) {
+	pairs.Lock()
+	defer pairs.Unlock()
+	g := s.cfg.ConsumerGroup
+	pairs.groups[g] = append(pairs.groups[g], s)
+}
+
+// unregisterPair removes a source (at Close).
+func unregisterPair(s *Source) {
+	pairs.Lock()
+	defer pairs.Unlock()
+	g := s.cfg.ConsumerGroup
+	list := pairs.groups[g]
+	for i, x := range list {
+		if x == s {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(pairs.groups, g)
+	} else {
+		pairs.groups[g] = list
+	}
+}
+
+// pairedSources returns the live transactional sources of a group.
+func pairedSources(group string) []*Source {
+	pairs.Lock()
+	defer pairs.Unlock()
+	return append([]*Source(nil), pairs.groups[group]...)
+}
+
+// pairFrontier returns, for a partition this source currently reads, its
+// contiguous acknowledged frontier and the offset the group had committed
+// when the partition was assigned (-1 when none).
+func (s *Source) pairFrontier(k tp) (frontier, floor int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || !s.assigned[k] {
+		return 0, 0, false
+	}
+	fr, ok := s.trackers[k.topic].Frontier(k.part)
+	if !ok {
+		return 0, 0, false
+	}
+	floor = -1
+	if c, ok := s.groupFloor[k]; ok {
+		floor = c
+	}
+	return fr, floor, true
+}
+
+// groupMetadata returns the consumer's current group metadata (generation
+// and member change with rebalances, so it is asked for every transaction).
+func (s *Source) groupMetadata() (*kafka.ConsumerGroupMetadata, error) {
+	s.gmMu.Lock()
+	defer s.gmMu.Unlock()
+	if s.gmClosed || s.consumer == nil {
+		return nil, fmt.Errorf("%w: the input of consumer group %q closed", ErrUnpairedGroup, s.cfg.ConsumerGroup)
+	}
+	return s.consumer.GetConsumerGroupMetadata()
+}
+
+// batchMarks returns, per topic-partition, the offset after the highest
+// __meta_offset of rec's rows that come from one of the paired sources:
+// rows of other sources, rows with nulls, and batches without the
+// metadata columns contribute nothing. The topic is __meta_topic, else the
+// paired input's (only) topic.
+func batchMarks(rec arrow.RecordBatch, srcs []*Source) map[tp]int64 {
+	sch := rec.Schema()
+	col := func(name string) arrow.Array {
+		if idx := sch.FieldIndices(name); len(idx) == 1 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	parts, ok1 := col(connectors.MetaPartition).(*array.Int32)
+	offs, ok2 := col(connectors.MetaOffset).(*array.Int64)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	topics, _ := col(connectors.MetaTopic).(*array.String)
+	from, _ := col(connectors.MetaSource).(*array.String)
+	byOp := map[string]string{} // source operator ID → its topic
+	only := ""
+	for i, s := range srcs {
+		t := s.cfg.Topics[0]
+		byOp[s.info.OperatorID] = t
+		if i == 0 {
+			only = t
+		} else if only != t {
+			only = ""
+		}
+	}
+	out := map[tp]int64{}
+	for r := 0; r < int(rec.NumRows()); r++ {
+		if parts.IsNull(r) || offs.IsNull(r) {
+			continue
+		}
+		topic := only
+		if from != nil {
+			if from.IsNull(r) {
+				continue
+			}
+			t, ok := byOp[from.Value(r)]
+			if !ok {
+				continue // a row of another source
+			}
+			topic = t
+		}
+		if topics != nil && !topics.IsNull(r) {
+			if from != nil && topics.Value(r) != topic {
+				continue
+			}
+			topic = topics.Value(r)
+		}
+		if topic == "" {
+			continue
+		}
+		k := tp{topic, parts.Value(r)}
+		if end := offs.Value(r) + 1; end > out[k] {
+			out[k] = end
+		}
+	}
+	return out
+}
+
+// sendOffsets adds the paired input's offsets to the open transaction:
+// per partition of the batch, min(max offset in the batch + 1, the
+// input's contiguous acknowledged frontier), when that is beyond what this
+// sink already committed (and what the group held when the input was
+// assigned the partition). It returns the offsets sent, to be recorded
+// once the transaction commits.
+//
+// Why the frontier clamps: the input acknowledges a batch only after
+// every output derived from it was written — for this sink, after the
+// transaction now open has committed. So while this transaction is open
+// the frontier covers at most the batches acknowledged before it, and
+// committing past it would commit records that other branches of the
+// graph (fan-out, routes, parallel sinks) may still fail or be holding:
+// a crash would then skip them. Committing the frontier never skips: the
+// group offset lags the written rows by the batch being written, which is
+// the tail a crash duplicates.
+func (s *Sink) sendOffsets(ctx context.Context, p *kafka.Producer, marks map[tp]int64) (map[tp]int64, error) {
+	srcs := pairedSources(s.cfg.OffsetCommitGroup)
+	if len(srcs) == 0 {
+		return nil, s.unpaired()
+	}
+	if len(marks) == 0 {
+		return nil, nil
+	}
+	keys := make([]tp, 0, len(marks))
+	for k := range marks {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].part < keys[j].part
+	})
+	sent := map[tp]int64{}
+	byOwner := map[*Source][]kafka.TopicPartition{}
+	var owners []*Source
+	for _, k := range keys {
+		for _, src := range srcs {
+			fr, floor, ok := src.pairFrontier(k)
+			if !ok {
+				continue // not read by this source (revoked, or another subtask's)
+			}
+			off := min(marks[k], fr)
+			if prev, ok := s.sentOffsets[k]; ok {
+				floor = max(floor, prev)
+			}
+			if off > floor {
+				if _, seen := byOwner[src]; !seen {
+					owners = append(owners, src)
+				}
+				t := k.topic
+				byOwner[src] = append(byOwner[src], kafka.TopicPartition{Topic: &t, Partition: k.part, Offset: kafka.Offset(off)})
+				sent[k] = off
+			}
+			break
+		}
+	}
+	for _, src := range owners {
+		md, err := src.groupMetadata()
+		if err != nil {
+			return nil, err
+		}
+		sctx, cancel := context.WithTimeout(ctx, TransactionTimeout)
+		err = p.SendOffsetsToTransaction(sctx, byOwner[src], md)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("kafka: send_offsets_to_transaction of group %q (%s) failed: %w", s.cfg.OffsetCommitGroup, describe(byOwner[src]), err)
+		}
+	}
+	return sent, nil
+}
+
+// unpaired is the error of a write whose offset_commit_group has no live
+// transactional input.
+func (s *Sink) unpaired() error {
+	g := s.cfg.OffsetCommitGroup
+	return fmt.Errorf("%w: offset_commit_group %q: no kafka input with consumer_group %q and transactional_offsets: true is running in this process (the input and the output must run in the same process, and the input must be connected)", ErrUnpairedGroup, g, g)
+}
+
+// TransactionTimeoutMS is the producer's transaction.timeout.ms: the
+// property, else librdkafka's default.
+func (c SinkConfig) TransactionTimeoutMS() int64 {
+	if v, ok := c.Properties["transaction.timeout.ms"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return DefaultTransactionTimeoutMS
+}
+
+// checkJob is the job-wide check of kafka inputs and outputs
+// (connectors.RegisterJobCheck):
+//
+//   - an exactly-once output needs durability on every source feeding it,
+//     or job checkpoints (R-KAFKA-4: exactly-once stands on at-least-once
+//     ingestion);
+//   - with checkpoints, its transaction.timeout.ms must exceed
+//     checkpoint.interval_ms;
+//   - an input with transactional_offsets must be claimed by an
+//     exactly-once kafka output naming its consumer_group in
+//     offset_commit_group, and such an output needs such an input feeding
+//     it (R-KAFKA-6).
+func checkJob(v connectors.JobView) []connectors.JobProblem {
+	var out []connectors.JobProblem
+	add := func(op, field, format string, args ...any) {
+		out = append(out, connectors.JobProblem{OperatorID: op, Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	inputs := map[string]connectors.JobInput{}
+	txnInputs := map[string][]connectors.JobInput{} // by consumer group
+	for _, ji := range v.Inputs {
+		inputs[ji.OperatorID] = ji
+		if in, ok := ji.Input.(*Input); ok && in.cfg.TransactionalOffsets {
+			txnInputs[in.cfg.ConsumerGroup] = append(txnInputs[in.cfg.ConsumerGroup], ji)
+		}
+	}
+	claimed := map[string]bool{}
+	for _, jo := range v.Outputs {
+		o, ok := jo.Output.(*Output)
+		if !ok || !o.cfg.ExactlyOnce {
+			continue
+		}
+		c := o.cfg
+		if v.CheckpointIntervalMS <= 0 {
+			for _, id := range jo.Sources {
+				if ji, ok := inputs[id]; ok && !ji.Durable {
+					add(jo.OperatorID, jo.Path+".config.exactly_once", "requires durability on its input: source %q (%s) has no durability block and the job has no checkpoint block; add durability (to the job or to %s) or checkpoint (exactly-once stands on at-least-once ingestion: R-KAFKA-4)", id, ji.Path, ji.Path)
+				}
+			}
+		} else if t := c.TransactionTimeoutMS(); t <= v.CheckpointIntervalMS {
+			dflt := ""
+			if _, set := c.Properties["transaction.timeout.ms"]; !set {
+				dflt = ", librdkafka's default"
+			}
+			add(jo.OperatorID, jo.Path+".config.properties.transaction.timeout.ms", "transaction.timeout.ms (%d%s) must exceed checkpoint.interval_ms (%d): raise properties.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms) or lower checkpoint.interval_ms", t, dflt, v.CheckpointIntervalMS)
+		}
+		g := c.OffsetCommitGroup
+		if g == "" {
+			continue
+		}
+		claimed[g] = true
+		feeds := false
+		for _, ji := range txnInputs[g] {
+			for _, id := range jo.Sources {
+				feeds = feeds || id == ji.OperatorID
+			}
+		}
+		switch {
+		case len(txnInputs[g]) == 0:
+			add(jo.OperatorID, jo.Path+".config.offset_commit_group", "names consumer group %q, but no kafka input of this job has consumer_group %q with transactional_offsets: true (offset_commit_group commits that input's offsets inside this output's transactions)", g, g)
+		case !feeds:
+			add(jo.OperatorID, jo.Path+".config.offset_commit_group", "names consumer group %q, but the kafka input with that consumer_group and transactional_offsets: true (%s) does not feed this output", g, txnInputs[g][0].Path)
+		}
+	}
+	for _, ji := range v.Inputs {
+		in, ok := ji.Input.(*Input)
+		if !ok || !in.cfg.TransactionalOffsets || claimed[in.cfg.ConsumerGroup] {
+			continue
+		}
+		g := in.cfg.ConsumerGroup
+		add(ji.OperatorID, ji.Path+".config.transactional_offsets", "consumer group %q is not claimed: with transactional_offsets: true the input commits no offsets itself, and no exactly-once kafka output of this job names %q in offset_commit_group, so the group's offsets would never move (a restart would re-read everything); add offset_commit_group: %q to the kafka output (with exactly_once: true), or remove transactional_offsets", g, g, g)
+	}
+	return out
+}

@@ -1,0 +1,392 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// l3Spec is a Kafka → map → Kafka job: %[1]s job-level blocks, %[2]s the
+// input's extra config, %[3]s the output's.
+const l3Spec = `
+id: l3
+%[1]s
+operators:
+  - {id: in, kind: source}
+  - {id: double, kind: map, config: {set: [{name: twice, expr: "id * 2"}]}}
+  - {id: out, kind: sink}
+edges:
+  - {id: in-double, from: in, to: double}
+  - {id: double-out, from: double, to: out}
+sources:
+  - operator_id: in
+    input_type: kafka
+    config:
+      brokers: [%[4]q]
+      topics: [%[5]q]
+      consumer_group: %[6]q
+      schema: [{name: id, type: int64, nullable: false}, {name: name, type: string}]
+      batch_size: 8
+      %[2]s
+sinks:
+  - operator_id: out
+    output_type: kafka
+    config:
+      brokers: [%[4]q]
+      topic: %[7]q
+      key: name
+      %[3]s
+`
+
+const (
+	durable  = "durability: {sync: group_commit}"
+	eos      = "exactly_once: true\n      transactional_id: l3-{subtask}"
+	txnInput = "transactional_offsets: true"
+)
+
+func ckpt(ms int) string {
+	return fmt.Sprintf("state: {backend: badger}\ncheckpoint: {interval_ms: %d, object_store_uri: \"file:///tmp/l3-checkpoints\"}", ms)
+}
+
+func l3SpecWith(jobExtra, inExtra, outExtra string) string {
+	return l3SpecFor(jobExtra, inExtra, outExtra, "b:9092", "orders", "orders-copy", "orders-group")
+}
+
+func l3SpecFor(jobExtra, inExtra, outExtra, broker, in, out, group string) string {
+	return fmt.Sprintf(l3Spec, jobExtra, inExtra, outExtra, broker, in, group, out)
+}
+
+// The fail-closed rules of L3 (R-KAFKA-6) and the exactly-once
+// requirements (R-KAFKA-4) are validation errors naming the field.
+func TestL3ValidationErrors(t *testing.T) {
+	const group = "orders-group"
+	pair := eos + "\n      offset_commit_group: " + group
+	cases := []struct {
+		name, jobExtra, inExtra, outExtra string
+		want                              []string // "" : validates
+	}{
+		{"paired", durable, txnInput, pair, nil},
+		{"paired with checkpoints, no WAL", ckpt(10000), txnInput, pair, nil},
+		{"unclaimed input", durable, txnInput, eos, []string{
+			`job "l3": operator "in": sources[0].config.transactional_offsets: consumer group "orders-group" is not claimed: with transactional_offsets: true the input commits no offsets itself, and no exactly-once kafka output of this job names "orders-group" in offset_commit_group, so the group's offsets would never move (a restart would re-read everything); add offset_commit_group: "orders-group" to the kafka output (with exactly_once: true), or remove transactional_offsets`,
+		}},
+		{"unclaimed input, at-least-once output", durable, txnInput, "", []string{
+			`sources[0].config.transactional_offsets: consumer group "orders-group" is not claimed`,
+		}},
+		{"group without a transactional input", durable, "", pair, []string{
+			`job "l3": operator "out": sinks[0].config.offset_commit_group: names consumer group "orders-group", but no kafka input of this job has consumer_group "orders-group" with transactional_offsets: true (offset_commit_group commits that input's offsets inside this output's transactions)`,
+		}},
+		{"other group", durable, txnInput, eos + "\n      offset_commit_group: other", []string{
+			`sinks[0].config.offset_commit_group: names consumer group "other", but no kafka input of this job has consumer_group "other"`,
+			`sources[0].config.transactional_offsets: consumer group "orders-group" is not claimed`,
+		}},
+		{"offset_commit_group without exactly_once", durable, txnInput, "offset_commit_group: " + group, []string{
+			`sinks[0].config.offset_commit_group: requires exactly_once: true (the input's offsets are committed inside the output's transactions)`,
+		}},
+		{"exactly_once without durability or checkpoints", "", txnInput, pair, []string{
+			`job "l3": operator "out": sinks[0].config.exactly_once: requires durability on its input: source "in" (sources[0]) has no durability block and the job has no checkpoint block; add durability (to the job or to sources[0]) or checkpoint (exactly-once stands on at-least-once ingestion: R-KAFKA-4)`,
+		}},
+		{"default transaction.timeout.ms vs checkpoint interval", ckpt(60000), "", eos, []string{
+			`job "l3": operator "out": sinks[0].config.properties.transaction.timeout.ms: transaction.timeout.ms (60000, librdkafka's default) must exceed checkpoint.interval_ms (60000): raise properties.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms) or lower checkpoint.interval_ms`,
+		}},
+		{"transaction.timeout.ms vs checkpoint interval", ckpt(5000) + "\n" + durable, "", eos + "\n      properties: {transaction.timeout.ms: 4000}", []string{
+			`sinks[0].config.properties.transaction.timeout.ms: transaction.timeout.ms (4000) must exceed checkpoint.interval_ms (5000)`,
+		}},
+		{"transaction.timeout.ms above the interval", ckpt(5000), "", eos + "\n      properties: {transaction.timeout.ms: 5001}", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec, err := job.Parse([]byte(l3SpecWith(c.jobExtra, c.inExtra, c.outExtra)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = arkflow.Validate(spec)
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validated; want %q", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got %v\nwant it to contain %s", err, w)
+				}
+			}
+		})
+	}
+	// A multi-topic transactional input is rejected.
+	spec := l3SpecWith(durable, txnInput, pair)
+	spec = strings.Replace(spec, `topics: ["orders"]`, `topics: ["orders", "returns"]`, 1)
+	s, err := job.Parse([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = arkflow.Validate(s)
+	want := `sources[0].config.transactional_offsets: needs exactly one topic (got 2 in topics)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("multi-topic: got %v\nwant %s", err, want)
+	}
+}
+
+// l3Pair opens a transactional input's source (one subtask, subscribed)
+// and an exactly-once sink with offset_commit_group on it.
+func l3Pair(t *testing.T, in, out, group string, batch int) (*Source, *Sink) {
+	t.Helper()
+	input := sourceInput(t, SourceConfig{Brokers: brokers(t), Topics: []string{in}, ConsumerGroup: group, BatchSize: batch, TransactionalOffsets: true})
+	src := openSource(t, input, 0, 1, nil)
+	output := sinkOutput(t, SinkConfig{Brokers: brokers(t), Topic: Topic(out), ValueField: RawValueColumn, ExactlyOnce: true,
+		TransactionalID: uniqueName(t, "txn"), OffsetCommitGroup: group}, input.Schema())
+	return src, openSink(t, output, 0)
+}
+
+// batchRange is the offsets [first, end) of a batch of one partition.
+func batchRange(t *testing.T, b connectors.Batch) (int64, int64) {
+	t.Helper()
+	idx := b.Record.Schema().FieldIndices(connectors.MetaOffset)
+	offs := b.Record.Column(idx[0]).(interface{ Value(int) int64 })
+	return offs.Value(0), offs.Value(int(b.Record.NumRows())-1) + 1
+}
+
+func writeBatch(t *testing.T, s *Sink, b connectors.Batch) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Write(ctx, b.Record); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+}
+
+func rawRecords(n int, from int) []kafka.Message {
+	out := make([]kafka.Message, n)
+	for i := range out {
+		out[i] = kafka.Message{Value: []byte(fmt.Sprintf("r%d", from+i))}
+	}
+	return out
+}
+
+// The output commits the input's offsets clamped to its contiguous
+// acknowledged frontier: a batch written and acknowledged ahead of an
+// earlier, unacknowledged one never moves the group past the gap; once
+// the gap closes, the next transaction commits up to the frontier
+// (R-KAFKA-5).
+func TestL3ClampNeverCommitsPastAGap(t *testing.T) {
+	in, out := newTopic(t, 1), newTopic(t, 1)
+	group := uniqueName(t, "g")
+	p := newProducer(t, nil)
+	produce(t, p, in, 0, rawRecords(30, 0)...)
+	src, snk := l3Pair(t, in, out, group, 10)
+	bs := readBatches(t, src, 30)
+	if len(bs) < 3 {
+		t.Skipf("the records arrived in %d batches; the test needs 3", len(bs))
+	}
+	// The runtime's order: write, then acknowledge. Batches 2.. go first;
+	// batch 1 stays unacknowledged.
+	for _, b := range bs[1:] {
+		writeBatch(t, snk, b)
+		b.Ack(nil)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got > 0 {
+		t.Fatalf("group offset %d with offsets 0..%d unacknowledged: committed past the gap", got, func() int64 { _, e := batchRange(t, bs[0]); return e }())
+	}
+	if fr := src.Positions()[0].Offset; fr != 0 {
+		t.Fatalf("frontier %d, want 0", fr)
+	}
+	// The gap closes: the frontier moves over everything, but the
+	// transaction that wrote batch 1 began before its acknowledgement.
+	writeBatch(t, snk, bs[0])
+	bs[0].Ack(nil)
+	if fr := src.Positions()[0].Offset; fr != 30 {
+		t.Fatalf("frontier %d after every ack, want 30", fr)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got > 0 {
+		t.Fatalf("group offset %d: the transaction of the batch closing the gap committed past the frontier it saw", got)
+	}
+	// The next transaction commits the frontier: min(max offset + 1 = 40,
+	// frontier = 30).
+	produce(t, p, in, 0, rawRecords(10, 30)...)
+	more := readBatches(t, src, 10)
+	for _, b := range more {
+		writeBatch(t, snk, b)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got != 30 {
+		t.Fatalf("group offset %d, want the frontier 30", got)
+	}
+	for _, b := range more {
+		b.Ack(nil)
+	}
+	// The source itself commits nothing.
+	time.Sleep(3 * commitInterval)
+	if got := committedOffsets(t, group, in, 1)[0]; got != 30 {
+		t.Fatalf("group offset %d after acknowledgements: the source committed on its own", got)
+	}
+	consumeAll(t, out, "read_committed", 40, 0)
+}
+
+// The group offset moves only inside committed transactions: an aborted
+// transaction leaves both the output (for read_committed readers) and
+// the group offset unchanged; the batch's next transaction commits both.
+func TestL3AbortLeavesGroupOffset(t *testing.T) {
+	in, out := newTopic(t, 1), newTopic(t, 1)
+	group := uniqueName(t, "g")
+	p := newProducer(t, nil)
+	produce(t, p, in, 0, rawRecords(10, 0)...)
+	src, snk := l3Pair(t, in, out, group, 10)
+	first := readBatches(t, src, 10)
+	for _, b := range first {
+		writeBatch(t, snk, b)
+		b.Ack(nil)
+	}
+	produce(t, p, in, 0, rawRecords(10, 10)...)
+	second := readBatches(t, src, 10)
+	// The next write's transaction carries offset 10 (the frontier); it
+	// fails before its commit, every attempt. (While it is open, the
+	// broker answers offset fetches of the group with
+	// UNSTABLE_OFFSET_COMMIT: readers wait for the outcome.)
+	attempts := 0
+	snk.beforeCommit = func(*kafka.Producer, int) error {
+		attempts++
+		return errors.New("injected failure before commit")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var failed bool
+	for _, b := range second {
+		failed = failed || snk.Write(ctx, b.Record) != nil
+	}
+	if !failed {
+		t.Fatal("the write did not fail")
+	}
+	if attempts != MaxTransactionAttempts {
+		t.Fatalf("%d attempts, want %d", attempts, MaxTransactionAttempts)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got > 0 {
+		t.Fatalf("group offset %d after the aborted transactions, want none", got)
+	}
+	if n := len(consumeAll(t, out, "read_committed", 10, 2*time.Second)); n != 10 {
+		t.Fatalf("read_committed sees %d records after the aborts, want 10", n)
+	}
+	// The range replays in a new transaction: rows and offsets commit.
+	snk.beforeCommit = nil
+	for _, b := range second {
+		writeBatch(t, snk, b)
+		b.Ack(nil)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got != 10 {
+		t.Fatalf("group offset %d, want 10", got)
+	}
+	if n := len(consumeAll(t, out, "read_committed", 20, 2*time.Second)); n != 20 {
+		t.Fatalf("read_committed sees %d records, want 20", n)
+	}
+}
+
+// A write whose offset_commit_group has no live transactional input fails
+// with ErrUnpairedGroup and writes nothing (R-KAFKA-6).
+func TestL3UnpairedWriteFails(t *testing.T) {
+	in, out := newTopic(t, 1), newTopic(t, 1)
+	p := newProducer(t, nil)
+	produce(t, p, in, 0, rawRecords(5, 0)...)
+	// A plain input supplies rows with Kafka metadata.
+	input := sourceInput(t, SourceConfig{Brokers: brokers(t), Topics: []string{in}, ConsumerGroup: uniqueName(t, "g")})
+	src := openSource(t, input, 0, 1, nil)
+	bs := readBatches(t, src, 5)
+	output := sinkOutput(t, SinkConfig{Brokers: brokers(t), Topic: Topic(out), ValueField: RawValueColumn, ExactlyOnce: true,
+		TransactionalID: uniqueName(t, "txn"), OffsetCommitGroup: "nobody-" + uniqueName(t, "g")}, input.Schema())
+	snk := openSink(t, output, 0)
+	err := snk.Write(context.Background(), bs[0].Record)
+	if !errors.Is(err, ErrUnpairedGroup) || !strings.Contains(err.Error(), "offset_commit_group") {
+		t.Fatalf("Write: %v, want ErrUnpairedGroup naming offset_commit_group", err)
+	}
+	if n := len(consumeAll(t, out, "read_uncommitted", 0, time.Second)); n != 0 {
+		t.Fatalf("%d records written", n)
+	}
+}
+
+// Kafka → map → Kafka with L3 through a declarative job: the group's
+// offsets are committed by the output's transactions only; a restart that
+// has only the group offsets to go by (a new data directory: no WAL
+// positions) resumes from them: no gap, and no committed row written
+// again below the group offset.
+func TestJobL3Restart(t *testing.T) {
+	brokers(t)
+	in, out := newTopic(t, 4), newTopic(t, 2)
+	data := conformance.Data(4, 30)
+	produceRows(t, in, data)
+	group := uniqueName(t, "g")
+	outExtra := fmt.Sprintf("exactly_once: true\n      transactional_id: %s-{subtask}\n      offset_commit_group: %s", uniqueName(t, "txn"), group)
+	spec := l3SpecFor(durable, txnInput, outExtra, brokers(t)[0], in, out, group)
+	stop := runJob(t, spec, arkflow.WithDataDir(t.TempDir()))
+	consumeAll(t, out, "read_committed", 120, 0)
+	if err := stop(); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	g1 := committedOffsets(t, group, in, 4)
+	for p, off := range g1 {
+		if off < 0 || off > 30 {
+			t.Fatalf("partition %d: group offset %d after the first run, want 0..30 (offsets: %v)", p, off, g1)
+		}
+	}
+	// More input; the second run starts from the group offsets.
+	more := make([][]conformance.Row, 4)
+	p := newProducer(t, nil)
+	for part := range more {
+		for i := 0; i < 5; i++ {
+			r := conformance.Row{ID: int64(10000 + part*100 + i), Name: fmt.Sprintf("more-%d-%d", part, i)}
+			more[part] = append(more[part], r)
+			produce(t, p, in, int32(part), kafka.Message{Value: r.JSON()})
+		}
+	}
+	replayed := 0
+	for _, off := range g1 {
+		replayed += 30 - int(off)
+	}
+	stop = runJob(t, spec, arkflow.WithDataDir(t.TempDir()))
+	recs := consumeAll(t, out, "read_committed", 140+replayed, time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	g2 := committedOffsets(t, group, in, 4)
+	for p, off := range g2 {
+		if off < g1[p] || off > 35 {
+			t.Errorf("partition %d: group offset %d after the second run (first: %d)", p, off, g1[p])
+		}
+	}
+	// Every id once, except the rows at or above the first run's group
+	// offset (the tail), which may appear twice.
+	seen := map[int64]int{}
+	for _, m := range decodeValues(t, recs) {
+		seen[int64(m["id"].(float64))]++
+	}
+	for part, rows := range data {
+		for off, r := range rows {
+			switch n := seen[r.ID]; {
+			case n == 0:
+				t.Errorf("id %d (partition %d offset %d) missing", r.ID, part, off)
+			case n > 1 && int64(off) < g1[part]:
+				t.Errorf("id %d (partition %d offset %d) written %d times though the group had committed %d", r.ID, part, off, n, g1[part])
+			case n > 2:
+				t.Errorf("id %d written %d times", r.ID, n)
+			}
+		}
+	}
+	for _, rows := range more {
+		for _, r := range rows {
+			if seen[r.ID] != 1 {
+				t.Errorf("new id %d written %d times, want once", r.ID, seen[r.ID])
+			}
+		}
+	}
+	t.Logf("group offsets after run 1: %v, after run 2: %v; %d records, %d replayed below nothing", g1, g2, len(recs), replayed)
+}
