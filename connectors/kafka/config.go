@@ -67,7 +67,8 @@ type SourceConfig struct {
 	Topics []string `json:"topics"`
 	// ConsumerGroup is the consumer group (group.id): a single subtask
 	// joins it with a subscription, and every subtask commits its
-	// contiguous acknowledged frontier to it. Required.
+	// contiguous acknowledged frontier to it (with transactional_offsets,
+	// the paired output commits it). Required.
 	ConsumerGroup string `json:"consumer_group"`
 	// ClientID is librdkafka's client.id (default "rdkafka").
 	ClientID string `json:"client_id,omitempty"`

@@ -58,7 +58,9 @@
 // there. Auto commit is off: the frontier is committed to consumer_group
 // with CommitOffsets, at most every 100 ms after acknowledgements, when
 // partitions are revoked, and at Close. Behind a WAL (a durability block)
-// that happens only once the WAL cursor covers the rows.
+// that happens only once the WAL cursor covers the rows. With
+// transactional_offsets the source commits nothing: the paired output does
+// (see L3 below).
 //
 // The consumer reads with librdkafka's default isolation.level,
 // read_committed: records of aborted transactions are never read.
@@ -99,13 +101,89 @@
 // is one atomic unit: read_committed consumers see all of its rows or
 // none.
 //
-// Exactly-once stands on at-least-once ingestion: give the input a
-// durability block, so that a crash between reading and writing loses
-// nothing. It does not remove duplicates from a crash after a commit and
-// before the source's offsets were committed: those rows are written again
-// in a new transaction. (Committing the input's offsets inside the
-// output's transaction, L3, is not implemented yet; transactional_offsets
-// is rejected.)
+// Exactly-once stands on at-least-once ingestion: every source feeding an
+// exactly-once output needs a durability block, or the job a checkpoint
+// block (validation error naming sinks[i].config.exactly_once otherwise).
+// With checkpoints, transaction.timeout.ms (properties; librdkafka's
+// default 60000) must exceed checkpoint.interval_ms (validation error
+// naming sinks[i].config.properties.transaction.timeout.ms). L2 does not
+// remove duplicates from a crash after a commit and before the source's
+// offsets were committed: those rows are written again in a new
+// transaction. L3 closes that window.
+//
+// # Exactly-once with transactional offsets (L3)
+//
+//	input:                                   # sources[0].config
+//	  topics: [orders]                       # exactly one topic
+//	  consumer_group: orders-copy
+//	  transactional_offsets: true
+//	output:                                  # sinks[0].config
+//	  exactly_once: true
+//	  transactional_id: orders-copy-{subtask}
+//	  offset_commit_group: orders-copy       # the input's consumer_group
+//
+// An input with transactional_offsets registers its sources, when they
+// connect, in an in-process registry under consumer_group, and commits no
+// offsets itself: acknowledgements only move its in-memory contiguous
+// frontier (which checkpoints and the WAL still record as positions). The
+// output whose offset_commit_group names the group derives, for every
+// write, the input's offsets from the rows' __meta_topic,
+// __meta_partition and __meta_offset columns (rows of other sources, and
+// batches without these columns, contribute none) and commits them with
+// SendOffsetsToTransaction in the transaction that writes the rows
+// (R-KAFKA-5): per partition
+//
+//	min(max __meta_offset in the batch + 1, the input's contiguous frontier)
+//
+// and only when that is beyond what this output already committed (and
+// what the group had committed when the partition was assigned), so the
+// group offset never moves back. The consumer group metadata is asked of
+// the input's consumer for every transaction, so a rebalance fences the
+// commit of partitions the input no longer reads (the transaction aborts
+// and the batch is written again; partitions no source reads get no
+// offset). The group's offsets therefore move only with committed
+// transactions: an aborted transaction leaves them where they were, and
+// its rows are never visible to read_committed consumers.
+//
+// Why the frontier clamps, and what it costs. The runtime acknowledges a
+// batch to its source only after every output derived from it was
+// written: for this output, after the transaction writing it committed.
+// While a transaction is open, the frontier therefore covers the batches
+// acknowledged before it, not its own rows; and it never covers rows
+// another branch of the graph (fan-out, routes, another sink) still holds
+// or failed. Committing the batch's own max + 1 instead could skip such
+// rows after a crash; committing the frontier never skips anything. The
+// price is that the group offset lags the output by the batch being
+// written. The duplicate bound of L3:
+//
+//   - a crash (SIGKILL, power loss) duplicates at most the last batch
+//     written per partition (the tail): a restart that resumes from the
+//     group offsets writes it again in a new transaction;
+//   - a clean stop duplicates nothing: Close runs one more transaction
+//     holding only offsets, min(end of what the output wrote, the input's
+//     final frontier), which by then covers every written batch;
+//   - restarts resume from the group's offsets only for partitions without
+//     a checkpoint or WAL position (R-KAFKA-2: restored positions win). A
+//     restored position can be older than the group offset; what lies
+//     between them is written again, as with L2, bounded by the checkpoint
+//     interval or the WAL cursor's lag behind the acknowledgements.
+//
+// L3 fails closed (R-KAFKA-6): an input with transactional_offsets whose
+// consumer_group no exactly-once kafka output of the job names in
+// offset_commit_group is a validation error at startup naming the group
+// and both keys (its offsets would never be committed); so is an
+// offset_commit_group that no such input of the job feeds, an
+// offset_commit_group without exactly_once, and a transactional input
+// with more than one topic. A write whose offset_commit_group has no live
+// transactional input in the process fails with ErrUnpairedGroup. Pairing
+// is in-process: the input and the output must run in the same process.
+// Keep the pipeline between them free of operators that drop the
+// __meta_* columns (windows, aggregates, joins emit rows without them):
+// such batches commit no offsets, and since the input commits none
+// itself, a restart from the group offsets replays their records.
+// Several output subtasks may commit the same group; each commits only
+// clamped offsets, so the group can move back (more replay), never past
+// an unacknowledged record.
 //
 // # TLS and SASL
 //

@@ -83,7 +83,7 @@ func (o *Output) newSink(info connectors.TaskInfo) *Sink {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask), sentOffsets: map[tp]int64{}}
+	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask), sentOffsets: map[tp]int64{}, written: map[tp]int64{}}
 	if o.cfg.ExactlyOnce {
 		s.txnID = strings.ReplaceAll(o.cfg.TransactionalID, SubtaskPlaceholder, strconv.Itoa(info.Subtask))
 	}
@@ -113,6 +113,12 @@ type Sink struct {
 	// sink committed in its transactions, per partition (it never commits
 	// below them).
 	sentOffsets map[tp]int64
+	// written are, per partition, the end (max offset + 1) of the input
+	// records whose rows this sink's committed transactions hold.
+	written map[tp]int64
+	// pairedSeen are the transactional sources the writes were paired
+	// with (for the final commit at Close).
+	pairedSeen []*Source
 
 	// beforeCommit, when set (tests), runs inside every transaction after
 	// its rows were produced and before the commit; an error fails the
@@ -445,6 +451,9 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[
 	for k, off := range sent {
 		s.sentOffsets[k] = off // committed with the transaction
 	}
+	for k, end := range marks {
+		s.written[k] = max(s.written[k], end)
+	}
 	// The commit flushed every record; their reports are on their way.
 	select {
 	case <-w.done:
@@ -571,6 +580,9 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.closed = true
 	if s.producer == nil {
 		return nil
+	}
+	if s.cfg.OffsetCommitGroup != "" {
+		s.commitFinalOffsets(ctx)
 	}
 	var err error
 	if s.inTxn {

@@ -199,7 +199,9 @@ type tp struct {
 // delivered batches that were all acknowledged. Out-of-order
 // acknowledgements wait for the gaps before them. The frontier is committed
 // to the consumer group (CommitOffsets; auto commit is off) at most every
-// 100 ms, when a partition is revoked, and at Close.
+// 100 ms, when a partition is revoked, and at Close; with
+// transactional_offsets it is not committed by the source at all, but by
+// the paired output inside its transactions (txn.go).
 type Source struct {
 	in        *Input
 	cfg       *SourceConfig

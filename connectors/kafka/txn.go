@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -70,9 +71,15 @@ func pairedSources(group string) []*Source {
 // contiguous acknowledged frontier and the offset the group had committed
 // when the partition was assigned (-1 when none).
 func (s *Source) pairFrontier(k tp) (frontier, floor int64, ok bool) {
+	return s.frontierFor(k, false)
+}
+
+// frontierFor is pairFrontier; afterClose also answers once the source
+// closed (its last frontiers, for the output's final commit).
+func (s *Source) frontierFor(k tp, afterClose bool) (frontier, floor int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || !s.assigned[k] {
+	if (s.closed && !afterClose) || !s.assigned[k] {
 		return 0, 0, false
 	}
 	fr, ok := s.trackers[k.topic].Frontier(k.part)
@@ -185,22 +192,39 @@ func (s *Sink) sendOffsets(ctx context.Context, p *kafka.Producer, marks map[tp]
 	if len(marks) == 0 {
 		return nil, nil
 	}
-	keys := make([]tp, 0, len(marks))
-	for k := range marks {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].topic != keys[j].topic {
-			return keys[i].topic < keys[j].topic
+	keys := sortedKeys(marks)
+	for _, src := range srcs {
+		if !slices.Contains(s.pairedSeen, src) {
+			s.pairedSeen = append(s.pairedSeen, src)
 		}
-		return keys[i].part < keys[j].part
-	})
+	}
+	sent, byOwner, owners := s.clamp(keys, marks, srcs, false)
+	for _, src := range owners {
+		md, err := src.groupMetadata()
+		if err != nil {
+			return nil, err
+		}
+		sctx, cancel := context.WithTimeout(ctx, TransactionTimeout)
+		err = p.SendOffsetsToTransaction(sctx, byOwner[src], md)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("kafka: send_offsets_to_transaction of group %q (%s) failed: %w", s.cfg.OffsetCommitGroup, describe(byOwner[src]), err)
+		}
+	}
+	return sent, nil
+}
+
+// clamp computes the offsets to commit: per partition, min(mark, the
+// frontier of the source reading it), when beyond what this sink already
+// committed and what the group held at assignment. Partitions no source
+// reads (revoked, not assigned yet) get nothing.
+func (s *Sink) clamp(keys []tp, marks map[tp]int64, srcs []*Source, afterClose bool) (map[tp]int64, map[*Source][]kafka.TopicPartition, []*Source) {
 	sent := map[tp]int64{}
 	byOwner := map[*Source][]kafka.TopicPartition{}
 	var owners []*Source
 	for _, k := range keys {
 		for _, src := range srcs {
-			fr, floor, ok := src.pairFrontier(k)
+			fr, floor, ok := src.frontierFor(k, afterClose)
 			if !ok {
 				continue // not read by this source (revoked, or another subtask's)
 			}
@@ -219,19 +243,78 @@ func (s *Sink) sendOffsets(ctx context.Context, p *kafka.Producer, marks map[tp]
 			break
 		}
 	}
-	for _, src := range owners {
-		md, err := src.groupMetadata()
-		if err != nil {
-			return nil, err
-		}
-		sctx, cancel := context.WithTimeout(ctx, TransactionTimeout)
-		err = p.SendOffsetsToTransaction(sctx, byOwner[src], md)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("kafka: send_offsets_to_transaction of group %q (%s) failed: %w", s.cfg.OffsetCommitGroup, describe(byOwner[src]), err)
-		}
+	return sent, byOwner, owners
+}
+
+func sortedKeys(m map[tp]int64) []tp {
+	keys := make([]tp, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	return sent, nil
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].part < keys[j].part
+	})
+	return keys
+}
+
+// commitFinalOffsets runs, at Close, one last transaction holding only
+// offsets: per partition this sink wrote, min(the end of what it wrote,
+// the paired input's final frontier). Every write's transaction commits
+// the frontier as it was before the write's own rows were acknowledged, so
+// without it the group would stay one batch behind the output after a
+// clean stop, and the next start would write that batch again. By Close
+// the runtime has acknowledged every written batch (sources close before
+// sinks, after draining their acknowledgements), so the frontier covers
+// them. A source that already closed left its consumer group: its offsets
+// are committed with group metadata holding only the group id
+// (generation -1, no member), which brokers accept without a member check.
+// Failures are logged: the next start then replays the tail.
+func (s *Sink) commitFinalOffsets(ctx context.Context) {
+	if len(s.written) == 0 || len(s.pairedSeen) == 0 || s.producer == nil || s.fenced != nil || s.inTxn {
+		return
+	}
+	sent, byOwner, owners := s.clamp(sortedKeys(s.written), s.written, s.pairedSeen, true)
+	if len(owners) == 0 {
+		return
+	}
+	err := func() error {
+		if err := s.producer.BeginTransaction(); err != nil {
+			return err
+		}
+		s.inTxn = true
+		for _, src := range owners {
+			md, err := src.groupMetadata()
+			if err != nil {
+				if md, err = kafka.NewTestConsumerGroupMetadata(s.cfg.OffsetCommitGroup); err != nil {
+					return err
+				}
+			}
+			sctx, cancel := context.WithTimeout(ctx, TransactionTimeout)
+			err = s.producer.SendOffsetsToTransaction(sctx, byOwner[src], md)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, TransactionTimeout)
+		defer cancel()
+		if err := s.producer.CommitTransaction(cctx); err != nil {
+			return err
+		}
+		s.inTxn = false
+		return nil
+	}()
+	if err != nil {
+		s.log.Warn("committing the input's final offsets at close failed; the next start writes the last batch again", "group", s.cfg.OffsetCommitGroup, "error", err)
+		return
+	}
+	for k, off := range sent {
+		s.sentOffsets[k] = off
+	}
+	s.log.Info("committed the input's final offsets", "group", s.cfg.OffsetCommitGroup)
 }
 
 // unpaired is the error of a write whose offset_commit_group has no live
