@@ -579,6 +579,17 @@ type Want struct {
 	// PlannedTasks is the restoring plan's task set. An artifact of the
 	// same job version must have been written by the same task set.
 	PlannedTasks []string
+	// DeferStateChecks makes Select check manifests only, not read the
+	// state objects: the caller verifies each object while it restores
+	// it (OpenStateSized and the entry's checksum) and, if one is
+	// missing or corrupt, discards what it restored and selects again
+	// with the artifact in Exclude. That reads every state byte once
+	// instead of twice.
+	DeferStateChecks bool
+	// Exclude lists artifacts (checkpoint ids or savepoint names) to pass
+	// over as unusable, e.g. one whose state turned out corrupt during a
+	// restore. They are reported among the skipped.
+	Exclude []string
 }
 
 func (w Want) validate() error {
@@ -641,7 +652,9 @@ func (s Skipped) String() string { return fmt.Sprintf("%s %s: %s", s.Kind, s.ID,
 // object is missing or differs in size or SHA-256 from its entry (state
 // objects are streamed, never held in memory). These are artifacts that
 // never completed or were damaged; the previous valid one is the right
-// fallback.
+// fallback. With Want.DeferStateChecks the state objects are not read
+// here: the caller checks them as it restores, and selects again with
+// the artifact in Want.Exclude if one fails.
 //
 // The first candidate whose manifest is intact is checked for compatibility
 // with want (R-CKPT-6): the same FormatVersion, a JobVersion no newer
@@ -832,6 +845,9 @@ func (c *Catalog) evaluate(ctx context.Context, kind Kind, id string, m *Manifes
 	skip := func(reason string, err error) (*Manifest, *Skipped, error) {
 		return nil, &Skipped{Kind: kind, ID: id, Reason: reason, Err: err}, nil
 	}
+	if slices.Contains(want.Exclude, id) {
+		return skip("excluded by the caller (its state could not be restored)", nil)
+	}
 	if err := m.CheckTasks(); err != nil {
 		return skip("incomplete task set (R-CKPT-5): "+err.Error(), err)
 	}
@@ -840,6 +856,9 @@ func (c *Catalog) evaluate(ctx context.Context, kind Kind, id string, m *Manifes
 	}
 	if inc := compatible(m, id, want, planned); inc != nil {
 		return nil, nil, inc
+	}
+	if want.DeferStateChecks {
+		return m, nil, nil
 	}
 	if reason, err := c.verifyStates(ctx, m); err != nil {
 		return nil, nil, err
@@ -982,6 +1001,21 @@ func (c *Catalog) OpenState(ctx context.Context, s StateSnapshot) (io.ReadCloser
 	return &verifyReader{rc: rc, h: sha256.New(), want: s}, nil
 }
 
+// OpenStateSized is OpenState without the SHA-256: the reader checks
+// the object's size only (a longer object fails at once, a shorter one
+// at the end with a *CorruptError instead of io.EOF). It is for a caller
+// that hashes the bytes itself and compares the result with s.Checksum,
+// e.g. state.RestoreSource.Checksum, so that a restore reads and hashes
+// every byte once.
+func (c *Catalog) OpenStateSized(ctx context.Context, s StateSnapshot) (io.ReadCloser, error) {
+	rc, err := c.OpenState(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	rc.(*verifyReader).h = nil
+	return rc, nil
+}
+
 type verifyReader struct {
 	rc   io.ReadCloser
 	h    hash.Hash
@@ -995,7 +1029,9 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 		return 0, v.err
 	}
 	n, err := v.rc.Read(p)
-	v.h.Write(p[:n])
+	if v.h != nil {
+		v.h.Write(p[:n])
+	}
 	v.n += int64(n)
 	if v.n > v.want.Bytes {
 		v.err = &CorruptError{Key: v.want.URI, Reason: fmt.Sprintf("the object is longer than the %d bytes its manifest entry says", v.want.Bytes)}
@@ -1006,9 +1042,11 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 			v.err = &CorruptError{Key: v.want.URI, Reason: fmt.Sprintf("the object has %d bytes, its manifest entry says %d", v.n, v.want.Bytes)}
 			return n, v.err
 		}
-		if sum := "sha256:" + hex.EncodeToString(v.h.Sum(nil)); sum != v.want.Checksum {
-			v.err = &CorruptError{Key: v.want.URI, Reason: fmt.Sprintf("the object hashes to %s, its manifest entry says %s", sum, v.want.Checksum)}
-			return n, v.err
+		if v.h != nil { // nil for OpenStateSized: the caller checks the checksum
+			if sum := "sha256:" + hex.EncodeToString(v.h.Sum(nil)); sum != v.want.Checksum {
+				v.err = &CorruptError{Key: v.want.URI, Reason: fmt.Sprintf("the object hashes to %s, its manifest entry says %s", sum, v.want.Checksum)}
+				return n, v.err
+			}
 		}
 		v.err = io.EOF
 	} else if err != nil {

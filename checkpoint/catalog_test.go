@@ -323,6 +323,58 @@ func TestSelectSkipsCorruptState(t *testing.T) {
 	})
 }
 
+// TestSelectDeferredStateChecks (R-CKPT-8): with DeferStateChecks Select
+// reads manifests only, so it selects a checkpoint whose state object is
+// damaged; OpenStateSized still catches a wrong size (the caller checks
+// the hash), and selecting again with the artifact in Exclude falls back
+// to the previous one, as Select does by itself without the option.
+func TestSelectDeferredStateChecks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		c := newCatalog(t, s, Options{})
+		m1, _ := commit(t, c, artifact{})
+		m2, states := commit(t, c, artifact{})
+		e := m2.StateSnapshots[0]
+		orig := states[e.TaskID]
+		deferred := wantLatest(1)
+		deferred.DeferStateChecks = true
+		readSized := func() ([]byte, error) {
+			rc, err := c.OpenStateSized(context.Background(), e)
+			if err != nil {
+				return nil, err
+			}
+			defer rc.Close()
+			return io.ReadAll(rc)
+		}
+		if b, err := readSized(); err != nil || !bytes.Equal(b, orig) {
+			t.Fatalf("OpenStateSized of an intact object: %d bytes, %v", len(b), err)
+		}
+		flipped := bytes.Clone(orig)
+		flipped[len(flipped)/2] ^= 0x01
+		putObject(t, s, e.URI, flipped)
+		selectOK(t, c, deferred, m2.CheckpointID)
+		if b, err := readSized(); err != nil || !bytes.Equal(b, flipped) {
+			t.Fatalf("OpenStateSized checks the size only: %d bytes, %v", len(b), err)
+		}
+		putObject(t, s, e.URI, orig[:len(orig)-1])
+		if _, err := readSized(); !IsCorruption(err) {
+			t.Fatalf("OpenStateSized of a short object: %v", err)
+		}
+		putObject(t, s, e.URI, append(bytes.Clone(orig), 1))
+		if _, err := readSized(); !IsCorruption(err) {
+			t.Fatalf("OpenStateSized of a long object: %v", err)
+		}
+		deferred.Exclude = []string{m2.CheckpointID}
+		_, skipped := selectOK(t, c, deferred, m1.CheckpointID)
+		if len(skipped) != 1 || skipped[0].ID != m2.CheckpointID {
+			t.Fatalf("skipped = %v", skipped)
+		}
+		deferred.Exclude = append(deferred.Exclude, m1.CheckpointID)
+		if m, skipped, err := c.Select(context.Background(), deferred); m != nil || err != nil || len(skipped) != 2 {
+			t.Fatalf("with both excluded: %v %v %v", m, skipped, err)
+		}
+	})
+}
+
 // TestSelectSkipsResealedIncompleteManifest (R-CKPT-5): a manifest with a
 // task entry removed and a valid checksum is still never selected.
 func TestSelectSkipsResealedIncompleteManifest(t *testing.T) {

@@ -237,6 +237,9 @@ type badgerBackend struct {
 
 	stopGC chan struct{}
 	gcDone chan struct{}
+	// gcMu is held by a value-log GC round and by RestoreEmpty, whose
+	// StreamWriter must have the store to itself.
+	gcMu sync.Mutex
 }
 
 func openBadger(opts Options) (Backend, error) {
@@ -287,13 +290,18 @@ func (b *badgerBackend) vlogGC() {
 		case <-b.stopGC:
 			return
 		case <-t.C:
+			if !b.gcMu.TryLock() {
+				continue // a restore is running
+			}
 			for b.db.RunValueLogGC(0.5) == nil {
 				select {
 				case <-b.stopGC:
+					b.gcMu.Unlock()
 					return
 				default:
 				}
 			}
+			b.gcMu.Unlock()
 		}
 	}
 }

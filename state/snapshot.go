@@ -194,9 +194,41 @@ func (r *snapReader) read(p []byte, hashed bool, what string) error {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("truncated stream: %s at byte offset %d needs %d bytes, got %d", what, start, len(p), n)
 		}
-		return fmt.Errorf("reading %s at byte offset %d: %w", what, start, err)
+		return &snapIOError{fmt.Errorf("reading %s at byte offset %d: %w", what, start, err)}
 	}
 	return nil
+}
+
+// snapIOError is a failure of the reader under a snapshot stream (the
+// store, the network) or of the store written to, as opposed to a
+// problem with the stream's bytes.
+type snapIOError struct{ err error }
+
+func (e *snapIOError) Error() string { return e.err.Error() }
+func (e *snapIOError) Unwrap() error { return e.err }
+
+// ErrCorruptSnapshot is wrapped by the errors of Restore (and
+// RestoreEmpty) that come from the snapshot's bytes: bad magic, header,
+// CRC, order, scope, trailer, checksum, or a stream cut short. A failure
+// of the reader itself wraps the reader's error instead.
+var ErrCorruptSnapshot = errors.New("state: corrupt snapshot")
+
+// corruptSnapError marks an error as ErrCorruptSnapshot without changing
+// its message.
+type corruptSnapError struct{ err error }
+
+func (e *corruptSnapError) Error() string        { return e.err.Error() }
+func (e *corruptSnapError) Unwrap() error        { return e.err }
+func (e *corruptSnapError) Is(target error) bool { return target == ErrCorruptSnapshot }
+
+// markCorrupt wraps an error of snapshotRead that is not the reader's
+// own failure as ErrCorruptSnapshot.
+func markCorrupt(err error) error {
+	var re *snapIOError
+	if err == nil || errors.As(err, &re) {
+		return err
+	}
+	return &corruptSnapError{err}
 }
 
 // readN reads n bytes into buf (grown as the data arrives, so a huge
@@ -237,7 +269,7 @@ func snapshotRestore(r io.Reader, scope Scope, now int64, empty scopeEmptyFn, si
 	if !ok {
 		return RestoreInfo{}, fmt.Errorf("state: restore into job %q operator %q groups %v: the scope already has entries", scope.Job, scope.Operator, scope.Groups)
 	}
-	info, err := snapshotRead(r, scope, now, jobPrefix, sink)
+	info, err := snapshotRead(r, scope, now, jobPrefix, "", sink)
 	if err == nil {
 		if err = sink.flush(); err != nil {
 			err = fmt.Errorf("writing restored entries: %w", err)
@@ -254,9 +286,17 @@ func snapshotRestore(r io.Reader, scope Scope, now int64, empty scopeEmptyFn, si
 	return info, nil
 }
 
-func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, sink restoreSink) (info RestoreInfo, err error) {
+// snapshotRead parses a snapshot stream and puts its entries in scope
+// live at now into sink. wantObject, if not empty, is the "sha256:<hex>"
+// of the whole stream, trailer included (a manifest's checksum): the one
+// SHA-256 pass that checks the trailer checks it too. A failure that is
+// not the reader's own wraps ErrCorruptSnapshot.
+func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink) (info RestoreInfo, err error) {
 	sr := &snapReader{br: bufio.NewReaderSize(r, 256<<10), h: sha256.New()}
-	defer func() { info.Bytes = sr.off }()
+	defer func() {
+		info.Bytes = sr.off
+		err = markCorrupt(err)
+	}()
 
 	var fixed [12]byte
 	if err := sr.read(fixed[:8], true, "magic"); err != nil {
@@ -333,11 +373,18 @@ func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, sink re
 			}
 			if _, err := sr.br.ReadByte(); err != io.EOF {
 				if err != nil {
-					return info, fmt.Errorf("reading after the trailer at byte offset %d: %w", sr.off, err)
+					return info, &snapIOError{fmt.Errorf("reading after the trailer at byte offset %d: %w", sr.off, err)}
 				}
 				return info, fmt.Errorf("unexpected data after the trailer at byte offset %d", sr.off)
 			}
 			info.Checksum = "sha256:" + hex.EncodeToString(sum)
+			if wantObject != "" {
+				sr.h.Write([]byte{snapKindEnd})
+				sr.h.Write(tr[:])
+				if got := "sha256:" + hex.EncodeToString(sr.h.Sum(nil)); got != wantObject {
+					return info, fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, wantObject)
+				}
+			}
 			return info, nil
 		default:
 			return info, fmt.Errorf("unknown record kind %d at byte offset %d", fixed[0], recOff)
@@ -385,7 +432,7 @@ func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, sink re
 			continue
 		}
 		if err := sink.put(key, value, expiresAt); err != nil {
-			return info, fmt.Errorf("writing record %d: %w", count-1, err)
+			return info, &snapIOError{fmt.Errorf("writing record %d: %w", count-1, err)}
 		}
 		info.Entries++
 	}

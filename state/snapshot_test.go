@@ -256,6 +256,9 @@ func TestRestoreCorruptSnapshot(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%s: restore succeeded", name)
 			}
+			if !errors.Is(err, ErrCorruptSnapshot) {
+				t.Errorf("%s: the error does not wrap ErrCorruptSnapshot: %v", name, err)
+			}
 			if !strings.Contains(err.Error(), "offset") && name != "header" {
 				t.Errorf("%s: error does not name an offset: %v", name, err)
 			}

@@ -102,9 +102,21 @@ func (r *Runtime) plannedTasks() []string {
 // state store is opened: a checkpoint that must not be used (downgrade,
 // format change) fails the start with the state untouched, byte for byte
 // (R-CKPT-6).
+//
+// Select checks manifests only (Want.DeferStateChecks): the restore
+// verifies each state object as it reads it, and on a missing or corrupt
+// one selects again with the artifact excluded (see restore), so that
+// every state byte is downloaded and hashed once.
 func (r *Runtime) selectRestore(ctx context.Context, cat *checkpoint.Catalog) (*checkpoint.Manifest, error) {
+	return r.selectRestoreExcluding(ctx, cat, nil)
+}
+
+// selectRestoreExcluding is selectRestore passing over the artifacts in
+// exclude.
+func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Catalog, exclude []string) (*checkpoint.Manifest, error) {
 	spec := r.g.Spec
-	want := checkpoint.Want{Target: checkpoint.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks()}
+	want := checkpoint.Want{Target: checkpoint.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
+		DeferStateChecks: true, Exclude: exclude}
 	switch {
 	case r.opts.FromSavepoint != "":
 		want.Target, want.Name = checkpoint.NamedSavepoint, r.opts.FromSavepoint
@@ -134,11 +146,45 @@ func (r *Runtime) selectRestore(ctx context.Context, cat *checkpoint.Catalog) (*
 // positions to resume from. It runs before any operator is created and
 // before any source connects: state and positions first, then input
 // (R-CKPT-1, R-CKPT-8).
+//
+// A state object that is missing or corrupt (wrong size or SHA-256, or a
+// snapshot that does not parse) makes the artifact unusable, as Select
+// would have found had it read the objects: what was restored is
+// discarded and the next valid artifact is selected and restored
+// instead (R-CKPT-8); if there is none, the job starts without state, as
+// when Select finds nothing usable. Other failures (the store, the disk)
+// fail the start.
 func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) (map[string][]connectors.Position, error) {
 	spec := r.g.Spec
-	r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
-	if err := r.restoreState(ctx, cat, st, m); err != nil {
-		return nil, err
+	var exclude []string
+	for {
+		r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
+		err := r.restoreState(ctx, cat, st, m)
+		if err == nil {
+			break
+		}
+		if !restoreCorrupt(err) {
+			return nil, err
+		}
+		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "id", m.CheckpointID, "error", err)
+		id := m.CheckpointID
+		if m.Kind == checkpoint.KindSavepoint {
+			id = m.Name
+		}
+		exclude = append(exclude, id)
+		if m, err = r.selectRestoreExcluding(ctx, cat, exclude); err != nil {
+			return nil, err
+		}
+		if m == nil {
+			if err := r.emptyState(st); err != nil {
+				return nil, err
+			}
+			r.ckpt.mu.Lock()
+			r.ckpt.status.Recovery = RecoveryProgress{Done: true}
+			r.ckpt.mu.Unlock()
+			r.log.Warn("no usable checkpoint left; starting without restored state")
+			return nil, nil
+		}
 	}
 	r.ckpt.mu.Lock()
 	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
@@ -187,19 +233,16 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 // and fills it from the manifest's snapshots. Snapshots are restored into
 // the key groups of the task that wrote them, so a changed parallelism
 // needs nothing more: all subtasks share the store.
+//
+// When the store holds nothing else (a replacement node, or a job whose
+// state is all its operators'), the snapshots go in at once through
+// state.BulkRestorer, each object's SHA-256 checked by the pass that
+// parses it; otherwise one by one through Backend.Restore.
 func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) error {
 	spec := r.g.Spec
 	ns := stateJob(spec)
-	drop, ok := st.(state.Dropper)
-	if !ok {
-		return fmt.Errorf("the state backend cannot be emptied for a restore")
-	}
-	for _, op := range spec.Operators {
-		if statefulOp(&op) {
-			if err := drop.Drop(state.Scope{Job: ns, Operator: op.ID, Groups: state.AllKeyGroups}); err != nil {
-				return fmt.Errorf("restore: emptying the state of %s: %w", op.ID, err)
-			}
-		}
+	if err := r.emptyState(st); err != nil {
+		return err
 	}
 	oldPar := map[string]int{}
 	for _, t := range m.PlannedTasks {
@@ -215,6 +258,10 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 	r.ckpt.status.Recovery = RecoveryProgress{BytesTotal: total, SnapshotsTotal: len(m.StateSnapshots)}
 	r.ckpt.mu.Unlock()
 	now := r.opts.Clock.Now().UnixMilli()
+	var (
+		snaps  []checkpoint.StateSnapshot
+		scopes []state.Scope
+	)
 	for _, s := range m.StateSnapshots {
 		op, sub, ok := splitTask(s.TaskID)
 		if !ok {
@@ -224,7 +271,44 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 			r.log.Warn("restore: the job no longer has this operator; its state is not restored", "task", s.TaskID)
 			continue
 		}
-		scope := state.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)}
+		snaps = append(snaps, s)
+		scopes = append(scopes, state.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
+	}
+	progress := func(s checkpoint.StateSnapshot, info state.RestoreInfo) {
+		r.ckpt.mu.Lock()
+		p := &r.ckpt.status.Recovery
+		p.BytesRestored += info.Bytes
+		p.KeysRestored += info.Entries
+		p.SnapshotsRestored++
+		done := p.BytesRestored
+		r.ckpt.mu.Unlock()
+		r.log.Info("restore progress", "task", s.TaskID, "keys", info.Entries, "bytes_restored", done, "bytes_total", total)
+	}
+	if bulk, ok := st.(state.BulkRestorer); ok && len(snaps) > 0 {
+		srcs := make([]state.RestoreSource, len(snaps))
+		for i, s := range snaps {
+			srcs[i] = state.RestoreSource{Scope: scopes[i], Checksum: s.Checksum,
+				Open: func() (io.ReadCloser, error) { return cat.OpenStateSized(ctx, s) }}
+		}
+		_, err := bulk.RestoreEmpty(srcs, now, func(i int, info state.RestoreInfo) { progress(snaps[i], info) })
+		switch {
+		case err == nil:
+			r.ckpt.mu.Lock()
+			r.ckpt.status.Recovery.Done = true
+			r.ckpt.mu.Unlock()
+			return nil
+		case errors.Is(err, state.ErrNotEmpty):
+			r.log.Info("restore: the state store holds other entries; restoring snapshot by snapshot")
+		default:
+			var re *state.RestoreError
+			if errors.As(err, &re) && re.Index >= 0 && re.Index < len(snaps) {
+				return fmt.Errorf("restore: state of %s: %w", snaps[re.Index].TaskID, err)
+			}
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	for i, s := range snaps {
+		scope := scopes[i]
 		rc, err := cat.OpenState(ctx, s)
 		if err != nil {
 			return fmt.Errorf("restore: opening the state of %s: %w", s.TaskID, err)
@@ -234,18 +318,36 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 		if err != nil {
 			return fmt.Errorf("restore: state of %s: %w", s.TaskID, err)
 		}
-		r.ckpt.mu.Lock()
-		p := &r.ckpt.status.Recovery
-		p.BytesRestored += info.Bytes
-		p.KeysRestored += info.Entries
-		p.SnapshotsRestored++
-		r.ckpt.mu.Unlock()
-		r.log.Info("restore progress", "task", s.TaskID, "keys", info.Entries, "bytes_restored", p.BytesRestored, "bytes_total", total)
+		progress(s, info)
 	}
 	r.ckpt.mu.Lock()
 	r.ckpt.status.Recovery.Done = true
 	r.ckpt.mu.Unlock()
 	return nil
+}
+
+// emptyState deletes the state of every stateful operator of the spec.
+func (r *Runtime) emptyState(st state.Backend) error {
+	drop, ok := st.(state.Dropper)
+	if !ok {
+		return fmt.Errorf("the state backend cannot be emptied for a restore")
+	}
+	ns := stateJob(r.g.Spec)
+	for _, op := range r.g.Spec.Operators {
+		if statefulOp(&op) {
+			if err := drop.Drop(state.Scope{Job: ns, Operator: op.ID, Groups: state.AllKeyGroups}); err != nil {
+				return fmt.Errorf("restore: emptying the state of %s: %w", op.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// restoreCorrupt reports whether a restore failed because of the
+// artifact (a state object missing, of the wrong size or hash, or not a
+// valid snapshot) rather than the store or the disk.
+func restoreCorrupt(err error) bool {
+	return errors.Is(err, state.ErrCorruptSnapshot) || checkpoint.IsCorruption(err) || errors.Is(err, checkpoint.ErrNotFound)
 }
 
 // splitTask splits "op-3" into ("op", 3).

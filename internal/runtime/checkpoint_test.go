@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // ckptSpec is a running keyed sum with checkpoints to store. extra adds a
@@ -275,4 +277,173 @@ func TestSavepointUpgradeAndRefusals(t *testing.T) {
 		t.Fatalf("bob's total after the rollback: %d, want 10 (7 + 1 replayed + 2)", got)
 	}
 	r3.stop()
+}
+
+// dumpState returns every entry of a job's state in a Badger directory,
+// in key order: key, value and expiry.
+func dumpState(t *testing.T, dir, jobName string) []string {
+	t.Helper()
+	st, err := state.Open(state.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out []string
+	err = st.Scan(state.Scope{Job: jobName, Groups: state.AllKeyGroups}, time.Now().UnixMilli(), func(e state.Entry) error {
+		out = append(out, fmt.Sprintf("%s/%d/%s/%x=%x@%d", e.Key.Operator, e.Key.KeyGroup, e.Key.Namespace, e.Key.User, e.Value, e.ExpiresAt))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// R-CKPT-1, R-CKPT-8: on Badger a restore gives back exactly the entries
+// that were checkpointed — into an empty directory (a replacement node,
+// which takes the bulk path), into the crashed node's own directory, and
+// into a directory that holds other state (entry by entry), which it
+// leaves alone.
+func TestCheckpointRestoreBadgerExact(t *testing.T) {
+	hist := &history{}
+	store := t.TempDir()
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	badger := func(dir string) string { return fmt.Sprintf(`"state":{"backend":"badger","path":%q}`, dir) }
+	r, err := startCkpt(t, ckptSpec(store, badger(dirs[0]), 1, false), Options{}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.feed(3, []string{"ann", "bob", "cid"}, []int64{5, 7, 1})
+	if _, err := r.rt.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.feed(5, []string{"ann", "dan"}, []int64{3, 4})
+	id, err := r.rt.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	want := dumpState(t, dirs[0], "ck")
+	if len(want) < 4 {
+		t.Fatalf("the checkpointed state has %d entries: %v", len(want), want)
+	}
+	other := state.Mutation{Key: state.Key{Job: "other-job", Operator: "x", User: []byte("u")}, Value: []byte("v")}
+	func() {
+		st, err := state.Open(state.Options{Dir: dirs[2]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.Apply([]state.Mutation{other}); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	for i, dir := range []string{dirs[1], dirs[0], dirs[2]} {
+		r2, err := startCkpt(t, ckptSpec(store, badger(dir), 1, false), Options{}, hist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := r2.rt.CheckpointStatus()
+		if st.Restored != "checkpoint "+id || !st.Recovery.Done || st.Recovery.KeysRestored != int64(len(want)) || st.Recovery.BytesRestored != st.Recovery.BytesTotal {
+			t.Fatalf("run %d: recovery %+v, want checkpoint %s with %d keys", i, st, id, len(want))
+		}
+		r2.stop()
+		if got := dumpState(t, dir, "ck"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("run %d: restored\n%v\nwant\n%v", i, got, want)
+		}
+	}
+	if got := dumpState(t, dirs[2], "other-job"); len(got) != 1 {
+		t.Fatalf("the other job's state after the restore: %v", got)
+	}
+}
+
+// R-CKPT-8: a state object found damaged or missing while it is restored
+// (Select reads manifests only) makes the restore discard what it wrote
+// and fall back to the previous checkpoint; with none left the job starts
+// from the beginning of its input. Either way the totals come out as in
+// one uninterrupted run.
+func TestCheckpointRestoreFallsBackOnDamagedState(t *testing.T) {
+	damages := map[string]func(t *testing.T, path string){
+		"flipped byte": func(t *testing.T, path string) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0x10
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"truncated": func(t *testing.T, path string) {
+			if err := os.Truncate(path, 20); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"missing": func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for _, backend := range []string{"badger", "memory"} {
+		for name, damage := range damages {
+			for _, both := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/both=%v", backend, name, both), func(t *testing.T) {
+					hist := &history{}
+					store := t.TempDir()
+					block := `"state":{"backend":"memory"}`
+					if backend == "badger" {
+						block = fmt.Sprintf(`"state":{"backend":"badger","path":%q}`, t.TempDir())
+					}
+					spec := ckptSpec(store, block, 1, false)
+					r, err := startCkpt(t, spec, Options{}, hist)
+					if err != nil {
+						t.Fatal(err)
+					}
+					r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
+					id1, err := r.rt.Checkpoint(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					r.feed(3, []string{"ann"}, []int64{3})
+					id2, err := r.rt.Checkpoint(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					r.stop()
+					ids := []string{id2}
+					if both {
+						ids = append(ids, id1)
+					}
+					for _, id := range ids {
+						objs, err := filepath.Glob(filepath.Join(store, "ck", "checkpoints", id, "state", "sum-*.snap"))
+						if err != nil || len(objs) != 2 {
+							t.Fatalf("state objects of %s: %v %v", id, objs, err)
+						}
+						damage(t, objs[1])
+					}
+					if backend == "badger" {
+						block = fmt.Sprintf(`"state":{"backend":"badger","path":%q}`, t.TempDir())
+					}
+					r2, err := startCkpt(t, ckptSpec(store, block, 1, false), Options{}, hist)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st := r2.rt.CheckpointStatus()
+					wantRestored, replayed := "checkpoint "+id1, int64(1)
+					if both {
+						wantRestored, replayed = "", 3
+					}
+					if st.Restored != wantRestored || !st.Recovery.Done {
+						t.Fatalf("recovery %+v, want %q", st, wantRestored)
+					}
+					r2.feed(replayed+1, []string{"dan"}, []int64{1})
+					if got := r2.totals(); got["ann"] != 8 || got["dan"] != 1 || (both && got["bob"] != 7) {
+						t.Fatalf("totals after the fallback: %v", got)
+					}
+					r2.stop()
+				})
+			}
+		}
+	}
 }

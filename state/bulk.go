@@ -1,0 +1,387 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/ristretto/v2/z"
+)
+
+// RestoreSource is one snapshot of a RestoreEmpty.
+type RestoreSource struct {
+	// Scope is where the snapshot's entries go, as for Backend.Restore.
+	// The scopes of one RestoreEmpty must not overlap.
+	Scope Scope
+	// Open opens the snapshot stream. It is called once; the stream is
+	// read to its end (so that a reader that checks the object at EOF
+	// does) and closed.
+	Open func() (io.ReadCloser, error)
+	// Checksum, if not empty, is "sha256:" and the hex SHA-256 of the
+	// whole stream, trailer included (a manifest's checksum); a stream
+	// that hashes otherwise fails as corrupt. It costs nothing more: the
+	// pass that checks the trailer's hash computes it.
+	Checksum string
+}
+
+// RestoreError is the error of RestoreEmpty: it names the source that
+// failed (Index into the sources). Err wraps ErrCorruptSnapshot when the
+// snapshot's bytes are at fault.
+type RestoreError struct {
+	Index int
+	Err   error
+}
+
+func (e *RestoreError) Error() string { return e.Err.Error() }
+func (e *RestoreError) Unwrap() error { return e.Err }
+
+// ErrNotEmpty is returned by RestoreEmpty when the store holds a live
+// entry: use Backend.Restore per snapshot instead.
+var ErrNotEmpty = errors.New("state: the store is not empty")
+
+// BulkRestorer is implemented by backends that can fill an empty store
+// from several snapshots much faster than Restore can (the Badger
+// backend builds its tables directly, without the write path).
+type BulkRestorer interface {
+	// RestoreEmpty restores every source into a store that holds no live
+	// entry at all (of any job); otherwise it returns ErrNotEmpty and
+	// changes nothing. Entries outside a source's scope or expired at now
+	// are skipped, as by Restore. Nothing may use the store while it
+	// runs. On any failure (a *RestoreError) the store is emptied again
+	// and holds nothing. progress, if not nil, is called (one call at a
+	// time) as each source completes.
+	RestoreEmpty(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error)
+}
+
+const (
+	// bulkConcurrency is how many sources RestoreEmpty reads at once.
+	bulkConcurrency = 4
+	// bulkBatch is how many bytes of entries go to the StreamWriter at
+	// once.
+	bulkBatch = 4 << 20
+	// readAheadChunk × readAheadChunks is what is read ahead of the
+	// parser per source.
+	readAheadChunk  = 1 << 20
+	readAheadChunks = 8
+)
+
+var errBulkStopped = errors.New("state: restore stopped: another snapshot failed")
+
+// scopesOverlap reports whether two scopes can hold a common key.
+func scopesOverlap(a, b Scope) bool {
+	if a.Job != b.Job || (a.Operator != "" && b.Operator != "" && a.Operator != b.Operator) {
+		return false
+	}
+	as, ae, aok := scopeGroups(a.Groups)
+	bs, be, bok := scopeGroups(b.Groups)
+	return aok && bok && as <= be && bs <= ae
+}
+
+// empty reports whether the store holds no live entry at all. The
+// caller has entered.
+func (b *badgerBackend) empty() (bool, error) {
+	txn := b.db.NewTransaction(false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false})
+	defer it.Close()
+	it.Rewind()
+	return !it.Valid(), nil
+}
+
+// RestoreEmpty writes the snapshots with Badger's StreamWriter: each
+// source (already in strictly increasing key order, which the snapshot
+// reader checks) is one stream of sorted keys, and the scopes do not
+// overlap, so the streams build non-overlapping tables at the bottom
+// level directly — no memtables, no L0, no compactions. The StreamWriter
+// drops whatever the store held when it starts, which is why the store
+// must hold nothing. Each source is read ahead of its parser, and up to
+// bulkConcurrency sources at once.
+func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error) {
+	prefixes := make([][]byte, len(srcs))
+	for i, s := range srcs {
+		p, err := keyJobPrefix(s.Scope.Job)
+		if err != nil {
+			return nil, err
+		}
+		if s.Scope.Operator != "" {
+			if _, err := keyOperatorPrefix(s.Scope.Job, s.Scope.Operator); err != nil {
+				return nil, err
+			}
+		}
+		if s.Open == nil {
+			return nil, fmt.Errorf("state: restore: source %d has no Open", i)
+		}
+		prefixes[i] = p
+		for j := range i {
+			if scopesOverlap(srcs[j].Scope, s.Scope) {
+				return nil, fmt.Errorf("state: restore: the scopes of sources %d and %d overlap", j, i)
+			}
+		}
+	}
+	if !b.enter() {
+		return nil, ErrClosed
+	}
+	defer b.exit()
+	b.gcMu.Lock() // no value-log GC while the StreamWriter owns the store
+	defer b.gcMu.Unlock()
+	ok, err := b.empty()
+	if err != nil {
+		return nil, fmt.Errorf("state: restore: %w", err)
+	}
+	if !ok {
+		return nil, ErrNotEmpty
+	}
+	sw := b.db.NewStreamWriter()
+	if err := sw.Prepare(); err != nil {
+		sw.Cancel()
+		return nil, fmt.Errorf("state: restore: preparing the stream writer: %w", err)
+	}
+	infos := make([]RestoreInfo, len(srcs))
+	var (
+		stop     atomic.Bool
+		mu       sync.Mutex
+		firstErr *RestoreError
+		wg       sync.WaitGroup
+	)
+	fail := func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil || errors.Is(firstErr.Err, errBulkStopped) {
+			firstErr = &RestoreError{Index: i, Err: err}
+		}
+		stop.Store(true)
+	}
+	sem := make(chan struct{}, bulkConcurrency)
+	for i := range srcs {
+		if stop.Load() {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s := srcs[i]
+			rc, err := s.Open()
+			if err != nil {
+				fail(i, fmt.Errorf("state: restore of job %q: opening the snapshot: %w", s.Scope.Job, err))
+				return
+			}
+			ra := newReadAhead(rc)
+			sink := &streamSink{sw: sw, id: uint32(i + 1), stop: &stop}
+			info, err := snapshotRead(ra, s.Scope, now, prefixes[i], s.Checksum, sink)
+			if err == nil {
+				if err = sink.flush(); err != nil {
+					err = fmt.Errorf("writing restored entries: %w", err)
+				}
+			}
+			sink.abort()
+			ra.close()
+			rc.Close()
+			if err != nil {
+				fail(i, fmt.Errorf("state: restore of job %q: %w", s.Scope.Job, err))
+				return
+			}
+			infos[i] = info
+			if progress != nil {
+				mu.Lock()
+				progress(i, info)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		if err := sw.Flush(); err != nil {
+			firstErr = &RestoreError{Index: -1, Err: fmt.Errorf("state: restore: finishing the tables: %w", err)}
+		}
+	} else {
+		sw.Cancel()
+	}
+	if firstErr != nil {
+		// The store was empty: empty it again (tables the stream writer
+		// already placed stay until dropped).
+		if derr := b.db.DropAll(); derr != nil {
+			firstErr.Err = errors.Join(firstErr.Err, fmt.Errorf("state: restore: deleting the partly restored entries: %w", derr))
+		}
+		return infos, firstErr
+	}
+	return infos, nil
+}
+
+// streamSink hands one source's entries to the StreamWriter as one
+// stream, in batches, from a goroutine of its own (the StreamWriter
+// decodes each batch again before its table builder gets it; that runs
+// beside the parsing instead of after it).
+type streamSink struct {
+	sw      *badger.StreamWriter
+	id      uint32
+	stop    *atomic.Bool
+	buf     *z.Buffer
+	scratch []byte
+
+	started bool
+	full    chan *z.Buffer
+	free    chan *z.Buffer
+	done    chan error
+}
+
+const sinkBuffers = 2
+
+func (s *streamSink) start() {
+	s.started = true
+	s.full = make(chan *z.Buffer, sinkBuffers)
+	s.free = make(chan *z.Buffer, sinkBuffers)
+	s.done = make(chan error, 1)
+	for range sinkBuffers {
+		s.free <- z.NewBuffer(bulkBatch+(1<<20), "arkflow.restore")
+	}
+	go func() {
+		var err error
+		for buf := range s.full {
+			if err == nil {
+				if err = s.sw.Write(buf); err != nil {
+					s.stop.Store(true)
+				}
+			}
+			buf.Reset()
+			s.free <- buf
+		}
+		s.done <- err
+	}()
+}
+
+func (s *streamSink) put(key, value []byte, exp int64) error {
+	if s.stop.Load() {
+		return errBulkStopped
+	}
+	if !s.started {
+		s.start()
+	}
+	if s.buf == nil {
+		s.buf = <-s.free
+	}
+	s.scratch = storedValueEncode(s.scratch[:0], value, exp)
+	kv := &pb.KV{Key: key, Value: s.scratch, Version: 1, ExpiresAt: expirySeconds(exp), StreamId: s.id}
+	badger.KVToBuffer(kv, s.buf)
+	if cap(s.scratch) > 1<<20 {
+		s.scratch = nil
+	}
+	if s.buf.LenNoPadding() >= bulkBatch {
+		s.full <- s.buf
+		s.buf = nil
+	}
+	return nil
+}
+
+// finish hands over the last batch (unless abort) and waits for the
+// writer; it returns the writer's error.
+func (s *streamSink) finish(abort bool) error {
+	if !s.started {
+		return nil
+	}
+	if s.buf != nil {
+		if !abort && s.buf.LenNoPadding() > 0 {
+			s.full <- s.buf
+		} else {
+			s.free <- s.buf
+		}
+		s.buf = nil
+	}
+	close(s.full)
+	err := <-s.done
+	for range sinkBuffers {
+		(<-s.free).Release()
+	}
+	s.started = false
+	return err
+}
+
+func (s *streamSink) flush() error { return s.finish(false) }
+
+func (s *streamSink) abort() { s.finish(true) }
+
+// readAhead reads a stream in a goroutine, a few chunks ahead of its
+// consumer, so that the download and the parsing overlap.
+type readAhead struct {
+	full chan []byte
+	free chan []byte
+	done chan struct{}
+	err  error // set before full is closed
+	cur  []byte
+	held []byte // the chunk cur is a part of
+	exit chan struct{}
+}
+
+func newReadAhead(r io.Reader) *readAhead {
+	ra := &readAhead{
+		full: make(chan []byte, readAheadChunks),
+		free: make(chan []byte, readAheadChunks),
+		done: make(chan struct{}),
+		exit: make(chan struct{}),
+	}
+	for range readAheadChunks {
+		ra.free <- make([]byte, readAheadChunk)
+	}
+	go func() {
+		defer close(ra.exit)
+		defer close(ra.full)
+		for {
+			select {
+			case <-ra.done:
+				return
+			default:
+			}
+			var buf []byte
+			select {
+			case buf = <-ra.free:
+			case <-ra.done:
+				return
+			}
+			n, err := io.ReadFull(r, buf)
+			if n > 0 {
+				ra.full <- buf[:n] // never blocks: at most readAheadChunks buffers exist
+			}
+			if err != nil {
+				if err == io.ErrUnexpectedEOF {
+					err = io.EOF
+				}
+				ra.err = err
+				return
+			}
+		}
+	}()
+	return ra
+}
+
+func (ra *readAhead) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(ra.cur) == 0 {
+		if ra.held != nil {
+			ra.free <- ra.held[:cap(ra.held)]
+			ra.held = nil
+		}
+		b, ok := <-ra.full
+		if !ok {
+			return 0, ra.err
+		}
+		ra.held, ra.cur = b, b
+	}
+	n := copy(p, ra.cur)
+	ra.cur = ra.cur[n:]
+	return n, nil
+}
+
+// close stops the reading goroutine and waits for it; the caller then
+// closes the underlying reader (a read in progress finishes first).
+func (ra *readAhead) close() {
+	close(ra.done)
+	for range ra.full {
+	}
+	<-ra.exit
+}

@@ -1,0 +1,298 @@
+package state
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+func objectSum(data []byte) string {
+	s := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+func bytesSource(scope Scope, data []byte, sum string) RestoreSource {
+	return RestoreSource{Scope: scope, Checksum: sum, Open: func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}}
+}
+
+func bulkCases() []kvCase {
+	var out []kvCase
+	for _, c := range kvCases() {
+		if c.name != "memory" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// RestoreEmpty of per-task snapshots (and of one snapshot split over new
+// tasks, as after a rescale) gives the entries, values and expiries the
+// snapshots hold, skips the ones expired at now, and leaves a store that
+// reads, writes and reopens like any other.
+func TestRestoreEmptyEqualsSource(t *testing.T) {
+	now := kvNow()
+	src, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapPopulate(t, src, now)
+	type part struct {
+		snap  Scope
+		scope Scope
+	}
+	layouts := map[string][]part{
+		"per task": {
+			{Scope{Job: "j", Operator: "a", Groups: job.KeyGroupRange{Start: 0, End: 63}}, Scope{Job: "j", Operator: "a", Groups: job.KeyGroupRange{Start: 0, End: 63}}},
+			{Scope{Job: "j", Operator: "a", Groups: job.KeyGroupRange{Start: 64, End: 127}}, Scope{Job: "j", Operator: "a", Groups: job.KeyGroupRange{Start: 64, End: 127}}},
+			{Scope{Job: "j", Operator: "bb", Groups: AllKeyGroups}, Scope{Job: "j", Operator: "bb", Groups: AllKeyGroups}},
+		},
+		"split": {
+			{Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}, Scope{Job: "j", Operator: "a", Groups: job.KeyGroupRange{Start: 41, End: 127}}},
+			{Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}, Scope{Job: "j", Operator: "a", Groups: job.KeyGroupRange{Start: 0, End: 40}}},
+			{Scope{Job: "j", Groups: AllKeyGroups}, Scope{Job: "j", Operator: "bb", Groups: AllKeyGroups}},
+		},
+	}
+	for name, parts := range layouts {
+		for _, at := range []int64{now, now + 90*60_000} { // later: the k1 entries have expired
+			var srcs []RestoreSource
+			var bytesTotal int64
+			for _, p := range parts {
+				data, _ := snapTake(t, src, p.snap, now)
+				srcs = append(srcs, bytesSource(p.scope, data, objectSum(data)))
+				bytesTotal += int64(len(data))
+			}
+			want := kvScan(t, src, Scope{Job: "j", Groups: AllKeyGroups}, at)
+			for _, c := range bulkCases() {
+				t.Run(fmt.Sprintf("%s/%s/at+%dm", name, c.name, (at-now)/60_000), func(t *testing.T) {
+					dir := t.TempDir()
+					open := c.open
+					if c.name == "badger" {
+						open = func(t testing.TB) Backend {
+							b, err := Open(Options{Dir: dir})
+							if err != nil {
+								t.Fatal(err)
+							}
+							return b
+						}
+					}
+					b := open(t)
+					defer func() { b.Close() }()
+					var seen []int
+					infos, err := b.(BulkRestorer).RestoreEmpty(srcs, at, func(i int, info RestoreInfo) { seen = append(seen, i) })
+					if err != nil {
+						t.Fatal(err)
+					}
+					var entries, skipped, nbytes int64
+					for _, in := range infos {
+						entries += in.Entries
+						skipped += in.Skipped
+						nbytes += in.Bytes
+					}
+					if entries != int64(len(want)) || nbytes != bytesTotal || len(seen) != len(srcs) {
+						t.Fatalf("infos %+v (progress %v), want %d entries of %d bytes", infos, seen, len(want), bytesTotal)
+					}
+					got := kvScan(t, b, Scope{Job: "j", Groups: AllKeyGroups}, at)
+					if fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Fatalf("restored\n%v\nwant\n%v", got, want)
+					}
+					if got := kvScan(t, b, Scope{Job: "other", Groups: AllKeyGroups}, at); len(got) != 0 {
+						t.Fatal("another job's entries restored")
+					}
+					k := Key{Job: "j", Operator: "a", Namespace: "ns", KeyGroup: 5, User: []byte("k0")}
+					if v, exp, ok := kvGet(t, b, k, at); !ok || v != "a-5-0" || exp != 0 {
+						t.Fatalf("get after restore: %q %d %v", v, exp, ok)
+					}
+					// Writes after the restore win over restored entries.
+					kvApply(t, b, kvPut(k, "new", 0), Mutation{Key: Key{Job: "j", Operator: "bb", Namespace: "ns", KeyGroup: 7, User: []byte("k0")}, Delete: true})
+					if v, _, _ := kvGet(t, b, k, at); v != "new" {
+						t.Fatalf("after a write: %q", v)
+					}
+					if _, _, ok := kvGet(t, b, Key{Job: "j", Operator: "bb", Namespace: "ns", KeyGroup: 7, User: []byte("k0")}, at); ok {
+						t.Fatal("a deleted restored entry is still there")
+					}
+					if c.name == "badger" {
+						if err := b.Close(); err != nil {
+							t.Fatal(err)
+						}
+						b = open(t)
+						if got := kvScan(t, b, Scope{Job: "j", Groups: AllKeyGroups}, at); len(got) != len(want)-1 {
+							t.Fatalf("after reopening: %d entries, want %d", len(got), len(want)-1)
+						}
+						if v, _, _ := kvGet(t, b, k, at); v != "new" {
+							t.Fatalf("after reopening: %q", v)
+						}
+					}
+				})
+			}
+		}
+	}
+	src.Close()
+}
+
+// A store with any live entry is refused, untouched.
+func TestRestoreEmptyNotEmpty(t *testing.T) {
+	now := kvNow()
+	mem := NewMemory()
+	snapPopulate(t, mem, now)
+	data, _ := snapTake(t, mem, Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}, now)
+	for _, c := range bulkCases() {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.open(t)
+			defer b.Close()
+			kvApply(t, b, kvPut(Key{Job: "other", Operator: "x", User: []byte("u")}, "v", 0))
+			_, err := b.(BulkRestorer).RestoreEmpty([]RestoreSource{bytesSource(Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}, data, "")}, now, nil)
+			if !errors.Is(err, ErrNotEmpty) {
+				t.Fatalf("err %v, want ErrNotEmpty", err)
+			}
+			if got := kvScan(t, b, Scope{Job: "other", Groups: AllKeyGroups}, now); len(got) != 1 {
+				t.Fatalf("the store was touched: %v", got)
+			}
+			if got := kvScan(t, b, Scope{Job: "j", Groups: AllKeyGroups}, now); len(got) != 0 {
+				t.Fatalf("restored into a non-empty store: %d entries", len(got))
+			}
+		})
+	}
+}
+
+type failingReader struct {
+	r    io.Reader
+	left int
+	err  error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.left <= 0 {
+		return 0, f.err
+	}
+	p = p[:min(len(p), f.left)]
+	n, err := f.r.Read(p)
+	f.left -= n
+	return n, err
+}
+
+// A corrupt snapshot, a checksum that does not match, or a failing
+// reader fails the whole restore, names the source, and leaves the store
+// empty; corruption (and only corruption) wraps ErrCorruptSnapshot. The
+// store restores afterwards.
+func TestRestoreEmptyFailures(t *testing.T) {
+	now := kvNow()
+	mem := NewMemory()
+	snapPopulate(t, mem, now)
+	scopeA := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
+	scopeB := Scope{Job: "j", Operator: "bb", Groups: AllKeyGroups}
+	good, _ := snapTake(t, mem, scopeA, now)
+	other, _ := snapTake(t, mem, scopeB, now)
+	cases := map[string]RestoreSource{}
+	for name, bad := range snapCorruptions(other) {
+		cases[name] = bytesSource(scopeB, bad, "")
+	}
+	cases["checksum"] = bytesSource(scopeB, other, objectSum(good))
+	var readErr = errors.New("connection reset")
+	cases["reader"] = RestoreSource{Scope: scopeB, Open: func() (io.ReadCloser, error) {
+		return io.NopCloser(&failingReader{r: bytes.NewReader(other), left: len(other) / 2, err: readErr}), nil
+	}}
+	cases["open"] = RestoreSource{Scope: scopeB, Open: func() (io.ReadCloser, error) { return nil, readErr }}
+	for _, c := range bulkCases() {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.open(t)
+			defer b.Close()
+			br := b.(BulkRestorer)
+			for name, bad := range cases {
+				_, err := br.RestoreEmpty([]RestoreSource{bytesSource(scopeA, good, objectSum(good)), bad}, now, nil)
+				var re *RestoreError
+				if !errors.As(err, &re) || re.Index != 1 {
+					t.Fatalf("%s: err %v, want a RestoreError of source 1", name, err)
+				}
+				if corrupt := errors.Is(err, ErrCorruptSnapshot); corrupt != (name != "reader" && name != "open") {
+					t.Fatalf("%s: corrupt %v: %v", name, corrupt, err)
+				}
+				if name == "reader" || name == "open" {
+					if !errors.Is(err, readErr) {
+						t.Fatalf("%s: the reader's error is not wrapped: %v", name, err)
+					}
+				}
+				if got := kvScan(t, b, Scope{Job: "j", Groups: AllKeyGroups}, now); len(got) != 0 {
+					t.Fatalf("%s: %d entries left after a failed restore", name, len(got))
+				}
+				t.Logf("%s: %.160v", name, err)
+			}
+			if _, err := br.RestoreEmpty([]RestoreSource{bytesSource(scopeA, good, ""), bytesSource(scopeA, good, "")}, now, nil); err == nil {
+				t.Fatal("overlapping scopes were accepted")
+			}
+			infos, err := br.RestoreEmpty([]RestoreSource{bytesSource(scopeA, good, objectSum(good)), bytesSource(scopeB, other, objectSum(other))}, now, nil)
+			if err != nil || infos[0].Entries+infos[1].Entries != 2*128*3 {
+				t.Fatalf("%+v %v", infos, err)
+			}
+			if got := kvScan(t, b, Scope{Job: "j", Groups: AllKeyGroups}, now); len(got) != 2*128*3 {
+				t.Fatalf("%d entries", len(got))
+			}
+		})
+	}
+}
+
+// BenchmarkRestore100MB restores one 100 MB snapshot (102,400 keys of
+// 1000-byte values) from memory into an empty Badger directory, through
+// RestoreEmpty (bulk) and through Restore (the write path); baseline:
+// reading the same bytes (io.Copy to io.Discard).
+func BenchmarkRestore100MB(b *testing.B) {
+	now := kvNow()
+	mem := NewMemory()
+	val := make([]byte, 1000)
+	muts := make([]Mutation, 0, 102400)
+	for i := range 102400 {
+		copy(val, fmt.Sprintf("%08d", i))
+		muts = append(muts, Mutation{Key: Key{Job: "j", Operator: "a", Namespace: "value:blob", KeyGroup: i % 128, User: fmt.Appendf(nil, "u%08d", i)}, Value: bytes.Clone(val)})
+	}
+	kvApply(b, mem, muts...)
+	scope := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
+	data, _ := snapTake(b, mem, scope, now)
+	sum := objectSum(data)
+	b.Run("bulk", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for range b.N {
+			b.StopTimer()
+			d, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := d.(BulkRestorer).RestoreEmpty([]RestoreSource{bytesSource(scope, data, sum)}, now, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			d.Close()
+			b.StartTimer()
+		}
+	})
+	b.Run("restore", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for range b.N {
+			b.StopTimer()
+			d, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := d.Restore(bytes.NewReader(data), scope, now); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			d.Close()
+			b.StartTimer()
+		}
+	})
+	b.Run("read", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for range b.N {
+			io.Copy(io.Discard, bytes.NewReader(data))
+		}
+	})
+}
