@@ -164,9 +164,17 @@
 //     final frontier), which by then covers every written batch;
 //   - restarts resume from the group's offsets only for partitions without
 //     a checkpoint or WAL position (R-KAFKA-2: restored positions win). A
-//     restored position can be older than the group offset; what lies
-//     between them is written again, as with L2, bounded by the checkpoint
-//     interval or the WAL cursor's lag behind the acknowledgements.
+//     restored position can be older than the group offset (a checkpoint
+//     taken earlier, a WAL cursor lagging the acknowledgements); the
+//     output then drops the replayed rows whose __meta_offset lies below
+//     the group's committed offset (what it committed itself, or what the
+//     group held when the input was assigned the partition) instead of
+//     writing them again: a committed offset C means every output derived
+//     from the records before C was already written. So the bound stays
+//     the tail whatever position the restart resumed from — for rows that
+//     carry the metadata. Rows without it (window and aggregate results)
+//     are written again as with L2: their duplicates are bounded by what
+//     the restored state and positions replay.
 //
 // L3 fails closed (R-KAFKA-6): an input with transactional_offsets whose
 // consumer_group no exactly-once kafka output of the job names in
@@ -178,9 +186,13 @@
 // transactional input in the process fails with ErrUnpairedGroup. Pairing
 // is in-process: the input and the output must run in the same process.
 // Keep the pipeline between them free of operators that drop the
-// __meta_* columns (windows, aggregates, joins emit rows without them):
-// such batches commit no offsets, and since the input commits none
-// itself, a restart from the group offsets replays their records.
+// __meta_* columns (windows and aggregates emit rows without them): such
+// batches commit no offsets, and since the input commits none itself, a
+// restart from the group offsets replays their records; behind a WAL or
+// checkpoints, restarts resume from those positions instead, and such a
+// job has the L2 bound. A Go function (map, udf, process) whose output
+// keeps the __meta_* columns must keep them of the row it derives the
+// output from: the output drops rows whose offset the group committed.
 // Several output subtasks may commit the same group; each commits only
 // clamped offsets, so the group can move back (more replay), never past
 // an unacknowledged record.

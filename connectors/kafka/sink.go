@@ -119,6 +119,9 @@ type Sink struct {
 	// pairedSeen are the transactional sources the writes were paired
 	// with (for the final commit at Close).
 	pairedSeen []*Source
+	// dropped counts the replayed rows Write dropped because the group
+	// had committed them (see dropCommitted).
+	dropped atomic.Int64
 
 	// beforeCommit, when set (tests), runs inside every transaction after
 	// its rows were produced and before the commit; an error fails the
@@ -273,6 +276,27 @@ func (s *Sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if n == 0 {
 		return nil
 	}
+	var marks map[tp]int64
+	if g := s.cfg.OffsetCommitGroup; g != "" && s.txnID != "" {
+		srcs := pairedSources(g)
+		if len(srcs) == 0 {
+			return s.unpaired()
+		}
+		kept, dropped, err := s.dropCommitted(rec, srcs)
+		if err != nil {
+			return err
+		}
+		if dropped > 0 {
+			s.dropped.Add(int64(dropped))
+			s.log.Debug("dropped replayed rows the group already committed", "group", g, "rows", dropped)
+			if kept == nil {
+				return nil
+			}
+			defer kept.Release()
+			rec = kept
+		}
+		marks = batchMarks(rec, srcs)
+	}
 	values, err := s.values(rec)
 	if err != nil {
 		return err
@@ -282,14 +306,6 @@ func (s *Sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		return err
 	}
 	if s.txnID != "" {
-		var marks map[tp]int64
-		if g := s.cfg.OffsetCommitGroup; g != "" {
-			srcs := pairedSources(g)
-			if len(srcs) == 0 {
-				return s.unpaired()
-			}
-			marks = batchMarks(rec, srcs)
-		}
 		return s.writeTxn(ctx, values, keys, marks)
 	}
 	w := newWriteState(n)

@@ -13,6 +13,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
 )
 
 // L3 (R-KAFKA-5, R-KAFKA-6): an input with transactional_offsets: true
@@ -105,11 +106,23 @@ func (s *Source) groupMetadata() (*kafka.ConsumerGroupMetadata, error) {
 }
 
 // batchMarks returns, per topic-partition, the offset after the highest
-// __meta_offset of rec's rows that come from one of the paired sources:
-// rows of other sources, rows with nulls, and batches without the
-// metadata columns contribute nothing. The topic is __meta_topic, else the
-// paired input's (only) topic.
+// __meta_offset of rec's rows that come from one of the paired sources
+// (see eachInputRow).
 func batchMarks(rec arrow.RecordBatch, srcs []*Source) map[tp]int64 {
+	out := map[tp]int64{}
+	eachInputRow(rec, srcs, func(_ int, k tp, off int64) {
+		if end := off + 1; end > out[k] {
+			out[k] = end
+		}
+	})
+	return out
+}
+
+// eachInputRow calls fn with the input partition and offset of every row
+// of rec that comes from one of the paired sources: rows of other sources,
+// rows with nulls, and batches without the metadata columns are skipped.
+// The topic is __meta_topic, else the paired input's (only) topic.
+func eachInputRow(rec arrow.RecordBatch, srcs []*Source, fn func(row int, k tp, off int64)) {
 	sch := rec.Schema()
 	col := func(name string) arrow.Array {
 		if idx := sch.FieldIndices(name); len(idx) == 1 {
@@ -120,7 +133,7 @@ func batchMarks(rec arrow.RecordBatch, srcs []*Source) map[tp]int64 {
 	parts, ok1 := col(connectors.MetaPartition).(*array.Int32)
 	offs, ok2 := col(connectors.MetaOffset).(*array.Int64)
 	if !ok1 || !ok2 {
-		return nil
+		return
 	}
 	topics, _ := col(connectors.MetaTopic).(*array.String)
 	from, _ := col(connectors.MetaSource).(*array.String)
@@ -135,7 +148,6 @@ func batchMarks(rec arrow.RecordBatch, srcs []*Source) map[tp]int64 {
 			only = ""
 		}
 	}
-	out := map[tp]int64{}
 	for r := 0; r < int(rec.NumRows()); r++ {
 		if parts.IsNull(r) || offs.IsNull(r) {
 			continue
@@ -160,12 +172,61 @@ func batchMarks(rec arrow.RecordBatch, srcs []*Source) map[tp]int64 {
 		if topic == "" {
 			continue
 		}
-		k := tp{topic, parts.Value(r)}
-		if end := offs.Value(r) + 1; end > out[k] {
-			out[k] = end
-		}
+		fn(r, tp{topic, parts.Value(r)}, offs.Value(r))
 	}
-	return out
+}
+
+// dropCommitted returns rec without the rows whose input offset lies
+// below what the group already committed for their partition — what this
+// sink committed, or what the group held when the input was assigned the
+// partition — and the number of rows dropped. It returns rec itself when
+// it drops nothing, and nil when it drops everything.
+//
+// Such rows are replays: a committed group offset C means that when it was
+// committed, the input's contiguous frontier was at least C, so every
+// output derived from the records before C had been written (and, in this
+// output, committed). They come back when a restart resumes from a
+// position older than C — a checkpoint's, or the WAL's, whose cursor lags
+// the acknowledgements — and writing them again would duplicate committed
+// output. Dropping them keeps the L3 duplicate bound at the tail whatever
+// position the restart resumed from. Rows without the metadata columns
+// are never dropped.
+func (s *Sink) dropCommitted(rec arrow.RecordBatch, srcs []*Source) (arrow.RecordBatch, int, error) {
+	var keep []bool
+	floors := map[tp]int64{}
+	dropped := 0
+	eachInputRow(rec, srcs, func(r int, k tp, off int64) {
+		floor, ok := floors[k]
+		if !ok {
+			floor = s.sentOffsets[k]
+			for _, src := range srcs {
+				if _, f, ok := src.pairFrontier(k); ok {
+					floor = max(floor, f)
+					break
+				}
+			}
+			floors[k] = floor
+		}
+		if off >= floor {
+			return
+		}
+		if keep == nil {
+			keep = make([]bool, rec.NumRows())
+			for i := range keep {
+				keep[i] = true
+			}
+		}
+		keep[r] = false
+		dropped++
+	})
+	if keep == nil {
+		return rec, 0, nil
+	}
+	out, err := batch.Filter(rec, keep)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kafka: dropping rows already committed: %w", err)
+	}
+	return out, dropped, nil
 }
 
 // sendOffsets adds the paired input's offsets to the open transaction:

@@ -338,13 +338,23 @@ func TestL3UnpairedWriteFails(t *testing.T) {
 // positions) resumes from them: no gap, and no committed row written
 // again.
 func TestJobL3Restart(t *testing.T) {
+	for _, par := range []int{1, 2} {
+		t.Run(fmt.Sprintf("parallelism-%d", par), func(t *testing.T) { testJobL3Restart(t, par) })
+	}
+}
+
+// testJobL3Restart runs the job with par subtasks per operator: one
+// subscribed source, or par explicitly assigned ones sharing the group
+// (the registry holds them all; each output subtask commits the
+// partitions whose rows it wrote, through the source reading them).
+func testJobL3Restart(t *testing.T, par int) {
 	brokers(t)
 	in, out := newTopic(t, 4), newTopic(t, 2)
 	data := conformance.Data(4, 30)
 	produceRows(t, in, data)
 	group := uniqueName(t, "g")
 	outExtra := fmt.Sprintf("exactly_once: true\n      transactional_id: %s-{subtask}\n      offset_commit_group: %s", uniqueName(t, "txn"), group)
-	spec := l3SpecFor(durable, txnInput, outExtra, brokers(t)[0], in, out, group)
+	spec := l3SpecFor(fmt.Sprintf("parallelism: %d\n%s", par, durable), txnInput, outExtra, brokers(t)[0], in, out, group)
 	stop := runJob(t, spec, arkflow.WithDataDir(t.TempDir()))
 	consumeAll(t, out, "read_committed", 120, 0)
 	if err := stop(); err != nil {
@@ -404,4 +414,67 @@ func TestJobL3Restart(t *testing.T) {
 		}
 	}
 	t.Logf("group offsets after run 1: %v, after run 2: %v; %d records", g1, g2, len(recs))
+}
+
+// A restart that resumes from a position older than the group's committed
+// offset (a checkpoint's, or a WAL cursor lagging the acknowledgements)
+// reads committed records again; the output drops their rows instead of
+// writing them again, and writes the records after the group offset.
+func TestL3DropsReplayedCommittedRows(t *testing.T) {
+	in, out := newTopic(t, 1), newTopic(t, 1)
+	group := uniqueName(t, "g")
+	p := newProducer(t, nil)
+	produce(t, p, in, 0, rawRecords(30, 0)...)
+	src, snk := l3Pair(t, in, out, group, 10)
+	for _, b := range readBatches(t, src, 30) {
+		writeBatch(t, snk, b)
+		b.Ack(nil)
+	}
+	// A clean stop: the final transaction commits 30.
+	if err := snk.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got != 30 {
+		t.Fatalf("group offset %d after a clean stop, want 30", got)
+	}
+	produce(t, p, in, 0, rawRecords(5, 30)...)
+	// The restart resumes from a checkpoint position 12.
+	input := sourceInput(t, SourceConfig{Brokers: brokers(t), Topics: []string{in}, ConsumerGroup: group, BatchSize: 10, TransactionalOffsets: true})
+	src2 := openSource(t, input, 0, 1, []connectors.Position{{Topic: in, Partition: 0, Offset: 12}})
+	output := sinkOutput(t, SinkConfig{Brokers: brokers(t), Topic: Topic(out), ValueField: RawValueColumn, ExactlyOnce: true,
+		TransactionalID: uniqueName(t, "txn"), OffsetCommitGroup: group}, input.Schema())
+	snk2 := openSink(t, output, 0)
+	bs := readBatches(t, src2, 23)
+	if first, _ := batchRange(t, bs[0]); first != 12 {
+		t.Fatalf("resumed at %d, want the restored 12", first)
+	}
+	for _, b := range bs {
+		writeBatch(t, snk2, b)
+		b.Ack(nil)
+	}
+	if d := snk2.dropped.Load(); d != 18 {
+		t.Errorf("dropped %d replayed rows, want 18 (offsets 12..29)", d)
+	}
+	recs := consumeAll(t, out, "read_committed", 35, 2*time.Second)
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[string(r.value)]++
+	}
+	for i := 0; i < 35; i++ {
+		if n := seen[fmt.Sprintf("r%d", i)]; n != 1 {
+			t.Errorf("record r%d written %d times, want once", i, n)
+		}
+	}
+	if len(recs) != 35 {
+		t.Errorf("%d records in the output, want 35", len(recs))
+	}
+	if err := snk2.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got != 35 {
+		t.Fatalf("group offset %d after the second clean stop, want 35", got)
+	}
 }
