@@ -109,9 +109,10 @@ func report(b *testing.B, size int64, catalog, raw time.Duration) {
 	b.ReportMetric(raw.Seconds()/catalog.Seconds(), "ratio")
 }
 
-// BenchmarkStateUpload runs with the default StoreOptions.UploadConcurrency
-// (1: one 16 MiB part in flight) and with 4 (minio-go's default for
-// uploads of known size, which the baseline gets).
+// BenchmarkStateUpload runs with one 16 MiB part in flight
+// (StoreOptions.UploadConcurrency 1) and with 4 (the default, and
+// minio-go's default for uploads of known size, which the baseline
+// gets).
 func BenchmarkStateUpload(b *testing.B) {
 	for _, size := range benchSizes() {
 		for _, conc := range []int{1, 4} {

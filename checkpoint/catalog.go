@@ -247,6 +247,24 @@ func (c *Catalog) NextID(ctx context.Context) (ID, error) {
 // The object is not part of any checkpoint until Commit writes a manifest
 // that lists it.
 func (c *Catalog) PutState(ctx context.Context, kind Kind, id, taskID string, r io.Reader) (StateSnapshot, error) {
+	return c.putState(ctx, kind, id, taskID, r, nil)
+}
+
+// PutStateSum is PutState for a reader whose producer hashes what it
+// produces (a state snapshot's ObjectChecksum), so that the bytes are
+// hashed once: sum is called after r was read to EOF and the object was
+// written, and returns "sha256:" and the hex SHA-256 of every byte r gave
+// and their count. A count that differs from what the catalog read, or a
+// malformed checksum, fails the call (the object is then written but in
+// no manifest).
+func (c *Catalog) PutStateSum(ctx context.Context, kind Kind, id, taskID string, r io.Reader, sum func() (checksum string, n int64, err error)) (StateSnapshot, error) {
+	if sum == nil {
+		return StateSnapshot{}, errors.New("checkpoint: PutStateSum: nil sum")
+	}
+	return c.putState(ctx, kind, id, taskID, r, sum)
+}
+
+func (c *Catalog) putState(ctx context.Context, kind Kind, id, taskID string, r io.Reader, sum func() (string, int64, error)) (StateSnapshot, error) {
 	if err := checkRef(kind, id); err != nil {
 		return StateSnapshot{}, err
 	}
@@ -261,16 +279,29 @@ func (c *Catalog) PutState(ctx context.Context, kind Kind, id, taskID string, r 
 		size = int64(l.Len())
 	}
 	key := c.StateKey(kind, id, taskID)
-	hr := &hashReader{r: r, h: sha256.New()}
+	hr := &hashReader{r: r}
+	if sum == nil {
+		hr.h = sha256.New()
+	}
 	if err := c.store.Put(ctx, key, hr, size); err != nil {
 		return StateSnapshot{}, fmt.Errorf("checkpoint: writing the state of task %q for %s %s: %w", taskID, kind, id, err)
 	}
-	return StateSnapshot{
-		TaskID:   taskID,
-		URI:      key,
-		Checksum: "sha256:" + hex.EncodeToString(hr.h.Sum(nil)),
-		Bytes:    hr.n,
-	}, nil
+	snap := StateSnapshot{TaskID: taskID, URI: key, Bytes: hr.n}
+	if sum == nil {
+		snap.Checksum = "sha256:" + hex.EncodeToString(hr.h.Sum(nil))
+		return snap, nil
+	}
+	checksum, n, err := sum()
+	switch {
+	case err != nil:
+		return StateSnapshot{}, fmt.Errorf("checkpoint: the state of task %q for %s %s: %w", taskID, kind, id, err)
+	case n != hr.n:
+		return StateSnapshot{}, fmt.Errorf("checkpoint: the state of task %q for %s %s: its producer counted %d bytes, %d were written", taskID, kind, id, n, hr.n)
+	case !validSHA256(checksum):
+		return StateSnapshot{}, fmt.Errorf("checkpoint: the state of task %q for %s %s: checksum %q is not sha256:<64 hex digits>", taskID, kind, id, checksum)
+	}
+	snap.Checksum = checksum
+	return snap, nil
 }
 
 // checkOpen refuses to write into an artifact that has a manifest: its
@@ -306,7 +337,9 @@ type hashReader struct {
 
 func (h *hashReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
-	h.h.Write(p[:n])
+	if h.h != nil {
+		h.h.Write(p[:n])
+	}
 	h.n += int64(n)
 	return n, err
 }

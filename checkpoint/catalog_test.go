@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -811,6 +813,41 @@ func TestConcurrentPutState(t *testing.T) {
 		putObject(t, s, entries[7].URI, randomBytes(int(entries[7].Bytes)))
 		if m, skipped, err := c.Select(ctx, w); m != nil || err != nil || len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "op-7") {
 			t.Fatalf("Select = %v, %v, %v", m, skipped, err)
+		}
+	})
+}
+
+// PutStateSum records the producer's checksum and count without hashing
+// again; a count that differs from the bytes read, a malformed checksum
+// or a failing sum fail the call.
+func TestPutStateSum(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		c := newCatalog(t, s, Options{})
+		ctx := context.Background()
+		id, err := c.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := randomBytes(100_000)
+		h := sha256.Sum256(body)
+		want := "sha256:" + hex.EncodeToString(h[:])
+		snap, err := c.PutStateSum(ctx, KindCheckpoint, id.String(), "map-0", bytes.NewReader(body), func() (string, int64, error) {
+			return want, int64(len(body)), nil
+		})
+		if err != nil || snap.Checksum != want || snap.Bytes != int64(len(body)) {
+			t.Fatalf("%+v %v", snap, err)
+		}
+		if got, err := readState(t, c, snap); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("reading it back: %v", err)
+		}
+		for name, sum := range map[string]func() (string, int64, error){
+			"count":    func() (string, int64, error) { return want, int64(len(body)) - 1, nil },
+			"checksum": func() (string, int64, error) { return "sha256:xyz", int64(len(body)), nil },
+			"error":    func() (string, int64, error) { return "", 0, errors.New("snapshot failed") },
+		} {
+			if _, err := c.PutStateSum(ctx, KindCheckpoint, id.String(), "map-1", bytes.NewReader(body), sum); err == nil {
+				t.Fatalf("%s: PutStateSum succeeded", name)
+			}
 		}
 	})
 }

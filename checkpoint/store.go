@@ -71,16 +71,27 @@ type StoreOptions struct {
 	Client *minio.Client
 	// PartSize is the multipart part size (default DefaultPartSize, 16
 	// MiB; S3 requires at least 5 MiB). An upload of unknown size buffers
-	// one part at a time, and can be at most 10,000 parts long.
+	// UploadConcurrency parts at a time, and can be at most 10,000 parts
+	// long.
 	PartSize uint64
 	// UploadConcurrency is how many parts of an upload of unknown size
-	// (Put with size -1, e.g. Catalog.PutState) are sent at once (default
-	// 1). Each holds a PartSize buffer, so an upload takes up to
+	// (Put with size -1, e.g. Catalog.PutState) are in flight at once
+	// (default DefaultUploadConcurrency, 4; 1 sends one part after the
+	// other, and the producer of the stream waits while each is sent).
+	// Each holds a PartSize buffer, so an upload takes up to
 	// PartSize×UploadConcurrency bytes of memory (64 MiB at 4): weigh it
-	// against the number of tasks that snapshot at the same time. Uploads
-	// of known size use minio-go's defaults.
+	// against the number of tasks that snapshot at the same time (a
+	// checkpoint uploads up to 4 at once). Uploads of known size use
+	// minio-go's defaults.
 	UploadConcurrency int
 }
+
+// DefaultUploadConcurrency is StoreOptions.UploadConcurrency's default.
+// With one part in flight a checkpoint's snapshot production and its
+// upload take turns (0.40–0.57 of raw PutObject's MB/s against MinIO in
+// BENCHMARKS.md); with 4 they overlap and parts go up in parallel, as
+// minio-go does for uploads of known size.
+const DefaultUploadConcurrency = 4
 
 // OpenStore opens the store at uri, choosing the backend by its scheme:
 //

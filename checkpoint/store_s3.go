@@ -46,6 +46,9 @@ func openS3Store(ctx context.Context, uri string, u *url.URL, opts StoreOptions)
 		return nil, fmt.Errorf("checkpoint: object store %q: upload concurrency %d must not be negative", uri, opts.UploadConcurrency)
 	}
 	s := &s3Store{bucket: u.Host, partSize: opts.PartSize, threads: opts.UploadConcurrency}
+	if s.threads == 0 {
+		s.threads = DefaultUploadConcurrency
+	}
 	if s.partSize == 0 {
 		s.partSize = DefaultPartSize
 	}

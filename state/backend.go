@@ -64,6 +64,11 @@ type SnapshotInfo struct {
 	// stream up to its trailer; the trailer repeats it, so a reader can
 	// verify the stream by itself, and a manifest can record it.
 	Checksum string
+	// ObjectChecksum is "sha256:" and the hex SHA-256 of every byte
+	// written, trailer included: the checksum of the object the stream
+	// becomes, computed by the same pass (a checkpoint's manifest records
+	// it without hashing the stream again).
+	ObjectChecksum string
 }
 
 // RestoreInfo describes a restore.

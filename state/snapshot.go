@@ -164,6 +164,8 @@ func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (Snapsh
 	buf = append(buf, snapKindEnd)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(count))
 	buf = append(buf, sum...)
+	hw.h.Write(buf)
+	objSum := hw.h.Sum(nil)
 	hw.n += int64(len(buf))
 	if _, err := hw.bw.Write(buf); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
@@ -171,7 +173,7 @@ func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (Snapsh
 	if err := hw.bw.Flush(); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
 	}
-	return SnapshotInfo{Entries: count, Bytes: hw.n, Checksum: "sha256:" + hex.EncodeToString(sum)}, nil
+	return SnapshotInfo{Entries: count, Bytes: hw.n, Checksum: "sha256:" + hex.EncodeToString(sum), ObjectChecksum: "sha256:" + hex.EncodeToString(objSum)}, nil
 }
 
 // snapReader reads a snapshot stream, counting and hashing the bytes.

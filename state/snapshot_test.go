@@ -74,6 +74,9 @@ func TestSnapshotFormat(t *testing.T) {
 			scope["groups"].(map[string]any)["end"] != 127.0 {
 			t.Fatalf("header %s", data[12:12+hlen])
 		}
+		if whole := sha256.Sum256(data); info.ObjectChecksum != "sha256:"+hex.EncodeToString(whole[:]) {
+			t.Fatalf("%s: ObjectChecksum %s is not the SHA-256 of the stream", c.name, info.ObjectChecksum)
+		}
 		tr := data[len(data)-trailerLen:]
 		sum := sha256.Sum256(data[:len(data)-trailerLen])
 		if tr[0] != 2 || binary.BigEndian.Uint64(tr[1:]) != uint64(n) || !bytes.Equal(tr[9:], sum[:]) {

@@ -477,11 +477,18 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			pr, pw := io.Pipe()
+			produced := make(chan state.SnapshotInfo, 1)
 			go func() {
-				_, err := c.Frozen.Snapshot(pw, state.Scope{Job: ns, Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
+				info, err := c.Frozen.Snapshot(pw, state.Scope{Job: ns, Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
+				produced <- info
 				pw.CloseWithError(err)
 			}()
-			snap, err := cat.PutState(ctx, kind, id, t.ID, pr)
+			// The snapshot hashes the object as it writes it; the
+			// catalog records that hash instead of hashing it again.
+			snap, err := cat.PutStateSum(ctx, kind, id, t.ID, pr, func() (string, int64, error) {
+				info := <-produced
+				return info.ObjectChecksum, info.Bytes, nil
+			})
 			pr.CloseWithError(errors.New("upload ended"))
 			results[i] = result{snap, err}
 		}(i, t)
