@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -8,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 
@@ -217,11 +217,10 @@ func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress f
 // decodes each batch again before its table builder gets it; that runs
 // beside the parsing instead of after it).
 type streamSink struct {
-	sw      *badger.StreamWriter
-	id      uint32
-	stop    *atomic.Bool
-	buf     *z.Buffer
-	scratch []byte
+	sw   *badger.StreamWriter
+	id   uint32
+	stop *atomic.Bool
+	buf  *z.Buffer
 
 	started bool
 	full    chan *z.Buffer
@@ -264,17 +263,59 @@ func (s *streamSink) put(key, value []byte, exp int64) error {
 	if s.buf == nil {
 		s.buf = <-s.free
 	}
-	s.scratch = storedValueEncode(s.scratch[:0], value, exp)
-	kv := &pb.KV{Key: key, Value: s.scratch, Version: 1, ExpiresAt: expirySeconds(exp), StreamId: s.id}
-	badger.KVToBuffer(kv, s.buf)
-	if cap(s.scratch) > 1<<20 {
-		s.scratch = nil
-	}
+	appendKV(s.buf, s.id, key, value, exp)
 	if s.buf.LenNoPadding() >= bulkBatch {
 		s.full <- s.buf
 		s.buf = nil
 	}
 	return nil
+}
+
+// appendKV appends what badger.KVToBuffer would for
+// pb.KV{Key: key, Value: storedValueEncode(value, exp), Version: 1,
+// ExpiresAt: expirySeconds(exp), StreamId: id}, encoding the protobuf by
+// hand: no reflection, and the value is copied once, straight into the
+// buffer.
+func appendKV(buf *z.Buffer, id uint32, key, value []byte, exp int64) {
+	const (
+		tagKey       = 1<<3 | 2
+		tagValue     = 2<<3 | 2
+		tagVersion   = 4<<3 | 0
+		tagExpiresAt = 5<<3 | 0
+		tagStreamID  = 10<<3 | 0
+	)
+	vlen := storedValueHeader + len(value)
+	ttl := expirySeconds(exp)
+	size := 1 + uvarintLen(uint64(len(key))) + len(key) + 1 + uvarintLen(uint64(vlen)) + vlen + 2 + 1 + uvarintLen(uint64(id))
+	if ttl != 0 {
+		size += 1 + uvarintLen(ttl)
+	}
+	dst := buf.SliceAllocate(size)[:0]
+	dst = append(dst, tagKey)
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	dst = append(dst, key...)
+	dst = append(dst, tagValue)
+	dst = binary.AppendUvarint(dst, uint64(vlen))
+	dst = storedValueEncode(dst, value, exp)
+	dst = append(dst, tagVersion, 1)
+	if ttl != 0 {
+		dst = append(dst, tagExpiresAt)
+		dst = binary.AppendUvarint(dst, ttl)
+	}
+	dst = append(dst, tagStreamID)
+	dst = binary.AppendUvarint(dst, uint64(id))
+	if len(dst) != size {
+		panic(fmt.Sprintf("state: appendKV: encoded %d bytes, computed %d", len(dst), size))
+	}
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 // finish hands over the last batch (unless abort) and waits for the

@@ -9,6 +9,10 @@ import (
 	"io"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/ristretto/v2/z"
+
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -295,4 +299,27 @@ func BenchmarkRestore100MB(b *testing.B) {
 			io.Copy(io.Discard, bytes.NewReader(data))
 		}
 	})
+}
+
+// appendKV encodes what badger.KVToBuffer does.
+func TestAppendKV(t *testing.T) {
+	for _, c := range []struct {
+		key, value []byte
+		exp        int64
+		id         uint32
+	}{
+		{[]byte("k"), []byte("v"), 0, 1},
+		{bytes.Repeat([]byte("k"), 300), bytes.Repeat([]byte("v"), 70000), 1_700_000_000_123, 300},
+		{[]byte{0}, []byte{}, 5, 1 << 20}, // keys are never empty
+	} {
+		want := z.NewBuffer(1<<10, "test")
+		got := z.NewBuffer(1<<10, "test")
+		badger.KVToBuffer(&pb.KV{Key: c.key, Value: storedValueEncode(nil, c.value, c.exp), Version: 1, ExpiresAt: expirySeconds(c.exp), StreamId: c.id}, want)
+		appendKV(got, c.id, c.key, c.value, c.exp)
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("appendKV(%d-byte key, %d-byte value, exp %d, id %d) differs from KVToBuffer", len(c.key), len(c.value), c.exp, c.id)
+		}
+		want.Release()
+		got.Release()
+	}
 }
