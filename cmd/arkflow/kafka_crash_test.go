@@ -242,6 +242,16 @@ func TestKafkaExactlyOnceL3SurvivesSIGKILL(t *testing.T) {
 // after 10 s ("connecting source in-0: kafka: reading the committed offsets
 // of group …: Local: Timed out"), and every restart within
 // transaction.timeout.ms (60 s by default) fails the same way.
+//
+// Run past that bug (ARKFLOW_KAFKA_KNOWN_BUGS=1 with the sink's
+// transaction.timeout.ms lowered to 3000, so the broker aborts the dead
+// transaction before the source's 10 s wait ends), the proof then finds
+// the group offset trailing the output by two batches, not one (50 rows at
+// batch_size 25; seeds 1796003458561638506 and 1796003426523157469, also
+// 29 rows with seed 1796003283781898045): the previous batch's
+// acknowledgement reaches the input's frontier asynchronously (WAL
+// cursor, then the committer goroutine's native ack), so the next write's
+// clamp often still sees the frontier before it.
 const kafkaL3RestartBug = "known bug: after a SIGKILL during an L3 transaction the job cannot restart until the broker times the " +
 	"transaction out (the source's committed-offset read gets UNSTABLE_OFFSET_COMMIT; the sink that would fence the " +
 	"dead producer connects after the sources); TestKafkaL3RestartAfterKillInTransaction reproduces it. " +
@@ -1243,12 +1253,24 @@ func kafkaCheck(t *testing.T, v kafkaProof, seed uint64, killed int, want map[st
 		tailTotal += tail
 		tails = append(tails, strconv.Itoa(tail))
 	}
-	// A clean stop leaves nothing to replay: Close commits the rest.
+	// After the clean stop the group trails the end by at most one batch
+	// too. (Close commits the rest only of what the last run wrote itself:
+	// when everything was written before it, the group keeps the lag a
+	// killed run left; the job's own restart resumes from its checkpoint
+	// and WAL positions, so nothing is written twice.)
 	final := runs[len(runs)-1].finalCommitted
+	var short []string
 	for p := 0; p < kafkaParts; p++ {
-		if end := int64(kafkaPerPart + kafkaTail); final[int32(p)] != end {
-			violations = append(violations, fmt.Sprintf("after the clean stop the group's offset of partition %d is %d, not its end %d", p, final[int32(p)], end))
+		end := int64(kafkaPerPart + kafkaTail)
+		switch lag := end - final[int32(p)]; {
+		case lag > kafkaBatchSize:
+			violations = append(violations, fmt.Sprintf("after the clean stop the group's offset of partition %d is %d: %d rows short of its end %d, more than one batch", p, final[int32(p)], lag, end))
+		case lag > 0:
+			short = append(short, fmt.Sprintf("partition %d: %d", p, lag))
 		}
+	}
+	if len(short) > 0 {
+		t.Logf("%s: after the clean stop the group's offsets are short of the ends by (rows) %v", v, short)
 	}
 	t.Logf("%s: per restart, rows the group offsets trailed the output by (the L3 tail: at most %d per partition, %d per crash): %s (total %d; %d duplicates)",
 		v, kafkaBatchSize, kafkaParts*kafkaBatchSize, strings.Join(tails, " "), tailTotal, total)
