@@ -99,6 +99,18 @@ type Positioner interface {
 	Seek(positions []Position) error
 }
 
+// CoverageAware is implemented by sources that need to know what a
+// write-ahead log in front of them has covered. Behind a WAL a source is
+// sought past everything the WAL holds, and the WAL replays its entries
+// after the cursor itself, so the source's own frontier runs ahead of what
+// was processed until those replays are acknowledged. The runtime's WAL
+// wrapper calls SetCovered, before Connect, with a function returning the
+// positions its cursor covers (every row before them acknowledged;
+// partitions the WAL never held are absent). Safe for concurrent use.
+type CoverageAware interface {
+	SetCovered(covered func() []Position)
+}
+
 // Sink writes rows to an external output. Methods are called from one
 // goroutine.
 type Sink interface {

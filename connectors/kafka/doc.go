@@ -126,24 +126,42 @@
 // connect, in an in-process registry under consumer_group, and commits no
 // offsets itself: acknowledgements only move its in-memory contiguous
 // frontier (which checkpoints and the WAL still record as positions). The
-// output whose offset_commit_group names the group derives, for every
-// write, the input's offsets from the rows' __meta_topic,
-// __meta_partition and __meta_offset columns (rows of other sources, and
-// batches without these columns, contribute none) and commits them with
-// SendOffsetsToTransaction in the transaction that writes the rows
-// (R-KAFKA-5): per partition
+// output whose offset_commit_group names the group commits offsets with
+// SendOffsetsToTransaction inside the transaction that writes the rows
+// (R-KAFKA-5):
 //
-//	min(max __meta_offset in the batch + 1, the input's contiguous frontier)
+//   - for every partition of the batch, derived from the rows'
+//     __meta_topic, __meta_partition and __meta_offset columns (rows of
+//     other sources, and batches without these columns, contribute none):
+//     min(max __meta_offset in the batch + 1, the input's contiguous
+//     frontier);
+//   - when the output's rows carry that metadata (a pass-through
+//     pipeline), also every other partition the input reads, at its
+//     frontier: a frontier never covers a record whose outputs were not
+//     all written and acknowledged, so committing it skips nothing, and it
+//     commits the batch a partition wrote last as soon as any later
+//     transaction runs;
+//   - behind a WAL, the frontier is capped by what the WAL cursor covers:
+//     the source is sought past what the WAL holds while the WAL replays
+//     its entries itself, so until those are acknowledged the source's own
+//     frontier runs ahead of what was processed
+//     (connectors.CoverageAware);
+//   - only when beyond what this output already committed, and what the
+//     group had committed when the partition was assigned: the group
+//     offset never moves back.
 //
-// and only when that is beyond what this output already committed (and
-// what the group had committed when the partition was assigned), so the
-// group offset never moves back. The consumer group metadata is asked of
-// the input's consumer for every transaction, so a rebalance fences the
-// commit of partitions the input no longer reads (the transaction aborts
-// and the batch is written again; partitions no source reads get no
-// offset). The group's offsets therefore move only with committed
-// transactions: an aborted transaction leaves them where they were, and
-// its rows are never visible to read_committed consumers.
+// The consumer group metadata is asked of the input's consumer for every
+// transaction, so a rebalance fences the commit of partitions the input
+// no longer reads (the transaction aborts and the batch is written again;
+// partitions no source reads get no offset). The group's offsets
+// therefore move only with committed transactions: an aborted transaction
+// leaves them where they were, and its rows are never visible to
+// read_committed consumers. A subscribed input that gets a partition back
+// after a rebalance resumes at its own frontier (nothing was committed at
+// the revocation). The input reads the group's committed offsets without
+// waiting for open transactions (require_stable off): after a crash
+// inside a transaction, that one stays open until the output's
+// InitTransactions fences it, and outputs connect after inputs.
 //
 // Why the frontier clamps, and what it costs. The runtime acknowledges a
 // batch to its source only after every output derived from it was
@@ -153,15 +171,17 @@
 // another branch of the graph (fan-out, routes, another sink) still holds
 // or failed. Committing the batch's own max + 1 instead could skip such
 // rows after a crash; committing the frontier never skips anything. The
-// price is that the group offset lags the output by the batch being
+// price is that the group offset trails the output by the batch being
 // written. The duplicate bound of L3:
 //
-//   - a crash (SIGKILL, power loss) duplicates at most the last batch
-//     written per partition (the tail): a restart that resumes from the
-//     group offsets writes it again in a new transaction;
+//   - a crash (SIGKILL, power loss) duplicates at most the batch whose
+//     transaction was the last to commit (the tail; one source batch, of
+//     one partition, for a pass-through job), plus whatever the WAL's
+//     acknowledgements lagged behind at that moment: a restart writes it
+//     again in a new transaction;
 //   - a clean stop duplicates nothing: Close runs one more transaction
-//     holding only offsets, min(end of what the output wrote, the input's
-//     final frontier), which by then covers every written batch;
+//     holding only offsets, every partition the input read at its final
+//     frontier, which by then covers every written batch;
 //   - restarts resume from the group's offsets only for partitions without
 //     a checkpoint or WAL position (R-KAFKA-2: restored positions win). A
 //     restored position can be older than the group offset (a checkpoint

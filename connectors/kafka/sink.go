@@ -21,7 +21,8 @@ import (
 
 // Output is a validated Kafka output.
 type Output struct {
-	cfg SinkConfig
+	cfg      SinkConfig
+	metaRows bool // the rows carry __meta_partition and __meta_offset
 }
 
 // NewOutput checks cfg for rows of schema (nil when unknown) and returns
@@ -50,7 +51,13 @@ func NewOutput(cfg SinkConfig, schema *arrow.Schema) (*Output, error) {
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
-	return &Output{cfg: cfg}, nil
+	return &Output{cfg: cfg, metaRows: schema != nil && hasInputMeta(schema)}, nil
+}
+
+// hasInputMeta reports whether rows of the schema carry the Kafka
+// metadata L3 derives offsets from.
+func hasInputMeta(s *arrow.Schema) bool {
+	return len(s.FieldIndices(connectors.MetaPartition)) == 1 && len(s.FieldIndices(connectors.MetaOffset)) == 1
 }
 
 func columnNames(s *arrow.Schema) string {
@@ -83,7 +90,7 @@ func (o *Output) newSink(info connectors.TaskInfo) *Sink {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask), sentOffsets: map[tp]int64{}, written: map[tp]int64{}}
+	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask), sentOffsets: map[tp]int64{}, metaRows: o.metaRows}
 	if o.cfg.ExactlyOnce {
 		s.txnID = strings.ReplaceAll(o.cfg.TransactionalID, SubtaskPlaceholder, strconv.Itoa(info.Subtask))
 	}
@@ -113,9 +120,9 @@ type Sink struct {
 	// sink committed in its transactions, per partition (it never commits
 	// below them).
 	sentOffsets map[tp]int64
-	// written are, per partition, the end (max offset + 1) of the input
-	// records whose rows this sink's committed transactions hold.
-	written map[tp]int64
+	// metaRows: the rows carry the input's Kafka metadata columns (known
+	// from the schema, or seen in a write).
+	metaRows bool
 	// pairedSeen are the transactional sources the writes were paired
 	// with (for the final commit at Close).
 	pairedSeen []*Source
@@ -145,6 +152,9 @@ func (s *Sink) Connect(ctx context.Context) error {
 		return errors.New("kafka: already connected")
 	}
 	s.topic = string(s.cfg.Topic)
+	if g := s.cfg.OffsetCommitGroup; g != "" {
+		s.notePaired(pairedSources(g)) // connected before the sinks
+	}
 	if err := s.open(ctx); err != nil {
 		return err
 	}
@@ -296,6 +306,9 @@ func (s *Sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 			rec = kept
 		}
 		marks = batchMarks(rec, srcs)
+		if !s.metaRows && hasInputMeta(rec.Schema()) {
+			s.metaRows = true
+		}
 	}
 	values, err := s.values(rec)
 	if err != nil {
@@ -466,9 +479,6 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[
 	}
 	for k, off := range sent {
 		s.sentOffsets[k] = off // committed with the transaction
-	}
-	for k, end := range marks {
-		s.written[k] = max(s.written[k], end)
 	}
 	// The commit flushed every record; their reports are on their way.
 	select {

@@ -228,6 +228,9 @@ type Source struct {
 	// for its group metadata (transactional_offsets).
 	gmMu     sync.Mutex
 	gmClosed bool
+	// covered, behind a WAL, returns the positions its cursor covers
+	// (connectors.CoverageAware; guarded by mu).
+	covered func() []connectors.Position
 
 	commitMu   sync.Mutex // one commit at a time
 	kick       chan struct{}
@@ -417,7 +420,13 @@ func timeoutFor(ctx context.Context, d time.Duration) time.Duration {
 // partition's range on the broker.
 func (s *Source) resolve(ctx context.Context, parts []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
 	timeout := int(timeoutFor(ctx, MetadataTimeout).Milliseconds())
-	committed, err := s.consumer.Committed(cloneParts(parts), timeout)
+	var committed []kafka.TopicPartition
+	var err error
+	if s.cfg.TransactionalOffsets {
+		committed, err = s.committedNow(parts, timeoutFor(ctx, MetadataTimeout))
+	} else {
+		committed, err = s.consumer.Committed(cloneParts(parts), timeout)
+	}
 	if ke, ok := kafkaError(err); ok && ke.Code() == kafka.ErrGroupIDNotFound {
 		committed, err = nil, nil // a group that never committed (some brokers say so)
 	}
@@ -540,6 +549,22 @@ func (s *Source) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 			if err := s.commit(revoked); err != nil {
 				s.log.Warn("committing the offsets of revoked partitions", "error", err)
 			}
+		}
+		if !lost && s.cfg.TransactionalOffsets {
+			// Nothing was committed (the group lags the frontier by the
+			// batch the output wrote last): should the group give a
+			// partition back, it resumes at its frontier, not at the
+			// group's offset, so that rows already written are not
+			// written again. A frontier older than the group's offset by
+			// then is harmless: the output drops the rows the group
+			// committed.
+			s.mu.Lock()
+			for _, k := range revoked {
+				if fr, ok := s.trackers[k.topic].Frontier(k.part); ok && s.assigned[k] {
+					s.restored[k] = fr
+				}
+			}
+			s.mu.Unlock()
 		}
 		s.mu.Lock()
 		if !s.closed { // at Close, Positions keep reporting the last frontiers

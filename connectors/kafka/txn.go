@@ -3,10 +3,12 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -75,6 +77,40 @@ func (s *Source) pairFrontier(k tp) (frontier, floor int64, ok bool) {
 	return s.frontierFor(k, false)
 }
 
+// SetCovered implements connectors.CoverageAware: behind a WAL, the
+// frontier the paired output commits is capped by what the WAL cursor
+// covers (see coverage).
+func (s *Source) SetCovered(covered func() []connectors.Position) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.covered = covered
+}
+
+// coverage returns the positions a WAL in front of this source covers, or
+// nil without one. Behind a WAL the source is sought past what the WAL
+// holds, and the WAL replays its unacknowledged entries itself: the
+// source's frontier starts at the end of the WAL, ahead of the replays.
+// The WAL cursor covers exactly the acknowledged prefix, replays
+// included, so min(frontier, covered) is the contiguous acknowledged
+// frontier the output may commit.
+func (s *Source) coverage() map[tp]int64 {
+	s.mu.Lock()
+	covered := s.covered
+	s.mu.Unlock()
+	if covered == nil {
+		return nil
+	}
+	out := map[tp]int64{}
+	for _, p := range covered() {
+		t := p.Topic
+		if t == "" {
+			t = s.cfg.Topics[0]
+		}
+		out[tp{t, p.Partition}] = p.Offset
+	}
+	return out
+}
+
 // frontierFor is pairFrontier; afterClose also answers once the source
 // closed (its last frontiers, for the output's final commit).
 func (s *Source) frontierFor(k tp, afterClose bool) (frontier, floor int64, ok bool) {
@@ -92,6 +128,43 @@ func (s *Source) frontierFor(k tp, afterClose bool) (frontier, floor int64, ok b
 		floor = c
 	}
 	return fr, floor, true
+}
+
+// committedNow returns the group's committed offsets of parts without
+// waiting for open transactions (require_stable=false). A read_committed
+// consumer's own offset fetch (Committed) asks for stable offsets (KIP-447):
+// while a transaction holding offsets for the group is open, the broker
+// answers UNSTABLE_OFFSET_COMMIT and librdkafka retries until its timeout.
+// After a crash between SendOffsetsToTransaction and CommitTransaction that
+// transaction stays open until the output's InitTransactions fences its
+// producer — and outputs connect after inputs — or until the broker's
+// transaction timeout, so the restart would fail. The last committed
+// offsets are the right start anyway: the fenced transaction is aborted.
+// (Had the dead producer already asked to commit, its offsets land
+// shortly after; the batch it held is then written again: the tail.)
+func (s *Source) committedNow(parts []kafka.TopicPartition, timeout time.Duration) ([]kafka.TopicPartition, error) {
+	a, err := kafka.NewAdminClientFromConsumer(s.consumer)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := a.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: s.cfg.ConsumerGroup, Partitions: cloneParts(parts)}}, kafka.SetAdminRequireStableOffsets(false))
+	if err != nil {
+		return nil, err
+	}
+	if len(res.ConsumerGroupsTopicPartitions) != 1 {
+		return nil, fmt.Errorf("kafka: listing the offsets of group %q returned %d groups", s.cfg.ConsumerGroup, len(res.ConsumerGroupsTopicPartitions))
+	}
+	g := res.ConsumerGroupsTopicPartitions[0]
+	for _, p := range g.Partitions {
+		if p.Error != nil {
+			// Never fall back to the configured start on an error.
+			return nil, fmt.Errorf("topic %q partition %d: %w", *p.Topic, p.Partition, p.Error)
+		}
+	}
+	return g.Partitions, nil
 }
 
 // groupMetadata returns the consumer's current group metadata (generation
@@ -229,12 +302,13 @@ func (s *Sink) dropCommitted(rec arrow.RecordBatch, srcs []*Source) (arrow.Recor
 	return out, dropped, nil
 }
 
-// sendOffsets adds the paired input's offsets to the open transaction:
-// per partition of the batch, min(max offset in the batch + 1, the
-// input's contiguous acknowledged frontier), when that is beyond what this
-// sink already committed (and what the group held when the input was
-// assigned the partition). It returns the offsets sent, to be recorded
-// once the transaction commits.
+// sendOffsets adds the paired input's offsets to the open transaction
+// (see targets): per partition of the batch, min(max offset in the batch
+// + 1, the input's contiguous acknowledged frontier); when the rows carry
+// Kafka metadata, every other partition the input reads at its frontier —
+// each when beyond what this sink already committed (and what the group
+// held when the input was assigned the partition). It returns the offsets
+// sent, to be recorded once the transaction commits.
 //
 // Why the frontier clamps: the input acknowledges a batch only after
 // every output derived from it was written — for this sink, after the
@@ -250,16 +324,12 @@ func (s *Sink) sendOffsets(ctx context.Context, p *kafka.Producer, marks map[tp]
 	if len(srcs) == 0 {
 		return nil, s.unpaired()
 	}
-	if len(marks) == 0 {
+	s.notePaired(srcs)
+	all := s.targets(srcs, marks, false)
+	if len(all) == 0 {
 		return nil, nil
 	}
-	keys := sortedKeys(marks)
-	for _, src := range srcs {
-		if !slices.Contains(s.pairedSeen, src) {
-			s.pairedSeen = append(s.pairedSeen, src)
-		}
-	}
-	sent, byOwner, owners := s.clamp(keys, marks, srcs, false)
+	sent, byOwner, owners := s.clamp(sortedKeys(all), all, srcs, false)
 	for _, src := range owners {
 		md, err := src.groupMetadata()
 		if err != nil {
@@ -275,6 +345,67 @@ func (s *Sink) sendOffsets(ctx context.Context, p *kafka.Producer, marks map[tp]
 	return sent, nil
 }
 
+// notePaired remembers the paired sources (for the final commit at Close,
+// when they may have closed and left the registry).
+func (s *Sink) notePaired(srcs []*Source) {
+	for _, src := range srcs {
+		if !slices.Contains(s.pairedSeen, src) {
+			s.pairedSeen = append(s.pairedSeen, src)
+		}
+	}
+}
+
+// targets returns the partitions a transaction commits offsets of, each
+// with the mark its offset is clamped to (clamp takes min(mark,
+// frontier)):
+//
+//   - the batch's partitions, at the end of their rows in the batch
+//     (R-KAFKA-5's min(max offset in batch + 1, frontier));
+//   - when this sink's rows carry Kafka metadata (a pass-through
+//     pipeline), every other partition the paired input reads, at its
+//     frontier. The frontier only ever covers records whose every output
+//     was written and acknowledged, so committing it skips nothing; and
+//     since the acknowledgement of a write follows its commit, a partition
+//     this sink wrote last is committed by the next transaction of any
+//     partition — the group then trails the output by the batch being
+//     written, not by the last batch of every partition. It also moves the
+//     group over records a restart resumed past (restored positions ahead
+//     of the group's offset) and over records filtered away.
+//
+// Rows without metadata (window and aggregate results) commit nothing:
+// the metadata-less sink never learns which input its rows cover.
+func (s *Sink) targets(srcs []*Source, marks map[tp]int64, afterClose bool) map[tp]int64 {
+	all := map[tp]int64{}
+	if s.metaRows {
+		for _, src := range srcs {
+			for _, k := range src.readPartitions(afterClose) {
+				all[k] = math.MaxInt64
+			}
+		}
+	}
+	for k, end := range marks {
+		all[k] = end
+	}
+	return all
+}
+
+// readPartitions lists the partitions the source reads (afterClose: read
+// when it closed).
+func (s *Source) readPartitions(afterClose bool) []tp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed && !afterClose {
+		return nil
+	}
+	out := make([]tp, 0, len(s.assigned))
+	for k, ok := range s.assigned {
+		if ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // clamp computes the offsets to commit: per partition, min(mark, the
 // frontier of the source reading it), when beyond what this sink already
 // committed and what the group held at assignment. Partitions no source
@@ -283,11 +414,20 @@ func (s *Sink) clamp(keys []tp, marks map[tp]int64, srcs []*Source, afterClose b
 	sent := map[tp]int64{}
 	byOwner := map[*Source][]kafka.TopicPartition{}
 	var owners []*Source
+	covs := map[*Source]map[tp]int64{}
 	for _, k := range keys {
 		for _, src := range srcs {
 			fr, floor, ok := src.frontierFor(k, afterClose)
 			if !ok {
 				continue // not read by this source (revoked, or another subtask's)
+			}
+			cov, seen := covs[src]
+			if !seen {
+				cov = src.coverage()
+				covs[src] = cov
+			}
+			if w, ok := cov[k]; ok {
+				fr = min(fr, w)
 			}
 			off := min(marks[k], fr)
 			if prev, ok := s.sentOffsets[k]; ok {
@@ -322,22 +462,24 @@ func sortedKeys(m map[tp]int64) []tp {
 }
 
 // commitFinalOffsets runs, at Close, one last transaction holding only
-// offsets: per partition this sink wrote, min(the end of what it wrote,
-// the paired input's final frontier). Every write's transaction commits
-// the frontier as it was before the write's own rows were acknowledged, so
-// without it the group would stay one batch behind the output after a
-// clean stop, and the next start would write that batch again. By Close
-// the runtime has acknowledged every written batch (sources close before
-// sinks, after draining their acknowledgements), so the frontier covers
-// them. A source that already closed left its consumer group: its offsets
+// offsets, when this sink's rows carry Kafka metadata: every partition the
+// paired input read, at its final frontier. Every write's transaction
+// commits the frontier as it was before the write's own rows were
+// acknowledged, so without it the group would stay one batch behind the
+// output after a clean stop, and the next start would write that batch
+// again. By Close the runtime has acknowledged every written batch
+// (sources close before sinks, after draining their acknowledgements), so
+// the frontier covers them. A source that already closed left its consumer group: its offsets
 // are committed with group metadata holding only the group id
 // (generation -1, no member), which brokers accept without a member check.
 // Failures are logged: the next start then replays the tail.
 func (s *Sink) commitFinalOffsets(ctx context.Context) {
-	if len(s.written) == 0 || len(s.pairedSeen) == 0 || s.producer == nil || s.fenced != nil || s.inTxn {
+	s.notePaired(pairedSources(s.cfg.OffsetCommitGroup))
+	if !s.metaRows || len(s.pairedSeen) == 0 || s.producer == nil || s.fenced != nil || s.inTxn {
 		return
 	}
-	sent, byOwner, owners := s.clamp(sortedKeys(s.written), s.written, s.pairedSeen, true)
+	all := s.targets(s.pairedSeen, nil, true)
+	sent, byOwner, owners := s.clamp(sortedKeys(all), all, s.pairedSeen, true)
 	if len(owners) == 0 {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -476,5 +477,58 @@ func TestL3DropsReplayedCommittedRows(t *testing.T) {
 	}
 	if got := committedOffsets(t, group, in, 1)[0]; got != 35 {
 		t.Fatalf("group offset %d after the second clean stop, want 35", got)
+	}
+}
+
+// Behind a WAL the source is sought past what the WAL holds while the WAL
+// replays its entries itself: the output commits no further than the WAL
+// cursor covers, however far the source's own frontier got.
+func TestL3FrontierCappedByWALCoverage(t *testing.T) {
+	in, out := newTopic(t, 1), newTopic(t, 1)
+	group := uniqueName(t, "g")
+	p := newProducer(t, nil)
+	produce(t, p, in, 0, rawRecords(20, 0)...)
+	input := sourceInput(t, SourceConfig{Brokers: brokers(t), Topics: []string{in}, ConsumerGroup: group, BatchSize: 10, TransactionalOffsets: true})
+	src, err := input.newSource(connectors.TaskInfo{JobID: "test", OperatorID: "src", Subtask: 0, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var covered atomic.Int64 // the WAL holds 0..9, its cursor at 0
+	src.SetCovered(func() []connectors.Position {
+		return []connectors.Position{{Topic: in, Partition: 0, Offset: covered.Load()}}
+	})
+	if err := src.Seek([]connectors.Position{{Topic: in, Partition: 0, Offset: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := src.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close(context.Background()) })
+	output := sinkOutput(t, SinkConfig{Brokers: brokers(t), Topic: Topic(out), ValueField: RawValueColumn, ExactlyOnce: true,
+		TransactionalID: uniqueName(t, "txn"), OffsetCommitGroup: group}, input.Schema())
+	snk := openSink(t, output, 0)
+	for _, b := range readBatches(t, src, 10) {
+		writeBatch(t, snk, b)
+		b.Ack(nil)
+	}
+	if fr := src.Positions()[0].Offset; fr != 20 {
+		t.Fatalf("source frontier %d, want 20", fr)
+	}
+	produce(t, p, in, 0, rawRecords(5, 20)...)
+	more := readBatches(t, src, 5)
+	writeBatch(t, snk, more[0])
+	if got := committedOffsets(t, group, in, 1)[0]; got > 0 {
+		t.Fatalf("group offset %d while the WAL cursor covers 0: committed past the WAL's replays", got)
+	}
+	// The replays were acknowledged: the cursor covers everything.
+	covered.Store(20)
+	more[0].Ack(nil)
+	produce(t, p, in, 0, rawRecords(5, 25)...)
+	last := readBatches(t, src, 5)
+	writeBatch(t, snk, last[0])
+	if got := committedOffsets(t, group, in, 1)[0]; got != 20 {
+		t.Fatalf("group offset %d, want the covered 20", got)
 	}
 }

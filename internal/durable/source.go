@@ -113,6 +113,9 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		}
 		s.base = toMap(ps)
 	}
+	if c, ok := inner.(connectors.CoverageAware); ok {
+		c.SetCovered(s.Positions)
+	}
 	return s, nil
 }
 
