@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -531,4 +532,110 @@ func TestL3FrontierCappedByWALCoverage(t *testing.T) {
 	if got := committedOffsets(t, group, in, 1)[0]; got != 20 {
 		t.Fatalf("group offset %d, want the covered 20", got)
 	}
+}
+
+// Two subscribed transactional sources of one group in one process, one
+// output: a rebalance moves partitions between them while the output
+// keeps writing. Each transaction commits a partition's offset through
+// the source that reads it (its group metadata: member and generation),
+// revoked partitions get none, and the records of moved partitions are
+// written again at most from the group offset on: every record arrives,
+// duplicates stay within one batch per moved partition.
+func TestL3Rebalance(t *testing.T) {
+	brokers(t)
+	in, out := newTopic(t, 4), newTopic(t, 1)
+	group := uniqueName(t, "g")
+	p := newProducer(t, nil)
+	for part := int32(0); part < 4; part++ {
+		produce(t, p, in, part, rawRecords(10, int(part)*1000)...)
+	}
+	cfg := SourceConfig{Brokers: brokers(t), Topics: []string{in}, ConsumerGroup: group, BatchSize: 5, TransactionalOffsets: true,
+		Properties: Properties{"session.timeout.ms": "6000", "heartbeat.interval.ms": "100"}}
+	input := sourceInput(t, cfg)
+	output := sinkOutput(t, SinkConfig{Brokers: brokers(t), Topic: Topic(out), ValueField: RawValueColumn, ExactlyOnce: true,
+		TransactionalID: uniqueName(t, "txn"), OffsetCommitGroup: group}, input.Schema())
+	a := openSource(t, input, 0, 1, nil)
+	snk := openSink(t, output, 0)
+	var wmu sync.Mutex // the sink is used from one goroutine at a time
+	var rows atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	consume := func(s *Source) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				b, err := s.Read(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("Read: %v", err)
+					}
+					return
+				}
+				wmu.Lock()
+				err = snk.Write(context.Background(), b.Record)
+				wmu.Unlock()
+				rows.Add(b.Record.NumRows())
+				b.Record.Release()
+				b.Ack(err)
+				if err != nil {
+					t.Errorf("Write: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	waitFor := func(what string, cond func() bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	consume(a)
+	waitFor("the first source to read everything", func() bool { return rows.Load() >= 40 })
+	b := openSource(t, input, 0, 1, nil) // joins while a keeps polling
+	consume(b)
+	waitFor("a balanced assignment", func() bool { return len(a.Positions()) == 2 && len(b.Positions()) == 2 })
+	for part := int32(0); part < 4; part++ {
+		produce(t, p, in, part, rawRecords(5, int(part)*1000+10)...)
+	}
+	recs := consumeAll(t, out, "read_committed", 60, 2*time.Second)
+	cancel()
+	wg.Wait()
+	wmu.Lock()
+	if err := snk.Close(context.Background()); err != nil {
+		t.Errorf("sink Close: %v", err)
+	}
+	wmu.Unlock()
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[string(r.value)]++
+	}
+	dups := 0
+	for part := 0; part < 4; part++ {
+		for i := 0; i < 15; i++ {
+			n := seen[fmt.Sprintf("r%d", part*1000+i)]
+			if n == 0 {
+				t.Errorf("record %d of partition %d missing", i, part)
+			}
+			dups += max(n-1, 0)
+		}
+	}
+	if dups > 2*cfg.BatchSize {
+		t.Errorf("%d duplicates, want at most a batch for each of the 2 moved partitions", dups)
+	}
+	got := committedOffsets(t, group, in, 4)
+	for part, off := range got {
+		if off != 15 {
+			t.Errorf("partition %d: group offset %d after the final commit, want 15 (%v)", part, off, got)
+		}
+	}
+	t.Logf("%d records, %d duplicates; group offsets %v", len(recs), dups, got)
 }
