@@ -106,7 +106,8 @@ type Positioner interface {
 // was processed until those replays are acknowledged. The runtime's WAL
 // wrapper calls SetCovered, before Connect, with a function returning the
 // positions its cursor covers (every row before them acknowledged;
-// partitions the WAL never held are absent). Safe for concurrent use.
+// partitions the cursor covers nothing of yet are absent, even when the
+// WAL holds entries of them). Safe for concurrent use.
 type CoverageAware interface {
 	SetCovered(covered func() []Position)
 }

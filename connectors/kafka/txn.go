@@ -86,13 +86,14 @@ func (s *Source) SetCovered(covered func() []connectors.Position) {
 	s.covered = covered
 }
 
-// coverage returns the positions a WAL in front of this source covers, or
-// nil without one. Behind a WAL the source is sought past what the WAL
-// holds, and the WAL replays its unacknowledged entries itself: the
-// source's frontier starts at the end of the WAL, ahead of the replays.
-// The WAL cursor covers exactly the acknowledged prefix, replays
-// included, so min(frontier, covered) is the contiguous acknowledged
-// frontier the output may commit.
+// coverage returns the positions a WAL in front of this source covers
+// (non-nil, maybe empty), or nil without one. Behind a WAL the source is
+// sought past what the WAL holds, and the WAL replays its unacknowledged
+// entries itself: the source's frontier starts at the end of the WAL,
+// ahead of the replays. The WAL cursor covers exactly the acknowledged
+// prefix, replays included, so min(frontier, covered) is the contiguous
+// acknowledged frontier the output may commit; a partition the cursor
+// covers nothing of yet gets no offset.
 func (s *Source) coverage() map[tp]int64 {
 	s.mu.Lock()
 	covered := s.covered
@@ -426,7 +427,13 @@ func (s *Sink) clamp(keys []tp, marks map[tp]int64, srcs []*Source, afterClose b
 				cov = src.coverage()
 				covs[src] = cov
 			}
-			if w, ok := cov[k]; ok {
+			if cov != nil {
+				w, ok := cov[k]
+				if !ok {
+					// Behind a WAL, and its cursor covers nothing of
+					// the partition yet: its replays may be pending.
+					break
+				}
 				fr = min(fr, w)
 			}
 			off := min(marks[k], fr)
