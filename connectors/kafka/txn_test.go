@@ -645,3 +645,33 @@ func TestL3Rebalance(t *testing.T) {
 	}
 	t.Logf("%d records, %d duplicates; group offsets %v", len(recs), dups, got)
 }
+
+// Rows without the Kafka metadata columns (a window's or an aggregate's
+// results) are written, but commit no offsets (R-KAFKA-6).
+func TestL3RowsWithoutMetadataCommitNothing(t *testing.T) {
+	in, out := newTopic(t, 1), newTopic(t, 1)
+	group := uniqueName(t, "g")
+	produce(t, newProducer(t, nil), in, 0, rawRecords(5, 0)...)
+	input := sourceInput(t, SourceConfig{Brokers: brokers(t), Topics: []string{in}, ConsumerGroup: group, TransactionalOffsets: true})
+	src := openSource(t, input, 0, 1, nil)
+	for _, b := range readBatches(t, src, 5) {
+		b.Ack(nil) // the frontier moves to 5
+	}
+	output := sinkOutput(t, SinkConfig{Brokers: brokers(t), Topic: Topic(out), ExactlyOnce: true,
+		TransactionalID: uniqueName(t, "txn"), OffsetCommitGroup: group}, conformance.Schema())
+	snk := openSink(t, output, 0)
+	rec := conformance.NewRecord([]conformance.Row{{ID: 1, Name: "a"}, {ID: 2, Name: "b"}})
+	defer rec.Release()
+	if err := snk.Write(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := snk.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(consumeAll(t, out, "read_committed", 2, time.Second)); n != 2 {
+		t.Fatalf("%d records written, want 2", n)
+	}
+	if got := committedOffsets(t, group, in, 1)[0]; got != -1 {
+		t.Fatalf("group offset %d: rows without metadata committed offsets", got)
+	}
+}
