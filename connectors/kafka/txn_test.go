@@ -675,3 +675,43 @@ func TestL3RowsWithoutMetadataCommitNothing(t *testing.T) {
 		t.Fatalf("group offset %d: rows without metadata committed offsets", got)
 	}
 }
+
+// An offset_commit_group whose transactional input does not feed the
+// output is a validation error naming the field.
+func TestL3ValidationInputMustFeedOutput(t *testing.T) {
+	const spec = `
+id: l3-apart
+durability: {sync: group_commit}
+operators:
+  - {id: in, kind: source}
+  - {id: other, kind: source}
+  - {id: out, kind: sink}
+  - {id: copy, kind: sink}
+edges:
+  - {id: a, from: in, to: out}
+  - {id: b, from: other, to: copy}
+sources:
+  - operator_id: in
+    input_type: kafka
+    config: {brokers: ["b:9092"], topics: [orders], consumer_group: orders-group, transactional_offsets: true}
+  - operator_id: other
+    input_type: kafka
+    config: {brokers: ["b:9092"], topics: [returns], consumer_group: returns-group}
+sinks:
+  - operator_id: out
+    output_type: kafka
+    config: {brokers: ["b:9092"], topic: orders-copy, value_field: value}
+  - operator_id: copy
+    output_type: kafka
+    config: {brokers: ["b:9092"], topic: returns-copy, value_field: value, exactly_once: true, transactional_id: copy-0, offset_commit_group: orders-group}
+`
+	s, err := job.Parse([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = arkflow.Validate(s)
+	want := `job "l3-apart": operator "copy": sinks[1].config.offset_commit_group: names consumer group "orders-group", but the kafka input with that consumer_group and transactional_offsets: true (sources[0]) does not feed this output`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}
