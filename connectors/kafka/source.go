@@ -176,6 +176,7 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 		committed:  map[tp]int64{},
 		restored:   map[tp]int64{},
 		groupFloor: map[tp]int64{},
+		revokedAt:  map[tp]int64{},
 		bufs:       map[tp]*partBuf{},
 		kick:       make(chan struct{}, 1),
 	}
@@ -219,6 +220,9 @@ type Source struct {
 	committed map[tp]int64 // offset last committed (or found committed) per assigned partition
 	restored  map[tp]int64 // positions from Seek, applied when the partition is assigned
 	closed    bool
+	// revokedAt is, with transactional_offsets, the frontier of a
+	// partition when a rebalance revoked it (nothing is committed then).
+	revokedAt map[tp]int64
 	// groupFloor is, with transactional_offsets, the offset the group had
 	// committed for an assigned partition when it was assigned: the
 	// paired output never commits below it.
@@ -464,6 +468,18 @@ func (s *Source) resolve(ctx context.Context, parts []kafka.TopicPartition) ([]k
 			return nil, fmt.Errorf("kafka: reading the offsets of topic %q partition %d: %w", k.topic, k.part, w.err)
 		}
 		var start int64
+		if off, ok := s.revokedAt[k]; ok {
+			// transactional_offsets: the frontier this source had when the
+			// group took the partition away, unless the group's offset
+			// moved past it meanwhile (another consumer's output
+			// committed more) or the broker no longer has it.
+			delete(s.revokedAt, k)
+			if c, ok := cmt[k]; (!ok || off > c) && off >= w.low && off <= w.high {
+				if _, restored := s.restored[k]; !restored {
+					s.restored[k] = off
+				}
+			}
+		}
 		if off, ok := s.restored[k]; ok {
 			if off < w.low || off > w.high {
 				return nil, fmt.Errorf("kafka: checkpoint offset %d of topic %q partition %d is outside the broker's range %d..%d (deleted by retention, or the topic was recreated): refusing to skip or re-read records", off, k.topic, k.part, w.low, w.high)
@@ -554,14 +570,12 @@ func (s *Source) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 			// Nothing was committed (the group lags the frontier by the
 			// batch the output wrote last): should the group give a
 			// partition back, it resumes at its frontier, not at the
-			// group's offset, so that rows already written are not
-			// written again. A frontier older than the group's offset by
-			// then is harmless: the output drops the rows the group
-			// committed.
+			// group's older offset, so that rows already written are not
+			// written again (see resolve).
 			s.mu.Lock()
 			for _, k := range revoked {
 				if fr, ok := s.trackers[k.topic].Frontier(k.part); ok && s.assigned[k] {
-					s.restored[k] = fr
+					s.revokedAt[k] = fr
 				}
 			}
 			s.mu.Unlock()
