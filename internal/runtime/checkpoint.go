@@ -157,6 +157,14 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Ca
 func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) (map[string][]connectors.Position, error) {
 	spec := r.g.Spec
 	var exclude []string
+	// A restore that fails leaves no partial state behind: the next
+	// start may restore nothing (another checkpoint, none at all).
+	fail := func(err error) (map[string][]connectors.Position, error) {
+		if derr := r.emptyState(st); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
 	for {
 		r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
 		err := r.restoreState(ctx, cat, st, m)
@@ -164,7 +172,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 			break
 		}
 		if !restoreCorrupt(err) {
-			return nil, err
+			return fail(err)
 		}
 		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "id", m.CheckpointID, "error", err)
 		id := m.CheckpointID
@@ -173,7 +181,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		}
 		exclude = append(exclude, id)
 		if m, err = r.selectRestoreExcluding(ctx, cat, exclude); err != nil {
-			return nil, err
+			return fail(err)
 		}
 		if m == nil {
 			if err := r.emptyState(st); err != nil {
