@@ -26,6 +26,8 @@
 //		pr, pw := io.Pipe()
 //		go func() { _, err := backend.Snapshot(pw, task.Scope, now); pw.CloseWithError(err) }()
 //		entry, err := cat.PutState(ctx, checkpoint.KindCheckpoint, id.String(), task.ID, pr)
+//		// (PutStateSum instead records the checksum the producer computed,
+//		// state.SnapshotInfo.ObjectChecksum, rather than hashing again.)
 //		m.StateSnapshots = append(m.StateSnapshots, entry)
 //		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: task.ID, ...})
 //	}
@@ -126,7 +128,12 @@
 // incomplete, or if a state object is missing or differs in size or
 // SHA-256 from its entry (every state object is streamed through SHA-256,
 // so Select reads all of the candidate's state once). Select falls back
-// to the previous candidate then.
+// to the previous candidate then. A caller that restores the state anyway
+// can avoid reading it twice: with Want.DeferStateChecks Select checks
+// manifests only; the caller reads each object with OpenStateSized,
+// checks its SHA-256 in the same pass (state.RestoreSource.Checksum), and
+// if one is missing or corrupt discards what it restored and selects
+// again with the artifact in Want.Exclude (the runtime does this).
 //
 // Compatibility (R-CKPT-6): the state format must be the restoring job's,
 // and the job version no newer (an older one is an upgrade; a newer one a
