@@ -141,11 +141,13 @@
 //     all written and acknowledged, so committing it skips nothing, and it
 //     commits the batch a partition wrote last as soon as any later
 //     transaction runs;
-//   - behind a WAL, the frontier is capped by what the WAL cursor covers:
-//     the source is sought past what the WAL holds while the WAL replays
-//     its entries itself, so until those are acknowledged the source's own
-//     frontier runs ahead of what was processed
-//     (connectors.CoverageAware);
+//   - behind a WAL, the frontier is what the WAL cursor covers: the
+//     source is sought past what the WAL holds while the WAL replays its
+//     entries itself, so until those are acknowledged the source's own
+//     frontier runs ahead of what was processed, and afterwards it trails
+//     the acknowledgements by the cursor's persistence
+//     (connectors.CoverageAware; a partition the cursor covers nothing of
+//     yet gets no offset);
 //   - only when beyond what this output already committed, and what the
 //     group had committed when the partition was assigned: the group
 //     offset never moves back.
@@ -176,9 +178,10 @@
 //
 //   - a crash (SIGKILL, power loss) duplicates at most the batch whose
 //     transaction was the last to commit (the tail; one source batch, of
-//     one partition, for a pass-through job), plus whatever the WAL's
-//     acknowledgements lagged behind at that moment: a restart writes it
-//     again in a new transaction;
+//     one partition, for a pass-through job), plus any batch written
+//     before it whose acknowledgement had not reached the source (or the
+//     WAL cursor) when that transaction began: a restart writes them again
+//     in a new transaction;
 //   - a clean stop duplicates nothing: Close runs one more transaction
 //     holding only offsets, every partition the input read at its final
 //     frontier, which by then covers every written batch;

@@ -89,11 +89,12 @@ func (s *Source) SetCovered(covered func() []connectors.Position) {
 // coverage returns the positions a WAL in front of this source covers
 // (non-nil, maybe empty), or nil without one. Behind a WAL the source is
 // sought past what the WAL holds, and the WAL replays its unacknowledged
-// entries itself: the source's frontier starts at the end of the WAL,
-// ahead of the replays. The WAL cursor covers exactly the acknowledged
-// prefix, replays included, so min(frontier, covered) is the contiguous
-// acknowledged frontier the output may commit; a partition the cursor
-// covers nothing of yet gets no offset.
+// entries itself: the source's own frontier starts at the end of the WAL,
+// ahead of the replays, and afterwards trails the acknowledgements (the
+// source hears of them only once the WAL cursor is persisted). The WAL
+// cursor is the contiguous acknowledged prefix, replays included, as soon
+// as the acknowledgements arrive: it is the frontier the output commits;
+// a partition the cursor covers nothing of yet gets no offset.
 func (s *Source) coverage() map[tp]int64 {
 	s.mu.Lock()
 	covered := s.covered
@@ -428,13 +429,14 @@ func (s *Sink) clamp(keys []tp, marks map[tp]int64, srcs []*Source, afterClose b
 				covs[src] = cov
 			}
 			if cov != nil {
+				// Behind a WAL, its cursor is the frontier (see
+				// coverage); when it covers nothing of the partition
+				// yet, its replays may be pending: no offset.
 				w, ok := cov[k]
 				if !ok {
-					// Behind a WAL, and its cursor covers nothing of
-					// the partition yet: its replays may be pending.
 					break
 				}
-				fr = min(fr, w)
+				fr = w
 			}
 			off := min(marks[k], fr)
 			if prev, ok := s.sentOffsets[k]; ok {
