@@ -197,7 +197,11 @@
 //     the tail whatever position the restart resumed from — for rows that
 //     carry the metadata. Rows without it (window and aggregate results)
 //     are written again as with L2: their duplicates are bounded by what
-//     the restored state and positions replay.
+//     the restored state and positions replay. The flip side: starting
+//     from an older savepoint on purpose, to process records again,
+//     writes nothing for the records the group committed; reset the
+//     group's offsets to the savepoint's positions first, or use a new
+//     consumer_group.
 //
 // L3 fails closed (R-KAFKA-6): an input with transactional_offsets whose
 // consumer_group no exactly-once kafka output of the job names in
