@@ -321,15 +321,16 @@ func TestAppendKV(t *testing.T) {
 		key, value []byte
 		exp        int64
 		id         uint32
+		version    uint64
 	}{
-		{[]byte("k"), []byte("v"), 0, 1},
-		{bytes.Repeat([]byte("k"), 300), bytes.Repeat([]byte("v"), 70000), 1_700_000_000_123, 300},
-		{[]byte{0}, []byte{}, 5, 1 << 20}, // keys are never empty
+		{[]byte("k"), []byte("v"), 0, 1, 1},
+		{bytes.Repeat([]byte("k"), 300), bytes.Repeat([]byte("v"), 70000), 1_700_000_000_123, 300, 1 << 40},
+		{[]byte{0}, []byte{}, 5, 1 << 20, 200}, // keys are never empty
 	} {
 		want := z.NewBuffer(1<<10, "test")
 		got := z.NewBuffer(1<<10, "test")
-		badger.KVToBuffer(&pb.KV{Key: c.key, Value: storedValueEncode(nil, c.value, c.exp), Version: 1, ExpiresAt: expirySeconds(c.exp), StreamId: c.id}, want)
-		appendKV(got, c.id, c.key, c.value, c.exp)
+		badger.KVToBuffer(&pb.KV{Key: c.key, Value: storedValueEncode(nil, c.value, c.exp), Version: c.version, ExpiresAt: expirySeconds(c.exp), StreamId: c.id}, want)
+		appendKV(got, c.id, c.version, c.key, c.value, c.exp)
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
 			t.Fatalf("appendKV(%d-byte key, %d-byte value, exp %d, id %d) differs from KVToBuffer", len(c.key), len(c.value), c.exp, c.id)
 		}
@@ -523,4 +524,49 @@ func TestRestoreEmptyLargeValues(t *testing.T) {
 	}
 	defer b.Close()
 	check(b, "reopened")
+}
+
+// A store with nothing live but with deleted entries of the very keys
+// restored — still in the memtable, or flushed to tables by a reopen —
+// restores all of them: the dead versions are dropped first, never shadow
+// the restored ones.
+func TestRestoreEmptyOverDeletedEntries(t *testing.T) {
+	now := kvNow()
+	mem := NewMemory()
+	snapPopulate(t, mem, now)
+	scope := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
+	data, _ := snapTake(t, mem, scope, now)
+	want := kvScan(t, mem, scope, now)
+	var puts, dels []Mutation
+	for _, e := range want {
+		k := Key{Job: e.Job, Operator: e.Op, Namespace: e.NS, KeyGroup: e.Group, User: []byte(e.User)}
+		puts = append(puts, kvPut(k, "old", 0))
+		dels = append(dels, Mutation{Key: k, Delete: true})
+	}
+	for _, reopen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reopen=%v", reopen), func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := Open(Options{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kvApply(t, b, puts...)
+			kvApply(t, b, dels...)
+			if reopen {
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if b, err = Open(Options{Dir: dir}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer b.Close()
+			if _, err := b.(BulkRestorer).RestoreEmpty([]RestoreSource{bytesSource(scope, data, objectSum(data))}, now, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := kvScan(t, b, scope, now); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("restored %d entries over deleted ones, want %d", len(got), len(want))
+			}
+		})
+	}
 }
