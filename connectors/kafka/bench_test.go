@@ -24,7 +24,9 @@ import (
 //
 // Sub-benchmarks are engine variants (raw: the value is passed as bytes,
 // value_field; json: decoded into 3 columns and encoded again; p4:
-// parallelism 4, explicit assignment; eos: exactly-once sink). Every
+// parallelism 4, explicit assignment; wal: durability group_commit; eos:
+// exactly-once sink (L2) behind the WAL; l3: offsets committed in the
+// sink's transaction; batch256: the source's batch_size). Every
 // iteration runs the bare loop and then the engine on the same records and
 // broker; ratio = engine events/s over bare events/s.
 
@@ -103,13 +105,21 @@ func BenchmarkKafkaPassThrough(b *testing.B) {
 	benchWatermarks = c
 	defer c.Close()
 	for _, v := range []struct {
-		name, format, sinkExtra string
-		par                     int
+		name, format, srcExtra, sinkExtra string
+		par                               int
+		wal                               bool
 	}{
-		{"raw", "raw", "value_field: value", 1},
-		{"json", "json", "", 1},
-		{"raw-p4", "raw", "value_field: value", 4},
-		{"raw-eos", "raw", "value_field: value\n      exactly_once: true\n      transactional_id: %s-{subtask}", 1},
+		{"raw", "raw", "", "value_field: value", 1, false},
+		{"json", "json", "", "", 1, false},
+		{"raw-p4", "raw", "", "value_field: value", 4, false},
+		// What exactly-once costs, against at-least-once with the WAL that
+		// exactly-once requires (R-KAFKA-4), and how the batch size moves it.
+		{"raw-wal", "raw", "", "value_field: value", 1, true},
+		{"raw-eos", "raw", "", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}", 1, true},
+		{"raw-eos-l3", "raw", "transactional_offsets: true", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}\n      offset_commit_group: {group}", 1, true},
+		{"raw-wal-batch256", "raw", "batch_size: 256", "value_field: value", 1, true},
+		{"raw-eos-batch256", "raw", "batch_size: 256", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}", 1, true},
+		{"raw-eos-l3-batch256", "raw", "batch_size: 256\n      transactional_offsets: true", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}\n      offset_commit_group: {group}", 1, true},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			b.StopTimer()
@@ -118,7 +128,7 @@ func BenchmarkKafkaPassThrough(b *testing.B) {
 				// Paired: the bare loop and the engine move the same
 				// records on the same broker, one after the other.
 				bare += benchBare(b, in)
-				engine += benchEngine(b, in, v.format, v.sinkExtra, v.par)
+				engine += benchEngine(b, in, v.format, v.srcExtra, v.sinkExtra, v.par, v.wal)
 			}
 			ev := float64(b.N*benchRecords) / engine.Seconds()
 			bareEv := float64(b.N*benchRecords) / bare.Seconds()
@@ -212,6 +222,7 @@ func benchBare(b *testing.B, in string) time.Duration {
 const benchSpec = `
 id: kafka-bench
 parallelism: %[1]d
+%[9]s
 operators:
   - {id: in, kind: source}
   - {id: out, kind: sink}
@@ -237,17 +248,20 @@ sinks:
 
 // benchEngine moves the input once through a job and returns the time it
 // took (from Run until the output holds every record).
-func benchEngine(b *testing.B, in, format, sinkExtra string, par int) time.Duration {
-	schema := ""
+func benchEngine(b *testing.B, in, format, srcExtra, sinkExtra string, par int, wal bool) time.Duration {
+	schema := srcExtra
 	if format == "json" {
 		schema = "schema: [{name: id, type: int64}, {name: user, type: string}, {name: payload, type: string}]"
 	}
-	if strings.Contains(sinkExtra, "%s") {
-		sinkExtra = fmt.Sprintf(sinkExtra, uniqueName(b, "txn"))
+	group := uniqueName(b, "g")
+	sinkExtra = strings.NewReplacer("{txn}", uniqueName(b, "txn"), "{group}", group).Replace(sinkExtra)
+	jobExtra := ""
+	if wal {
+		jobExtra = fmt.Sprintf("durability: {sync: group_commit, path: %q}", b.TempDir())
 	}
 	out := newTopic(b, benchPartitions)
 	defer deleteTopic(b, out)
-	spec, err := job.Parse([]byte(fmt.Sprintf(benchSpec, par, brokers(b)[0], in, uniqueName(b, "g"), format, schema, out, sinkExtra)))
+	spec, err := job.Parse([]byte(fmt.Sprintf(benchSpec, par, brokers(b)[0], in, group, format, schema, out, sinkExtra, jobExtra)))
 	if err != nil {
 		b.Fatal(err)
 	}
