@@ -368,7 +368,10 @@ func badgerCheckDir(dir string, version int, stats *BadgerStats) (release func()
 	sealData, err := os.ReadFile(sealPath)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return release, checkUnsealed(dir, ents)
+		if err := checkUnsealed(dir, ents); err != nil {
+			return release, err
+		}
+		return release, removeUnbornLogs(dir, ents)
 	case err != nil:
 		return release, fmt.Errorf("state: reading %s: %w", sealPath, err)
 	}
@@ -450,6 +453,36 @@ func checkUnsealed(dir string, ents []os.DirEntry) error {
 		if err := verifyTable(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("%w: %s: table %s: %w", ErrCorrupt, dir, name, err)
 		}
+	}
+	return nil
+}
+
+// removeUnbornLogs removes empty value log files from a directory that was
+// not closed cleanly. Badger creates a value log at every open (and when
+// one fills) with O_CREATE, then sizes it and writes its header; a process
+// killed in between leaves an empty file, which Badger then refuses to
+// open ("Open existing file: …: Create a new file"). An empty file holds
+// no entry and no value pointer can refer into it.
+func removeUnbornLogs(dir string, ents []os.DirEntry) error {
+	removed := false
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".vlog") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return fmt.Errorf("state: %w", err)
+		}
+		if fi.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("state: removing the empty value log %s: %w", e.Name(), err)
+		}
+		removed = true
+	}
+	if removed {
+		return syncDir(dir)
 	}
 	return nil
 }
