@@ -240,6 +240,8 @@ type badgerBackend struct {
 	// gcMu is held by a value-log GC round and by RestoreEmpty, whose
 	// StreamWriter must have the store to itself.
 	gcMu sync.Mutex
+	// bulkMu is held by RestoreEmpty, and for reading by Size.
+	bulkMu sync.RWMutex
 }
 
 func openBadger(opts Options) (Backend, error) {
@@ -971,6 +973,13 @@ func (s *badgerSink) abort() {
 }
 
 func (b *badgerBackend) Size(jobName, operator string) (int64, error) {
+	// Size is what a metrics reader calls at any time; while RestoreEmpty
+	// runs, Badger may be dropping its tables (DropAll does not tolerate
+	// concurrent reads), so Size declines instead of reading.
+	if !b.bulkMu.TryRLock() {
+		return 0, ErrRestoring
+	}
+	defer b.bulkMu.RUnlock()
 	var n int64
 	err := b.view(jobName, func(c badgerCursor) error {
 		return walkScope(c, Scope{Job: jobName, Operator: operator, Groups: AllKeyGroups}, func() error {

@@ -39,6 +39,9 @@ type RestoreError struct {
 func (e *RestoreError) Error() string { return e.Err.Error() }
 func (e *RestoreError) Unwrap() error { return e.Err }
 
+// ErrRestoring is returned by Size while RestoreEmpty runs.
+var ErrRestoring = errors.New("state: a restore is in progress")
+
 // ErrNotEmpty is returned by RestoreEmpty when the store holds a live
 // entry: use Backend.Restore per snapshot instead.
 var ErrNotEmpty = errors.New("state: the store is not empty")
@@ -128,6 +131,8 @@ func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress f
 	defer b.exit()
 	b.gcMu.Lock() // no value-log GC while the StreamWriter owns the store
 	defer b.gcMu.Unlock()
+	b.bulkMu.Lock() // nor a Size
+	defer b.bulkMu.Unlock()
 	ok, err := b.empty()
 	if err != nil {
 		return nil, fmt.Errorf("state: restore: %w", err)

@@ -570,3 +570,40 @@ func TestRestoreEmptyOverDeletedEntries(t *testing.T) {
 		})
 	}
 }
+
+// Size, which metrics call at any time, declines while RestoreEmpty runs
+// (Badger may be dropping tables) and works again after.
+func TestSizeDuringRestoreEmpty(t *testing.T) {
+	now := kvNow()
+	mem := NewMemory()
+	snapPopulate(t, mem, now)
+	scope := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
+	data, _ := snapTake(t, mem, scope, now)
+	b, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	opened, release := make(chan struct{}), make(chan struct{})
+	src := RestoreSource{Scope: scope, Open: func() (io.ReadCloser, error) {
+		close(opened)
+		<-release
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.(BulkRestorer).RestoreEmpty([]RestoreSource{src}, now, nil)
+		done <- err
+	}()
+	<-opened
+	if _, err := b.Size("j", "a"); !errors.Is(err, ErrRestoring) {
+		t.Fatalf("Size during the restore: %v, want ErrRestoring", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Size("j", "a"); err != nil || n == 0 {
+		t.Fatalf("Size after the restore: %d, %v", n, err)
+	}
+}
