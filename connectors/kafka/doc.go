@@ -178,10 +178,12 @@
 //
 //   - a crash (SIGKILL, power loss) duplicates at most the batch whose
 //     transaction was the last to commit (the tail; one source batch, of
-//     one partition, for a pass-through job), plus any batch written
-//     before it whose acknowledgement had not reached the source (or the
-//     WAL cursor) when that transaction began: a restart writes them again
-//     in a new transaction;
+//     one partition, for a pass-through job): a restart writes it again in
+//     a new transaction. The acknowledgement of a committed batch reaches
+//     the source (or the WAL cursor) asynchronously, so each transaction
+//     first waits, up to 100 ms, for the previous one's rows to be
+//     acknowledged; only a batch whose acknowledgement took longer (held
+//     by a slower output of a fan-out, or failed) adds to the tail;
 //   - a clean stop duplicates nothing: Close runs one more transaction
 //     holding only offsets, every partition the input read at its final
 //     frontier, which by then covers every written batch;

@@ -129,6 +129,11 @@ type Sink struct {
 	// dropped counts the replayed rows Write dropped because the group
 	// had committed them (see dropCommitted).
 	dropped atomic.Int64
+	// prevMarks are the input ends of the rows of the last committed
+	// transaction, and prevLate is set when the last wait for their
+	// acknowledgement ran out (see awaitPrevious).
+	prevMarks map[tp]int64
+	prevLate  bool
 
 	// beforeCommit, when set (tests), runs inside every transaction after
 	// its rows were produced and before the commit; an error fails the
@@ -479,6 +484,9 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[
 	}
 	for k, off := range sent {
 		s.sentOffsets[k] = off // committed with the transaction
+	}
+	if s.cfg.OffsetCommitGroup != "" {
+		s.prevMarks = marks // the next transaction waits for their acknowledgement
 	}
 	// The commit flushed every record; their reports are on their way.
 	select {

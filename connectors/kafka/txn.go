@@ -327,6 +327,7 @@ func (s *Sink) sendOffsets(ctx context.Context, p *kafka.Producer, marks map[tp]
 		return nil, s.unpaired()
 	}
 	s.notePaired(srcs)
+	s.awaitPrevious(ctx, srcs)
 	all := s.targets(srcs, marks, false)
 	if len(all) == 0 {
 		return nil, nil
@@ -345,6 +346,76 @@ func (s *Sink) sendOffsets(ctx context.Context, p *kafka.Producer, marks map[tp]
 		}
 	}
 	return sent, nil
+}
+
+// AckLagMessage is logged (at warn level) when the rows of an output's
+// previous transaction were not acknowledged within the wait: the group
+// offset may then trail the output by more than the batch being written.
+const AckLagMessage = "kafka: the previous transaction's rows were not acknowledged in time; the group offset may trail the output by more than one batch"
+
+// Bounds of awaitPrevious: the wait after a transaction whose rows were
+// acknowledged in time, and the wait after one whose rows were not.
+var (
+	tailWait     = 100 * time.Millisecond
+	tailWaitLate = time.Millisecond
+)
+
+// awaitPrevious waits, briefly, until the paired input's frontier covers
+// the rows of this sink's previous transaction. Their acknowledgement
+// follows that commit asynchronously (through the WAL's committer when
+// there is one), so without the wait this transaction could commit offsets
+// that trail its own rows by two batches, and a crash right after it would
+// write both again; with it the group trails the output by the batch being
+// written. The wait is bounded: rows also held by a slower output, or by a
+// failure, are committed by a later transaction, and after a wait that ran
+// out the next one is short, so a pipeline whose acknowledgements always
+// lag is not slowed by every transaction.
+func (s *Sink) awaitPrevious(ctx context.Context, srcs []*Source) {
+	prev := s.prevMarks
+	s.prevMarks = nil
+	if len(prev) == 0 {
+		return
+	}
+	bound := tailWait
+	if s.prevLate {
+		bound = tailWaitLate
+	}
+	deadline := time.Now().Add(bound)
+	for !frontiersReach(srcs, prev) {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			if !s.prevLate {
+				s.log.Warn(AckLagMessage, "group", s.cfg.OffsetCommitGroup, "waited", bound)
+			}
+			s.prevLate = true
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	s.prevLate = false
+}
+
+// frontiersReach reports whether, for every partition in marks that a
+// paired source still reads, the frontier clamp would use (the WAL's
+// coverage behind a WAL) has reached the mark.
+func frontiersReach(srcs []*Source, marks map[tp]int64) bool {
+	for k, end := range marks {
+		for _, src := range srcs {
+			fr, _, ok := src.frontierFor(k, false)
+			if !ok {
+				continue
+			}
+			if cov := src.coverage(); cov != nil {
+				if fr, ok = cov[k]; !ok {
+					return false
+				}
+			}
+			if fr < end {
+				return false
+			}
+			break
+		}
+	}
+	return true
 }
 
 // notePaired remembers the paired sources (for the final commit at Close,
