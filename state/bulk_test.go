@@ -8,17 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
 
+	"github.com/arkflow-rs/arkflow-go/internal/memstat"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -275,13 +272,13 @@ func BenchmarkRestore100MB(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			anon := sampleAnon()
+			anon := memstat.Start()
 			b.StartTimer()
 			if _, err := d.(BulkRestorer).RestoreEmpty([]RestoreSource{bytesSource(scope, data, sum)}, now, nil); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			peak = max(peak, anon.stop())
+			peak = max(peak, anon.Stop())
 			d.Close()
 			b.StartTimer()
 		}
@@ -296,13 +293,13 @@ func BenchmarkRestore100MB(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			anon := sampleAnon()
+			anon := memstat.Start()
 			b.StartTimer()
 			if _, err := d.Restore(bytes.NewReader(data), scope, now); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			peak = max(peak, anon.stop())
+			peak = max(peak, anon.Stop())
 			d.Close()
 			b.StartTimer()
 		}
@@ -337,59 +334,6 @@ func TestAppendKV(t *testing.T) {
 		want.Release()
 		got.Release()
 	}
-}
-
-// anonSampler records the peak of the process's anonymous resident
-// memory (Linux: RssAnon; the heap and Badger's arenas, not the page
-// cache its memory-mapped tables occupy), sampled every 10 ms from a
-// GC'd start until stop.
-type anonSampler struct {
-	stopc chan struct{}
-	done  chan int64
-}
-
-func sampleAnon() *anonSampler {
-	runtime.GC()
-	debug.FreeOSMemory()
-	a := &anonSampler{stopc: make(chan struct{}), done: make(chan int64, 1)}
-	go func() {
-		peak := rssAnon()
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-a.stopc:
-				a.done <- max(peak, rssAnon())
-				return
-			case <-t.C:
-				peak = max(peak, rssAnon())
-			}
-		}
-	}()
-	return a
-}
-
-// stop returns the peak in bytes (0 where RssAnon is unknown).
-func (a *anonSampler) stop() int64 {
-	close(a.stopc)
-	return <-a.done
-}
-
-func rssAnon() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // BenchmarkRestoreLarge restores ARKFLOW_BENCH_RESTORE_MB (default 0:
@@ -445,7 +389,7 @@ func BenchmarkRestoreLarge(b *testing.B) {
 					}()
 					return pr, nil
 				}
-				anon := sampleAnon()
+				anon := memstat.Start()
 				b.StartTimer()
 				var entries int64
 				if bulk {
@@ -463,7 +407,7 @@ func BenchmarkRestoreLarge(b *testing.B) {
 					entries, total = info.Entries, total+info.Bytes
 				}
 				b.StopTimer()
-				peak = max(peak, anon.stop())
+				peak = max(peak, anon.Stop())
 				if entries != int64(n) {
 					b.Fatalf("%d entries restored, want %d", entries, n)
 				}

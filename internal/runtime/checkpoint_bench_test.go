@@ -10,8 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +28,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/memstat"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
@@ -433,12 +432,12 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 			fresh := filepath.Join(b.TempDir(), "state")
 			src, sink := mem.NewSource(schema, 1), mem.NewSink()
 			g := benchGraph(b, blobSpec(fresh, bucket, par), bindings(src, sink))
-			anon := sampleAnon()
+			anon := memstat.Start()
 			b.StartTimer()
 			j, took := startBench(b, g, src, sink, opts)
 			engine += took
 			b.StopTimer()
-			peak = max(peak, anon.stop())
+			peak = max(peak, anon.Stop())
 			st := j.rt.CheckpointStatus()
 			p := st.Recovery
 			if st.Restored != "checkpoint "+m.CheckpointID || !p.Done || p.BytesTotal != total || p.BytesRestored != total || p.KeysRestored != int64(n) {
@@ -742,57 +741,4 @@ func discardSnapshots(b *testing.B, r *Runtime) int64 {
 		n += info.Bytes
 	}
 	return n
-}
-
-// anonSampler records the peak of the process's anonymous resident
-// memory (Linux: RssAnon; the heap and Badger's arenas, not the page
-// cache its memory-mapped tables occupy), sampled every 10 ms from a
-// GC'd start until stop.
-type anonSampler struct {
-	stopc chan struct{}
-	done  chan int64
-}
-
-func sampleAnon() *anonSampler {
-	goruntime.GC()
-	debug.FreeOSMemory()
-	a := &anonSampler{stopc: make(chan struct{}), done: make(chan int64, 1)}
-	go func() {
-		peak := rssAnon()
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-a.stopc:
-				a.done <- max(peak, rssAnon())
-				return
-			case <-t.C:
-				peak = max(peak, rssAnon())
-			}
-		}
-	}()
-	return a
-}
-
-// stop returns the peak in bytes (0 where RssAnon is unknown).
-func (a *anonSampler) stop() int64 {
-	close(a.stopc)
-	return <-a.done
-}
-
-func rssAnon() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
 }
