@@ -102,8 +102,10 @@
 // none.
 //
 // Exactly-once stands on at-least-once ingestion: every source feeding an
-// exactly-once output needs a durability block, or the job a checkpoint
-// block (validation error naming sinks[i].config.exactly_once otherwise).
+// exactly-once output needs a durability block, job-wide or its own
+// (validation error naming sinks[i].config.exactly_once otherwise);
+// checkpoints alone do not count, as a source that cannot replay would
+// lose what it read after the last one.
 // With checkpoints, transaction.timeout.ms (properties; librdkafka's
 // default 60000) must exceed checkpoint.interval_ms (validation error
 // naming sinks[i].config.properties.transaction.timeout.ms). L2 does not

@@ -621,9 +621,10 @@ func (c SinkConfig) TransactionTimeoutMS() int64 {
 // checkJob is the job-wide check of kafka inputs and outputs
 // (connectors.RegisterJobCheck):
 //
-//   - an exactly-once output needs durability on every source feeding it,
-//     or job checkpoints (R-KAFKA-4: exactly-once stands on at-least-once
-//     ingestion);
+//   - an exactly-once output needs durability on every source feeding it
+//     (R-KAFKA-4, and the seed: exactly-once stands on at-least-once
+//     ingestion, so a crash between reading and writing loses nothing;
+//     checkpoints alone do not do for a source that cannot replay);
 //   - with checkpoints, its transaction.timeout.ms must exceed
 //     checkpoint.interval_ms;
 //   - an input with transactional_offsets must be claimed by an
@@ -650,13 +651,12 @@ func checkJob(v connectors.JobView) []connectors.JobProblem {
 			continue
 		}
 		c := o.cfg
-		if v.CheckpointIntervalMS <= 0 {
-			for _, id := range jo.Sources {
-				if ji, ok := inputs[id]; ok && !ji.Durable {
-					add(jo.OperatorID, jo.Path+".config.exactly_once", "requires durability on its input: source %q (%s) has no durability block and the job has no checkpoint block; add durability (to the job or to %s) or checkpoint (exactly-once stands on at-least-once ingestion: R-KAFKA-4)", id, ji.Path, ji.Path)
-				}
+		for _, id := range jo.Sources {
+			if ji, ok := inputs[id]; ok && !ji.Durable {
+				add(jo.OperatorID, jo.Path+".config.exactly_once", "requires durability on its input: source %q (%s) has no durability block; add durability (to the job or to %s): exactly-once stands on at-least-once ingestion (R-KAFKA-4)", id, ji.Path, ji.Path)
 			}
-		} else if t := c.TransactionTimeoutMS(); t <= v.CheckpointIntervalMS {
+		}
+		if t := c.TransactionTimeoutMS(); v.CheckpointIntervalMS > 0 && t <= v.CheckpointIntervalMS {
 			dflt := ""
 			if _, set := c.Properties["transaction.timeout.ms"]; !set {
 				dflt = ", librdkafka's default"

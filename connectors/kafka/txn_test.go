@@ -78,7 +78,10 @@ func TestL3ValidationErrors(t *testing.T) {
 		want                              []string // "" : validates
 	}{
 		{"paired", durable, txnInput, pair, nil},
-		{"paired with checkpoints, no WAL", ckpt(10000), txnInput, pair, nil},
+		{"paired with checkpoints and a WAL", ckpt(10000) + "\n" + durable, txnInput, pair, nil},
+		{"checkpoints without a WAL", ckpt(10000), txnInput, pair, []string{
+			`sinks[0].config.exactly_once: requires durability on its input: source "in" (sources[0]) has no durability block`,
+		}},
 		{"unclaimed input", durable, txnInput, eos, []string{
 			`job "l3": operator "in": sources[0].config.transactional_offsets: consumer group "orders-group" is not claimed: with transactional_offsets: true the input commits no offsets itself, and no exactly-once kafka output of this job names "orders-group" in offset_commit_group, so the group's offsets would never move (a restart would re-read everything); add offset_commit_group: "orders-group" to the kafka output (with exactly_once: true), or remove transactional_offsets`,
 		}},
@@ -95,16 +98,16 @@ func TestL3ValidationErrors(t *testing.T) {
 		{"offset_commit_group without exactly_once", durable, txnInput, "offset_commit_group: " + group, []string{
 			`sinks[0].config.offset_commit_group: requires exactly_once: true (the input's offsets are committed inside the output's transactions)`,
 		}},
-		{"exactly_once without durability or checkpoints", "", txnInput, pair, []string{
-			`job "l3": operator "out": sinks[0].config.exactly_once: requires durability on its input: source "in" (sources[0]) has no durability block and the job has no checkpoint block; add durability (to the job or to sources[0]) or checkpoint (exactly-once stands on at-least-once ingestion: R-KAFKA-4)`,
+		{"exactly_once without durability", "", txnInput, pair, []string{
+			`job "l3": operator "out": sinks[0].config.exactly_once: requires durability on its input: source "in" (sources[0]) has no durability block; add durability (to the job or to sources[0]): exactly-once stands on at-least-once ingestion (R-KAFKA-4)`,
 		}},
-		{"default transaction.timeout.ms vs checkpoint interval", ckpt(60000), "", eos, []string{
+		{"default transaction.timeout.ms vs checkpoint interval", ckpt(60000) + "\n" + durable, "", eos, []string{
 			`job "l3": operator "out": sinks[0].config.properties.transaction.timeout.ms: transaction.timeout.ms (60000, librdkafka's default) must exceed checkpoint.interval_ms (60000): raise properties.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms) or lower checkpoint.interval_ms`,
 		}},
 		{"transaction.timeout.ms vs checkpoint interval", ckpt(5000) + "\n" + durable, "", eos + "\n      properties: {transaction.timeout.ms: 4000}", []string{
 			`sinks[0].config.properties.transaction.timeout.ms: transaction.timeout.ms (4000) must exceed checkpoint.interval_ms (5000)`,
 		}},
-		{"transaction.timeout.ms above the interval", ckpt(5000), "", eos + "\n      properties: {transaction.timeout.ms: 5001}", nil},
+		{"transaction.timeout.ms above the interval", ckpt(5000) + "\n" + durable, "", eos + "\n      properties: {transaction.timeout.ms: 5001}", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
