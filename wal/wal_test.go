@@ -195,14 +195,6 @@ func (m *memStorage) close() error {
 	return nil
 }
 
-func (m *memStorage) waitWritten(seq uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for m.written < seq {
-		m.cond.Wait()
-	}
-}
-
 func (m *memStorage) waitInSync() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
