@@ -28,7 +28,12 @@ import (
 // Its positions (connectors.Positioner) are those of the WAL cursor: for
 // each partition, the offset after the last row of the entries the cursor
 // covers. They are stored with the cursor, so a restart resumes the wrapped
-// source after everything the WAL holds.
+// source after everything the WAL holds. A partition the cursor covers
+// nothing of yet is at the first offset read from it (or, when nothing has
+// been read from it, where the wrapped source starts it): a checkpoint
+// records every partition the subtask reads, so that a restore never falls
+// back to the wrapped source's configured start, which the native commits
+// move past the checkpoint (for Kafka, the group's committed offset).
 type Source struct {
 	inner connectors.Source
 	name  string // the source operator ID, written into every payload
@@ -67,8 +72,9 @@ type posKey struct {
 type posMap map[posKey]int64
 
 type posAt struct {
-	seq uint64
-	pos posMap
+	seq   uint64
+	pos   posMap
+	first posMap // per partition, the offset of the entry's first row
 }
 
 // Open opens the WAL of one source subtask and wraps the source with it.
@@ -114,7 +120,7 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		s.base = toMap(ps)
 	}
 	if c, ok := inner.(connectors.CoverageAware); ok {
-		c.SetCovered(s.Positions)
+		c.SetCovered(s.coveredPositions)
 	}
 	return s, nil
 }
@@ -133,19 +139,68 @@ func (s *Source) Seek(ps []connectors.Position) error {
 	return nil
 }
 
-// Positions returns the positions the WAL cursor covers.
+// Positions returns where a restart resumes every partition: the
+// positions the WAL cursor covers, and, for a partition it covers nothing
+// of yet, the offset of the first row read from it after the cursor (an
+// entry read but not acknowledged, or one the WAL replays), else the
+// wrapped source's own position (its start, as nothing of it is
+// acknowledged). Leaving such a partition out would make a restore of a
+// checkpoint taken now resume it at the wrapped source's configured start
+// (R-WAL-3), which the native commits move on once the cursor passes its
+// rows: the rows in between would be skipped.
 func (s *Source) Positions() []connectors.Position {
+	cursor := s.log.Cursor()
+	var inner []connectors.Position
+	if p, ok := s.inner.(connectors.Positioner); ok {
+		inner = p.Positions()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fold(cursor)
+	out := posMap{}
+	out.merge(s.base)
+	starts := posMap{}
+	for _, q := range s.queue {
+		for k, off := range q.first {
+			if cur, ok := starts[k]; !ok || off < cur {
+				starts[k] = off
+			}
+		}
+	}
+	for k, off := range starts {
+		if _, ok := out[k]; !ok {
+			out[k] = off
+		}
+	}
+	for _, p := range inner {
+		k := posKey{p.Topic, p.Partition}
+		if _, ok := out[k]; !ok {
+			out[k] = p.Offset
+		}
+	}
+	return out.list()
+}
+
+// coveredPositions returns the positions the WAL cursor covers only: a
+// partition it covers nothing of has none (connectors.CoverageAware).
+func (s *Source) coveredPositions() []connectors.Position {
 	return s.positionsAt(s.log.Cursor())
 }
 
 func (s *Source) positionsAt(cursor uint64) []connectors.Position {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.fold(cursor)
+	return s.base.list()
+}
+
+// fold merges the positions of the entries the cursor has passed into
+// base. s.mu must be held.
+func (s *Source) fold(cursor uint64) {
 	for len(s.queue) > 0 && s.queue[0].seq <= cursor {
 		s.base.merge(s.queue[0].pos)
 		s.queue = s.queue[1:]
 	}
-	return s.base.list()
 }
 
 // cursorMeta is the WAL's CursorMeta hook: the positions as of the cursor,
@@ -247,7 +302,7 @@ func (s *Source) scan() (scanPlan, error) {
 		rec.Release()
 		if !older {
 			s.mu.Lock()
-			s.queue = append(s.queue, posAt{seq: e.Seq, pos: pos})
+			s.queue = append(s.queue, posAt{seq: e.Seq, pos: pos, first: rows.first()})
 			s.mu.Unlock()
 			seek.merge(pos)
 		}
@@ -301,9 +356,9 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 		var seq uint64
 		seq, err = s.log.Append(ctx, s.buf)
 		if err == nil {
-			pos, _ := positionsOf(b.Record)
+			pos, rows := positionsOf(b.Record)
 			s.mu.Lock()
-			s.queue = append(s.queue, posAt{seq: seq, pos: pos})
+			s.queue = append(s.queue, posAt{seq: seq, pos: pos, first: rows.first()})
 			s.mu.Unlock()
 			b.Ack = s.ackFunc(seq, b.Ack)
 			return b, nil
@@ -457,6 +512,18 @@ func (s *Source) Gauges() map[string]int64 {
 
 // rowPositions are the per-partition offset ranges of a batch's rows.
 type rowPositions map[posKey][2]int64 // [min, max]
+
+// first returns the offset of the first row of every partition.
+func (r rowPositions) first() posMap {
+	if len(r) == 0 {
+		return nil
+	}
+	m := make(posMap, len(r))
+	for k, mm := range r {
+		m[k] = mm[0]
+	}
+	return m
+}
 
 // coveredBy reports whether every row lies before the restored position of
 // its partition. Rows without offsets are never covered.

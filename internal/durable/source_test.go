@@ -75,6 +75,10 @@ type nativeAck struct {
 type fakeSource struct {
 	spans []span
 
+	// start is where a partition without a sought position starts (the
+	// configured start; for Kafka, the group's committed offset).
+	start map[int32]int64
+
 	mu       sync.Mutex
 	seeks    [][]connectors.Position
 	resume   map[int32]int64
@@ -111,7 +115,11 @@ func (f *fakeSource) Read(ctx context.Context) (connectors.Batch, error) {
 	for f.next < len(f.spans) {
 		sp := f.spans[f.next]
 		f.next++
-		if sp.start < f.resume[sp.part] {
+		from, ok := f.resume[sp.part]
+		if !ok {
+			from = f.start[sp.part]
+		}
+		if sp.start < from {
 			continue
 		}
 		return connectors.Batch{
@@ -416,8 +424,11 @@ func TestNativeAcksWaitForTheCursor(t *testing.T) {
 	if c := s.Log().Cursor(); c != 0 {
 		t.Fatalf("cursor %d skipped the gap at 1", c)
 	}
-	if got := s.Positions(); len(got) != 0 {
-		t.Fatalf("Positions() = %v with nothing contiguous acknowledged", got)
+	// Nothing contiguous is acknowledged: the partition is at the first
+	// offset read from it, not left out (a restore must not fall back to
+	// the source's configured start).
+	if got, want := s.Positions(), []connectors.Position{pos(0, 0)}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Positions() = %v with nothing contiguous acknowledged, want %v", got, want)
 	}
 
 	b1.Ack(nil)
@@ -502,8 +513,8 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 	if c := s.Log().Cursor(); c != 0 {
 		t.Errorf("cursor %d, want 0", c)
 	}
-	if got := s.Positions(); len(got) != 0 {
-		t.Errorf("Positions() = %v, want none", got)
+	if got, want := s.Positions(), []connectors.Position{pos(0, 0)}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Positions() = %v, want %v (nothing covered: the first offset read)", got, want)
 	}
 	closeAll(t, s, nil)
 
@@ -746,6 +757,64 @@ func TestOlderCheckpointResetsPositions(t *testing.T) {
 	if got, want := s2.Positions(), []connectors.Position{pos(0, 20)}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Positions() after re-reading and acknowledging offsets 10..19 = %v, want %v", got, want)
 	}
+	closeAll(t, s2, nil)
+}
+
+// R-WAL-3: a checkpoint taken while the cursor covers nothing of a
+// partition yet (its rows were read after another partition's backlog, and
+// wait in open windows) must still record that partition, at the first
+// offset read from it. Otherwise restoring the checkpoint once the WAL has
+// moved on ("older than the cursor") resumes the partition at the source's
+// configured start — for Kafka the group's committed offset, which the
+// native commits moved past the checkpoint when the cursor passed those
+// rows — and the rows in between are never read again (the keyed-window
+// SIGKILL proof saw windows fire with the rows of one or two partitions
+// missing).
+func TestCheckpointRecordsPartitionsTheCursorDoesNotCoverYet(t *testing.T) {
+	data := []span{{0, 0, 10}, {0, 10, 10}, {1, 0, 10}, {1, 10, 10}}
+	dir := t.TempDir()
+	cfg := &Config{Sync: "group_commit"}
+
+	fake := newFake(data...)
+	s := openSource(t, cfg, fake, dir)
+	connect(t, s)
+	var bs []connectors.Batch
+	for _, sp := range data {
+		bs = append(bs, read(t, s, sp))
+	}
+	// Partition 0's entries are acknowledged, partition 1's are not yet:
+	// the checkpoint is cut now.
+	bs[0].Ack(nil)
+	bs[1].Ack(nil)
+	eventually(t, "the cursor past partition 0's entries", func() bool { return s.Log().Cursor() == 2 })
+	ckpt := s.Positions()
+	if want := []connectors.Position{pos(0, 20), pos(1, 0)}; !reflect.DeepEqual(ckpt, want) {
+		t.Errorf("Positions() at the cut = %v, want %v (partition 1 was read from offset 0)", ckpt, want)
+	}
+	// Then partition 1's: the cursor passes them and their native
+	// acknowledgements commit offset 20 of partition 1.
+	bs[2].Ack(nil)
+	bs[3].Ack(nil)
+	eventually(t, "native acks of every batch", func() bool { return len(fake.nativeAcks()) == 4 })
+	if err := s.Log().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, s, nil)
+
+	// Restart from the checkpoint: the WAL has moved on, so the source
+	// resumes from the checkpoint's positions; a partition without one
+	// would start at its committed offset, 20.
+	fake2 := newFake(data...)
+	fake2.start = map[int32]int64{1: 20}
+	s2 := openSource(t, cfg, fake2, dir)
+	if err := s2.Seek(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, s2)
+	b := read(t, s2, data[2]) // partition 1 from offset 0: nothing skipped
+	b.Ack(nil)
+	b = read(t, s2, data[3])
+	b.Ack(nil)
 	closeAll(t, s2, nil)
 }
 
