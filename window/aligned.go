@@ -271,7 +271,9 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 		}
 	}
 	if total > 0 {
-		acks = append(acks, w.floor.firing(wm))
+		// The floor first: its write must precede the state commits of
+		// the input this firing releases (see floor).
+		acks = append([]*ack.Node{w.floor.firing(wm)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	var err error

@@ -21,7 +21,14 @@ const floorNamespace = "__arkflow_window_floor"
 // window fired, instead of reopening the window with part of its rows.
 // Windows whose output was not acknowledged lie above the floor, and all
 // their rows are replayed (no batch holding one of them has committed), so
-// they fire again whole.
+// they fire again whole. That holds only if the floor is written before
+// the input a firing releases commits its state: a firing's
+// acknowledgement runs the floor's first (ack.Derive releases its parents
+// in order). A crash between the two writes then leaves the floor ahead of
+// the committed positions, which only makes replayed rows of fired windows
+// late; the other way round it would leave committed positions past rows
+// of windows above the floor, which a restart would reopen with part of
+// their rows.
 type floor struct {
 	mu      sync.Mutex
 	store   state.Backend
@@ -70,8 +77,8 @@ func (f *floor) firing(wm int64) *ack.Node {
 			top, moved = w, true
 		}
 		if moved {
-			// A lost write only lowers the floor after a crash; the
-			// acknowledgement itself has succeeded.
+			// The acknowledgement itself has succeeded; a failed write
+			// is not reported (it leaves the floor where it was).
 			_ = f.store.Apply([]state.Mutation{{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))}})
 		}
 	})

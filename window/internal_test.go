@@ -31,6 +31,12 @@ var inputSchema = arrow.NewSchema([]arrow.Field{
 // newInstance builds a window operator instance for inputSchema.
 func newInstance(t *testing.T, d Definition, policy string, lateness int64) ops.Instance {
 	t.Helper()
+	return newInstanceOn(t, d, policy, lateness, state.NewMemory())
+}
+
+// newInstanceOn is newInstance on a given state backend.
+func newInstanceOn(t *testing.T, d Definition, policy string, lateness int64, store state.Backend) ops.Instance {
+	t.Helper()
 	raw, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +56,7 @@ func newInstance(t *testing.T, d Definition, policy string, lateness int64) ops.
 		t.Fatal(err)
 	}
 	inst, err := built.New(ops.Task{TaskInfo: connectors.TaskInfo{JobID: "j", OperatorID: "w", Parallelism: 1},
-		State: state.NewMemory(), KeyGroups: job.KeyGroupRange{Start: 0, End: 127}, MaxParallelism: 128, Now: func() int64 { return 0 }})
+		State: store, KeyGroups: job.KeyGroupRange{Start: 0, End: 127}, MaxParallelism: 128, Now: func() int64 { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +240,50 @@ func TestAckHeldUntilWindowsFire(t *testing.T) {
 			late.wantDone(t, "late row", nil)
 			if g := inst.(ops.Gauger).Gauges(); g[MetricLateDropped] != 1 || g[MetricOpenWindows] != 0 {
 				t.Fatalf("gauges %v", g)
+			}
+		})
+	}
+}
+
+// The watermark floor of a firing is persisted before the input batches
+// the firing releases commit their state (positions) and acknowledge their
+// input. The other way round, a crash between the two writes leaves
+// committed positions past rows of windows above the persisted floor: the
+// restart reopens those windows with only the rows it still replays, and
+// emits them again with part of their rows.
+func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
+	for name, d := range definitions() {
+		t.Run(name, func(t *testing.T) {
+			store := state.NewMemory()
+			inst := newInstanceOn(t, d, job.LateDrop, 0, store)
+			defer inst.Close()
+			var out collector
+			watermark(t, inst, &out, 0)
+			fl := newFloor(store, "j", "w", 0)
+			floorAtAck := int64(NoWatermark)
+			acked := false
+			node := ack.New(func(err error) {
+				if err != nil {
+					t.Errorf("input acknowledged with %v", err)
+				}
+				wm, err := fl.load(0)
+				if err != nil {
+					t.Error(err)
+				}
+				floorAtAck, acked = wm, true
+			})
+			if err := inst.Process(context.Background(), ops.Batch{Rec: record(row{k: "a", ts: at(100), v: 1}), Ack: node}, &out); err != nil {
+				t.Fatal(err)
+			}
+			watermark(t, inst, &out, 1100)
+			if main, _ := out.write(); main == 0 {
+				t.Fatal("nothing fired at watermark 1100")
+			}
+			if !acked {
+				t.Fatal("the input batch is not acknowledged after its window fired and was written")
+			}
+			if floorAtAck != 1100 {
+				t.Fatalf("the floor was %d when the input batch was acknowledged, want 1100 (persisted first)", floorAtAck)
 			}
 		})
 	}

@@ -339,7 +339,9 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		acks = append(acks, ack.New(fe.Done))
 	}
 	if len(recs) > 0 {
-		acks = append(acks, w.floor.firing(wm))
+		// The floor first: its write must precede the state commits of
+		// the input this firing releases (see floor).
+		acks = append([]*ack.Node{w.floor.firing(wm)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	if len(recs) == 0 {
