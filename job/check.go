@@ -88,6 +88,8 @@ func (c *checker) operators() {
 		switch {
 		case !validID(op.ID, true):
 			p.Add(op.ID, at+".id", "must be 1-128 letters, digits, '.', '-' or '_' (got %q)", op.ID)
+		case strings.HasPrefix(op.ID, "__arkflow"):
+			p.Add(op.ID, at+".id", "ids starting with \"__arkflow\" are reserved for the runtime's own state (got %q)", op.ID)
 		case c.has(op.ID):
 			p.Add(op.ID, at+".id", "duplicate operator id (also operators[%d])", c.ops[op.ID])
 		default:

@@ -249,6 +249,7 @@ func TestCheckStructure(t *testing.T) {
 	}{
 		{"unknown kind", `"id":"m","kind":"map"`, `"id":"m","kind":"mapp"`, "m", "operators[1].kind", `unknown operator kind "mapp"`},
 		{"duplicate id", `"id":"m","kind":"map"`, `"id":"in","kind":"map"`, "in", "operators[1].id", "duplicate operator id"},
+		{"reserved id", `"id":"m","kind":"map"`, `"id":"__arkflow_runtime","kind":"map"`, "__arkflow_runtime", "operators[1].id", "reserved for the runtime"},
 		{"edge to unknown", `"to":"out"}`, `"to":"outt"}`, "m", "edges[1].to", `unknown operator "outt"`},
 		{"cycle", `"edges":[`, `"edges":[{"id":"back","from":"m","to":"m2"},{"id":"back2","from":"m2","to":"m"},`, "", "", ""},
 		{"keyed without key_field", `{"id":"e1","from":"in","to":"m"}`, `{"id":"e1","from":"in","to":"m","partitioned":true}`, "m", "operators[1].key_field", "is partitioned"},

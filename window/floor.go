@@ -12,6 +12,22 @@ import (
 // every window that fired had its output acknowledged.
 const floorNamespace = "__arkflow_window_floor"
 
+// FloorKey is the state key of the watermark floor of the window operator
+// subtask whose key groups start at group, in the state namespace jobNS.
+// The runtime reads it to keep a floor across a checkpoint restore (see
+// floor).
+func FloorKey(jobNS, op string, group int) state.Key {
+	return state.Key{Job: jobNS, Operator: op, Namespace: floorNamespace, KeyGroup: group, User: []byte("wm")}
+}
+
+// DecodeFloor returns the watermark a floor entry holds.
+func DecodeFloor(v []byte) (int64, bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
+}
+
 // floor persists the watermark of acknowledged firings. After a restart
 // the operator starts at it: the input replayed from the committed
 // positions can hold rows of windows that fired and were emitted before
@@ -29,6 +45,18 @@ const floorNamespace = "__arkflow_window_floor"
 // late; the other way round it would leave committed positions past rows
 // of windows above the floor, which a restart would reopen with part of
 // their rows.
+//
+// A restore from a checkpoint rolls the floor back to the one in its
+// snapshot, and the input replayed from the checkpoint's positions then
+// fires again every window acknowledged since. The runtime keeps the
+// floor of the local store instead when that store ran on from exactly
+// the restored checkpoint (internal/runtime: carriedFloors): the windows
+// up to it were acknowledged, so their output is where the sink put it,
+// and the rows of every window above it lie at or after the checkpoint's
+// positions (an input row commits only once every window it fed has
+// fired). What is written again after a crash is then only what was
+// acknowledged after the last floor write: the firing whose sink write
+// completed just before the kill.
 type floor struct {
 	mu      sync.Mutex
 	store   state.Backend
@@ -39,16 +67,19 @@ type floor struct {
 }
 
 func newFloor(store state.Backend, jobID, op string, group int) *floor {
-	return &floor{store: store, key: state.Key{Job: jobID, Operator: op, Namespace: floorNamespace, KeyGroup: group, User: []byte("wm")}, pending: map[uint64]int64{}}
+	return &floor{store: store, key: FloorKey(jobID, op, group), pending: map[uint64]int64{}}
 }
 
 // load returns the persisted floor, or NoWatermark.
 func (f *floor) load(now int64) (int64, error) {
 	v, _, ok, err := f.store.Get(f.key, now)
-	if err != nil || !ok || len(v) != 8 {
+	if err != nil || !ok {
 		return NoWatermark, err
 	}
-	return int64(binary.BigEndian.Uint64(v)), nil
+	if wm, ok := DecodeFloor(v); ok {
+		return wm, nil
+	}
+	return NoWatermark, nil
 }
 
 // firing returns an acknowledgement for a firing at wm: when it and every

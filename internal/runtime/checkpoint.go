@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // CheckpointStatus is a runtime's checkpoint health and recovery progress.
@@ -165,6 +167,11 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		}
 		return nil, err
 	}
+	// Read before the restore empties the store.
+	carry, err := r.carriedFloors(st, m)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
 		err := r.restoreState(ctx, cat, st, m)
@@ -193,6 +200,14 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 			r.log.Warn("no usable checkpoint left; starting without restored state")
 			return nil, nil
 		}
+	}
+	if carry != nil && carry.id == m.CheckpointID {
+		if err := r.keepFloors(st, carry); err != nil {
+			return fail(err)
+		}
+	}
+	if m.Kind == checkpoint.KindCheckpoint {
+		r.noteCut(st, m.CheckpointID, true)
 	}
 	r.ckpt.mu.Lock()
 	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
@@ -334,13 +349,140 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 	return nil
 }
 
-// emptyState deletes the state of every stateful operator of the spec.
+// The runtime's own entries in the state store live under this operator
+// name, which no job operator can take (ids do not start with "__").
+const runtimeStateOp = "__arkflow_runtime"
+
+// lineageKey holds the ids of the checkpoints cut from this store's
+// state since it was last restored, one per line, oldest first, at most
+// lineageLen (see carriedFloors).
+func lineageKey(ns string) state.Key {
+	return state.Key{Job: ns, Operator: runtimeStateOp, Namespace: "lineage", User: []byte("checkpoints")}
+}
+
+const lineageLen = 64
+
+// floorCarry is what carriedFloors read: the window floors of the local
+// store, valid on top of checkpoint id.
+type floorCarry struct {
+	id     string
+	floors []state.Mutation
+}
+
+// carriedFloors reads the window floors the local store holds when they
+// may be kept across the restore of m (see window.floor): m is a
+// checkpoint (not a savepoint, not chosen by the caller) this node cut
+// from this store's state, so every floor write in the store since
+// happened on top of m's state; and no source routes or updates late
+// rows (a replayed row of an acknowledged window would then be routed or
+// emitted as a late update instead of dropped as it was when the window
+// fired). Otherwise, and when the store has no floor newer than the
+// snapshot's, the restore rolls the floors back with the rest of the
+// state, and the windows acknowledged since m fire again (the L2 bound).
+func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floorCarry, error) {
+	spec := r.g.Spec
+	if m.Kind != checkpoint.KindCheckpoint || r.opts.FromSavepoint != "" || spec.Recovery == job.RecoverLatestSavepoint {
+		return nil, nil
+	}
+	for _, s := range spec.Sources {
+		if s.Time != nil && s.Time.LateEventPolicy != "" && s.Time.LateEventPolicy != job.LateDrop {
+			return nil, nil
+		}
+	}
+	ns := stateJob(spec)
+	now := r.opts.Clock.Now().UnixMilli()
+	v, _, ok, err := st.Get(lineageKey(ns), now)
+	if err != nil {
+		return nil, fmt.Errorf("restore: reading the local store's last checkpoint: %w", err)
+	}
+	if !ok || !slices.Contains(strings.Split(string(v), "\n"), m.CheckpointID) {
+		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "id", m.CheckpointID)
+		return nil, nil
+	}
+	for _, a := range m.TaskAttempts {
+		if a.NodeID != r.nodeID() {
+			r.log.Info("restore: the checkpoint was cut on another node; the windows acknowledged after it fire again", "id", m.CheckpointID, "node_id", a.NodeID)
+			return nil, nil
+		}
+	}
+	c := &floorCarry{id: m.CheckpointID}
+	for _, t := range r.g.Plan.Tasks {
+		if op, _ := spec.Operator(t.OperatorID); op == nil || op.Kind != job.KindWindow {
+			continue
+		}
+		k := window.FloorKey(ns, t.OperatorID, t.KeyGroups().Start)
+		v, _, ok, err := st.Get(k, now)
+		if err != nil {
+			return nil, fmt.Errorf("restore: reading the window floor of %s: %w", t.ID, err)
+		}
+		if ok {
+			c.floors = append(c.floors, state.Mutation{Key: k, Value: append([]byte(nil), v...)})
+		}
+	}
+	return c, nil
+}
+
+// keepFloors writes back each carried floor that is ahead of the restored
+// one.
+func (r *Runtime) keepFloors(st state.Backend, c *floorCarry) error {
+	now := r.opts.Clock.Now().UnixMilli()
+	var keep []state.Mutation
+	for _, f := range c.floors {
+		local, ok := window.DecodeFloor(f.Value)
+		if !ok {
+			continue
+		}
+		v, _, found, err := st.Get(f.Key, now)
+		if err != nil {
+			return fmt.Errorf("restore: reading the restored window floor of %s: %w", f.Key.Operator, err)
+		}
+		if restored, ok := window.DecodeFloor(v); found && ok && restored >= local {
+			continue
+		}
+		keep = append(keep, f)
+		r.log.Info("restore: keeping the window floor the local store acknowledged after the checkpoint", "operator", f.Key.Operator, "key_group", f.Key.KeyGroup, "floor_ms", local, "checkpoint", c.id)
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	if err := st.Apply(keep); err != nil {
+		return fmt.Errorf("restore: keeping the window floors: %w", err)
+	}
+	return nil
+}
+
+// noteCut records in the local store that checkpoint id was cut from its
+// state (see carriedFloors); restored says the store was just filled from
+// that checkpoint, which starts the list again. A failed write only costs
+// a later restore the floors it could have kept.
+func (r *Runtime) noteCut(st state.Backend, id string, restored bool) {
+	k := lineageKey(stateJob(r.g.Spec))
+	ids := []string{id}
+	if !restored {
+		v, _, ok, err := st.Get(k, r.opts.Clock.Now().UnixMilli())
+		if err == nil && ok && len(v) > 0 {
+			ids = append(strings.Split(string(v), "\n"), id)
+		}
+		if len(ids) > lineageLen {
+			ids = ids[len(ids)-lineageLen:]
+		}
+	}
+	if err := st.Apply([]state.Mutation{{Key: k, Value: []byte(strings.Join(ids, "\n"))}}); err != nil {
+		r.log.Warn("could not note the checkpoint in the state store; a restore from it will fire again the windows acknowledged after it", "id", id, "error", err)
+	}
+}
+
+// emptyState deletes the state of every stateful operator of the spec,
+// and the runtime's own entries.
 func (r *Runtime) emptyState(st state.Backend) error {
 	drop, ok := st.(state.Dropper)
 	if !ok {
 		return fmt.Errorf("the state backend cannot be emptied for a restore")
 	}
 	ns := stateJob(r.g.Spec)
+	if err := drop.Drop(state.Scope{Job: ns, Operator: runtimeStateOp, Groups: state.AllKeyGroups}); err != nil {
+		return fmt.Errorf("restore: emptying the runtime's state: %w", err)
+	}
 	for _, op := range r.g.Spec.Operators {
 		if statefulOp(&op) {
 			if err := drop.Drop(state.Scope{Job: ns, Operator: op.ID, Groups: state.AllKeyGroups}); err != nil {
@@ -460,6 +602,14 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		return nil, err
 	}
 	defer c.Frozen.Close()
+	if kind == checkpoint.KindCheckpoint {
+		// Before the commit: a kill between the two must not cost the
+		// restore of this checkpoint its floors.
+		r.mu.Lock()
+		st := r.store
+		r.mu.Unlock()
+		r.noteCut(st, id, false)
+	}
 	pause = c.Pause
 
 	spec, plan := r.g.Spec, r.g.Plan

@@ -1,0 +1,179 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/state"
+)
+
+// floorSpec is a keyed tumbling window of 100 ms over an event-time
+// memory source, checkpointed by hand, state in Badger at dir.
+func floorSpec(store, dir, policy string) string {
+	return fmt.Sprintf(`{"id":"fl","operators":[{"id":"in","kind":"source"},{"id":"w","kind":"window","stateful":true,"key_field":"k",
+	  "config":{"window":{"type":"tumbling","size_ms":100},"aggregates":[{"function":"count","as":"n"}]}},{"id":"out","kind":"sink"}],
+	  "edges":[{"id":"a","from":"in","to":"w","partitioned":true},{"id":"b","from":"w","to":"out"}],
+	  "sources":[{"operator_id":"in","input_type":"memory","time":{"mode":"event_time","timestamp_field":"ts",
+	    "watermark":{"strategy":"bounded_out_of_orderness","out_of_orderness_ms":0}%s}}],
+	  "sinks":[{"operator_id":"out","output_type":"memory"}],
+	  "state":{"backend":"badger","path":%q},
+	  "checkpoint":{"interval_ms":3600000,"retention":3,"object_store_uri":"file://%s"}}`, policy, dir, store)
+}
+
+// floorRun is one run of floorSpec; it ends by a cancel (no end of input,
+// so nothing fires at the end: a crash as far as the windows can tell).
+type floorRun struct {
+	rt     *Runtime
+	src    *mem.Source
+	sink   *mem.Sink
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startFloorRun(t *testing.T, spec string, hist []arrow.RecordBatch) *floorRun {
+	t.Helper()
+	r := &floorRun{src: mem.NewSource(eventSchema, 1), sink: mem.NewSink(), done: make(chan error, 1)}
+	for _, b := range hist {
+		if err := r.src.Append(0, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.rt = New(mustBuild(t, spec, map[string]any{"in": r.src, "out": r.sink}), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- r.rt.Run(ctx) }()
+	waitFor(t, "running", func() bool { return r.rt.State() == Running || r.rt.State() == Failed })
+	if r.rt.State() == Failed {
+		t.Fatal(<-r.done)
+	}
+	return r
+}
+
+func (r *floorRun) kill() { r.cancel(); <-r.done }
+
+// windowStarts returns the window start of every row the sink received.
+func windowStarts(t *testing.T, sink *mem.Sink) []int64 {
+	t.Helper()
+	var out []int64
+	for _, rec := range sink.Records() {
+		i := rec.Schema().FieldIndices("window_start")
+		if len(i) != 1 {
+			t.Fatalf("no window_start column in %v", rec.Schema())
+		}
+		col := rec.Column(i[0]).(*array.Timestamp)
+		for j := 0; j < col.Len(); j++ {
+			out = append(out, int64(col.Value(j)))
+		}
+	}
+	return out
+}
+
+// The window floor a run acknowledged after the checkpoint it restarts
+// from is kept (window.floor, carriedFloors): the window that fired and
+// was acknowledged after the checkpoint is not written again by the
+// restarted run, and the window that was open at the kill fires whole.
+// Without the store's note of the checkpoint it ran on from (the control
+// case, also what a restore on another node gets), the floor rolls back
+// with the checkpoint and the window fires again: the restart's
+// duplicates are what a checkpoint interval acknowledged.
+func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		dropNote  bool
+		policy    string
+		wantAgain bool
+	}{
+		{name: "kept"},
+		{name: "no note of the checkpoint", dropNote: true, wantAgain: true},
+		{name: "late rows dropped, said explicitly", policy: `,"late_event_policy":"drop"`},
+		{name: "late rows update fired windows", policy: `,"late_event_policy":"update","allowed_lateness_ms":1000`, wantAgain: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, dir := t.TempDir(), t.TempDir()
+			spec := floorSpec(store, dir, c.policy)
+			var hist []arrow.RecordBatch
+			r := startFloorRun(t, spec, nil)
+			add := func(r *floorRun, b arrow.RecordBatch) {
+				hist = append(hist, b)
+				if err := r.src.Append(0, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			add(r, timed(10, 20, 30))
+			waitFor(t, "3 rows in the window", func() bool { return windowRowsIn(r.rt) == 3 })
+			if _, err := r.rt.Checkpoint(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// After the checkpoint: window [0,100) fires and is
+			// acknowledged; [100,200) stays open.
+			add(r, timed(110, 120))
+			waitFor(t, "window [0,100) at the sink", func() bool { return r.sink.NumRows() == 1 })
+			waitFor(t, "the firing acknowledged", func() bool {
+				v, _, ok, _ := r.rt.store.Get(state.Key{Job: "fl", Operator: "w", Namespace: "__arkflow_window_floor", KeyGroup: 0, User: []byte("wm")}, 0)
+				return ok && len(v) == 8
+			})
+			r.kill()
+			if got := windowStarts(t, r.sink); len(got) != 1 || got[0] != 0 {
+				t.Fatalf("run 1 wrote windows %v, want [0]", got)
+			}
+			if c.dropNote {
+				st, err := state.Open(state.Options{Dir: dir})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Apply([]state.Mutation{{Key: lineageKey("fl"), Delete: true}}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			r = startFloorRun(t, spec, hist)
+			if r.rt.CheckpointStatus().Restored == "" {
+				t.Fatal("the second run restored nothing")
+			}
+			add(r, timed(250))
+			waitFor(t, "window [100,200) at the sink", func() bool {
+				for _, s := range windowStarts(t, r.sink) {
+					if s == 100 {
+						return true
+					}
+				}
+				return false
+			})
+			got := windowStarts(t, r.sink)
+			var again, open int
+			for _, s := range got {
+				switch s {
+				case 0:
+					again++
+				case 100:
+					open++
+				}
+			}
+			if open != 1 {
+				t.Fatalf("run 2 wrote windows %v: window [100,200) %d times, want once", got, open)
+			}
+			if c.wantAgain != (again > 0) || (!c.wantAgain && again > 0) {
+				t.Fatalf("run 2 wrote windows %v: window [0,100), acknowledged after the checkpoint, %d times (want again: %v)", got, again, c.wantAgain)
+			}
+			// The open window fires whole: both its rows were replayed.
+			for _, rec := range r.sink.Records() {
+				starts := rec.Column(rec.Schema().FieldIndices("window_start")[0]).(*array.Timestamp)
+				ns := rec.Column(rec.Schema().FieldIndices("n")[0]).(*array.Int64)
+				for j := 0; j < ns.Len(); j++ {
+					if starts.Value(j) == 100 && ns.Value(j) != 2 {
+						t.Fatalf("window [100,200) counted %d rows, want 2", ns.Value(j))
+					}
+				}
+			}
+			r.kill()
+		})
+	}
+}
