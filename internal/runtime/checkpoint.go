@@ -206,8 +206,11 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 			return fail(err)
 		}
 	}
-	if m.Kind == checkpoint.KindCheckpoint {
-		r.noteCut(st, m.CheckpointID, true)
+	if m.Kind == checkpoint.KindCheckpoint && len(m.TaskAttempts) > 0 {
+		// The restored state is m's: a restore of m again may keep
+		// what this run acknowledges on top of it.
+		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
+		r.noteCut(st, m.CheckpointID, run, true)
 	}
 	r.ckpt.mu.Lock()
 	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
@@ -353,9 +356,10 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 // name, which no job operator can take (ids do not start with "__").
 const runtimeStateOp = "__arkflow_runtime"
 
-// lineageKey holds the ids of the checkpoints cut from this store's
-// state since it was last restored, one per line, oldest first, at most
-// lineageLen (see carriedFloors).
+// lineageKey holds the checkpoints cut from this store's state since it
+// was last restored, one per line ("id run", the run's token is also in
+// the checkpoint's attempt ids), oldest first, at most lineageLen (see
+// carriedFloors).
 func lineageKey(ns string) state.Key {
 	return state.Key{Job: ns, Operator: runtimeStateOp, Namespace: "lineage", User: []byte("checkpoints")}
 }
@@ -371,8 +375,10 @@ type floorCarry struct {
 
 // carriedFloors reads the window floors the local store holds when they
 // may be kept across the restore of m (see window.floor): m is a
-// checkpoint (not a savepoint, not chosen by the caller) this node cut
-// from this store's state, so every floor write in the store since
+// checkpoint (not a savepoint, not chosen by the caller) a run cut from
+// this very store's state (its note names m's id and the run token of m's
+// attempt ids, so a checkpoint of the same id cut elsewhere does not
+// match), so every floor write in the store since
 // happened on top of m's state; and no source routes or updates late
 // rows (a replayed row of an acknowledged window would then be routed or
 // emitted as a late update instead of dropped as it was when the window
@@ -395,15 +401,17 @@ func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floo
 	if err != nil {
 		return nil, fmt.Errorf("restore: reading the local store's last checkpoint: %w", err)
 	}
-	if !ok || !slices.Contains(strings.Split(string(v), "\n"), m.CheckpointID) {
+	noted := false
+	if ok {
+		for _, line := range strings.Split(string(v), "\n") {
+			id, run, _ := strings.Cut(line, " ")
+			noted = noted || (id == m.CheckpointID && run != "" && len(m.TaskAttempts) > 0 &&
+				!slices.ContainsFunc(m.TaskAttempts, func(a checkpoint.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) }))
+		}
+	}
+	if !noted {
 		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "id", m.CheckpointID)
 		return nil, nil
-	}
-	for _, a := range m.TaskAttempts {
-		if a.NodeID != r.nodeID() {
-			r.log.Info("restore: the checkpoint was cut on another node; the windows acknowledged after it fire again", "id", m.CheckpointID, "node_id", a.NodeID)
-			return nil, nil
-		}
 	}
 	c := &floorCarry{id: m.CheckpointID}
 	for _, t := range r.g.Plan.Tasks {
@@ -455,9 +463,9 @@ func (r *Runtime) keepFloors(st state.Backend, c *floorCarry) error {
 // state (see carriedFloors); restored says the store was just filled from
 // that checkpoint, which starts the list again. A failed write only costs
 // a later restore the floors it could have kept.
-func (r *Runtime) noteCut(st state.Backend, id string, restored bool) {
+func (r *Runtime) noteCut(st state.Backend, id, run string, restored bool) {
 	k := lineageKey(stateJob(r.g.Spec))
-	ids := []string{id}
+	ids := []string{id + " " + run}
 	if !restored {
 		v, _, ok, err := st.Get(k, r.opts.Clock.Now().UnixMilli())
 		if err == nil && ok && len(v) > 0 {
@@ -470,6 +478,19 @@ func (r *Runtime) noteCut(st state.Backend, id string, restored bool) {
 	if err := st.Apply([]state.Mutation{{Key: k, Value: []byte(strings.Join(ids, "\n"))}}); err != nil {
 		r.log.Warn("could not note the checkpoint in the state store; a restore from it will fire again the windows acknowledged after it", "id", id, "error", err)
 	}
+}
+
+// cutAttempt splits an attempt id "task:node:run".
+func cutAttempt(a string) (task, node, run string) {
+	i := strings.LastIndexByte(a, ':')
+	if i < 0 {
+		return a, "", ""
+	}
+	task, run = a[:i], a[i+1:]
+	if j := strings.LastIndexByte(task, ':'); j >= 0 {
+		task, node = task[:j], task[j+1:]
+	}
+	return task, node, run
 }
 
 // emptyState deletes the state of every stateful operator of the spec,
@@ -608,7 +629,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		r.mu.Lock()
 		st := r.store
 		r.mu.Unlock()
-		r.noteCut(st, id, false)
+		r.noteCut(st, id, r.run, false)
 	}
 	pause = c.Pause
 
@@ -659,7 +680,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		WatermarksMS: c.Watermarks,
 	}
 	for _, t := range m.PlannedTasks {
-		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":0", NodeID: r.nodeID()})
+		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
 	}
 	for _, res := range results {
 		if res.err != nil {

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"log/slog"
 	"path/filepath"
 	"runtime/debug"
@@ -110,6 +111,9 @@ type Runtime struct {
 	g    *build.Graph
 	opts Options
 	log  *slog.Logger
+	// run identifies this run in the attempt ids of the checkpoints it
+	// cuts (see carriedFloors).
+	run string
 
 	mu       sync.Mutex
 	state    State
@@ -148,7 +152,7 @@ func New(g *build.Graph, opts Options) *Runtime {
 	if opts.ProcessingTimeInterval <= 0 {
 		opts.ProcessingTimeInterval = 200 * time.Millisecond
 	}
-	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), stopping: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
+	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
 }
 
 // State returns the current lifecycle state.
