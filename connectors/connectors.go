@@ -128,6 +128,21 @@ type Sink interface {
 	Close(ctx context.Context) error
 }
 
+// AsyncSink is a Sink that can have several writes in flight. WriteAsync
+// hands the rows to the output and returns; done is called exactly once,
+// from any goroutine, when they are delivered as far as Write promises, or
+// with the error that stopped them. An error returned by WriteAsync itself
+// means nothing was handed over, and done is not called. rec is owned by
+// the runtime again once WriteAsync returns. The runtime keeps a bounded
+// number of writes in flight, acknowledges each write's rows when its done
+// reports success (in any order: positions stay contiguous), and waits for
+// every write in flight before the sink's chain ends. Close is called only
+// after that, and never concurrently with WriteAsync.
+type AsyncSink interface {
+	Sink
+	WriteAsync(ctx context.Context, rec arrow.RecordBatch, done func(error)) error
+}
+
 // TaskInfo describes the subtask a Source or Sink is created for.
 type TaskInfo struct {
 	JobID       string

@@ -34,6 +34,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -577,6 +579,10 @@ type SinkHarness struct {
 //   - EmptyWrite: a batch without rows writes nothing and succeeds.
 //   - CloseFlushes: rows written before Close are readable after it.
 //   - Close: without Connect, and twice, returns nil.
+//   - AsyncWriteReadBack (sinks that implement connectors.AsyncSink):
+//     several WriteAsync calls in flight, the record released as soon as
+//     each returns; every done is called exactly once, with nil, and the
+//     rows of all of them read back.
 func TestSink(t *testing.T, h SinkHarness) {
 	schema := withMeta(Schema())
 	t.Run("WriteReadBack", func(t *testing.T) {
@@ -618,6 +624,60 @@ func TestSink(t *testing.T, h SinkHarness) {
 		}
 		checkReadBack(t, read(t, len(rows)), rows, h.Features)
 	})
+	t.Run("AsyncWriteReadBack", func(t *testing.T) {
+		out, read := h.New(t, schema)
+		snk := connectSink(t, out)
+		async, ok := snk.(connectors.AsyncSink)
+		if !ok {
+			t.Skip("the sink does not implement connectors.AsyncSink")
+		}
+		var want []Row
+		var calls [4]atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, len(calls))
+		for w := range calls {
+			var rows []Row
+			for i := 0; i < 20; i++ {
+				id := int64(w*100 + i)
+				rows = append(rows, Row{ID: id, Name: fmt.Sprintf("async %d", id)})
+			}
+			want = append(want, rows...)
+			full := metaRecord(rows)
+			wg.Add(1)
+			err := async.WriteAsync(context.Background(), full, func(err error) {
+				if calls[w].Add(1) == 1 {
+					if err != nil {
+						errs <- err
+					}
+					wg.Done()
+				}
+			})
+			full.Release()
+			if err != nil {
+				t.Fatalf("WriteAsync %d: %v", w, err)
+			}
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("WriteAsync: done was not called within 30 s")
+		}
+		close(errs)
+		for err := range errs {
+			t.Errorf("WriteAsync reported %v", err)
+		}
+		checkReadBack(t, read(t, len(want)), want, SinkFeatures{Ordered: false})
+		if err := snk.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		for w := range calls {
+			if n := calls[w].Load(); n != 1 {
+				t.Errorf("write %d: done called %d times", w, n)
+			}
+		}
+	})
 	t.Run("Close", func(t *testing.T) {
 		out, _ := h.New(t, schema)
 		snk, err := out.NewSink(connectors.TaskInfo{OperatorID: "conformance-sink", Parallelism: 1})
@@ -655,10 +715,9 @@ func connectSink(t *testing.T, out connectors.Output) connectors.Sink {
 	return snk
 }
 
-// writeRows writes rows with metadata columns (as a source would deliver
+// metaRecord is rows with metadata columns (as a source would deliver
 // them).
-func writeRows(t *testing.T, snk connectors.Sink, rows []Row) {
-	t.Helper()
+func metaRecord(rows []Row) arrow.RecordBatch {
 	rec := NewRecord(rows)
 	defer rec.Release()
 	meta := connectors.MetaArrays("conformance-src", 0, 100, len(rows))
@@ -667,6 +726,14 @@ func writeRows(t *testing.T, snk connectors.Sink, rows []Row) {
 	for _, c := range meta {
 		c.Release()
 	}
+	return full
+}
+
+// writeRows writes rows with metadata columns (as a source would deliver
+// them).
+func writeRows(t *testing.T, snk connectors.Sink, rows []Row) {
+	t.Helper()
+	full := metaRecord(rows)
 	defer full.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -241,6 +241,9 @@ type writeState struct {
 	mu        sync.Mutex
 	err       error
 	done      chan struct{}
+	// then, when set, is called with the first error once every record
+	// was reported (WriteAsync).
+	then func(error)
 }
 
 func newWriteState(n int) *writeState {
@@ -264,6 +267,9 @@ func (w *writeState) report(err error) {
 func (w *writeState) settle(n int64) {
 	if n > 0 && w.remaining.Add(-n) == 0 {
 		close(w.done)
+		if w.then != nil {
+			w.then(w.firstErr())
+		}
 	}
 }
 
@@ -341,6 +347,49 @@ func (s *Sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	return nil
 }
 
+// WriteAsync is Write without waiting for the delivery reports, for
+// at-least-once: done gets the first delivery error (or nil) once every
+// record was reported, on the producer's event goroutine. Exactly-once
+// writes are one transaction each and stay synchronous: done is called
+// before WriteAsync returns. Implements connectors.AsyncSink.
+func (s *Sink) WriteAsync(ctx context.Context, rec arrow.RecordBatch, done func(error)) error {
+	if s.txnID != "" {
+		done(s.Write(ctx, rec))
+		return nil
+	}
+	if s.closed {
+		return ErrClosed
+	}
+	if !s.connected {
+		return errNotConnected
+	}
+	n := int(rec.NumRows())
+	if n == 0 {
+		done(nil)
+		return nil
+	}
+	values, err := s.values(rec)
+	if err != nil {
+		return err
+	}
+	keys, err := s.keys(rec)
+	if err != nil {
+		return err
+	}
+	w := newWriteState(n)
+	topic := s.topic
+	w.then = func(err error) {
+		if err != nil {
+			err = fmt.Errorf("kafka: delivering to topic %q: %w", topic, err)
+		}
+		done(err)
+	}
+	// A failed produce recorded its error in w: what was enqueued still
+	// reports, and done gets the error when it has.
+	_ = s.produce(ctx, values, keys, w)
+	return nil
+}
+
 // produce enqueues one record per value. On a full queue it waits for
 // deliveries and retries. Records not enqueued are settled in w.
 func (s *Sink) produce(ctx context.Context, values, keys [][]byte, w *writeState) error {
@@ -365,8 +414,14 @@ func (s *Sink) produce(ctx context.Context, values, keys [][]byte, w *writeState
 					err = ctx.Err()
 				}
 			}
+			err = fmt.Errorf("kafka: producing to topic %q: %w", topic, err)
+			w.mu.Lock()
+			if w.err == nil {
+				w.err = err // before settling: WriteAsync's done reads it
+			}
+			w.mu.Unlock()
 			w.settle(int64(len(values) - i))
-			return fmt.Errorf("kafka: producing to topic %q: %w", topic, err)
+			return err
 		}
 	}
 	return nil
@@ -636,6 +691,7 @@ func (s *Sink) Close(ctx context.Context) error {
 }
 
 var (
-	_ connectors.Output = (*Output)(nil)
-	_ connectors.Sink   = (*Sink)(nil)
+	_ connectors.Output    = (*Output)(nil)
+	_ connectors.Sink      = (*Sink)(nil)
+	_ connectors.AsyncSink = (*Sink)(nil)
 )
