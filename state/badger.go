@@ -399,10 +399,24 @@ func badgerNewDir(dir string, version int) (func() error, error) {
 }
 
 // ours reports whether a directory entry is one of our files (not
-// Badger's): FORMAT, SEAL, their temp files, and Badger's LOCK.
+// Badger's): FORMAT, SEAL, CarryFileName, their temp files, and Badger's
+// LOCK.
 func ours(name string) bool {
-	return name == formatFileName || name == sealFileName || name == lockFileName ||
-		name == formatFileName+tmpSuffix || name == sealFileName+tmpSuffix
+	return name == formatFileName || name == sealFileName || name == lockFileName || name == CarryFileName ||
+		name == formatFileName+tmpSuffix || name == sealFileName+tmpSuffix || name == CarryFileName+tmpSuffix
+}
+
+// CarryFileName is a small file the runtime keeps in a Badger state
+// directory while it restores a checkpoint into the store: what it
+// carries across the restore, which empties the store first
+// (internal/runtime: carriedFloors). SEAL and the directory checks ignore
+// it.
+const CarryFileName = "RESTORE_CARRY"
+
+// WriteCarry writes dir/CarryFileName atomically (temp file, fsync,
+// rename, fsync of the directory).
+func WriteCarry(dir string, data []byte) error {
+	return writeFileAtomic(dir, CarryFileName, data)
 }
 
 // checkUnsealed checks a directory that was not closed cleanly, read only,

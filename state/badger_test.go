@@ -442,3 +442,41 @@ func TestBadgerReopenAfterCrashInVlogCreate(t *testing.T) {
 		t.Fatalf("%d entries after the crash", got)
 	}
 }
+
+// The runtime's carry file lives in the state directory beside Badger's
+// files: a sealed directory with it (written after the seal) still opens,
+// and so does an unsealed one.
+func TestCarryFileIsNotBadgers(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 2; i++ {
+		st, err := Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if err := st.Apply([]Mutation{{Key: Key{Job: "j", Operator: "o", User: []byte("k")}, Value: []byte("v")}}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			// Written while the store is open: the seal lists it not.
+			if err := WriteCarry(dir, []byte(`{"checkpoint":"1 r"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := WriteCarry(dir, []byte(`{"checkpoint":"1 r"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("a state directory holding %s: %v", CarryFileName, err)
+	}
+	if v, _, ok, err := st.Get(Key{Job: "j", Operator: "o", User: []byte("k")}, 0); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("get: %q %v %v", v, ok, err)
+	}
+	st.Close()
+}

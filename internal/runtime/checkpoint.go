@@ -2,9 +2,13 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -167,9 +171,13 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		}
 		return nil, err
 	}
-	// Read before the restore empties the store.
+	// Read before the restore empties the store, and kept beside it
+	// until the restore is done: a kill in between must not lose them.
 	carry, err := r.carriedFloors(st, m)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.saveCarry(carry); err != nil {
 		return nil, err
 	}
 	for {
@@ -212,6 +220,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
 		r.noteCut(st, m.CheckpointID, run, true)
 	}
+	r.dropCarry()
 	r.ckpt.mu.Lock()
 	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
 	r.ckpt.mu.Unlock()
@@ -369,8 +378,8 @@ const lineageLen = 64
 // floorCarry is what carriedFloors read: the window floors of the local
 // store, valid on top of checkpoint id.
 type floorCarry struct {
-	id     string
-	floors []state.Mutation
+	id, run string
+	floors  []state.Mutation
 }
 
 // carriedFloors reads the window floors the local store holds when they
@@ -397,6 +406,17 @@ func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floo
 	}
 	ns := stateJob(spec)
 	now := r.opts.Clock.Now().UnixMilli()
+	matches := func(line string) bool {
+		id, run, _ := strings.Cut(line, " ")
+		return id == m.CheckpointID && run != "" && len(m.TaskAttempts) > 0 &&
+			!slices.ContainsFunc(m.TaskAttempts, func(a checkpoint.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) })
+	}
+	// A restore of m killed after it emptied the store left the floors
+	// it carried beside the store.
+	saved, err := r.loadCarry(matches)
+	if err != nil {
+		return nil, err
+	}
 	v, _, ok, err := st.Get(lineageKey(ns), now)
 	if err != nil {
 		return nil, fmt.Errorf("restore: reading the local store's last checkpoint: %w", err)
@@ -404,16 +424,18 @@ func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floo
 	noted := false
 	if ok {
 		for _, line := range strings.Split(string(v), "\n") {
-			id, run, _ := strings.Cut(line, " ")
-			noted = noted || (id == m.CheckpointID && run != "" && len(m.TaskAttempts) > 0 &&
-				!slices.ContainsFunc(m.TaskAttempts, func(a checkpoint.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) }))
+			noted = noted || matches(line)
 		}
 	}
 	if !noted {
+		if saved != nil {
+			r.log.Info("restore: keeping the window floors a restore of this checkpoint carried before it was interrupted", "id", m.CheckpointID, "floors", len(saved.floors))
+			return saved, nil
+		}
 		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "id", m.CheckpointID)
 		return nil, nil
 	}
-	c := &floorCarry{id: m.CheckpointID}
+	c := &floorCarry{id: m.CheckpointID, run: saved.runOr(m)}
 	for _, t := range r.g.Plan.Tasks {
 		if op, _ := spec.Operator(t.OperatorID); op == nil || op.Kind != job.KindWindow {
 			continue
@@ -423,11 +445,136 @@ func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floo
 		if err != nil {
 			return nil, fmt.Errorf("restore: reading the window floor of %s: %w", t.ID, err)
 		}
-		if ok {
-			c.floors = append(c.floors, state.Mutation{Key: k, Value: append([]byte(nil), v...)})
+		if !ok {
+			continue
+		}
+		// The higher of the store's and an interrupted restore's.
+		if prev := saved.floor(k); prev != nil {
+			a, okA := window.DecodeFloor(v)
+			b, okB := window.DecodeFloor(prev)
+			if okB && (!okA || b > a) {
+				v = prev
+			}
+		}
+		c.floors = append(c.floors, state.Mutation{Key: k, Value: append([]byte(nil), v...)})
+	}
+	for _, f := range saved.floorsOf() {
+		if !slices.ContainsFunc(c.floors, func(g state.Mutation) bool { return sameKey(g.Key, f.Key) }) {
+			c.floors = append(c.floors, f)
 		}
 	}
 	return c, nil
+}
+
+func sameKey(a, b state.Key) bool {
+	return a.Job == b.Job && a.Operator == b.Operator && a.Namespace == b.Namespace && a.KeyGroup == b.KeyGroup && string(a.User) == string(b.User)
+}
+
+// carryFile is the JSON of the carry file: the checkpoint ("id run")
+// and the floors, by key.
+type carryFile struct {
+	Checkpoint string       `json:"checkpoint"`
+	Floors     []carryFloor `json:"floors"`
+}
+
+type carryFloor struct {
+	Operator string `json:"operator"`
+	KeyGroup int    `json:"key_group"`
+	FloorMS  int64  `json:"floor_ms"`
+}
+
+// runOr returns the run token of c's checkpoint line, else that of m's
+// attempts.
+func (c *floorCarry) runOr(m *checkpoint.Manifest) string {
+	if c != nil && c.run != "" {
+		return c.run
+	}
+	if len(m.TaskAttempts) > 0 {
+		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
+		return run
+	}
+	return ""
+}
+
+func (c *floorCarry) floor(k state.Key) []byte {
+	if c == nil {
+		return nil
+	}
+	for _, f := range c.floors {
+		if sameKey(f.Key, k) {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+func (c *floorCarry) floorsOf() []state.Mutation {
+	if c == nil {
+		return nil
+	}
+	return c.floors
+}
+
+// saveCarry writes the carry file before the restore empties the store
+// (nothing for a memory store, or nothing to carry).
+func (r *Runtime) saveCarry(c *floorCarry) error {
+	if r.stateDir == "" || c == nil || len(c.floors) == 0 {
+		return nil
+	}
+	f := carryFile{Checkpoint: c.id + " " + c.run}
+	for _, m := range c.floors {
+		wm, ok := window.DecodeFloor(m.Value)
+		if !ok {
+			continue
+		}
+		f.Floors = append(f.Floors, carryFloor{Operator: m.Key.Operator, KeyGroup: m.Key.KeyGroup, FloorMS: wm})
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if err := state.WriteCarry(r.stateDir, data); err != nil {
+		return fmt.Errorf("restore: saving the window floors beside the store: %w", err)
+	}
+	return nil
+}
+
+// loadCarry reads the carry file when its checkpoint line matches; a
+// missing, unreadable or other checkpoint's file is nil.
+func (r *Runtime) loadCarry(matches func(string) bool) (*floorCarry, error) {
+	if r.stateDir == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(filepath.Join(r.stateDir, state.CarryFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore: reading %s: %w", state.CarryFileName, err)
+	}
+	var f carryFile
+	if json.Unmarshal(data, &f) != nil || !matches(f.Checkpoint) {
+		r.log.Warn("restore: ignoring a carry file of another checkpoint, or unreadable", "file", filepath.Join(r.stateDir, state.CarryFileName))
+		return nil, nil
+	}
+	id, run, _ := strings.Cut(f.Checkpoint, " ")
+	c := &floorCarry{id: id, run: run}
+	ns := stateJob(r.g.Spec)
+	for _, fl := range f.Floors {
+		c.floors = append(c.floors, state.Mutation{Key: window.FloorKey(ns, fl.Operator, fl.KeyGroup), Value: binary.BigEndian.AppendUint64(nil, uint64(fl.FloorMS))})
+	}
+	return c, nil
+}
+
+// dropCarry removes the carry file after a restore kept its floors (or
+// found none to keep).
+func (r *Runtime) dropCarry() {
+	if r.stateDir == "" {
+		return
+	}
+	if err := os.Remove(filepath.Join(r.stateDir, state.CarryFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.log.Warn("restore: could not remove the carry file", "error", err)
+	}
 }
 
 // keepFloors writes back each carried floor that is ahead of the restored

@@ -83,13 +83,15 @@ func windowStarts(t *testing.T, sink *mem.Sink) []int64 {
 // duplicates are what a checkpoint interval acknowledged.
 func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		dropNote  bool
-		policy    string
-		wantAgain bool
+		name        string
+		dropNote    bool
+		interrupted bool
+		policy      string
+		wantAgain   bool
 	}{
 		{name: "kept"},
 		{name: "no note of the checkpoint", dropNote: true, wantAgain: true},
+		{name: "a restore killed after it emptied the store", interrupted: true},
 		{name: "late rows dropped, said explicitly", policy: `,"late_event_policy":"drop"`},
 		{name: "late rows update fired windows", policy: `,"late_event_policy":"update","allowed_lateness_ms":1000`, wantAgain: true},
 	} {
@@ -134,6 +136,39 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 				}
 			}
 
+			if c.interrupted {
+				// What a restore does up to emptying the store, then
+				// a kill: the floors are only in the carry file.
+				rt := New(mustBuild(t, spec, map[string]any{"in": mem.NewSource(eventSchema, 1), "out": mem.NewSink()}), Options{})
+				cat, err := rt.openCatalog(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := rt.selectRestore(context.Background(), cat)
+				if err != nil || m == nil {
+					t.Fatalf("selecting: %v, %v", m, err)
+				}
+				st, err := rt.openState()
+				if err != nil {
+					t.Fatal(err)
+				}
+				carry, err := rt.carriedFloors(st, m)
+				if err != nil || carry == nil || len(carry.floors) != 1 {
+					t.Fatalf("carried floors: %+v, %v", carry, err)
+				}
+				if err := rt.saveCarry(carry); err != nil {
+					t.Fatal(err)
+				}
+				if err := rt.emptyState(st); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, ok, _ := st.Get(lineageKey("fl"), 0); ok {
+					t.Fatal("the note survived emptying the store")
+				}
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			r = startFloorRun(t, spec, hist)
 			if r.rt.CheckpointStatus().Restored == "" {
 				t.Fatal("the second run restored nothing")

@@ -135,6 +135,7 @@ type Runtime struct {
 	cutID              uint64
 	ckpt               ckptState
 	store              state.Backend
+	stateDir           string // a Badger store's directory ("": memory)
 	lastStateBytes     map[string]int64
 }
 
@@ -459,6 +460,7 @@ func (r *Runtime) openState() (state.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening state: %w", err)
 	}
+	r.stateDir = dir
 	return st, nil
 }
 
