@@ -273,7 +273,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 	if total > 0 {
 		// The floor first: its write must precede the state commits of
 		// the input this firing releases (see floor).
-		acks = append([]*ack.Node{w.floor.firing(wm)}, acks...)
+		acks = append([]*ack.Node{w.floor.firing(wm, nil)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	var err error

@@ -61,13 +61,33 @@ type floor struct {
 	mu      sync.Mutex
 	store   state.Backend
 	key     state.Key
-	next    uint64           // sequence of the next firing
-	done    uint64           // firings acknowledged in order
-	pending map[uint64]int64 // acknowledged out of order: seq -> watermark
+	next    uint64                 // sequence of the next firing
+	done    uint64                 // firings acknowledged in order
+	pending map[uint64]floorWrite // acknowledged out of order, by seq
 }
 
+// floorWrite is what one acknowledged firing persists: its watermark and
+// the per-key floors of session windows (see sessionFloorNamespace).
+type floorWrite struct {
+	wm   int64
+	keys []state.Mutation
+}
+
+// sessionFloorNamespace holds, per key of a session window operator, the
+// last event time of the last session of that key whose firing was
+// acknowledged. A session's extent depends on its rows, so the
+// operator-wide floor cannot tell a replayed row of a fired session from
+// an early row of a session still open when another key's session fired
+// (and moved the floor past it): with it, a restart dropped those rows as
+// late and the open session fired with part of them. A replayed row of
+// key k at or before its floor belonged to a fired session (or was late
+// when it first came: a row at or before the last event of a fired
+// session is behind that session's end, which the watermark had passed);
+// every other row is processed as it was the first time.
+const sessionFloorNamespace = "__arkflow_session_floor"
+
 func newFloor(store state.Backend, jobID, op string, group int) *floor {
-	return &floor{store: store, key: FloorKey(jobID, op, group), pending: map[uint64]int64{}}
+	return &floor{store: store, key: FloorKey(jobID, op, group), pending: map[uint64]floorWrite{}}
 }
 
 // load returns the persisted floor, or NoWatermark.
@@ -83,8 +103,9 @@ func (f *floor) load(now int64) (int64, error) {
 }
 
 // firing returns an acknowledgement for a firing at wm: when it and every
-// earlier firing are acknowledged, wm is persisted.
-func (f *floor) firing(wm int64) *ack.Node {
+// earlier firing are acknowledged, wm is persisted, with keys (per-key
+// floors of session windows) in the same write.
+func (f *floor) firing(wm int64, keys []state.Mutation) *ack.Node {
 	f.mu.Lock()
 	seq := f.next
 	f.next++
@@ -95,8 +116,9 @@ func (f *floor) firing(wm int64) *ack.Node {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.pending[seq] = wm
+		f.pending[seq] = floorWrite{wm: wm, keys: keys}
 		var top int64
+		var muts []state.Mutation
 		moved := false
 		for {
 			w, ok := f.pending[f.done]
@@ -105,12 +127,14 @@ func (f *floor) firing(wm int64) *ack.Node {
 			}
 			delete(f.pending, f.done)
 			f.done++
-			top, moved = w, true
+			top, moved = w.wm, true
+			muts = append(muts, w.keys...) // later firings' last: they win
 		}
 		if moved {
 			// The acknowledgement itself has succeeded; a failed write
 			// is not reported (it leaves the floor where it was).
-			_ = f.store.Apply([]state.Mutation{{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))}})
+			muts = append(muts, state.Mutation{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))})
+			_ = f.store.Apply(muts)
 		}
 	})
 }

@@ -156,7 +156,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 			restore(e state.Entry) error
 		}
 		if spec.Type == TypeSession {
-			inst = newSessions(b, spec.GapMS)
+			inst = newSessions(b, spec.GapMS, info.Now)
 		} else {
 			slide := spec.SlideMS
 			if spec.Type == TypeTumbling {

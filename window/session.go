@@ -29,6 +29,17 @@ type sessions struct {
 	curEpoch    *state.Epoch // the epoch of the batch being processed
 	gid         []int32
 	route       []bool
+
+	// perKey: replayed rows are told from live ones by each key's floor
+	// (sessionFloorNamespace), not by the operator-wide floor; not under
+	// the update policy, whose kept sessions take late rows (there the
+	// operator-wide floor applies, as for aligned windows).
+	perKey bool
+	// firedTo caches each key's floor: the last event time of its last
+	// fired session (NoWatermark: none), read from the store the first
+	// time the key is seen.
+	firedTo map[int32]int64
+	now     func() int64
 }
 
 type session struct {
@@ -49,8 +60,38 @@ type session struct {
 
 func (s *session) end(gap int64) int64 { return satAdd(s.last, gap) }
 
-func newSessions(b base, gap int64) *sessions {
-	return &sessions{base: b, gap: gap, byKey: map[int32][]*session{}}
+func newSessions(b base, gap int64, now func() int64) *sessions {
+	w := &sessions{base: b, gap: gap, byKey: map[int32][]*session{}, firedTo: map[int32]int64{}, now: now}
+	if b.tm.policy != job.LateUpdate {
+		// The operator-wide floor would make early rows of sessions
+		// still open at the crash late; each key's floor is used instead.
+		w.perKey, w.wm = true, NoWatermark
+	}
+	return w
+}
+
+// sessionFloorKey is the state key of key's floor.
+func (w *sessions) sessionFloorKey(key int32) state.Key {
+	k := w.floor.key
+	k.Namespace, k.KeyGroup, k.User = sessionFloorNamespace, w.keys.Group(key, w.maxPar), append([]byte(nil), w.keys.Bytes(key)...)
+	return k
+}
+
+// firedUpTo returns key's floor.
+func (w *sessions) firedUpTo(key int32) (int64, error) {
+	if v, ok := w.firedTo[key]; ok {
+		return v, nil
+	}
+	v, _, ok, err := w.floor.store.Get(w.sessionFloorKey(key), w.now())
+	if err != nil {
+		return 0, fmt.Errorf("reading the session floor of a key: %w", err)
+	}
+	to := int64(NoWatermark)
+	if wm, okV := DecodeFloor(v); ok && okV {
+		to = wm
+	}
+	w.firedTo[key] = to
+	return to, nil
 }
 
 func (w *sessions) newGroup() int32 { return w.acc.Alloc() }
@@ -144,6 +185,21 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 			hi++
 		}
 		overlap := list[lo:hi]
+		if w.perKey && len(overlap) == 0 {
+			// At or before the key's floor and joining no open session:
+			// a replayed row of a fired session, or one as late as that
+			// session's end, which the watermark had passed.
+			to, err := w.firedUpTo(k)
+			if err != nil {
+				return fail(err)
+			}
+			if t <= to {
+				if w.lateRow(false) {
+					w.route[r], anyRoute = true, true
+				}
+				continue
+			}
+		}
 		end := t + w.gap
 		anyEmitted := false
 		for _, s := range overlap {
@@ -320,9 +376,16 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		w.firingEpoch = fe
 	}
 	fire := make([]result, len(fired))
+	var keyFloors []state.Mutation
 	for i, s := range fired {
 		fire[i] = result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted}
 		s.emitted = true
+		if w.perKey {
+			if to, ok := w.firedTo[s.key]; !ok || s.last > to {
+				w.firedTo[s.key] = s.last
+			}
+			keyFloors = append(keyFloors, state.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(s.last))})
+		}
 	}
 	sortResults(fire)
 	recs := w.build(fire)
@@ -341,7 +404,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	if len(recs) > 0 {
 		// The floor first: its write must precede the state commits of
 		// the input this firing releases (see floor).
-		acks = append([]*ack.Node{w.floor.firing(wm)}, acks...)
+		acks = append([]*ack.Node{w.floor.firing(wm, keyFloors)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	if len(recs) == 0 {
