@@ -61,8 +61,8 @@ type floor struct {
 	mu      sync.Mutex
 	store   state.Backend
 	key     state.Key
-	next    uint64                 // sequence of the next firing
-	done    uint64                 // firings acknowledged in order
+	next    uint64                // sequence of the next firing
+	done    uint64                // firings acknowledged in order
 	pending map[uint64]floorWrite // acknowledged out of order, by seq
 }
 
