@@ -9,6 +9,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // A checkpoint's synchronous phase is a cut through the running graph
@@ -159,9 +160,28 @@ func (r *Runtime) cut(ctx context.Context) (*cut, error) {
 		return nil, fmt.Errorf("checkpoint %d: waiting for the barrier to reach every sink: %w", id, ctx.Err())
 	}
 	c := &cut{ID: id, Positions: r.Positions(), Watermarks: map[string]int64{}}
+	// The watermarks recorded are those of the positions, not of the
+	// moment: a restore reads again from the first unacknowledged batch
+	// (rows held in windows), and its rows must meet the watermark they
+	// met the first time, not a later one — a session window would
+	// otherwise find its early rows late. So no task's watermark is
+	// recorded above what a source's was before the first batch it would
+	// read again.
+	capWM, capped := int64(0), false
+	for _, s := range sources {
+		if wm, ok := s.time.frontier(); ok && (!capped || wm < capWM) {
+			capWM, capped = wm, true
+		}
+	}
 	for _, m := range r.Metrics() {
 		if m.Watermark != minWatermark {
-			c.Watermarks[m.Task] = m.Watermark
+			wm := m.Watermark
+			if capped && capWM < wm {
+				wm = capWM
+			}
+			if wm != minWatermark && wm != window.NoWatermark {
+				c.Watermarks[m.Task] = wm
+			}
 		}
 	}
 	frozen, err := fr.Freeze()

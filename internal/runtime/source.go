@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
@@ -51,6 +52,52 @@ type sourceTime struct {
 	// restored is the watermark a checkpoint restored (NoWatermark: none);
 	// the source sends it before its first row.
 	restored int64
+
+	// marks are the unacknowledged batches in read order, each with the
+	// watermark before it (event time, batches with an acknowledgement).
+	mu    sync.Mutex
+	marks []*wmMark
+}
+
+type wmMark struct {
+	wm   int64
+	done bool
+}
+
+// mark records a batch about to be read past watermark wm; settle is
+// called when its acknowledgement completes.
+func (st *sourceTime) mark(wm int64) (settle func()) {
+	m := &wmMark{wm: wm}
+	st.mu.Lock()
+	st.marks = append(st.marks, m)
+	st.mu.Unlock()
+	return func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		m.done = true
+		i := 0
+		for i < len(st.marks) && st.marks[i].done {
+			st.marks[i] = nil
+			i++
+		}
+		st.marks = st.marks[i:]
+	}
+}
+
+// frontier returns the watermark from before the first batch not yet
+// acknowledged: what the source's watermark was when it read the first
+// row a restore from the positions of now would read again. ok is false
+// when every batch read was acknowledged.
+func (st *sourceTime) frontier() (wm int64, ok bool) {
+	if st == nil || st.processing {
+		return 0, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.marks) == 0 {
+		return 0, false
+	}
+	return st.marks[0].wm, true
 }
 
 // sourceTime returns the watermark generation of a source subtask: event
@@ -263,7 +310,13 @@ func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Ba
 	}
 	var node *ack.Node
 	if b.Ack != nil {
-		node = ack.New(b.Ack)
+		done := b.Ack
+		if st := src.time; st != nil && !st.processing {
+			settle := st.mark(st.tracker.Watermark())
+			node = ack.New(func(err error) { done(err); settle() })
+		} else {
+			node = ack.New(done)
+		}
 	}
 	if b.Record.NumRows() == 0 {
 		b.Record.Release()
