@@ -138,8 +138,6 @@ func wantRows(t *testing.T, what string, got, want []string) {
 	}
 }
 
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-
 // ---- R-TIME-3 ----
 
 // R-TIME-3: with the route policy a null event time goes to the late sink

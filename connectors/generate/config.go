@@ -125,8 +125,6 @@ func explicitZeros(raw json.RawMessage) map[string]bool {
 	return z
 }
 
-var numericTypes = map[string]bool{"int64": true, "float32": true, "float64": true}
-
 // check validates c, applies defaults and compiles the field generators.
 func check(c *Config, zero map[string]bool) ([]*gen, error) {
 	var errs connectors.Fields
