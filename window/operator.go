@@ -156,7 +156,13 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 			restore(e state.Entry) error
 		}
 		if spec.Type == TypeSession {
-			inst = newSessions(b, spec.GapMS, info.Now)
+			ss := newSessions(b, spec.GapMS, info.CheckpointWatermark)
+			if ss.perKey {
+				if err := j.Scan(sessionFloorNamespace, state.Scope{Groups: info.KeyGroups}, info.Now(), ss.loadFloor); err != nil {
+					return nil, fmt.Errorf("operator %q: reading the session floors: %w", info.OperatorID, err)
+				}
+			}
+			inst = ss
 		} else {
 			slide := spec.SlideMS
 			if spec.Type == TypeTumbling {

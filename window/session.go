@@ -35,11 +35,38 @@ type sessions struct {
 	// the update policy, whose kept sessions take late rows (there the
 	// operator-wide floor applies, as for aligned windows).
 	perKey bool
-	// firedTo caches each key's floor: the last event time of its last
-	// fired session (NoWatermark: none), read from the store the first
-	// time the key is seen.
-	firedTo map[int32]int64
-	now     func() int64
+	// firedTo holds each key's floor: the last event time of its last
+	// fired session (absent: none), all of them read from the store when
+	// the operator starts. floorEnds orders them by end (last + gap) for
+	// their removal: a floor is needed only while a restore could replay
+	// rows of its session at a watermark below the session's end; once
+	// the last completed checkpoint recorded a watermark at or past that
+	// end (every restore from it or a later one starts there, and the
+	// session's rows are then late by the watermark alone), it is
+	// removed. Without checkpoints floors stay.
+	firedTo   map[int32]int64
+	floorEnds floorHeap
+	ckptWM    func() (int64, bool)
+}
+
+// floorAt is a key's floor in floorEnds (stale once the key's floor has
+// moved on).
+type floorAt struct {
+	end, last int64
+	key       int32
+}
+
+type floorHeap []floorAt
+
+func (h floorHeap) Len() int           { return len(h) }
+func (h floorHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h floorHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *floorHeap) Push(x any)        { *h = append(*h, x.(floorAt)) }
+func (h *floorHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 type session struct {
@@ -60,14 +87,58 @@ type session struct {
 
 func (s *session) end(gap int64) int64 { return satAdd(s.last, gap) }
 
-func newSessions(b base, gap int64, now func() int64) *sessions {
-	w := &sessions{base: b, gap: gap, byKey: map[int32][]*session{}, firedTo: map[int32]int64{}, now: now}
+func newSessions(b base, gap int64, ckptWM func() (int64, bool)) *sessions {
+	w := &sessions{base: b, gap: gap, byKey: map[int32][]*session{}, firedTo: map[int32]int64{}, ckptWM: ckptWM}
 	if b.tm.policy != job.LateUpdate {
 		// The operator-wide floor would make early rows of sessions
 		// still open at the crash late; each key's floor is used instead.
 		w.perKey, w.wm = true, NoWatermark
 	}
 	return w
+}
+
+// loadFloor takes one persisted key floor (at start).
+func (w *sessions) loadFloor(e state.Entry) error {
+	last, ok := DecodeFloor(e.Value)
+	if !ok {
+		return fmt.Errorf("malformed session floor (%d bytes)", len(e.Value))
+	}
+	key, err := w.keys.IDOfBytes(e.Key.User)
+	if err != nil {
+		return err
+	}
+	w.setFloor(key, last)
+	return nil
+}
+
+func (w *sessions) setFloor(key int32, last int64) {
+	if to, ok := w.firedTo[key]; ok && to >= last {
+		return
+	}
+	w.firedTo[key] = last
+	heap.Push(&w.floorEnds, floorAt{end: satAdd(last, w.gap), last: last, key: key})
+}
+
+// expiredFloors removes the key floors no restore needs any more (see
+// firedTo) and returns their deletions.
+func (w *sessions) expiredFloors() []state.Mutation {
+	if w.ckptWM == nil || w.floorEnds.Len() == 0 {
+		return nil
+	}
+	wm, ok := w.ckptWM()
+	if !ok {
+		return nil
+	}
+	var dels []state.Mutation
+	for w.floorEnds.Len() > 0 && w.floorEnds[0].end <= wm {
+		f := heap.Pop(&w.floorEnds).(floorAt)
+		if to, ok := w.firedTo[f.key]; !ok || to != f.last {
+			continue // stale: the key's floor moved on
+		}
+		delete(w.firedTo, f.key)
+		dels = append(dels, state.Mutation{Key: w.sessionFloorKey(f.key), Delete: true})
+	}
+	return dels
 }
 
 // sessionFloorKey is the state key of key's floor.
@@ -77,21 +148,12 @@ func (w *sessions) sessionFloorKey(key int32) state.Key {
 	return k
 }
 
-// firedUpTo returns key's floor.
-func (w *sessions) firedUpTo(key int32) (int64, error) {
+// firedUpTo returns key's floor (NoWatermark: none).
+func (w *sessions) firedUpTo(key int32) int64 {
 	if v, ok := w.firedTo[key]; ok {
-		return v, nil
+		return v
 	}
-	v, _, ok, err := w.floor.store.Get(w.sessionFloorKey(key), w.now())
-	if err != nil {
-		return 0, fmt.Errorf("reading the session floor of a key: %w", err)
-	}
-	to := int64(NoWatermark)
-	if wm, okV := DecodeFloor(v); ok && okV {
-		to = wm
-	}
-	w.firedTo[key] = to
-	return to, nil
+	return NoWatermark
 }
 
 func (w *sessions) newGroup() int32 { return w.acc.Alloc() }
@@ -189,11 +251,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 			// At or before the key's floor and joining no open session:
 			// a replayed row of a fired session, or one as late as that
 			// session's end, which the watermark had passed.
-			to, err := w.firedUpTo(k)
-			if err != nil {
-				return fail(err)
-			}
-			if t <= to {
+			if t <= w.firedUpTo(k) {
 				if w.lateRow(false) {
 					w.route[r], anyRoute = true, true
 				}
@@ -381,11 +439,14 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		fire[i] = result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted}
 		s.emitted = true
 		if w.perKey {
-			if to, ok := w.firedTo[s.key]; !ok || s.last > to {
-				w.firedTo[s.key] = s.last
-			}
+			w.setFloor(s.key, s.last)
 			keyFloors = append(keyFloors, state.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(s.last))})
 		}
+	}
+	if w.perKey && len(fired) > 0 {
+		// Deletions go with the firing's floor write, after its new
+		// floors (a floor written and expired at once ends deleted).
+		keyFloors = append(keyFloors, w.expiredFloors()...)
 	}
 	sortResults(fire)
 	recs := w.build(fire)

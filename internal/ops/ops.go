@@ -123,6 +123,11 @@ type Task struct {
 	MaxParallelism int
 	// Now is the wall clock in Unix ms (state TTL).
 	Now func() int64
+	// CheckpointWatermark returns the watermark the last completed
+	// checkpoint recorded for this task (what a restore from it, or from
+	// any later one, starts the task at); ok is false before the first.
+	// Nil when checkpoints are off.
+	CheckpointWatermark func() (wm int64, ok bool)
 }
 
 // Factory builds an operator. Errors name their field relative to the

@@ -225,6 +225,9 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
 	r.ckpt.mu.Unlock()
 	r.restoredWatermarks = restoredWatermarks(spec, r.g.Plan, m.WatermarksMS)
+	r.ckpt.mu.Lock()
+	r.ckpt.watermarks = m.WatermarksMS
+	r.ckpt.mu.Unlock()
 	// Positions by source task: a task that recorded its own gets them;
 	// after a parallelism change every subtask gets all of its operator's
 	// (each keeps the partitions it reads).
@@ -681,8 +684,28 @@ func splitTask(id string) (string, int, bool) {
 	return id[:i], n, true
 }
 
+// checkpointWatermark is ops.Task.CheckpointWatermark: the lowest
+// watermark the last completed (or restored) checkpoint recorded for any
+// task, a bound below every watermark a restore from it or a later one
+// starts a task at.
+func (r *Runtime) checkpointWatermark(string) (int64, bool) {
+	r.ckpt.mu.Lock()
+	defer r.ckpt.mu.Unlock()
+	low, ok := int64(0), false
+	for _, wm := range r.ckpt.watermarks {
+		if !ok || wm < low {
+			low, ok = wm, true
+		}
+	}
+	return low, ok
+}
+
 // ckptState is the runtime's checkpoint bookkeeping.
 type ckptState struct {
+	// watermarks are those the last completed checkpoint recorded, by
+	// task (see ops.Task.CheckpointWatermark).
+	watermarks map[string]int64
+
 	mu      sync.Mutex
 	status  CheckpointStatus
 	catalog *checkpoint.Catalog
@@ -849,6 +872,9 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 	if err := cat.Commit(ctx, m); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", kind, id, err)
 	}
+	r.ckpt.mu.Lock()
+	r.ckpt.watermarks = m.WatermarksMS
+	r.ckpt.mu.Unlock()
 	return m, nil
 }
 

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -11,6 +12,7 @@ import (
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // floorSpec is a keyed tumbling window of 100 ms over an event-time
@@ -289,5 +291,88 @@ func TestSessionRestoredFromCheckpointKeepsEarlyRows(t *testing.T) {
 	r.kill()
 	if fmt.Sprint(got["a"]) != fmt.Sprint(want["a"]) {
 		t.Fatalf("after the restore a's session counted %v, an uninterrupted run %v", got["a"], want["a"])
+	}
+}
+
+// Each key's session floor is removed once the last completed checkpoint
+// recorded a watermark past its session's end (a restore from it or a
+// later one finds the session's rows late by the watermark alone), so
+// the floors do not grow with every key that ever had a session.
+func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
+	store, dir := t.TempDir(), t.TempDir()
+	spec := fmt.Sprintf(`{"id":"sg","operators":[{"id":"in","kind":"source"},{"id":"w","kind":"window","stateful":true,"key_field":"k",
+	  "config":{"window":{"type":"session","gap_ms":100},"aggregates":[{"function":"count","as":"n"}]}},{"id":"out","kind":"sink"}],
+	  "edges":[{"id":"a","from":"in","to":"w","partitioned":true},{"id":"b","from":"w","to":"out"}],
+	  "sources":[{"operator_id":"in","input_type":"memory","time":{"mode":"event_time","timestamp_field":"ts",
+	    "watermark":{"strategy":"bounded_out_of_orderness","out_of_orderness_ms":0}}}],
+	  "sinks":[{"operator_id":"out","output_type":"memory"}],
+	  "state":{"backend":"badger","path":%q},
+	  "checkpoint":{"interval_ms":3600000,"retention":3,"object_store_uri":"file://%s"}}`, dir, store)
+	floors := func() int {
+		n := 0
+		for _, e := range dumpState(t, dir, "sg") {
+			if strings.Contains(e, "/__arkflow_session_floor/") {
+				n++
+			}
+		}
+		return n
+	}
+	r := startFloorRun(t, spec, nil)
+	// 50 keys, one session each, all fired by the last row (key y).
+	var hist []arrow.RecordBatch
+	for i := 0; i < 50; i++ {
+		hist = append(hist, keyed(fmt.Sprintf("k%d", i), int64(i*10)))
+		if err := r.src.Append(0, hist[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist = append(hist, keyed("y", 1000))
+	if err := r.src.Append(0, hist[50]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "50 sessions fired", func() bool { return r.sink.NumRows() == 50 })
+	waitFor(t, "their firing acknowledged", func() bool {
+		v, _, ok, _ := r.rt.store.Get(window.FloorKey("sg", "w", 0), 0)
+		wm, okV := window.DecodeFloor(v)
+		return ok && okV && wm == 1000
+	})
+	r.kill()
+	if n := floors(); n != 50 {
+		t.Fatalf("%d session floors after 50 fired sessions and no checkpoint, want 50", n)
+	}
+	// Run 2 replays y's batch (held by its open session; the others are
+	// in the window's state already) and reads on: y's session fires at
+	// 2000, x's at 3000; a checkpoint then records the watermark before
+	// the first batch still held (w's): 2000, past the end of every k
+	// session and y's; the next firing (w's) removes their floors.
+	r = startFloorRun(t, spec, hist)
+	for _, b := range []arrow.RecordBatch{keyed("x", 2000), keyed("w", 3000)} {
+		if err := r.src.Append(0, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "y's and x's sessions", func() bool { return r.sink.NumRows() == 2 })
+	floorAt := func(want int64) func() bool {
+		return func() bool {
+			v, _, ok, _ := r.rt.store.Get(window.FloorKey("sg", "w", 0), 0)
+			wm, okV := window.DecodeFloor(v)
+			return ok && okV && wm == want
+		}
+	}
+	waitFor(t, "x's firing acknowledged", floorAt(3000))
+	if _, err := r.rt.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if wm, ok := r.rt.checkpointWatermark(""); !ok || wm != 2000 {
+		t.Fatalf("the checkpoint recorded watermark %d (%v), want 2000 (before w's batch, still held)", wm, ok)
+	}
+	if err := r.src.Append(0, keyed("v", 4000)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "w's session", func() bool { return r.sink.NumRows() == 3 })
+	waitFor(t, "w's firing acknowledged", floorAt(4000))
+	r.kill()
+	if n := floors(); n != 2 {
+		t.Fatalf("%d session floors after the checkpoint and the next firing, want 2 (x's and w's; the 50 of run 1 and y's removed)", n)
 	}
 }

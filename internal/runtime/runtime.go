@@ -653,8 +653,12 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					t, _ := plan.Task(task)
 					stInfo := info(opID, sub)
 					stInfo.JobID = stateJob(spec)
+					var ckptWM func() (int64, bool)
+					if spec.Checkpoint != nil {
+						ckptWM = func() (int64, bool) { return r.checkpointWatermark(task) }
+					}
 					inst, e := g.Ops[opID].New(ops.Task{TaskInfo: stInfo, State: st, KeyGroups: t.KeyGroups(), MaxParallelism: spec.MaxParallelism,
-						Now: func() int64 { return r.opts.Clock.Now().UnixMilli() }})
+						Now: func() int64 { return r.opts.Clock.Now().UnixMilli() }, CheckpointWatermark: ckptWM})
 					if e != nil {
 						fail(fmt.Errorf("creating operator %s: %w", task, e))
 						continue
