@@ -23,7 +23,23 @@ type LocalOptions struct {
 	// Retain keeps segments the cursor has passed instead of deleting them
 	// (for debugging; the directory then grows without bound).
 	Retain bool
+	// NoRecycle deletes the segments the cursor has passed instead of
+	// keeping up to two for reuse. By default the next segment overwrites
+	// a passed one in place (renamed to its new name): writing over
+	// blocks a file already has lets fdatasync flush data without the
+	// file system's metadata commit that appending needs, which roughly
+	// doubles the synced write bandwidth on ext4 (RocksDB's
+	// recycle_log_file_num). A recycled file keeps the old records past
+	// the new ones until they are overwritten; recovery reads the log up
+	// to the first record that does not continue it (DecodeRecycledSegment).
+	NoRecycle bool
 }
+
+// maxRecycled is how many passed segments are kept for reuse.
+const maxRecycled = 2
+
+// recyclePrefix names a passed segment kept for reuse.
+const recyclePrefix = "recycle-"
 
 // OpenDir opens (creating if needed) the log in dir. One process at a time
 // may have a directory open: a second opener gets an error naming the lock.
@@ -46,7 +62,7 @@ func OpenDir(dir string, opts LocalOptions) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &localStorage{dir: dir, segBytes: opts.SegmentBytes, retain: opts.Retain, unlock: unlock}
+	st := &localStorage{dir: dir, segBytes: opts.SegmentBytes, retain: opts.Retain, recycle: !opts.NoRecycle && !opts.Retain, unlock: unlock}
 	return open(st, opts.Options)
 }
 
@@ -60,6 +76,7 @@ type localStorage struct {
 	dir      string
 	segBytes int64
 	retain   bool
+	recycle  bool
 	unlock   func() error
 
 	// mu guards the segment list and the active file for writes; syncMu
@@ -68,7 +85,8 @@ type localStorage struct {
 	syncMu sync.Mutex
 	segs   []uint64 // first sequence of each segment, ascending
 	active *os.File
-	size   int64
+	size   int64    // of the active segment's entries: where the next write goes
+	pool   []string // passed segments kept for reuse (names in dir), under mu
 
 	cursor cursorSlots // used by recover and saveCursor only
 }
@@ -110,8 +128,12 @@ func (s *localStorage) recover() (recovered, error) {
 	if err != nil {
 		return r, err
 	}
+	if err := s.findPool(); err != nil {
+		return r, err
+	}
 	r.last = r.cursor
 	expect := uint64(0) // first sequence the next segment must start with
+	var prevTorn *CorruptError // where the previous segment's entries ended early
 	for i, first := range segs {
 		lastSeg := i == len(segs)-1
 		// Segments are deleted only once the persisted cursor covers them,
@@ -123,9 +145,14 @@ func (s *localStorage) recover() (recovered, error) {
 		// A gap is allowed only where the cursor covers it (acknowledged
 		// entries that were never synced before a crash).
 		if expect != 0 && first != expect && !(first > expect && first-1 <= r.cursor) {
+			if prevTorn != nil {
+				prevTorn.Reason += fmt.Sprintf(" in a segment that is not the newest (the next one starts at sequence %d, not %d)", first, expect)
+				return r, prevTorn
+			}
 			return r, &CorruptError{Segment: segName(first), Offset: 0,
 				Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, expect-1)}
 		}
+		prevTorn = nil
 		if !lastSeg && segs[i+1]-1 <= r.cursor {
 			// Wholly acknowledged and retained: not replayed, not read.
 			expect = segs[i+1]
@@ -136,13 +163,22 @@ func (s *localStorage) recover() (recovered, error) {
 		if err != nil {
 			return r, fmt.Errorf("wal: %w", err)
 		}
-		seg, err := DecodeSegment(segName(first), b, first)
+		seg, err := DecodeRecycledSegment(segName(first), b, first)
 		if err != nil {
 			return r, err
 		}
 		if seg.Torn != "" {
+			// A segment other than the newest ends where its entries
+			// end; in a recycled file the previous records follow (the
+			// next segment must then start right after it: checked
+			// above, on the next iteration).
 			if !lastSeg {
-				return r, &CorruptError{Segment: segName(first), Offset: int64(seg.Intact), Reason: seg.Torn + " in a segment that is not the newest"}
+				prevTorn = &CorruptError{Segment: segName(first), Offset: int64(seg.Intact), Reason: seg.Torn}
+				expect = first + uint64(len(seg.Entries))
+				if n := len(seg.Entries); n > 0 {
+					r.last = max(r.last, seg.Entries[n-1].Seq)
+				}
+				continue
 			}
 			// Cut the torn tail so new entries follow whole ones.
 			if err := truncateSync(path, int64(seg.Intact)); err != nil {
@@ -165,7 +201,7 @@ func (s *localStorage) recover() (recovered, error) {
 		}
 	} else {
 		last := segs[len(segs)-1]
-		f, err := os.OpenFile(filepath.Join(s.dir, segName(last)), os.O_WRONLY|os.O_APPEND, 0)
+		f, err := os.OpenFile(filepath.Join(s.dir, segName(last)), os.O_WRONLY, 0)
 		if err != nil {
 			return r, fmt.Errorf("wal: %w", err)
 		}
@@ -180,9 +216,42 @@ func (s *localStorage) recover() (recovered, error) {
 }
 
 // create starts a new active segment whose first entry is first.
+// findPool lists the passed segments kept for reuse, removing any beyond
+// maxRecycled (or all, when recycling is off).
+func (s *localStorage) findPool() error {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	s.pool = nil
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), recyclePrefix) {
+			continue
+		}
+		if s.recycle && len(s.pool) < maxRecycled {
+			s.pool = append(s.pool, e.Name())
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("wal: %w", err)
+		}
+	}
+	return nil
+}
+
 func (s *localStorage) create(first uint64) error {
 	path := filepath.Join(s.dir, segName(first))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_TRUNC, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if n := len(s.pool); n > 0 {
+		// Reuse a passed segment: written over from its start, its old
+		// records are stale past the new ones (DecodeRecycledSegment).
+		old := s.pool[n-1]
+		s.pool = s.pool[:n-1]
+		if err := os.Rename(filepath.Join(s.dir, old), path); err == nil {
+			flags = os.O_WRONLY
+		}
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
@@ -225,7 +294,7 @@ func (s *localStorage) write(recs []byte, _, _ uint64) error {
 			}
 			continue
 		}
-		w, err := s.active.Write(recs[:n])
+		w, err := s.active.WriteAt(recs[:n], s.size)
 		s.size += int64(w)
 		if err != nil {
 			return err
@@ -269,7 +338,7 @@ func (s *localStorage) writeParts(parts [][]byte) error {
 			}
 			continue
 		}
-		w, err := writev(s.active, parts[:k])
+		w, err := pwritev(s.active, parts[:k], s.size)
 		s.size += int64(w)
 		if err != nil {
 			return err
@@ -303,7 +372,19 @@ func (s *localStorage) saveCursor(cursor uint64, meta []byte) error {
 	}
 	s.mu.Unlock()
 	for _, first := range drop {
-		if err := os.Remove(filepath.Join(s.dir, segName(first))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		path := filepath.Join(s.dir, segName(first))
+		s.mu.Lock()
+		keep := s.recycle && len(s.pool) < maxRecycled
+		if keep {
+			name := fmt.Sprintf("%s%020d", recyclePrefix, first)
+			if err := os.Rename(path, filepath.Join(s.dir, name)); err == nil {
+				s.pool = append(s.pool, name)
+				s.mu.Unlock()
+				continue
+			}
+		}
+		s.mu.Unlock()
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -357,7 +438,7 @@ func (it *localIter) next() (Entry, error) {
 		if err != nil {
 			return Entry{}, fmt.Errorf("wal: replay: %w", err)
 		}
-		seg, err := DecodeSegment(segName(first), b, first)
+		seg, err := DecodeRecycledSegment(segName(first), b, first)
 		if err != nil {
 			return Entry{}, err
 		}

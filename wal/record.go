@@ -83,6 +83,26 @@ func (e *CorruptError) Error() string {
 // bit looks like. Anything else, including a length above MaxPayload, is a
 // *CorruptError naming the segment and the offset of the bad record.
 func DecodeSegment(name string, b []byte, first uint64) (Segment, error) {
+	return decodeSegment(name, b, first, false)
+}
+
+// DecodeRecycledSegment decodes a local segment that may be a recycled
+// file (see LocalOptions): past the entries written into it, it may still
+// hold the records of the segment it was before, whose sequences are all
+// lower than the new ones. So the log ends at the first record that is
+// not the next entry (valid, sequence first, first+1, …) — a stale record,
+// stale bytes from the middle of one, zeros, or a torn write — unless a
+// valid record with the expected sequence or a later one follows
+// somewhere after it: then the bad record is damage inside the log, a
+// *CorruptError, as in DecodeSegment. first must be known (> 0).
+func DecodeRecycledSegment(name string, b []byte, first uint64) (Segment, error) {
+	if first == 0 {
+		return Segment{}, fmt.Errorf("wal: decoding a recycled segment needs its first sequence")
+	}
+	return decodeSegment(name, b, first, true)
+}
+
+func decodeSegment(name string, b []byte, first uint64, recycled bool) (Segment, error) {
 	var s Segment
 	off := 0
 	next := first
@@ -102,25 +122,30 @@ func DecodeSegment(name string, b []byte, first uint64) (Segment, error) {
 		} else {
 			seq := binary.BigEndian.Uint64(rest)
 			n := binary.BigEndian.Uint32(rest[8:])
-			if n > MaxPayload {
-				return corrupt(fmt.Sprintf("entry length %d exceeds the limit %d", n, MaxPayload))
-			}
 			end := headerSize + int(n) + trailerSize
 			switch {
+			case n > MaxPayload:
+				if !recycled {
+					return corrupt(fmt.Sprintf("entry length %d exceeds the limit %d", n, MaxPayload))
+				}
+				bad = fmt.Sprintf("stale bytes at offset %d (length field %d)", off, n)
 			case end > len(rest):
 				bad = fmt.Sprintf("entry at offset %d needs %d bytes, %d remain", off, end, len(rest))
 			case n == 0:
-				if !allZero(rest[end:]) {
+				if !recycled && !allZero(rest[end:]) {
 					return corrupt(fmt.Sprintf("entry of length 0 (sequence field %d); the log writes no empty entries", seq))
 				}
 				bad = fmt.Sprintf("last entry at offset %d has length 0", off)
 			case crc32.ChecksumIEEE(rest[headerSize:headerSize+int(n)]) != binary.BigEndian.Uint32(rest[headerSize+int(n):]):
-				if !allZero(rest[end:]) {
+				if !recycled && !allZero(rest[end:]) {
 					return corrupt(fmt.Sprintf("entry checksum mismatch (sequence field %d)", seq))
 				}
 				// The last record, or the last one before space the file
-				// system extended the file by but never wrote.
+				// system extended the file by but never wrote (or, in a
+				// recycled file, before the previous segment's records).
 				bad = fmt.Sprintf("last entry at offset %d fails its checksum", off)
+			case recycled && seq < next:
+				bad = fmt.Sprintf("stale entry (sequence %d) at offset %d of a recycled segment", seq, off)
 			case next != 0 && seq != next:
 				return corrupt(fmt.Sprintf("sequence %d where %d was expected", seq, next))
 			case seq == 0:

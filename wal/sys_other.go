@@ -17,3 +17,15 @@ func writev(f *os.File, bufs [][]byte) (n int, err error) {
 	}
 	return n, nil
 }
+
+// pwritev writes every byte of bufs to f at off, one write per buffer.
+func pwritev(f *os.File, bufs [][]byte, off int64) (n int, err error) {
+	for _, b := range bufs {
+		w, err := f.WriteAt(b, off+int64(n))
+		n += w
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
