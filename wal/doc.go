@@ -57,6 +57,7 @@
 //	CURSOR.0, CURSOR.1          cursor slots: magic "AFWALCS1" | generation u64 BE | cursor u64 BE | meta length u32 BE | meta | crc32-IEEE u32 BE
 //	00000000000000000001.wal    a segment: records from sequence 1 on
 //	00000000000000004097.wal    the next segment, named after its first sequence (%020d)
+//	recycle-00000000000000000001 a passed segment kept for reuse (at most 2)
 //
 // Generation g of the cursor goes to slot g%2. A slot file is created
 // atomically (temp file, fsync, rename, directory fsync) and from then on
@@ -65,11 +66,21 @@
 // the highest generation, so a crash in the middle of an overwrite falls
 // back to the previous cursor, which was durable before the overwrite
 // began. DecodeCursor reads a slot. Segments the cursor has passed are
-// removed without a directory fsync: one that comes back after a crash is
-// below the durable cursor, is skipped, and is removed again. A segment is closed when the next record
-// would take it past LocalOptions.SegmentBytes (default 32 MiB): the full
-// segment is fdatasync'ed, then the next one is created and the directory
-// fsync'ed, in every sync mode. Only the newest segment is ever written.
+// renamed to recycle-N (two at most; the others removed) without a
+// directory fsync: one that comes back after a crash is below the durable
+// cursor, is skipped, and is passed again. A segment is closed when the
+// next record would take it past LocalOptions.SegmentBytes (default 32
+// MiB): the full segment is fdatasync'ed, then the next one is started —
+// a recycle-N file renamed to its name and written over from offset 0, or
+// a new file when there is none — and the directory fsync'ed, in every
+// sync mode. Only the newest segment is ever written. Writing over blocks
+// a file already has lets each fdatasync flush data without the journal
+// commit an append needs (new blocks, a new size): with group commit that
+// is most of the synced bandwidth (BENCHMARKS.md). A recycled file keeps
+// the old segment's records past the new ones; they all have lower
+// sequences, and DecodeRecycledSegment ends the log at the first record
+// that does not continue it. LocalOptions.NoRecycle removes passed
+// segments instead.
 //
 // # Sync modes and what a crash loses
 //
@@ -183,8 +194,14 @@
 // between) is corruption however it looks, such as a length with a flipped
 // bit that runs past the end of the file. Anything else is corruption too:
 // a bad record (a failed checksum, or length 0) with other data after it,
-// a sequence out of order, a torn record in an older segment, a missing
-// segment, or an oldest segment that starts after the cursor's successor.
+// a sequence out of order, an older segment whose entries end before the
+// next segment starts (in a recycled file an older segment's entries end
+// where its old records begin; the next segment must start right after
+// them), a missing segment, or an oldest segment that starts after the
+// cursor's successor. In a recycled file, a valid record with a lower
+// sequence than expected (the previous use's) ends the log like a torn
+// tail, unless a valid entry with the expected sequence or a later one
+// follows it.
 // Corruption is a *CorruptError naming the segment and the byte offset of
 // the bad record, and a refused open changes nothing on disk, so the files
 // can be inspected (DecodeSegment and DecodeCursor read them).
@@ -192,9 +209,11 @@
 // # Segment deletion
 //
 // When a persisted cursor covers every entry of a segment (and a newer
-// segment exists), the segment is deleted. LocalOptions.Retain keeps them
-// instead, for debugging; the directory then grows without bound, and a
-// later open without Retain deletes them.
+// segment exists), the segment is kept for reuse (two at most) or
+// deleted. LocalOptions.Retain keeps them all instead, for debugging; the
+// directory then grows without bound, and a later open without Retain
+// deletes them. Old entries stay on disk in recycled files until they are
+// written over.
 //
 // # Concurrency and ownership
 //
