@@ -132,7 +132,7 @@ func (s *localStorage) recover() (recovered, error) {
 		return r, err
 	}
 	r.last = r.cursor
-	expect := uint64(0) // first sequence the next segment must start with
+	expect := uint64(0)        // first sequence the next segment must start with
 	var prevTorn *CorruptError // where the previous segment's entries ended early
 	for i, first := range segs {
 		lastSeg := i == len(segs)-1
