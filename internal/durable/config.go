@@ -45,6 +45,11 @@ type Config struct {
 	SegmentBytes int64 `json:"segment_bytes"`
 	// Retain keeps segments the cursor has passed (debugging).
 	Retain bool `json:"retain"`
+	// NoRecycle deletes the local segments the cursor has passed instead
+	// of writing the next segments over them (wal.LocalOptions.NoRecycle):
+	// acknowledged entries are then gone from disk at once, and syncs cost
+	// more (BENCHMARKS.md, WAL).
+	NoRecycle bool `json:"no_recycle"`
 	// Backend selects local (default) or object_store storage.
 	Backend *Backend `json:"backend"`
 }

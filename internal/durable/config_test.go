@@ -119,6 +119,11 @@ func TestResolveEffectiveConfig(t *testing.T) {
 			want: []*Config{{Sync: "group_commit", SegmentBytes: 4096, Retain: true}},
 		},
 		{
+			name: "no_recycle",
+			src:  []string{`{"no_recycle":true}`},
+			want: []*Config{{Sync: "group_commit", NoRecycle: true}},
+		},
+		{
 			name: "local backend named explicitly or defaulted",
 			src:  []string{`{"backend":{"type":"local"}}`, `{"backend":{}}`},
 			want: []*Config{

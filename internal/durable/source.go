@@ -101,7 +101,7 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		var dir string
 		dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask)
 		if err == nil {
-			s.log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain})
+			s.log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
 		}
 	}
 	if err != nil {
@@ -701,7 +701,7 @@ func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.Ta
 		var dir string
 		dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask)
 		if err == nil {
-			log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain})
+			log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
 		}
 	}
 	if err != nil {
