@@ -317,7 +317,7 @@ func (s *localStorage) rotate(first uint64) error {
 }
 
 // writeParts is write for records given in parts, three per record
-// (header, payload, checksum), written with writev(2) rather than copied
+// (header, payload, checksum), written with pwritev(2) rather than copied
 // into one buffer first. It may modify parts.
 func (s *localStorage) writeParts(parts [][]byte) error {
 	s.mu.Lock()

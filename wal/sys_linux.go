@@ -12,40 +12,6 @@ import (
 // size) to stable storage.
 func datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
 
-// writev writes every byte of bufs to f with writev(2), continuing after
-// short writes; n is how many bytes were written.
-func writev(f *os.File, bufs [][]byte) (n int, err error) {
-	fd := int(f.Fd())
-	for len(bufs) > 0 {
-		batch := bufs[:min(len(bufs), maxIOV)]
-		w, err := unix.Writev(fd, batch)
-		if w > 0 {
-			n += w
-		}
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		if w == 0 {
-			return n, io.ErrShortWrite
-		}
-		// Drop what was written: whole buffers, then the front of the
-		// first one only partly written.
-		for w > 0 && len(bufs) > 0 {
-			if w >= len(bufs[0]) {
-				w -= len(bufs[0])
-				bufs = bufs[1:]
-				continue
-			}
-			bufs[0] = bufs[0][w:]
-			w = 0
-		}
-	}
-	return n, nil
-}
-
 // maxIOV is Linux's IOV_MAX.
 const maxIOV = 1024
 

@@ -6,18 +6,6 @@ import "os"
 
 func datasync(f *os.File) error { return f.Sync() }
 
-// writev writes every byte of bufs to f, one write per buffer.
-func writev(f *os.File, bufs [][]byte) (n int, err error) {
-	for _, b := range bufs {
-		w, err := f.Write(b)
-		n += w
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
 // pwritev writes every byte of bufs to f at off, one write per buffer.
 func pwritev(f *os.File, bufs [][]byte, off int64) (n int, err error) {
 	for _, b := range bufs {

@@ -327,7 +327,7 @@ func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 	binary.BigEndian.PutUint32(tail, crc)
 	var err error
 	if pw, ok := l.st.(partsWriter); ok {
-		// writev(2) of the three parts: no copy of the payload.
+		// pwritev(2) of the three parts: no copy of the payload.
 		l.parts = append(l.parts[:0], hdr, payload, tail)
 		err = pw.writeParts(l.parts)
 		clear(l.parts)
