@@ -17,13 +17,25 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// windowJob is a keyed event-time window job over a rate-limited file
+// The window block of the proof's job: tumbling windows of a second, or
+// sessions with a gap of a second.
+const (
+	tumblingSecond = "{type: tumbling, size_ms: 1000}"
+	sessionSecond  = "{type: session, gap_ms: 1000}"
+)
+
+// windowJobOf is a keyed event-time window job over a rate-limited file
 // source with durability and checkpoints every 500 ms to file://. The
 // out-of-orderness (3 s) exceeds the event-time span of one batch (25 rows
 // of a partition, 80 ms apart): within a batch the watermark advances first
 // (R-TIME-4), so a smaller bound would drop rows as late depending on where
-// batches happen to break, and no two runs would agree.
-func windowJob(storeURI, in, out string, rate int) string {
+// batches happen to break, and no two runs would agree. Sessions get 6 s:
+// their input also pauses 2 s at different rows for different users.
+func windowJobOf(window, storeURI, in, out string, rate int) string {
+	ooo := "3000"
+	if window == sessionSecond {
+		ooo = "6000"
+	}
 	rateCfg := ""
 	if rate > 0 {
 		rateCfg = fmt.Sprintf(", rate_per_sec: %d", rate)
@@ -40,7 +52,7 @@ operators:
     stateful: true
     key_field: user
     config:
-      window: {type: tumbling, size_ms: 1000}
+      window: ` + window + `
       aggregates:
         - {function: count, as: n}
         - {function: sum, field: amount, as: total}
@@ -55,7 +67,7 @@ sources:
     time:
       mode: event_time
       timestamp_field: ts
-      watermark: {strategy: bounded_out_of_orderness, out_of_orderness_ms: 3000}
+      watermark: {strategy: bounded_out_of_orderness, out_of_orderness_ms: ` + ooo + `}
 sinks:
   - {operator_id: out, output_type: file, config: {path: ` + out + `}}
 `
@@ -88,7 +100,18 @@ func readLines(t *testing.T, path string) []string {
 // re-emitted after a restore are identical rows; they are counted.
 func TestCheckpointSurvivesSIGKILL(t *testing.T) {
 	dir := t.TempDir()
-	checkpointCrashLoop(t, dir, "file://"+filepath.Join(dir, "killed", "checkpoints"), nil)
+	checkpointCrashLoop(t, dir, "file://"+filepath.Join(dir, "killed", "checkpoints"), nil, tumblingSecond)
+}
+
+// The same proof with session windows (gap 1 s). Each user's events pause
+// for 2 s every 200 rows, at a different row for each user, so sessions of
+// different keys open and close at different times: a firing moves the
+// watermark past the first rows of other users' sessions that are still
+// open, which a restore must not then drop as late (window.sessions'
+// per-key floors; the checkpoint's watermark of its positions).
+func TestCheckpointSurvivesSIGKILLSessions(t *testing.T) {
+	dir := t.TempDir()
+	checkpointCrashLoop(t, dir, "file://"+filepath.Join(dir, "killed", "checkpoints"), nil, sessionSecond)
 }
 
 // The same proof once against a real MinIO server (R-CKPT-1: S3-compatible
@@ -109,15 +132,22 @@ func TestCheckpointSurvivesSIGKILLMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"AWS_ENDPOINT_URL=http://" + endpoint, "AWS_ACCESS_KEY_ID=" + access, "AWS_SECRET_ACCESS_KEY=" + secret}
-	checkpointCrashLoop(t, t.TempDir(), "s3://"+bucket+"/proof", env)
+	checkpointCrashLoop(t, t.TempDir(), "s3://"+bucket+"/proof", env, tumblingSecond)
 }
 
-func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string) {
+func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string, window string) {
 	const rows = 6000
 	var in strings.Builder
 	for i := 0; i < rows; i++ {
 		// 40 ms apart: 25 rows per second of event time, 7 users.
-		fmt.Fprintf(&in, "{\"user\":\"u%d\",\"ts\":%d,\"amount\":%d}\n", i%7, 1_700_000_000_000+int64(i)*40, i%100)
+		user, ts := i%7, 1_700_000_000_000+int64(i)*40
+		if window == sessionSecond {
+			// A 2 s pause every 200 rows, shifted by 29 rows per user
+			// (with a batch's 2 s of event time, within the 6 s
+			// out-of-orderness: no row is late, no session split).
+			ts += 2000 * int64((i+29*user)/200)
+		}
+		fmt.Fprintf(&in, "{\"user\":\"u%d\",\"ts\":%d,\"amount\":%d}\n", user, ts, i%100)
 	}
 	inPath := filepath.Join(dir, "in.jsonl")
 	if err := os.WriteFile(inPath, []byte(in.String()), 0o644); err != nil {
@@ -126,21 +156,21 @@ func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string) {
 	// The reference: one uninterrupted run, no rate limit.
 	refDir := filepath.Join(dir, "ref")
 	os.MkdirAll(refDir, 0o755)
-	if err := os.WriteFile(filepath.Join(refDir, "job.yaml"), []byte(windowJob("file://"+filepath.Join(refDir, "checkpoints"), inPath, filepath.Join(refDir, "out.jsonl"), 0)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(refDir, "job.yaml"), []byte(windowJobOf(window, "file://"+filepath.Join(refDir, "checkpoints"), inPath, filepath.Join(refDir, "out.jsonl"), 0)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := cliCommand(refDir, "run", "--data-dir", "data", "job.yaml").CombinedOutput(); err != nil {
 		t.Fatalf("reference run: %v\n%s", err, out)
 	}
 	want := readLines(t, filepath.Join(refDir, "out.jsonl"))
-	if len(want) < 7*200 {
+	if least := map[string]int{tumblingSecond: 7 * 200, sessionSecond: 7 * 25}[window]; len(want) < least {
 		t.Fatalf("the reference has only %d results", len(want))
 	}
 
 	runDir := filepath.Join(dir, "killed")
 	os.MkdirAll(runDir, 0o755)
 	outPath := filepath.Join(runDir, "out.jsonl")
-	if err := os.WriteFile(filepath.Join(runDir, "job.yaml"), []byte(windowJob(storeURI, inPath, outPath, 100)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(runDir, "job.yaml"), []byte(windowJobOf(window, storeURI, inPath, outPath, 100)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kills := 20
@@ -175,7 +205,7 @@ func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string) {
 	}
 	// The last run goes at full speed: the rate changes when rows arrive,
 	// not what the windows hold.
-	if err := os.WriteFile(filepath.Join(runDir, "job.yaml"), []byte(windowJob(storeURI, inPath, outPath, 0)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(runDir, "job.yaml"), []byte(windowJobOf(window, storeURI, inPath, outPath, 0)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	final := cliCommand(runDir, "run", "--data-dir", "data", "job.yaml")
