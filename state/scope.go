@@ -3,7 +3,8 @@ package state
 import "bytes"
 
 // kvCursor is an ordered cursor over encoded keys, implemented by both
-// backends so the key-group range logic exists once.
+// backends (and by restored layers) so the key-group range logic exists
+// once.
 type kvCursor interface {
 	// seek positions the cursor at the first key >= k.
 	seek(k []byte)
@@ -13,68 +14,107 @@ type kvCursor interface {
 	next()
 }
 
-// walkScope calls fn with the cursor positioned at every key of scope, in
-// key order. With an operator it is one range scan
-// [op|start, op|end]; for a whole job it visits each operator's range,
-// seeking over the groups outside the scope, so its cost follows the
-// entries in scope and the number of operators, not the job's size.
-func walkScope(c kvCursor, scope Scope, fn func() error) error {
+// scopeIter walks a cursor over the keys of a scope, in key order. With
+// an operator it is one range scan [op|start, op|end]; for a whole job it
+// visits each operator's range, seeking over the groups outside the
+// scope, so its cost follows the entries in scope and the number of
+// operators, not the job's size.
+type scopeIter struct {
+	c          kvCursor
+	start, end int
+	prefix     []byte // the operator's prefix, or the job's
+	byOp       bool
+	ok         bool
+	err        error
+}
+
+// newScopeIter positions a scopeIter at the first key of scope.
+func newScopeIter(c kvCursor, scope Scope) *scopeIter {
+	it := &scopeIter{c: c}
 	start, end, ok := scopeGroups(scope.Groups)
 	if !ok {
-		return nil
+		return it
 	}
+	it.start, it.end = start, end
 	if scope.Operator != "" {
-		opPrefix, err := keyOperatorPrefix(scope.Job, scope.Operator)
+		p, err := keyOperatorPrefix(scope.Job, scope.Operator)
 		if err != nil {
-			return err
+			it.err = err
+			return it
 		}
-		for c.seek(keyGroupSeek(opPrefix, start)); c.valid(); c.next() {
-			k := c.key()
-			if !bytes.HasPrefix(k, opPrefix) {
-				return nil
-			}
-			_, g, err := keySplit(k)
-			if err != nil {
-				return errKeyEncoding
-			}
-			if g > end {
-				return nil
-			}
-			if err := fn(); err != nil {
-				return err
-			}
+		it.prefix, it.byOp = p, true
+		c.seek(keyGroupSeek(p, start))
+	} else {
+		p, err := keyJobPrefix(scope.Job)
+		if err != nil {
+			it.err = err
+			return it
 		}
-		return nil
+		it.prefix = p
+		c.seek(p)
 	}
-	jobPrefix, err := keyJobPrefix(scope.Job)
-	if err != nil {
-		return err
+	it.settle()
+	return it
+}
+
+func (it *scopeIter) valid() bool { return it.ok }
+
+// key is the cursor's key; only while valid.
+func (it *scopeIter) key() []byte { return it.c.key() }
+
+func (it *scopeIter) next() {
+	if !it.ok {
+		return
 	}
-	c.seek(jobPrefix)
-	for c.valid() {
-		k := c.key()
-		if !bytes.HasPrefix(k, jobPrefix) {
-			return nil
+	it.c.next()
+	it.settle()
+}
+
+// settle moves the cursor from where it is to the first key in scope at
+// or after it, or ends the walk.
+func (it *scopeIter) settle() {
+	it.ok = false
+	for it.c.valid() {
+		k := it.c.key()
+		if !bytes.HasPrefix(k, it.prefix) {
+			return
 		}
 		opLen, g, err := keySplit(k)
 		if err != nil {
-			return errKeyEncoding
+			it.err = errKeyEncoding
+			return
 		}
 		switch {
-		case g < start:
-			c.seek(keyGroupSeek(k[:opLen], start))
-		case g > end:
+		case it.byOp:
+			// Seeked to op|start, and keys only grow.
+			if g > it.end {
+				return
+			}
+			it.ok = true
+			return
+		case g < it.start:
+			it.c.seek(keyGroupSeek(k[:opLen], it.start))
+		case g > it.end:
 			nxt := keyPrefixEnd(k[:opLen])
 			if nxt == nil {
-				return nil
+				return
 			}
-			c.seek(nxt)
+			it.c.seek(nxt)
 		default:
-			if err := fn(); err != nil {
-				return err
-			}
-			c.next()
+			it.ok = true
+			return
 		}
 	}
-	return nil
+}
+
+// walkScope calls fn with the cursor positioned at every key of scope, in
+// key order (see scopeIter).
+func walkScope(c kvCursor, scope Scope, fn func() error) error {
+	it := newScopeIter(c, scope)
+	for ; it.valid(); it.next() {
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+	return it.err
 }
