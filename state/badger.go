@@ -240,8 +240,11 @@ type badgerBackend struct {
 	// gcMu is held by a value-log GC round and by RestoreEmpty, whose
 	// StreamWriter must have the store to itself.
 	gcMu sync.Mutex
-	// bulkMu is held by RestoreEmpty, and for reading by Size.
+	// bulkMu is held by RestoreEmpty and RestoreLayers, and for reading
+	// by Size.
 	bulkMu sync.RWMutex
+
+	layers layerSet // restored layers (layer.go)
 }
 
 func openBadger(opts Options) (Backend, error) {
@@ -275,6 +278,13 @@ func openBadger(opts Options) (Backend, error) {
 	stats.Open = time.Since(t0)
 	b := &badgerBackend{db: db, dir: opts.Dir, inMemory: opts.InMemory, stats: stats, unlock: unlock}
 	b.idle = sync.NewCond(&b.mu)
+	if !opts.InMemory {
+		if err := b.loadLayers(); err != nil {
+			db.Close()
+			unlock()
+			return nil, err
+		}
+	}
 	if !opts.InMemory {
 		b.stopGC, b.gcDone = make(chan struct{}), make(chan struct{})
 		go b.vlogGC()
@@ -402,7 +412,7 @@ func badgerNewDir(dir string, version int) (func() error, error) {
 // Badger's): FORMAT, SEAL, CarryFileName, their temp files, and Badger's
 // LOCK.
 func ours(name string) bool {
-	return name == formatFileName || name == sealFileName || name == lockFileName || name == CarryFileName ||
+	return name == formatFileName || name == sealFileName || name == lockFileName || name == CarryFileName || name == layersDirName ||
 		name == formatFileName+tmpSuffix || name == sealFileName+tmpSuffix || name == CarryFileName+tmpSuffix
 }
 
@@ -703,6 +713,7 @@ func (b *badgerBackend) Close() error {
 	if b.unlock != nil {
 		defer b.unlock()
 	}
+	b.closeLayers()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("state: closing badger: %w", err)
 	}
@@ -728,7 +739,7 @@ func (b *badgerBackend) Get(k Key, now int64) ([]byte, int64, bool, error) {
 	defer txn.Discard()
 	item, err := txn.Get(enc)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, 0, false, nil
+		return b.layerGet(enc, now)
 	}
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("state: get: %w", err)
@@ -752,6 +763,24 @@ func (b *badgerBackend) Get(k Key, now int64) ([]byte, int64, bool, error) {
 		return nil, 0, false, fmt.Errorf("state: get: %w", err)
 	}
 	return value, exp, ok, nil
+}
+
+// layerGet looks enc up in the layer covering it (Badger does not hold
+// it).
+func (b *badgerBackend) layerGet(enc []byte, now int64) ([]byte, int64, bool, error) {
+	l := b.coveringLayer(enc)
+	if l == nil {
+		return nil, 0, false, nil
+	}
+	defer l.release()
+	v, exp, found, err := l.get(enc)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("state: get: %w", err)
+	}
+	if !found || !liveAt(exp, now, wallSeconds()) {
+		return nil, 0, false, nil
+	}
+	return append([]byte{}, v...), exp, true, nil
 }
 
 // keyEncodedLen is the length of keyEncode(nil, k).
@@ -803,11 +832,37 @@ func (b *badgerBackend) Apply(muts []Mutation) error {
 		return ErrClosed
 	}
 	defer b.exit()
+	// Over a restored layer, a delete is a tombstone and a put keeps no
+	// Badger TTL for keys the layer holds (see layer.go).
+	var tomb []bool
+	if len(b.currentLayers()) > 0 {
+		for i := range muts {
+			m := &muts[i]
+			if !m.Delete && m.ExpiresAt == 0 {
+				continue
+			}
+			holds, err := b.layerHolds(entries[i].Key)
+			if err != nil {
+				return fmt.Errorf("state: apply: %w", err)
+			}
+			if !holds {
+				continue
+			}
+			if m.Delete {
+				if tomb == nil {
+					tomb = make([]bool, len(muts))
+				}
+				tomb[i] = true
+				entries[i].Value = storedTombstoneValue()
+			}
+			entries[i].ExpiresAt = 0
+		}
+	}
 	txn := b.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	for i := range entries {
 		set := func() error {
-			if muts[i].Delete {
+			if muts[i].Delete && (tomb == nil || !tomb[i]) {
 				return txn.Delete(entries[i].Key)
 			}
 			return txn.SetEntry(&entries[i])
@@ -840,7 +895,7 @@ func (c badgerCursor) next()         { c.it.Next() }
 
 // view runs fn with an iterator over the scope's job in one read
 // transaction (a consistent view).
-func (b *badgerBackend) view(jobName string, fn func(c badgerCursor) error) error {
+func (b *badgerBackend) view(jobName string, fn func(c badgerCursor, layers []*layer) error) error {
 	prefix, err := keyJobPrefix(jobName)
 	if err != nil {
 		return err
@@ -849,7 +904,9 @@ func (b *badgerBackend) view(jobName string, fn func(c badgerCursor) error) erro
 		return ErrClosed
 	}
 	defer b.exit()
-	return b.viewEntered(prefix, fn)
+	layers := b.pinLayers(jobName)
+	defer unpinLayers(layers)
+	return b.viewEntered(prefix, func(c badgerCursor) error { return fn(c, layers) })
 }
 
 // viewEntered is view for a caller that has entered already.
@@ -862,9 +919,12 @@ func (b *badgerBackend) viewEntered(prefix []byte, fn func(c badgerCursor) error
 }
 
 // scanRaw calls fn with the raw key, the value and the expiry of every
-// entry of the scope live at now.
-func (b *badgerBackend) scanRaw(c badgerCursor, scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
+// entry of the scope live at now: Badger's, merged with the layers'.
+func (b *badgerBackend) scanRaw(c badgerCursor, layers []*layer, scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
 	wall := wallSeconds()
+	if len(layers) > 0 {
+		return walkMerged(c, layers, scope, func(exp int64) bool { return liveAt(exp, now, wall) }, fn)
+	}
 	return walkScope(c, scope, func() error {
 		item := c.it.Item()
 		// fn runs inside Value's callback: a value read from the value
@@ -884,8 +944,8 @@ func (b *badgerBackend) scanRaw(c badgerCursor, scope Scope, now int64, fn func(
 
 func (b *badgerBackend) Scan(scope Scope, now int64, fn func(Entry) error) error {
 	var ent Entry
-	return b.view(scope.Job, func(c badgerCursor) error {
-		return b.scanRaw(c, scope, now, func(key, value []byte, exp int64) error {
+	return b.view(scope.Job, func(c badgerCursor, layers []*layer) error {
+		return b.scanRaw(c, layers, scope, now, func(key, value []byte, exp int64) error {
 			if err := keyDecode(key, &ent.Key); err != nil {
 				return err
 			}
@@ -897,10 +957,10 @@ func (b *badgerBackend) Scan(scope Scope, now int64, fn func(Entry) error) error
 
 func (b *badgerBackend) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotInfo, error) {
 	var info SnapshotInfo
-	err := b.view(scope.Job, func(c badgerCursor) error {
+	err := b.view(scope.Job, func(c badgerCursor, layers []*layer) error {
 		var err error
 		info, err = snapshotWrite(w, scope, now, func(scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
-			return b.scanRaw(c, scope, now, fn)
+			return b.scanRaw(c, layers, scope, now, fn)
 		})
 		return err
 	})
@@ -919,8 +979,10 @@ func (b *badgerBackend) Restore(r io.Reader, scope Scope, now int64) (RestoreInf
 	empty := func(scope Scope, now int64) (bool, error) {
 		found := false
 		errFound := errors.New("found")
+		layers := b.pinLayers(scope.Job)
+		defer unpinLayers(layers)
 		err := b.viewEntered(prefix, func(c badgerCursor) error {
-			return b.scanRaw(c, scope, now, func([]byte, []byte, int64) error {
+			return b.scanRaw(c, layers, scope, now, func([]byte, []byte, int64) error {
 				found = true
 				return errFound
 			})
@@ -995,8 +1057,16 @@ func (b *badgerBackend) Size(jobName, operator string) (int64, error) {
 	}
 	defer b.bulkMu.RUnlock()
 	var n int64
-	err := b.view(jobName, func(c badgerCursor) error {
-		return walkScope(c, Scope{Job: jobName, Operator: operator, Groups: AllKeyGroups}, func() error {
+	err := b.view(jobName, func(c badgerCursor, layers []*layer) error {
+		scope := Scope{Job: jobName, Operator: operator, Groups: AllKeyGroups}
+		if len(layers) > 0 {
+			wall := wallSeconds()
+			return walkMerged(c, layers, scope, func(exp int64) bool { return notCollected(exp, wall) }, func(key, value []byte, _ int64) error {
+				n += int64(len(key) + storedValueHeader + len(value))
+				return nil
+			})
+		}
+		return walkScope(c, scope, func() error {
 			item := c.it.Item()
 			vs := item.ValueSize()
 			if item.EstimatedSize()-vs != item.KeySize() {

@@ -70,6 +70,11 @@ const (
 	// parser per source.
 	readAheadChunk  = 1 << 20
 	readAheadChunks = 8
+	// layerChunk × layerChunks is what RestoreLayers reads ahead per
+	// source: the direct writes of its file ran 15–20 % faster in 4 MiB
+	// than in 1 MiB writes.
+	layerChunk  = 4 << 20
+	layerChunks = 4
 )
 
 var errBulkStopped = errors.New("state: restore stopped: another snapshot failed")
@@ -87,6 +92,9 @@ func scopesOverlap(a, b Scope) bool {
 // empty reports whether the store holds no live entry at all. The
 // caller has entered.
 func (b *badgerBackend) empty() (bool, error) {
+	if len(b.currentLayers()) > 0 {
+		return false, nil
+	}
 	txn := b.db.NewTransaction(false)
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false})
@@ -396,19 +404,89 @@ type readAhead struct {
 }
 
 func newReadAhead(r io.Reader) *readAhead {
+	return newReadAheadTo(r, readAheadChunk, readAheadChunks)
+}
+
+// newReadAheadTo is newReadAhead with stages: every chunk passes through
+// each stage in order (a hash, a layer file's write), each stage a
+// goroutine of its own, before the consumer gets it, so that reading, the
+// stages and parsing overlap. A failed stage ends the stream with its
+// error.
+func newReadAheadTo(r io.Reader, chunk, chunks int, stages ...func([]byte) error) *readAhead {
 	ra := &readAhead{
-		full: make(chan []byte, readAheadChunks),
-		free: make(chan []byte, readAheadChunks),
+		full: make(chan []byte, chunks),
+		free: make(chan []byte, chunks),
 		done: make(chan struct{}),
 		exit: make(chan struct{}),
 	}
-	for range readAheadChunks {
-		ra.free <- make([]byte, readAheadChunk)
+	for range chunks {
+		ra.free <- alignedBuf(chunk) // for O_DIRECT writes
 	}
+	// No send below blocks: at most chunks buffers exist and
+	// every channel holds that many.
+	var (
+		failed   atomic.Bool
+		errMu    sync.Mutex
+		stageErr error // the first stage's failure
+		readErr  error // io.EOF at the end
+	)
+	setErr := func(dst *error, err error) {
+		errMu.Lock()
+		if *dst == nil {
+			*dst = err
+		}
+		errMu.Unlock()
+	}
+	var wg sync.WaitGroup
+	readDone := make(chan struct{})
+	in := make(chan []byte, chunks)
+	src := in
+	for _, stage := range stages {
+		out := make(chan []byte, chunks)
+		wg.Add(1)
+		go func(in <-chan []byte, out chan<- []byte) {
+			defer wg.Done()
+			defer close(out)
+			for buf := range in {
+				if !failed.Load() {
+					if err := stage(buf); err != nil {
+						setErr(&stageErr, err)
+						failed.Store(true)
+					}
+				}
+				if failed.Load() {
+					ra.free <- buf[:cap(buf)]
+					continue
+				}
+				out <- buf
+			}
+		}(src, out)
+		src = out
+	}
+	wg.Add(1)
+	go func() { // the last stage's output to the consumer
+		defer wg.Done()
+		for buf := range src {
+			ra.full <- buf
+		}
+	}()
 	go func() {
-		defer close(ra.exit)
-		defer close(ra.full)
+		wg.Wait()
+		<-readDone
+		ra.err = readErr
+		if stageErr != nil {
+			ra.err = stageErr
+		}
+		close(ra.full)
+		close(ra.exit)
+	}()
+	go func() {
+		defer close(readDone)
+		defer close(in)
 		for {
+			if failed.Load() {
+				return
+			}
 			select {
 			case <-ra.done:
 				return
@@ -422,13 +500,13 @@ func newReadAhead(r io.Reader) *readAhead {
 			}
 			n, err := io.ReadFull(r, buf)
 			if n > 0 {
-				ra.full <- buf[:n] // never blocks: at most readAheadChunks buffers exist
+				in <- buf[:n]
 			}
 			if err != nil {
 				if err == io.ErrUnexpectedEOF {
 					err = io.EOF
 				}
-				ra.err = err
+				setErr(&readErr, err)
 				return
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -281,6 +282,39 @@ func BenchmarkRestore100MB(b *testing.B) {
 			peak = max(peak, anon.Stop())
 			d.Close()
 			b.StartTimer()
+		}
+	})
+	b.Run("layers", func(b *testing.B) {
+		var peak int64
+		defer func() { b.ReportMetric(float64(peak)/(1<<20), "peak-anon-MiB") }()
+		b.SetBytes(int64(len(data)))
+		for range b.N {
+			b.StopTimer()
+			d, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			anon := memstat.Start()
+			b.StartTimer()
+			if _, err := d.(LayerRestorer).RestoreLayers([]RestoreSource{bytesSource(scope, data, sum)}, now, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			peak = max(peak, anon.Stop())
+			d.Close()
+			b.StartTimer()
+		}
+	})
+	// The baseline of layers: the bytes written to a file as they are.
+	b.Run("write-file", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for range b.N {
+			b.StopTimer()
+			path := filepath.Join(b.TempDir(), "f")
+			b.StartTimer()
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	b.Run("restore", func(b *testing.B) {

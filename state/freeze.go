@@ -38,14 +38,16 @@ func (b *badgerBackend) Freeze() (Frozen, error) {
 	if !b.enter() {
 		return nil, ErrClosed
 	}
-	return &badgerFrozen{b: b, txn: b.db.NewTransaction(false)}, nil
+	return &badgerFrozen{b: b, txn: b.db.NewTransaction(false), layers: b.pinLayers("")}, nil
 }
 
 type badgerFrozen struct {
-	b    *badgerBackend
-	mu   sync.Mutex
-	txn  *badger.Txn
-	done bool
+	b   *badgerBackend
+	mu  sync.Mutex
+	txn *badger.Txn
+	// layers are the restored layers when the view was taken.
+	layers []*layer
+	done   bool
 }
 
 func (f *badgerFrozen) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotInfo, error) {
@@ -62,7 +64,7 @@ func (f *badgerFrozen) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotIn
 	defer it.Close()
 	c := badgerCursor{it}
 	return snapshotWrite(w, scope, now, func(scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
-		return f.b.scanRaw(c, scope, now, fn)
+		return f.b.scanRaw(c, f.layers, scope, now, fn)
 	})
 }
 
@@ -74,6 +76,7 @@ func (f *badgerFrozen) Close() error {
 	}
 	f.done = true
 	f.txn.Discard()
+	unpinLayers(f.layers)
 	f.b.exit()
 	return nil
 }
@@ -87,14 +90,35 @@ func (b *badgerBackend) Drop(scope Scope) error {
 		return ErrClosed
 	}
 	defer b.exit()
-	if scope.Operator != "" && scope.Groups == AllKeyGroups {
+	return b.dropEntered(scope)
+}
+
+// dropEntered is Drop for a caller that has entered: Badger's entries,
+// then the restored layers' (layer.go).
+func (b *badgerBackend) dropEntered(scope Scope) error {
+	has, err := b.holdsAny(scope)
+	if err != nil {
+		return err
+	}
+	if !has {
+		// Nothing of Badger's to drop (a new store, or a scope a layer
+		// holds alone): DropPrefix would still stop writes and flush the
+		// memtable.
+	} else if scope.Operator != "" && scope.Groups == AllKeyGroups {
 		prefix, err := keyOperatorPrefix(scope.Job, scope.Operator)
 		if err != nil {
 			return err
 		}
-		return b.db.DropPrefix(prefix)
+		if err := b.db.DropPrefix(prefix); err != nil {
+			return err
+		}
+	} else if err := b.dropScope(scope); err != nil {
+		return err
 	}
-	return b.dropScope(scope)
+	if b.inMemory {
+		return nil
+	}
+	return b.dropLayers(scope)
 }
 
 // Freeze returns a copy of the map (entries are immutable once stored, so
@@ -120,4 +144,20 @@ func (b *memBackend) Drop(scope Scope) error {
 		b.del(it.key)
 	}
 	return err
+}
+
+// holdsAny reports whether Badger holds any item (live or not) in scope.
+// The caller has entered.
+func (b *badgerBackend) holdsAny(scope Scope) (bool, error) {
+	prefix, err := keyJobPrefix(scope.Job)
+	if err != nil {
+		return false, err
+	}
+	found := false
+	err = b.viewEntered(prefix, func(c badgerCursor) error {
+		it := newScopeIter(c, scope)
+		found = it.valid()
+		return it.err
+	})
+	return found, err
 }

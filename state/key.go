@@ -222,12 +222,22 @@ func storedValueEncode(dst []byte, value []byte, expiresAt int64) []byte {
 	return append(dst, value...)
 }
 
-// storedValueDecode splits a stored value; value aliases enc.
+// storedValueDecode splits a stored value; value aliases enc. A
+// tombstone (layer.go) decodes as an entry that expired at 1 ms, which
+// no read takes as live.
 func storedValueDecode(enc []byte) (value []byte, expiresAt int64, err error) {
+	if len(enc) == storedValueHeader && enc[0] == storedTombstone {
+		return nil, 1, nil
+	}
 	if len(enc) < storedValueHeader || enc[0] != storedValueVersion {
 		return nil, 0, errors.New("state: malformed stored value")
 	}
 	return enc[storedValueHeader:], int64(binary.BigEndian.Uint64(enc[1:])), nil
+}
+
+// storedTombstoneValue is the stored value of a tombstone.
+func storedTombstoneValue() []byte {
+	return []byte{storedTombstone, 0, 0, 0, 0, 0, 0, 0, 0}
 }
 
 // expirySeconds is the Badger TTL of an expiry: Unix seconds, rounded up.

@@ -91,6 +91,14 @@ type restoreSink interface {
 	abort()
 }
 
+// recordObserver is implemented by sinks that want the byte offset and
+// key of every record of the stream (entries in scope or not; key is
+// valid only during the call) and the offset of its trailer.
+type recordObserver interface {
+	record(off int64, key []byte)
+	end(off int64)
+}
+
 // scopeEmptyFn reports whether the scope has no live entry at now;
 // scopeDropFn deletes every entry of the scope.
 type (
@@ -187,7 +195,7 @@ type snapReader struct {
 // what was being read.
 func (r *snapReader) read(p []byte, hashed bool, what string) error {
 	n, err := io.ReadFull(r.br, p)
-	if hashed {
+	if hashed && r.h != nil {
 		r.h.Write(p[:n])
 	}
 	start := r.off
@@ -294,7 +302,18 @@ func snapshotRestore(r io.Reader, scope Scope, now int64, empty scopeEmptyFn, si
 // SHA-256 pass that checks the trailer checks it too. A failure that is
 // not the reader's own wraps ErrCorruptSnapshot.
 func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink) (info RestoreInfo, err error) {
-	sr := &snapReader{br: bufio.NewReaderSize(r, 256<<10), h: sha256.New()}
+	return snapshotReadHash(r, scope, now, jobPrefix, wantObject, sink, true)
+}
+
+// snapshotReadHash is snapshotRead; without hash it computes no SHA-256
+// and checks neither the trailer's nor wantObject: the caller hashes the
+// stream itself (in a stage of its own) and compares the object's
+// checksum, which covers every byte the trailer's does.
+func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink, hash bool) (info RestoreInfo, err error) {
+	sr := &snapReader{br: bufio.NewReaderSize(r, 256<<10)}
+	if hash {
+		sr.h = sha256.New()
+	}
 	defer func() {
 		info.Bytes = sr.off
 		err = markCorrupt(err)
@@ -348,6 +367,7 @@ func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObj
 	}
 	gStart, gEnd, gOK := scopeGroups(scope.Groups)
 	wallSec := wallSeconds()
+	obs, _ := sink.(recordObserver)
 
 	var (
 		rec   []byte
@@ -362,12 +382,25 @@ func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObj
 		switch fixed[0] {
 		case snapKindEntry:
 		case snapKindEnd:
+			if obs != nil {
+				obs.end(recOff)
+			}
 			var tr [trailerLen - 1]byte
 			if err := sr.read(tr[:], false, "trailer"); err != nil {
 				return info, err
 			}
 			if n := int64(binary.BigEndian.Uint64(tr[:8])); n != count {
 				return info, fmt.Errorf("trailer at byte offset %d counts %d entries, the stream has %d", recOff, n, count)
+			}
+			if sr.h == nil {
+				if _, err := sr.br.ReadByte(); err != io.EOF {
+					if err != nil {
+						return info, &snapIOError{fmt.Errorf("reading after the trailer at byte offset %d: %w", sr.off, err)}
+					}
+					return info, fmt.Errorf("unexpected data after the trailer at byte offset %d", sr.off)
+				}
+				info.Checksum = "sha256:" + hex.EncodeToString(tr[8:])
+				return info, nil
 			}
 			sum := sr.h.Sum(nil)
 			if !bytes.Equal(sum, tr[8:]) {
@@ -391,7 +424,9 @@ func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObj
 		default:
 			return info, fmt.Errorf("unknown record kind %d at byte offset %d", fixed[0], recOff)
 		}
-		sr.h.Write(fixed[:1])
+		if sr.h != nil {
+			sr.h.Write(fixed[:1])
+		}
 		if err := sr.read(fixed[:4], true, "record length"); err != nil {
 			return info, err
 		}
@@ -427,6 +462,9 @@ func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObj
 		}
 		prev = append(prev[:0], key...)
 		count++
+		if obs != nil {
+			obs.record(recOff, key)
+		}
 		if !gOK || group < gStart || group > gEnd ||
 			(scopeOpPrefix != nil && !bytes.Equal(key[:opLen], scopeOpPrefix)) ||
 			!liveAt(expiresAt, now, wallSec) {

@@ -272,10 +272,11 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 // the key groups of the task that wrote them, so a changed parallelism
 // needs nothing more: all subtasks share the store.
 //
-// When the store holds nothing else (a replacement node, or a job whose
-// state is all its operators'), the snapshots go in at once through
-// state.BulkRestorer, each object's SHA-256 checked by the pass that
-// parses it; otherwise one by one through Backend.Restore.
+// The snapshots go in at once through state.LayerRestorer (Badger: each
+// snapshot becomes a read-only layer under the store, downloaded as it
+// is), or state.BulkRestorer when the store holds nothing else, each
+// object's SHA-256 checked by the pass that parses it; otherwise one by
+// one through Backend.Restore.
 func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) error {
 	spec := r.g.Spec
 	ns := stateJob(spec)
@@ -322,13 +323,19 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 		r.ckpt.mu.Unlock()
 		r.log.Info("restore progress", "task", s.TaskID, "keys", info.Entries, "bytes_restored", done, "bytes_total", total)
 	}
-	if bulk, ok := st.(state.BulkRestorer); ok && len(snaps) > 0 {
+	var restoreAll func([]state.RestoreSource, int64, func(int, state.RestoreInfo)) ([]state.RestoreInfo, error)
+	if lr, ok := st.(state.LayerRestorer); ok {
+		restoreAll = lr.RestoreLayers
+	} else if bulk, ok := st.(state.BulkRestorer); ok {
+		restoreAll = bulk.RestoreEmpty
+	}
+	if restoreAll != nil && len(snaps) > 0 {
 		srcs := make([]state.RestoreSource, len(snaps))
 		for i, s := range snaps {
 			srcs[i] = state.RestoreSource{Scope: scopes[i], Checksum: s.Checksum,
 				Open: func() (io.ReadCloser, error) { return cat.OpenStateSized(ctx, s) }}
 		}
-		_, err := bulk.RestoreEmpty(srcs, now, func(i int, info state.RestoreInfo) { progress(snaps[i], info) })
+		_, err := restoreAll(srcs, now, func(i int, info state.RestoreInfo) { progress(snaps[i], info) })
 		switch {
 		case err == nil:
 			r.ckpt.mu.Lock()

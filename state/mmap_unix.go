@@ -1,0 +1,24 @@
+//go:build unix
+
+package state
+
+import (
+	"os"
+	"syscall"
+)
+
+// mapFile maps a file read-only; unmap releases it. An empty file maps to
+// nil.
+func mapFile(f *os.File, size int64) (data []byte, unmap func() error, err error) {
+	if size == 0 {
+		return nil, func() error { return nil }, nil
+	}
+	data, err = syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, func() error { return syscall.Munmap(data) }, nil
+}
+
+// adviseWillNeed asks the kernel to read data's pages ahead (async).
+func adviseWillNeed(data []byte) { _ = syscall.Madvise(data, syscall.MADV_WILLNEED) }
