@@ -4,7 +4,8 @@
 // optional expiry (TTL), are accounted in bytes per job and operator, and
 // live in a directory stamped with a state format version. Snapshots stream
 // a key-group range out with a checksum and restore it into an empty store,
-// so a restore can take only the groups a task owns.
+// so a restore can take only the groups a task owns; Badger restores them
+// as read-only layers under the store (LayerRestorer, layer.go).
 //
 // Operators do not write to a Backend directly: they stage mutations in a
 // Journal per input batch (an epoch), and the journal commits an epoch only

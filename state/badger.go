@@ -25,7 +25,9 @@ import (
 //
 // # Directory
 //
-// A state directory holds Badger's files and two of ours:
+// A state directory holds Badger's files, the directory layers/ of the
+// checkpoints restored into it (layer.go: checked by Open, not by SEAL),
+// and two files of ours:
 //
 //   - FORMAT: {"format_version":N,"store":"badger","created_by":"arkflow-go"},
 //     written (temp file, fsync, rename, fsync of the directory) when the

@@ -74,7 +74,7 @@ const (
 	// source: the direct writes of its file ran 15–20 % faster in 4 MiB
 	// than in 1 MiB writes.
 	layerChunk  = 4 << 20
-	layerChunks = 4
+	layerChunks = 8
 )
 
 var errBulkStopped = errors.New("state: restore stopped: another snapshot failed")

@@ -424,7 +424,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 			total += s.Bytes
 		}
 		b.ReportAllocs()
-		var engine, raw, sel, verify time.Duration
+		var engine, raw, rawFile, sel, verify time.Duration
 		var peak int64
 		var bytes int64
 		for i := 0; i < b.N; i++ {
@@ -503,9 +503,37 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 				}
 			}
 			raw += time.Since(start)
+
+			// The second baseline: GET every state object, in turn, into a
+			// local file (what a restore must do at the least: the state
+			// ends up on the node's disk).
+			fileDir := b.TempDir()
+			start = time.Now()
+			for k, s := range m.StateSnapshots {
+				o, err := c.GetObject(ctx, bucket, "ckb/"+s.URI, minio.GetObjectOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := os.Create(filepath.Join(fileDir, fmt.Sprint(k)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(f, o)
+				o.Close()
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil || n != s.Bytes {
+					b.Fatalf("raw GET of %s to a file: %d bytes, %v", s.URI, n, err)
+				}
+			}
+			rawFile += time.Since(start)
+			os.RemoveAll(fileDir)
 			b.StartTimer()
 		}
 		reportMBs(b, bytes, engine, raw)
+		b.ReportMetric(float64(bytes)/1e6/rawFile.Seconds(), "raw-file-MB/s")
+		b.ReportMetric(rawFile.Seconds()/engine.Seconds(), "ratio-file")
 		b.ReportMetric(float64(engine.Milliseconds())/float64(b.N), "ms-to-running")
 		b.ReportMetric(float64(sel.Milliseconds())/float64(b.N), "select-ms")
 		b.ReportMetric(float64(verify.Milliseconds())/float64(b.N), "verify-ms")
