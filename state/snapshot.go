@@ -436,14 +436,30 @@ func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wan
 		}
 		crc := crc32.Update(0, crc32c, []byte{snapKindEntry})
 		crc = crc32.Update(crc, crc32c, fixed[:4])
-		if rec, err = sr.readN(rec, int(recLen), "record"); err != nil {
-			return info, fmt.Errorf("record %d: %w", count, err)
+		// A record that fits the read buffer is parsed where it lies
+		// (Peek), and skipped over once done with (consumed); a larger one
+		// is copied out.
+		var stored uint32
+		consumed := 0
+		if n := int(recLen) + 4; n <= sr.br.Size() {
+			if b, perr := sr.br.Peek(n); perr == nil {
+				if sr.h != nil {
+					sr.h.Write(b)
+				}
+				rec, stored, consumed = b[:recLen], binary.BigEndian.Uint32(b[recLen:]), n
+			}
+		}
+		if consumed == 0 {
+			if rec, err = sr.readN(rec[:0:0], int(recLen), "record"); err != nil {
+				return info, fmt.Errorf("record %d: %w", count, err)
+			}
+			if err := sr.read(fixed[:4], true, "record CRC"); err != nil {
+				return info, fmt.Errorf("record %d: %w", count, err)
+			}
+			stored = binary.BigEndian.Uint32(fixed[:4])
 		}
 		crc = crc32.Update(crc, crc32c, rec)
-		if err := sr.read(fixed[:4], true, "record CRC"); err != nil {
-			return info, fmt.Errorf("record %d: %w", count, err)
-		}
-		if got := binary.BigEndian.Uint32(fixed[:4]); got != crc {
+		if got := stored; got != crc {
 			return info, fmt.Errorf("record %d at byte offset %d: CRC32C mismatch (stored %08x, computed %08x)", count, recOff, got, crc)
 		}
 		key, value, expiresAt, perr := snapParseRecord(rec)
@@ -469,12 +485,16 @@ func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wan
 			(scopeOpPrefix != nil && !bytes.Equal(key[:opLen], scopeOpPrefix)) ||
 			!liveAt(expiresAt, now, wallSec) {
 			info.Skipped++
-			continue
+		} else {
+			if err := sink.put(key, value, expiresAt); err != nil {
+				return info, &snapIOError{fmt.Errorf("writing record %d: %w", count-1, err)}
+			}
+			info.Entries++
 		}
-		if err := sink.put(key, value, expiresAt); err != nil {
-			return info, &snapIOError{fmt.Errorf("writing record %d: %w", count-1, err)}
+		if consumed > 0 {
+			sr.br.Discard(consumed) // peeked: cannot fail
+			sr.off += int64(consumed)
 		}
-		info.Entries++
 	}
 }
 
