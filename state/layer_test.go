@@ -477,3 +477,50 @@ func TestSplitHasher(t *testing.T) {
 		}
 	}
 }
+
+// Large values (beyond the parser's read buffer, and beyond a read-ahead
+// chunk) restore into layers and read back whole; so do layers on a file
+// system that refuses O_DIRECT (tmpfs), written through the page cache.
+func TestRestoreLayersLargeValuesAndTmpfs(t *testing.T) {
+	now := kvNow()
+	src := NewMemory()
+	var muts []Mutation
+	sizes := []int{10, 300 << 10, 5 << 20, 1 << 20, 0, 4096}
+	for i, n := range sizes {
+		v := make([]byte, n)
+		for j := range v {
+			v[j] = byte(i + j)
+		}
+		muts = append(muts, Mutation{Key: Key{Job: "j", Operator: "a", KeyGroup: i, User: fmt.Appendf(nil, "k%d", i)}, Value: v})
+	}
+	kvApply(t, src, muts...)
+	sc := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
+	data, _ := snapTake(t, src, sc, now)
+	dirs := map[string]string{"disk": t.TempDir()}
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "layers")
+		if err == nil {
+			defer os.RemoveAll(d)
+			dirs["tmpfs"] = d
+		}
+	}
+	for name, dir := range dirs {
+		t.Run(name, func(t *testing.T) {
+			b := openDir(t, dir)
+			defer b.Close()
+			if _, err := b.(LayerRestorer).RestoreLayers([]RestoreSource{bytesSource(sc, data, objectSum(data))}, now, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range muts {
+				v, _, ok, err := b.Get(m.Key, now)
+				if err != nil || !ok || !bytes.Equal(v, m.Value) {
+					t.Fatalf("%s: %d bytes, %v, %v; want %d bytes", m.Key.User, len(v), ok, err, len(m.Value))
+				}
+			}
+			got, _ := snapTake(t, b, sc, now)
+			if !bytes.Equal(got, data) {
+				t.Fatal("snapshot of the restored layers differs")
+			}
+		})
+	}
+}

@@ -15,6 +15,3 @@ func mapFile(f *os.File, size int64) (data []byte, unmap func() error, err error
 	}
 	return data, func() error { return nil }, nil
 }
-
-// adviseWillNeed does nothing: the data is in memory already.
-func adviseWillNeed([]byte) {}

@@ -19,6 +19,3 @@ func mapFile(f *os.File, size int64) (data []byte, unmap func() error, err error
 	}
 	return data, func() error { return syscall.Munmap(data) }, nil
 }
-
-// adviseWillNeed asks the kernel to read data's pages ahead (async).
-func adviseWillNeed(data []byte) { _ = syscall.Madvise(data, syscall.MADV_WILLNEED) }
