@@ -109,6 +109,33 @@ func BenchmarkBadgerGet(b *testing.B) {
 		}
 		reportOps(b, b.N)
 	})
+	// The same keys restored as a read-only layer (layer.go): every Get
+	// misses Badger and is answered by the layer.
+	layered, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer layered.Close()
+	scope := Scope{Job: benchKey(0).Job, Operator: benchKey(0).Operator, Groups: AllKeyGroups}
+	var snap bytes.Buffer
+	if _, err := eng.Snapshot(&snap, scope, now); err != nil {
+		b.Fatal(err)
+	}
+	data := snap.Bytes()
+	if _, err := layered.(LayerRestorer).RestoreLayers([]RestoreSource{{Scope: scope, Open: func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}}}, now, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("layer", func(b *testing.B) {
+		for i := range b.N {
+			_, _, ok, err := layered.Get(benchKey(i*7919%benchKeys), now)
+			if err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+		reportOps(b, b.N)
+	})
 	encs := make([][]byte, benchKeys)
 	for i := range encs {
 		encs[i], _ = keyEncode(nil, benchKey(i))
