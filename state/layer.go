@@ -50,9 +50,11 @@ import (
 // rename, directory fsync) after every layer file is complete; a layer
 // file is not fsynced (a restore after a power loss restores again from
 // the checkpoint, as for Badger's unsynced writes). Open loads every
-// listed layer (checking it fully, as the restore did) and removes files
-// LAYERS does not list (a restore cut short). Where mmap is not available
-// (not unix) the layer is read into memory.
+// listed layer, checking every record's CRC32C, the key order and scope
+// and the trailer's count (the SHA-256s were checked when the file was
+// downloaded), and removes files LAYERS does not list (a restore cut
+// short). Where mmap is not available (not unix) the layer is read into
+// memory.
 
 const (
 	layersDirName  = "layers"
