@@ -103,15 +103,9 @@ func (b *badgerBackend) empty() (bool, error) {
 	return !it.Valid(), nil
 }
 
-// RestoreEmpty writes the snapshots with Badger's StreamWriter: each
-// source (already in strictly increasing key order, which the snapshot
-// reader checks) is one stream of sorted keys, and the scopes do not
-// overlap, so the streams build non-overlapping tables at the bottom
-// level directly — no memtables, no L0, no compactions. The StreamWriter
-// drops whatever the store held when it starts, which is why the store
-// must hold nothing. Each source is read ahead of its parser, and up to
-// bulkConcurrency sources at once.
-func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error) {
+// checkSources checks the sources of a bulk restore and returns their
+// jobs' key prefixes.
+func checkSources(srcs []RestoreSource) ([][]byte, error) {
 	prefixes := make([][]byte, len(srcs))
 	for i, s := range srcs {
 		p, err := keyJobPrefix(s.Scope.Job)
@@ -133,6 +127,66 @@ func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress f
 			}
 		}
 	}
+	return prefixes, nil
+}
+
+// runSources runs restore for every source, bulkConcurrency at once. The
+// first failure (a stop caused by another failure never replaces it)
+// sets stop, which restore passes to what it reads, and is returned;
+// sources not started by then are not. progress is called, one call at a
+// time, as each source completes.
+func runSources(srcs []RestoreSource, progress func(i int, info RestoreInfo),
+	restore func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error)) ([]RestoreInfo, *RestoreError) {
+	infos := make([]RestoreInfo, len(srcs))
+	var (
+		stop     atomic.Bool
+		mu       sync.Mutex
+		firstErr *RestoreError
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, bulkConcurrency)
+	for i := range srcs {
+		if stop.Load() {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s := srcs[i]
+			info, err := restore(i, s, &stop)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil || errors.Is(firstErr.Err, errBulkStopped) {
+					firstErr = &RestoreError{Index: i, Err: fmt.Errorf("state: restore of job %q: %w", s.Scope.Job, err)}
+				}
+				stop.Store(true)
+				return
+			}
+			infos[i] = info
+			if progress != nil {
+				progress(i, info)
+			}
+		}()
+	}
+	wg.Wait()
+	return infos, firstErr
+}
+
+// RestoreEmpty writes the snapshots with Badger's StreamWriter: each
+// source (already in strictly increasing key order, which the snapshot
+// reader checks) is one stream of sorted keys, and the scopes do not
+// overlap, so the streams build non-overlapping tables at the bottom
+// level directly — no memtables, no L0, no compactions. The StreamWriter
+// drops whatever the store held when it starts, which is why the store
+// must hold nothing. Each source is read ahead of its parser, and up to
+// bulkConcurrency sources at once.
+func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error) {
+	prefixes, err := checkSources(srcs)
+	if err != nil {
+		return nil, err
+	}
 	if !b.enter() {
 		return nil, ErrClosed
 	}
@@ -152,60 +206,24 @@ func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress f
 	if err != nil {
 		return nil, fmt.Errorf("state: restore: preparing the stream writer: %w", err)
 	}
-	infos := make([]RestoreInfo, len(srcs))
-	var (
-		stop     atomic.Bool
-		mu       sync.Mutex
-		firstErr *RestoreError
-		wg       sync.WaitGroup
-	)
-	fail := func(i int, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil || errors.Is(firstErr.Err, errBulkStopped) {
-			firstErr = &RestoreError{Index: i, Err: err}
+	infos, firstErr := runSources(srcs, progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
+		rc, err := s.Open()
+		if err != nil {
+			return RestoreInfo{}, fmt.Errorf("opening the snapshot: %w", err)
 		}
-		stop.Store(true)
-	}
-	sem := make(chan struct{}, bulkConcurrency)
-	for i := range srcs {
-		if stop.Load() {
-			break
+		ra := newReadAhead(rc)
+		sink := &streamSink{sw: sw, id: uint32(i + 1), version: version, stop: stop}
+		info, err := snapshotRead(ra, s.Scope, now, prefixes[i], s.Checksum, sink)
+		if err == nil {
+			if err = sink.flush(); err != nil {
+				err = fmt.Errorf("writing restored entries: %w", err)
+			}
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			s := srcs[i]
-			rc, err := s.Open()
-			if err != nil {
-				fail(i, fmt.Errorf("state: restore of job %q: opening the snapshot: %w", s.Scope.Job, err))
-				return
-			}
-			ra := newReadAhead(rc)
-			sink := &streamSink{sw: sw, id: uint32(i + 1), version: version, stop: &stop}
-			info, err := snapshotRead(ra, s.Scope, now, prefixes[i], s.Checksum, sink)
-			if err == nil {
-				if err = sink.flush(); err != nil {
-					err = fmt.Errorf("writing restored entries: %w", err)
-				}
-			}
-			sink.abort()
-			ra.close()
-			rc.Close()
-			if err != nil {
-				fail(i, fmt.Errorf("state: restore of job %q: %w", s.Scope.Job, err))
-				return
-			}
-			infos[i] = info
-			if progress != nil {
-				mu.Lock()
-				progress(i, info)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+		sink.abort()
+		ra.close()
+		rc.Close()
+		return info, err
+	})
 	if firstErr == nil {
 		if err := sw.Flush(); err != nil {
 			firstErr = &RestoreError{Index: -1, Err: fmt.Errorf("state: restore: finishing the tables: %w", err)}

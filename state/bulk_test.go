@@ -263,48 +263,39 @@ func BenchmarkRestore100MB(b *testing.B) {
 	scope := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
 	data, _ := snapTake(b, mem, scope, now)
 	sum := objectSum(data)
-	b.Run("bulk", func(b *testing.B) {
-		var peak int64
-		defer func() { b.ReportMetric(float64(peak)/(1<<20), "peak-anon-MiB") }()
-		b.SetBytes(int64(len(data)))
-		for range b.N {
-			b.StopTimer()
-			d, err := Open(Options{Dir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
+	// into times one restore into a new store per iteration.
+	into := func(restore func(d Backend) error) func(b *testing.B) {
+		return func(b *testing.B) {
+			var peak int64
+			defer func() { b.ReportMetric(float64(peak)/(1<<20), "peak-anon-MiB") }()
+			b.SetBytes(int64(len(data)))
+			for range b.N {
+				b.StopTimer()
+				d, err := Open(Options{Dir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				anon := memstat.Start()
+				b.StartTimer()
+				if err := restore(d); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				peak = max(peak, anon.Stop())
+				d.Close()
+				b.StartTimer()
 			}
-			anon := memstat.Start()
-			b.StartTimer()
-			if _, err := d.(BulkRestorer).RestoreEmpty([]RestoreSource{bytesSource(scope, data, sum)}, now, nil); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			peak = max(peak, anon.Stop())
-			d.Close()
-			b.StartTimer()
 		}
-	})
-	b.Run("layers", func(b *testing.B) {
-		var peak int64
-		defer func() { b.ReportMetric(float64(peak)/(1<<20), "peak-anon-MiB") }()
-		b.SetBytes(int64(len(data)))
-		for range b.N {
-			b.StopTimer()
-			d, err := Open(Options{Dir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			anon := memstat.Start()
-			b.StartTimer()
-			if _, err := d.(LayerRestorer).RestoreLayers([]RestoreSource{bytesSource(scope, data, sum)}, now, nil); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			peak = max(peak, anon.Stop())
-			d.Close()
-			b.StartTimer()
-		}
-	})
+	}
+	src := []RestoreSource{bytesSource(scope, data, sum)}
+	b.Run("bulk", into(func(d Backend) error {
+		_, err := d.(BulkRestorer).RestoreEmpty(src, now, nil)
+		return err
+	}))
+	b.Run("layers", into(func(d Backend) error {
+		_, err := d.(LayerRestorer).RestoreLayers(src, now, nil)
+		return err
+	}))
 	// The baseline of layers: the bytes written to a file as they are.
 	b.Run("write-file", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
@@ -317,27 +308,10 @@ func BenchmarkRestore100MB(b *testing.B) {
 			}
 		}
 	})
-	b.Run("restore", func(b *testing.B) {
-		var peak int64
-		defer func() { b.ReportMetric(float64(peak)/(1<<20), "peak-anon-MiB") }()
-		b.SetBytes(int64(len(data)))
-		for range b.N {
-			b.StopTimer()
-			d, err := Open(Options{Dir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			anon := memstat.Start()
-			b.StartTimer()
-			if _, err := d.Restore(bytes.NewReader(data), scope, now); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			peak = max(peak, anon.Stop())
-			d.Close()
-			b.StartTimer()
-		}
-	})
+	b.Run("restore", into(func(d Backend) error {
+		_, err := d.Restore(bytes.NewReader(data), scope, now)
+		return err
+	}))
 	b.Run("read", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for range b.N {

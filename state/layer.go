@@ -132,13 +132,9 @@ func scopeContains(outer, inner Scope) bool {
 	return ook && ostart <= is && ie <= oend
 }
 
-func toSnapScope(s Scope) snapScope {
-	return snapScope{Job: s.Job, Operator: s.Operator, Groups: s.Groups}
-}
+func toSnapScope(s Scope) snapScope { return snapScope(s) }
 
-func fromSnapScope(s snapScope) Scope {
-	return Scope{Job: s.Job, Operator: s.Operator, Groups: s.Groups}
-}
+func fromSnapScope(s snapScope) Scope { return Scope(s) }
 
 // layer is one restored snapshot file.
 type layer struct {

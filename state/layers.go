@@ -287,26 +287,9 @@ func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress 
 	if b.inMemory {
 		return b.RestoreEmpty(srcs, now, progress)
 	}
-	prefixes := make([][]byte, len(srcs))
-	for i, s := range srcs {
-		p, err := keyJobPrefix(s.Scope.Job)
-		if err != nil {
-			return nil, err
-		}
-		if s.Scope.Operator != "" {
-			if _, err := keyOperatorPrefix(s.Scope.Job, s.Scope.Operator); err != nil {
-				return nil, err
-			}
-		}
-		if s.Open == nil {
-			return nil, fmt.Errorf("state: restore: source %d has no Open", i)
-		}
-		prefixes[i] = p
-		for j := range i {
-			if scopesOverlap(srcs[j].Scope, s.Scope) {
-				return nil, fmt.Errorf("state: restore: the scopes of sources %d and %d overlap", j, i)
-			}
-		}
+	prefixes, err := checkSources(srcs)
+	if err != nil {
+		return nil, err
 	}
 	if !b.enter() {
 		return nil, ErrClosed
@@ -328,49 +311,14 @@ func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress 
 	b.layers.next += uint64(len(srcs))
 	b.layers.mu.Unlock()
 
-	infos := make([]RestoreInfo, len(srcs))
 	made := make([]*layer, len(srcs))
-	var (
-		stop     atomic.Bool
-		mu       sync.Mutex
-		firstErr *RestoreError
-		wg       sync.WaitGroup
-	)
-	fail := func(i int, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil || errors.Is(firstErr.Err, errBulkStopped) {
-			firstErr = &RestoreError{Index: i, Err: err}
-		}
-		stop.Store(true)
-	}
-	sem := make(chan struct{}, bulkConcurrency)
-	for i := range srcs {
-		if stop.Load() {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			s := srcs[i]
-			meta := layerMeta{ID: first + uint64(i), Checksum: s.Checksum, Scope: toSnapScope(s.Scope)}
-			meta.File = strconv.FormatUint(meta.ID, 10) + ".snap"
-			l, info, err := b.downloadLayer(filepath.Join(dir, meta.File), meta, s, prefixes[i], now, &stop)
-			if err != nil {
-				fail(i, fmt.Errorf("state: restore of job %q: %w", s.Scope.Job, err))
-				return
-			}
-			made[i] = l
-			infos[i] = info
-			if progress != nil {
-				mu.Lock()
-				progress(i, info)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	infos, firstErr := runSources(srcs, progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
+		meta := layerMeta{ID: first + uint64(i), Checksum: s.Checksum, Scope: toSnapScope(s.Scope)}
+		meta.File = strconv.FormatUint(meta.ID, 10) + ".snap"
+		l, info, err := b.downloadLayer(filepath.Join(dir, meta.File), meta, s, prefixes[i], now, stop)
+		made[i] = l
+		return info, err
+	})
 	var made2 []*layer
 	for _, l := range made {
 		if l != nil {
