@@ -626,7 +626,7 @@ func (r *Runtime) noteCut(st state.Backend, id, run string, restored bool) {
 	if !restored {
 		v, _, ok, err := st.Get(k, r.opts.Clock.Now().UnixMilli())
 		if err == nil && ok && len(v) > 0 {
-			ids = append(strings.Split(string(v), "\n"), id)
+			ids = append(strings.Split(string(v), "\n"), ids[0])
 		}
 		if len(ids) > lineageLen {
 			ids = ids[len(ids)-lineageLen:]

@@ -91,8 +91,12 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 		interrupted bool
 		policy      string
 		wantAgain   bool
+		// earlier cuts a checkpoint first, so that the one restored is
+		// not the run's first.
+		earlier bool
 	}{
 		{name: "kept"},
+		{name: "kept from the run's second checkpoint", earlier: true},
 		{name: "no note of the checkpoint", dropNote: true, wantAgain: true},
 		{name: "a restore killed after it emptied the store", interrupted: true},
 		{name: "late rows dropped, said explicitly", policy: `,"late_event_policy":"drop"`},
@@ -106,6 +110,11 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 			add := func(r *floorRun, b arrow.RecordBatch) {
 				hist = append(hist, b)
 				if err := r.src.Append(0, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.earlier {
+				if _, err := r.rt.Checkpoint(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 			}
