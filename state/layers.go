@@ -135,7 +135,7 @@ func (b *badgerBackend) writeLayersFile(ls []*layer) error {
 	return nil
 }
 
-// loadLayers opens the layers LAYERS lists, checking each file fully,
+// loadLayers opens the layers LAYERS lists, checking every record of each,
 // and removes the files it does not list.
 func (b *badgerBackend) loadLayers() error {
 	dir := b.layersDir()
