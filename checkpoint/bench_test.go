@@ -2,9 +2,8 @@ package checkpoint
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"io"
 	"os"
 	"testing"
@@ -77,10 +76,10 @@ func (r *benchReader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-func (d *benchData) sha256() string {
-	h := sha256.New()
+func (d *benchData) crc64() string {
+	h := objsum.NewCRC64()
 	io.Copy(h, d.reader())
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return objsum.Format(objsum.CRC64NVME, h.Sum(nil))
 }
 
 // onlyReader hides every method but Read: a state snapshot is a stream
@@ -125,7 +124,7 @@ func benchUpload(b *testing.B, size int64, conc int) {
 	c, bucket, cat := benchCatalog(b, conc)
 	ctx := context.Background()
 	data := newBenchData(size)
-	want := data.sha256()
+	want := data.crc64()
 	id := ID(1).String()
 	b.ReportAllocs()
 	b.ResetTimer()

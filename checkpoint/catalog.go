@@ -3,10 +3,9 @@ package checkpoint
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"hash"
 	"io"
 	"log/slog"
@@ -253,8 +252,9 @@ func (c *Catalog) PutState(ctx context.Context, kind Kind, id, taskID string, r 
 // PutStateSum is PutState for a reader whose producer hashes what it
 // produces (a state snapshot's ObjectChecksum), so that the bytes are
 // hashed once: sum is called after r was read to EOF and the object was
-// written, and returns "sha256:" and the hex SHA-256 of every byte r gave
-// and their count. A count that differs from what the catalog read, or a
+// written, and returns the checksum of every byte r gave ("crc64nvme:" and
+// the hex CRC-64/NVME, or "sha256:" and the hex SHA-256;
+// internal/objsum) and their count. A count that differs from what the catalog read, or a
 // malformed checksum, fails the call (the object is then written but in
 // no manifest).
 func (c *Catalog) PutStateSum(ctx context.Context, kind Kind, id, taskID string, r io.Reader, sum func() (checksum string, n int64, err error)) (StateSnapshot, error) {
@@ -281,14 +281,14 @@ func (c *Catalog) putState(ctx context.Context, kind Kind, id, taskID string, r 
 	key := c.StateKey(kind, id, taskID)
 	hr := &hashReader{r: r}
 	if sum == nil {
-		hr.h = sha256.New()
+		hr.h = objsum.NewCRC64()
 	}
 	if err := c.store.Put(ctx, key, hr, size); err != nil {
 		return StateSnapshot{}, fmt.Errorf("checkpoint: writing the state of task %q for %s %s: %w", taskID, kind, id, err)
 	}
 	snap := StateSnapshot{TaskID: taskID, URI: key, Bytes: hr.n}
 	if sum == nil {
-		snap.Checksum = "sha256:" + hex.EncodeToString(hr.h.Sum(nil))
+		snap.Checksum = objsum.Format(objsum.CRC64NVME, hr.h.Sum(nil))
 		return snap, nil
 	}
 	checksum, n, err := sum()
@@ -297,8 +297,8 @@ func (c *Catalog) putState(ctx context.Context, kind Kind, id, taskID string, r 
 		return StateSnapshot{}, fmt.Errorf("checkpoint: the state of task %q for %s %s: %w", taskID, kind, id, err)
 	case n != hr.n:
 		return StateSnapshot{}, fmt.Errorf("checkpoint: the state of task %q for %s %s: its producer counted %d bytes, %d were written", taskID, kind, id, n, hr.n)
-	case !validSHA256(checksum):
-		return StateSnapshot{}, fmt.Errorf("checkpoint: the state of task %q for %s %s: checksum %q is not sha256:<64 hex digits>", taskID, kind, id, checksum)
+	case !objsum.Valid(checksum):
+		return StateSnapshot{}, fmt.Errorf("checkpoint: the state of task %q for %s %s: checksum %q is neither crc64nvme:<16 hex digits> nor sha256:<64 hex digits>", taskID, kind, id, checksum)
 	}
 	snap.Checksum = checksum
 	return snap, nil
@@ -1024,17 +1024,18 @@ func (c *Catalog) OpenState(ctx context.Context, s StateSnapshot) (io.ReadCloser
 	if !strings.HasPrefix(s.URI, c.job+"/") {
 		return nil, fmt.Errorf("checkpoint: state of task %q: %q is not under job %q", s.TaskID, s.URI, c.job)
 	}
-	if !validSHA256(s.Checksum) || s.Bytes < 0 {
+	h, prefix, ok := objsum.New(s.Checksum)
+	if !ok || s.Bytes < 0 {
 		return nil, fmt.Errorf("checkpoint: state of task %q: invalid entry (checksum %q, bytes %d)", s.TaskID, s.Checksum, s.Bytes)
 	}
 	rc, err := c.store.Get(ctx, s.URI)
 	if err != nil {
 		return nil, err
 	}
-	return &verifyReader{rc: rc, h: sha256.New(), want: s}, nil
+	return &verifyReader{rc: rc, h: h, prefix: prefix, want: s}, nil
 }
 
-// OpenStateSized is OpenState without the SHA-256: the reader checks
+// OpenStateSized is OpenState without the checksum: the reader checks
 // the object's size only (a longer object fails at once, a shorter one
 // at the end with a *CorruptError instead of io.EOF). It is for a caller
 // that hashes the bytes itself and compares the result with s.Checksum,
@@ -1050,11 +1051,12 @@ func (c *Catalog) OpenStateSized(ctx context.Context, s StateSnapshot) (io.ReadC
 }
 
 type verifyReader struct {
-	rc   io.ReadCloser
-	h    hash.Hash
-	n    int64
-	want StateSnapshot
-	err  error // sticky
+	rc     io.ReadCloser
+	h      hash.Hash
+	prefix string // of h's checksum
+	n      int64
+	want   StateSnapshot
+	err    error // sticky
 }
 
 func (v *verifyReader) Read(p []byte) (int, error) {
@@ -1076,7 +1078,7 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 			return n, v.err
 		}
 		if v.h != nil { // nil for OpenStateSized: the caller checks the checksum
-			if sum := "sha256:" + hex.EncodeToString(v.h.Sum(nil)); sum != v.want.Checksum {
+			if sum := objsum.Format(v.prefix, v.h.Sum(nil)); sum != v.want.Checksum {
 				v.err = &CorruptError{Key: v.want.URI, Reason: fmt.Sprintf("the object hashes to %s, its manifest entry says %s", sum, v.want.Checksum)}
 				return n, v.err
 			}

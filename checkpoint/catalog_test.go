@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"io"
 	"reflect"
 	"slices"
@@ -106,7 +107,7 @@ func prepare(t *testing.T, c *Catalog, a artifact) (*Manifest, map[string][]byte
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Bytes != int64(len(b)) || e.URI != c.StateKey(a.kind, id, task) || !validSHA256(e.Checksum) {
+		if e.Bytes != int64(len(b)) || e.URI != c.StateKey(a.kind, id, task) || !strings.HasPrefix(e.Checksum, objsum.CRC64NVME) || !objsum.Valid(e.Checksum) {
 			t.Fatalf("PutState returned %+v", e)
 		}
 		e.NodeID = "node-1"
@@ -830,16 +831,31 @@ func TestPutStateSum(t *testing.T) {
 		}
 		body := randomBytes(100_000)
 		h := sha256.Sum256(body)
+		crc := objsum.NewCRC64()
+		crc.Write(body)
+		// Both checksums are recorded and verified: CRC-64/NVME, what
+		// checkpoints record, and SHA-256, what they recorded before.
+		for _, want := range []string{objsum.Format(objsum.CRC64NVME, crc.Sum(nil)), "sha256:" + hex.EncodeToString(h[:])} {
+			snap, err := c.PutStateSum(ctx, KindCheckpoint, id.String(), "map-0", bytes.NewReader(body), func() (string, int64, error) {
+				return want, int64(len(body)), nil
+			})
+			if err != nil || snap.Checksum != want || snap.Bytes != int64(len(body)) {
+				t.Fatalf("%+v %v", snap, err)
+			}
+			if got, err := readState(t, c, snap); err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("reading it back: %v", err)
+			}
+			// The wrong value of the same algorithm is a corrupt object.
+			bad, last := snap, "0"
+			if strings.HasSuffix(want, "0") {
+				last = "1"
+			}
+			bad.Checksum = want[:len(want)-1] + last
+			if _, err := readState(t, c, bad); !IsCorruption(err) {
+				t.Fatalf("%s: a wrong checksum reads back as %v", want, err)
+			}
+		}
 		want := "sha256:" + hex.EncodeToString(h[:])
-		snap, err := c.PutStateSum(ctx, KindCheckpoint, id.String(), "map-0", bytes.NewReader(body), func() (string, int64, error) {
-			return want, int64(len(body)), nil
-		})
-		if err != nil || snap.Checksum != want || snap.Bytes != int64(len(body)) {
-			t.Fatalf("%+v %v", snap, err)
-		}
-		if got, err := readState(t, c, snap); err != nil || !bytes.Equal(got, body) {
-			t.Fatalf("reading it back: %v", err)
-		}
 		for name, sum := range map[string]func() (string, int64, error){
 			"count":    func() (string, int64, error) { return want, int64(len(body)) - 1, nil },
 			"checksum": func() (string, int64, error) { return "sha256:xyz", int64(len(body)), nil },

@@ -27,7 +27,7 @@
 //		go func() { _, err := backend.Snapshot(pw, task.Scope, now); pw.CloseWithError(err) }()
 //		entry, err := cat.PutState(ctx, checkpoint.KindCheckpoint, id.String(), task.ID, pr)
 //		// (PutStateSum instead records the checksum the producer computed,
-//		// state.SnapshotInfo.ObjectChecksum, rather than hashing again.)
+//		// state.SnapshotInfo.ObjectCRC64, rather than hashing again.)
 //		m.StateSnapshots = append(m.StateSnapshots, entry)
 //		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: task.ID, ...})
 //	}
@@ -71,8 +71,10 @@
 //
 // A state entry's uri is the object's key, relative to the store's root,
 // not a full URI: a store can be moved or mirrored without rewriting
-// manifests. Its checksum is "sha256:" and the hex SHA-256 of the object's
-// bytes, and bytes its size.
+// manifests. Its checksum is "crc64nvme:" and the hex CRC-64/NVME of the
+// object's bytes (the checksum Amazon S3 itself defaults to; PutState and
+// the runtime record it), or "sha256:" and their hex SHA-256 (what
+// checkpoints recorded before; still verified); bytes is its size.
 //
 // # Manifest
 //
@@ -126,12 +128,12 @@
 // clock), then name. A candidate is skipped, with a reason, if its
 // manifest is missing, corrupt or fails its checksum, if its task set is
 // incomplete, or if a state object is missing or differs in size or
-// SHA-256 from its entry (every state object is streamed through SHA-256,
-// so Select reads all of the candidate's state once). Select falls back
+// checksum from its entry (every state object is streamed through its
+// checksum, so Select reads all of the candidate's state once). Select falls back
 // to the previous candidate then. A caller that restores the state anyway
 // can avoid reading it twice: with Want.DeferStateChecks Select checks
 // manifests only; the caller reads each object with OpenStateSized,
-// checks its SHA-256 in the same pass (state.RestoreSource.Checksum), and
+// checks its checksum in the same pass (state.RestoreSource.Checksum), and
 // if one is missing or corrupt discards what it restored and selects
 // again with the artifact in Want.Exclude (the runtime does this).
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"hash/fnv"
 	"io"
 	"sort"
@@ -134,7 +135,8 @@ type StateSnapshot struct {
 	// store's root, e.g. "orders/checkpoints/00000000000000000007/state/map-0.snap"),
 	// so that a store can be moved or mirrored without rewriting manifests.
 	URI string `json:"uri"`
-	// Checksum is "sha256:" and the hex SHA-256 of the object's bytes.
+	// Checksum is "crc64nvme:" and the hex CRC-64/NVME of the object's
+	// bytes, or "sha256:" and their hex SHA-256 (internal/objsum).
 	Checksum string `json:"checksum"`
 	// Bytes is the object's size.
 	Bytes int64 `json:"bytes"`
@@ -326,8 +328,8 @@ func (m *Manifest) validate() error {
 		if err := ValidKey(s.URI); err != nil {
 			bad("state_snapshots[%d]: uri: %v", i, err)
 		}
-		if !validSHA256(s.Checksum) {
-			bad("state_snapshots[%d]: checksum %q is not \"sha256:\" and 64 lowercase hex digits", i, s.Checksum)
+		if !objsum.Valid(s.Checksum) {
+			bad("state_snapshots[%d]: checksum %q is neither \"crc64nvme:\" and 16 nor \"sha256:\" and 64 lowercase hex digits", i, s.Checksum)
 		}
 		if s.Bytes < 0 {
 			bad("state_snapshots[%d]: bytes %d is negative", i, s.Bytes)
@@ -489,9 +491,4 @@ func isHex(s string, n int) bool {
 		}
 	}
 	return true
-}
-
-func validSHA256(s string) bool {
-	const p = "sha256:"
-	return len(s) == len(p)+64 && s[:len(p)] == p && isHex(s[len(p):], 64)
 }

@@ -203,6 +203,7 @@ func TestRestoreEmptyFailures(t *testing.T) {
 		cases[name] = bytesSource(scopeB, bad, "")
 	}
 	cases["checksum"] = bytesSource(scopeB, other, objectSum(good))
+	cases["crc64 checksum"] = bytesSource(scopeB, other, objectCRC64(good))
 	var readErr = errors.New("connection reset")
 	cases["reader"] = RestoreSource{Scope: scopeB, Open: func() (io.ReadCloser, error) {
 		return io.NopCloser(&failingReader{r: bytes.NewReader(other), left: len(other) / 2, err: readErr}), nil
@@ -214,7 +215,7 @@ func TestRestoreEmptyFailures(t *testing.T) {
 			defer b.Close()
 			br := b.(BulkRestorer)
 			for name, bad := range cases {
-				_, err := br.RestoreEmpty([]RestoreSource{bytesSource(scopeA, good, objectSum(good)), bad}, now, nil)
+				_, err := br.RestoreEmpty([]RestoreSource{bytesSource(scopeA, good, objectCRC64(good)), bad}, now, nil)
 				var re *RestoreError
 				if !errors.As(err, &re) || re.Index != 1 {
 					t.Fatalf("%s: err %v, want a RestoreError of source 1", name, err)

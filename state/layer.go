@@ -14,15 +14,16 @@ import (
 //
 // A checkpoint restore into the Badger backend (RestoreLayers) does not
 // rebuild Badger's tables from the snapshots: it downloads each snapshot
-// object, as it is, into the state directory (layers/<id>.snap), checks
-// it on the way (every record's CRC32C, key order, scope, the trailer's
-// SHA-256 and the object's), keeps a sparse index of its records (one
-// offset per 4 KiB), and maps the file read-only. The snapshot file is
-// then a read-only layer under Badger: Badger holds what was written since
-// the restore, the layer what the checkpoint held. Building Badger's
-// tables ran at 130–180 MB/s on two cores, well under a local object
-// store's download; a layer costs the download, one hash pass and a write
-// into the page cache (BENCHMARKS.md, "Checkpoints").
+// object, as it is, into the state directory (layers/<id>.snap) with
+// O_DIRECT, checks it on the way (every record's CRC32C, key order,
+// scope, and the manifest's object checksum: a CRC-64/NVME, or a SHA-256
+// that also checks the trailer's), keeps a sparse index of its records
+// (one offset and key per 4 KiB), and maps the file read-only. The
+// snapshot file is then a read-only layer under Badger: Badger holds what
+// was written since the restore, the layer what the checkpoint held.
+// Building Badger's tables ran at 130–180 MB/s on two cores, well under a
+// local object store's download; a layer costs the download, one checksum
+// pass and the write (BENCHMARKS.md, "Checkpoints").
 //
 // Each layer covers a scope: the restored task's operator and key groups,
 // less the scopes Drop has taken out of it since (excluded). Layers never
@@ -51,7 +52,7 @@ import (
 // file is not fsynced (a restore after a power loss restores again from
 // the checkpoint, as for Badger's unsynced writes). Open loads every
 // listed layer, checking every record's CRC32C, the key order and scope
-// and the trailer's count (the SHA-256s were checked when the file was
+// and the trailer's count (the checksums were checked when the file was
 // downloaded), and removes files LAYERS does not list (a restore cut
 // short). Where mmap is not available (not unix) the layer is read into
 // memory.
@@ -71,9 +72,8 @@ type layerMeta struct {
 	ID   uint64 `json:"id"`
 	File string `json:"file"`
 	Size int64  `json:"size"`
-	// Checksum is "sha256:" and the hex SHA-256 of the whole file, when
-	// the restore was given it (a manifest's checksum); the trailer's
-	// hash is checked in any case.
+	// Checksum is the manifest's checksum of the whole file
+	// (internal/objsum), when the restore was given one.
 	Checksum string      `json:"checksum,omitempty"`
 	Scope    snapScope   `json:"scope"`
 	Excluded []snapScope `json:"excluded,omitempty"`

@@ -3,10 +3,10 @@ package state
 import (
 	"bufio"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"hash"
 	"io"
 	"os"
@@ -389,23 +389,42 @@ func (b *badgerBackend) downloadLayer(path string, meta layerMeta, s RestoreSour
 }
 
 // parseLayer reads a layer's stream through stages (its file's write),
-// checking it and indexing it. One SHA-256 pass, in a stage of its own
-// beside the stages and the parser, checks both the trailer's hash and
-// the object's checksum (s.Checksum, when set).
+// checking it and indexing it. The checksum is computed in a stage of its
+// own, beside the stages and the parser: with a CRC-64/NVME object
+// checksum (what checkpoints record) that CRC covers every byte and no
+// SHA-256 is computed; otherwise one SHA-256 pass checks both the
+// trailer's hash and the object's checksum (s.Checksum, when set).
 func parseLayer(r io.Reader, s RestoreSource, prefix []byte, now int64, stages ...func([]byte) error) (*layerIndexer, RestoreInfo, error) {
-	sh := &splitHasher{h: sha256.New()}
-	ra := newReadAheadTo(r, layerChunk, layerChunks, append([]func([]byte) error{sh.write}, stages...)...)
+	var (
+		sh  *splitHasher
+		crc hash.Hash
+		sum func([]byte) error
+	)
+	if strings.HasPrefix(s.Checksum, objsum.CRC64NVME) {
+		crc = objsum.NewCRC64()
+		sum = func(p []byte) error { crc.Write(p); return nil }
+	} else {
+		sh = &splitHasher{h: sha256.New()}
+		sum = sh.write
+	}
+	ra := newReadAheadTo(r, layerChunk, layerChunks, append([]func([]byte) error{sum}, stages...)...)
 	ix := &layerIndexer{}
 	info, err := snapshotReadHash(ra, s.Scope, now, prefix, s.Checksum, ix, false)
 	ra.close()
 	if err != nil {
 		return nil, info, err
 	}
+	if crc != nil {
+		if got := objsum.Format(objsum.CRC64NVME, crc.Sum(nil)); got != s.Checksum {
+			return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the stream (trailer included) has %s, its manifest entry says %s", got, s.Checksum)}
+		}
+		return ix, info, nil
+	}
 	body, object := sh.sums()
-	if got := "sha256:" + hex.EncodeToString(body); got != info.Checksum {
+	if got := objsum.Format(objsum.SHA256, body); got != info.Checksum {
 		return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the trailer has %s, the stream hashes to %s", info.Checksum, got)}
 	}
-	if got := "sha256:" + hex.EncodeToString(object); s.Checksum != "" && got != s.Checksum {
+	if got := objsum.Format(objsum.SHA256, object); s.Checksum != "" && got != s.Checksum {
 		return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, s.Checksum)}
 	}
 	return ix, info, nil

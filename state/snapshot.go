@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"hash"
 	"hash/crc32"
 	"io"
+	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -108,13 +110,15 @@ type (
 
 // snapHashWriter writes to a bufio.Writer and hashes what it writes.
 type snapHashWriter struct {
-	bw *bufio.Writer
-	h  hash.Hash
-	n  int64
+	bw  *bufio.Writer
+	h   hash.Hash
+	crc hash.Hash // CRC-64/NVME of every byte, the trailer included
+	n   int64
 }
 
 func (w *snapHashWriter) write(p []byte) error {
 	w.h.Write(p)
+	w.crc.Write(p)
 	w.n += int64(len(p))
 	_, err := w.bw.Write(p)
 	return err
@@ -125,7 +129,7 @@ func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (Snapsh
 	if _, err := keyJobPrefix(scope.Job); err != nil {
 		return SnapshotInfo{}, err
 	}
-	hw := &snapHashWriter{bw: bufio.NewWriterSize(w, 256<<10), h: sha256.New()}
+	hw := &snapHashWriter{bw: bufio.NewWriterSize(w, 256<<10), h: sha256.New(), crc: objsum.NewCRC64()}
 	hdr, err := json.Marshal(snapHeader{
 		FormatVersion: SnapshotFormatVersion,
 		CreatedAtMS:   now,
@@ -173,6 +177,7 @@ func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (Snapsh
 	buf = binary.BigEndian.AppendUint64(buf, uint64(count))
 	buf = append(buf, sum...)
 	hw.h.Write(buf)
+	hw.crc.Write(buf)
 	objSum := hw.h.Sum(nil)
 	hw.n += int64(len(buf))
 	if _, err := hw.bw.Write(buf); err != nil {
@@ -181,7 +186,8 @@ func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (Snapsh
 	if err := hw.bw.Flush(); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
 	}
-	return SnapshotInfo{Entries: count, Bytes: hw.n, Checksum: "sha256:" + hex.EncodeToString(sum), ObjectChecksum: "sha256:" + hex.EncodeToString(objSum)}, nil
+	return SnapshotInfo{Entries: count, Bytes: hw.n, Checksum: "sha256:" + hex.EncodeToString(sum), ObjectChecksum: "sha256:" + hex.EncodeToString(objSum),
+		ObjectCRC64: objsum.Format(objsum.CRC64NVME, hw.crc.Sum(nil))}, nil
 }
 
 // snapReader reads a snapshot stream, counting and hashing the bytes.
@@ -305,13 +311,21 @@ func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObj
 	return snapshotReadHash(r, scope, now, jobPrefix, wantObject, sink, true)
 }
 
-// snapshotReadHash is snapshotRead; without hash it computes no SHA-256
+// snapshotReadHash is snapshotRead; without withSHA it computes no SHA-256
 // and checks neither the trailer's nor wantObject: the caller hashes the
 // stream itself (in a stage of its own) and compares the object's
 // checksum, which covers every byte the trailer's does.
-func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink, hash bool) (info RestoreInfo, err error) {
+func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink, withSHA bool) (info RestoreInfo, err error) {
+	// A CRC-64/NVME object checksum is computed on every byte as it comes
+	// in (under the read buffer); a SHA-256 one continues the trailer's
+	// hash.
+	var objCRC hash.Hash
+	if withSHA && strings.HasPrefix(wantObject, objsum.CRC64NVME) {
+		objCRC = objsum.NewCRC64()
+		r = io.TeeReader(r, objCRC)
+	}
 	sr := &snapReader{br: bufio.NewReaderSize(r, 256<<10)}
-	if hash {
+	if withSHA {
 		sr.h = sha256.New()
 	}
 	defer func() {
@@ -414,9 +428,15 @@ func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wan
 			}
 			info.Checksum = "sha256:" + hex.EncodeToString(sum)
 			if wantObject != "" {
-				sr.h.Write([]byte{snapKindEnd})
-				sr.h.Write(tr[:])
-				if got := "sha256:" + hex.EncodeToString(sr.h.Sum(nil)); got != wantObject {
+				var got string
+				if objCRC != nil {
+					got = objsum.Format(objsum.CRC64NVME, objCRC.Sum(nil))
+				} else {
+					sr.h.Write([]byte{snapKindEnd})
+					sr.h.Write(tr[:])
+					got = objsum.Format(objsum.SHA256, sr.h.Sum(nil))
+				}
+				if got != wantObject {
 					return info, fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, wantObject)
 				}
 			}

@@ -77,6 +77,9 @@ func TestSnapshotFormat(t *testing.T) {
 		if whole := sha256.Sum256(data); info.ObjectChecksum != "sha256:"+hex.EncodeToString(whole[:]) {
 			t.Fatalf("%s: ObjectChecksum %s is not the SHA-256 of the stream", c.name, info.ObjectChecksum)
 		}
+		if want := objectCRC64(data); info.ObjectCRC64 != want {
+			t.Fatalf("%s: ObjectCRC64 %s is not the CRC-64/NVME of the stream (%s)", c.name, info.ObjectCRC64, want)
+		}
 		tr := data[len(data)-trailerLen:]
 		sum := sha256.Sum256(data[:len(data)-trailerLen])
 		if tr[0] != 2 || binary.BigEndian.Uint64(tr[1:]) != uint64(n) || !bytes.Equal(tr[9:], sum[:]) {

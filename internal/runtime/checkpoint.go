@@ -843,7 +843,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 			// catalog records that hash instead of hashing it again.
 			snap, err := cat.PutStateSum(ctx, kind, id, t.ID, pr, func() (string, int64, error) {
 				info := <-produced
-				return info.ObjectChecksum, info.Bytes, nil
+				return info.ObjectCRC64, info.Bytes, nil
 			})
 			pr.CloseWithError(errors.New("upload ended"))
 			results[i] = result{snap, err}
