@@ -360,11 +360,7 @@ func restoreLayersCorrupt(t *testing.T, src Backend, sc Scope, good []byte, othe
 // file fails it with ErrCorrupt; a file LAYERS does not list (a restore
 // killed before it finished) is removed.
 func TestLayersReopenChecks(t *testing.T) {
-	now := kvNow()
-	src := NewMemory()
-	snapPopulate(t, src, now)
-	sc := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
-	data, _ := snapTake(t, src, sc, now)
+	now, src, sc, data := layerFixture(t)
 	setup := func(t *testing.T) (dir, file string) {
 		dir = t.TempDir()
 		b := openDir(t, dir)
@@ -423,11 +419,7 @@ func TestLayersReopenChecks(t *testing.T) {
 // A frozen view keeps reading a layer that Drop removes after it was
 // taken; the file goes when the view is closed.
 func TestLayerDroppedUnderFrozenView(t *testing.T) {
-	now := kvNow()
-	src := NewMemory()
-	snapPopulate(t, src, now)
-	sc := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
-	data, _ := snapTake(t, src, sc, now)
+	now, _, sc, data := layerFixture(t)
 	dir := t.TempDir()
 	b := openDir(t, dir)
 	defer b.Close()
@@ -552,11 +544,7 @@ func TestRestoreLayersLargeValuesAndTmpfs(t *testing.T) {
 // restored layer (run with -race): no error, and every snapshot taken
 // parses back.
 func TestLayersConcurrent(t *testing.T) {
-	now := kvNow()
-	src := NewMemory()
-	snapPopulate(t, src, now)
-	sc := Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
-	data, _ := snapTake(t, src, sc, now)
+	now, _, sc, data := layerFixture(t)
 	b := openDir(t, t.TempDir())
 	defer b.Close()
 	if _, err := b.(LayerRestorer).RestoreLayers([]RestoreSource{bytesSource(sc, data, objectSum(data))}, now, nil); err != nil {
@@ -599,4 +587,16 @@ func TestLayersConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// layerFixture is a memory store with snapPopulate's entries, and the
+// snapshot of its operator "a" (scope sc) at now.
+func layerFixture(t *testing.T) (now int64, src Backend, sc Scope, data []byte) {
+	t.Helper()
+	now = kvNow()
+	src = NewMemory()
+	snapPopulate(t, src, now)
+	sc = Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
+	data, _ = snapTake(t, src, sc, now)
+	return now, src, sc, data
 }
