@@ -257,21 +257,19 @@ func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := s.c.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
-	if err == nil {
-		// The request is sent lazily; Stat sends it, so that a missing
-		// object is reported here rather than at the first Read.
-		if _, err = o.Stat(); err != nil {
-			o.Close()
-		}
-	}
+	// One GET, whose body is read as it arrives. minio.Client.GetObject
+	// would send a HEAD first when asked for the object's presence, and
+	// hand every Read to a goroutine of its own over channels: both cost
+	// a restore time against the bare GET it is measured against
+	// (BENCHMARKS.md).
+	body, _, _, err := minio.Core{Client: s.c}.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
 	if s3NotFound(err) {
 		return nil, fmt.Errorf("checkpoint: get %s: %w", s.url(key), ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: get %s: %w", s.url(key), s.hint(err))
 	}
-	return o, nil
+	return body, nil
 }
 
 func (s *s3Store) List(ctx context.Context, prefix string) ([]string, error) {
