@@ -13,6 +13,7 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -114,6 +115,39 @@ type Backend interface {
 	Size(job, operator string) (int64, error)
 	// Close releases the store. It is idempotent.
 	Close() error
+}
+
+// ScanNamespace calls fn, as Scan does, for every entry of scope in one
+// namespace whose user key starts with prefix and that has not expired at
+// now, in key order. The scope must name an operator. Keys are ordered by
+// key group, then namespace, so the backends seek once per key group
+// instead of reading the scope's other namespaces: an operator that reads
+// one namespace when it starts reads that, not all of its state (after a
+// restore, not the restored layers' other pages from disk). A Backend of
+// another package is scanned whole and filtered.
+func ScanNamespace(b Backend, scope Scope, namespace string, prefix []byte, now int64, fn func(Entry) error) error {
+	if scope.Operator == "" {
+		return fmt.Errorf("state: scanning namespace %q of job %q: the scope names no operator", namespace, scope.Job)
+	}
+	sub, err := keySubPrefix(namespace, prefix)
+	if err != nil {
+		return err
+	}
+	if ns, ok := b.(namespaceScanner); ok {
+		return ns.scanSub(scope, sub, now, fn)
+	}
+	return b.Scan(scope, now, func(e Entry) error {
+		if e.Key.Namespace != namespace || !bytes.HasPrefix(e.Key.User, prefix) {
+			return nil
+		}
+		return fn(e)
+	})
+}
+
+// namespaceScanner is a Backend that scans part of a scope (see
+// scopeIter's sub).
+type namespaceScanner interface {
+	scanSub(scope Scope, sub []byte, now int64, fn func(Entry) error) error
 }
 
 // Backend names.

@@ -921,13 +921,14 @@ func (b *badgerBackend) viewEntered(prefix []byte, fn func(c badgerCursor) error
 }
 
 // scanRaw calls fn with the raw key, the value and the expiry of every
-// entry of the scope live at now: Badger's, merged with the layers'.
-func (b *badgerBackend) scanRaw(c badgerCursor, layers []*layer, scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
+// entry of the scope (continuing with sub, see scopeIter) live at now:
+// Badger's, merged with the layers'.
+func (b *badgerBackend) scanRaw(c badgerCursor, layers []*layer, scope Scope, sub []byte, now int64, fn func(key, value []byte, exp int64) error) error {
 	wall := wallSeconds()
 	if len(layers) > 0 {
-		return walkMerged(c, layers, scope, func(exp int64) bool { return liveAt(exp, now, wall) }, fn)
+		return walkMerged(c, layers, scope, sub, func(exp int64) bool { return liveAt(exp, now, wall) }, fn)
 	}
-	return walkScope(c, scope, func() error {
+	return walkScopeSub(c, scope, sub, func() error {
 		item := c.it.Item()
 		// fn runs inside Value's callback: a value read from the value
 		// log is only valid there.
@@ -945,9 +946,13 @@ func (b *badgerBackend) scanRaw(c badgerCursor, layers []*layer, scope Scope, no
 }
 
 func (b *badgerBackend) Scan(scope Scope, now int64, fn func(Entry) error) error {
+	return b.scanSub(scope, nil, now, fn)
+}
+
+func (b *badgerBackend) scanSub(scope Scope, sub []byte, now int64, fn func(Entry) error) error {
 	var ent Entry
 	return b.view(scope.Job, func(c badgerCursor, layers []*layer) error {
-		return b.scanRaw(c, layers, scope, now, func(key, value []byte, exp int64) error {
+		return b.scanRaw(c, layers, scope, sub, now, func(key, value []byte, exp int64) error {
 			if err := keyDecode(key, &ent.Key); err != nil {
 				return err
 			}
@@ -962,7 +967,7 @@ func (b *badgerBackend) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotI
 	err := b.view(scope.Job, func(c badgerCursor, layers []*layer) error {
 		var err error
 		info, err = snapshotWrite(w, scope, now, func(scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
-			return b.scanRaw(c, layers, scope, now, fn)
+			return b.scanRaw(c, layers, scope, nil, now, fn)
 		})
 		return err
 	})
@@ -984,7 +989,7 @@ func (b *badgerBackend) Restore(r io.Reader, scope Scope, now int64) (RestoreInf
 		layers := b.pinLayers(scope.Job)
 		defer unpinLayers(layers)
 		err := b.viewEntered(prefix, func(c badgerCursor) error {
-			return b.scanRaw(c, layers, scope, now, func([]byte, []byte, int64) error {
+			return b.scanRaw(c, layers, scope, nil, now, func([]byte, []byte, int64) error {
 				found = true
 				return errFound
 			})
@@ -1063,7 +1068,7 @@ func (b *badgerBackend) Size(jobName, operator string) (int64, error) {
 		scope := Scope{Job: jobName, Operator: operator, Groups: AllKeyGroups}
 		if len(layers) > 0 {
 			wall := wallSeconds()
-			return walkMerged(c, layers, scope, func(exp int64) bool { return notCollected(exp, wall) }, func(key, value []byte, _ int64) error {
+			return walkMerged(c, layers, scope, nil, func(exp int64) bool { return notCollected(exp, wall) }, func(key, value []byte, _ int64) error {
 				n += int64(len(key) + storedValueHeader + len(value))
 				return nil
 			})

@@ -64,7 +64,7 @@ func (f *badgerFrozen) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotIn
 	defer it.Close()
 	c := badgerCursor{it}
 	return snapshotWrite(w, scope, now, func(scope Scope, now int64, fn func(key, value []byte, exp int64) error) error {
-		return f.b.scanRaw(c, f.layers, scope, now, fn)
+		return f.b.scanRaw(c, f.layers, scope, nil, now, fn)
 	})
 }
 
@@ -139,7 +139,7 @@ func (b *memBackend) Drop(scope Scope) error {
 	if b.closed {
 		return ErrClosed
 	}
-	items, err := b.collect(scope, func(*memEntry) bool { return true })
+	items, err := b.collect(scope, nil, func(*memEntry) bool { return true })
 	for _, it := range items {
 		b.del(it.key)
 	}
@@ -155,7 +155,7 @@ func (b *badgerBackend) holdsAny(scope Scope) (bool, error) {
 	}
 	found := false
 	err = b.viewEntered(prefix, func(c badgerCursor) error {
-		it := newScopeIter(c, scope)
+		it := newScopeIter(c, scope, nil)
 		found = it.valid()
 		return it.err
 	})

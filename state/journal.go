@@ -80,10 +80,7 @@ func NewJournal(b Backend, jobID, operator string, posGroup int) (*Journal, erro
 	j := &Journal{b: b, job: jobID, op: operator, posGroup: posGroup, overlay: map[string]staged{}, applied: map[position]int64{}}
 	scope := Scope{Job: jobID, Operator: operator}
 	scope.Groups.Start, scope.Groups.End = posGroup, posGroup
-	err := b.Scan(scope, 0, func(e Entry) error {
-		if e.Key.Namespace != PositionsNamespace {
-			return nil
-		}
+	err := ScanNamespace(b, scope, PositionsNamespace, nil, 0, func(e Entry) error {
 		p, off, err := decodePosition(e.Key.User, e.Value)
 		if err != nil {
 			return fmt.Errorf("operator %q: reading its applied positions: %w", operator, err)
@@ -305,19 +302,14 @@ func (j *Journal) Get(ns string, group int, user []byte, now int64) ([]byte, boo
 func (j *Journal) Scan(ns string, groups Scope, now int64, fn func(Entry) error) error {
 	scope := groups
 	scope.Job, scope.Operator = j.job, j.op
-	return j.b.Scan(scope, now, func(e Entry) error {
-		if e.Key.Namespace != ns {
-			return nil
-		}
-		return fn(e)
-	})
+	return ScanNamespace(j.b, scope, ns, nil, now, fn)
 }
 
 // ScanPrefix calls fn, in key-byte order, for every live entry of a
 // namespace in one key group whose user key starts with prefix: committed
 // entries merged with staged mutations (which win). fn returning false
-// stops. It reads the whole key group of the operator from the backend,
-// so it suits maps of moderate size.
+// stops. It reads the namespace's entries of the key group with the
+// prefix from the backend at once, so it suits maps of moderate size.
 func (j *Journal) ScanPrefix(ns string, group int, prefix []byte, now int64, fn func(user, value []byte) bool) error {
 	type kv struct {
 		user, value []byte
@@ -325,10 +317,8 @@ func (j *Journal) ScanPrefix(ns string, group int, prefix []byte, now int64, fn 
 	merged := map[string]kv{}
 	scope := Scope{Job: j.job, Operator: j.op}
 	scope.Groups.Start, scope.Groups.End = group, group
-	err := j.b.Scan(scope, now, func(e Entry) error {
-		if e.Key.Namespace == ns && bytes.HasPrefix(e.Key.User, prefix) {
-			merged[string(e.Key.User)] = kv{append([]byte(nil), e.Key.User...), append([]byte(nil), e.Value...)}
-		}
+	err := ScanNamespace(j.b, scope, ns, prefix, now, func(e Entry) error {
+		merged[string(e.Key.User)] = kv{append([]byte(nil), e.Key.User...), append([]byte(nil), e.Value...)}
 		return nil
 	})
 	if err != nil {

@@ -201,6 +201,17 @@ func keyPrefixEnd(p []byte) []byte {
 	return nil
 }
 
+// keySubPrefix returns what follows the key group in the keys of
+// namespace whose user key starts with prefix: u16(len(ns))|ns|prefix.
+func keySubPrefix(namespace string, prefix []byte) ([]byte, error) {
+	if len(namespace) > maxKeyField {
+		return nil, fmt.Errorf("state: namespace is %d bytes, the limit is %d", len(namespace), maxKeyField)
+	}
+	sub := binary.BigEndian.AppendUint16(nil, uint16(len(namespace)))
+	sub = append(sub, namespace...)
+	return append(sub, prefix...), nil
+}
+
 // keyGroupSeek returns opPrefix|u16(group).
 func keyGroupSeek(opPrefix []byte, group int) []byte {
 	s := make([]byte, len(opPrefix), len(opPrefix)+2)

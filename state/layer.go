@@ -388,12 +388,12 @@ func (ix *layerIndexer) put([]byte, []byte, int64) error { return nil }
 func (ix *layerIndexer) flush() error                    { return nil }
 func (ix *layerIndexer) abort()                          {}
 
-// walkMerged calls fn for every entry of scope that live accepts, in key
-// order: Badger's entries (c) merged with the layers' covered entries, a
+// walkMerged calls fn for every entry of scope (continuing with sub, see
+// scopeIter) that live accepts, in key order: Badger's entries (c) merged with the layers' covered entries, a
 // Badger entry (a tombstone too) hiding a layer's of the same key. key
 // and value are valid only during the call.
-func walkMerged(c badgerCursor, layers []*layer, scope Scope, live func(exp int64) bool, fn func(key, value []byte, exp int64) error) error {
-	bi := newScopeIter(c, scope)
+func walkMerged(c badgerCursor, layers []*layer, scope Scope, sub []byte, live func(exp int64) bool, fn func(key, value []byte, exp int64) error) error {
+	bi := newScopeIter(c, scope, sub)
 	var (
 		lis []*scopeIter
 		lcs []*layerCursor
@@ -401,7 +401,7 @@ func walkMerged(c badgerCursor, layers []*layer, scope Scope, live func(exp int6
 	for _, l := range layers {
 		if scopesOverlap(l.scope, scope) {
 			lc := &layerCursor{l: l}
-			lis = append(lis, newScopeIter(lc, scope))
+			lis = append(lis, newScopeIter(lc, scope, sub))
 			lcs = append(lcs, lc)
 		}
 	}

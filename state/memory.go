@@ -201,11 +201,11 @@ func (c *memCursor) next() {
 
 // collect returns the scope's entries for which keep is true. Callers
 // hold mu.
-func (b *memBackend) collect(scope Scope, keep func(*memEntry) bool) ([]memItem, error) {
+func (b *memBackend) collect(scope Scope, sub []byte, keep func(*memEntry) bool) ([]memItem, error) {
 	b.index()
 	c := &memCursor{b: b}
 	var items []memItem
-	err := walkScope(c, scope, func() error {
+	err := walkScopeSub(c, scope, sub, func() error {
 		k := b.sorted[c.i]
 		if e := b.m[k]; keep(e) {
 			items = append(items, memItem{key: k, e: e})
@@ -216,7 +216,7 @@ func (b *memBackend) collect(scope Scope, keep func(*memEntry) bool) ([]memItem,
 }
 
 // live collects the scope's entries live at now, or returns ErrClosed.
-func (b *memBackend) live(scope Scope, now int64) ([]memItem, error) {
+func (b *memBackend) live(scope Scope, sub []byte, now int64) ([]memItem, error) {
 	if _, err := keyJobPrefix(scope.Job); err != nil {
 		return nil, err
 	}
@@ -226,11 +226,15 @@ func (b *memBackend) live(scope Scope, now int64) ([]memItem, error) {
 		return nil, ErrClosed
 	}
 	wall := wallSeconds()
-	return b.collect(scope, func(e *memEntry) bool { return liveAt(e.exp, now, wall) })
+	return b.collect(scope, sub, func(e *memEntry) bool { return liveAt(e.exp, now, wall) })
 }
 
 func (b *memBackend) Scan(scope Scope, now int64, fn func(Entry) error) error {
-	items, err := b.live(scope, now)
+	return b.scanSub(scope, nil, now, fn)
+}
+
+func (b *memBackend) scanSub(scope Scope, sub []byte, now int64, fn func(Entry) error) error {
+	items, err := b.live(scope, sub, now)
 	if err != nil {
 		return err
 	}
@@ -256,7 +260,7 @@ func (b *memBackend) Scan(scope Scope, now int64, fn func(Entry) error) error {
 }
 
 func (b *memBackend) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotInfo, error) {
-	items, err := b.live(scope, now)
+	items, err := b.live(scope, nil, now)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -272,7 +276,7 @@ func (b *memBackend) Snapshot(w io.Writer, scope Scope, now int64) (SnapshotInfo
 
 func (b *memBackend) Restore(r io.Reader, scope Scope, now int64) (RestoreInfo, error) {
 	empty := func(scope Scope, now int64) (bool, error) {
-		items, err := b.live(scope, now)
+		items, err := b.live(scope, nil, now)
 		return len(items) == 0, err
 	}
 	return snapshotRestore(r, scope, now, empty, &memSink{b: b}, b.Drop)

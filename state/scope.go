@@ -1,6 +1,9 @@
 package state
 
-import "bytes"
+import (
+	"bytes"
+	"errors"
+)
 
 // kvCursor is an ordered cursor over encoded keys, implemented by both
 // backends (and by restored layers) so the key-group range logic exists
@@ -19,18 +22,26 @@ type kvCursor interface {
 // visits each operator's range, seeking over the groups outside the
 // scope, so its cost follows the entries in scope and the number of
 // operators, not the job's size.
+//
+// With sub (an encoded namespace and user-key prefix, see keySubPrefix;
+// only with an operator) it visits, in each key group, only the keys
+// that continue with sub: keys are ordered by key group, then namespace,
+// so that is one seek per key group, and the scope's other namespaces
+// are not read.
 type scopeIter struct {
 	c          kvCursor
 	start, end int
 	prefix     []byte // the operator's prefix, or the job's
 	byOp       bool
+	sub        []byte
 	ok         bool
 	err        error
 }
 
-// newScopeIter positions a scopeIter at the first key of scope.
-func newScopeIter(c kvCursor, scope Scope) *scopeIter {
-	it := &scopeIter{c: c}
+// newScopeIter positions a scopeIter at the first key of scope (that
+// continues with sub, when sub is not nil).
+func newScopeIter(c kvCursor, scope Scope, sub []byte) *scopeIter {
+	it := &scopeIter{c: c, sub: sub}
 	start, end, ok := scopeGroups(scope.Groups)
 	if !ok {
 		return it
@@ -43,8 +54,12 @@ func newScopeIter(c kvCursor, scope Scope) *scopeIter {
 			return it
 		}
 		it.prefix, it.byOp = p, true
-		c.seek(keyGroupSeek(p, start))
+		c.seek(append(keyGroupSeek(p, start), sub...))
 	} else {
+		if sub != nil {
+			it.err = errors.New("state: a namespace scan needs an operator")
+			return it
+		}
 		p, err := keyJobPrefix(scope.Job)
 		if err != nil {
 			it.err = err
@@ -90,6 +105,20 @@ func (it *scopeIter) settle() {
 			if g > it.end {
 				return
 			}
+			if it.sub != nil {
+				rest := k[opLen+2:]
+				if !bytes.HasPrefix(rest, it.sub) {
+					switch {
+					case bytes.Compare(rest, it.sub) < 0:
+						it.c.seek(append(keyGroupSeek(k[:opLen], g), it.sub...))
+					case g < it.end:
+						it.c.seek(append(keyGroupSeek(k[:opLen], g+1), it.sub...))
+					default:
+						return
+					}
+					continue
+				}
+			}
 			it.ok = true
 			return
 		case g < it.start:
@@ -110,7 +139,13 @@ func (it *scopeIter) settle() {
 // walkScope calls fn with the cursor positioned at every key of scope, in
 // key order (see scopeIter).
 func walkScope(c kvCursor, scope Scope, fn func() error) error {
-	it := newScopeIter(c, scope)
+	return walkScopeSub(c, scope, nil, fn)
+}
+
+// walkScopeSub is walkScope over the keys that continue with sub in each
+// key group (see scopeIter).
+func walkScopeSub(c kvCursor, scope Scope, sub []byte, fn func() error) error {
+	it := newScopeIter(c, scope, sub)
 	for ; it.valid(); it.next() {
 		if err := fn(); err != nil {
 			return err
