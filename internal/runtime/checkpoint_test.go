@@ -266,6 +266,16 @@ func TestSavepointUpgradeAndRefusals(t *testing.T) {
 	if after := dirBytes(t, stateDir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatal("the refused format change changed the state files")
 	}
+	// On a node without a state directory the store opens while the
+	// checkpoint is chosen; a refusal leaves no directory behind.
+	newDir := filepath.Join(t.TempDir(), "new-node", "state")
+	_, err = startCkpt(t, ckptSpec(store, fmt.Sprintf(`"state":{"backend":"badger","path":%q}`, newDir), 1, false), Options{FromSavepoint: "v2"}, hist)
+	if !errors.As(err, &inc) || inc.Reason != checkpoint.IncompatibleDowngrade {
+		t.Fatalf("downgrade on a new node: %v", err)
+	}
+	if _, err := os.Lstat(newDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused downgrade left the new node's state directory: %v", err)
+	}
 	// Rollback is explicit: version 1 from its own savepoint. The input
 	// after the savepoint's positions (bob's 1) is read again.
 	r3, err := startCkpt(t, v1, Options{FromSavepoint: "v1"}, hist)
@@ -303,14 +313,15 @@ func dumpState(t *testing.T, dir, jobName string) []string {
 }
 
 // R-CKPT-1, R-CKPT-8: on Badger a restore gives back exactly the entries
-// that were checkpointed — into an empty directory (a replacement node,
-// which takes the bulk path), into the crashed node's own directory, and
+// that were checkpointed — into a directory that does not exist yet (a
+// replacement node, whose store opens while the checkpoint is chosen),
+// into the crashed node's own directory, and
 // into a directory that holds other state (entry by entry), which it
 // leaves alone.
 func TestCheckpointRestoreBadgerExact(t *testing.T) {
 	hist := &history{}
 	store := t.TempDir()
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	dirs := []string{t.TempDir(), filepath.Join(t.TempDir(), "new"), t.TempDir()}
 	badger := func(dir string) string { return fmt.Sprintf(`"state":{"backend":"badger","path":%q}`, dir) }
 	r, err := startCkpt(t, ckptSpec(store, badger(dirs[0]), 1, false), Options{}, hist)
 	if err != nil {
