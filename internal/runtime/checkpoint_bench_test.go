@@ -61,8 +61,9 @@ import (
 //     as the runtime uploads them; known size, minio-go's defaults);
 //   - restore: a new Runtime on an empty state directory (a replacement
 //     node), from Run to Running — catalog selection (manifests only),
-//     restore into Badger (each state object streamed, its SHA-256
-//     checked on the way), operators and connections — against raw
+//     opening Badger, the restore (each state object streamed into a
+//     layer file, its manifest checksum checked on the way), operators
+//     and connections — against raw
 //     GetObject of the same objects to io.Discard, one after the other.
 //     select-ms is Catalog.Select as the runtime calls it, timed apart;
 //     verify-ms is Catalog.Select reading and hashing every state object
@@ -259,6 +260,12 @@ func (j *benchJob) stop(tb testing.TB) {
 	}
 }
 
+// settleDisk writes back what earlier steps left dirty (a baseline's
+// file, MinIO's objects, a removed layer's discards) before a timed step,
+// the engine's and each baseline's alike, so that none of them pays for
+// another's writeback.
+func settleDisk() { syscall.Sync() }
+
 // rawData is n bytes of a random block repeated; its reader is an
 // io.ReaderAt, as a bytes.Reader would be (minio-go then sends parts in
 // parallel), without holding n bytes.
@@ -364,6 +371,9 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 		var engine, raw, rawCRC, produce time.Duration
 		var bytes int64
 		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			settleDisk()
+			b.StartTimer()
 			start := time.Now()
 			id, err := j.rt.Checkpoint(ctx)
 			if err != nil {
@@ -391,6 +401,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 
 			// The baseline: one PutObject per snapshot, of its size, all at
 			// once.
+			settleDisk()
 			b.StartTimer()
 			start = time.Now()
 			var wg sync.WaitGroup
@@ -415,6 +426,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 			// trailer per request instead of a SHA-256 signature of the
 			// body).
 			b.StopTimer()
+			settleDisk()
 			start = time.Now()
 			for k, s := range m.StateSnapshots {
 				wg.Add(1)
@@ -459,6 +471,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 			src, sink := mem.NewSource(schema, 1), mem.NewSink()
 			g := benchGraph(b, blobSpec(fresh, bucket, par), bindings(src, sink))
 			anon := memstat.Start()
+			settleDisk()
 			b.StartTimer()
 			j, took := startBench(b, g, src, sink, opts)
 			engine += took
@@ -516,6 +529,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 			verify += time.Since(start)
 
 			// The baseline: GET every state object, in turn.
+			settleDisk()
 			start = time.Now()
 			for _, s := range m.StateSnapshots {
 				o, err := c.GetObject(ctx, bucket, "ckb/"+s.URI, minio.GetObjectOptions{})
@@ -534,6 +548,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 			// through its manifest checksum (CRC-64/NVME for checkpoints
 			// written now): what checking it costs by itself, which a
 			// restore must do before it reports Running.
+			settleDisk()
 			start = time.Now()
 			for _, s := range m.StateSnapshots {
 				o, err := c.GetObject(ctx, bucket, "ckb/"+s.URI, minio.GetObjectOptions{})
@@ -556,6 +571,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 			// local file (what a restore must do at the least: the state
 			// ends up on the node's disk).
 			fileDir := b.TempDir()
+			settleDisk()
 			start = time.Now()
 			for k, s := range m.StateSnapshots {
 				o, err := c.GetObject(ctx, bucket, "ckb/"+s.URI, minio.GetObjectOptions{})
