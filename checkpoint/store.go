@@ -74,15 +74,17 @@ type StoreOptions struct {
 	// UploadConcurrency parts at a time, and can be at most 10,000 parts
 	// long.
 	PartSize uint64
-	// UploadConcurrency is how many parts of an upload of unknown size
-	// (Put with size -1, e.g. Catalog.PutState) are in flight at once
-	// (default DefaultUploadConcurrency, 4; 1 sends one part after the
-	// other, and the producer of the stream waits while each is sent).
-	// Each holds a PartSize buffer, so an upload takes up to
-	// PartSize×UploadConcurrency bytes of memory (64 MiB at 4): weigh it
-	// against the number of tasks that snapshot at the same time (a
-	// checkpoint uploads up to 4 at once). Uploads of known size use
-	// minio-go's defaults.
+	// UploadConcurrency is how many parts of a multipart upload (an
+	// object larger than PartSize, e.g. a snapshot from
+	// Catalog.PutState) are in flight at once (default
+	// DefaultUploadConcurrency, 4; 1 sends one part after the other, and
+	// the producer of the stream waits while each is sent). Each holds a
+	// PartSize buffer while the next is read, so an upload takes up to
+	// PartSize×(UploadConcurrency+1) bytes of memory (80 MiB at 4): weigh
+	// it against the number of tasks that snapshot at the same time (a
+	// checkpoint uploads up to 4 at once). The store keeps
+	// UploadConcurrency+1 of these buffers between uploads, so that
+	// periodic checkpoints do not allocate them again every round.
 	UploadConcurrency int
 }
 

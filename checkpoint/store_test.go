@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -343,4 +344,113 @@ func TestFaultStore(t *testing.T) {
 	if f.Calls(OpGet) != 2 {
 		t.Fatalf("Calls(get) = %d", f.Calls(OpGet))
 	}
+}
+
+// failAfter gives n bytes of r, then fails with err.
+type failAfter struct {
+	r   io.Reader
+	n   int
+	err error
+}
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, f.err
+	}
+	if len(p) > f.n {
+		p = p[:f.n]
+	}
+	n, err := f.r.Read(p)
+	f.n -= n
+	return n, err
+}
+
+// The s3 store's multipart uploads (putParts): objects of every length
+// around the part boundaries come back whole, from uploads running at
+// once (their part buffers come from one free list); an upload that fails
+// part-way (the reader, a wrong announced size, a cancelled context)
+// leaves the old object and no incomplete upload behind (R-CKPT-1,
+// R-CKPT-5).
+func TestS3PutParts(t *testing.T) {
+	c, bucket := testBucket(t)
+	ctx := context.Background()
+	s, err := OpenStore(ctx, "s3://"+bucket+"/mp", StoreOptions{Client: c, PartSize: minPartSize, UploadConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const part = minPartSize
+	sizes := []int{part - 1, part, part + 1, 2 * part, 2*part + 1, 3*part + 17, 7*part - 3}
+	data := randomBytes(7 * part)
+	var wg sync.WaitGroup
+	errs := make([]error, 2*len(sizes))
+	for i, n := range sizes {
+		for j, size := range []int64{-1, int64(n)} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Reads of odd lengths, as a pipe gives them.
+				r := io.MultiReader(bytes.NewReader(data[:n/3]), bytes.NewReader(data[n/3:n]))
+				errs[2*i+j] = s.Put(ctx, fmt.Sprintf("obj/%d-%d", n, j), r, size)
+			}()
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("upload %d: %v", i, err)
+		}
+	}
+	for _, n := range sizes {
+		for j := range 2 {
+			if got := getObject(t, s, fmt.Sprintf("obj/%d-%d", n, j)); !bytes.Equal(got, data[:n]) {
+				t.Fatalf("object of %d bytes (known size: %v) came back as %d different bytes", n, j == 1, len(got))
+			}
+		}
+	}
+
+	old := []byte("the old object")
+	putObject(t, s, "keep", old)
+	boom := errors.New("boom")
+	cctx, cancel := context.WithCancel(ctx)
+	cancelled := &cancelAfter{r: bytes.NewReader(data), n: 3 * part, cancel: cancel}
+	for name, put := range map[string]func() error{
+		"failing reader after 3 parts": func() error {
+			return s.Put(ctx, "keep", &failAfter{r: bytes.NewReader(data), n: 3*part + 5, err: boom}, -1)
+		},
+		"fewer bytes than announced": func() error { return s.Put(ctx, "keep", bytes.NewReader(data[:3*part]), 4*part) },
+		"more bytes than announced":  func() error { return s.Put(ctx, "keep", bytes.NewReader(data[:4*part]), 3*part) },
+		"cancelled":                  func() error { return s.Put(cctx, "keep", cancelled, -1) },
+	} {
+		if err := put(); err == nil {
+			t.Fatalf("%s: Put succeeded", name)
+		}
+		if got := getObject(t, s, "keep"); !bytes.Equal(got, old) {
+			t.Fatalf("%s: the key holds %d bytes, want the old object", name, len(got))
+		}
+	}
+	if err := s.Put(ctx, "keep", &failAfter{r: bytes.NewReader(data), n: 2 * part, err: boom}, -1); !errors.Is(err, boom) {
+		t.Fatalf("the reader's error is not wrapped: %v", err)
+	}
+	for u := range c.ListIncompleteUploads(ctx, bucket, "mp/", true) {
+		if u.Err != nil {
+			t.Fatal(u.Err)
+		}
+		t.Errorf("incomplete upload left behind: %s (%s)", u.Key, u.UploadID)
+	}
+}
+
+// cancelAfter cancels after n bytes read.
+type cancelAfter struct {
+	r      io.Reader
+	n      int
+	cancel func()
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n -= n
+	if c.n <= 0 {
+		c.cancel()
+	}
+	return n, err
 }
