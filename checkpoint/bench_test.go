@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Benchmarks of the state object path on MinIO (ARKFLOW_TEST_S3_*): the
@@ -194,4 +197,129 @@ func BenchmarkStateDownload(b *testing.B) {
 			report(b, size, catalogT, rawT)
 		})
 	}
+}
+
+// BenchmarkStateDownloadThrottled reads a 128 MiB state object through a
+// TCP proxy in front of MinIO that holds each connection to
+// ARKFLOW_BENCH_CONN_MBPS (default 90) MB/s of response bytes at most
+// (about 72 delivered on the benchmark machine: its sleeps overshoot;
+// raw-MB/s says what it was), as S3 does
+// (AWS documents about 85–90 MB/s per connection and advises byte-range
+// fetches in parallel): OpenState with StoreOptions.DownloadConcurrency
+// 1 (the default: one GET), 4 and 8, against raw GetObject to io.Discard
+// through the same proxy, in the same iteration.
+//
+//	go test -run XXX -bench StateDownloadThrottled -benchtime 2x -count 3 ./checkpoint
+func BenchmarkStateDownloadThrottled(b *testing.B) {
+	mbps := 90.0
+	if v, err := strconv.ParseFloat(os.Getenv("ARKFLOW_BENCH_CONN_MBPS"), 64); err == nil && v > 0 {
+		mbps = v
+	}
+	c, bucket := testBucket(b)
+	proxy := throttleProxy(b, os.Getenv("ARKFLOW_TEST_S3_ENDPOINT"), mbps*1e6)
+	pc, err := minio.New(proxy, &minio.Options{Creds: credentials.NewStaticV4(os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"), "")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const size = 128 << 20
+	ctx := context.Background()
+	s, err := OpenStore(ctx, "s3://"+bucket+"/bench", StoreOptions{Client: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cat, err := NewCatalog(s, "bench", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := cat.PutState(ctx, KindCheckpoint, ID(1).String(), "task-0", onlyReader{newBenchData(size).reader()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, conc := range []int{1, 4, 8} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			ps, err := OpenStore(ctx, "s3://"+bucket+"/bench", StoreOptions{Client: pc, DownloadConcurrency: conc})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pcat, err := NewCatalog(ps, "bench", Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var catalogT, rawT time.Duration
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				o, err := pc.GetObject(ctx, bucket, "bench/"+e.URI, minio.GetObjectOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, o)
+				o.Close()
+				if err != nil || n != size {
+					b.Fatalf("raw GET: %d bytes, %v", n, err)
+				}
+				rawT += time.Since(start)
+
+				start = time.Now()
+				rc, err := pcat.OpenState(ctx, e)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err = io.Copy(io.Discard, rc)
+				rc.Close()
+				if err != nil || n != size {
+					b.Fatalf("OpenState: %d bytes, %v", n, err)
+				}
+				catalogT += time.Since(start)
+			}
+			report(b, size, catalogT, rawT)
+		})
+	}
+}
+
+// throttleProxy forwards 127.0.0.1 connections to target, each one's
+// responses held to bytesPerSec; it returns its address.
+func throttleProxy(b *testing.B, target string, bytesPerSec float64) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go io.Copy(up, conn)
+				buf := make([]byte, 256<<10)
+				// Each write is paid for after it, and an idle connection
+				// earns no credit for later.
+				var next time.Time
+				for {
+					n, err := up.Read(buf)
+					if n > 0 {
+						if _, werr := conn.Write(buf[:n]); werr != nil {
+							return
+						}
+						if now := time.Now(); next.Before(now) {
+							next = now
+						}
+						next = next.Add(time.Duration(float64(n) / bytesPerSec * 1e9))
+						time.Sleep(time.Until(next))
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -1028,8 +1028,11 @@ func (c *Catalog) OpenState(ctx context.Context, s StateSnapshot) (io.ReadCloser
 	if !ok || s.Bytes < 0 {
 		return nil, fmt.Errorf("checkpoint: state of task %q: invalid entry (checksum %q, bytes %d)", s.TaskID, s.Checksum, s.Bytes)
 	}
-	rc, err := c.store.Get(ctx, s.URI)
-	if err != nil {
+	var rc io.ReadCloser
+	var err error
+	if g, ok := c.store.(rangeGetter); ok && g.rangesAtOnce() > 1 && s.Bytes >= rangeMin {
+		rc = openRanged(ctx, g, s.URI, s.Bytes)
+	} else if rc, err = c.store.Get(ctx, s.URI); err != nil {
 		return nil, err
 	}
 	return &verifyReader{rc: rc, h: h, prefix: prefix, want: s}, nil

@@ -86,7 +86,23 @@ type StoreOptions struct {
 	// UploadConcurrency+1 of these buffers between uploads, so that
 	// periodic checkpoints do not allocate them again every round.
 	UploadConcurrency int
+	// DownloadConcurrency is how many byte ranges of a state object a
+	// restore reads at once (default 1: one GET per object). Above 1 an
+	// object of at least 16 MiB is read in ranges of 8 MiB, each holding
+	// a buffer, and a range whose connection drops is read again (see
+	// checkpoint/ranged.go). S3 serves each connection at a fraction of
+	// its bandwidth, so against a remote store 4 to 8 can make a restore
+	// of few large objects that many times faster; against a MinIO on
+	// the job's own two cores, ranges were slower than one GET
+	// (BENCHMARKS.md, "Checkpoints"), hence the default. When 0, the
+	// environment variable ARKFLOW_S3_DOWNLOAD_CONCURRENCY sets it (for
+	// arkflow run).
+	DownloadConcurrency int
 }
+
+// DownloadConcurrencyEnv sets StoreOptions.DownloadConcurrency when the
+// options leave it 0.
+const DownloadConcurrencyEnv = "ARKFLOW_S3_DOWNLOAD_CONCURRENCY"
 
 // DefaultUploadConcurrency is StoreOptions.UploadConcurrency's default.
 // With one part in flight a checkpoint's snapshot production and its

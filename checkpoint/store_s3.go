@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ type s3Store struct {
 	partSize uint64
 	threads  int
 	free     chan []byte // part buffers kept between uploads
+	ranges   int         // StoreOptions.DownloadConcurrency
 }
 
 // minPartSize is S3's smallest part (but the last).
@@ -57,6 +59,17 @@ func openS3Store(ctx context.Context, uri string, u *url.URL, opts StoreOptions)
 	}
 	if s.partSize < minPartSize {
 		return nil, fmt.Errorf("checkpoint: object store %q: part size %d is below S3's minimum of 5 MiB", uri, s.partSize)
+	}
+	if opts.DownloadConcurrency < 0 {
+		return nil, fmt.Errorf("checkpoint: object store %q: download concurrency %d must not be negative", uri, opts.DownloadConcurrency)
+	}
+	s.ranges = opts.DownloadConcurrency
+	if v := os.Getenv(DownloadConcurrencyEnv); s.ranges == 0 && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("checkpoint: object store %q: %s=%q: want a number of ranges, 0 or more", uri, DownloadConcurrencyEnv, v)
+		}
+		s.ranges = n
 	}
 	s.free = make(chan []byte, s.threads+1)
 	s.uri = "s3://" + s.bucket
@@ -401,6 +414,44 @@ func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("checkpoint: get %s: %w", s.url(key), s.hint(err))
 	}
 	return body, nil
+}
+
+func (s *s3Store) rangesAtOnce() int { return s.ranges }
+
+// getRange is one GET of n bytes of key from off (see rangedReader).
+func (s *s3Store) getRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, rangeInfo, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return nil, rangeInfo{}, err
+	}
+	opts := minio.GetObjectOptions{}
+	if err := opts.SetRange(off, off+n-1); err != nil {
+		return nil, rangeInfo{}, err
+	}
+	body, info, hdr, err := minio.Core{Client: s.c}.GetObject(ctx, s.bucket, obj, opts)
+	switch code, status := s3ErrorCode(err); {
+	case err == nil:
+	case s3NotFound(err):
+		return nil, rangeInfo{}, fmt.Errorf("checkpoint: get %s: %w", s.url(key), ErrNotFound)
+	case code == "InvalidRange" || status == http.StatusRequestedRangeNotSatisfiable:
+		return nil, rangeInfo{}, &CorruptError{Key: key, Reason: fmt.Sprintf("the object ends before byte %d, which its manifest entry says it holds", off)}
+	default:
+		return nil, rangeInfo{}, fmt.Errorf("checkpoint: get %s (bytes %d-%d): %w", s.url(key), off, off+n-1, s.hint(err))
+	}
+	// Content-Range: bytes first-last/total
+	total := int64(-1)
+	if cr := hdr.Get("Content-Range"); cr != "" {
+		if i := strings.LastIndexByte(cr, '/'); i >= 0 {
+			if v, err := strconv.ParseInt(cr[i+1:], 10, 64); err == nil {
+				total = v
+			}
+		}
+	}
+	if total < 0 {
+		body.Close()
+		return nil, rangeInfo{}, fmt.Errorf("checkpoint: get %s (bytes %d-%d): the response has no Content-Range total (%q)", s.url(key), off, off+n-1, hdr.Get("Content-Range"))
+	}
+	return body, rangeInfo{etag: info.ETag, size: total}, nil
 }
 
 func (s *s3Store) List(ctx context.Context, prefix string) ([]string, error) {
