@@ -170,33 +170,42 @@ func BenchmarkStateDownload(b *testing.B) {
 			b.ResetTimer()
 			var catalogT, rawT time.Duration
 			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				o, err := c.GetObject(ctx, bucket, rawKey, minio.GetObjectOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, err := io.Copy(io.Discard, o)
-				o.Close()
-				if err != nil || n != size {
-					b.Fatalf("raw GET: %d bytes, %v", n, err)
-				}
-				rawT += time.Since(start)
-
-				start = time.Now()
-				rc, err := cat.OpenState(ctx, e)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, err = io.Copy(io.Discard, rc)
-				rc.Close()
-				if err != nil || n != size { // err is a *CorruptError on a checksum mismatch
-					b.Fatalf("OpenState: %d bytes, %v", n, err)
-				}
-				catalogT += time.Since(start)
+				rawT += timeRawGet(b, c, bucket, rawKey, size)
+				catalogT += timeOpenState(b, cat, e)
 			}
 			report(b, size, catalogT, rawT)
 		})
 	}
+}
+
+// timeRawGet times GetObject of key copied to io.Discard.
+func timeRawGet(b *testing.B, c *minio.Client, bucket, key string, size int64) time.Duration {
+	start := time.Now()
+	o, err := c.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, o)
+	o.Close()
+	if err != nil || n != size {
+		b.Fatalf("raw GET: %d bytes, %v", n, err)
+	}
+	return time.Since(start)
+}
+
+// timeOpenState times OpenState of e read to its end (checked).
+func timeOpenState(b *testing.B, cat *Catalog, e StateSnapshot) time.Duration {
+	start := time.Now()
+	rc, err := cat.OpenState(context.Background(), e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if err != nil || n != e.Bytes { // err is a *CorruptError on a checksum mismatch
+		b.Fatalf("OpenState: %d bytes, %v", n, err)
+	}
+	return time.Since(start)
 }
 
 // BenchmarkStateDownloadThrottled reads a 128 MiB state object through a
@@ -247,29 +256,8 @@ func BenchmarkStateDownloadThrottled(b *testing.B) {
 			}
 			var catalogT, rawT time.Duration
 			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				o, err := pc.GetObject(ctx, bucket, "bench/"+e.URI, minio.GetObjectOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, err := io.Copy(io.Discard, o)
-				o.Close()
-				if err != nil || n != size {
-					b.Fatalf("raw GET: %d bytes, %v", n, err)
-				}
-				rawT += time.Since(start)
-
-				start = time.Now()
-				rc, err := pcat.OpenState(ctx, e)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, err = io.Copy(io.Discard, rc)
-				rc.Close()
-				if err != nil || n != size {
-					b.Fatalf("OpenState: %d bytes, %v", n, err)
-				}
-				catalogT += time.Since(start)
+				rawT += timeRawGet(b, pc, bucket, "bench/"+e.URI, size)
+				catalogT += timeOpenState(b, pcat, e)
 			}
 			report(b, size, catalogT, rawT)
 		})
