@@ -438,20 +438,37 @@ func (s *s3Store) getRange(ctx context.Context, key string, off, n int64) (io.Re
 	default:
 		return nil, rangeInfo{}, fmt.Errorf("checkpoint: get %s (bytes %d-%d): %w", s.url(key), off, off+n-1, s.hint(err))
 	}
-	// Content-Range: bytes first-last/total
-	total := int64(-1)
-	if cr := hdr.Get("Content-Range"); cr != "" {
-		if i := strings.LastIndexByte(cr, '/'); i >= 0 {
-			if v, err := strconv.ParseInt(cr[i+1:], 10, 64); err == nil {
-				total = v
-			}
-		}
-	}
-	if total < 0 {
+	total, ok := contentRangeTotal(hdr.Get("Content-Range"))
+	if !ok {
 		body.Close()
 		return nil, rangeInfo{}, fmt.Errorf("checkpoint: get %s (bytes %d-%d): the response has no Content-Range total (%q)", s.url(key), off, off+n-1, hdr.Get("Content-Range"))
 	}
 	return body, rangeInfo{etag: info.ETag, size: total}, nil
+}
+
+// contentRangeTotal returns the complete length of a Content-Range
+// header of a 206 response ("bytes first-last/total", RFC 9110 14.4);
+// false if it is not one, or the length is unknown ("*").
+func contentRangeTotal(cr string) (int64, bool) {
+	unit, rest, ok := strings.Cut(cr, " ")
+	if !ok || unit != "bytes" {
+		return 0, false
+	}
+	rng, total, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, false
+	}
+	first, last, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, false
+	}
+	f, err1 := strconv.ParseUint(first, 10, 63)
+	l, err2 := strconv.ParseUint(last, 10, 63)
+	t, err3 := strconv.ParseUint(total, 10, 63)
+	if err1 != nil || err2 != nil || err3 != nil || f > l || l >= t {
+		return 0, false
+	}
+	return int64(t), true
 }
 
 func (s *s3Store) List(ctx context.Context, prefix string) ([]string, error) {
