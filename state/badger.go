@@ -151,6 +151,7 @@ func BadgerStatsOf(b Backend) (stats BadgerStats, ok bool) {
 	if !ok {
 		return BadgerStats{}, false
 	}
+	bb.waitOpen()
 	return bb.stats, true
 }
 
@@ -232,6 +233,12 @@ type badgerBackend struct {
 	stats    BadgerStats
 	unlock   func() error // releases lockDir
 
+	// opened is closed when a background open (Options.OpenInBackground)
+	// has finished, with its error in openErr; nil when Open opened
+	// Badger itself. db is not used before then.
+	opened  chan struct{}
+	openErr error
+
 	mu       sync.Mutex
 	idle     *sync.Cond // signalled when inflight drops to 0
 	closed   bool
@@ -254,44 +261,83 @@ func openBadger(opts Options) (Backend, error) {
 	if opts.FormatVersion == 0 {
 		opts.FormatVersion = 1
 	}
-	var (
-		stats  BadgerStats
-		unlock func() error
-	)
+	b := &badgerBackend{dir: opts.Dir, inMemory: opts.InMemory}
+	b.idle = sync.NewCond(&b.mu)
+	fresh := false
 	if !opts.InMemory {
 		if opts.Dir == "" {
 			return nil, errors.New("state: the badger backend needs a directory (or InMemory)")
 		}
 		var err error
-		if stats, unlock, err = badgerPrepareDir(opts.Dir, opts.FormatVersion); err != nil {
+		if b.stats, b.unlock, fresh, err = badgerPrepareDir(opts.Dir, opts.FormatVersion); err != nil {
 			return nil, err
 		}
+	}
+	if opts.OpenInBackground && fresh {
+		// A new directory holds no layers: nothing for openDB to load,
+		// so a restore may write its layer files while Badger opens.
+		b.opened = make(chan struct{})
+		go func() {
+			defer close(b.opened)
+			if testBeforeBackgroundOpen != nil {
+				testBeforeBackgroundOpen(opts.Dir)
+			}
+			b.openErr = b.openDB(opts, t0, false)
+		}()
+		return b, nil
+	}
+	if err := b.openDB(opts, t0, true); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// testBeforeBackgroundOpen, set by tests only, runs in a background open
+// before Badger opens.
+var testBeforeBackgroundOpen func(dir string)
+
+// openDB opens Badger in b's directory (which badgerPrepareDir locked),
+// then the restored layers (when loadLayers), and starts the value-log GC.
+// On failure it releases the directory's lock.
+func (b *badgerBackend) openDB(opts Options, t0 time.Time, loadLayers bool) error {
+	fail := func(err error) error {
+		if b.unlock != nil {
+			b.unlock()
+			b.unlock = nil
+		}
+		return err
 	}
 	db, err := badger.Open(badgerOptions(opts))
 	if err != nil {
-		if unlock != nil {
-			unlock()
-		}
 		if opts.InMemory {
-			return nil, fmt.Errorf("state: opening in-memory badger: %w", err)
+			return fail(fmt.Errorf("state: opening in-memory badger: %w", err))
 		}
-		return nil, fmt.Errorf("state: opening badger in %s: %w", opts.Dir, err)
+		return fail(fmt.Errorf("state: opening badger in %s: %w", opts.Dir, err))
 	}
-	stats.Open = time.Since(t0)
-	b := &badgerBackend{db: db, dir: opts.Dir, inMemory: opts.InMemory, stats: stats, unlock: unlock}
-	b.idle = sync.NewCond(&b.mu)
-	if !opts.InMemory {
+	b.db = db
+	b.stats.Open = time.Since(t0)
+	if opts.InMemory {
+		return nil
+	}
+	if loadLayers {
 		if err := b.loadLayers(); err != nil {
 			db.Close()
-			unlock()
-			return nil, err
+			return fail(err)
 		}
 	}
-	if !opts.InMemory {
-		b.stopGC, b.gcDone = make(chan struct{}), make(chan struct{})
-		go b.vlogGC()
+	b.stopGC, b.gcDone = make(chan struct{}), make(chan struct{})
+	go b.vlogGC()
+	return nil
+}
+
+// waitOpen waits for a background open (Options.OpenInBackground) and
+// returns its error.
+func (b *badgerBackend) waitOpen() error {
+	if b.opened != nil {
+		<-b.opened
+		return b.openErr
 	}
-	return b, nil
+	return nil
 }
 
 // vlogGC garbage-collects the value log until Close.
@@ -322,19 +368,20 @@ func (b *badgerBackend) vlogGC() {
 
 // badgerPrepareDir checks (or creates) the FORMAT stamp and verifies and
 // removes the SEAL. It changes nothing on disk before FORMAT has been
-// found to match.
-func badgerPrepareDir(dir string, version int) (stats BadgerStats, release func() error, err error) {
-	release, err = badgerCheckDir(dir, version, &stats)
-	return stats, release, err
+// found to match. fresh reports a directory it created or found empty.
+func badgerPrepareDir(dir string, version int) (stats BadgerStats, release func() error, fresh bool, err error) {
+	release, err = badgerCheckDir(dir, version, &stats, &fresh)
+	return stats, release, fresh, err
 }
 
-func badgerCheckDir(dir string, version int, stats *BadgerStats) (release func() error, err error) {
+func badgerCheckDir(dir string, version int, stats *BadgerStats, fresh *bool) (release func() error, err error) {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("state: creating %s: %w", dir, err)
 		}
+		*fresh = true
 		return badgerNewDir(dir, version)
 	case err != nil:
 		return nil, fmt.Errorf("state: %w", err)
@@ -346,6 +393,7 @@ func badgerCheckDir(dir string, version int, stats *BadgerStats) (release func()
 		return nil, fmt.Errorf("state: %w", err)
 	}
 	if len(ents) == 0 {
+		*fresh = true
 		return badgerNewDir(dir, version)
 	}
 	formatPath := filepath.Join(dir, formatFileName)
@@ -674,14 +722,25 @@ func syncDir(dir string) error {
 }
 
 // enter registers a call; false after Close.
-func (b *badgerBackend) enter() bool {
+// enter registers a call in flight, once Badger is open; it fails with
+// ErrClosed after Close began, or with the error of a background open.
+func (b *badgerBackend) enter() error {
+	if err := b.waitOpen(); err != nil {
+		return err
+	}
+	return b.enterOpening()
+}
+
+// enterOpening is enter without waiting for a background open: for a
+// caller that waits for it itself (RestoreLayers).
+func (b *badgerBackend) enterOpening() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return false
+		return ErrClosed
 	}
 	b.inflight++
-	return true
+	return nil
 }
 
 func (b *badgerBackend) exit() {
@@ -708,6 +767,9 @@ func (b *badgerBackend) Close() error {
 		b.idle.Wait()
 	}
 	b.mu.Unlock()
+	if err := b.waitOpen(); err != nil {
+		return err // openDB released the directory
+	}
 	if b.stopGC != nil {
 		close(b.stopGC)
 		<-b.gcDone
@@ -733,8 +795,8 @@ func (b *badgerBackend) Get(k Key, now int64) ([]byte, int64, bool, error) {
 	if err != nil {
 		return nil, 0, false, err
 	}
-	if !b.enter() {
-		return nil, 0, false, ErrClosed
+	if err := b.enter(); err != nil {
+		return nil, 0, false, err
 	}
 	defer b.exit()
 	txn := b.db.NewTransaction(false)
@@ -830,8 +892,8 @@ func (b *badgerBackend) Apply(muts []Mutation) error {
 			entries[i].ExpiresAt = expirySeconds(m.ExpiresAt)
 		}
 	}
-	if !b.enter() {
-		return ErrClosed
+	if err := b.enter(); err != nil {
+		return err
 	}
 	defer b.exit()
 	// Over a restored layer, a delete is a tombstone and a put keeps no
@@ -902,8 +964,8 @@ func (b *badgerBackend) view(jobName string, fn func(c badgerCursor, layers []*l
 	if err != nil {
 		return err
 	}
-	if !b.enter() {
-		return ErrClosed
+	if err := b.enter(); err != nil {
+		return err
 	}
 	defer b.exit()
 	layers := b.pinLayers(jobName)
@@ -979,8 +1041,8 @@ func (b *badgerBackend) Restore(r io.Reader, scope Scope, now int64) (RestoreInf
 	if err != nil {
 		return RestoreInfo{}, err
 	}
-	if !b.enter() {
-		return RestoreInfo{}, ErrClosed
+	if err := b.enter(); err != nil {
+		return RestoreInfo{}, err
 	}
 	defer b.exit()
 	empty := func(scope Scope, now int64) (bool, error) {

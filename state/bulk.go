@@ -136,13 +136,12 @@ func checkSources(srcs []RestoreSource) ([][]byte, error) {
 // runSources runs restore for every source, bulkConcurrency at once. The
 // first failure (a stop caused by another failure never replaces it)
 // sets stop, which restore passes to what it reads, and is returned;
-// sources not started by then are not. progress is called, one call at a
-// time, as each source completes.
-func runSources(srcs []RestoreSource, progress func(i int, info RestoreInfo),
+// sources not started by then are not. The caller may set stop too.
+// progress is called, one call at a time, as each source completes.
+func runSources(srcs []RestoreSource, stop *atomic.Bool, progress func(i int, info RestoreInfo),
 	restore func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error)) ([]RestoreInfo, *RestoreError) {
 	infos := make([]RestoreInfo, len(srcs))
 	var (
-		stop     atomic.Bool
 		mu       sync.Mutex
 		firstErr *RestoreError
 		wg       sync.WaitGroup
@@ -157,7 +156,7 @@ func runSources(srcs []RestoreSource, progress func(i int, info RestoreInfo),
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			s := srcs[i]
-			info, err := restore(i, s, &stop)
+			info, err := restore(i, s, stop)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -190,8 +189,8 @@ func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress f
 	if err != nil {
 		return nil, err
 	}
-	if !b.enter() {
-		return nil, ErrClosed
+	if err := b.enter(); err != nil {
+		return nil, err
 	}
 	defer b.exit()
 	b.gcMu.Lock() // no value-log GC while the StreamWriter owns the store
@@ -209,7 +208,7 @@ func (b *badgerBackend) RestoreEmpty(srcs []RestoreSource, now int64, progress f
 	if err != nil {
 		return nil, fmt.Errorf("state: restore: preparing the stream writer: %w", err)
 	}
-	infos, firstErr := runSources(srcs, progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
+	infos, firstErr := runSources(srcs, new(atomic.Bool), progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
 		rc, err := s.Open()
 		if err != nil {
 			return RestoreInfo{}, fmt.Errorf("opening the snapshot: %w", err)

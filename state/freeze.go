@@ -35,8 +35,8 @@ type Dropper interface {
 
 // Freeze returns a view on one read transaction.
 func (b *badgerBackend) Freeze() (Frozen, error) {
-	if !b.enter() {
-		return nil, ErrClosed
+	if err := b.enter(); err != nil {
+		return nil, err
 	}
 	return &badgerFrozen{b: b, txn: b.db.NewTransaction(false), layers: b.pinLayers("")}, nil
 }
@@ -86,8 +86,8 @@ func (f *badgerFrozen) Close() error {
 // key (a restore that first emptied a million keys one by one spent most
 // of its time on them, and the reads after it on the tombstones).
 func (b *badgerBackend) Drop(scope Scope) error {
-	if !b.enter() {
-		return ErrClosed
+	if err := b.enter(); err != nil {
+		return err
 	}
 	defer b.exit()
 	return b.dropEntered(scope)

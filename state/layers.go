@@ -291,17 +291,12 @@ func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress 
 	if err != nil {
 		return nil, err
 	}
-	if !b.enter() {
-		return nil, ErrClosed
+	if err := b.enterOpening(); err != nil {
+		return nil, err
 	}
 	defer b.exit()
 	b.bulkMu.Lock() // no Size while scopes are dropped
 	defer b.bulkMu.Unlock()
-	for _, s := range srcs {
-		if err := b.dropEntered(s.Scope); err != nil {
-			return nil, fmt.Errorf("state: restore: emptying the scope of job %q operator %q: %w", s.Scope.Job, s.Scope.Operator, err)
-		}
-	}
 	dir := b.layersDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state: restore: %w", err)
@@ -311,14 +306,40 @@ func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress 
 	b.layers.next += uint64(len(srcs))
 	b.layers.mu.Unlock()
 
+	// The scopes are emptied beside the downloads, which do not need
+	// Badger: a store opened in the background (Options.OpenInBackground)
+	// finishes opening while they run. Nothing else uses the store until
+	// RestoreLayers returns, so the order does not show.
+	var stop atomic.Bool
+	dropped := make(chan error, 1)
+	go func() {
+		err := b.waitOpen()
+		for _, s := range srcs {
+			if err != nil {
+				break
+			}
+			if err = b.dropEntered(s.Scope); err != nil {
+				err = fmt.Errorf("state: restore: emptying the scope of job %q operator %q: %w", s.Scope.Job, s.Scope.Operator, err)
+			}
+		}
+		if err != nil {
+			stop.Store(true)
+		}
+		dropped <- err
+	}()
 	made := make([]*layer, len(srcs))
-	infos, firstErr := runSources(srcs, progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
+	infos, firstErr := runSources(srcs, &stop, progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
 		meta := layerMeta{ID: first + uint64(i), Checksum: s.Checksum, Scope: toSnapScope(s.Scope)}
 		meta.File = strconv.FormatUint(meta.ID, 10) + ".snap"
 		l, info, err := b.downloadLayer(filepath.Join(dir, meta.File), meta, s, prefixes[i], now, stop)
 		made[i] = l
 		return info, err
 	})
+	if err := <-dropped; err != nil {
+		// The scopes may hold what they held: return the store's error,
+		// not a download's stop.
+		firstErr = &RestoreError{Index: -1, Err: err}
+	}
 	var made2 []*layer
 	for _, l := range made {
 		if l != nil {

@@ -160,7 +160,11 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Ca
 // instead (R-CKPT-8); if there is none, the job starts without state, as
 // when Select finds nothing usable. Other failures (the store, the disk)
 // fail the start.
-func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) (map[string][]connectors.Position, error) {
+//
+// fresh says st was created empty by this start: it holds no floors to
+// carry and nothing to empty, so the first attempt does not wait for a
+// store still opening in the background.
+func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest, fresh bool) (map[string][]connectors.Position, error) {
 	spec := r.g.Spec
 	var exclude []string
 	// A restore that fails leaves no partial state behind: the next
@@ -173,16 +177,20 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	}
 	// Read before the restore empties the store, and kept beside it
 	// until the restore is done: a kill in between must not lose them.
-	carry, err := r.carriedFloors(st, m)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.saveCarry(carry); err != nil {
-		return nil, err
+	var carry *floorCarry
+	if !fresh {
+		var err error
+		if carry, err = r.carriedFloors(st, m); err != nil {
+			return nil, err
+		}
+		if err := r.saveCarry(carry); err != nil {
+			return nil, err
+		}
 	}
 	for {
 		r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
-		err := r.restoreState(ctx, cat, st, m)
+		err := r.restoreState(ctx, cat, st, m, fresh)
+		fresh = false // a failed attempt may have left entries
 		if err == nil {
 			break
 		}
@@ -277,11 +285,13 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 // is), or state.BulkRestorer when the store holds nothing else, each
 // object's SHA-256 checked by the pass that parses it; otherwise one by
 // one through Backend.Restore.
-func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest) error {
+func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest, fresh bool) error {
 	spec := r.g.Spec
 	ns := stateJob(spec)
-	if err := r.emptyState(st); err != nil {
-		return err
+	if !fresh {
+		if err := r.emptyState(st); err != nil {
+			return err
+		}
 	}
 	oldPar := map[string]int{}
 	for _, t := range m.PlannedTasks {
