@@ -254,6 +254,12 @@ type badgerBackend struct {
 	bulkMu sync.RWMutex
 
 	layers layerSet // restored layers (layer.go)
+	// behind counts the restored layers whose files are still being
+	// written (finishLayer); behindErr (under mu) collects their
+	// failures, for Close.
+	behind    sync.WaitGroup
+	behindErr error
+	log       *slog.Logger
 }
 
 func openBadger(opts Options) (Backend, error) {
@@ -261,7 +267,10 @@ func openBadger(opts Options) (Backend, error) {
 	if opts.FormatVersion == 0 {
 		opts.FormatVersion = 1
 	}
-	b := &badgerBackend{dir: opts.Dir, inMemory: opts.InMemory}
+	b := &badgerBackend{dir: opts.Dir, inMemory: opts.InMemory, log: opts.Logger}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
 	b.idle = sync.NewCond(&b.mu)
 	fresh := false
 	if !opts.InMemory {
@@ -777,6 +786,7 @@ func (b *badgerBackend) Close() error {
 	if b.unlock != nil {
 		defer b.unlock()
 	}
+	b.behind.Wait() // every restored layer written, and listed
 	b.closeLayers()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("state: closing badger: %w", err)
@@ -787,7 +797,9 @@ func (b *badgerBackend) Close() error {
 	if err := writeSeal(b.dir); err != nil {
 		return fmt.Errorf("state: sealing %s: %w", b.dir, err)
 	}
-	return nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.behindErr
 }
 
 func (b *badgerBackend) Get(k Key, now int64) ([]byte, int64, bool, error) {

@@ -421,7 +421,15 @@ type readAhead struct {
 	cur  []byte
 	held []byte // the chunk cur is a part of
 	exit chan struct{}
+	// consumed, when set, takes each chunk the consumer has read to its
+	// end, in order, instead of the read-ahead reusing it at once; it
+	// hands the chunk back with recycle, from any goroutine.
+	consumed func(buf []byte)
 }
+
+// recycle gives a chunk back for the reading goroutine to fill again.
+// It never blocks: at most as many chunks exist as free holds.
+func (ra *readAhead) recycle(buf []byte) { ra.free <- buf[:cap(buf)] }
 
 func newReadAhead(r io.Reader) *readAhead {
 	return newReadAheadTo(r, readAheadChunk, readAheadChunks)
@@ -540,7 +548,11 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 	}
 	if len(ra.cur) == 0 {
 		if ra.held != nil {
-			ra.free <- ra.held[:cap(ra.held)]
+			if ra.consumed != nil {
+				ra.consumed(ra.held)
+			} else {
+				ra.recycle(ra.held)
+			}
 			ra.held = nil
 		}
 		b, ok := <-ra.full

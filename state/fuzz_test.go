@@ -85,7 +85,7 @@ func FuzzLayer(f *testing.F) {
 	scope := Scope{Job: "j", Groups: AllKeyGroups}
 	prefix, _ := keyJobPrefix("j")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ix, info, err := parseLayer(bytes.NewReader(data), RestoreSource{Scope: scope}, prefix, now)
+		ix, info, err := parseLayer(bytes.NewReader(data), RestoreSource{Scope: scope}, prefix, now, nil)
 		if err != nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,9 @@ type LayerRestorer interface {
 	// store while it runs. On failure (a *RestoreError, wrapping
 	// ErrCorruptSnapshot when a snapshot's bytes are at fault) the
 	// sources' scopes are left empty. progress, if not nil, is called
-	// (one call at a time) as each source completes.
+	// (one call at a time) as each source completes. The layers' files
+	// may still be being written when it returns (the last chunks of each
+	// download are read from memory meanwhile); Close waits for them.
 	RestoreLayers(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error)
 }
 
@@ -123,7 +126,9 @@ func (b *badgerBackend) layersDir() string { return filepath.Join(b.dir, layersD
 func (b *badgerBackend) writeLayersFile(ls []*layer) error {
 	f := layersFile{Layers: []layerMeta{}}
 	for _, l := range ls {
-		f.Layers = append(f.Layers, l.meta)
+		if !l.writing.Load() { // listed by finishLayer once written
+			f.Layers = append(f.Layers, l.meta)
+		}
 	}
 	data, err := json.MarshalIndent(f, "", " ")
 	if err != nil {
@@ -280,8 +285,11 @@ func (b *badgerBackend) closeLayers() {
 
 // RestoreLayers implements LayerRestorer: each source is downloaded into
 // a layer file (read ahead of its parser, which checks it and indexes
-// it), up to bulkConcurrency at once, and the layers are listed in LAYERS
-// once all are complete. An in-memory store has no directory for layers:
+// it), up to bulkConcurrency at once. Each file is written behind its
+// parser: RestoreLayers returns once every stream is read, checked and
+// indexed, the last chunks (up to layerChunks) still in memory as the
+// layer's tail, and a layer is listed in LAYERS once its file is written
+// (finishLayer; Close waits for it). An in-memory store has no directory for layers:
 // it restores with RestoreEmpty (and ErrNotEmpty when it holds anything).
 func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error) {
 	if b.inMemory {
@@ -328,13 +336,25 @@ func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress 
 		dropped <- err
 	}()
 	made := make([]*layer, len(srcs))
+	writers := make([]*behindWriter, len(srcs))
 	infos, firstErr := runSources(srcs, &stop, progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
 		meta := layerMeta{ID: first + uint64(i), Checksum: s.Checksum, Scope: toSnapScope(s.Scope)}
 		meta.File = strconv.FormatUint(meta.ID, 10) + ".snap"
-		l, info, err := b.downloadLayer(filepath.Join(dir, meta.File), meta, s, prefixes[i], now, stop)
-		made[i] = l
+		l, w, info, err := b.downloadLayer(filepath.Join(dir, meta.File), meta, s, prefixes[i], now, stop)
+		made[i], writers[i] = l, w
 		return info, err
 	})
+	// Each layer's file is still being written (downloadLayer): the
+	// writer holds a reference until finishLayer is done with it.
+	finish := func() {
+		for i, l := range made {
+			if l != nil {
+				l.acquire()
+				b.behind.Add(1)
+				go b.finishLayer(l, writers[i])
+			}
+		}
+	}
 	if err := <-dropped; err != nil {
 		// The scopes may hold what they held: return the store's error,
 		// not a download's stop.
@@ -347,66 +367,238 @@ func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress 
 		}
 	}
 	if firstErr == nil {
+		// LAYERS lists each layer once its file is written (finishLayer).
 		b.layers.mu.Lock()
 		ls := append(append([]*layer{}, b.currentLayers()...), made2...)
-		err := b.writeLayersFile(ls)
-		if err == nil {
-			b.layers.cur.Store(&ls)
-		}
+		b.layers.cur.Store(&ls)
 		b.layers.mu.Unlock()
-		if err == nil {
-			for _, l := range made2 {
-				go l.warm()
-			}
-			return infos, nil
-		}
-		firstErr = &RestoreError{Index: -1, Err: fmt.Errorf("state: restore: %w", err)}
+		finish()
+		return infos, nil
 	}
-	for _, l := range made2 {
-		l.remove.Store(true)
-		l.release()
+	for i, l := range made {
+		if l != nil {
+			writers[i].abort()
+			writers[i].lw.f.Close()
+			l.remove.Store(true) // the file goes with the last reference
+			l.release()
+		}
 	}
 	return infos, firstErr
 }
 
-// downloadLayer reads one source into a new layer file.
-func (b *badgerBackend) downloadLayer(path string, meta layerMeta, s RestoreSource, prefix []byte, now int64, stop *atomic.Bool) (*layer, RestoreInfo, error) {
+// downloadLayer reads one source into a new layer file. The file is
+// written behind the parser (behindWriter): the layer is returned once
+// the stream has been read, checked and indexed, with the chunks not yet
+// written as its tail, which finish (run after the layer is installed)
+// writes before the layer's file stands alone.
+func (b *badgerBackend) downloadLayer(path string, meta layerMeta, s RestoreSource, prefix []byte, now int64, stop *atomic.Bool) (*layer, *behindWriter, RestoreInfo, error) {
 	fp, direct, err := createDirect(path)
 	if err != nil {
-		return nil, RestoreInfo{}, err
+		return nil, nil, RestoreInfo{}, err
 	}
+	w := newBehindWriter(&layerWriter{f: fp, direct: direct}, stop)
+	go w.run()
 	ok := false
 	defer func() {
-		fp.Close()
 		if !ok {
+			w.abort()
+			fp.Close()
 			os.Remove(path)
 		}
 	}()
 	rc, err := s.Open()
 	if err != nil {
-		return nil, RestoreInfo{}, fmt.Errorf("opening the snapshot: %w", err)
+		return nil, nil, RestoreInfo{}, fmt.Errorf("opening the snapshot: %w", err)
 	}
-	lw := &layerWriter{f: fp, direct: direct}
-	ix, info, err := parseLayer(&stopReader{r: rc, stop: stop}, s, prefix, now, lw.write)
+	ix, info, err := parseLayer(&stopReader{r: rc, stop: stop}, s, prefix, now, w)
 	rc.Close()
+	w.end()
+	if werr := w.failed(); werr != nil {
+		// A failed write of the file fails the restore, not the
+		// snapshot: the error is the disk's.
+		return nil, nil, info, werr
+	}
 	if err != nil {
-		return nil, info, err
+		return nil, nil, info, err
 	}
 	meta.Size = info.Bytes
-	if lw.n != meta.Size {
-		return nil, info, fmt.Errorf("wrote %d bytes of %s, the snapshot has %d", lw.n, path, meta.Size)
+	if !mapsFile {
+		<-w.done // the copy mapFile makes must see every byte
 	}
-	if lw.padded {
-		if err := fp.Truncate(meta.Size); err != nil {
-			return nil, info, fmt.Errorf("truncating %s: %w", path, err)
-		}
+	// Mapped at its full size: the part not written yet is a hole, read
+	// from the tail until it is written.
+	if err := fp.Truncate(meta.Size); err != nil {
+		return nil, nil, info, fmt.Errorf("sizing %s: %w", path, err)
 	}
 	data, unmap, err := mapFile(fp, meta.Size)
 	if err != nil {
-		return nil, info, fmt.Errorf("mapping %s: %w", path, err)
+		return nil, nil, info, fmt.Errorf("mapping %s: %w", path, err)
 	}
 	ok = true
-	return newLayer(meta, path, ix, data, unmap), info, nil
+	l := newLayer(meta, path, ix, data, unmap)
+	if off, chunks := w.pending(); len(chunks) > 0 {
+		l.tail.Store(&layerTail{off: off, chunks: chunks})
+	}
+	l.writing.Store(true)
+	return l, w, info, nil
+}
+
+// finishLayer waits for the write of l's file to end, then lets the file
+// stand alone: the tail is dropped, LAYERS lists the layer (unless it was
+// dropped meanwhile) and the file is warmed. A failed write keeps the
+// tail, so reads stay right, and fails Close: the layer is not listed,
+// and the next open removes its file (the runtime restores again from
+// its checkpoint).
+func (b *badgerBackend) finishLayer(l *layer, w *behindWriter) {
+	defer b.behind.Done()
+	defer l.release() // the writer's reference
+	<-w.done
+	err := w.failed()
+	lw := w.lw
+	if err == nil && lw.n != l.meta.Size {
+		err = fmt.Errorf("wrote %d bytes of %s, the snapshot has %d", lw.n, l.path, l.meta.Size)
+	}
+	if err == nil && lw.padded {
+		if err = lw.f.Truncate(l.meta.Size); err != nil {
+			err = fmt.Errorf("truncating %s: %w", l.path, err)
+		}
+	}
+	if cerr := lw.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing %s: %w", l.path, cerr)
+	}
+	if err != nil {
+		b.layerFailed(fmt.Errorf("state: writing restored layer %s: %w", l.path, err))
+		return
+	}
+	l.tail.Store(nil)
+	b.layers.mu.Lock()
+	l.writing.Store(false)
+	listed := slices.Contains(b.currentLayers(), l)
+	if listed {
+		err = b.writeLayersFile(b.currentLayers())
+	}
+	b.layers.mu.Unlock()
+	if err != nil {
+		b.layerFailed(err)
+		return
+	}
+	if listed {
+		go l.warm()
+	}
+}
+
+// layerFailed records a failure of a layer's write-behind for Close.
+func (b *badgerBackend) layerFailed(err error) {
+	b.mu.Lock()
+	b.behindErr = errors.Join(b.behindErr, err)
+	b.mu.Unlock()
+	b.log.Error("restored layer not written; the next open drops it", "error", err)
+}
+
+// behindWriter writes a layer file's chunks in order, each once the
+// parser has read it (readAhead.consumed), and gives it back to the
+// read-ahead. The download runs at most the read-ahead's chunks ahead of
+// the disk, as before, but the parser no longer waits for the disk: when
+// the stream ends, the chunks still queued (up to layerChunks) are the
+// layer's tail, written after the restore has returned.
+type behindWriter struct {
+	lw      *layerWriter
+	stop    *atomic.Bool // set on a failed write: stops the download
+	recycle func([]byte)
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	queue   [][]byte // handed over, not written yet (queue[0] may be being written)
+	off     int64    // the file offset of queue[0]
+	ended   bool
+	aborted bool
+	err     error
+	done    chan struct{}
+}
+
+// testBeforeLayerWrite, set by tests only, runs before each chunk's
+// write with the chunk's offset; an error fails the write.
+var testBeforeLayerWrite func(off int64) error
+
+func newBehindWriter(lw *layerWriter, stop *atomic.Bool) *behindWriter {
+	w := &behindWriter{lw: lw, stop: stop, done: make(chan struct{})}
+	w.cond.L = &w.mu
+	return w
+}
+
+func (w *behindWriter) push(buf []byte) {
+	w.mu.Lock()
+	w.queue = append(w.queue, buf)
+	w.mu.Unlock()
+	w.cond.Signal()
+}
+
+// end says no chunk follows.
+func (w *behindWriter) end() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
+	w.cond.Signal()
+}
+
+// abort ends the writer without writing what is queued, and waits for
+// it.
+func (w *behindWriter) abort() {
+	w.mu.Lock()
+	w.ended, w.aborted = true, true
+	w.mu.Unlock()
+	w.cond.Signal()
+	<-w.done
+}
+
+func (w *behindWriter) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// pending returns the chunks not written yet and the offset of the first.
+func (w *behindWriter) pending() (int64, [][]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.off, slices.Clone(w.queue)
+}
+
+func (w *behindWriter) run() {
+	defer close(w.done)
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && !w.ended {
+			w.cond.Wait()
+		}
+		if len(w.queue) == 0 || w.aborted {
+			w.mu.Unlock()
+			return
+		}
+		buf, skip := w.queue[0], w.err != nil
+		w.mu.Unlock()
+		var err error
+		if !skip && testBeforeLayerWrite != nil {
+			err = testBeforeLayerWrite(w.off)
+		}
+		if !skip && err == nil {
+			err = w.lw.write(buf)
+		}
+		w.mu.Lock()
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.off += int64(len(buf))
+		if err != nil && w.err == nil {
+			w.err = err
+			if w.stop != nil {
+				w.stop.Store(true)
+			}
+		}
+		w.mu.Unlock()
+		if w.recycle != nil {
+			w.recycle(buf)
+		}
+	}
 }
 
 // parseLayer reads a layer's stream through stages (its file's write),
@@ -415,7 +607,9 @@ func (b *badgerBackend) downloadLayer(path string, meta layerMeta, s RestoreSour
 // checksum (what checkpoints record) that CRC covers every byte and no
 // SHA-256 is computed; otherwise one SHA-256 pass checks both the
 // trailer's hash and the object's checksum (s.Checksum, when set).
-func parseLayer(r io.Reader, s RestoreSource, prefix []byte, now int64, stages ...func([]byte) error) (*layerIndexer, RestoreInfo, error) {
+//
+// w, when set, takes every chunk once the parser has read it.
+func parseLayer(r io.Reader, s RestoreSource, prefix []byte, now int64, w *behindWriter) (*layerIndexer, RestoreInfo, error) {
 	var (
 		sh  *splitHasher
 		crc hash.Hash
@@ -428,7 +622,10 @@ func parseLayer(r io.Reader, s RestoreSource, prefix []byte, now int64, stages .
 		sh = &splitHasher{h: sha256.New()}
 		sum = sh.write
 	}
-	ra := newReadAheadTo(r, layerChunk, layerChunks, append([]func([]byte) error{sum}, stages...)...)
+	ra := newReadAheadTo(r, layerChunk, layerChunks, sum)
+	if w != nil {
+		w.recycle, ra.consumed = ra.recycle, w.push
+	}
 	ix := &layerIndexer{}
 	info, err := snapshotReadHash(ra, s.Scope, now, prefix, s.Checksum, ix, false)
 	ra.close()

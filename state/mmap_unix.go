@@ -19,3 +19,7 @@ func mapFile(f *os.File, size int64) (data []byte, unmap func() error, err error
 	}
 	return data, func() error { return syscall.Munmap(data) }, nil
 }
+
+// mapsFile: mapFile maps the file, so that bytes written to it after the
+// mapping was made are read through it (a layer's write-behind).
+const mapsFile = true
