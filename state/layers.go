@@ -289,8 +289,9 @@ func (b *badgerBackend) closeLayers() {
 // parser: RestoreLayers returns once every stream is read, checked and
 // indexed, the last chunks (up to layerChunks) still in memory as the
 // layer's tail, and a layer is listed in LAYERS once its file is written
-// (finishLayer; Close waits for it). An in-memory store has no directory for layers:
-// it restores with RestoreEmpty (and ErrNotEmpty when it holds anything).
+// (finishLayer; Close waits for it). An in-memory store has no directory
+// for layers: it restores with RestoreEmpty (and ErrNotEmpty when it
+// holds anything).
 func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error) {
 	if b.inMemory {
 		return b.RestoreEmpty(srcs, now, progress)
