@@ -31,6 +31,21 @@ type options struct {
 	store         checkpoint.StoreOptions
 }
 
+func newOptions(bindings map[string]any, opts []Option) options {
+	o := options{bindings: bindings}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	return o
+}
+
+// env is what the deep build needs to know of the options.
+func (o *options) env() build.Env {
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir}
+}
+
 type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
@@ -55,14 +70,19 @@ func WithDataDir(dir string) Option { return optionFunc(func(o *options) { o.dat
 // sink from its config against the rows it receives. It returns nil or
 // ValidationErrors with every problem, each naming the job, the operator
 // and the field path.
-func Validate(spec *job.Spec) error {
-	_, err := build.Build(spec, build.Env{})
+//
+// Give it the options the job will run with: what a start checks depends
+// on some of them (WithDataDir decides where a state block or a
+// durability block without a path keeps its files).
+func Validate(spec *job.Spec, opts ...Option) error {
+	_, err := Compile(spec, opts...)
 	return err
 }
 
-// Compile validates a spec and returns its plan.
-func Compile(spec *job.Spec) (*job.Plan, error) {
-	g, err := build.Build(spec, build.Env{})
+// Compile validates a spec, as Validate does, and returns its plan.
+func Compile(spec *job.Spec, opts ...Option) (*job.Plan, error) {
+	o := newOptions(nil, opts)
+	g, err := build.Build(spec, o.env())
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +104,8 @@ func FromSpec(spec *job.Spec, opts ...Option) (*Job, error) {
 }
 
 func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error) {
-	o := options{bindings: bindings}
-	for _, opt := range opts {
-		opt.apply(&o)
-	}
-	g, err := build.Build(spec, build.Env{Bindings: o.bindings})
+	o := newOptions(bindings, opts)
+	g, err := build.Build(spec, o.env())
 	if err != nil {
 		return nil, err
 	}

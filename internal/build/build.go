@@ -28,6 +28,10 @@ import (
 // by the builder (memory sources and sinks, functions).
 type Env struct {
 	Bindings map[string]any
+	// DataDir is where the job keeps the state and write-ahead logs whose
+	// spec gives no path (DataDir/<job>/state, DataDir/<job>/wal); empty
+	// when none is given.
+	DataDir string
 }
 
 // Graph is a built job: the plan and every component ready to be
