@@ -43,7 +43,7 @@ func newOptions(bindings map[string]any, opts []Option) options {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store, FromSavepoint: o.fromSavepoint}
 }
 
 type optionFunc func(*options)

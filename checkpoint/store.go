@@ -122,17 +122,58 @@ const DefaultUploadConcurrency = 4
 // ctx bounds only opening (for s3, the bucket check), not the store's
 // lifetime. The store holds no resources that need closing.
 func OpenStore(ctx context.Context, uri string, opts StoreOptions) (Store, error) {
-	u, err := url.Parse(uri)
+	u, err := parseStoreURI(uri)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: object store URI %q: %w", uri, err)
+		return nil, err
 	}
 	switch u.Scheme {
 	case "file":
 		return openFileStore(uri, u)
-	case "s3":
+	default:
 		return openS3Store(ctx, uri, u, opts)
 	}
-	return nil, fmt.Errorf("checkpoint: object store URI %q: unsupported scheme %q (use file:///absolute/dir or s3://bucket/prefix)", uri, u.Scheme)
+}
+
+// CheckStore reports why OpenStore would refuse uri and opts before any
+// I/O (a malformed or relative URI, a bucket name missing, options out of
+// range), or nil. It reads the environment as OpenStore does, and touches
+// nothing: validation calls it, so a job that validates does not fail to
+// start for these reasons. OpenStore can still fail for what only I/O
+// tells (an unreachable endpoint, a missing bucket, a directory that cannot
+// be created).
+func CheckStore(uri string, opts StoreOptions) error {
+	u, err := parseStoreURI(uri)
+	if err != nil {
+		return err
+	}
+	if u.Scheme == "file" {
+		_, err = fileRoot(uri, u)
+		return err
+	}
+	s, err := s3Settings(uri, u, opts)
+	if err != nil {
+		return err
+	}
+	if opts.Client == nil {
+		if _, _, err := s3Endpoint(opts); err != nil {
+			return fmt.Errorf("checkpoint: object store %q: %w", s.uri, err)
+		}
+		if opts.AccessKeyID == "" && opts.SecretAccessKey != "" {
+			return fmt.Errorf("checkpoint: object store %q: %w", s.uri, errSecretWithoutKey)
+		}
+	}
+	return nil
+}
+
+func parseStoreURI(uri string) (*url.URL, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: object store URI %q: %w", uri, err)
+	}
+	if u.Scheme != "file" && u.Scheme != "s3" {
+		return nil, fmt.Errorf("checkpoint: object store URI %q: unsupported scheme %q (use file:///absolute/dir or s3://bucket/prefix)", uri, u.Scheme)
+	}
+	return u, nil
 }
 
 // tmpPrefix begins the names of the file store's temporary files; keys

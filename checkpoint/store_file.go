@@ -22,22 +22,10 @@ type fileStore struct {
 }
 
 func openFileStore(uri string, u *url.URL) (*fileStore, error) {
-	if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") {
-		return nil, fmt.Errorf("checkpoint: object store URI %q: a file URI needs an absolute path, file:///absolute/dir (the part after file:// is read as a host)", uri)
+	root, err := fileRoot(uri, u)
+	if err != nil {
+		return nil, err
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("checkpoint: object store URI %q: a file URI takes no query or fragment", uri)
-	}
-	p := u.Path
-	if p == "" || !filepath.IsAbs(filepath.FromSlash(p)) {
-		return nil, fmt.Errorf("checkpoint: object store URI %q: the path must be absolute (file:///absolute/dir)", uri)
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == ".." {
-			return nil, fmt.Errorf("checkpoint: object store URI %q: the path must not contain '..'", uri)
-		}
-	}
-	root := filepath.Clean(filepath.FromSlash(p))
 	if err := mkdirAllSync(root); err != nil {
 		return nil, fmt.Errorf("checkpoint: object store %q: creating the directory: %w", uri, err)
 	}
@@ -47,6 +35,26 @@ func openFileStore(uri string, u *url.URL) (*fileStore, error) {
 		return nil, fmt.Errorf("checkpoint: object store %q: %s is not a directory", uri, root)
 	}
 	return &fileStore{root: root, uri: "file://" + filepath.ToSlash(root)}, nil
+}
+
+// fileRoot checks a file:// URI and returns its directory.
+func fileRoot(uri string, u *url.URL) (string, error) {
+	if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") {
+		return "", fmt.Errorf("checkpoint: object store URI %q: a file URI needs an absolute path, file:///absolute/dir (the part after file:// is read as a host)", uri)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("checkpoint: object store URI %q: a file URI takes no query or fragment", uri)
+	}
+	p := u.Path
+	if p == "" || !filepath.IsAbs(filepath.FromSlash(p)) {
+		return "", fmt.Errorf("checkpoint: object store URI %q: the path must be absolute (file:///absolute/dir)", uri)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("checkpoint: object store URI %q: the path must not contain '..'", uri)
+		}
+	}
+	return filepath.Clean(filepath.FromSlash(p)), nil
 }
 
 func (s *fileStore) URI() string { return s.uri }

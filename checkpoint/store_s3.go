@@ -35,6 +35,31 @@ type s3Store struct {
 const minPartSize = 5 << 20
 
 func openS3Store(ctx context.Context, uri string, u *url.URL, opts StoreOptions) (*s3Store, error) {
+	s, err := s3Settings(uri, u, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.free = make(chan []byte, s.threads+1)
+	s.c = opts.Client
+	if s.c == nil {
+		var err error
+		if s.c, err = newS3Client(opts); err != nil {
+			return nil, fmt.Errorf("checkpoint: object store %q: %w", uri, err)
+		}
+	}
+	ok, err := s.c.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: object store %q: checking bucket %q at %s: %w", uri, s.bucket, s.c.EndpointURL().Host, s.hint(err))
+	}
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: object store %q: bucket %q does not exist at %s (create it first)", uri, s.bucket, s.c.EndpointURL().Host)
+	}
+	return s, nil
+}
+
+// s3Settings checks an s3:// URI and the options that need no I/O, and
+// returns the store without its client.
+func s3Settings(uri string, u *url.URL, opts StoreOptions) (*s3Store, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("checkpoint: object store URI %q: no bucket (use s3://bucket/prefix)", uri)
 	}
@@ -71,31 +96,47 @@ func openS3Store(ctx context.Context, uri string, u *url.URL, opts StoreOptions)
 		}
 		s.ranges = n
 	}
-	s.free = make(chan []byte, s.threads+1)
 	s.uri = "s3://" + s.bucket
 	if prefix != "" {
 		s.prefix = prefix + "/"
 		s.uri += "/" + prefix
 	}
-	s.c = opts.Client
-	if s.c == nil {
-		var err error
-		if s.c, err = newS3Client(opts); err != nil {
-			return nil, fmt.Errorf("checkpoint: object store %q: %w", uri, err)
-		}
-	}
-	ok, err := s.c.BucketExists(ctx, s.bucket)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: object store %q: checking bucket %q at %s: %w", uri, s.bucket, s.c.EndpointURL().Host, s.hint(err))
-	}
-	if !ok {
-		return nil, fmt.Errorf("checkpoint: object store %q: bucket %q does not exist at %s (create it first)", uri, s.bucket, s.c.EndpointURL().Host)
-	}
 	return s, nil
 }
 
+var errSecretWithoutKey = errors.New("a secret access key is set without an access key id")
+
 // newS3Client builds a client from opts and the environment.
 func newS3Client(opts StoreOptions) (*minio.Client, error) {
+	endpoint, secure, err := s3Endpoint(opts)
+	if err != nil {
+		return nil, err
+	}
+	region := opts.Region
+	if region == "" {
+		region = os.Getenv("AWS_REGION")
+	}
+	var creds *credentials.Credentials
+	switch {
+	case opts.AccessKeyID != "":
+		creds = credentials.NewStaticV4(opts.AccessKeyID, opts.SecretAccessKey, "")
+	case opts.SecretAccessKey != "":
+		return nil, errSecretWithoutKey
+	default:
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.FileAWSCredentials{}, &credentials.IAM{},
+		})
+	}
+	c, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: region})
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
+	}
+	return c, nil
+}
+
+// s3Endpoint is the endpoint of opts and the environment, host[:port],
+// and whether it uses TLS.
+func s3Endpoint(opts StoreOptions) (string, bool, error) {
 	endpoint := opts.Endpoint
 	if endpoint == "" {
 		endpoint = os.Getenv("AWS_ENDPOINT_URL")
@@ -107,7 +148,7 @@ func newS3Client(opts StoreOptions) (*minio.Client, error) {
 	if strings.Contains(endpoint, "://") {
 		e, err := url.Parse(endpoint)
 		if err != nil {
-			return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
+			return "", false, fmt.Errorf("endpoint %q: %w", endpoint, err)
 		}
 		switch e.Scheme {
 		case "http":
@@ -115,33 +156,14 @@ func newS3Client(opts StoreOptions) (*minio.Client, error) {
 		case "https":
 			secure = true
 		default:
-			return nil, fmt.Errorf("endpoint %q: the scheme must be http or https", endpoint)
+			return "", false, fmt.Errorf("endpoint %q: the scheme must be http or https", endpoint)
 		}
 		if (e.Path != "" && e.Path != "/") || e.RawQuery != "" || e.User != nil {
-			return nil, fmt.Errorf("endpoint %q: give only scheme://host[:port]", endpoint)
+			return "", false, fmt.Errorf("endpoint %q: give only scheme://host[:port]", endpoint)
 		}
 		endpoint = e.Host
 	}
-	region := opts.Region
-	if region == "" {
-		region = os.Getenv("AWS_REGION")
-	}
-	var creds *credentials.Credentials
-	switch {
-	case opts.AccessKeyID != "":
-		creds = credentials.NewStaticV4(opts.AccessKeyID, opts.SecretAccessKey, "")
-	case opts.SecretAccessKey != "":
-		return nil, errors.New("a secret access key is set without an access key id")
-	default:
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.FileAWSCredentials{}, &credentials.IAM{},
-		})
-	}
-	c, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: region})
-	if err != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
-	}
-	return c, nil
+	return endpoint, secure, nil
 }
 
 func (s *s3Store) URI() string { return s.uri }

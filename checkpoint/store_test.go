@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 )
@@ -453,4 +454,49 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 		c.cancel()
 	}
 	return n, err
+}
+
+// CheckStore refuses what OpenStore refuses before any I/O, with the
+// same text, and creates nothing.
+func TestCheckStoreMatchesOpenStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	cases := []struct {
+		uri  string
+		opts StoreOptions
+		want string // "" = accepted
+	}{
+		{"file://" + dir, StoreOptions{}, ""},
+		{"file://rel/dir", StoreOptions{}, "a file URI needs an absolute path"},
+		{"file:///a/../b", StoreOptions{}, "must not contain '..'"},
+		{"file:///a?x=1", StoreOptions{}, "takes no query or fragment"},
+		{"ftp://host/x", StoreOptions{}, `unsupported scheme "ftp"`},
+		{"s3:///prefix", StoreOptions{}, "no bucket"},
+		{"s3://user@bucket/p", StoreOptions{}, "use s3://bucket/prefix"},
+		{"s3://bucket/a//b", StoreOptions{}, "empty segment"},
+		{"s3://bucket/p", StoreOptions{Endpoint: "ftp://h:1"}, "the scheme must be http or https"},
+		{"s3://bucket/p", StoreOptions{Endpoint: "http://h:1/path"}, "give only scheme://host[:port]"},
+		{"s3://bucket/p", StoreOptions{Endpoint: "h:1", SecretAccessKey: "s"}, "a secret access key is set without an access key id"},
+		{"s3://bucket/p", StoreOptions{Endpoint: "h:1", UploadConcurrency: -1}, "must not be negative"},
+		{"s3://bucket/p", StoreOptions{Endpoint: "h:1", PartSize: 1 << 20}, "below S3's minimum"},
+	}
+	for _, c := range cases {
+		err := CheckStore(c.uri, c.opts)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.uri, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s %+v: got %v, want %q", c.uri, c.opts, err, c.want)
+		case c.want != "" && !strings.HasPrefix(c.uri, "s3://bucket/p"):
+			// Refused without I/O: OpenStore says the same.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, oerr := OpenStore(ctx, c.uri, c.opts)
+			cancel()
+			if oerr == nil || oerr.Error() != err.Error() {
+				t.Errorf("%s: OpenStore says %v, CheckStore %v", c.uri, oerr, err)
+			}
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CheckStore created %s (%v)", dir, err)
+	}
 }

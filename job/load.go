@@ -101,11 +101,19 @@ func ApplyDefaults(s *Spec) { applyDefaults(s, nil) }
 // field counts as absent only when its key is missing; without it, a zero
 // value counts as absent.
 func applyDefaults(s *Spec, raw map[string]any) {
-	absent := func(obj map[string]any, key string, zero bool) bool {
+	// absent reports whether the field at path (its key in obj) is to
+	// get its default.
+	absent := func(obj map[string]any, path string, zero bool) bool {
 		if obj == nil {
-			return zero
+			return zero && !s.zeros[path]
 		}
-		v, ok := obj[key]
+		v, ok := obj[path[strings.LastIndexByte(path, '.')+1:]]
+		if ok && v != nil && zero {
+			if s.zeros == nil {
+				s.zeros = map[string]bool{}
+			}
+			s.zeros[path] = true
+		}
 		return !ok || v == nil
 	}
 	sub := func(key string) map[string]any {
@@ -142,15 +150,15 @@ func applyDefaults(s *Spec, raw map[string]any) {
 	if s.Sinks == nil {
 		s.Sinks = []Sink{}
 	}
-	if s.State != nil && absent(sub("state"), "format_version", s.State.FormatVersion == 0) {
+	if s.State != nil && absent(sub("state"), "state.format_version", s.State.FormatVersion == 0) {
 		s.State.FormatVersion = DefaultStateFormatVersion
 	}
 	if c := s.Checkpoint; c != nil {
 		cr := sub("checkpoint")
-		if absent(cr, "interval_ms", c.IntervalMS == 0) {
+		if absent(cr, "checkpoint.interval_ms", c.IntervalMS == 0) {
 			c.IntervalMS = DefaultCheckpointIntervalMS
 		}
-		if absent(cr, "retention", c.Retention == 0) {
+		if absent(cr, "checkpoint.retention", c.Retention == 0) {
 			c.Retention = DefaultCheckpointRetention
 		}
 	}

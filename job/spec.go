@@ -49,6 +49,11 @@ type Spec struct {
 	// Recovery says where a restart takes its state from (default
 	// latest_checkpoint).
 	Recovery Recovery `json:"recovery"`
+
+	// zeros lists the defaulted fields (by spec path) that Parse found
+	// written as an explicit 0: ApplyDefaults leaves them 0, so that
+	// validation reports them instead of replacing them with the default.
+	zeros map[string]bool
 }
 
 // Operator kinds. ArkFlow v1 defines all of them; this runtime executes

@@ -226,7 +226,7 @@ func TestValidationNamesSpecField(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := arkflow.Compile(spec); err != nil {
+		if _, err := arkflow.Compile(spec, arkflow.WithDataDir(t.TempDir())); err != nil {
 			t.Errorf("event time on %s: %v", field, err)
 		}
 	}

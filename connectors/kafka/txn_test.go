@@ -115,7 +115,7 @@ func TestL3ValidationErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = arkflow.Validate(spec)
+			err = arkflow.Validate(spec, arkflow.WithDataDir(t.TempDir()))
 			if len(c.want) == 0 {
 				if err != nil {
 					t.Fatalf("want valid, got %v", err)

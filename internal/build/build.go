@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
@@ -32,6 +33,10 @@ type Env struct {
 	// spec gives no path (DataDir/<job>/state, DataDir/<job>/wal); empty
 	// when none is given.
 	DataDir string
+	// CheckpointStore configures an s3:// checkpoint store.
+	CheckpointStore checkpoint.StoreOptions
+	// FromSavepoint names the savepoint the job will start from, if any.
+	FromSavepoint string
 }
 
 // Graph is a built job: the plan and every component ready to be
@@ -64,6 +69,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 	b.sources()
 	b.operators()
 	b.jobChecks()
+	b.startChecks()
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
@@ -395,4 +401,47 @@ func slicesContains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// startChecks are the checks a start makes before it touches anything
+// that the spec and the Env decide alone: where state and write-ahead
+// logs live, the checkpoint store's URI and options, the savepoint to
+// start from. A start runs them too (it builds first), so a job that
+// validates with the options it runs with does not fail to start for
+// these reasons (R-VAL-1).
+func (b *builder) startChecks() {
+	s, env := b.s, b.env
+	if st := s.State; st != nil && st.Backend != job.BackendMemory && st.Path == "" && env.DataDir == "" {
+		b.p.Add("", "state.path", "the %s state needs a directory: set state.path, or give the job a data directory (arkflow.WithDataDir; arkflow run --data-dir)", st.Backend)
+	}
+	jobWide := false
+	for i, src := range s.Sources {
+		cfg := b.g.Durability[src.OperatorID]
+		if cfg == nil || cfg.ObjectStore() || cfg.Path != "" || env.DataDir != "" {
+			continue
+		}
+		field, op := "durability.path", ""
+		if len(src.Durability) > 0 {
+			field, op = fmt.Sprintf("sources[%d].durability.path", i), src.OperatorID
+		} else if jobWide {
+			continue // once for every source that inherits it
+		} else {
+			jobWide = true
+		}
+		b.p.Add(op, field, "the write-ahead log needs a directory: set %s, or give the job a data directory (arkflow.WithDataDir; arkflow run --data-dir)", field)
+	}
+	cp := s.Checkpoint
+	if cp != nil && cp.ObjectStoreURI != "" {
+		if err := checkpoint.CheckStore(cp.ObjectStoreURI, env.CheckpointStore); err != nil {
+			b.p.Add("", "checkpoint.object_store_uri", "%s", strings.TrimPrefix(err.Error(), "checkpoint: "))
+		}
+	}
+	if name := env.FromSavepoint; name != "" {
+		switch {
+		case cp == nil:
+			b.p.Add("", "checkpoint", "the job is to start from savepoint %q, but it has no checkpoint block to find it in (checkpoint.object_store_uri)", name)
+		case checkpoint.ValidKey(name) != nil || strings.Contains(name, "/"):
+			b.p.Add("", "checkpoint", "savepoint name %q: use letters, digits, '-', '_' and '.'", name)
+		}
+	}
 }

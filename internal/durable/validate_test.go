@@ -57,7 +57,7 @@ func TestValidateReportsJobWideProblemOnce(t *testing.T) {
 
 	// The same spec with a good block validates.
 	spec.Durability = json.RawMessage(`{"sync":"per_entry"}`)
-	if err := arkflow.Validate(spec); err != nil {
+	if err := arkflow.Validate(spec, arkflow.WithDataDir(t.TempDir())); err != nil {
 		t.Fatalf("valid spec rejected: %v", err)
 	}
 }
