@@ -610,8 +610,14 @@ type Want struct {
 	// of exactly this format qualify.
 	FormatVersion int
 	// PlannedTasks is the restoring plan's task set. An artifact of the
-	// same job version must have been written by the same task set.
+	// same job version must have been written by the same operators; their
+	// parallelism may differ (a rescale).
 	PlannedTasks []string
+	// MaxParallelism is the restoring job's max_parallelism: an artifact
+	// cut with another one is incompatible (its state is keyed by another
+	// number of key groups). 0 skips the check; so does an artifact that
+	// does not record it (written before it was recorded).
+	MaxParallelism int
 	// DeferStateChecks makes Select check manifests only, not read the
 	// state objects: the caller verifies each object while it restores
 	// it (OpenStateSized and the entry's checksum) and, if one is
@@ -691,8 +697,9 @@ func (s Skipped) String() string { return fmt.Sprintf("%s %s: %s", s.Kind, s.ID,
 //
 // The first candidate whose manifest is intact is checked for compatibility
 // with want (R-CKPT-6): the same FormatVersion, a JobVersion no newer
-// than want's (older is an upgrade; newer, a downgrade), and, at the same
-// JobVersion, the same PlannedTasks. If it is not compatible, Select
+// than want's (older is an upgrade; newer, a downgrade), the same
+// MaxParallelism, and, at the same JobVersion, the same operators in
+// PlannedTasks (their parallelism may differ: a rescale, R-JOB-3). If it is not compatible, Select
 // stops there and returns an *IncompatibleError: falling back to an older
 // compatible artifact would roll the job back in time behind the
 // operator's back. (The compatibility check comes before the state objects
@@ -910,16 +917,34 @@ func compatible(m *Manifest, id string, want Want, planned []string) *Incompatib
 		inc.Reason = IncompatibleFormat
 	case m.JobVersion > want.JobVersion:
 		inc.Reason = IncompatibleDowngrade
-	case m.JobVersion == want.JobVersion && !slices.Equal(m.PlannedTasks, planned):
+	case want.MaxParallelism > 0 && m.MaxParallelism > 0 && m.MaxParallelism != want.MaxParallelism:
+		inc.Reason = IncompatibleMaxParallelism
+		inc.MaxParallelism, inc.WantMaxParallelism = m.MaxParallelism, want.MaxParallelism
+	case m.JobVersion == want.JobVersion && !slices.Equal(operatorsOf(m.PlannedTasks), operatorsOf(planned)):
 		inc.Reason = IncompatiblePlan
-		inc.Detail = diffTasks(m.PlannedTasks, planned)
+		inc.Detail = diffTasks(operatorsOf(m.PlannedTasks), operatorsOf(planned))
 	default:
 		return nil
 	}
 	return inc
 }
 
-// diffTasks describes how the artifact's task set differs from the plan's.
+// operatorsOf returns the operators of a task set ("op-3" → "op"),
+// sorted, each once.
+func operatorsOf(tasks []string) []string {
+	var ops []string
+	for _, t := range tasks {
+		op := t
+		if i := strings.LastIndexByte(t, '-'); i > 0 {
+			op = t[:i]
+		}
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	return slices.Compact(ops)
+}
+
+// diffTasks describes how the artifact's operators differ from the job's.
 func diffTasks(have, want []string) string {
 	var gone, added []string
 	for _, t := range have {
@@ -940,10 +965,10 @@ func diffTasks(have, want []string) string {
 	}
 	var parts []string
 	if len(gone) > 0 {
-		parts = append(parts, "tasks not in this plan: "+short(gone))
+		parts = append(parts, "operators not in this job: "+short(gone))
 	}
 	if len(added) > 0 {
-		parts = append(parts, "tasks missing from it: "+short(added))
+		parts = append(parts, "operators missing from it: "+short(added))
 	}
 	return strings.Join(parts, "; ")
 }

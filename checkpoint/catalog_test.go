@@ -43,6 +43,7 @@ type artifact struct {
 	version uint64
 	format  int
 	tasks   []string
+	maxPar  int // 0: not recorded
 }
 
 func (a artifact) withDefaults() artifact {
@@ -77,14 +78,15 @@ func prepare(t *testing.T, c *Catalog, a artifact) (*Manifest, map[string][]byte
 		id = n.String()
 	}
 	m := &Manifest{
-		CheckpointID:  id,
-		JobVersion:    a.version,
-		Generation:    1,
-		WatermarksMS:  map[string]int64{},
-		FormatVersion: a.format,
-		Kind:          a.kind,
-		PlannedTasks:  slices.Clone(a.tasks),
-		PlanDigest:    "sha256:plan",
+		CheckpointID:   id,
+		JobVersion:     a.version,
+		Generation:     1,
+		WatermarksMS:   map[string]int64{},
+		FormatVersion:  a.format,
+		Kind:           a.kind,
+		PlannedTasks:   slices.Clone(a.tasks),
+		PlanDigest:     "sha256:plan",
+		MaxParallelism: a.maxPar,
 	}
 	if a.kind == KindSavepoint {
 		m.Name, m.CheckpointID = a.name, "sp-"+a.name
@@ -468,12 +470,47 @@ func TestSelectUpgrade(t *testing.T) {
 		m, _ := commit(t, c, artifact{version: 1, tasks: []string{"map-0", "src-0"}})
 		selectOK(t, c, wantLatest(2), m.CheckpointID)
 		selectOK(t, c, Want{Target: LatestSavepoint, JobVersion: 2, FormatVersion: 1, PlannedTasks: testPlan}, "before-upgrade")
-		// The same version with another task set is a plan change without
-		// a version bump.
-		inc := selectIncompatible(t, c, wantLatest(1), IncompatiblePlan)
-		if !strings.Contains(inc.Detail, "map-1") {
+		// The same version with another parallelism is a rescale (R-JOB-3):
+		// map-0 alone restores into map-0 and map-1.
+		selectOK(t, c, wantLatest(1), m.CheckpointID)
+		// The same version with other operators is a change without a
+		// version bump.
+		w := wantLatest(1)
+		w.PlannedTasks = []string{"map-0", "src-0", "extra-0"}
+		inc := selectIncompatible(t, c, w, IncompatiblePlan)
+		if inc.Detail != "operators missing from it: extra" {
 			t.Fatalf("Detail = %q", inc.Detail)
 		}
+	})
+}
+
+// TestSelectRejectsMaxParallelismChange (R-JOB-3, R-CKPT-6): state cut
+// with one number of key groups cannot be restored into another; the
+// error names both values and the field; a rescale with the same
+// max_parallelism is fine; an artifact that does not record it is taken
+// as having the job's.
+func TestSelectRejectsMaxParallelismChange(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		c := newCatalog(t, s, Options{})
+		commit(t, c, artifact{kind: KindSavepoint, name: "old", maxPar: 0})
+		m, _ := commit(t, c, artifact{maxPar: 128, tasks: []string{"map-0", "src-0"}})
+		w := wantLatest(1)
+		w.MaxParallelism = 7
+		inc := selectIncompatible(t, c, w, IncompatibleMaxParallelism)
+		if inc.MaxParallelism != 128 || inc.WantMaxParallelism != 7 {
+			t.Fatalf("IncompatibleError = %+v", inc)
+		}
+		for _, want := range []string{"max_parallelism 128", "max_parallelism 7", "set max_parallelism back to 128"} {
+			if !strings.Contains(inc.Error(), want) {
+				t.Errorf("%q does not say %q", inc.Error(), want)
+			}
+		}
+		// An upgrade does not lift it.
+		w.JobVersion = 2
+		selectIncompatible(t, c, w, IncompatibleMaxParallelism)
+		w.MaxParallelism = 128
+		selectOK(t, c, w, m.CheckpointID)
+		selectOK(t, c, Want{Target: NamedSavepoint, Name: "old", JobVersion: 1, FormatVersion: 1, PlannedTasks: testPlan, MaxParallelism: 7}, "old")
 	})
 }
 

@@ -86,7 +86,9 @@
 // format_version and checksum. Our extensions: a task_id on each source
 // position (positions are per source subtask); kind ("checkpoint" or
 // "savepoint"), name (the savepoint's), created_ms, planned_tasks (the task
-// set of the plan that wrote it, sorted) and plan_digest.
+// set of the plan that wrote it, sorted), plan_digest and max_parallelism
+// (the number of key groups the state is split into; absent in manifests
+// written before it was recorded).
 //
 // The checksum is ArkFlow's algorithm, extended: FNV-1 64 (start at
 // 0xcbf29ce484222325; for each byte, h = h*0x100000001b3 XOR byte) over the
@@ -96,7 +98,10 @@
 //
 //	[checkpoint_id, job_id, job_version, generation, task_attempts,
 //	 source_positions, watermarks_ms, in_flight_barrier, state_snapshots,
-//	 format_version, {kind, name, created_ms, planned_tasks, plan_digest}]
+//	 format_version, {kind, name, created_ms, planned_tasks, plan_digest,
+//	 max_parallelism}]
+//
+// (max_parallelism left out when 0)
 //
 // written as 16 lowercase hex digits. ArkFlow's array stops at
 // format_version: the 11th element covers our extensions, so our checksums

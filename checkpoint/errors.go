@@ -114,8 +114,14 @@ const (
 	// IncompatibleFormat: the artifact has another state format version.
 	IncompatibleFormat Incompatibility = "format"
 	// IncompatiblePlan: the artifact was written by the same job version
-	// but a different task set (the plan changed without a version bump).
+	// but with other operators (the job changed without a version bump).
+	// Another parallelism is not a plan change: a restore redistributes
+	// the key groups (a rescale).
 	IncompatiblePlan Incompatibility = "plan"
+	// IncompatibleMaxParallelism: the artifact was cut with another
+	// max_parallelism, so its state is keyed by another number of key
+	// groups.
+	IncompatibleMaxParallelism Incompatibility = "max_parallelism"
 )
 
 // IncompatibleError is what Select returns when the newest intact
@@ -136,11 +142,20 @@ type IncompatibleError struct {
 	// WantJobVersion and WantFormatVersion are the caller's (Want).
 	WantJobVersion    uint64
 	WantFormatVersion int
+	// MaxParallelism and WantMaxParallelism are the artifact's and the
+	// caller's, for IncompatibleMaxParallelism.
+	MaxParallelism, WantMaxParallelism int
 	// Detail adds specifics (for IncompatiblePlan: which tasks differ).
 	Detail string
 }
 
 func (e *IncompatibleError) Error() string {
+	if e.Reason == IncompatibleMaxParallelism {
+		return fmt.Sprintf("checkpoint: %s %q was cut with max_parallelism %d, and this job has max_parallelism %d: "+
+			"its keyed state is split into %d key groups, which cannot be redistributed into %d "+
+			"(set max_parallelism back to %d: parallelism may change, max_parallelism may not while the job has state)",
+			e.Kind, e.ID, e.MaxParallelism, e.WantMaxParallelism, e.MaxParallelism, e.WantMaxParallelism, e.MaxParallelism)
+	}
 	what := fmt.Sprintf("checkpoint: %s %q was written by job version %d with state format %d; this job is version %d with format %d",
 		e.Kind, e.ID, e.JobVersion, e.FormatVersion, e.WantJobVersion, e.WantFormatVersion)
 	switch e.Reason {
@@ -149,7 +164,7 @@ func (e *IncompatibleError) Error() string {
 	case IncompatibleFormat:
 		return what + ": a state format change has no migration path (start without state, or run the version that wrote it)"
 	case IncompatiblePlan:
-		return what + ": same job version but another task set (" + e.Detail + "); a plan change needs a new job version"
+		return what + ": same job version but other operators (" + e.Detail + "); a change of operators needs a new job version"
 	}
 	return what + ": incompatible (" + string(e.Reason) + ")"
 }

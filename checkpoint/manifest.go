@@ -99,6 +99,10 @@ type Manifest struct {
 	PlannedTasks []string `json:"planned_tasks"`
 	// PlanDigest (extension) identifies that plan (job.Plan.Digest).
 	PlanDigest string `json:"plan_digest"`
+	// MaxParallelism (extension) is the job's max_parallelism when the
+	// checkpoint was cut: the number of key groups its keyed state is
+	// split into. 0 in manifests written before it was recorded.
+	MaxParallelism int `json:"max_parallelism,omitempty"`
 
 	// Checksum is 16 lowercase hex digits (see Seal).
 	Checksum string `json:"checksum"`
@@ -145,24 +149,27 @@ type StateSnapshot struct {
 // manifestExt is the 11th element of the checksummed array: our extension
 // fields, in this order.
 type manifestExt struct {
-	Kind         Kind     `json:"kind"`
-	Name         string   `json:"name,omitempty"`
-	CreatedMS    int64    `json:"created_ms"`
-	PlannedTasks []string `json:"planned_tasks"`
-	PlanDigest   string   `json:"plan_digest"`
+	Kind           Kind     `json:"kind"`
+	Name           string   `json:"name,omitempty"`
+	CreatedMS      int64    `json:"created_ms"`
+	PlannedTasks   []string `json:"planned_tasks"`
+	PlanDigest     string   `json:"plan_digest"`
+	MaxParallelism int      `json:"max_parallelism,omitempty"`
 }
 
 // checksumInput returns the bytes the checksum covers: the compact JSON of
 // [checkpoint_id, job_id, job_version, generation, task_attempts,
 // source_positions, watermarks_ms, in_flight_barrier, state_snapshots,
-// format_version, {kind, name, created_ms, planned_tasks, plan_digest}].
+// format_version, {kind, name, created_ms, planned_tasks, plan_digest,
+// max_parallelism}] (max_parallelism omitted when 0, so manifests written
+// before it existed keep their checksum).
 // Absent lists and maps count as empty ([] and {}), as serde writes them.
 func (m *Manifest) checksumInput() ([]byte, error) {
 	arr := []any{
 		m.CheckpointID, m.JobID, m.JobVersion, m.Generation,
 		orEmpty(m.TaskAttempts), orEmpty(m.SourcePositions), orEmptyMap(m.WatermarksMS),
 		m.InFlightBarrier, orEmpty(m.StateSnapshots), m.FormatVersion,
-		manifestExt{m.Kind, m.Name, m.CreatedMS, orEmpty(m.PlannedTasks), m.PlanDigest},
+		manifestExt{m.Kind, m.Name, m.CreatedMS, orEmpty(m.PlannedTasks), m.PlanDigest, m.MaxParallelism},
 	}
 	return compactJSON(arr)
 }
@@ -312,6 +319,9 @@ func (m *Manifest) validate() error {
 	}
 	if m.FormatVersion <= 0 {
 		bad("format_version %d must be positive", m.FormatVersion)
+	}
+	if m.MaxParallelism < 0 {
+		bad("max_parallelism %d must not be negative", m.MaxParallelism)
 	}
 	if m.CreatedMS < 0 {
 		bad("created_ms %d is negative", m.CreatedMS)
