@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // PositionsNamespace holds, per operator subtask, the input it has applied
@@ -39,6 +41,10 @@ type Journal struct {
 	failed    error
 	applied   map[position]int64 // committed frontier
 	committed int64              // epochs committed
+	// inherited are the frontiers of the key groups this subtask took
+	// over in a rescale (see InheritedNamespace), by position, sorted by
+	// key group; read-only after NewJournal.
+	inherited map[position]spans
 }
 
 type staged struct {
@@ -74,12 +80,13 @@ func (e *Epoch) OnSettled(fn func(error)) {
 }
 
 // NewJournal returns the journal of one operator subtask, loading its
-// committed positions. posGroup is the key group the subtask's positions
-// are stored under (its first one).
-func NewJournal(b Backend, jobID, operator string, posGroup int) (*Journal, error) {
-	j := &Journal{b: b, job: jobID, op: operator, posGroup: posGroup, overlay: map[string]staged{}, applied: map[position]int64{}}
+// committed positions: its own, stored under the first of its key groups,
+// and those it inherited for ranges of them in a rescale
+// (InheritedNamespace).
+func NewJournal(b Backend, jobID, operator string, groups job.KeyGroupRange) (*Journal, error) {
+	j := &Journal{b: b, job: jobID, op: operator, posGroup: groups.Start, overlay: map[string]staged{}, applied: map[position]int64{}}
 	scope := Scope{Job: jobID, Operator: operator}
-	scope.Groups.Start, scope.Groups.End = posGroup, posGroup
+	scope.Groups.Start, scope.Groups.End = groups.Start, groups.Start
 	err := ScanNamespace(b, scope, PositionsNamespace, nil, 0, func(e Entry) error {
 		p, off, err := decodePosition(e.Key.User, e.Value)
 		if err != nil {
@@ -90,6 +97,9 @@ func NewJournal(b Backend, jobID, operator string, posGroup int) (*Journal, erro
 	})
 	if err != nil {
 		return nil, err
+	}
+	if j.inherited, err = loadInherited(b, jobID, operator, groups); err != nil {
+		return nil, fmt.Errorf("operator %q: reading its inherited positions: %w", operator, err)
 	}
 	return j, nil
 }
@@ -116,6 +126,28 @@ func (j *Journal) Applied(source string, partition int32) int64 {
 		return off
 	}
 	return -1 << 63
+}
+
+// Inherited returns the highest offset below which the journal inherited
+// rows of (source, partition) as committed for some of its key groups in a
+// rescale (see AppliedIn), and false when it inherited none.
+func (j *Journal) Inherited(source string, partition int32) (int64, bool) {
+	sp, ok := j.inherited[position{source, partition}]
+	if !ok {
+		return 0, false
+	}
+	return sp.max(), true
+}
+
+// AppliedIn is Applied for the rows of (source, partition) whose key lies
+// in key group group: the subtask's own frontier, or the one it inherited
+// for the group in a rescale, whichever is higher.
+func (j *Journal) AppliedIn(source string, partition int32, group int) int64 {
+	own := j.Applied(source, partition)
+	if off, ok := j.inherited[position{source, partition}].at(group); ok && off > own {
+		return off
+	}
+	return own
 }
 
 // Begin starts an epoch. Epochs commit in the order they began.

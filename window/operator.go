@@ -140,7 +140,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		if err != nil {
 			return nil, err
 		}
-		j, err := state.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups.Start)
+		j, err := state.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups)
 		if err != nil {
 			return nil, err
 		}
@@ -149,6 +149,8 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: reading the watermark floor: %w", info.OperatorID, err)
 		}
+		meta := meta
+		meta.Key, meta.MaxParallelism = keyCol, info.MaxParallelism
 		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: wm, m: &counters{},
 			journal: j, meta: meta, maxPar: info.MaxParallelism, floor: fl}
 		var inst interface {

@@ -101,6 +101,8 @@ func buildAggregate(c Context) (Built, error) {
 		if err != nil {
 			return nil, err
 		}
+		meta := meta
+		meta.Key, meta.MaxParallelism = keyCol, t.MaxParallelism
 		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, maxPar: t.MaxParallelism}
 		if err := a.open(t); err != nil {
 			return nil, fmt.Errorf("operator %q: restoring state: %w", c.Op.ID, err)
@@ -114,7 +116,7 @@ const aggNamespace = "aggregate"
 
 // open restores the committed accumulators of the subtask's key groups.
 func (a *aggregate) open(t Task) error {
-	j, err := state.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups.Start)
+	j, err := state.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups)
 	if err != nil {
 		return err
 	}

@@ -46,10 +46,12 @@ func buildProcess(c Context, pb ProcessBinding) (Built, error) {
 	}
 	meta := MetaColumnsOf(c.Input)
 	return Built{Output: out, New: func(t Task) (Instance, error) {
-		j, err := state.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups.Start)
+		j, err := state.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups)
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", c.Op.ID, err)
 		}
+		meta := meta
+		meta.Key, meta.MaxParallelism = keyCol, t.MaxParallelism
 		return &process{op: c.Op.ID, fn: pb.Fn, out: out, keyCol: keyCol, journal: j, meta: meta, maxPar: t.MaxParallelism, now: t.Now, ttl: ttl}, nil
 	}}, nil
 }

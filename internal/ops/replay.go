@@ -1,19 +1,29 @@
 package ops
 
 import (
+	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // MetaColumns are the indices of a schema's __meta_source,
 // __meta_partition and __meta_offset columns (-1 when absent). Stateful
 // operators use them to know which input their state has applied.
-type MetaColumns struct{ Source, Partition, Offset int }
+//
+// Key (the key column, -1 for none) and MaxParallelism tell Replayed the
+// key group of a row, which it needs for rows of key groups taken over in
+// a rescale (state.Journal.AppliedIn); operators set them.
+type MetaColumns struct {
+	Source, Partition, Offset int
+	Key, MaxParallelism       int
+}
 
 // MetaColumnsOf finds the metadata columns of a schema.
 func MetaColumnsOf(s *arrow.Schema) MetaColumns {
@@ -23,7 +33,7 @@ func MetaColumnsOf(s *arrow.Schema) MetaColumns {
 		}
 		return -1
 	}
-	return MetaColumns{Source: find(connectors.MetaSource), Partition: find(connectors.MetaPartition), Offset: find(connectors.MetaOffset)}
+	return MetaColumns{Source: find(connectors.MetaSource), Partition: find(connectors.MetaPartition), Offset: find(connectors.MetaOffset), Key: -1}
 }
 
 // Present reports whether rows carry their source positions.
@@ -60,7 +70,8 @@ func Replayed(j *state.Journal, m MetaColumns, b Batch) (Batch, *state.Epoch, er
 	// A batch usually holds rows of one source partition: track the run of
 	// equal (source, partition) and touch the journal once per run.
 	runSrc, runPart, runEnd := "", int32(-1), int64(-1)
-	applied := int64(0)
+	applied, inherited, hasInherited := int64(0), int64(0), false
+	var groups []int32 // key group of every row, computed when needed
 	flush := func() {
 		if runEnd >= 0 {
 			epoch.Covers(runSrc, runPart, runEnd)
@@ -74,6 +85,27 @@ func Replayed(j *state.Journal, m MetaColumns, b Batch) (Batch, *state.Epoch, er
 			flush()
 			runSrc, runPart, runEnd = src.Value(r), p, -1
 			applied = j.Applied(runSrc, p)
+			inherited, hasInherited = j.Inherited(runSrc, p)
+		}
+		if hasInherited && o >= applied && o < inherited {
+			// Key groups taken over in a rescale may have applied more
+			// of this partition than the subtask itself.
+			if groups == nil {
+				var err error
+				if groups, err = rowGroups(b.Rec, m); err != nil {
+					b.Ack.Release(err)
+					return Batch{}, nil, err
+				}
+			}
+			if groups != nil && o < j.AppliedIn(runSrc, p, int(groups[r])) {
+				if keep == nil {
+					keep = make([]bool, n)
+					for i := 0; i < r; i++ {
+						keep[i] = true
+					}
+				}
+				continue
+			}
 		}
 		if o < applied {
 			if keep == nil {
@@ -108,4 +140,18 @@ func Replayed(j *state.Journal, m MetaColumns, b Batch) (Batch, *state.Epoch, er
 	}
 	b.Rec = rec
 	return b, epoch, nil
+}
+
+// rowGroups returns the key group of every row, or nil when the operator
+// has no key column (its rows are then replayed: applying a row again is
+// better than skipping one that was not).
+func rowGroups(rec arrow.RecordBatch, m MetaColumns) ([]int32, error) {
+	if m.Key < 0 || m.MaxParallelism < 1 {
+		return nil, nil
+	}
+	groups := make([]int32, rec.NumRows())
+	if err := keys.Groups(rec.Column(m.Key), m.MaxParallelism, groups); err != nil {
+		return nil, fmt.Errorf("key groups of replayed rows: %w", err)
+	}
+	return groups, nil
 }

@@ -1,0 +1,120 @@
+package ops
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
+)
+
+// R-JOB-3: after a rescale, a replayed row is dropped exactly when the
+// old subtask that owned its key group had applied it, whichever new
+// subtask receives it.
+func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
+	const M = 8
+	b := state.NewMemory()
+	own := func(group int, off int64) {
+		v := binary.BigEndian.AppendUint64(nil, uint64(off))
+		k := state.Key{Job: "j", Operator: "agg", Namespace: state.PositionsNamespace, KeyGroup: group, User: append(binary.BigEndian.AppendUint32(nil, 0), "in"...)}
+		if err := b.Apply([]state.Mutation{{Key: k, Value: v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At parallelism 2, subtask 0 (groups 0-3) applied partition 0 below
+	// offset 10, subtask 1 (groups 4-7) below 20. Parallelism 1 takes both.
+	own(0, 10)
+	own(4, 20)
+	if err := state.Relayout(b, "j", "agg", M, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	j, err := state.NewJournal(b, "j", "agg", job.RangeFor(M, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keys of both halves, at offsets around both frontiers.
+	var lowKey, highKey string
+	for i := 0; lowKey == "" || highKey == ""; i++ {
+		k := string(rune('a' + i%26))
+		if i >= 26 {
+			k += string(rune('a' + i/26))
+		}
+		if g := job.KeyGroup([]byte(k), M); g < 4 && lowKey == "" {
+			lowKey = k
+		} else if g >= 4 && highKey == "" {
+			highKey = k
+		}
+	}
+	rows := []struct {
+		key  string
+		off  int64
+		kept bool
+	}{
+		{lowKey, 5, false}, {highKey, 5, false},
+		{lowKey, 12, true}, {highKey, 12, false},
+		{lowKey, 25, true}, {highKey, 25, true},
+	}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "user", Type: arrow.BinaryTypes.String},
+		{Name: connectors.MetaSource, Type: arrow.BinaryTypes.String},
+		{Name: connectors.MetaPartition, Type: arrow.PrimitiveTypes.Int32},
+		{Name: connectors.MetaOffset, Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer rb.Release()
+	for _, r := range rows {
+		rb.Field(0).(*array.StringBuilder).Append(r.key)
+		rb.Field(1).(*array.StringBuilder).Append("in")
+		rb.Field(2).(*array.Int32Builder).Append(0)
+		rb.Field(3).(*array.Int64Builder).Append(r.off)
+	}
+	meta := MetaColumnsOf(schema)
+	meta.Key, meta.MaxParallelism = 0, M
+	out, epoch, err := Replayed(j, meta, Batch{Rec: rb.NewRecordBatch(), Ack: ack.New(func(error) {})})
+	if err != nil || epoch == nil {
+		t.Fatal(err)
+	}
+	defer out.Rec.Release()
+	var want []int64
+	var wantKeys []string
+	for _, r := range rows {
+		if r.kept {
+			want, wantKeys = append(want, r.off), append(wantKeys, r.key)
+		}
+	}
+	offs := out.Rec.Column(3).(*array.Int64)
+	keys := out.Rec.Column(0).(*array.String)
+	if offs.Len() != len(want) {
+		t.Fatalf("kept %d rows, want %d", offs.Len(), len(want))
+	}
+	for i := range want {
+		if offs.Value(i) != want[i] || keys.Value(i) != wantKeys[i] {
+			t.Errorf("row %d: %s@%d, want %s@%d", i, keys.Value(i), offs.Value(i), wantKeys[i], want[i])
+		}
+	}
+	// Without a key column the rows of the uncertain range are kept
+	// (replayed again rather than lost).
+	meta.Key = -1
+	rb2 := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer rb2.Release()
+	for _, r := range rows {
+		rb2.Field(0).(*array.StringBuilder).Append(r.key)
+		rb2.Field(1).(*array.StringBuilder).Append("in")
+		rb2.Field(2).(*array.Int32Builder).Append(0)
+		rb2.Field(3).(*array.Int64Builder).Append(r.off)
+	}
+	out2, _, err := Replayed(j, meta, Batch{Rec: rb2.NewRecordBatch(), Ack: ack.New(func(error) {})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out2.Rec.Release()
+	if out2.Rec.NumRows() != 6 {
+		t.Fatalf("without a key column kept %d rows, want all 6", out2.Rec.NumRows())
+	}
+}
