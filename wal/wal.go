@@ -779,6 +779,23 @@ func (l *Log) CursorMeta() []byte {
 	return l.meta
 }
 
+// SaveCursorMeta persists the cursor with meta now, even if the cursor has
+// not moved since it was last persisted (a new log's cursor 0, say). The
+// CursorMeta option, when set, gives the meta of later persists.
+func (l *Log) SaveCursorMeta(meta []byte) error {
+	l.persistMu.Lock()
+	defer l.persistMu.Unlock()
+	if l.released.Load() {
+		return ErrClosed
+	}
+	c := l.Cursor()
+	if err := l.st.saveCursor(c, meta); err != nil {
+		return fmt.Errorf("wal: saving cursor %d in %s: %w", c, l.st.describe(), err)
+	}
+	l.persisted, l.meta = c, append([]byte(nil), meta...)
+	return nil
+}
+
 // Replay returns the entries after the persisted cursor, in order: the ones
 // a restart must deliver again (R-WAL-3). Call it before appending.
 func (l *Log) Replay() (*Replayer, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type Source struct {
 	drain time.Duration
 
 	restored []connectors.Position // from a checkpoint (Seek), or nil
+	par      int                   // the source's parallelism
 
 	replay    *wal.Replayer
 	replaySet map[uint64]bool // entries Read must deliver again
@@ -111,11 +113,21 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 	if s.drain <= 0 {
 		s.drain = wal.DefaultDrainTimeout
 	}
+	s.par = info.Parallelism
 	if meta := s.log.CursorMeta(); len(meta) > 0 {
-		var ps []connectors.Position
-		if err := json.Unmarshal(meta, &ps); err != nil {
+		ps, par, err := decodeMeta(meta)
+		if err != nil {
 			s.log.Close()
 			return nil, fmt.Errorf("opening the WAL of source %s: the positions stored with its cursor are unreadable: %w", task, err)
+		}
+		if par != 0 && par != info.Parallelism {
+			s.log.Close()
+			where := "its local logs could not be redistributed"
+			if cfg.ObjectStore() {
+				where = "the object_store backend cannot redistribute its logs to another parallelism (the local backend does)"
+			}
+			return nil, fmt.Errorf("opening the WAL of source %s: it was written by %d subtasks and this start runs %d: %s; "+
+				"run the source at parallelism %d until its logs are drained, or remove them", task, par, info.Parallelism, where, par)
 		}
 		s.base = toMap(ps)
 	}
@@ -204,10 +216,35 @@ func (s *Source) fold(cursor uint64) {
 }
 
 // cursorMeta is the WAL's CursorMeta hook: the positions as of the cursor,
-// stored with it.
+// stored with it, and the parallelism of the source.
 func (s *Source) cursorMeta(cursor uint64) []byte {
-	b, _ := json.Marshal(s.positionsAt(cursor))
+	return encodeMeta(s.positionsAt(cursor), s.par)
+}
+
+// walMeta is what a source stores with its WAL cursor. Logs written before
+// it recorded the parallelism hold the bare list of positions.
+type walMeta struct {
+	Parallelism int                   `json:"parallelism"`
+	Positions   []connectors.Position `json:"positions"`
+}
+
+func encodeMeta(ps []connectors.Position, par int) []byte {
+	b, _ := json.Marshal(walMeta{Parallelism: par, Positions: ps})
 	return b
+}
+
+// decodeMeta reads a cursor's meta; parallelism 0 means not recorded.
+func decodeMeta(b []byte) ([]connectors.Position, int, error) {
+	if len(b) > 0 && b[0] == '[' {
+		var ps []connectors.Position
+		err := json.Unmarshal(b, &ps)
+		return ps, 0, err
+	}
+	var m walMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, 0, err
+	}
+	return m.Positions, m.Parallelism, nil
 }
 
 // Connect reconciles the WAL with restored checkpoint positions, seeks the
@@ -686,26 +723,47 @@ func (h *seqHeap) pop() uint64 {
 	return x
 }
 
-// DryRun opens the WAL of one source subtask and closes it again: it
-// checks that the WAL is reachable, not held by another process and
-// readable (no corruption), and leaves it free for the real start to open
-// at once (R-VAL-2).
+// DryRun opens the WALs of a source's subtasks and closes them again:
+// it checks that they are reachable, not held by another process and
+// readable (no corruption), and leaves them free for the real start to
+// open at once (R-VAL-2). info names the source and its parallelism
+// (Subtask is ignored). Local logs written at another parallelism are
+// checked as they are: the start redistributes them first (Reshard).
 func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.TaskInfo) error {
 	opts := cfg.Options()
 	opts.Logger = info.Logger
-	var log *wal.Log
-	var err error
-	if cfg.ObjectStore() {
-		log, err = openObjectStore(ctx, cfg, opts, info)
-	} else {
-		var dir string
-		dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask)
-		if err == nil {
-			log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
+	n := info.Parallelism
+	if !cfg.ObjectStore() {
+		d0, err := cfg.Dir(dataDir, info.JobID, info.OperatorID, 0)
+		if err != nil {
+			return err
+		}
+		if old, _, err := logParallelism(filepath.Dir(d0)); err != nil {
+			return fmt.Errorf("source %s: %w", info.OperatorID, err)
+		} else if old != 0 && old != n {
+			n = old
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("opening the WAL of source %s[%d]: %w", info.OperatorID, info.Subtask, err)
+	var errs []error
+	for sub := range n {
+		info := info
+		info.Subtask = sub
+		var log *wal.Log
+		var err error
+		if cfg.ObjectStore() {
+			log, err = openObjectStore(ctx, cfg, opts, info)
+		} else {
+			var dir string
+			if dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask); err == nil {
+				log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
+			}
+		}
+		if err == nil {
+			err = log.Close()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("opening the WAL of source %s[%d]: %w", info.OperatorID, info.Subtask, err))
+		}
 	}
-	return log.Close()
+	return errors.Join(errs...)
 }
