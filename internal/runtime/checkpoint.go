@@ -122,7 +122,7 @@ func (r *Runtime) selectRestore(ctx context.Context, cat *checkpoint.Catalog) (*
 func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Catalog, exclude []string) (*checkpoint.Manifest, error) {
 	spec := r.g.Spec
 	want := checkpoint.Want{Target: checkpoint.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
-		DeferStateChecks: true, Exclude: exclude}
+		MaxParallelism: spec.MaxParallelism, DeferStateChecks: true, Exclude: exclude}
 	switch {
 	case r.opts.FromSavepoint != "":
 		want.Target, want.Name = checkpoint.NamedSavepoint, r.opts.FromSavepoint
@@ -178,7 +178,9 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	// Read before the restore empties the store, and kept beside it
 	// until the restore is done: a kill in between must not lose them.
 	var carry *floorCarry
-	if !fresh {
+	// After a rescale the local store's floors belong to other subtasks:
+	// they are not carried (the windows acknowledged since m fire again).
+	if !fresh && len(rescaled(r.manifestLayout(m), r.planLayout())) == 0 {
 		var err error
 		if carry, err = r.carriedFloors(st, m); err != nil {
 			return nil, err
@@ -210,6 +212,9 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 			if err := r.emptyState(st); err != nil {
 				return nil, err
 			}
+			if err := r.saveLayout(st); err != nil {
+				return nil, err
+			}
 			r.ckpt.mu.Lock()
 			r.ckpt.status.Recovery = RecoveryProgress{Done: true}
 			r.ckpt.mu.Unlock()
@@ -222,6 +227,15 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 			return fail(err)
 		}
 	}
+	if m.MaxParallelism == 0 {
+		r.log.Warn("restore: the checkpoint does not record its max_parallelism (it was written by an older arkflow-go); its state is restored as if cut with this job's", "kind", m.Kind, "id", m.CheckpointID, "max_parallelism", spec.MaxParallelism)
+	}
+	if err := r.relayout(st, m); err != nil {
+		return fail(err)
+	}
+	if err := r.saveLayout(st); err != nil {
+		return fail(err)
+	}
 	if m.Kind == checkpoint.KindCheckpoint && len(m.TaskAttempts) > 0 {
 		// The restored state is m's: a restore of m again may keep
 		// what this run acknowledges on top of it.
@@ -232,7 +246,13 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	r.ckpt.mu.Lock()
 	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
 	r.ckpt.mu.Unlock()
-	r.restoredWatermarks = restoredWatermarks(spec, r.g.Plan, m.WatermarksMS)
+	oldPar := map[string]int{}
+	for _, t := range m.PlannedTasks {
+		if op, _, ok := splitTask(t); ok {
+			oldPar[op]++
+		}
+	}
+	r.restoredWatermarks = restoredWatermarks(spec, r.g.Plan, m.WatermarksMS, oldPar)
 	r.ckpt.mu.Lock()
 	r.ckpt.watermarks = m.WatermarksMS
 	r.ckpt.mu.Unlock()
@@ -241,12 +261,6 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	// (each keeps the partitions it reads).
 	byTask := map[string][]connectors.Position{}
 	byOp := map[string][]connectors.Position{}
-	oldPar := map[string]int{}
-	for _, t := range m.PlannedTasks {
-		if op, _, ok := splitTask(t); ok {
-			oldPar[op]++
-		}
-	}
 	for _, p := range m.SourcePositions {
 		op, _, ok := splitTask(p.TaskID)
 		if !ok {
@@ -864,7 +878,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version,
 		FormatVersion: r.formatVersion(), Kind: kind, Name: name,
 		CreatedMS: time.Now().UnixMilli(), PlannedTasks: r.plannedTasks(), PlanDigest: plan.Digest,
-		WatermarksMS: c.Watermarks,
+		MaxParallelism: spec.MaxParallelism, WatermarksMS: c.Watermarks,
 	}
 	for _, t := range m.PlannedTasks {
 		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
@@ -935,17 +949,33 @@ func (r *Runtime) checkpointLoop(ctx context.Context) {
 // watermark pass rows not yet re-read. A source chained with operators (a
 // single input) resumes at theirs, which is no later than what they had
 // seen.
-func restoredWatermarks(spec *job.Spec, plan *job.Plan, wms map[string]int64) map[string]int64 {
+//
+// After a rescale (the operator's parallelism differs from oldPar's,
+// which counts the checkpoint's tasks by operator) each task of the
+// operator resumes at the lowest watermark the operator's tasks recorded:
+// at a cut every subtask behind a keyed edge has seen the same watermarks
+// (it receives from every upstream subtask), and the lowest makes no
+// replayed row late that was not late then.
+func restoredWatermarks(spec *job.Spec, plan *job.Plan, wms map[string]int64, oldPar map[string]int) map[string]int64 {
 	out := map[string]int64{}
+	low := map[string]int64{}
 	for task, wm := range wms {
-		op, _, ok := splitTask(task)
-		if !ok {
+		if op, _, ok := splitTask(task); ok {
+			if cur, seen := low[op]; !seen || wm < cur {
+				low[op] = wm
+			}
+		}
+	}
+	for _, t := range plan.Tasks {
+		if o, _ := spec.Operator(t.OperatorID); o == nil || o.Kind == job.KindSource {
 			continue
 		}
-		if o, _ := spec.Operator(op); o != nil && o.Kind != job.KindSource {
-			if _, ok := plan.Task(task); ok {
-				out[task] = wm
+		if oldPar[t.OperatorID] == t.Parallelism {
+			if wm, ok := wms[t.ID]; ok {
+				out[t.ID] = wm
 			}
+		} else if wm, ok := low[t.OperatorID]; ok {
+			out[t.ID] = wm
 		}
 	}
 	for _, c := range plan.Chains {

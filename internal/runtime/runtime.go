@@ -316,11 +316,9 @@ func (r *Runtime) DryRun(ctx context.Context) error {
 			continue
 		}
 		op, _ := spec.Operator(src.OperatorID)
-		for sub := 0; sub < spec.OperatorParallelism(op); sub++ {
-			info := connectors.TaskInfo{JobID: spec.ID, OperatorID: src.OperatorID, Subtask: sub, Parallelism: spec.OperatorParallelism(op), Logger: r.log}
-			if err := durable.DryRun(ctx, cfg, r.opts.DataDir, info); err != nil {
-				errs = append(errs, err)
-			}
+		info := connectors.TaskInfo{JobID: spec.ID, OperatorID: src.OperatorID, Parallelism: spec.OperatorParallelism(op), Logger: r.log}
+		if err := durable.DryRun(ctx, cfg, r.opts.DataDir, info); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -430,6 +428,29 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		r.ckpt.catalog = cat
 		r.ckpt.status.Enabled, r.ckpt.status.Healthy = true, true
 		r.ckpt.mu.Unlock()
+	}
+	if restoreFrom == nil {
+		// The store's keyed state must be laid out as the plan reads it
+		// (a restore lays it out itself).
+		err := r.checkLayout(st)
+		if err == nil {
+			err = r.saveLayout(st)
+		}
+		if err != nil {
+			r.closeAll([]resource{stateRes}, false)
+			return nil, nil, err
+		}
+	}
+	// Logs written at another parallelism are redistributed by partition
+	// before any opens.
+	for _, src := range r.g.Spec.Sources {
+		if cfg := r.g.Durability[src.OperatorID]; cfg != nil {
+			op, _ := r.g.Spec.Operator(src.OperatorID)
+			if err := durable.Reshard(cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log); err != nil {
+				r.closeAll([]resource{stateRes}, false)
+				return nil, nil, err
+			}
+		}
 	}
 	chains, sources, sinks, err := r.instantiate(st)
 	if err != nil {

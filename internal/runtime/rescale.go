@@ -1,0 +1,213 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/window"
+)
+
+// A rescale (R-JOB-3) runs a job whose state was written at one
+// parallelism at another, with the same max_parallelism. Keyed state is
+// stored by key group, so every key group is restored as it is and read
+// by the subtask that owns it now. What is stored per subtask — under its
+// first key group — is redistributed by the restore: the positions a
+// stateful operator has applied (state.Relayout) and the window floors
+// (relayoutFloors). Sources get every position of their operator and keep
+// the partitions they read (connectors: partition p belongs to subtask
+// p % P), and write-ahead logs are redistributed by partition
+// (internal/durable).
+//
+// Only a restore from a checkpoint or a savepoint rescales: it starts
+// from a consistent cut. A restart from the local store alone at another
+// parallelism is refused (checkLayout).
+
+// layout is how a state store's keyed state is laid out: the key groups
+// and the parallelism of every stateful operator.
+type layout struct {
+	MaxParallelism int            `json:"max_parallelism"`
+	Parallelism    map[string]int `json:"parallelism"`
+}
+
+// planLayout is the layout of the running plan.
+func (r *Runtime) planLayout() layout {
+	l := layout{MaxParallelism: r.g.Spec.MaxParallelism, Parallelism: map[string]int{}}
+	for _, op := range r.g.Spec.Operators {
+		if statefulOp(&op) {
+			l.Parallelism[op.ID] = r.g.Spec.OperatorParallelism(&op)
+		}
+	}
+	return l
+}
+
+// manifestLayout is the layout of the state m holds: the parallelism of
+// each of the plan's stateful operators when it was cut (operators the
+// checkpoint does not have are left out).
+func (r *Runtime) manifestLayout(m *checkpoint.Manifest) layout {
+	l := layout{MaxParallelism: m.MaxParallelism, Parallelism: map[string]int{}}
+	if l.MaxParallelism == 0 {
+		l.MaxParallelism = r.g.Spec.MaxParallelism // not recorded: Select took it as equal
+	}
+	for _, t := range m.PlannedTasks {
+		if op, _, ok := splitTask(t); ok {
+			if o, _ := r.g.Spec.Operator(op); o != nil && statefulOp(o) {
+				l.Parallelism[op]++
+			}
+		}
+	}
+	return l
+}
+
+// rescaled returns the stateful operators whose parallelism differs
+// between from and to (and that both have), sorted.
+func rescaled(from, to layout) []string {
+	var ops []string
+	for op, p := range to.Parallelism {
+		if old, ok := from.Parallelism[op]; ok && old != p {
+			ops = append(ops, op)
+		}
+	}
+	slices.Sort(ops)
+	return ops
+}
+
+// layoutKey holds the layout of the store's keyed state.
+func layoutKey(ns string) state.Key {
+	return state.Key{Job: ns, Operator: runtimeStateOp, Namespace: "layout", User: []byte("keyed")}
+}
+
+// checkLayout refuses a start without a restore whose plan lays keyed
+// state out differently from the store, before any operator reads it:
+// the store holds per-subtask entries of another parallelism, or keys
+// hashed into another number of key groups. A store that records no
+// layout is taken as the plan's. The store is not changed.
+func (r *Runtime) checkLayout(st state.Backend) error {
+	v, _, ok, err := st.Get(layoutKey(stateJob(r.g.Spec)), r.opts.Clock.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("opening state: reading its layout: %w", err)
+	}
+	if !ok {
+		return nil
+	}
+	var have layout
+	if err := json.Unmarshal(v, &have); err != nil {
+		return fmt.Errorf("opening state: its layout record is unreadable: %w", err)
+	}
+	want := r.planLayout()
+	where := "the state store"
+	if r.stateDir != "" {
+		where = "the state store in " + r.stateDir
+	}
+	if have.MaxParallelism != 0 && have.MaxParallelism != want.MaxParallelism {
+		return fmt.Errorf("max_parallelism: %s was written with max_parallelism %d, and this job has max_parallelism %d: "+
+			"its keyed state is split into %d key groups, which cannot be redistributed into %d (set max_parallelism back to %d)",
+			where, have.MaxParallelism, want.MaxParallelism, have.MaxParallelism, want.MaxParallelism, have.MaxParallelism)
+	}
+	if ops := rescaled(have, want); len(ops) > 0 {
+		var ds []string
+		for _, op := range ops {
+			ds = append(ds, fmt.Sprintf("%s from %d to %d", op, have.Parallelism[op], want.Parallelism[op]))
+		}
+		hint := "take a savepoint at the old parallelism (arkflow savepoint, Job.Savepoint) and start from it (--from-savepoint, arkflow.WithSavepoint)"
+		if r.g.Spec.Checkpoint == nil {
+			hint = "give the job a checkpoint block, run it at the old parallelism, take a savepoint and start from it"
+		}
+		return fmt.Errorf("parallelism: this start changes the parallelism of %s, and %s was written at the old one with no checkpoint or savepoint restored: "+
+			"only a restore redistributes keyed state to another parallelism; %s, or start with the old parallelism",
+			strings.Join(ds, ", "), where, hint)
+	}
+	return nil
+}
+
+// saveLayout records the plan's layout in the store.
+func (r *Runtime) saveLayout(st state.Backend) error {
+	v, err := json.Marshal(r.planLayout())
+	if err != nil {
+		return err
+	}
+	if err := st.Apply([]state.Mutation{{Key: layoutKey(stateJob(r.g.Spec)), Value: v}}); err != nil {
+		return fmt.Errorf("opening state: recording its layout: %w", err)
+	}
+	return nil
+}
+
+// relayout redistributes what the restored state of m stores per subtask
+// to the plan's parallelism, for every stateful operator whose
+// parallelism changed.
+func (r *Runtime) relayout(st state.Backend, m *checkpoint.Manifest) error {
+	from, to := r.manifestLayout(m), r.planLayout()
+	ns := stateJob(r.g.Spec)
+	for _, op := range rescaled(from, to) {
+		oldPar, newPar := from.Parallelism[op], to.Parallelism[op]
+		r.log.Info("restore: rescaling operator state", "operator", op, "from", oldPar, "to", newPar, "key_groups", to.MaxParallelism)
+		if err := state.Relayout(st, ns, op, to.MaxParallelism, oldPar, newPar); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		if o, _ := r.g.Spec.Operator(op); o != nil && o.Kind == job.KindWindow {
+			if err := r.relayoutFloors(st, op, to.MaxParallelism, oldPar, newPar); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// relayoutFloors moves the window floors of op (one per subtask, under
+// its first key group) to the subtasks of newPar: each gets the lowest
+// floor of the old subtasks whose key groups it takes. A restore starts
+// the operator at the checkpoint's watermark, which is at or above every
+// floor the checkpoint holds, so the floors decide nothing until the
+// operator has fired again; the lowest cannot make a row late that was
+// not.
+func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, newPar int) error {
+	ns := stateJob(r.g.Spec)
+	now := r.opts.Clock.Now().UnixMilli()
+	floorNS := window.FloorKey(ns, op, 0).Namespace
+	old := map[int]int64{} // old subtask → floor
+	var muts []state.Mutation
+	all := state.Scope{Job: ns, Operator: op, Groups: job.KeyGroupRange{Start: 0, End: maxPar - 1}}
+	err := state.ScanNamespace(st, all, floorNS, nil, now, func(e state.Entry) error {
+		k := e.Key
+		k.User = append([]byte(nil), k.User...)
+		muts = append(muts, state.Mutation{Key: k, Delete: true})
+		wm, ok := window.DecodeFloor(e.Value)
+		s := job.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
+		if ok && job.RangeFor(maxPar, oldPar, s).Start == e.Key.KeyGroup {
+			old[s] = wm
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("restore: reading the window floors of %s: %w", op, err)
+	}
+	for s := range newPar {
+		rg := job.RangeFor(maxPar, newPar, s)
+		low, found := int64(0), false
+		for o := job.OwnerOf(maxPar, oldPar, rg.Start); o <= job.OwnerOf(maxPar, oldPar, rg.End); o++ {
+			wm, ok := old[o]
+			if !ok {
+				found = false // an old subtask without a floor: none
+				break
+			}
+			if !found || wm < low {
+				low, found = wm, true
+			}
+		}
+		if found {
+			muts = append(muts, state.Mutation{Key: window.FloorKey(ns, op, rg.Start), Value: binary.BigEndian.AppendUint64(nil, uint64(low))})
+		}
+	}
+	if len(muts) == 0 {
+		return nil
+	}
+	if err := st.Apply(muts); err != nil {
+		return fmt.Errorf("restore: moving the window floors of %s: %w", op, err)
+	}
+	return nil
+}
