@@ -21,8 +21,16 @@
 // # Data directory
 //
 // State and write-ahead logs whose spec gives no path live under
-// --data-dir: DIR/<job id>/state and DIR/<job id>/wal; a job with a
-// checkpoint block serves checkpoint and savepoint on DIR/<job id>.sock.
+// --data-dir, by default ./arkflow-data (relative to the working
+// directory), so a spec with Badger state or a WAL runs as it is:
+//
+//	./arkflow-data/<job id>/state   Badger state (a state block without path)
+//	./arkflow-data/<job id>/wal     write-ahead logs (a durability block without path)
+//	./arkflow-data/<job id>.sock    the control socket of a job with a checkpoint block
+//
+// A job with neither keeps nothing there. checkpoint and savepoint find the
+// control socket with the same default: run them from the same directory,
+// or give them the same --data-dir (or --control SOCKET).
 //
 // # Stopping
 //

@@ -13,8 +13,8 @@ import (
 )
 
 // defaultDataDir is where state, write-ahead logs and control sockets live
-// when --data-dir is not given: nowhere.
-const defaultDataDir = ""
+// when --data-dir is not given (see the package doc).
+const defaultDataDir = "./arkflow-data"
 
 // usageError is a mistake on the command line. The command prints it as
 // one line with its usage and exits 2.

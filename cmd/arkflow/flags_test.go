@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,6 +57,9 @@ func TestHelpOverview(t *testing.T) {
 			if !strings.Contains(out, "\n  "+c.name+" ") {
 				t.Errorf("%v: command %s is not listed:\n%s", args, c.name, out)
 			}
+		}
+		if !strings.Contains(out, "./arkflow-data") {
+			t.Errorf("%v: the default data directory is not documented:\n%s", args, out)
 		}
 	}
 }
@@ -162,5 +167,60 @@ func TestUsageErrors(t *testing.T) {
 	// A missing file is not a usage mistake: exit 1, and the reason.
 	if code, _, errOut := runCLI("validate", "missing.json"); code != 1 || !strings.Contains(errOut, "no such file") {
 		t.Fatalf("missing file: %d %s", code, errOut)
+	}
+}
+
+// Without --data-dir, run keeps Badger state and write-ahead logs whose
+// spec gives no path under ./arkflow-data/<job id>, so such a spec runs as
+// it is; validate and plan use the same default.
+func TestRunDefaultDataDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("in.jsonl", []byte("{\"user\":\"ann\"}\n{\"user\":\"bob\"}\n{\"user\":\"ann\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := `id: defaults
+state: {backend: badger}
+durability: {sync: always}
+operators:
+  - {id: in, kind: source}
+  - {id: count, kind: aggregate, key_field: user, config: {emit: final, aggregates: [{function: count, as: n}]}}
+  - {id: out, kind: sink}
+edges:
+  - {id: a, from: in, to: count, partitioned: true}
+  - {id: b, from: count, to: out}
+sources:
+  - {operator_id: in, input_type: file, config: {path: in.jsonl, schema: [{name: user, type: string}]}}
+sinks:
+  - {operator_id: out, output_type: file, config: {path: out.jsonl}}
+`
+	if err := os.WriteFile("job.yaml", []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"validate", "plan"} {
+		if code, _, errOut := runCLI(cmd, "job.yaml"); code != 0 {
+			t.Fatalf("%s: exit %d: %s", cmd, code, errOut)
+		}
+	}
+	if code, _, errOut := runCLI("run", "job.yaml"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	got, _ := os.ReadFile("out.jsonl")
+	if string(got) != "{\"user\":\"ann\",\"n\":2}\n{\"user\":\"bob\",\"n\":1}\n" {
+		t.Errorf("output %q", got)
+	}
+	for _, p := range []string{"arkflow-data/defaults/state/FORMAT", "arkflow-data/defaults/wal/in/0/LOCK"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("run without --data-dir: %v", err)
+		}
+	}
+	// With --data-dir the same spec keeps nothing in the default.
+	other := filepath.Join(dir, "other")
+	os.Remove("out.jsonl")
+	if code, _, errOut := runCLI("run", "job.yaml", "--data-dir", other); code != 0 {
+		t.Fatalf("run --data-dir: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(other, "defaults", "state", "FORMAT")); err != nil {
+		t.Errorf("run --data-dir %s: %v", other, err)
 	}
 }

@@ -26,9 +26,9 @@ commands:
 Flags go before or after SPEC. run, validate and plan take the same flags,
 so validate checks what run would start with.
 
-State and write-ahead logs whose spec gives no path live under --data-dir:
-DIR/<job id>/state and DIR/<job id>/wal; a job with a checkpoint block
-serves checkpoint and savepoint on DIR/<job id>.sock.
+State and write-ahead logs whose spec gives no path live under --data-dir
+(default ./arkflow-data): DIR/<job id>/state and DIR/<job id>/wal; a job
+with a checkpoint block serves checkpoint and savepoint on DIR/<job id>.sock.
 
 Exit status: 0 ok; 1 the spec is invalid or the job failed; 2 a usage mistake.
 "arkflow help COMMAND" lists a command's flags.
