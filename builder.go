@@ -3,7 +3,9 @@ package arkflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -25,7 +27,10 @@ import (
 //
 // Builder methods never panic and never return errors: mistakes are
 // recorded and Build reports all of them together with the spec's own
-// validation errors.
+// validation errors. An error about a job-level setting names the Builder
+// call that made it (".Checkpoint(job.Checkpoint{...}): interval_ms: must
+// be > 0"), not the spec path ("checkpoint.interval_ms") the Go code never
+// wrote.
 type Builder struct {
 	spec     job.Spec
 	bindings map[string]any
@@ -528,24 +533,48 @@ func (b *Builder) Add(op job.Operator, bound any) *Builder {
 	return b
 }
 
-// State configures keyed state (backend "badger" by default).
-func (b *Builder) State(st job.State) *Builder { b.spec.State = &st; return b }
+// State configures the job's keyed state. Without State (and without
+// Checkpoint), state lives in memory and is gone when the process ends.
+//
+// An empty Backend is job.BackendBadger, which keeps its files in Path,
+// or, when Path is empty, under the data directory (WithDataDir:
+// DIR/<job id>/state): the job needs one of the two. A zero FormatVersion
+// is 1; a nil TTLMS keeps state forever.
+func (b *Builder) State(st job.State) *Builder {
+	if st.Backend == "" {
+		st.Backend = job.BackendBadger
+	}
+	b.spec.State = &st
+	return b
+}
 
-// Checkpoint configures periodic checkpoints.
+// Checkpoint configures periodic checkpoints to cp.ObjectStoreURI
+// (file:///dir or s3://bucket/prefix; required). A zero IntervalMS or
+// Retention takes ArkFlow v1's default (30 s, 3 checkpoints kept).
+//
+// Checkpoints need keyed state on disk: without State, the job uses the
+// default backend, Badger, as if State(job.State{Backend: "badger"}) had
+// been called, so it needs a data directory (WithDataDir).
 func (b *Builder) Checkpoint(cp job.Checkpoint) *Builder { b.spec.Checkpoint = &cp; return b }
 
 // Spec returns the declarative spec the builder describes, with defaults
-// filled in. Its JSON is what a Hub stores; FromSpec on it (with the same
+// filled in (the Badger state of a job with Checkpoint and without State
+// included). Its JSON is what a Hub stores; FromSpec on it (with the same
 // Go values bound) builds the same job.
 func (b *Builder) Spec() *job.Spec {
 	s := b.spec.Clone()
+	if s.Checkpoint != nil && s.State == nil {
+		s.State = &job.State{Backend: job.BackendBadger}
+	}
 	job.ApplyDefaults(s)
 	return s
 }
 
-// Validate reports every problem of the job without building it.
-func (b *Builder) Validate() error {
-	_, err := b.Build()
+// Validate reports every problem of the job, as Build with the same
+// options does, without returning the job. Give it the options Build
+// will get: what a start checks depends on some of them.
+func (b *Builder) Validate(opts ...Option) error {
+	_, err := b.Build(opts...)
 	return err
 }
 
@@ -564,13 +593,96 @@ func (b *Builder) Build(opts ...Option) (*Job, error) {
 	}
 	j, err := newJob(b.Spec(), bindings, opts)
 	if err != nil {
-		all = append(all, job.AsValidationErrors(err)...)
-		if len(all) == 0 {
-			return nil, err
+		ves := job.AsValidationErrors(err)
+		if ves == nil { // not a validation: say so, after the builder's own problems
+			if len(all) == 0 {
+				return nil, err
+			}
+			return nil, errors.Join(all, err)
+		}
+		for _, e := range ves {
+			all = append(all, b.inBuilderTerms(e))
 		}
 	}
 	if len(all) > 0 {
 		return nil, all
 	}
 	return j, nil
+}
+
+// builderCalls are the spec paths a Builder writes and the calls that
+// write them; "[]" stands for any index. The longest matching path wins.
+var builderCalls = []struct{ path, call string }{
+	{"id", "NewJob(id)"},
+	{"version", ".Version(v)"},
+	{"parallelism", ".Parallelism(n)"},
+	{"max_parallelism", ".MaxParallelism(n)"},
+	{"state", ".State(job.State{...})"},
+	{"checkpoint", ".Checkpoint(job.Checkpoint{...})"},
+	{"durability", ".Durability(arkflow.Durability{...})"},
+	{"sources", ".Source(...)"},
+	{"sinks", ".Sink(...)"},
+	{"operators[].parallelism", "WithParallelism(n)"},
+	{"sources[].time", "EventTime(...)"},
+	{"sources[].time.timestamp_field", "EventTime(field)"},
+	{"sources[].time.watermark.out_of_orderness_ms", "OutOfOrderness(d)"},
+	{"sources[].time.watermark.idle_timeout_ms", "IdleTimeout(d)"},
+	{"sources[].time.allowed_lateness_ms", "AllowedLateness(d)"},
+	{"sources[].time.late_event_route", "RouteLate(sink)"},
+	{"sources[].durability", "Durable(arkflow.Durability{...})"},
+}
+
+// inBuilderTerms returns e with its spec path replaced by the Builder call
+// that wrote it, followed by the rest of the path (".State(job.State{...}):
+// path"). Paths no call writes as a whole (a component's config) stay.
+func (b *Builder) inBuilderTerms(e *job.ValidationError) *job.ValidationError {
+	call, rest, best := "", "", -1
+	for _, c := range builderCalls {
+		if r, ok := matchPath(e.Field, c.path); ok && len(c.path) > best {
+			call, rest, best = c.call, r, len(c.path)
+		}
+	}
+	if best < 0 {
+		return e
+	}
+	if call == ".State(job.State{...})" && b.spec.State == nil {
+		call = `.Checkpoint(job.Checkpoint{...}) with its default .State(job.State{Backend: "badger"})`
+	}
+	out := *e
+	out.Field = call
+	if rest != "" {
+		out.Field += ": " + rest
+	}
+	return &out
+}
+
+// matchPath reports whether the spec path field starts with pattern at a
+// segment boundary, "[]" in pattern matching any index, and returns the
+// path after it.
+func matchPath(field, pattern string) (rest string, ok bool) {
+	i := 0
+	for j := 0; j < len(pattern); {
+		if i >= len(field) {
+			return "", false
+		}
+		if strings.HasPrefix(pattern[j:], "[]") {
+			k := strings.IndexByte(field[i:], ']')
+			if field[i] != '[' || k < 0 {
+				return "", false
+			}
+			i, j = i+k+1, j+2
+			continue
+		}
+		if field[i] != pattern[j] {
+			return "", false
+		}
+		i, j = i+1, j+1
+	}
+	switch {
+	case i == len(field):
+		return "", true
+	case field[i] == '.':
+		return field[i+1:], true
+	}
+	return "", false
 }

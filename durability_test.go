@@ -64,7 +64,7 @@ func TestDurableSourceResumes(t *testing.T) {
 }
 
 // Durable is an option of sources only; bad durability blocks are
-// reported with their field.
+// reported with the call and their field.
 func TestDurableMistakes(t *testing.T) {
 	_, err := arkflow.NewJob("bad").
 		Source("in", clickConfig(), arkflow.Durable(arkflow.Durability{Sync: "sometimes"})).
@@ -79,7 +79,7 @@ func TestDurableMistakes(t *testing.T) {
 		t.Fatalf("%T: %v", err, err)
 	}
 	text := err.Error()
-	for _, want := range []string{"sources[0].durability.sync", `"sometimes"`, "Durable is an option of a Source"} {
+	for _, want := range []string{"Durable(arkflow.Durability{...}): sync: ", `"sometimes"`, "Durable is an option of a Source"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("error does not mention %q:\n%s", want, text)
 		}
