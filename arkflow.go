@@ -2,6 +2,7 @@ package arkflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,6 +30,10 @@ type options struct {
 	bindings      map[string]any
 	fromSavepoint string
 	store         checkpoint.StoreOptions
+	// problems are mistakes in the options' arguments, as {option, reason}:
+	// reported with the job's validation errors instead of being replaced
+	// by a default.
+	problems [][2]string
 }
 
 func newOptions(bindings map[string]any, opts []Option) options {
@@ -41,6 +46,32 @@ func newOptions(bindings map[string]any, opts []Option) options {
 	return o
 }
 
+// check returns the options' mistakes as validation errors of job id.
+func (o *options) check(id string) job.ValidationErrors {
+	var out job.ValidationErrors
+	for _, p := range o.problems {
+		out = append(out, &job.ValidationError{Job: id, Field: p[0], Reason: p[1]})
+	}
+	return out
+}
+
+// build runs the deep build with the options and reports their own
+// mistakes together with the spec's.
+func (o *options) build(spec *job.Spec) (*build.Graph, error) {
+	g, err := build.Build(spec, o.env())
+	probs := o.check(spec.ID)
+	switch {
+	case len(probs) == 0:
+		return g, err
+	case err == nil:
+		return nil, probs
+	case job.AsValidationErrors(err) != nil:
+		return nil, append(probs, job.AsValidationErrors(err)...)
+	default:
+		return nil, errors.Join(probs, err)
+	}
+}
+
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
 	return build.Env{Bindings: o.bindings, DataDir: o.dataDir}
@@ -50,19 +81,29 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithLogger sends the job's logs to l (default: discarded). The logger is
-// borrowed, never closed.
+// WithLogger sends the job's logs to l (default, and with nil: discarded).
+// The logger is borrowed, never closed.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithChannelCapacity sets how many batches each channel between operator
 // chains buffers before the sender waits (default 16). Larger values absorb
 // bursts at the cost of memory; backpressure starts when a channel is full.
+// n must be at least 1: Build, FromSpec and Validate report a smaller one
+// (leave the option out for the default).
 func WithChannelCapacity(n int) Option {
-	return optionFunc(func(o *options) { o.capacity = n })
+	return optionFunc(func(o *options) {
+		if n < 1 {
+			o.problems = append(o.problems, [2]string{"WithChannelCapacity(n)", fmt.Sprintf("must be >= 1 (got %d); leave the option out for the default 16", n)})
+			return
+		}
+		o.capacity = n
+	})
 }
 
-// WithDataDir sets where jobs keep their state when the spec's state block
-// gives no path: DIR/<job>/state.
+// WithDataDir sets where a job keeps the state and write-ahead logs its
+// spec gives no path for: DIR/<job id>/state and DIR/<job id>/wal. There is
+// no default (the arkflow command's is ./arkflow-data): a job with Badger
+// state or a WAL and no path needs it. An empty dir means none.
 func WithDataDir(dir string) Option { return optionFunc(func(o *options) { o.dataDir = dir }) }
 
 // Validate runs the same deep, side-effect-free build as a real start
@@ -82,7 +123,7 @@ func Validate(spec *job.Spec, opts ...Option) error {
 // Compile validates a spec, as Validate does, and returns its plan.
 func Compile(spec *job.Spec, opts ...Option) (*job.Plan, error) {
 	o := newOptions(nil, opts)
-	g, err := build.Build(spec, o.env())
+	g, err := o.build(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +146,7 @@ func FromSpec(spec *job.Spec, opts ...Option) (*Job, error) {
 
 func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error) {
 	o := newOptions(bindings, opts)
-	g, err := build.Build(spec, o.env())
+	g, err := o.build(spec)
 	if err != nil {
 		return nil, err
 	}

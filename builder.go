@@ -47,18 +47,47 @@ func NewJob(id string) *Builder {
 }
 
 func (b *Builder) problem(op, format string, args ...any) {
-	b.problems = append(b.problems, &job.ValidationError{Job: b.spec.ID, Operator: op, Field: "builder", Reason: fmt.Sprintf(format, args...)})
+	b.callProblem(op, "builder", format, args...)
 }
 
-// Version sets the job's version number (default 1).
-func (b *Builder) Version(v uint64) *Builder { b.spec.Version = v; return b }
+// callProblem records a problem with the argument of a Builder call, named
+// as the field.
+func (b *Builder) callProblem(op, call, format string, args ...any) {
+	b.problems = append(b.problems, &job.ValidationError{Job: b.spec.ID, Operator: op, Field: call, Reason: fmt.Sprintf(format, args...)})
+}
 
-// Parallelism sets the default number of subtasks per operator (default 1).
-func (b *Builder) Parallelism(p int) *Builder { b.spec.Parallelism = p; return b }
+// Version sets the job's version number (default 1; 0 is a mistake Build
+// reports, not the default).
+func (b *Builder) Version(v uint64) *Builder {
+	if v == 0 {
+		b.callProblem("", ".Version(v)", "must be >= 1 (got 0); leave Version out for the default 1")
+		return b
+	}
+	b.spec.Version = v
+	return b
+}
 
-// MaxParallelism sets the number of key groups (default 128). It cannot
-// change once the job has state.
-func (b *Builder) MaxParallelism(m int) *Builder { b.spec.MaxParallelism = m; return b }
+// Parallelism sets the default number of subtasks per operator (default 1;
+// values below 1 are mistakes Build reports).
+func (b *Builder) Parallelism(p int) *Builder {
+	if p < 1 {
+		b.callProblem("", ".Parallelism(n)", "must be >= 1 (got %d); leave Parallelism out for the default 1", p)
+		return b
+	}
+	b.spec.Parallelism = p
+	return b
+}
+
+// MaxParallelism sets the number of key groups (default 128; values below
+// 1 are mistakes Build reports). It cannot change once the job has state.
+func (b *Builder) MaxParallelism(m int) *Builder {
+	if m < 1 {
+		b.callProblem("", ".MaxParallelism(n)", "must be in [1, %d] (got %d); leave MaxParallelism out for the default %d", job.MaxMaxParallelism, m, job.DefaultMaxParallelism)
+		return b
+	}
+	b.spec.MaxParallelism = m
+	return b
+}
 
 // OperatorOption tunes one operator.
 type OperatorOption interface{ applyOp(*opSettings) }
@@ -69,6 +98,8 @@ type opSettings struct {
 	op         *job.Operator
 	time       *job.Time
 	durability json.RawMessage
+	// problems are mistakes in the options' arguments, as {call, reason}.
+	problems [][2]string
 }
 
 type opOption func(*opSettings)
@@ -76,9 +107,16 @@ type opOption func(*opSettings)
 func (f opOption) applyOp(s *opSettings) { f(s) }
 
 // WithParallelism runs the operator with n subtasks instead of the job's
-// parallelism.
+// parallelism. n must be at least 1 (Build reports a smaller one; leave
+// the option out for the job's parallelism).
 func WithParallelism(n int) OperatorOption {
-	return opOption(func(s *opSettings) { s.op.Parallelism = n })
+	return opOption(func(s *opSettings) {
+		if n < 1 {
+			s.problems = append(s.problems, [2]string{"WithParallelism(n)", fmt.Sprintf("must be >= 1 (got %d); leave the option out for the job's parallelism", n)})
+			return
+		}
+		s.op.Parallelism = n
+	})
 }
 
 // TimeOption tunes a source's event time.
@@ -174,6 +212,9 @@ func (b *Builder) add(op job.Operator, opts []OperatorOption) opSettings {
 		if o != nil {
 			o.applyOp(&set)
 		}
+	}
+	for _, p := range set.problems {
+		b.callProblem(op.ID, p[0], "%s", p[1])
 	}
 	if set.time != nil && op.Kind != job.KindSource {
 		b.problem(op.ID, "EventTime is an option of a Source, not of a %s", op.Kind)

@@ -87,11 +87,14 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 		b         *arkflow.Builder
 		field     string // the error's Field
 		reason    string // a prefix of its Reason
-		specField string // Field when the builder's spec is validated as a spec
+		specField string // Field when the builder's spec is validated as a spec; "" when the builder refused the value itself
 	}{
 		{"NewJob", arkflow.NewJob("bad id!").Source("in", clickConfig()).Sink("out", mem.NewSink()),
 			"NewJob(id)", "must be 1-128", "id"},
+		{"Version(0)", job1(src()).Version(0), ".Version(v)", "must be >= 1 (got 0)", ""},
+		{"Parallelism(0)", job1(src()).Parallelism(0), ".Parallelism(n)", "must be >= 1 (got 0)", ""},
 		{"Parallelism too large", job1(src()).Parallelism(200), ".Parallelism(n)", "must be in [1, max_parallelism=128] (got 200)", "parallelism"},
+		{"MaxParallelism(-1)", job1(src()).MaxParallelism(-1), ".MaxParallelism(n)", "must be in [1, 32768] (got -1)", ""},
 		{"MaxParallelism too large", job1(src()).MaxParallelism(40000), ".MaxParallelism(n)", "must be in [1, 32768] (got 40000)", "max_parallelism"},
 		{"State backend", job1(src()).State(job.State{Backend: "rocks"}), ".State(job.State{...}): backend", `unknown state backend "rocks"`, "state.backend"},
 		{"State ttl", job1(src()).State(job.State{TTLMS: new(int64)}), ".State(job.State{...}): ttl_ms", "must be > 0 (got 0)", "state.ttl_ms"},
@@ -101,6 +104,7 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 		{"Durable", job1(src(arkflow.Durable(arkflow.Durability{Sync: "sometimes", Path: t.TempDir()}))), "Durable(arkflow.Durability{...}): sync", "", "sources[0].durability.sync"},
 		{"no source", arkflow.NewJob("j"), ".Source(...)", "a job needs at least one source", "sources"},
 		{"no sink", arkflow.NewJob("j").Source("in", clickConfig()).Map("m", arkflow.Set("x", "1")), ".Sink(...)", "a job needs at least one sink", "sinks"},
+		{"WithParallelism(0)", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(0)), "WithParallelism(n)", "must be >= 1 (got 0)", ""},
 		{"WithParallelism too large", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(500)), "WithParallelism(n)", "must be in [1, max_parallelism=128] (got 500)", "operators[2].parallelism"},
 		{"EventTime field", job1(src(arkflow.EventTime(""))), "EventTime(field)", "an event_time source needs timestamp_field", "sources[0].time.timestamp_field"},
 		{"OutOfOrderness", job1(src(arkflow.EventTime("ts", arkflow.OutOfOrderness(-time.Second)))), "OutOfOrderness(d)", "must be >= 0 (got -1000)", "sources[0].time.watermark.out_of_orderness_ms"},
@@ -122,6 +126,9 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 			if !strings.Contains(found.Error(), tc.field+": "+tc.reason) {
 				t.Errorf("Error() = %q", found.Error())
 			}
+			if tc.specField == "" {
+				return
+			}
 			var fromSpec bool
 			for _, e := range arkflow.AsValidationErrors(arkflow.Validate(tc.b.Spec())) {
 				fromSpec = fromSpec || e.Field == tc.specField && strings.HasPrefix(e.Reason, tc.reason)
@@ -130,5 +137,39 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 				t.Errorf("the builder's spec, validated as a spec, has no error at %q:\n%v", tc.specField, arkflow.Validate(tc.b.Spec()))
 			}
 		})
+	}
+}
+
+// WithChannelCapacity(n < 1) used to become 16 without a word; now every
+// entry that takes options reports it, naming the option.
+func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
+	b := func() *arkflow.Builder {
+		return arkflow.NewJob("cap").Source("in", clickConfig()).Sink("out", mem.NewSink())
+	}
+	for _, n := range []int{0, -1} {
+		opt := arkflow.WithChannelCapacity(n)
+		for name, err := range map[string]error{
+			"Build":            func() error { _, err := b().Build(opt); return err }(),
+			"Builder.Validate": b().Validate(opt),
+			"Validate":         arkflow.Validate(b().Spec(), opt),
+			"FromSpec":         func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
+		} {
+			errs := arkflow.AsValidationErrors(err)
+			if len(errs) != 1 || errs[0].Field != "WithChannelCapacity(n)" || !strings.HasPrefix(errs[0].Reason, "must be >= 1") {
+				t.Errorf("%s with WithChannelCapacity(%d): %v", name, n, err)
+			}
+		}
+	}
+	// With the spec's own mistakes, both are reported.
+	_, err := arkflow.NewJob("cap").Source("in", clickConfig()).Build(arkflow.WithChannelCapacity(0))
+	if errs := arkflow.AsValidationErrors(err); len(errs) < 2 || errs[0].Field != "WithChannelCapacity(n)" || !strings.Contains(err.Error(), "a job needs at least one sink") {
+		t.Errorf("want the option's and the spec's problems, got:\n%v", err)
+	}
+	j, err := b().Build(arkflow.WithChannelCapacity(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
