@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // Job is a built, validated job, ready to run once in this process.
@@ -215,7 +217,8 @@ func (j *Job) State() State { return State(j.rt.State()) }
 // Err returns the error the job failed with, or nil.
 func (j *Job) Err() error { return j.rt.Err() }
 
-// TaskMetrics counts one task's traffic.
+// TaskMetrics counts one task's traffic: one subtask's (Metrics.Tasks), or
+// an operator's over all its subtasks (Metrics.Operator).
 type TaskMetrics struct {
 	Task       string
 	Operator   string
@@ -223,13 +226,20 @@ type TaskMetrics struct {
 	RowsOut    int64
 	BatchesIn  int64
 	BatchesOut int64
-	// Watermark is the task's input watermark in Unix ms (math.MinInt64
-	// before the first; math.MaxInt64 after a bounded input ended).
+	// Watermark is the task's input watermark in Unix ms: math.MinInt64
+	// before the first, math.MaxInt64 after a bounded input ended.
 	Watermark int64
-	// Gauges are the operator's own counters, nil when it has none. Window
-	// operators report open_windows, windows_fired, late_dropped,
-	// late_routed, late_updated, null_timestamp_dropped and
-	// null_timestamp_routed (see the window package).
+	// Counters are the operator's own totals since the task started, nil
+	// when it has none. Window operators count windows_fired,
+	// late_dropped, late_routed, late_updated, null_timestamp_dropped and
+	// null_timestamp_routed (see the window package); a source with a
+	// write-ahead log counts wal_replayed (entries replayed after a
+	// restart) and wal_parked_timeouts.
+	Counters map[string]int64
+	// Gauges are the operator's own values now, which go up and down, nil
+	// when it has none: open_windows for window operators; wal_cursor (the
+	// last entry acknowledged through) and wal_last (the last appended)
+	// for a source with a write-ahead log.
 	Gauges map[string]int64
 }
 
@@ -254,22 +264,47 @@ func (j *Job) Metrics() Metrics {
 	return m
 }
 
-// Operator returns the summed counters of an operator's tasks.
+// summedGauges are the gauges whose sum over an operator's tasks means
+// something. A WAL's wal_cursor and wal_last are sequence numbers of one
+// subtask's log: their sum is no position of anything.
+var summedGauges = map[string]bool{window.MetricOpenWindows: true}
+
+// Operator returns an operator's metrics over all its tasks: the rows and
+// batches and every counter summed; the watermark, the minimum over its
+// tasks (math.MinInt64 until every task has one, math.MaxInt64 once every
+// bounded input ended, and math.MinInt64 for an unknown operator); and of
+// the gauges only open_windows, summed. The others (wal_cursor, wal_last)
+// mean something per task only: read them in Tasks.
 func (m Metrics) Operator(id string) TaskMetrics {
-	out := TaskMetrics{Task: id, Operator: id}
+	out := TaskMetrics{Task: id, Operator: id, Watermark: math.MaxInt64}
+	found := false
+	add := func(to *map[string]int64, k string, v int64) {
+		if *to == nil {
+			*to = map[string]int64{}
+		}
+		(*to)[k] += v
+	}
 	for _, t := range m.Tasks {
-		if t.Operator == id {
-			out.RowsIn += t.RowsIn
-			out.RowsOut += t.RowsOut
-			out.BatchesIn += t.BatchesIn
-			out.BatchesOut += t.BatchesOut
-			for k, v := range t.Gauges {
-				if out.Gauges == nil {
-					out.Gauges = map[string]int64{}
-				}
-				out.Gauges[k] += v
+		if t.Operator != id {
+			continue
+		}
+		found = true
+		out.RowsIn += t.RowsIn
+		out.RowsOut += t.RowsOut
+		out.BatchesIn += t.BatchesIn
+		out.BatchesOut += t.BatchesOut
+		out.Watermark = min(out.Watermark, t.Watermark)
+		for k, v := range t.Counters {
+			add(&out.Counters, k, v)
+		}
+		for k, v := range t.Gauges {
+			if summedGauges[k] {
+				add(&out.Gauges, k, v)
 			}
 		}
+	}
+	if !found {
+		out.Watermark = math.MinInt64
 	}
 	return out
 }
