@@ -48,11 +48,17 @@ func newOptions(bindings map[string]any, opts []Option) options {
 	return o
 }
 
-// check returns the options' mistakes as validation errors of job id.
-func (o *options) check(id string) job.ValidationErrors {
+// check returns the options' mistakes, and options the spec gives nothing
+// to act on, as validation errors of the job.
+func (o *options) check(spec *job.Spec) job.ValidationErrors {
 	var out job.ValidationErrors
 	for _, p := range o.problems {
-		out = append(out, &job.ValidationError{Job: id, Field: p[0], Reason: p[1]})
+		out = append(out, &job.ValidationError{Job: spec.ID, Field: p[0], Reason: p[1]})
+	}
+	if o.fromSavepoint != "" && spec.Checkpoint == nil {
+		// The runtime would start from scratch as if it were not given.
+		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
+			Reason: fmt.Sprintf("the job has no checkpoint block, so it has no savepoint %q to start from", o.fromSavepoint)})
 	}
 	return out
 }
@@ -61,7 +67,7 @@ func (o *options) check(id string) job.ValidationErrors {
 // mistakes together with the spec's.
 func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 	g, err := build.Build(spec, o.env())
-	probs := o.check(spec.ID)
+	probs := o.check(spec)
 	switch {
 	case len(probs) == 0:
 		return g, err

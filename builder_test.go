@@ -173,3 +173,26 @@ func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WithSavepoint on a job without a checkpoint block used to be ignored
+// (the job started from scratch); now it is reported, naming the option.
+func TestSavepointNeedsACheckpointBlock(t *testing.T) {
+	b := func() *arkflow.Builder {
+		return arkflow.NewJob("sp").Source("in", clickConfig()).Sink("out", mem.NewSink())
+	}
+	opt := arkflow.WithSavepoint("v1")
+	for name, err := range map[string]error{
+		"Build":    func() error { _, err := b().Build(opt); return err }(),
+		"Validate": arkflow.Validate(b().Spec(), opt),
+		"FromSpec": func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
+	} {
+		errs := arkflow.AsValidationErrors(err)
+		if len(errs) != 1 || errs[0].Field != "WithSavepoint(name)" || !strings.Contains(errs[0].Reason, `no checkpoint block, so it has no savepoint "v1"`) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	withCheckpoints := b().Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + t.TempDir()})
+	if err := withCheckpoints.Validate(opt, arkflow.WithDataDir(t.TempDir())); err != nil {
+		t.Errorf("with a checkpoint block: %v", err)
+	}
+}
