@@ -101,6 +101,9 @@ func controlCmd(name string, fs *flag.FlagSet) func([]string, io.Writer, io.Writ
 		if name == "savepoint" && spName == "" {
 			return usagef("--name is required")
 		}
+		if *timeout <= 0 {
+			return usagef("--timeout must be positive (got %s)", *timeout)
+		}
 		path := *control
 		switch {
 		case path != "" && len(args) > 1:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // defaultDataDir is where state, write-ahead logs and control sockets live
@@ -147,6 +148,32 @@ func (f *jobFlags) register(fs *flag.FlagSet, forRun bool) {
 	fs.StringVar(&f.savepointOnStop, "savepoint-on-stop", "", runOnly+"on SIGINT/SIGTERM, take the savepoint `NAME` before stopping (for upgrades)")
 	fs.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, runOnly+"how long a graceful stop may take after SIGINT/SIGTERM")
 	fs.BoolVar(&f.dryRun, "dry-run", false, runOnly+"open and close every write-ahead log (locks, corruption), then exit without running")
+}
+
+// load reads the spec named by args, after checking the flags alone, and
+// checks the flags against it: what run, validate and plan do first.
+func (f *jobFlags) load(args []string) (*job.Spec, error) {
+	if f.stopTimeout < 0 {
+		return nil, usagef("--stop-timeout must not be negative (got %s)", f.stopTimeout)
+	}
+	path, err := oneSpec(args)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := job.ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	// Without a checkpoint block run would start from scratch, fail only
+	// at the stop, or serve nothing; say so before anything runs.
+	if spec.Checkpoint == nil {
+		for _, fl := range []struct{ name, value string }{{"from-savepoint", f.fromSavepoint}, {"savepoint-on-stop", f.savepointOnStop}, {"control", f.control}} {
+			if fl.value != "" {
+				return nil, fmt.Errorf("--%s %s: job %q has no checkpoint block, so it has no savepoints and serves no control socket; add one (checkpoint: {object_store_uri: ...}) or drop the flag", fl.name, fl.value, spec.ID)
+			}
+		}
+	}
+	return spec, nil
 }
 
 // logger is the job's logger: text on stderr, debug with -v.

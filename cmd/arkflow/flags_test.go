@@ -79,8 +79,7 @@ func TestValidateAndPlanTakeRunsFlags(t *testing.T) {
 			}
 		})
 	}
-	const spec = "../../job/testdata/v1-orders.json"
-	line := []string{"--data-dir", t.TempDir(), "--stop-timeout=5s", "--control", "x.sock", "--savepoint-on-stop", "sp", "--dry-run", "-v", spec}
+	line := []string{"--data-dir", t.TempDir(), "--stop-timeout=5s", "--control", "x.sock", "--savepoint-on-stop", "sp", "--dry-run", "-v", checkpointExample}
 	for _, name := range []string{"validate", "plan"} {
 		if code, _, errOut := runCLI(append([]string{name}, line...)...); code != 0 {
 			t.Errorf("%s with run's command line: exit %d: %s", name, code, errOut)
@@ -142,6 +141,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--bogus", "x.yaml"}, "arkflow run: flag provided but not defined: -bogus; usage: arkflow run [flags] SPEC"},
 		{[]string{"validate", "x.yaml", "--data-dir"}, "arkflow validate: flag needs an argument: -data-dir; usage:"},
 		{[]string{"run", "--stop-timeout", "soon", "x.yaml"}, `arkflow run: invalid value "soon" for flag -stop-timeout`},
+		{[]string{"run", "--stop-timeout=-1s", "x.yaml"}, "arkflow run: --stop-timeout must not be negative (got -1s)"},
+		{[]string{"validate", "--stop-timeout=-1s", "x.yaml"}, "arkflow validate: --stop-timeout must not be negative (got -1s)"},
+		{[]string{"checkpoint", "--timeout=0s", "x.yaml"}, "arkflow checkpoint: --timeout must be positive (got 0s)"},
 		{[]string{"checkpoint"}, "arkflow checkpoint: expected the job's SPEC file, or --control SOCKET (got neither); usage: arkflow checkpoint"},
 		{[]string{"checkpoint", "a.yaml", "b.yaml"}, "arkflow checkpoint: expected one SPEC file (got 2: a.yaml b.yaml)"},
 		{[]string{"checkpoint", "--data-dir=", "a.yaml"}, "arkflow checkpoint: --data-dir is empty"},
@@ -222,5 +224,21 @@ sinks:
 	}
 	if _, err := os.Stat(filepath.Join(other, "defaults", "state", "FORMAT")); err != nil {
 		t.Errorf("run --data-dir %s: %v", other, err)
+	}
+}
+
+// Flags about checkpoints on a spec without a checkpoint block would be
+// ignored (--from-savepoint, --control) or fail only at the stop
+// (--savepoint-on-stop): run refuses them before anything runs, and
+// validate and plan say the same.
+func TestCheckpointFlagsNeedACheckpointBlock(t *testing.T) {
+	const spec = "../../testdata/clicks.yaml" // no checkpoint block
+	for _, flag := range []string{"--from-savepoint", "--savepoint-on-stop", "--control"} {
+		for _, cmd := range []string{"run", "validate", "plan"} {
+			code, out, errOut := runCLI(cmd, spec, flag, "v1")
+			if code != 1 || out != "" || !strings.HasPrefix(errOut, flag+` v1: job "clicks" has no checkpoint block`) {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", cmd, flag, code, out, errOut)
+			}
+		}
 	}
 }

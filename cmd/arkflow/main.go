@@ -194,11 +194,7 @@ func printErrors(stderr io.Writer, err error) {
 // compile loads the spec named by args and validates it with the flags'
 // options, as validate and plan do.
 func compile(args []string, f *jobFlags, stderr io.Writer) (*job.Plan, error) {
-	path, err := oneSpec(args)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := job.ParseFile(path)
+	spec, err := f.load(args)
 	if err != nil {
 		return nil, err
 	}
@@ -245,11 +241,7 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	var f jobFlags
 	f.register(fs, true)
 	return func(args []string, _, stderr io.Writer) error {
-		path, err := oneSpec(args)
-		if err != nil {
-			return err
-		}
-		spec, err := job.ParseFile(path)
+		spec, err := f.load(args)
 		if err != nil {
 			return err
 		}
