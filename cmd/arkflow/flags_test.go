@@ -48,7 +48,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 }
 
 func TestHelpOverview(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"help", "--help"}, {"help", "help"}, {"-h", "-h"}} {
 		code, out, errOut := runCLI(args...)
 		if code != 0 || errOut != "" {
 			t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)

@@ -155,6 +155,12 @@ func newFlagSet(name string) *flag.FlagSet {
 
 // help prints the overview, or one command's usage and flags.
 func help(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help": // help about help: the overview
+			args = nil
+		}
+	}
 	switch len(args) {
 	case 0:
 		var b strings.Builder
