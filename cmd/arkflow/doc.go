@@ -13,10 +13,11 @@
 // ends them. `arkflow COMMAND --help` (or -h) lists a command's flags.
 //
 // run, validate and plan take the same flags and turn them into the same
-// library options (jobFlags.options), so validate checks what run would
-// start with, and one command line works with each: flags only run uses
-// (--dry-run, --control, --stop-timeout, --savepoint-on-stop) are accepted
-// and ignored by the other two.
+// library options, so validate checks what run would start with, and one
+// command line works with each: flags only run uses (--dry-run, --control,
+// --stop-timeout, --savepoint-on-stop) are accepted and change nothing in
+// the other two, except that all three refuse flags about checkpoints for
+// a spec without a checkpoint block.
 //
 // # Data directory
 //
