@@ -2,14 +2,17 @@ package arkflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // Job is a built, validated job, ready to run once in this process.
@@ -29,6 +32,10 @@ type options struct {
 	bindings      map[string]any
 	fromSavepoint string
 	store         checkpoint.StoreOptions
+	// problems are mistakes in the options' arguments, as {option, reason}:
+	// reported with the job's validation errors instead of being replaced
+	// by a default.
+	problems [][2]string
 }
 
 func newOptions(bindings map[string]any, opts []Option) options {
@@ -41,6 +48,38 @@ func newOptions(bindings map[string]any, opts []Option) options {
 	return o
 }
 
+// check returns the options' mistakes, and options the spec gives nothing
+// to act on, as validation errors of the job.
+func (o *options) check(spec *job.Spec) job.ValidationErrors {
+	var out job.ValidationErrors
+	for _, p := range o.problems {
+		out = append(out, &job.ValidationError{Job: spec.ID, Field: p[0], Reason: p[1]})
+	}
+	if o.fromSavepoint != "" && spec.Checkpoint == nil {
+		// The runtime would start from scratch as if it were not given.
+		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
+			Reason: fmt.Sprintf("the job has no checkpoint block, so it has no savepoint %q to start from", o.fromSavepoint)})
+	}
+	return out
+}
+
+// build runs the deep build with the options and reports their own
+// mistakes together with the spec's.
+func (o *options) build(spec *job.Spec) (*build.Graph, error) {
+	g, err := build.Build(spec, o.env())
+	probs := o.check(spec)
+	switch {
+	case len(probs) == 0:
+		return g, err
+	case err == nil:
+		return nil, probs
+	case job.AsValidationErrors(err) != nil:
+		return nil, append(probs, job.AsValidationErrors(err)...)
+	default:
+		return nil, errors.Join(probs, err)
+	}
+}
+
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
 	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store, FromSavepoint: o.fromSavepoint}
@@ -50,19 +89,29 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithLogger sends the job's logs to l (default: discarded). The logger is
-// borrowed, never closed.
+// WithLogger sends the job's logs to l (default, and with nil: discarded).
+// The logger is borrowed, never closed.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithChannelCapacity sets how many batches each channel between operator
 // chains buffers before the sender waits (default 16). Larger values absorb
 // bursts at the cost of memory; backpressure starts when a channel is full.
+// n must be at least 1: Build, FromSpec and Validate report a smaller one
+// (leave the option out for the default).
 func WithChannelCapacity(n int) Option {
-	return optionFunc(func(o *options) { o.capacity = n })
+	return optionFunc(func(o *options) {
+		if n < 1 {
+			o.problems = append(o.problems, [2]string{"WithChannelCapacity(n)", fmt.Sprintf("must be >= 1 (got %d); leave the option out for the default 16", n)})
+			return
+		}
+		o.capacity = n
+	})
 }
 
-// WithDataDir sets where jobs keep their state when the spec's state block
-// gives no path: DIR/<job>/state.
+// WithDataDir sets where a job keeps the state and write-ahead logs its
+// spec gives no path for: DIR/<job id>/state and DIR/<job id>/wal. There is
+// no default (the arkflow command's is ./arkflow-data): a job with Badger
+// state or a WAL and no path needs it. An empty dir means none.
 func WithDataDir(dir string) Option { return optionFunc(func(o *options) { o.dataDir = dir }) }
 
 // Validate runs the same deep, side-effect-free build as a real start
@@ -82,7 +131,7 @@ func Validate(spec *job.Spec, opts ...Option) error {
 // Compile validates a spec, as Validate does, and returns its plan.
 func Compile(spec *job.Spec, opts ...Option) (*job.Plan, error) {
 	o := newOptions(nil, opts)
-	g, err := build.Build(spec, o.env())
+	g, err := o.build(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +154,7 @@ func FromSpec(spec *job.Spec, opts ...Option) (*Job, error) {
 
 func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error) {
 	o := newOptions(bindings, opts)
-	g, err := build.Build(spec, o.env())
+	g, err := o.build(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +223,8 @@ func (j *Job) State() State { return State(j.rt.State()) }
 // Err returns the error the job failed with, or nil.
 func (j *Job) Err() error { return j.rt.Err() }
 
-// TaskMetrics counts one task's traffic.
+// TaskMetrics counts one task's traffic: one subtask's (Metrics.Tasks), or
+// an operator's over all its subtasks (Metrics.Operator).
 type TaskMetrics struct {
 	Task       string
 	Operator   string
@@ -182,13 +232,20 @@ type TaskMetrics struct {
 	RowsOut    int64
 	BatchesIn  int64
 	BatchesOut int64
-	// Watermark is the task's input watermark in Unix ms (math.MinInt64
-	// before the first; math.MaxInt64 after a bounded input ended).
+	// Watermark is the task's input watermark in Unix ms: math.MinInt64
+	// before the first, math.MaxInt64 after a bounded input ended.
 	Watermark int64
-	// Gauges are the operator's own counters, nil when it has none. Window
-	// operators report open_windows, windows_fired, late_dropped,
-	// late_routed, late_updated, null_timestamp_dropped and
-	// null_timestamp_routed (see the window package).
+	// Counters are the operator's own totals since the task started, nil
+	// when it has none. Window operators count windows_fired,
+	// late_dropped, late_routed, late_updated, null_timestamp_dropped and
+	// null_timestamp_routed (see the window package); a source with a
+	// write-ahead log counts wal_replayed (entries replayed after a
+	// restart) and wal_parked_timeouts.
+	Counters map[string]int64
+	// Gauges are the operator's own values now, which go up and down, nil
+	// when it has none: open_windows for window operators; wal_cursor (the
+	// last entry acknowledged through) and wal_last (the last appended)
+	// for a source with a write-ahead log.
 	Gauges map[string]int64
 }
 
@@ -213,22 +270,47 @@ func (j *Job) Metrics() Metrics {
 	return m
 }
 
-// Operator returns the summed counters of an operator's tasks.
+// summedGauges are the gauges whose sum over an operator's tasks means
+// something. A WAL's wal_cursor and wal_last are sequence numbers of one
+// subtask's log: their sum is no position of anything.
+var summedGauges = map[string]bool{window.MetricOpenWindows: true}
+
+// Operator returns an operator's metrics over all its tasks: the rows and
+// batches and every counter summed; the watermark, the minimum over its
+// tasks (math.MinInt64 until every task has one, math.MaxInt64 once every
+// bounded input ended, and math.MinInt64 for an unknown operator); and of
+// the gauges only open_windows, summed. The others (wal_cursor, wal_last)
+// mean something per task only: read them in Tasks.
 func (m Metrics) Operator(id string) TaskMetrics {
-	out := TaskMetrics{Task: id, Operator: id}
+	out := TaskMetrics{Task: id, Operator: id, Watermark: math.MaxInt64}
+	found := false
+	add := func(to *map[string]int64, k string, v int64) {
+		if *to == nil {
+			*to = map[string]int64{}
+		}
+		(*to)[k] += v
+	}
 	for _, t := range m.Tasks {
-		if t.Operator == id {
-			out.RowsIn += t.RowsIn
-			out.RowsOut += t.RowsOut
-			out.BatchesIn += t.BatchesIn
-			out.BatchesOut += t.BatchesOut
-			for k, v := range t.Gauges {
-				if out.Gauges == nil {
-					out.Gauges = map[string]int64{}
-				}
-				out.Gauges[k] += v
+		if t.Operator != id {
+			continue
+		}
+		found = true
+		out.RowsIn += t.RowsIn
+		out.RowsOut += t.RowsOut
+		out.BatchesIn += t.BatchesIn
+		out.BatchesOut += t.BatchesOut
+		out.Watermark = min(out.Watermark, t.Watermark)
+		for k, v := range t.Counters {
+			add(&out.Counters, k, v)
+		}
+		for k, v := range t.Gauges {
+			if summedGauges[k] {
+				add(&out.Gauges, k, v)
 			}
 		}
+	}
+	if !found {
+		out.Watermark = math.MinInt64
 	}
 	return out
 }

@@ -3,7 +3,9 @@ package arkflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -25,7 +27,10 @@ import (
 //
 // Builder methods never panic and never return errors: mistakes are
 // recorded and Build reports all of them together with the spec's own
-// validation errors.
+// validation errors. An error about a job-level setting names the Builder
+// call that made it (".Checkpoint(job.Checkpoint{...}): interval_ms: must
+// be > 0"), not the spec path ("checkpoint.interval_ms") the Go code never
+// wrote.
 type Builder struct {
 	spec     job.Spec
 	bindings map[string]any
@@ -42,18 +47,47 @@ func NewJob(id string) *Builder {
 }
 
 func (b *Builder) problem(op, format string, args ...any) {
-	b.problems = append(b.problems, &job.ValidationError{Job: b.spec.ID, Operator: op, Field: "builder", Reason: fmt.Sprintf(format, args...)})
+	b.callProblem(op, "builder", format, args...)
 }
 
-// Version sets the job's version number (default 1).
-func (b *Builder) Version(v uint64) *Builder { b.spec.Version = v; return b }
+// callProblem records a problem with the argument of a Builder call, named
+// as the field.
+func (b *Builder) callProblem(op, call, format string, args ...any) {
+	b.problems = append(b.problems, &job.ValidationError{Job: b.spec.ID, Operator: op, Field: call, Reason: fmt.Sprintf(format, args...)})
+}
 
-// Parallelism sets the default number of subtasks per operator (default 1).
-func (b *Builder) Parallelism(p int) *Builder { b.spec.Parallelism = p; return b }
+// Version sets the job's version number (default 1; 0 is a mistake Build
+// reports, not the default).
+func (b *Builder) Version(v uint64) *Builder {
+	if v == 0 {
+		b.callProblem("", ".Version(v)", "must be >= 1 (got 0); leave Version out for the default 1")
+		return b
+	}
+	b.spec.Version = v
+	return b
+}
 
-// MaxParallelism sets the number of key groups (default 128). It cannot
-// change once the job has state.
-func (b *Builder) MaxParallelism(m int) *Builder { b.spec.MaxParallelism = m; return b }
+// Parallelism sets the default number of subtasks per operator (default 1;
+// values below 1 are mistakes Build reports).
+func (b *Builder) Parallelism(p int) *Builder {
+	if p < 1 {
+		b.callProblem("", ".Parallelism(n)", "must be >= 1 (got %d); leave Parallelism out for the default 1", p)
+		return b
+	}
+	b.spec.Parallelism = p
+	return b
+}
+
+// MaxParallelism sets the number of key groups (default 128; values below
+// 1 are mistakes Build reports). It cannot change once the job has state.
+func (b *Builder) MaxParallelism(m int) *Builder {
+	if m < 1 {
+		b.callProblem("", ".MaxParallelism(n)", "must be in [1, %d] (got %d); leave MaxParallelism out for the default %d", job.MaxMaxParallelism, m, job.DefaultMaxParallelism)
+		return b
+	}
+	b.spec.MaxParallelism = m
+	return b
+}
 
 // OperatorOption tunes one operator.
 type OperatorOption interface{ applyOp(*opSettings) }
@@ -64,6 +98,8 @@ type opSettings struct {
 	op         *job.Operator
 	time       *job.Time
 	durability json.RawMessage
+	// problems are mistakes in the options' arguments, as {call, reason}.
+	problems [][2]string
 }
 
 type opOption func(*opSettings)
@@ -71,9 +107,16 @@ type opOption func(*opSettings)
 func (f opOption) applyOp(s *opSettings) { f(s) }
 
 // WithParallelism runs the operator with n subtasks instead of the job's
-// parallelism.
+// parallelism. n must be at least 1 (Build reports a smaller one; leave
+// the option out for the job's parallelism).
 func WithParallelism(n int) OperatorOption {
-	return opOption(func(s *opSettings) { s.op.Parallelism = n })
+	return opOption(func(s *opSettings) {
+		if n < 1 {
+			s.problems = append(s.problems, [2]string{"WithParallelism(n)", fmt.Sprintf("must be >= 1 (got %d); leave the option out for the job's parallelism", n)})
+			return
+		}
+		s.op.Parallelism = n
+	})
 }
 
 // TimeOption tunes a source's event time.
@@ -169,6 +212,9 @@ func (b *Builder) add(op job.Operator, opts []OperatorOption) opSettings {
 		if o != nil {
 			o.applyOp(&set)
 		}
+	}
+	for _, p := range set.problems {
+		b.callProblem(op.ID, p[0], "%s", p[1])
 	}
 	if set.time != nil && op.Kind != job.KindSource {
 		b.problem(op.ID, "EventTime is an option of a Source, not of a %s", op.Kind)
@@ -528,24 +574,48 @@ func (b *Builder) Add(op job.Operator, bound any) *Builder {
 	return b
 }
 
-// State configures keyed state (backend "badger" by default).
-func (b *Builder) State(st job.State) *Builder { b.spec.State = &st; return b }
+// State configures the job's keyed state. Without State (and without
+// Checkpoint), state lives in memory and is gone when the process ends.
+//
+// An empty Backend is job.BackendBadger, which keeps its files in Path,
+// or, when Path is empty, under the data directory (WithDataDir:
+// DIR/<job id>/state): the job needs one of the two. A zero FormatVersion
+// is 1; a nil TTLMS keeps state forever.
+func (b *Builder) State(st job.State) *Builder {
+	if st.Backend == "" {
+		st.Backend = job.BackendBadger
+	}
+	b.spec.State = &st
+	return b
+}
 
-// Checkpoint configures periodic checkpoints.
+// Checkpoint configures periodic checkpoints to cp.ObjectStoreURI
+// (file:///dir or s3://bucket/prefix; required). A zero IntervalMS or
+// Retention takes ArkFlow v1's default (30 s, 3 checkpoints kept).
+//
+// Checkpoints need keyed state on disk: without State, the job uses the
+// default backend, Badger, as if State(job.State{Backend: "badger"}) had
+// been called, so it needs a data directory (WithDataDir).
 func (b *Builder) Checkpoint(cp job.Checkpoint) *Builder { b.spec.Checkpoint = &cp; return b }
 
 // Spec returns the declarative spec the builder describes, with defaults
-// filled in. Its JSON is what a Hub stores; FromSpec on it (with the same
+// filled in (the Badger state of a job with Checkpoint and without State
+// included). Its JSON is what a Hub stores; FromSpec on it (with the same
 // Go values bound) builds the same job.
 func (b *Builder) Spec() *job.Spec {
 	s := b.spec.Clone()
+	if s.Checkpoint != nil && s.State == nil {
+		s.State = &job.State{Backend: job.BackendBadger}
+	}
 	job.ApplyDefaults(s)
 	return s
 }
 
-// Validate reports every problem of the job without building it.
-func (b *Builder) Validate() error {
-	_, err := b.Build()
+// Validate reports every problem of the job, as Build with the same
+// options does, without returning the job. Give it the options Build
+// will get: what a start checks depends on some of them.
+func (b *Builder) Validate(opts ...Option) error {
+	_, err := b.Build(opts...)
 	return err
 }
 
@@ -564,13 +634,96 @@ func (b *Builder) Build(opts ...Option) (*Job, error) {
 	}
 	j, err := newJob(b.Spec(), bindings, opts)
 	if err != nil {
-		all = append(all, job.AsValidationErrors(err)...)
-		if len(all) == 0 {
-			return nil, err
+		ves := job.AsValidationErrors(err)
+		if ves == nil { // not a validation: say so, after the builder's own problems
+			if len(all) == 0 {
+				return nil, err
+			}
+			return nil, errors.Join(all, err)
+		}
+		for _, e := range ves {
+			all = append(all, b.inBuilderTerms(e))
 		}
 	}
 	if len(all) > 0 {
 		return nil, all
 	}
 	return j, nil
+}
+
+// builderCalls are the spec paths a Builder writes and the calls that
+// write them; "[]" stands for any index. The longest matching path wins.
+var builderCalls = []struct{ path, call string }{
+	{"id", "NewJob(id)"},
+	{"version", ".Version(v)"},
+	{"parallelism", ".Parallelism(n)"},
+	{"max_parallelism", ".MaxParallelism(n)"},
+	{"state", ".State(job.State{...})"},
+	{"checkpoint", ".Checkpoint(job.Checkpoint{...})"},
+	{"durability", ".Durability(arkflow.Durability{...})"},
+	{"sources", ".Source(...)"},
+	{"sinks", ".Sink(...)"},
+	{"operators[].parallelism", "WithParallelism(n)"},
+	{"sources[].time", "EventTime(...)"},
+	{"sources[].time.timestamp_field", "EventTime(field)"},
+	{"sources[].time.watermark.out_of_orderness_ms", "OutOfOrderness(d)"},
+	{"sources[].time.watermark.idle_timeout_ms", "IdleTimeout(d)"},
+	{"sources[].time.allowed_lateness_ms", "AllowedLateness(d)"},
+	{"sources[].time.late_event_route", "RouteLate(sink)"},
+	{"sources[].durability", "Durable(arkflow.Durability{...})"},
+}
+
+// inBuilderTerms returns e with its spec path replaced by the Builder call
+// that wrote it, followed by the rest of the path (".State(job.State{...}):
+// path"). Paths no call writes as a whole (a component's config) stay.
+func (b *Builder) inBuilderTerms(e *job.ValidationError) *job.ValidationError {
+	call, rest, best := "", "", -1
+	for _, c := range builderCalls {
+		if r, ok := matchPath(e.Field, c.path); ok && len(c.path) > best {
+			call, rest, best = c.call, r, len(c.path)
+		}
+	}
+	if best < 0 {
+		return e
+	}
+	if call == ".State(job.State{...})" && b.spec.State == nil {
+		call = `.Checkpoint(job.Checkpoint{...}) with its default .State(job.State{Backend: "badger"})`
+	}
+	out := *e
+	out.Field = call
+	if rest != "" {
+		out.Field += ": " + rest
+	}
+	return &out
+}
+
+// matchPath reports whether the spec path field starts with pattern at a
+// segment boundary, "[]" in pattern matching any index, and returns the
+// path after it.
+func matchPath(field, pattern string) (rest string, ok bool) {
+	i := 0
+	for j := 0; j < len(pattern); {
+		if i >= len(field) {
+			return "", false
+		}
+		if strings.HasPrefix(pattern[j:], "[]") {
+			k := strings.IndexByte(field[i:], ']')
+			if field[i] != '[' || k < 0 {
+				return "", false
+			}
+			i, j = i+k+1, j+2
+			continue
+		}
+		if field[i] != pattern[j] {
+			return "", false
+		}
+		i, j = i+1, j+1
+	}
+	switch {
+	case i == len(field):
+		return "", true
+	case field[i] == '.':
+		return field[i+1:], true
+	}
+	return "", false
 }

@@ -26,7 +26,17 @@
 // start: unknown components, bad configs, missing key fields and illegal
 // graph edges are reported before anything runs, each as a ValidationError
 // naming the job, the operator and the field path
-// ("operators[2].config.aggregates[0].function: unknown aggregate function").
+// ("operators[2].config.aggregates[0].function: unknown aggregate function"),
+// or, in a job made by the Builder, the call that made the mistake
+// (".Checkpoint(job.Checkpoint{...}): interval_ms: must be > 0").
+//
+// # Metrics
+//
+// Job.Metrics is a snapshot per task: rows and batches in and out, the
+// input watermark, and the operator's own Counters (totals such as
+// windows_fired, late_dropped, wal_replayed) and Gauges (values now, such
+// as open_windows, wal_cursor). Metrics.Operator sums an operator's tasks;
+// see it for which gauges are summed.
 //
 // # Execution
 //

@@ -2,6 +2,7 @@ package arkflow
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/wal"
@@ -12,7 +13,9 @@ import (
 // before it enters the pipeline; acknowledgements move the log's cursor
 // only over contiguous acknowledged entries; a restart replays everything
 // after the cursor before reading new input, and resumes the source after
-// what the log holds. Zero fields take the defaults.
+// what the log holds. Zero fields take the defaults. The spec keeps
+// durations in milliseconds: one between 0 and 1 ms is a mistake Build
+// reports (it would become 0, the default).
 type Durability struct {
 	// Path is the WAL's base directory: subtask k of source S keeps its
 	// log in Path/S/k. Default: the data directory (WithDataDir), under
@@ -59,6 +62,21 @@ type WALObjectStore struct {
 	AllowHTTP bool
 }
 
+// problems are durations the spec's milliseconds cannot hold: above 0 but
+// below 1 ms, which would become 0 and so the default.
+func (d Durability) problems() []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"SyncInterval", d.SyncInterval}, {"ParkLease", d.ParkLease}, {"DrainTimeout", d.DrainTimeout}} {
+		if f.v > 0 && f.v < time.Millisecond {
+			out = append(out, fmt.Sprintf("%s: must be 0 (the default) or at least 1ms (got %s)", f.name, f.v))
+		}
+	}
+	return out
+}
+
 // spec returns the durability block as a spec stores it.
 func (d Durability) spec() json.RawMessage {
 	ms := func(v time.Duration) int64 { return v.Milliseconds() }
@@ -90,12 +108,20 @@ func (d Durability) spec() json.RawMessage {
 // merged over the job-wide Builder.Durability, field by field. Only valid on
 // a Source.
 func Durable(d Durability) OperatorOption {
-	return opOption(func(s *opSettings) { s.durability = d.spec() })
+	return opOption(func(s *opSettings) {
+		for _, p := range d.problems() {
+			s.problems = append(s.problems, [2]string{"Durable(arkflow.Durability{...})", p})
+		}
+		s.durability = d.spec()
+	})
 }
 
 // Durability gives every source of the job a write-ahead log (see
 // Durability); a source's own Durable option is merged over it.
 func (b *Builder) Durability(d Durability) *Builder {
+	for _, p := range d.problems() {
+		b.callProblem("", ".Durability(arkflow.Durability{...})", "%s", p)
+	}
 	b.spec.Durability = d.spec()
 	return b
 }

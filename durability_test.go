@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
@@ -64,7 +65,7 @@ func TestDurableSourceResumes(t *testing.T) {
 }
 
 // Durable is an option of sources only; bad durability blocks are
-// reported with their field.
+// reported with the call and their field.
 func TestDurableMistakes(t *testing.T) {
 	_, err := arkflow.NewJob("bad").
 		Source("in", clickConfig(), arkflow.Durable(arkflow.Durability{Sync: "sometimes"})).
@@ -79,9 +80,36 @@ func TestDurableMistakes(t *testing.T) {
 		t.Fatalf("%T: %v", err, err)
 	}
 	text := err.Error()
-	for _, want := range []string{"sources[0].durability.sync", `"sometimes"`, "Durable is an option of a Source"} {
+	for _, want := range []string{"Durable(arkflow.Durability{...}): sync: ", `"sometimes"`, "Durable is an option of a Source"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("error does not mention %q:\n%s", want, text)
 		}
+	}
+}
+
+// A duration below the spec's millisecond used to become 0, the default
+// (SyncInterval 500µs ran with 100 ms); Build reports it instead.
+func TestDurabilitySubMillisecond(t *testing.T) {
+	for _, tc := range []struct {
+		d    arkflow.Durability
+		want string
+	}{
+		{arkflow.Durability{Sync: wal.SyncPeriodic, SyncInterval: 500 * time.Microsecond}, "SyncInterval: must be 0 (the default) or at least 1ms (got 500µs)"},
+		{arkflow.Durability{ParkLease: time.Microsecond}, "ParkLease: must be 0 (the default) or at least 1ms (got 1µs)"},
+		{arkflow.Durability{DrainTimeout: time.Nanosecond}, "DrainTimeout: must be 0 (the default) or at least 1ms (got 1ns)"},
+	} {
+		tc.d.Path = t.TempDir()
+		job := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(tc.d)
+		if err := job.Validate(); err == nil || !strings.Contains(err.Error(), ".Durability(arkflow.Durability{...}): "+tc.want) {
+			t.Errorf("Durability: %v, want %q", err, tc.want)
+		}
+		src := arkflow.NewJob("j").Source("in", clickConfig(), arkflow.Durable(tc.d)).Sink("out", mem.NewSink())
+		if err := src.Validate(); err == nil || !strings.Contains(err.Error(), `operator "in": Durable(arkflow.Durability{...}): `+tc.want) {
+			t.Errorf("Durable: %v, want %q", err, tc.want)
+		}
+	}
+	ok := arkflow.Durability{Path: t.TempDir(), Sync: wal.SyncPeriodic, SyncInterval: time.Millisecond}
+	if err := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(ok).Validate(); err != nil {
+		t.Errorf("1ms: %v", err)
 	}
 }

@@ -18,6 +18,13 @@ var (
 // ValidationError is one problem with a job: it names the job, the operator
 // and the field path in the spec. Build, Validate and Load return
 // ValidationErrors holding all of them.
+//
+// In a job made by a Builder, Field names the call where the Go code made
+// the mistake instead, followed by the rest of the path
+// (".State(job.State{...}): path", ".MaxParallelism(n)",
+// "WithParallelism(n)"); a mistake in an Option's argument names the
+// Option ("WithChannelCapacity(n)"). Paths inside a component's config
+// stay spec paths.
 type ValidationError = job.ValidationError
 
 // ValidationErrors is every problem found by one validation.

@@ -56,6 +56,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -257,7 +258,7 @@ func (p pipeline) run(t testing.TB) result {
 	defer cancel()
 	err = j.Run(ctx)
 	m := j.Metrics()
-	return result{out: out.Records(), late: late.Records(), metrics: m, gauges: m.Operator("w").Gauges, err: err, built: true}
+	return result{out: out.Records(), late: late.Records(), metrics: m, gauges: allMetrics(m.Operator("w")), err: err, built: true}
 }
 
 // ---- golden files ----
@@ -526,6 +527,16 @@ func (c *goldenCase) runWith(t *testing.T, stateDir string) []string {
 		out = append(out, "late "+r)
 	}
 	return append(out, "metrics "+gaugeLine(res.gauges))
+}
+
+// allMetrics is an operator's counters and gauges in one map.
+func allMetrics(tm arkflow.TaskMetrics) map[string]int64 {
+	out := maps.Clone(tm.Counters)
+	if out == nil {
+		out = map[string]int64{}
+	}
+	maps.Copy(out, tm.Gauges)
+	return out
 }
 
 // gaugeLine renders gauges sorted by name.

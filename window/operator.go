@@ -25,7 +25,10 @@ import (
 
 func init() { ops.Register(job.KindWindow, buildOperator) }
 
-// Metric names reported by window operators (Job.Metrics).
+// Metric names reported by window operators (Job.Metrics):
+// MetricOpenWindows is a gauge (TaskMetrics.Gauges), the number of windows
+// open now; the others are counters (TaskMetrics.Counters), totals since
+// the task started.
 const (
 	MetricOpenWindows  = "open_windows"
 	MetricLateDropped  = "late_dropped"
@@ -249,17 +252,22 @@ func (b *base) forget(e *state.Epoch, start int64, key int32) {
 	e.Delete(keptNamespace, b.keys.Group(key, b.maxPar), keptKey(start, b.keys.Bytes(key)))
 }
 
-// counters are read by Gauges from other goroutines.
+// counters are read by Counters and Gauges from other goroutines.
 type counters struct {
 	open, fired                          atomic.Int64
 	lateDropped, lateRouted, lateUpdated atomic.Int64
 	nullDropped, nullRouted              atomic.Int64
 }
 
-// Gauges reports the operator's counters.
+// Gauges reports the windows open now.
 func (b *base) Gauges() map[string]int64 {
+	return map[string]int64{MetricOpenWindows: b.m.open.Load()}
+}
+
+// Counters reports the operator's totals: windows fired, late rows and
+// rows without an event time, by what happened to them.
+func (b *base) Counters() map[string]int64 {
 	return map[string]int64{
-		MetricOpenWindows:  b.m.open.Load(),
 		MetricWindowsFired: b.m.fired.Load(),
 		MetricLateDropped:  b.m.lateDropped.Load(),
 		MetricLateRouted:   b.m.lateRouted.Load(),

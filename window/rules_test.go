@@ -79,7 +79,7 @@ func (s *stream) window() arkflow.TaskMetrics { return s.job.Metrics().Operator(
 
 func (s *stream) state() string {
 	w := s.window()
-	return fmt.Sprintf("window rows in %d, gauges %s, out %d rows, late %d rows", w.RowsIn, gaugeLine(w.Gauges), s.out.NumRows(), s.late.NumRows())
+	return fmt.Sprintf("window rows in %d, gauges %s, out %d rows, late %d rows", w.RowsIn, gaugeLine(allMetrics(w)), s.out.NumRows(), s.late.NumRows())
 }
 
 // push appends one batch and waits until the window has received it. The
@@ -99,7 +99,7 @@ func (s *stream) push(lines ...string) {
 }
 
 // gauge returns one gauge of the window operator.
-func (s *stream) gauge(name string) int64 { return s.window().Gauges[name] }
+func (s *stream) gauge(name string) int64 { return allMetrics(s.window())[name] }
 
 // waitGauge waits until a gauge has the value.
 func (s *stream) waitGauge(name string, v int64) {
@@ -195,7 +195,7 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 			if in, w := m.Operator("in"), m.Operator("w"); in.RowsOut != 4 || w.RowsIn != 4 {
 				t.Fatalf("source emitted %d rows, window received %d; want 4 and 4", in.RowsOut, w.RowsIn)
 			}
-			g := m.Operator("w").Gauges
+			g := allMetrics(m.Operator("w"))
 			if g[window.MetricNullDropped] != 3 || g[window.MetricNullRouted] != 0 || g[window.MetricLateDropped] != 0 || g[window.MetricOpenWindows] != 0 {
 				t.Fatalf("gauges %s", gaugeLine(g))
 			}
@@ -221,7 +221,7 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 	if n := s.out.NumRows(); n != 0 || s.gauge(window.MetricWindowsFired) != 0 {
 		t.Fatalf("%d rows emitted before any window could fire", n)
 	}
-	if g := s.window().Gauges; g[window.MetricLateRouted] != 1 || g[window.MetricLateDropped] != 0 {
+	if g := allMetrics(s.window()); g[window.MetricLateRouted] != 1 || g[window.MetricLateDropped] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 	// 2999 does not fire [2000, 3000); 3000 does.
@@ -579,7 +579,7 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
-	g := s.job.Metrics().Operator("w").Gauges
+	g := allMetrics(s.job.Metrics().Operator("w"))
 	if g[window.MetricOpenWindows] != 0 || g[window.MetricLateDropped] != 3 || g[window.MetricLateUpdated] != 3 || g[window.MetricWindowsFired] != 5 {
 		t.Fatalf("final gauges %s", gaugeLine(g))
 	}
@@ -632,7 +632,7 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 			}
 			want = append(want, winRow("a", "00:00:01.000", "00:00:02.000", `"n":1`, false), winRow("a", "00:00:02.000", "00:00:03.000", `"n":1`, false))
 			wantRows(t, "output", rowsOf(t, s.out.Records()), want)
-			if g := s.job.Metrics().Operator("w").Gauges; g[window.MetricOpenWindows] != 0 {
+			if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricOpenWindows] != 0 {
 				t.Fatalf("gauges at the end %s", gaugeLine(g))
 			}
 		})
@@ -676,7 +676,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 	if n != 1 || len(rows) != 3 {
 		t.Fatalf("key a emitted %d times (want once); rows %q", n, rows)
 	}
-	if g := s.job.Metrics().Operator("w").Gauges; g[window.MetricWindowsFired] != 3 || g[window.MetricOpenWindows] != 0 {
+	if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricWindowsFired] != 3 || g[window.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }
@@ -704,7 +704,7 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
-	if g := s.job.Metrics().Operator("w").Gauges; g[window.MetricLateUpdated] != 1 || g[window.MetricOpenWindows] != 0 {
+	if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricLateUpdated] != 1 || g[window.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }

@@ -10,18 +10,22 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // The control socket lets `arkflow checkpoint` and `arkflow savepoint` reach
 // the job an `arkflow run` is running: HTTP over a Unix socket, only for
 // the local user (mode 0600).
 
-// controlPath is the socket of a job: --control, else <data-dir>/<job>.sock.
+// controlPath is the socket of a job: --control, else <data-dir>/<job id>.sock
+// (with the default --data-dir, ./arkflow-data/<job id>.sock).
 func controlPath(control, dataDir, jobID string) string {
 	if control != "" {
 		return control
@@ -84,59 +88,70 @@ func serveControl(ctx context.Context, path string, j *arkflow.Job, logger *slog
 	}, nil
 }
 
-// controlCommand runs `arkflow checkpoint` or `arkflow savepoint`.
-func controlCommand(name string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	control := fs.String("control", "", "the control socket of the running job (default <data-dir>/<job>.sock)")
-	dataDir := fs.String("data-dir", "", "the data directory the job runs with")
+// controlCmd is `arkflow checkpoint` or `arkflow savepoint` (name).
+func controlCmd(name string, fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	spName := ""
 	if name == "savepoint" {
-		fs.StringVar(&spName, "name", "", "the savepoint's name (required)")
+		fs.StringVar(&spName, "name", "", "the savepoint's `NAME` (required; letters, digits, '.', '-', '_')")
 	}
-	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the checkpoint")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	path := *control
-	if path == "" {
-		if fs.NArg() != 1 || *dataDir == "" {
-			fmt.Fprintf(stderr, "arkflow %s: give --control SOCKET, or --data-dir DIR and the job's SPEC\n", name)
-			return 2
+	dataDir := fs.String("data-dir", defaultDataDir, "the data directory `DIR` the job runs with: its socket is DIR/<job id>.sock")
+	control := fs.String("control", "", "the control socket `SOCKET` of the running job, instead of finding it from --data-dir and SPEC")
+	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the "+name)
+	return func(args []string, stdout, _ io.Writer) error {
+		if name == "savepoint" && spName == "" {
+			return usagef("--name is required")
 		}
-		spec, ok := load(fs.Arg(0), stderr)
-		if !ok {
-			return 1
+		if *timeout <= 0 {
+			return usagef("--timeout must be positive (got %s)", *timeout)
 		}
-		path = controlPath("", *dataDir, spec.ID)
+		path := *control
+		switch {
+		case path != "" && len(args) > 1:
+			return usagef("expected at most one SPEC file with --control (got %d: %s)", len(args), strings.Join(args, " "))
+		case path == "" && len(args) == 0:
+			return usagef("expected the job's SPEC file, or --control SOCKET (got neither)")
+		case path == "":
+			spec, err := oneSpec(args)
+			if err != nil {
+				return err
+			}
+			if *dataDir == "" {
+				return usagef("--data-dir is empty: give the data directory the job runs with, or --control SOCKET")
+			}
+			s, err := job.ParseFile(spec)
+			if err != nil {
+				return err
+			}
+			if s.Checkpoint == nil {
+				return fmt.Errorf("arkflow %s: job %q has no checkpoint block, so \"arkflow run\" serves no checkpoints for it; add one (checkpoint: {object_store_uri: ...})", name, s.ID)
+			}
+			path = controlPath("", *dataDir, s.ID)
+		}
+		client := &http.Client{Timeout: *timeout, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}}
+		u := "http://job/checkpoint"
+		if name == "savepoint" {
+			u = "http://job/savepoint?name=" + url.QueryEscape(spName)
+		}
+		resp, err := client.Post(u, "application/json", nil)
+		if err != nil {
+			if _, statErr := os.Stat(path); errors.Is(statErr, os.ErrNotExist) {
+				return fmt.Errorf("arkflow %s: no job is listening on %s: is \"arkflow run\" running it with the same --data-dir (or --control)?", name, path)
+			}
+			return fmt.Errorf("arkflow %s: reaching the job at %s: %w", name, path, err)
+		}
+		defer resp.Body.Close()
+		var body map[string]string
+		json.NewDecoder(resp.Body).Decode(&body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("arkflow %s: %s", name, body["error"])
+		}
+		if name == "savepoint" {
+			fmt.Fprintln(stdout, body["savepoint"])
+		} else {
+			fmt.Fprintln(stdout, body["checkpoint_id"])
+		}
+		return nil
 	}
-	if name == "savepoint" && spName == "" {
-		fmt.Fprintln(stderr, "arkflow savepoint: --name is required")
-		return 2
-	}
-	client := &http.Client{Timeout: *timeout, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", path)
-	}}}
-	url := "http://job/checkpoint"
-	if name == "savepoint" {
-		url = "http://job/savepoint?name=" + spName
-	}
-	resp, err := client.Post(url, "application/json", nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "arkflow %s: reaching the job at %s: %v\n", name, path, err)
-		return 1
-	}
-	defer resp.Body.Close()
-	var body map[string]string
-	json.NewDecoder(resp.Body).Decode(&body)
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "arkflow %s: %s\n", name, body["error"])
-		return 1
-	}
-	if name == "savepoint" {
-		fmt.Fprintln(stdout, body["savepoint"])
-	} else {
-		fmt.Fprintln(stdout, body["checkpoint_id"])
-	}
-	return 0
 }

@@ -68,19 +68,26 @@ sinks:
 	if _, err := os.Stat(sock); err == nil {
 		t.Error("the control socket was left behind")
 	}
-	// Start from the savepoint; a missing one is an error that names it.
-	next := cliCommand(dir, "run", "--data-dir", "data", "--from-savepoint", "final", "job.yaml")
+	// Start from the savepoint, this time in the default data directory
+	// (./arkflow-data), where `arkflow checkpoint` finds the socket with no
+	// flags; a missing savepoint is an error that names it.
+	next := cliCommand(dir, "run", "--from-savepoint", "final", "job.yaml")
 	nextErr := &lockedBuffer{}
 	next.Stderr = nextErr
 	if err := next.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyFile(t, sock)
+	defer next.Process.Kill()
+	eventuallyFile(t, filepath.Join(dir, "arkflow-data", "ckcli.sock"))
+	out, err = cliCommand(dir, "checkpoint", "job.yaml").CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) != 20 {
+		t.Fatalf("arkflow checkpoint with the default data directory: %v: %s\n%s", err, out, nextErr.String())
+	}
 	next.Process.Signal(syscall.SIGTERM)
 	if err := next.Wait(); err != nil || !strings.Contains(nextErr.String(), "kind=savepoint id=final") {
 		t.Fatalf("run --from-savepoint: %v\n%s", err, nextErr.String())
 	}
-	out, err = cliCommand(dir, "run", "--data-dir", "data", "--from-savepoint", "nope", "job.yaml").CombinedOutput()
+	out, err = cliCommand(dir, "run", "--from-savepoint", "nope", "job.yaml").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `savepoint "nope"`) {
 		t.Fatalf("run from a missing savepoint: %v: %s", err, out)
 	}
@@ -116,5 +123,43 @@ func eventuallyFile(t *testing.T, path string) {
 			t.Fatalf("%s did not appear", path)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Without a running job, checkpoint says where it looked and what to
+// check; for a spec without a checkpoint block it says there is nothing
+// to ask for.
+func TestControlCommandWithoutAJob(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	spec := `id: idle
+checkpoint: {object_store_uri: "file://` + filepath.Join(dir, "store") + `"}
+operators:
+  - {id: in, kind: source}
+  - {id: out, kind: sink}
+edges:
+  - {id: a, from: in, to: out}
+sources:
+  - {operator_id: in, input_type: generate, config: {count: 1, fields: [{name: n, type: int64}]}}
+sinks:
+  - {operator_id: out, output_type: drop}
+`
+	if err := os.WriteFile("job.yaml", []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("checkpoint", "job.yaml")
+	if code != 1 || !strings.Contains(errOut, "no job is listening on arkflow-data/idle.sock") {
+		t.Errorf("checkpoint with nothing running: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = runCLI("savepoint", "--name", "v1", "--data-dir", "elsewhere", "job.yaml")
+	if code != 1 || !strings.Contains(errOut, "no job is listening on elsewhere/idle.sock") {
+		t.Errorf("savepoint --data-dir elsewhere: exit %d: %s", code, errOut)
+	}
+	if err := os.WriteFile("plain.yaml", []byte(strings.Replace(spec, "checkpoint:", "# checkpoint:", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI("checkpoint", "plain.yaml")
+	if code != 1 || !strings.Contains(errOut, `job "idle" has no checkpoint block`) {
+		t.Errorf("checkpoint of a spec without a checkpoint block: exit %d: %s", code, errOut)
 	}
 }

@@ -1,12 +1,3 @@
-// Command arkflow validates, plans and runs ArkFlow jobs from JSON or YAML
-// spec files.
-//
-//	arkflow validate SPEC   check a spec; every problem on stderr, one per line; exit 1 if any
-//	arkflow plan SPEC       print the physical plan as JSON (--text for people)
-//	arkflow run SPEC        run the job until its bounded sources end, or SIGINT/SIGTERM
-//
-// run stops gracefully on the first signal (rows in flight are written and
-// acknowledged, within --stop-timeout) and immediately on the second.
 package main
 
 import (
@@ -15,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,58 +17,173 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-const usage = `usage: arkflow <command> [flags] SPEC
+const overview = `arkflow validates, plans and runs ArkFlow jobs (JSON or YAML spec files) in this process.
+
+usage: arkflow COMMAND [flags] [SPEC]
 
 commands:
-  validate SPEC   check a job spec (JSON or YAML); exit 1 and list every problem if invalid
-  plan SPEC       print the job's physical plan as JSON (--text: human-readable)
-  run SPEC        run the job in this process until it ends or is signalled
-  checkpoint      take a checkpoint of a job that "arkflow run" is running
-                  (--data-dir DIR SPEC, or --control SOCKET)
-  savepoint       take a named savepoint of a running job (--name NAME and as checkpoint)
-  version         print the version of this program
+%s
+Flags go before or after SPEC. run, validate and plan take the same flags,
+so validate checks what run would start with.
+
+State and write-ahead logs whose spec gives no path live under --data-dir
+(default ./arkflow-data): DIR/<job id>/state and DIR/<job id>/wal; a job
+with a checkpoint block serves checkpoint and savepoint on DIR/<job id>.sock.
+
+Exit status: 0 ok; 1 the spec is invalid or the job failed; 2 a usage mistake.
+"arkflow help COMMAND" lists a command's flags.
 `
+
+// commands are the CLI's verbs, in the order help lists them.
+var commands = []*command{
+	{name: "validate", args: "[flags] SPEC", short: "check a spec as a start would; every problem on stderr, one per line",
+		long: "Validate runs the same deep build as a start with the same flags (without\n" +
+			"connecting or writing anything) and prints every problem, one per line,\n" +
+			"each naming the operator and the field. Exit 1 if there is any.\n\n" +
+			"It takes run's flags, so a run's command line validates as it is; those\n" +
+			"marked [run only] change nothing here.",
+		setup: validateCmd},
+	{name: "plan", args: "[flags] SPEC", short: "print the job's physical plan as JSON (--text for people)",
+		long: "Plan validates the spec as validate does (with run's flags; those marked\n" +
+			"[run only] change nothing here) and prints its physical plan: tasks,\n" +
+			"chains, edges and key-group ranges.",
+		setup: planCmd},
+	{name: "run", args: "[flags] SPEC", short: "run the job until its bounded sources end, or SIGINT/SIGTERM",
+		long: "Run runs the job in this process until its bounded sources end. The first\n" +
+			"SIGINT/SIGTERM stops it gracefully (rows in flight are written and\n" +
+			"acknowledged, within --stop-timeout), the second at once.\n\n" +
+			"State and write-ahead logs whose spec gives no path live under --data-dir:\n" +
+			"DIR/<job id>/state and DIR/<job id>/wal. A job with a checkpoint block\n" +
+			"serves \"arkflow checkpoint\" and \"arkflow savepoint\" on DIR/<job id>.sock.",
+		setup: runCmd},
+	{name: "checkpoint", args: "[flags] (SPEC | --control SOCKET)", short: `take a checkpoint of a job "arkflow run" is running`,
+		long: "Checkpoint asks the job an \"arkflow run\" is running to take a checkpoint\n" +
+			"now and prints its id. It finds the job's control socket as run does:\n" +
+			"DIR/<job id>.sock with the same --data-dir, or --control SOCKET.",
+		setup: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
+			return controlCmd("checkpoint", fs)
+		}},
+	{name: "savepoint", args: "--name NAME [flags] (SPEC | --control SOCKET)", short: `take a named savepoint of a job "arkflow run" is running`,
+		long: "Savepoint asks the job an \"arkflow run\" is running to take the savepoint\n" +
+			"NAME (a checkpoint retention never deletes) and prints its name. Start a\n" +
+			"new version from it with \"arkflow run --from-savepoint NAME\".",
+		setup: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
+			return controlCmd("savepoint", fs)
+		}},
+	{name: "version", args: "", short: "print the version of this program",
+		long: "Version prints the version of this program.",
+		setup: func(*flag.FlagSet) func([]string, io.Writer, io.Writer) error {
+			return func(args []string, stdout, _ io.Writer) error {
+				if len(args) > 0 {
+					return usagef("takes no arguments (got %s)", strings.Join(args, " "))
+				}
+				fmt.Fprintln(stdout, "arkflow (arkflow-go) job runtime v1")
+				return nil
+			}
+		}},
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// mainUsage is the one line printed for a missing or unknown command.
+const mainUsage = "usage: arkflow COMMAND [flags] [SPEC], COMMAND one of validate, plan, run, checkpoint, savepoint, version, help"
+
+// run runs the CLI and returns its exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "arkflow: no command; %s\n", mainUsage)
 		return 2
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "validate":
-		return validate(rest, stdout, stderr)
-	case "plan":
-		return plan(rest, stdout, stderr)
-	case "run":
-		return runJob(rest, stdout, stderr)
-	case "checkpoint", "savepoint":
-		return controlCommand(cmd, rest, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "arkflow (arkflow-go) job runtime v1")
-		return 0
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "arkflow: unknown command %q\n%s", cmd, usage)
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return help(rest, stdout, stderr)
+	}
+	c := lookup(name)
+	if c == nil {
+		if strings.HasPrefix(name, "-") {
+			fmt.Fprintf(stderr, "arkflow: flags go after the command, not before it (got %s); %s\n", name, mainUsage)
+		} else {
+			fmt.Fprintf(stderr, "arkflow: unknown command %q; %s\n", name, mainUsage)
+		}
 		return 2
+	}
+	fs := newFlagSet(c.name)
+	exec := c.setup(fs)
+	pos, err := parseArgs(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout, c, fs)
+		return 0
+	}
+	if err == nil {
+		err = exec(pos, stdout, stderr)
+	}
+	var usage usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &usage):
+		more := ""
+		fs.VisitAll(func(*flag.Flag) { more = fmt.Sprintf(" (arkflow help %s lists the flags)", c.name) })
+		fmt.Fprintf(stderr, "arkflow %s: %v; usage: %s%s\n", c.name, err, c.usage(), more)
+		return 2
+	default:
+		printErrors(stderr, err)
+		return 1
 	}
 }
 
-func specArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
-	if err := fs.Parse(args); err != nil {
-		return "", false
+// newFlagSet returns a flag set that reports its errors instead of
+// printing them: a usage mistake is one line, not a dump of the flags.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// help prints the overview, or one command's usage and flags.
+func help(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help": // help about help: the overview
+			args = nil
+		}
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "arkflow %s: expected one SPEC file, got %d arguments\n", fs.Name(), fs.NArg())
-		return "", false
+	switch len(args) {
+	case 0:
+		var b strings.Builder
+		for _, c := range commands {
+			fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.short)
+		}
+		fmt.Fprintf(&b, "  %-11s %s\n", "help", "print this, or every flag of a command (arkflow help COMMAND)")
+		fmt.Fprintf(stdout, overview, b.String())
+		return 0
+	case 1:
+		c := lookup(args[0])
+		if c == nil {
+			fmt.Fprintf(stderr, "arkflow help: unknown command %q; %s\n", args[0], mainUsage)
+			return 2
+		}
+		fs := newFlagSet(c.name)
+		c.setup(fs)
+		printHelp(stdout, c, fs)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "arkflow help: expected at most one COMMAND (got %d: %s); usage: arkflow help [COMMAND]\n", len(args), strings.Join(args, " "))
+		return 2
 	}
-	return fs.Arg(0), true
 }
 
 // printErrors writes every problem of err, one per line.
@@ -91,171 +197,138 @@ func printErrors(stderr io.Writer, err error) {
 	fmt.Fprintln(stderr, err.Error())
 }
 
-func load(path string, stderr io.Writer) (*job.Spec, bool) {
-	spec, err := job.ParseFile(path)
+// compile loads the spec named by args and validates it with the flags'
+// options, as validate and plan do.
+func compile(args []string, f *jobFlags, stderr io.Writer) (*job.Plan, error) {
+	spec, err := f.load(args)
 	if err != nil {
-		printErrors(stderr, err)
-		return nil, false
+		return nil, err
 	}
-	return spec, true
+	return arkflow.Compile(spec, f.options(f.logger(stderr))...)
 }
 
-func validate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path, ok := specArg(fs, args, stderr)
-	if !ok {
-		return 2
+func validateCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
+	var f jobFlags
+	f.register(fs, false)
+	return func(args []string, stdout, stderr io.Writer) error {
+		p, err := compile(args, &f, stderr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "ok: job %s version %d (%s): %d tasks in %d chains, %d placement units\n",
+			p.JobID, p.Version, p.Digest, len(p.Tasks), len(p.Chains), len(p.PlacementUnits))
+		return nil
 	}
-	spec, ok := load(path, stderr)
-	if !ok {
-		return 1
-	}
-	p, err := arkflow.Compile(spec)
-	if err != nil {
-		printErrors(stderr, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "ok: job %s version %d (%s): %d tasks in %d chains, %d placement units\n",
-		p.JobID, p.Version, p.Digest, len(p.Tasks), len(p.Chains), len(p.PlacementUnits))
-	return 0
 }
 
-func plan(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func planCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
+	var f jobFlags
 	text := fs.Bool("text", false, "print the plan for people instead of JSON")
-	path, ok := specArg(fs, args, stderr)
-	if !ok {
-		return 2
+	f.register(fs, false)
+	return func(args []string, stdout, stderr io.Writer) error {
+		p, err := compile(args, &f, stderr)
+		if err != nil {
+			return err
+		}
+		if *text {
+			fmt.Fprint(stdout, p.String())
+			return nil
+		}
+		out, err := p.JSON()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(out))
+		return nil
 	}
-	spec, ok := load(path, stderr)
-	if !ok {
-		return 1
-	}
-	p, err := arkflow.Compile(spec)
-	if err != nil {
-		printErrors(stderr, err)
-		return 1
-	}
-	if *text {
-		fmt.Fprint(stdout, p.String())
-		return 0
-	}
-	out, err := p.JSON()
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	fmt.Fprintln(stdout, string(out))
-	return 0
 }
 
-func runJob(args []string, _ io.Writer, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long a graceful stop may take after SIGINT/SIGTERM")
-	verbose := fs.Bool("v", false, "debug logging")
-	dataDir := fs.String("data-dir", "", "where state and write-ahead logs live when the spec gives no path: <dir>/<job>/state, <dir>/<job>/wal")
-	dryRun := fs.Bool("dry-run", false, "open and close every write-ahead log, then exit (checks locks and corruption)")
-	control := fs.String("control", "", "serve checkpoint/savepoint requests on this Unix socket (default <data-dir>/<job>.sock when --data-dir is set)")
-	fromSavepoint := fs.String("from-savepoint", "", "start from this savepoint instead of following the spec's recovery")
-	savepointOnStop := fs.String("savepoint-on-stop", "", "on SIGINT/SIGTERM, take a savepoint with this name before stopping (for upgrades)")
-	path, ok := specArg(fs, args, stderr)
-	if !ok {
-		return 2
-	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	spec, ok := load(path, stderr)
-	if !ok {
-		return 1
-	}
-	j, err := arkflow.FromSpec(spec, arkflow.WithLogger(logger), arkflow.WithDataDir(*dataDir), arkflow.WithSavepoint(*fromSavepoint))
-	if err != nil {
-		printErrors(stderr, err)
-		return 1
-	}
-	if *dryRun {
-		if err := j.DryRun(context.Background()); err != nil {
-			printErrors(stderr, err)
-			return 1
+func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
+	var f jobFlags
+	f.register(fs, true)
+	return func(args []string, _, stderr io.Writer) error {
+		spec, err := f.load(args)
+		if err != nil {
+			return err
 		}
-		return 0
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if path := controlPath(*control, *dataDir, spec.ID); path != "" && spec.Checkpoint != nil {
-		// The socket appears once the job runs, so a request never meets a
-		// job still restoring.
-		var stopControl func()
-		var mu sync.Mutex
-		go func() {
-			t := time.NewTicker(10 * time.Millisecond)
-			defer t.Stop()
-			for j.State() < arkflow.Running {
-				select {
-				case <-ctx.Done():
-					return
-				case <-j.Done():
-					return
-				case <-t.C:
+		logger := f.logger(stderr)
+		j, err := arkflow.FromSpec(spec, f.options(logger)...)
+		if err != nil {
+			return err
+		}
+		if f.dryRun {
+			return j.DryRun(context.Background())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if path := controlPath(f.control, f.dataDir, spec.ID); path != "" && spec.Checkpoint != nil {
+			// The socket appears once the job runs, so a request never meets a
+			// job still restoring.
+			var stopControl func()
+			var mu sync.Mutex
+			go func() {
+				t := time.NewTicker(10 * time.Millisecond)
+				defer t.Stop()
+				for j.State() < arkflow.Running {
+					select {
+					case <-ctx.Done():
+						return
+					case <-j.Done():
+						return
+					case <-t.C:
+					}
 				}
-			}
-			stop, err := serveControl(ctx, path, j, logger)
-			if err != nil {
-				logger.Error("control socket", "error", err)
-				return
-			}
-			mu.Lock()
-			stopControl = stop
-			mu.Unlock()
-		}()
-		defer func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if stopControl != nil {
-				stopControl()
-			}
-		}()
-	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case s := <-sigs:
-			logger.Info("signal received: stopping gracefully (send it again to stop at once)", "signal", s.String())
-		case <-j.Done():
-			return
+				stop, err := serveControl(ctx, path, j, logger)
+				if err != nil {
+					logger.Error("control socket", "error", err)
+					return
+				}
+				mu.Lock()
+				stopControl = stop
+				mu.Unlock()
+			}()
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if stopControl != nil {
+					stopControl()
+				}
+			}()
 		}
-		stopCtx, stopCancel := context.WithTimeout(context.Background(), *stopTimeout)
-		defer stopCancel()
-		if *savepointOnStop != "" {
-			if err := j.Savepoint(stopCtx, *savepointOnStop); err != nil {
-				logger.Error("savepoint before stopping failed; stopping anyway", "savepoint", *savepointOnStop, "error", err)
-			} else {
-				logger.Info("savepoint taken", "savepoint", *savepointOnStop)
-			}
-		}
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(sigs)
 		go func() {
 			select {
-			case <-sigs:
-				logger.Warn("second signal: cancelling without draining")
-				stopCancel()
-			case <-stopCtx.Done():
+			case s := <-sigs:
+				logger.Info("signal received: stopping gracefully (send it again to stop at once)", "signal", s.String())
+			case <-j.Done():
+				return
+			}
+			stopCtx, stopCancel := context.WithTimeout(context.Background(), f.stopTimeout)
+			defer stopCancel()
+			if f.savepointOnStop != "" {
+				if err := j.Savepoint(stopCtx, f.savepointOnStop); err != nil {
+					logger.Error("savepoint before stopping failed; stopping anyway", "savepoint", f.savepointOnStop, "error", err)
+				} else {
+					logger.Info("savepoint taken", "savepoint", f.savepointOnStop)
+				}
+			}
+			go func() {
+				select {
+				case <-sigs:
+					logger.Warn("second signal: cancelling without draining")
+					stopCancel()
+				case <-stopCtx.Done():
+				}
+			}()
+			if err := j.Stop(stopCtx); err != nil {
+				logger.Warn("stop", "error", err)
 			}
 		}()
-		if err := j.Stop(stopCtx); err != nil {
-			logger.Warn("stop", "error", err)
+		if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return err
 		}
-	}()
-	if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		printErrors(stderr, err)
-		return 1
+		return nil
 	}
-	return 0
 }

@@ -132,18 +132,6 @@ sinks:
 	}
 }
 
-func TestUsage(t *testing.T) {
-	if code, _, _ := runCLI(); code != 2 {
-		t.Fatalf("no args: %d", code)
-	}
-	if code, _, errOut := runCLI("frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
-		t.Fatalf("unknown command: %d %s", code, errOut)
-	}
-	if code, _, errOut := runCLI("validate", "missing.json"); code != 1 || !strings.Contains(errOut, "no such file") {
-		t.Fatalf("missing file: %d %s", code, errOut)
-	}
-}
-
 // A declarative event-time window job with a late route runs from the CLI
 // (the stdout sinks print to the process's stdout, so run it as a child).
 func TestRunWindowSpec(t *testing.T) {

@@ -73,14 +73,14 @@ func TestObjectStoreDurableJob(t *testing.T) {
 	}
 }
 
-// Plain HTTP needs allow_http, and the error names the field.
+// Plain HTTP needs allow_http, and the error names the call and the field.
 func TestObjectStoreEndpointNeedsAllowHTTP(t *testing.T) {
 	_, err := arkflow.NewJob("s3wal").
 		Durability(arkflow.Durability{ObjectStore: &arkflow.WALObjectStore{NodeID: "n", Bucket: "b", Endpoint: "http://127.0.0.1:9"}}).
 		Source("in", generate.Config{Count: 1, Fields: []generate.Field{{Name: "x", Type: "int64"}}}).
 		Sink("out", mem.NewSink()).
 		Build()
-	if err == nil || !strings.Contains(err.Error(), "durability.backend") || !strings.Contains(err.Error(), "allow_http") {
+	if err == nil || !strings.Contains(err.Error(), ".Durability(arkflow.Durability{...}): backend") || !strings.Contains(err.Error(), "allow_http") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -537,11 +537,21 @@ func (s *Source) Close(ctx context.Context) error {
 // CloseWAL closes the WAL: the last step of a stop, after the sinks.
 func (s *Source) CloseWAL() error { return s.log.Close() }
 
-// Gauges are the WAL's counters, reported with the source task's metrics.
+// Gauges are the WAL's positions now, reported with the source task's
+// metrics: wal_cursor (the last entry acknowledged through) and wal_last
+// (the last entry appended).
 func (s *Source) Gauges() map[string]int64 {
 	return map[string]int64{
-		"wal_cursor":          int64(s.log.Cursor()),
-		"wal_last":            int64(s.log.Last()),
+		"wal_cursor": int64(s.log.Cursor()),
+		"wal_last":   int64(s.log.Last()),
+	}
+}
+
+// Counters are the WAL's totals since the source opened: wal_replayed
+// (entries replayed after a restart) and wal_parked_timeouts (parked
+// acknowledgements that outlived their lease).
+func (s *Source) Counters() map[string]int64 {
+	return map[string]int64{
 		"wal_replayed":        s.replayed.Load(),
 		"wal_parked_timeouts": s.parked.Load(),
 	}

@@ -387,9 +387,9 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 		replayed = append(replayed, read(t, s2, sp))
 	}
 	expectEnd(t, s2)
-	g := s2.Gauges()
-	if g["wal_replayed"] != 3 || g["wal_cursor"] != 2 || g["wal_last"] != 5 {
-		t.Errorf("gauges %v, want wal_replayed 3, wal_cursor 2, wal_last 5", g)
+	c, g := s2.Counters(), s2.Gauges()
+	if c["wal_replayed"] != 3 || g["wal_cursor"] != 2 || g["wal_last"] != 5 {
+		t.Errorf("counters %v, gauges %v, want wal_replayed 3, wal_cursor 2, wal_last 5", c, g)
 	}
 	for _, b := range replayed {
 		b.Ack(nil)
@@ -526,7 +526,7 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 	read(t, s2, data[1])
 	read(t, s2, data[2])
 	expectEnd(t, s2)
-	if got := s2.Gauges()["wal_replayed"]; got != 2 {
+	if got := s2.Counters()["wal_replayed"]; got != 2 {
 		t.Errorf("wal_replayed %d, want 2", got)
 	}
 	closeAll(t, s2, nil)
@@ -549,8 +549,8 @@ func TestParkedLease(t *testing.T) {
 	b2 := read(t, s, span{0, 1, 1})
 
 	b2.Ack(nil)
-	eventually(t, "a parked timeout", func() bool { return s.Gauges()["wal_parked_timeouts"] >= 1 })
-	eventually(t, "a second parked timeout (the retry)", func() bool { return s.Gauges()["wal_parked_timeouts"] >= 2 })
+	eventually(t, "a parked timeout", func() bool { return s.Counters()["wal_parked_timeouts"] >= 1 })
+	eventually(t, "a second parked timeout (the retry)", func() bool { return s.Counters()["wal_parked_timeouts"] >= 2 })
 	const msg = "WAL acknowledgement parked for >20ms waiting for sequence 1; the gap owner appears stalled"
 	if !strings.Contains(logs.String(), msg) {
 		t.Errorf("log does not contain %q:\n%s", msg, logs.String())
@@ -679,7 +679,7 @@ func TestCheckpointReconciliation(t *testing.T) {
 	b3 := read(t, s2, data[2])
 	b4 := read(t, s2, data[3])
 	expectEnd(t, s2)
-	if got := s2.Gauges()["wal_replayed"]; got != 2 {
+	if got := s2.Counters()["wal_replayed"]; got != 2 {
 		t.Errorf("wal_replayed %d, want 2", got)
 	}
 	b3.Ack(nil)
@@ -707,7 +707,7 @@ func TestCheckpointReconciliation(t *testing.T) {
 		t.Errorf("sought to %v, want %v", got, want)
 	}
 	b := read(t, s3, data[1]) // read anew from the source, not replayed
-	if got := s3.Gauges()["wal_replayed"]; got != 0 {
+	if got := s3.Counters()["wal_replayed"]; got != 0 {
 		t.Errorf("wal_replayed %d, want 0", got)
 	}
 	if last := s3.Log().Last(); last != 5 {
@@ -930,7 +930,7 @@ func TestCrashWithoutClose(t *testing.T) {
 				read(t, s2, sp).Ack(nil)
 			}
 			expectEnd(t, s2)
-			if got := s2.Gauges()["wal_replayed"]; got != int64(len(tc.replay)) {
+			if got := s2.Counters()["wal_replayed"]; got != int64(len(tc.replay)) {
 				t.Errorf("wal_replayed %d, want %d", got, len(tc.replay))
 			}
 			closeAll(t, s2, nil)

@@ -49,10 +49,14 @@ const (
 	PortLate = 1
 )
 
-// Gauger is implemented by instances that report gauges and counters (open
-// windows, late rows, …). Gauges is called from other goroutines while the
-// instance runs, so the values must be read atomically.
+// Gauger is implemented by instances that report metrics of their own.
+// Counters are monotonic totals since the instance started (windows fired,
+// late rows, entries replayed); gauges are point-in-time values that go
+// up and down (open windows, a WAL's cursor). Either may be nil. Both are
+// called from other goroutines while the instance runs, so the values must
+// be read atomically.
 type Gauger interface {
+	Counters() map[string]int64
 	Gauges() map[string]int64
 }
 

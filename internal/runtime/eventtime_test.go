@@ -76,10 +76,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func windowGauge(rt *Runtime, name string) int64 {
+func windowCounter(rt *Runtime, name string) int64 {
 	for _, m := range rt.Metrics() {
 		if m.Operator == "w" {
-			return m.Gauges[name]
+			return m.Counters[name]
 		}
 	}
 	return -1
@@ -143,7 +143,7 @@ func TestIdlePartitionReleasesWatermark(t *testing.T) {
 	if err := src.Append(1, timed(50)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the late row to be dropped", func() bool { return windowGauge(rt, "late_dropped") == 1 })
+	waitFor(t, "the late row to be dropped", func() bool { return windowCounter(rt, "late_dropped") == 1 })
 	src.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -1215,10 +1215,13 @@ type TaskMetrics struct {
 	BatchesIn  int64
 	BatchesOut int64
 	// Watermark is the task's last input watermark in ms (math.MinInt64
-	// before the first).
+	// before the first; math.MaxInt64 after a bounded input ended).
 	Watermark int64
-	// Gauges are the operator's own counters (windows: open windows, late
-	// rows, …), nil when it has none.
+	// Counters are the operator's own totals (windows fired, late rows,
+	// WAL entries replayed, …), nil when it has none.
+	Counters map[string]int64
+	// Gauges are the operator's own point-in-time values (open windows,
+	// the WAL's cursor, …), nil when it has none.
 	Gauges map[string]int64
 }
 
@@ -1273,7 +1276,7 @@ func (r *Runtime) Metrics() []TaskMetrics {
 	for _, t := range tasks {
 		tm := TaskMetrics{Task: t.task, Operator: t.op, RowsIn: t.rowsIn.Load(), RowsOut: t.rowsOut.Load(), BatchesIn: t.batchesIn.Load(), BatchesOut: t.batchesOut.Load(), Watermark: t.watermark.Load()}
 		if t.gauges != nil {
-			tm.Gauges = t.gauges.Gauges()
+			tm.Counters, tm.Gauges = t.gauges.Counters(), t.gauges.Gauges()
 		}
 		out = append(out, tm)
 	}

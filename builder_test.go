@@ -1,0 +1,198 @@
+package arkflow_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/generate"
+	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// tsConfig is a bounded source with an event-time column.
+func tsConfig() generate.Config {
+	return generate.Config{Seed: 1, Count: 100, BatchSize: 10, Fields: []generate.Field{
+		{Name: "user", Type: "string", Cardinality: 5},
+		{Name: "ts", Type: "int64"},
+	}}
+}
+
+// Checkpoint without State uses the default backend, Badger (in the data
+// directory), instead of failing Build with "checkpoints need a state
+// block".
+func TestBuilderCheckpointDefaultsToBadger(t *testing.T) {
+	dir := t.TempDir()
+	b := arkflow.NewJob("ckpt").
+		Source("in", clickConfig()).
+		KeyBy("user").
+		Aggregate("n", arkflow.Aggregates(arkflow.Count("n"))).
+		Sink("out", mem.NewSink()).
+		Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "store")})
+	if st := b.Spec().State; st == nil || st.Backend != job.BackendBadger {
+		t.Fatalf("Spec().State = %+v, want the badger backend", st)
+	}
+	j, err := b.Build(arkflow.WithDataDir(filepath.Join(dir, "data")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "ckpt", "state", "FORMAT")); err != nil {
+		t.Fatalf("the job did not keep its state in Badger under the data directory: %v", err)
+	}
+}
+
+// State with an empty Backend is Badger, as its doc says.
+func TestBuilderStateDefaultsToBadger(t *testing.T) {
+	dir := t.TempDir()
+	j, err := arkflow.NewJob("st").
+		Source("in", clickConfig()).
+		KeyBy("user").
+		Aggregate("n", arkflow.Aggregates(arkflow.Count("n"))).
+		Sink("out", mem.NewSink()).
+		State(job.State{Path: dir}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Spec().State; got.Backend != job.BackendBadger || got.FormatVersion != 1 {
+		t.Fatalf("state %+v, want badger, format 1", got)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
+		t.Fatalf("no Badger store in State's Path: %v", err)
+	}
+}
+
+// Errors from a Builder-made job name the Builder call that made the
+// mistake, and the rest of the path; the same spec loaded as a spec keeps
+// the spec's paths.
+func TestBuilderErrorsNameTheCall(t *testing.T) {
+	src := func(opts ...arkflow.OperatorOption) *arkflow.Builder {
+		return arkflow.NewJob("j").Source("in", tsConfig(), opts...).KeyBy("user").
+			Aggregate("n", arkflow.Aggregates(arkflow.Count("n")))
+	}
+	job1 := func(b *arkflow.Builder) *arkflow.Builder { return b.Sink("out", mem.NewSink()) }
+	uri := "file://" + t.TempDir()
+	for _, tc := range []struct {
+		name      string
+		b         *arkflow.Builder
+		field     string // the error's Field
+		reason    string // a prefix of its Reason
+		specField string // Field when the builder's spec is validated as a spec; "" when the builder refused the value itself
+	}{
+		{"NewJob", arkflow.NewJob("bad id!").Source("in", clickConfig()).Sink("out", mem.NewSink()),
+			"NewJob(id)", "must be 1-128", "id"},
+		{"Version(0)", job1(src()).Version(0), ".Version(v)", "must be >= 1 (got 0)", ""},
+		{"Parallelism(0)", job1(src()).Parallelism(0), ".Parallelism(n)", "must be >= 1 (got 0)", ""},
+		{"Parallelism too large", job1(src()).Parallelism(200), ".Parallelism(n)", "must be in [1, max_parallelism=128] (got 200)", "parallelism"},
+		{"MaxParallelism(-1)", job1(src()).MaxParallelism(-1), ".MaxParallelism(n)", "must be in [1, 32768] (got -1)", ""},
+		{"MaxParallelism too large", job1(src()).MaxParallelism(40000), ".MaxParallelism(n)", "must be in [1, 32768] (got 40000)", "max_parallelism"},
+		{"State backend", job1(src()).State(job.State{Backend: "rocks"}), ".State(job.State{...}): backend", `unknown state backend "rocks"`, "state.backend"},
+		{"State ttl", job1(src()).State(job.State{TTLMS: new(int64)}), ".State(job.State{...}): ttl_ms", "must be > 0 (got 0)", "state.ttl_ms"},
+		{"Checkpoint interval", job1(src()).Checkpoint(job.Checkpoint{IntervalMS: -1, ObjectStoreURI: uri}), ".Checkpoint(job.Checkpoint{...}): interval_ms", "must be > 0 (got -1)", "checkpoint.interval_ms"},
+		{"Checkpoint URI", job1(src()).Checkpoint(job.Checkpoint{}), ".Checkpoint(job.Checkpoint{...}): object_store_uri", "is required", "checkpoint.object_store_uri"},
+		{"Durability", job1(src()).Durability(arkflow.Durability{Sync: "sometimes", Path: t.TempDir()}), ".Durability(arkflow.Durability{...}): sync", "", "durability.sync"},
+		{"Durable", job1(src(arkflow.Durable(arkflow.Durability{Sync: "sometimes", Path: t.TempDir()}))), "Durable(arkflow.Durability{...}): sync", "", "sources[0].durability.sync"},
+		{"no source", arkflow.NewJob("j"), ".Source(...)", "a job needs at least one source", "sources"},
+		{"no sink", arkflow.NewJob("j").Source("in", clickConfig()).Map("m", arkflow.Set("x", "1")), ".Sink(...)", "a job needs at least one sink", "sinks"},
+		{"WithParallelism(0)", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(0)), "WithParallelism(n)", "must be >= 1 (got 0)", ""},
+		{"WithParallelism too large", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(500)), "WithParallelism(n)", "must be in [1, max_parallelism=128] (got 500)", "operators[2].parallelism"},
+		{"EventTime field", job1(src(arkflow.EventTime(""))), "EventTime(field)", "an event_time source needs timestamp_field", "sources[0].time.timestamp_field"},
+		{"OutOfOrderness", job1(src(arkflow.EventTime("ts", arkflow.OutOfOrderness(-time.Second)))), "OutOfOrderness(d)", "must be >= 0 (got -1000)", "sources[0].time.watermark.out_of_orderness_ms"},
+		{"IdleTimeout", job1(src(arkflow.EventTime("ts", arkflow.IdleTimeout(0)))), "IdleTimeout(d)", "must be > 0 (got 0)", "sources[0].time.watermark.idle_timeout_ms"},
+		{"AllowedLateness", job1(src(arkflow.EventTime("ts", arkflow.AllowedLateness(-time.Second)))), "AllowedLateness(d)", "must be >= 0 (got -1000)", "sources[0].time.allowed_lateness_ms"},
+		{"RouteLate", job1(src(arkflow.EventTime("ts", arkflow.RouteLate("ghost")))), "RouteLate(sink)", `unknown operator "ghost"`, "sources[0].time.late_event_route"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.b.Validate()
+			var found *arkflow.ValidationError
+			for _, e := range arkflow.AsValidationErrors(err) {
+				if e.Field == tc.field && strings.HasPrefix(e.Reason, tc.reason) {
+					found = e
+				}
+			}
+			if found == nil {
+				t.Fatalf("no error with field %q and reason %q in:\n%v", tc.field, tc.reason, err)
+			}
+			if !strings.Contains(found.Error(), tc.field+": "+tc.reason) {
+				t.Errorf("Error() = %q", found.Error())
+			}
+			if tc.specField == "" {
+				return
+			}
+			var fromSpec bool
+			for _, e := range arkflow.AsValidationErrors(arkflow.Validate(tc.b.Spec())) {
+				fromSpec = fromSpec || e.Field == tc.specField && strings.HasPrefix(e.Reason, tc.reason)
+			}
+			if !fromSpec {
+				t.Errorf("the builder's spec, validated as a spec, has no error at %q:\n%v", tc.specField, arkflow.Validate(tc.b.Spec()))
+			}
+		})
+	}
+}
+
+// WithChannelCapacity(n < 1) used to become 16 without a word; now every
+// entry that takes options reports it, naming the option.
+func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
+	b := func() *arkflow.Builder {
+		return arkflow.NewJob("cap").Source("in", clickConfig()).Sink("out", mem.NewSink())
+	}
+	for _, n := range []int{0, -1} {
+		opt := arkflow.WithChannelCapacity(n)
+		for name, err := range map[string]error{
+			"Build":            func() error { _, err := b().Build(opt); return err }(),
+			"Builder.Validate": b().Validate(opt),
+			"Validate":         arkflow.Validate(b().Spec(), opt),
+			"FromSpec":         func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
+		} {
+			errs := arkflow.AsValidationErrors(err)
+			if len(errs) != 1 || errs[0].Field != "WithChannelCapacity(n)" || !strings.HasPrefix(errs[0].Reason, "must be >= 1") {
+				t.Errorf("%s with WithChannelCapacity(%d): %v", name, n, err)
+			}
+		}
+	}
+	// With the spec's own mistakes, both are reported.
+	_, err := arkflow.NewJob("cap").Source("in", clickConfig()).Build(arkflow.WithChannelCapacity(0))
+	if errs := arkflow.AsValidationErrors(err); len(errs) < 2 || errs[0].Field != "WithChannelCapacity(n)" || !strings.Contains(err.Error(), "a job needs at least one sink") {
+		t.Errorf("want the option's and the spec's problems, got:\n%v", err)
+	}
+	j, err := b().Build(arkflow.WithChannelCapacity(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WithSavepoint on a job without a checkpoint block used to be ignored
+// (the job started from scratch); now it is reported, naming the option.
+func TestSavepointNeedsACheckpointBlock(t *testing.T) {
+	b := func() *arkflow.Builder {
+		return arkflow.NewJob("sp").Source("in", clickConfig()).Sink("out", mem.NewSink())
+	}
+	opt := arkflow.WithSavepoint("v1")
+	for name, err := range map[string]error{
+		"Build":    func() error { _, err := b().Build(opt); return err }(),
+		"Validate": arkflow.Validate(b().Spec(), opt),
+		"FromSpec": func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
+	} {
+		errs := arkflow.AsValidationErrors(err)
+		if len(errs) != 1 || errs[0].Field != "WithSavepoint(name)" || !strings.Contains(errs[0].Reason, `no checkpoint block, so it has no savepoint "v1"`) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	withCheckpoints := b().Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + t.TempDir()})
+	if err := withCheckpoints.Validate(opt, arkflow.WithDataDir(t.TempDir())); err != nil {
+		t.Errorf("with a checkpoint block: %v", err)
+	}
+}

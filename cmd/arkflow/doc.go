@@ -1,0 +1,48 @@
+// Command arkflow validates, plans and runs ArkFlow jobs from JSON or YAML
+// spec files, in this process.
+//
+//	arkflow validate [flags] SPEC              check a spec as a start would; every problem on stderr, one per line
+//	arkflow plan [flags] SPEC                  print the physical plan as JSON (--text for people)
+//	arkflow run [flags] SPEC                   run the job until its bounded sources end, or SIGINT/SIGTERM
+//	arkflow checkpoint [flags] SPEC            take a checkpoint of the job an "arkflow run" is running
+//	arkflow savepoint --name NAME [flags] SPEC take a named savepoint of it
+//	arkflow version                            print the version of this program
+//	arkflow help [COMMAND]                     list the commands, or every flag of one
+//
+// Flags go before or after SPEC, as --flag=value or --flag value; "--"
+// ends them. `arkflow COMMAND --help` (or -h) lists a command's flags.
+//
+// run, validate and plan take the same flags and turn them into the same
+// library options, so validate checks what run would start with, and one
+// command line works with each: flags only run uses (--dry-run, --control,
+// --stop-timeout, --savepoint-on-stop) are accepted and change nothing in
+// the other two, except that all three refuse flags about checkpoints for
+// a spec without a checkpoint block.
+//
+// # Data directory
+//
+// State and write-ahead logs whose spec gives no path live under
+// --data-dir, by default ./arkflow-data (relative to the working
+// directory), so a spec with Badger state or a WAL runs as it is:
+//
+//	./arkflow-data/<job id>/state   Badger state (a state block without path)
+//	./arkflow-data/<job id>/wal     write-ahead logs (a durability block without path)
+//	./arkflow-data/<job id>.sock    the control socket of a job with a checkpoint block
+//
+// A job with neither keeps nothing there. checkpoint and savepoint find the
+// control socket with the same default: run them from the same directory,
+// or give them the same --data-dir (or --control SOCKET).
+//
+// # Stopping
+//
+// run stops gracefully on the first SIGINT or SIGTERM (rows in flight are
+// written and acknowledged, within --stop-timeout; with
+// --savepoint-on-stop NAME a savepoint is taken first) and at once on the
+// second.
+//
+// # Exit status
+//
+// 0 on success; 1 when the spec is invalid or the job failed (every
+// problem on stderr); 2 for a mistake on the command line, printed as one
+// line that names the fix.
+package main
