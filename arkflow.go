@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
@@ -55,10 +56,15 @@ func (o *options) check(spec *job.Spec) job.ValidationErrors {
 	for _, p := range o.problems {
 		out = append(out, &job.ValidationError{Job: spec.ID, Field: p[0], Reason: p[1]})
 	}
-	if o.fromSavepoint != "" && spec.Checkpoint == nil {
+	switch name := o.fromSavepoint; {
+	case name == "":
+	case spec.Checkpoint == nil:
 		// The runtime would start from scratch as if it were not given.
 		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
-			Reason: fmt.Sprintf("the job has no checkpoint block, so it has no savepoint %q to start from", o.fromSavepoint)})
+			Reason: fmt.Sprintf("the job has no checkpoint block, so it has no savepoint %q to start from", name)})
+	case checkpoint.ValidKey(name) != nil || strings.Contains(name, "/"):
+		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
+			Reason: fmt.Sprintf("savepoint name %q: use letters, digits, '-', '_' and '.'", name)})
 	}
 	return out
 }
@@ -82,7 +88,7 @@ func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store, FromSavepoint: o.fromSavepoint}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store}
 }
 
 type optionFunc func(*options)

@@ -98,10 +98,10 @@ func TestValidateRefusesWhatStartRefuses(t *testing.T) {
 			"max_parallelism", "must be in [1, 32768] (got 0)"},
 		{"a savepoint without a checkpoint block", replace("checkpoint: {", "#"), func(t *testing.T) []arkflow.Option {
 			return []arkflow.Option{arkflow.WithDataDir(t.TempDir()), arkflow.WithSavepoint("v1")}
-		}, "checkpoint", `the job is to start from savepoint "v1", but it has no checkpoint block`},
+		}, "WithSavepoint(name)", `the job has no checkpoint block, so it has no savepoint "v1" to start from`},
 		{"a savepoint name with a slash", nil, func(t *testing.T) []arkflow.Option {
 			return []arkflow.Option{arkflow.WithDataDir(t.TempDir()), arkflow.WithSavepoint("a/b")}
-		}, "checkpoint", `savepoint name "a/b": use letters, digits`},
+		}, "WithSavepoint(name)", `savepoint name "a/b": use letters, digits`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -186,10 +186,19 @@ func help(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// optionFlags names, for the library options the flags set, the flag.
+var optionFlags = map[string]string{"WithSavepoint(name)": "--from-savepoint"}
+
 // printErrors writes every problem of err, one per line.
 func printErrors(stderr io.Writer, err error) {
 	if ves := job.AsValidationErrors(err); len(ves) > 0 {
 		for _, e := range ves {
+			// The options the flags set are named as flags.
+			if f, ok := optionFlags[e.Field]; ok {
+				c := *e
+				c.Field = f
+				e = &c
+			}
 			fmt.Fprintln(stderr, e.Error())
 		}
 		return

@@ -35,8 +35,6 @@ type Env struct {
 	DataDir string
 	// CheckpointStore configures an s3:// checkpoint store.
 	CheckpointStore checkpoint.StoreOptions
-	// FromSavepoint names the savepoint the job will start from, if any.
-	FromSavepoint string
 }
 
 // Graph is a built job: the plan and every component ready to be
@@ -405,8 +403,7 @@ func slicesContains(xs []string, x string) bool {
 
 // startChecks are the checks a start makes before it touches anything
 // that the spec and the Env decide alone: where state and write-ahead
-// logs live, the checkpoint store's URI and options, the savepoint to
-// start from. A start runs them too (it builds first), so a job that
+// logs live, the checkpoint store's URI and options. A start runs them too (it builds first), so a job that
 // validates with the options it runs with does not fail to start for
 // these reasons (R-VAL-1).
 func (b *builder) startChecks() {
@@ -434,14 +431,6 @@ func (b *builder) startChecks() {
 	if cp != nil && cp.ObjectStoreURI != "" {
 		if err := checkpoint.CheckStore(cp.ObjectStoreURI, env.CheckpointStore); err != nil {
 			b.p.Add("", "checkpoint.object_store_uri", "%s", strings.TrimPrefix(err.Error(), "checkpoint: "))
-		}
-	}
-	if name := env.FromSavepoint; name != "" {
-		switch {
-		case cp == nil:
-			b.p.Add("", "checkpoint", "the job is to start from savepoint %q, but it has no checkpoint block to find it in (checkpoint.object_store_uri)", name)
-		case checkpoint.ValidKey(name) != nil || strings.Contains(name, "/"):
-			b.p.Add("", "checkpoint", "savepoint name %q: use letters, digits, '-', '_' and '.'", name)
 		}
 	}
 }
