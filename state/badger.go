@@ -27,7 +27,8 @@ import (
 //
 // A state directory holds Badger's files, the directory layers/ of the
 // checkpoints restored into it (layer.go: checked by Open, not by SEAL),
-// and two files of ours:
+// and files of ours (besides CarryFileName and LayoutFileName, which the
+// runtime keeps there):
 //
 //   - FORMAT: {"format_version":N,"store":"badger","created_by":"arkflow-go"},
 //     written (temp file, fsync, rename, fsync of the directory) when the
@@ -468,11 +469,35 @@ func badgerNewDir(dir string, version int) (func() error, error) {
 }
 
 // ours reports whether a directory entry is one of our files (not
-// Badger's): FORMAT, SEAL, CarryFileName, their temp files, and Badger's
-// LOCK.
+// Badger's): FORMAT, SEAL, CarryFileName, LayoutFileName, their temp
+// files, and Badger's LOCK.
 func ours(name string) bool {
-	return name == formatFileName || name == sealFileName || name == lockFileName || name == CarryFileName || name == layersDirName ||
-		name == formatFileName+tmpSuffix || name == sealFileName+tmpSuffix || name == CarryFileName+tmpSuffix
+	return name == formatFileName || name == sealFileName || name == lockFileName || name == CarryFileName || name == layersDirName || name == LayoutFileName ||
+		name == formatFileName+tmpSuffix || name == sealFileName+tmpSuffix || name == CarryFileName+tmpSuffix || name == LayoutFileName+tmpSuffix
+}
+
+// LayoutFileName is a small file the runtime keeps in a Badger state
+// directory: how it laid the keyed state out (the number of key groups,
+// the subtasks of each stateful operator). It reads it before it opens
+// the store, so that a start that would read the state with another
+// layout is refused with the directory untouched (internal/runtime:
+// checkLayout). SEAL and the directory checks ignore it.
+const LayoutFileName = "LAYOUT"
+
+// WriteLayout writes dir/LayoutFileName atomically (temp file, fsync,
+// rename, fsync of the directory).
+func WriteLayout(dir string, data []byte) error {
+	return writeFileAtomic(dir, LayoutFileName, data)
+}
+
+// ReadLayout returns dir/LayoutFileName's contents, or nil when there is
+// none.
+func ReadLayout(dir string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(dir, LayoutFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
 }
 
 // CarryFileName is a small file the runtime keeps in a Badger state

@@ -247,3 +247,109 @@ func (r *execRun) exited() bool {
 		return false
 	}
 }
+
+// dirSnapshot reads every file under dir (nil when it does not exist).
+func dirSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// R-JOB-3, R-CKPT-6: state cut with one max_parallelism is never restored
+// into another. A start from a checkpoint or a savepoint with another one
+// exits non-zero before it opens the state store, naming both values and
+// the field; so does a start on the local store alone. The state
+// directory, the WAL and the checkpoints are byte-identical afterwards.
+func TestMaxParallelismChangeIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&in, "{\"user\":\"u%d\",\"ts\":%d,\"amount\":%d}\n", i%29, 1_700_000_000_000+int64(i)*40, i%100)
+	}
+	inPath := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(inPath, []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := func(maxPar int, ckpt bool) string {
+		s := rescaleJobOf(2, "file://"+filepath.Join(dir, "checkpoints"), inPath, filepath.Join(dir, "agg.jsonl"), filepath.Join(dir, "win.jsonl"), 0)
+		s = strings.Replace(s, "max_parallelism: 24", fmt.Sprintf("max_parallelism: %d", maxPar), 1)
+		if !ckpt {
+			s = strings.Replace(s, "checkpoint: {", "# checkpoint: {", 1)
+		}
+		return s
+	}
+	start := func(spec string, args ...string) *execRun {
+		if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return startRun(t, dir, append(append([]string{"run", "--data-dir", "data"}, args...), "job.yaml")...)
+	}
+	runWith := func(spec string, args ...string) (int, string) {
+		r := start(spec, args...)
+		r.wait()
+		return r.cmd.ProcessState.ExitCode(), r.stderr.String()
+	}
+	// A run that takes a checkpoint and stops.
+	first := start(strings.Replace(spec(24, true), "batch_size: 10", "batch_size: 10, rate_per_sec: 100", 1))
+	for countLines(filepath.Join(dir, "agg.jsonl")) < 20 && !first.exited() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, err := cliCommand(dir, "checkpoint", "--data-dir", "data", "job.yaml").CombinedOutput(); err != nil {
+		t.Fatalf("checkpoint: %v\n%s", err, out)
+	}
+	first.cmd.Process.Signal(syscall.SIGTERM)
+	if err := first.wait(); err != nil {
+		t.Fatalf("first run: %v\n%s", err, first.stderr.String())
+	}
+	for _, c := range []struct {
+		name string
+		spec string
+		args []string
+		want []string
+	}{
+		{"the latest checkpoint", spec(7, true), nil, []string{"was cut with max_parallelism 24, and this job has max_parallelism 7", "set max_parallelism back to 24"}},
+		{"the local store alone", spec(7, false), nil, []string{"max_parallelism: the state store in data/rescale/state was written with max_parallelism 24, and this job has max_parallelism 7"}},
+		{"another parallelism on the local store alone", strings.Replace(spec(24, false), "parallelism: 2\n", "parallelism: 3\n", 1), nil,
+			[]string{"parallelism: this start changes the parallelism of per-second from 2 to 3, totals from 2 to 3", "give the job a checkpoint block"}},
+	} {
+		before := dirSnapshot(t, dir)
+		code, out := runWith(c.spec, c.args...)
+		if code == 0 {
+			t.Fatalf("%s: the start with another layout ran:\n%s", c.name, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: the error does not say %q:\n%s", c.name, w, out)
+			}
+		}
+		after := dirSnapshot(t, dir)
+		delete(before, filepath.Join(dir, "job.yaml"))
+		delete(after, filepath.Join(dir, "job.yaml"))
+		var changed []string
+		for p, b := range after {
+			if before[p] != b {
+				changed = append(changed, p)
+			}
+		}
+		for p := range before {
+			if _, ok := after[p]; !ok {
+				changed = append(changed, p)
+			}
+		}
+		if len(changed) > 0 {
+			sort.Strings(changed)
+			t.Errorf("%s: the refused start changed %v", c.name, changed)
+		}
+	}
+}

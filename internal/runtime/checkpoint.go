@@ -212,7 +212,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 			if err := r.emptyState(st); err != nil {
 				return nil, err
 			}
-			if err := r.saveLayout(st); err != nil {
+			if err := r.saveLayout(); err != nil {
 				return nil, err
 			}
 			r.ckpt.mu.Lock()
@@ -233,7 +233,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	if err := r.relayout(st, m); err != nil {
 		return fail(err)
 	}
-	if err := r.saveLayout(st); err != nil {
+	if err := r.saveLayout(); err != nil {
 		return fail(err)
 	}
 	if m.Kind == checkpoint.KindCheckpoint && len(m.TaskAttempts) > 0 {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/binary"
+	"path/filepath"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -26,7 +27,8 @@ import (
 //
 // Only a restore from a checkpoint or a savepoint rescales: it starts
 // from a consistent cut. A restart from the local store alone at another
-// parallelism is refused (checkLayout).
+// parallelism is refused (checkLayout), as is any start with another
+// max_parallelism.
 
 // layout is how a state store's keyed state is laid out: the key groups
 // and the parallelism of every stateful operator.
@@ -77,37 +79,34 @@ func rescaled(from, to layout) []string {
 	return ops
 }
 
-// layoutKey holds the layout of the store's keyed state.
-func layoutKey(ns string) state.Key {
-	return state.Key{Job: ns, Operator: runtimeStateOp, Namespace: "layout", User: []byte("keyed")}
-}
-
 // checkLayout refuses a start without a restore whose plan lays keyed
-// state out differently from the store, before any operator reads it:
-// the store holds per-subtask entries of another parallelism, or keys
-// hashed into another number of key groups. A store that records no
-// layout is taken as the plan's. The store is not changed.
-func (r *Runtime) checkLayout(st state.Backend) error {
-	v, _, ok, err := st.Get(layoutKey(stateJob(r.g.Spec)), r.opts.Clock.Now().UnixMilli())
-	if err != nil {
-		return fmt.Errorf("opening state: reading its layout: %w", err)
-	}
-	if !ok {
+// state out differently from the Badger store it would open: the store
+// holds per-subtask entries of another parallelism, or keys hashed into
+// another number of key groups. It reads the store's layout file
+// (state.LayoutFileName) before the store opens, so a refusal leaves the
+// directory as it was. A store without one is taken as the plan's; a
+// memory store starts empty every run.
+func (r *Runtime) checkLayout() error {
+	if s := r.g.Spec.State; s == nil || s.Backend == job.BackendMemory {
 		return nil
 	}
+	dir, err := r.stateDirPath()
+	if err != nil {
+		return nil // opening the store reports it
+	}
+	b, err := state.ReadLayout(dir)
+	if err != nil || b == nil {
+		return err
+	}
 	var have layout
-	if err := json.Unmarshal(v, &have); err != nil {
-		return fmt.Errorf("opening state: its layout record is unreadable: %w", err)
+	if err := json.Unmarshal(b, &have); err != nil {
+		return fmt.Errorf("opening state: %s is unreadable: %w", filepath.Join(dir, state.LayoutFileName), err)
 	}
 	want := r.planLayout()
-	where := "the state store"
-	if r.stateDir != "" {
-		where = "the state store in " + r.stateDir
-	}
 	if have.MaxParallelism != 0 && have.MaxParallelism != want.MaxParallelism {
-		return fmt.Errorf("max_parallelism: %s was written with max_parallelism %d, and this job has max_parallelism %d: "+
+		return fmt.Errorf("max_parallelism: the state store in %s was written with max_parallelism %d, and this job has max_parallelism %d: "+
 			"its keyed state is split into %d key groups, which cannot be redistributed into %d (set max_parallelism back to %d)",
-			where, have.MaxParallelism, want.MaxParallelism, have.MaxParallelism, want.MaxParallelism, have.MaxParallelism)
+			dir, have.MaxParallelism, want.MaxParallelism, have.MaxParallelism, want.MaxParallelism, have.MaxParallelism)
 	}
 	if ops := rescaled(have, want); len(ops) > 0 {
 		var ds []string
@@ -118,21 +117,28 @@ func (r *Runtime) checkLayout(st state.Backend) error {
 		if r.g.Spec.Checkpoint == nil {
 			hint = "give the job a checkpoint block, run it at the old parallelism, take a savepoint and start from it"
 		}
-		return fmt.Errorf("parallelism: this start changes the parallelism of %s, and %s was written at the old one with no checkpoint or savepoint restored: "+
+		return fmt.Errorf("parallelism: this start changes the parallelism of %s, and the state store in %s was written at the old one with no checkpoint or savepoint restored: "+
 			"only a restore redistributes keyed state to another parallelism; %s, or start with the old parallelism",
-			strings.Join(ds, ", "), where, hint)
+			strings.Join(ds, ", "), dir, hint)
 	}
 	return nil
 }
 
-// saveLayout records the plan's layout in the store.
-func (r *Runtime) saveLayout(st state.Backend) error {
+// saveLayout records the plan's layout beside a Badger store (nothing for
+// a memory store), if it is not recorded already.
+func (r *Runtime) saveLayout() error {
+	if r.stateDir == "" {
+		return nil
+	}
 	v, err := json.Marshal(r.planLayout())
 	if err != nil {
 		return err
 	}
-	if err := st.Apply([]state.Mutation{{Key: layoutKey(stateJob(r.g.Spec)), Value: v}}); err != nil {
-		return fmt.Errorf("opening state: recording its layout: %w", err)
+	if cur, err := state.ReadLayout(r.stateDir); err == nil && string(cur) == string(v) {
+		return nil
+	}
+	if err := state.WriteLayout(r.stateDir, v); err != nil {
+		return fmt.Errorf("recording the state's layout: %w", err)
 	}
 	return nil
 }

@@ -392,6 +392,11 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		}
 	}
 	if st == nil {
+		if restoreFrom == nil {
+			if err := r.checkLayout(); err != nil {
+				return nil, nil, err
+			}
+		}
 		if st, err = r.openState(); err != nil {
 			return nil, nil, err
 		}
@@ -430,13 +435,9 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		r.ckpt.mu.Unlock()
 	}
 	if restoreFrom == nil {
-		// The store's keyed state must be laid out as the plan reads it
-		// (a restore lays it out itself).
-		err := r.checkLayout(st)
-		if err == nil {
-			err = r.saveLayout(st)
-		}
-		if err != nil {
+		// A restore lays the keyed state out for the plan; else it must
+		// be laid out so already (checked before the store opened).
+		if err := r.saveLayout(); err != nil {
 			r.closeAll([]resource{stateRes}, false)
 			return nil, nil, err
 		}
