@@ -2,9 +2,9 @@ package runtime
 
 import (
 	"encoding/binary"
-	"path/filepath"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
