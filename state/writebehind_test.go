@@ -124,7 +124,12 @@ func TestLayerWriteBehind(t *testing.T) {
 		t.Fatalf("%d layers", len(ls))
 	}
 	l := ls[0]
+	// The first chunk's write is not held, but it may still be running
+	// when the restore returns on a busy machine: wait for it.
 	tail := l.tail.Load()
+	for deadline := time.Now().Add(10 * time.Second); tail != nil && tail.off < layerChunk && time.Now().Before(deadline); tail = l.tail.Load() {
+		time.Sleep(time.Millisecond)
+	}
 	if tail == nil || tail.off != layerChunk || len(tail.chunks) != (len(data)-1)/layerChunk {
 		t.Fatalf("tail %+v, want the chunks after the first of %d bytes", tail, len(data))
 	}
