@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +92,7 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		kick:    make(chan struct{}, 1),
 	}
 	if s.lg == nil {
-		s.lg = slog.Default()
+		s.lg = slog.Default().With("task", task)
 	}
 	opts := cfg.Options()
 	opts.Logger = s.lg
@@ -269,7 +270,7 @@ func (s *Source) Connect(ctx context.Context) error {
 			return fmt.Errorf("source %s: replaying the WAL: %w", s.task, err)
 		}
 		s.replay = r
-		s.lg.Info("replaying WAL entries before new input", "task", s.task, "entries", len(s.replaySet), "cursor", s.log.Cursor())
+		s.lg.Info("replaying the WAL's entries that were not acknowledged before reading new input", "entries", len(s.replaySet), "cursor", s.log.Cursor())
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	s.stopCommit = cancel
@@ -351,7 +352,9 @@ func (s *Source) scan() (scanPlan, error) {
 	}
 	if restored != nil {
 		if older {
-			s.lg.Warn("the restored checkpoint is older than the WAL cursor: the source resumes from the checkpoint and the WAL tail is not replayed", "task", s.task)
+			s.lg.Info("the restored checkpoint is older than what the WAL acknowledged: the source reads its input again from the checkpoint's positions, "+
+				"so the WAL's copies of those rows are not replayed (nothing is lost; output written after the checkpoint may be written again)",
+				"resume_at", describePositions(restored.list()), "wal_cursor", s.log.Cursor())
 			seek = posMap{}
 			s.replaySet = map[uint64]bool{}
 		}
@@ -431,7 +434,7 @@ func (s *Source) ackFunc(seq uint64, native func(error)) func(error) {
 			s.mu.Unlock()
 		}
 		if e := s.log.Ack(seq); e != nil {
-			s.lg.Error("WAL acknowledgement", "task", s.task, "error", e)
+			s.lg.Error("WAL acknowledgement", "error", e)
 		}
 		if native == nil {
 			return
@@ -473,7 +476,7 @@ func (s *Source) commit(ctx context.Context) error {
 			s.settle(s.log.Cursor(), nil)
 		case errors.As(err, &parked):
 			s.parked.Add(1)
-			s.lg.Warn(err.Error(), "task", s.task, "waiting", seq)
+			s.lg.Warn(err.Error(), "waiting", seq)
 		case errors.As(err, &abandoned):
 			// Never committed in this run; replayed after a restart.
 			s.settle(seq, err)
@@ -776,4 +779,18 @@ func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.Ta
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// describePositions renders positions for a log line: "partition 0 at
+// offset 10, ..." (with the topic when there is one).
+func describePositions(ps []connectors.Position) string {
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		d := fmt.Sprintf("partition %d at offset %d", p.Partition, p.Offset)
+		if p.Topic != "" {
+			d = p.Topic + " " + d
+		}
+		parts = append(parts, d)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -698,11 +698,27 @@ func TestCheckpointReconciliation(t *testing.T) {
 	// A checkpoint older than the cursor (at 10, cursor at 40): the source
 	// resumes from the checkpoint and nothing is replayed.
 	fake3 := newFake(data...)
-	s3 := openSource(t, cfg, fake3, dir)
+	logs := &syncBuffer{}
+	in := info()
+	in.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("task", "src-0") // as the runtime gives it
+	s3, err := Open(context.Background(), cfg, fake3, dir, in, "src-0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s3.Seek([]connectors.Position{pos(0, 10)}); err != nil {
 		t.Fatal(err)
 	}
 	connect(t, s3)
+	// The log says what happens in the user's terms, each key once.
+	line := logs.String()
+	for _, want := range []string{"level=INFO", "reads its input again from the checkpoint's positions", "nothing is lost", `resume_at="partition 0 at offset 10"`, "wal_cursor="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the log does not say %q:\n%s", want, line)
+		}
+	}
+	if n := strings.Count(line, "task="); n != 1 {
+		t.Errorf("task= appears %d times in:\n%s", n, line)
+	}
 	if got, want := fake3.sought(), [][]connectors.Position{{pos(0, 10)}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("sought to %v, want %v", got, want)
 	}
