@@ -218,30 +218,15 @@ func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string, windo
 		t.Fatalf("the final run did not restore a checkpoint:\n%s", out)
 	}
 	got := readLines(t, outPath)
-	distinct := map[string]int{}
-	for _, l := range got {
-		distinct[l]++
-	}
-	wantSet := map[string]bool{}
-	for _, l := range want {
-		wantSet[l] = true
-	}
-	var missing, wrong []string
-	for _, l := range want {
-		if distinct[l] == 0 {
-			missing = append(missing, l)
-		}
-	}
-	for l := range distinct {
-		if !wantSet[l] {
-			wrong = append(wrong, l)
-		}
-	}
-	sort.Strings(wrong)
+	missing, wrong := diffLines(want, got)
 	if len(missing) > 0 || len(wrong) > 0 {
 		// Which run wrote the first wrong line, and what it logged.
 		lines := readLinesUnsorted(t, outPath)
 		first := -1
+		wantSet := map[string]bool{}
+		for _, l := range want {
+			wantSet[l] = true
+		}
 		for i, l := range lines {
 			if !wantSet[l] {
 				first = i
@@ -260,6 +245,30 @@ func checkpointCrashLoop(t *testing.T, dir, storeURI string, env []string, windo
 			killed, len(missing), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
 	}
 	t.Logf("%d kills: %d distinct window results as in the uninterrupted run; %d re-emitted duplicates", killed, len(want), len(got)-len(want))
+}
+
+// diffLines compares distinct output lines with the wanted ones: those
+// missing, and those (sorted) that should not be there. Duplicates of
+// wanted lines are neither.
+func diffLines(want, got []string) (missing, wrong []string) {
+	have := map[string]bool{}
+	for _, l := range got {
+		have[l] = true
+	}
+	wantSet := map[string]bool{}
+	for _, l := range want {
+		wantSet[l] = true
+		if !have[l] {
+			missing = append(missing, l)
+		}
+	}
+	for l := range have {
+		if !wantSet[l] {
+			wrong = append(wrong, l)
+		}
+	}
+	sort.Strings(wrong)
+	return missing, wrong
 }
 
 func countLines(path string) int {

@@ -185,24 +185,7 @@ func TestRescaleFromSavepoints(t *testing.T) {
 		}
 	}
 	got := readLines(t, filepath.Join(runDir, "win.jsonl"))
-	distinct := map[string]bool{}
-	for _, l := range got {
-		distinct[l] = true
-	}
-	wantSet := map[string]bool{}
-	var missing, wrong []string
-	for _, l := range wantWins {
-		wantSet[l] = true
-		if !distinct[l] {
-			missing = append(missing, l)
-		}
-	}
-	for l := range distinct {
-		if !wantSet[l] {
-			wrong = append(wrong, l)
-		}
-	}
-	sort.Strings(wrong)
+	missing, wrong := diffLines(wantWins, got)
 	if len(missing) > 0 || len(wrong) > 0 {
 		t.Fatalf("%d window results missing (first %v), %d not in the uninterrupted run (first %v)",
 			len(missing), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
