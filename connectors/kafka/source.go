@@ -178,6 +178,7 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 		groupFloor: map[tp]int64{},
 		revokedAt:  map[tp]int64{},
 		bufs:       map[tp]*partBuf{},
+		reading:    map[tp]bool{},
 		kick:       make(chan struct{}, 1),
 	}
 	if s.subscribe {
@@ -188,6 +189,12 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 	}
 	return s, nil
 }
+
+// FirstRecordMessage is logged (at info level, with the attributes topic,
+// partition and offset) when a source reads the first record of a
+// partition after the partition was assigned to it: after a (re)start it
+// tells when reading resumed, partition by partition.
+const FirstRecordMessage = "kafka: first record read from partition"
 
 // tp is a topic-partition.
 type tp struct {
@@ -257,8 +264,9 @@ type Source struct {
 	cooperative bool
 	joined      bool // the group assigned partitions (or none) at least once
 	bufs        map[tp]*partBuf
-	buffered    int       // partitions with buffered rows
-	oldest      time.Time // when the oldest buffered row arrived
+	reading     map[tp]bool // partitions read from since their assignment (FirstRecordMessage)
+	buffered    int         // partitions with buffered rows
+	oldest      time.Time   // when the oldest buffered row arrived
 	ready       []pending
 	failed      error // sticky: the source cannot go on
 }
@@ -546,6 +554,7 @@ func (s *Source) noteAssigned(parts []kafka.TopicPartition) {
 		k := tp{*p.Topic, p.Partition}
 		s.trackers[k.topic].Start(k.part, int64(p.Offset))
 		s.assigned[k] = true
+		delete(s.reading, k)
 	}
 }
 
@@ -765,6 +774,10 @@ func (s *Source) add(m *kafka.Message) error {
 		s.bufs[k] = b
 	}
 	off := int64(m.TopicPartition.Offset)
+	if !s.reading[k] {
+		s.reading[k] = true
+		s.log.Info(FirstRecordMessage, "topic", k.topic, "partition", k.part, "offset", off)
+	}
 	fields := b.rb.Fields()
 	n := s.in.declared.NumFields()
 	if s.dec != nil {
