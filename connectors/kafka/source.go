@@ -254,12 +254,12 @@ type Source struct {
 	stopCommit chan struct{}
 	commitDone chan struct{}
 
-	// Read's goroutine only (and the rebalance callback, which Poll runs
-	// on it).
 	// fatal is set once the consumer raised a fatal error (see
 	// closeConsumer); any goroutine.
 	fatal atomic.Bool
 
+	// Read's goroutine only (and the rebalance callback, which Poll runs
+	// on it).
 	connected   bool
 	cooperative bool
 	joined      bool // the group assigned partitions (or none) at least once
