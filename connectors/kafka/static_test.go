@@ -130,7 +130,6 @@ func TestStaticMemberProcess(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &arg); err != nil {
 		t.Fatal(err)
 	}
-	testBrokers = strings.Join(arg.Config.Brokers, ",")
 	src := openSource(t, sourceInput(t, arg.Config), 0, 1, nil)
 	read := map[int]bool{}
 	for {
@@ -196,7 +195,10 @@ func staticMemberRestart(t *testing.T, l3 bool) {
 	// 1. The process reading the partitions is killed.
 	arg, _ := json.Marshal(map[string]any{"Config": cfg, "Partitions": parts})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStaticMemberProcess$")
-	cmd.Env = append(os.Environ(), memberEnv+"="+string(arg))
+	// The broker is passed on as ARKFLOW_TEST_KAFKA_BROKERS, so that the
+	// process's TestMain does not start a kfake of its own (which its
+	// SIGKILL would leave running) when this one got ARKFLOW_KFAKE_BIN.
+	cmd.Env = append(os.Environ(), memberEnv+"="+string(arg), "ARKFLOW_TEST_KAFKA_BROKERS="+testBrokers)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
