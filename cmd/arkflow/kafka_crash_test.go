@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,10 +95,14 @@ import (
 // Input: a fifth is produced before the first run, the rest paced over
 // the kill loop (see kafkaCrashProof).
 //
+// TestKafkaRestartParallelism1 (issue 16) runs the L3 pass-through proof
+// with the source at parallelism 1 (consumer-group subscription, static
+// membership) and kills each run only once it read every partition again.
+//
 // Run them with the broker .ci/test.sh starts, or alone:
 //
 //	export ARKFLOW_KFAKE_BIN=$(ls ~/.cache/arkflow-go/bin/kfake-* | head -1)
-//	go test -race -run 'TestKafkaExactlyOnce|TestKafkaL3|TestExampleEOSKafka' -v ./cmd/arkflow/
+//	go test -race -run 'TestKafkaExactlyOnce|TestKafkaL3|TestKafkaRestart|TestExampleEOSKafka' -v ./cmd/arkflow/
 //
 // ARKFLOW_KAFKA_CRASH_SEED=N replays the kill timings of a logged run;
 // ARKFLOW_KAFKA_PROOF_KEEP=1 keeps the run logs, WAL, state and
@@ -138,6 +143,14 @@ type kafkaProof struct {
 	// passThrough: input → map → output instead of the keyed window, so
 	// rows keep their __meta_* columns (which L3 derives offsets from).
 	passThrough bool
+	// par1: the source runs as one subtask, subscribing with the consumer
+	// group (static membership), instead of two explicitly assigned ones
+	// (issue 16). Each run is killed only once it read every partition
+	// again (see kafkaCrashProof), and the time it took is measured.
+	par1 bool
+	// dynamic (with par1): group.instance.id "" turns static membership
+	// off, the baseline of issue 16.
+	dynamic bool
 }
 
 func (v kafkaProof) String() string {
@@ -146,22 +159,37 @@ func (v kafkaProof) String() string {
 		s = "L3"
 	}
 	if v.passThrough {
-		return s + " pass-through"
+		s += " pass-through"
+	} else {
+		s += " window"
 	}
-	return s + " window"
+	switch {
+	case v.par1 && v.dynamic:
+		s += " p1 dynamic"
+	case v.par1:
+		s += " p1"
+	}
+	return s
 }
 
 const kafkaJobID = "kafka-eos-proof"
 
 // spec is the job. The source has two subtasks, each explicitly assigned
 // two of the four partitions (no group membership, so a restart does not
-// wait for a rebalance); the window (or map) and the sink have one
-// subtask, so every output batch is one transaction of one producer.
+// wait for a rebalance), or with par1 one that subscribes with the group;
+// the window (or map) and the sink have one subtask, so every output
+// batch is one transaction of one producer.
 func (v kafkaProof) spec(brokers, in, out, group, txn, storeURI string) string {
-	srcExtra, sinkExtra := "", ""
+	srcExtra, sinkExtra, srcOp := "", "", "{id: in, kind: source}"
 	if v.l3 {
 		srcExtra = "\n      transactional_offsets: true"
 		sinkExtra = "\n      offset_commit_group: " + strconv.Quote(group)
+	}
+	if v.par1 {
+		srcOp = "{id: in, kind: source, parallelism: 1}"
+	}
+	if v.dynamic {
+		srcExtra += "\n      properties: {group.instance.id: \"\"}"
 	}
 	middle := `  - id: per-window
     kind: window
@@ -186,7 +214,7 @@ durability: {sync: group_commit}
 state: {backend: badger}
 checkpoint: {interval_ms: 500, retention: 3, object_store_uri: "` + storeURI + `"}
 operators:
-  - {id: in, kind: source}
+  - ` + srcOp + `
 ` + middle + `
   - {id: out, kind: sink, parallelism: 1}
 edges:
@@ -842,7 +870,11 @@ func kafkaCommitted(t *testing.T, brokers, group, topic string) map[int32]int64 
 	return out
 }
 
-func kafkaCrashProof(t *testing.T, v kafkaProof) {
+// kafkaCrashProof runs the proof of variant v. With par1 it returns, for
+// every restart (the runs after the first), the time from the process's
+// start until it had read every partition again (see kafkaFirstReads; a
+// dynamic run that did not within kafkaDynamicLimit counts that limit).
+func kafkaCrashProof(t *testing.T, v kafkaProof) []time.Duration {
 	brokers := kafkaTestBrokers(t)
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
 	in, out, group, txn := "proof-in-"+suffix, "proof-out-"+suffix, "proof-group-"+suffix, "proof-txn-"+suffix
@@ -882,6 +914,14 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) {
 	if testing.Short() {
 		kills = 5
 	}
+	if v.par1 {
+		kills = kafkaP1Kills
+		if v.dynamic {
+			kills = kafkaDynamicKills
+		} else if testing.Short() {
+			kills = 5
+		}
+	}
 	// A fifth of the input is in the topic before the first run (a
 	// backlog: full batches). The rest arrives while the runs are killed,
 	// spread over about the time the kills take, so that they land while
@@ -892,26 +932,48 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) {
 	if err := kafkaProduceInput(brokers, in, 0, upfront, 0); err != nil {
 		t.Fatal(err)
 	}
+	// With par1 the rest comes in one chunk per run instead, starting as
+	// the run starts and spread over 1.5 s: a run is killed only after it
+	// read every partition, however long that took, and so needs records
+	// in every partition to read.
 	produced := make(chan error, 1)
-	go func() {
-		produced <- kafkaProduceInput(brokers, in, upfront, kafkaPerPart+kafkaTail, time.Duration(kills)*time.Second)
-	}()
+	nextChunk := func(int) {}
+	if !v.par1 {
+		go func() {
+			produced <- kafkaProduceInput(brokers, in, upfront, kafkaPerPart+kafkaTail, time.Duration(kills)*time.Second)
+		}()
+	} else {
+		from, chunk := upfront, (kafkaPerPart+kafkaTail-upfront)/(kills+1)
+		produced <- nil
+		nextChunk = func(run int) { // run: 0-based; the last one (kills) takes the rest
+			if err := <-produced; err != nil {
+				t.Fatalf("producing the input: %v", err)
+			}
+			to := min(from+chunk, kafkaPerPart+kafkaTail)
+			if run == kills {
+				to = kafkaPerPart + kafkaTail
+			}
+			go func(from, to int) { produced <- kafkaProduceInput(brokers, in, from, to, 1500*time.Millisecond) }(from, to)
+			from = to
+		}
+	}
 
 	var runs []*kafkaRun
-	startRun := func() (*exec.Cmd, *kafkaRun, *strings.Builder) {
+	startRun := func() (*exec.Cmd, *kafkaRun, *syncBuffer) {
 		id, pos := kafkaLatestCheckpoint(t, storeDir)
 		r := &kafkaRun{positions: pos, restoredID: id, committed: kafkaCommitted(t, brokers, group, in)}
+		nextChunk(len(runs))
 		cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
 		r.start = time.Now()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		runs = append(runs, r)
-		return cmd, r, &stderr
+		return cmd, r, stderr
 	}
-	finishRun := func(r *kafkaRun, stderr *strings.Builder) {
+	finishRun := func(r *kafkaRun, stderr *syncBuffer) {
 		r.end = time.Now()
 		r.log = stderr.String()
 		n := len(runs)
@@ -931,9 +993,46 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) {
 	killed := 0
 	for killed < kills {
 		cmd, r, stderr := startRun()
-		time.Sleep(time.Duration(400+rng.IntN(1400)) * time.Millisecond)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		if v.par1 {
+			// Until the run read every partition again (R-KAFKA-2: the
+			// group hands them all to the one subscribing source), then
+			// a little longer, so the kill lands while it works.
+			limit := kafkaP1Limit
+			if v.dynamic {
+				limit = kafkaDynamicLimit
+			}
+			var read map[int32]time.Time
+		wait:
+			for deadline := time.Now().Add(limit); ; {
+				if read = kafkaFirstReads(stderr.String()); len(read) == kafkaParts {
+					break
+				}
+				if time.Now().After(deadline) {
+					if v.dynamic {
+						break // measured as the limit
+					}
+					cmd.Process.Signal(syscall.SIGKILL)
+					<-exited
+					finishRun(r, stderr)
+					t.Fatalf("%s (seed %d): run %d read partitions %v within %v of its start, not all %d (its log: %s)",
+						v, seed, len(runs), slices.Sorted(maps.Keys(read)), limit, kafkaParts, filepath.Join(dir, fmt.Sprintf("run-%02d.log", len(runs))))
+				}
+				select {
+				case err := <-exited:
+					finishRun(r, stderr)
+					t.Fatalf("%s: run %d ended by itself before its kill (a Kafka job runs until stopped): %v\n%s", v, len(runs), err, tail(r.log, 4000))
+				case <-time.After(20 * time.Millisecond):
+					continue wait
+				}
+			}
+			time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(400+rng.IntN(1400)) * time.Millisecond)
+		}
 		cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
+		err := <-exited
 		finishRun(r, stderr)
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			killed++
@@ -941,8 +1040,10 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) {
 		}
 		t.Fatalf("%s: run %d ended by itself before its kill (a Kafka job runs until stopped): %v\n%s", v, len(runs), err, r.log)
 	}
-	if err := <-produced; err != nil {
-		t.Fatalf("producing the input: %v", err)
+	if !v.par1 { // par1: each run's chunk is waited for before the next
+		if err := <-produced; err != nil {
+			t.Fatalf("producing the input: %v", err)
+		}
 	}
 
 	// The last run: until read_committed shows every expected item (a
@@ -950,6 +1051,12 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) {
 	watcher := newKafkaWatcher(t, brokers, out)
 	defer watcher.c.Close()
 	cmd, r, stderr := startRun()
+	if v.par1 {
+		// The last chunk is in before the last run is watched.
+		if err := <-produced; err != nil {
+			t.Fatalf("producing the input: %v", err)
+		}
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	const finalWait = 120 * time.Second
@@ -1002,6 +1109,138 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) {
 	all := kafkaReadAll(t, brokers, out, kafkaOutParts, "read_uncommitted")
 	t.Logf("%s: read_uncommitted sees %d records, read_committed %d: %d records of aborted transactions are hidden",
 		v, len(all), len(recs), len(all)-len(recs))
+	if !v.par1 {
+		return nil
+	}
+	// Every restart, the last run's too, read every partition again: the
+	// killed runs were waited for (above); the last one is checked here.
+	var restarts []time.Duration
+	for i, r := range runs {
+		read := kafkaFirstReads(r.log)
+		if len(read) < kafkaParts && !v.dynamic {
+			t.Fatalf("%s (seed %d): run %d read partitions %v, not all %d", v, seed, i+1, slices.Sorted(maps.Keys(read)), kafkaParts)
+		}
+		took := kafkaDynamicLimit
+		if len(read) == kafkaParts {
+			took = 0
+			for _, at := range read {
+				took = max(took, at.Sub(r.start))
+			}
+		}
+		if i > 0 {
+			restarts = append(restarts, took)
+		}
+	}
+	return restarts
+}
+
+// The par1 variants (issue 16): how many kills, and how long a run may
+// take to read every partition again before the proof fails (static
+// membership) or counts it as that long (the dynamic baseline, whose
+// restarts wait for the killed member's session: librdkafka's default
+// session.timeout.ms is 45 s).
+const (
+	kafkaP1Kills      = 12
+	kafkaP1Limit      = 60 * time.Second
+	kafkaDynamicKills = 3
+	kafkaDynamicLimit = 180 * time.Second
+)
+
+// firstReadRE matches the source's arkkafka.FirstRecordMessage lines: the
+// time (slog's text handler, ms) and the partition.
+var firstReadRE = regexp.MustCompile(`(?m)^time=(\S+) level=INFO msg="` + regexp.QuoteMeta(arkkafka.FirstRecordMessage) + `".* partition=(\d+) `)
+
+// kafkaFirstReads returns, per partition, when a run's log says its
+// source first read a record of it.
+func kafkaFirstReads(log string) map[int32]time.Time {
+	out := map[int32]time.Time{}
+	for _, m := range firstReadRE.FindAllStringSubmatch(log, -1) {
+		at, err1 := time.Parse(time.RFC3339Nano, m[1])
+		p, err2 := strconv.ParseInt(m[2], 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if _, seen := out[int32(p)]; !seen {
+			out[int32(p)] = at
+		}
+	}
+	return out
+}
+
+// syncBuffer is a run's stderr, read while the run writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestKafkaRestartParallelism1 is the proof of issue 16 (R-KAFKA-2): the
+// L3 pass-through job with a source of parallelism 1, which subscribes
+// with the consumer group as a static member, SIGKILLed 12 times; every
+// run is killed only after it read every partition again (the proof fails
+// if a run does not within 60 s), then at a random moment up to 1.5 s
+// later. The rest is the L3 proof: nothing lost, duplicates within the L3
+// bound. It logs, per restart, the time from the process's start until
+// it read every partition again (its source's first record of each).
+//
+// ARKFLOW_KAFKA_RESTART_BASELINE=1 also runs the baseline, the same job
+// with group.instance.id "" (a dynamic member), killed 3 times (each
+// restart waits for the killed member's session), and logs the ratio of
+// the medians; BENCHMARKS.md, "Kafka restart at parallelism 1", has the
+// command and the numbers.
+func TestKafkaRestartParallelism1(t *testing.T) {
+	static := kafkaProof{l3: true, passThrough: true, par1: true}
+	var got, base []time.Duration
+	t.Run("static", func(t *testing.T) {
+		got = kafkaCrashProof(t, static)
+		t.Logf("%s: per restart, from the process's start until every partition was read again: %s", static, kafkaDurations(got))
+	})
+	if os.Getenv("ARKFLOW_KAFKA_RESTART_BASELINE") == "" || len(got) == 0 {
+		return
+	}
+	dynamic := static
+	dynamic.dynamic = true
+	t.Run("dynamic", func(t *testing.T) {
+		base = kafkaCrashProof(t, dynamic)
+		t.Logf("%s: per restart, from the process's start until every partition was read again (%v: not within it): %s", dynamic, kafkaDynamicLimit, kafkaDurations(base))
+	})
+	if len(base) > 0 {
+		t.Logf("restart until every partition is read: median %v static vs %v dynamic (%.1fx), max %v vs %v",
+			kafkaMedian(got).Round(time.Millisecond), kafkaMedian(base).Round(time.Millisecond),
+			float64(kafkaMedian(base))/float64(kafkaMedian(got)), slices.Max(got).Round(time.Millisecond), slices.Max(base).Round(time.Millisecond))
+	}
+}
+
+// kafkaDurations lists durations, then their median and max.
+func kafkaDurations(ds []time.Duration) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(d.Round(time.Millisecond).String())
+	}
+	fmt.Fprintf(&b, " (median %v, max %v)", kafkaMedian(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
+	return b.String()
+}
+
+func kafkaMedian(ds []time.Duration) time.Duration {
+	s := slices.Sorted(slices.Values(ds))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // kafkaRunsSummary describes every run: when it started, the checkpoint

@@ -1,13 +1,18 @@
 package kafka
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
 )
 
 // consumerConfig is the librdkafka configuration of a source subtask.
@@ -20,6 +25,11 @@ func consumerConfig(c *SourceConfig) *kafka.ConfigMap {
 	for k, v := range c.Properties {
 		m[k] = v
 	}
+	// Static membership is for a subscribing source only (Source.Connect
+	// sets it): a consumer that assigns partitions itself joins no group,
+	// and with an instance id its offset commits would be checked against
+	// a member it never became.
+	delete(m, groupInstanceIDKey)
 	m["bootstrap.servers"] = strings.Join(c.Brokers, ",")
 	m["group.id"] = c.ConsumerGroup
 	if c.ClientID != "" {
@@ -31,6 +41,44 @@ func consumerConfig(c *SourceConfig) *kafka.ConfigMap {
 	m["enable.partition.eof"] = false
 	// Subscription: the rebalance callback assigns explicit offsets.
 	return &m
+}
+
+// groupInstanceID is the group.instance.id of a subscribing source: the
+// one in its properties ("" turns static membership off), else
+// defaultInstanceID.
+func groupInstanceID(c *SourceConfig, info connectors.TaskInfo) string {
+	if id, ok := c.Properties[groupInstanceIDKey]; ok {
+		return id
+	}
+	return defaultInstanceID(info.JobID, info.OperatorID, info.Subtask)
+}
+
+// defaultInstanceID is "arkflow.JOB.OPERATOR.SUBTASK": stable across
+// restarts of the job, and distinct for every source task, also across
+// jobs sharing a consumer group. Job IDs have no '.', so the parts cannot
+// run into each other (operator IDs may hold '.', but the subtask is
+// after the last one). Job and operator IDs are at most 128 characters
+// each, so the id can be longer than brokers accept (249): then, as for
+// characters brokers do not accept (in IDs not checked by a job spec),
+// the id keeps a prefix, with '_' for such characters, and ends in a hash
+// of the whole, which keeps distinct tasks apart.
+func defaultInstanceID(jobID, operatorID string, subtask int) string {
+	id := "arkflow." + jobID + "." + operatorID + "." + strconv.Itoa(subtask)
+	if checkInstanceID(id) == "" {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	suffix := "." + hex.EncodeToString(sum[:8])
+	b := []byte(id)
+	for i, c := range b {
+		if !instanceIDChar(c) {
+			b[i] = '_'
+		}
+	}
+	if n := maxInstanceIDLen - len(suffix); len(b) > n {
+		b = b[:n]
+	}
+	return string(b) + suffix
 }
 
 // producerConfig is the librdkafka configuration of a sink subtask.

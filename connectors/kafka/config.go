@@ -98,7 +98,15 @@ type SourceConfig struct {
 	// Properties are passed to librdkafka as they are, for everything the
 	// connector has no key of its own for: TLS (security.protocol,
 	// ssl.ca.location, …), SASL, fetch sizes, isolation.level (default
-	// read_committed). Keys the connector sets itself are errors.
+	// read_committed), session.timeout.ms (default 45000). Keys the
+	// connector sets itself are errors.
+	//
+	// group.instance.id overrides the static group membership (KIP-345)
+	// of a subscribing source (parallelism 1): by default it is
+	// "arkflow.JOB.OPERATOR.SUBTASK" (see the package doc, Assignment);
+	// a value of 1–249 letters, digits, '.', '_' or '-' replaces it, and
+	// "" turns static membership off (the consumer joins as a dynamic
+	// member). Sources with parallelism > 1 join no group and ignore it.
 	Properties Properties `json:"properties,omitempty"`
 }
 
@@ -369,7 +377,41 @@ func checkSource(c *SourceConfig, zero map[string]bool) error {
 		c.BatchSize = DefaultBatchSize
 	}
 	checkProperties(&f, c.Properties, sourceReserved)
+	if id, ok := c.Properties[groupInstanceIDKey]; ok && id != "" {
+		if err := checkInstanceID(id); err != "" {
+			f.Add("properties."+groupInstanceIDKey, "%s (got %q); \"\" turns static group membership off", err, id)
+		}
+	}
 	return f.Err()
+}
+
+// groupInstanceIDKey is librdkafka's property of static group membership
+// (KIP-345).
+const groupInstanceIDKey = "group.instance.id"
+
+// maxInstanceIDLen is the longest group.instance.id brokers accept: they
+// check it with the rules of topic names (Kafka's
+// JoinGroupRequest.validateGroupInstanceId).
+const maxInstanceIDLen = 249
+
+// checkInstanceID returns what is wrong with a group.instance.id, or "".
+func checkInstanceID(id string) string {
+	if id == "." || id == ".." {
+		return "must not be \".\" or \"..\""
+	}
+	if len(id) > maxInstanceIDLen {
+		return fmt.Sprintf("must be at most %d characters (got %d)", maxInstanceIDLen, len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if !instanceIDChar(id[i]) {
+			return "must be letters, digits, '.', '_' or '-' only"
+		}
+	}
+	return ""
+}
+
+func instanceIDChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // Compression codecs of the output.

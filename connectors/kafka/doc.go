@@ -37,12 +37,51 @@
 // Assignment (R-KAFKA-2). A source with parallelism 1 subscribes to the
 // topics with consumer_group: the group assigns it the partitions (all of
 // them, unless other consumers share the group), and rebalances move them;
-// a revoked partition commits its frontier first. With parallelism P > 1,
-// subtask s is assigned partition p of every topic with p % P == s
-// (explicit assignment, no group membership; partitions added to a topic
-// later are read after a restart). A subscription's Connect waits (30 s at
-// most) for the group's first assignment, so positions cover its
-// partitions from the start. Either way every partition
+// a revoked partition commits its frontier first.
+//
+// It joins the group as a static member (KIP-345): its group.instance.id
+// is "arkflow.JOB.OPERATOR.SUBTASK" (the job's ID, the source operator's
+// ID, 0), stable across restarts and distinct for every source task,
+// also across jobs sharing a group (job IDs have no '.'; an id longer than
+// the brokers' 249 characters keeps a prefix and ends in a hash). A
+// restart, after a crash, a SIGKILL or a clean stop, takes the member's
+// place and its partitions at once, without a rebalance; a dynamic member
+// would first wait for the old member's session to expire (BENCHMARKS.md,
+// "Kafka restart at parallelism 1"). The log says "joining the consumer
+// group as a static member" with the id, then FirstRecordMessage for each
+// partition as reading resumes. With transactional_offsets the output
+// commits the offsets with the restarted member's group metadata, which
+// carries the same id. The costs:
+//
+//   - a static member does not leave the group when it stops: a job that
+//     is stopped (or dies) and is not restarted holds its partitions for
+//     session.timeout.ms (librdkafka's default, 45 s, kept; set it in
+//     properties) before other consumers sharing the group get them. The
+//     timeout does not slow a restart: within it the restart takes the
+//     member's place, after it the member is gone and the restart joins
+//     as any new member;
+//   - two consumers with the same id cannot both be members: the newer
+//     one takes the older one's place, and the older source fails with
+//     ErrInstanceFenced (for instance when the same job runs in two
+//     processes). A fenced consumer is not closed (confluent-kafka-go
+//     v2.11.1 cannot close a consumer after a fatal error); it ends with
+//     the process.
+//
+// properties: {group.instance.id: NAME} sets the id instead: 1–249
+// letters, digits, '.', '_' or '-' (a validation error naming
+// sources[i].config.properties.group.instance.id otherwise); "" turns
+// static membership off, for a dynamic member that leaves the group at a
+// clean stop. Subscription stays (rather than explicit assignment with
+// the group only for offsets, as Flink's source does): partitions move
+// between consumers sharing the group, and partitions added to a topic are
+// read without a restart.
+//
+// With parallelism P > 1, subtask s is assigned partition p of every
+// topic with p % P == s (explicit assignment, no group membership, so no
+// group.instance.id either; partitions added to a topic later are read
+// after a restart). A subscription's Connect waits (30 s at most) for the
+// group's first assignment, so positions cover its partitions from the
+// start. Either way every partition
 // starts at an explicit offset: the position restored from a checkpoint
 // (or the WAL), else the group's committed offset, else the partition's
 // beginning (end with start_from_latest). Restored positions merge into the

@@ -20,6 +20,16 @@ var (
 	// rows whose input offsets nobody commits (R-KAFKA-6).
 	ErrUnpairedGroup = errors.New("kafka: offset_commit_group has no live transactional input")
 
+	// ErrInstanceFenced is returned (wrapped) by the Read of a source
+	// with parallelism 1 when another consumer joined its consumer group
+	// with the same group.instance.id (static membership, KIP-345) and so
+	// took its place and its partitions: the broker fenced this consumer,
+	// which cannot rejoin, so the source fails instead of reading nothing
+	// on. Check that the job does not run in two processes at once, and
+	// that no other source sets the same group.instance.id in its
+	// properties.
+	ErrInstanceFenced = errors.New("kafka: consumer fenced: another consumer joined the group with the same group.instance.id")
+
 	// ErrClosed is returned by Read and Write after Close.
 	ErrClosed = errors.New("kafka: closed")
 )

@@ -175,7 +175,7 @@ func (s *Sink) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: a producer cannot be created: %w", err)
 	}
-	go drainLogs(p.Logs(), s.log)
+	go drainLogs(p.Logs(), s.log, nil)
 	done := make(chan struct{})
 	go dispatch(p, s.log, done)
 	if s.txnID != "" {

@@ -127,7 +127,7 @@ func (in *Input) Partitions() int {
 			slog.Warn("kafka: cannot look up the partitions of the input's topics", "topics", in.cfg.Topics, "error", err)
 			return
 		}
-		go drainLogs(c.Logs(), slog.Default())
+		go drainLogs(c.Logs(), slog.Default(), nil)
 		defer c.Close()
 		counts, err := partitionCounts(c, in.cfg.Topics, MetadataTimeout)
 		if err != nil {
@@ -178,13 +178,23 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 		groupFloor: map[tp]int64{},
 		revokedAt:  map[tp]int64{},
 		bufs:       map[tp]*partBuf{},
+		reading:    map[tp]bool{},
 		kick:       make(chan struct{}, 1),
+	}
+	if s.subscribe {
+		s.instanceID = groupInstanceID(&in.cfg, info)
 	}
 	for _, t := range in.cfg.Topics {
 		s.trackers[t] = connectors.NewTracker(t)
 	}
 	return s, nil
 }
+
+// FirstRecordMessage is logged (at info level, with the attributes topic,
+// partition and offset) when a source reads the first record of a
+// partition after the partition was assigned to it: after a (re)start it
+// tells when reading resumed, partition by partition.
+const FirstRecordMessage = "kafka: first record read from partition"
 
 // tp is a topic-partition.
 type tp struct {
@@ -209,8 +219,11 @@ type Source struct {
 	info      connectors.TaskInfo
 	par       int
 	subscribe bool
-	log       *slog.Logger
-	dec       *rowjson.Decoder
+	// instanceID is the group.instance.id of a subscribing source ("":
+	// a dynamic member; see groupInstanceID).
+	instanceID string
+	log        *slog.Logger
+	dec        *rowjson.Decoder
 
 	consumer *kafka.Consumer
 
@@ -241,14 +254,19 @@ type Source struct {
 	stopCommit chan struct{}
 	commitDone chan struct{}
 
+	// fatal is set once the consumer raised a fatal error (see
+	// closeConsumer); any goroutine.
+	fatal atomic.Bool
+
 	// Read's goroutine only (and the rebalance callback, which Poll runs
 	// on it).
 	connected   bool
 	cooperative bool
 	joined      bool // the group assigned partitions (or none) at least once
 	bufs        map[tp]*partBuf
-	buffered    int       // partitions with buffered rows
-	oldest      time.Time // when the oldest buffered row arrived
+	reading     map[tp]bool // partitions read from since their assignment (FirstRecordMessage)
+	buffered    int         // partitions with buffered rows
+	oldest      time.Time   // when the oldest buffered row arrived
 	ready       []pending
 	failed      error // sticky: the source cannot go on
 }
@@ -343,15 +361,21 @@ func (s *Source) Connect(ctx context.Context) error {
 	}
 	conf := consumerConfig(s.cfg)
 	(*conf)["go.logs.channel.enable"] = true
+	if s.subscribe && s.instanceID != "" {
+		// Static membership (KIP-345): a restart within session.timeout.ms
+		// takes the member's place, and its assignment, at once, instead
+		// of waiting for the dead member's session to expire.
+		(*conf)[groupInstanceIDKey] = s.instanceID
+	}
 	c, err := kafka.NewConsumer(conf)
 	if err != nil {
 		return fmt.Errorf("kafka: creating the consumer: %w", err)
 	}
-	go drainLogs(c.Logs(), s.log)
+	go drainLogs(c.Logs(), s.log, s.noteLog)
 	s.consumer = c
 	s.cooperative = c.GetRebalanceProtocol() == "COOPERATIVE"
 	fail := func(err error) error {
-		c.Close() // may run the rebalance callback, which uses s.consumer
+		s.closeConsumer(c) // may run the rebalance callback, which uses s.consumer
 		s.consumer = nil
 		return err
 	}
@@ -361,6 +385,11 @@ func (s *Source) Connect(ctx context.Context) error {
 	}
 	s.in.notePartitions(counts)
 	if s.subscribe {
+		if s.instanceID != "" {
+			s.log.Info("joining the consumer group as a static member", "group", s.cfg.ConsumerGroup, "group.instance.id", s.instanceID)
+		} else {
+			s.log.Info("joining the consumer group as a dynamic member (group.instance.id is empty)", "group", s.cfg.ConsumerGroup)
+		}
 		if err := c.SubscribeTopics(s.cfg.Topics, s.rebalance); err != nil {
 			return fail(fmt.Errorf("kafka: subscribing to %v: %w", s.cfg.Topics, err))
 		}
@@ -525,6 +554,7 @@ func (s *Source) noteAssigned(parts []kafka.TopicPartition) {
 		k := tp{*p.Topic, p.Partition}
 		s.trackers[k.topic].Start(k.part, int64(p.Offset))
 		s.assigned[k] = true
+		delete(s.reading, k)
 	}
 }
 
@@ -715,7 +745,14 @@ func (s *Source) messageError(m *kafka.Message) error {
 // reconnects, resuming from the partitions' explicit positions.
 func (s *Source) consumerError(e kafka.Error) error {
 	switch {
+	case e.Code() == kafka.ErrFencedInstanceID:
+		s.fatal.Store(true)
+		// librdkafka raises it as a fatal error: this consumer cannot
+		// rejoin; the source fails instead of reading nothing on.
+		return fmt.Errorf("%w (consumer group %q, group.instance.id %q): is the job running in another process too, or does another source set the same group.instance.id in its properties? (%v)",
+			ErrInstanceFenced, s.cfg.ConsumerGroup, s.instanceID, e)
 	case e.IsFatal():
+		s.fatal.Store(true)
 		return fmt.Errorf("kafka: consumer failed: %w", e)
 	case e.Code() == kafka.ErrUnknownTopicOrPart || e.Code() == kafka.ErrUnknownTopic:
 		return fmt.Errorf("kafka: %w (topics %v)", e, s.cfg.Topics)
@@ -737,6 +774,10 @@ func (s *Source) add(m *kafka.Message) error {
 		s.bufs[k] = b
 	}
 	off := int64(m.TopicPartition.Offset)
+	if !s.reading[k] {
+		s.reading[k] = true
+		s.log.Info(FirstRecordMessage, "topic", k.topic, "partition", k.part, "offset", off)
+	}
 	fields := b.rb.Fields()
 	n := s.in.declared.NumFields()
 	if s.dec != nil {
@@ -949,7 +990,7 @@ func (s *Source) Close(ctx context.Context) error {
 		if err := s.commit(nil); err != nil {
 			errs = append(errs, fmt.Errorf("kafka: committing offsets at close: %w", err))
 		}
-		if err := s.consumer.Close(); err != nil {
+		if err := s.closeConsumer(s.consumer); err != nil {
 			errs = append(errs, fmt.Errorf("kafka: closing the consumer: %w", err))
 		}
 	}
@@ -993,9 +1034,36 @@ func describe(ps []kafka.TopicPartition) string {
 	return string(out)
 }
 
-// drainLogs forwards librdkafka's log lines to lg until the client closes.
-func drainLogs(ch chan kafka.LogEvent, lg *slog.Logger) {
+// closeConsumer closes c, unless it raised a fatal error: then
+// confluent-kafka-go's Close would never return (librdkafka refuses to
+// close a consumer in that state, and v2.11.1's Close waits for the close
+// to finish: confluent-kafka-go pull request 1588), so c is left to the
+// end of the process, and Close of the source still returns.
+func (s *Source) closeConsumer(c *kafka.Consumer) error {
+	if s.fatal.Load() {
+		s.log.Warn("not closing the consumer: it raised a fatal error, and closing it would block forever; its connections end with the process")
+		return nil
+	}
+	return c.Close()
+}
+
+// noteLog watches the consumer's log lines for librdkafka's fatal errors
+// (tag FATAL): a fatal error reaches Poll as an event only when Read polls,
+// the log line comes at once, so Close knows not to close the consumer
+// (closeConsumer) even when the fatal error came after the last Read.
+func (s *Source) noteLog(ev kafka.LogEvent) {
+	if ev.Tag == "FATAL" {
+		s.fatal.Store(true)
+	}
+}
+
+// drainLogs forwards librdkafka's log lines to lg until the client closes,
+// and hands each to note (when not nil).
+func drainLogs(ch chan kafka.LogEvent, lg *slog.Logger, note func(kafka.LogEvent)) {
 	for ev := range ch {
+		if note != nil {
+			note(ev)
+		}
 		lg.Log(context.Background(), logLevel(ev.Level), "librdkafka: "+ev.Message, "client", ev.Name, "tag", ev.Tag)
 	}
 }

@@ -549,9 +549,12 @@ func sortedKeys(m map[tp]int64) []tp {
 // output after a clean stop, and the next start would write that batch
 // again. By Close the runtime has acknowledged every written batch
 // (sources close before sinks, after draining their acknowledgements), so
-// the frontier covers them. A source that already closed left its consumer group: its offsets
-// are committed with group metadata holding only the group id
-// (generation -1, no member), which brokers accept without a member check.
+// the frontier covers them. A source that already closed has no
+// consumer to ask for group metadata: its offsets are committed with
+// metadata holding only the group id (generation -1, no member), which
+// brokers accept for transactional commits without a member check, also
+// while the group still lists the closed source's static member (which
+// does not leave the group at Close).
 // Failures are logged: the next start then replays the tail.
 func (s *Sink) commitFinalOffsets(ctx context.Context) {
 	s.notePaired(pairedSources(s.cfg.OffsetCommitGroup))

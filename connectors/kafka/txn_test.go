@@ -609,7 +609,11 @@ func TestL3Rebalance(t *testing.T) {
 	}
 	consume(a)
 	waitFor("the first source to read everything", func() bool { return rows.Load() >= 40 })
-	b := openSource(t, input, 0, 1, nil) // joins while a keeps polling
+	// b joins while a keeps polling. Both are subtask 0 of 1 of the same
+	// operator: b needs its own group.instance.id, or it would take a's
+	// place (static membership) instead of sharing the partitions.
+	cfg.Properties = Properties{"session.timeout.ms": "6000", "heartbeat.interval.ms": "100", "group.instance.id": "second"}
+	b := openSource(t, sourceInput(t, cfg), 0, 1, nil)
 	consume(b)
 	waitFor("a balanced assignment", func() bool { return len(a.Positions()) == 2 && len(b.Positions()) == 2 })
 	for part := int32(0); part < 4; part++ {
