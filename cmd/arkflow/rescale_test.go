@@ -257,7 +257,9 @@ func dirSnapshot(t *testing.T, dir string) map[string]string {
 func TestMaxParallelismChangeIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	var in strings.Builder
-	for i := 0; i < 300; i++ {
+	// Enough input that the first run, rate-limited, is still reading when
+	// it is stopped.
+	for i := 0; i < 3000; i++ {
 		fmt.Fprintf(&in, "{\"user\":\"u%d\",\"ts\":%d,\"amount\":%d}\n", i%29, 1_700_000_000_000+int64(i)*40, i%100)
 	}
 	inPath := filepath.Join(dir, "in.jsonl")
