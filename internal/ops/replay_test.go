@@ -66,17 +66,20 @@ func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
 		{Name: connectors.MetaPartition, Type: arrow.PrimitiveTypes.Int32},
 		{Name: connectors.MetaOffset, Type: arrow.PrimitiveTypes.Int64},
 	}, nil)
-	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer rb.Release()
-	for _, r := range rows {
-		rb.Field(0).(*array.StringBuilder).Append(r.key)
-		rb.Field(1).(*array.StringBuilder).Append("in")
-		rb.Field(2).(*array.Int32Builder).Append(0)
-		rb.Field(3).(*array.Int64Builder).Append(r.off)
+	record := func() arrow.RecordBatch {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		defer rb.Release()
+		for _, r := range rows {
+			rb.Field(0).(*array.StringBuilder).Append(r.key)
+			rb.Field(1).(*array.StringBuilder).Append("in")
+			rb.Field(2).(*array.Int32Builder).Append(0)
+			rb.Field(3).(*array.Int64Builder).Append(r.off)
+		}
+		return rb.NewRecordBatch()
 	}
 	meta := MetaColumnsOf(schema)
 	meta.Key, meta.MaxParallelism = 0, M
-	out, epoch, err := Replayed(j, meta, Batch{Rec: rb.NewRecordBatch(), Ack: ack.New(func(error) {})})
+	out, epoch, err := Replayed(j, meta, Batch{Rec: record(), Ack: ack.New(func(error) {})})
 	if err != nil || epoch == nil {
 		t.Fatal(err)
 	}
@@ -101,15 +104,7 @@ func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
 	// Without a key column the rows of the uncertain range are kept
 	// (replayed again rather than lost).
 	meta.Key = -1
-	rb2 := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer rb2.Release()
-	for _, r := range rows {
-		rb2.Field(0).(*array.StringBuilder).Append(r.key)
-		rb2.Field(1).(*array.StringBuilder).Append("in")
-		rb2.Field(2).(*array.Int32Builder).Append(0)
-		rb2.Field(3).(*array.Int64Builder).Append(r.off)
-	}
-	out2, _, err := Replayed(j, meta, Batch{Rec: rb2.NewRecordBatch(), Ack: ack.New(func(error) {})})
+	out2, _, err := Replayed(j, meta, Batch{Rec: record(), Ack: ack.New(func(error) {})})
 	if err != nil {
 		t.Fatal(err)
 	}
