@@ -60,6 +60,15 @@ type Batch struct {
 	// acknowledged by their sinks (or filtered away), otherwise the first
 	// error. A source commits positions only on success. May be nil.
 	Ack func(err error)
+	// Accepted, when set, is called once when the job has taken the rows
+	// over: with durability on, after the write-ahead log persisted them
+	// (R-WAL-1), so they survive a crash from then on; without it, when
+	// the runtime took the batch from Read. It gets an error instead when
+	// the rows could not be taken (the WAL append failed, or the job
+	// stopped first). Sources fed by callers who wait for an answer (a
+	// push source behind an HTTP handler) use it; Ack comes later, when
+	// the rows have been processed. May be nil.
+	Accepted func(err error)
 }
 
 // Source reads the share of an external input that belongs to one subtask.

@@ -1,7 +1,12 @@
-// Package memory provides in-process sources and sinks, for tests,
-// examples and for embedding a job behind Go code: a partitioned Source
-// fed with Arrow batches (all at once, or appended while the job runs), and
-// a Sink that captures what a job writes.
+// Package memory provides in-process sources and sinks for tests and
+// examples: a partitioned Source fed with Arrow batches (all at once, or
+// appended while the job runs), and a Sink that captures what a job writes.
+//
+// A service that feeds a job from Go uses arkflow.NewPush instead: it
+// blocks under backpressure, acknowledges durably, keeps nothing once
+// processed, and its offsets carry across process restarts. A memory
+// Source keeps every batch, and its offsets count from 0 in every process,
+// so it refuses a restore to positions it never delivered (see Source).
 //
 // Input type "memory", config:
 //
@@ -46,12 +51,19 @@ type SourceConfig struct {
 // partition are delivered in order, with __meta_source, __meta_partition
 // and __meta_offset (the row's index in its partition) added. The source is
 // bounded once closed: readers end after the last batch. A Source may be
-// read by several runs of a job (restarts); each run seeks to its positions.
-// It is safe for concurrent use.
+// read by several runs of a job (restarts) in one process; each run seeks
+// to its positions, skipping the rows before them.
+//
+// A restore to a position past the rows this Source ever delivered is
+// refused when the source is still open (NewSource): the position was
+// written by another Source (another process), and seeking there would
+// skip rows appended to this one. A closed Source (NewSourceFrom, a spec's
+// rows) holds fixed rows and seeks as usual. It is safe for concurrent use.
 type Source struct {
 	schema *arrow.Schema
 	mu     sync.Mutex
 	parts  [][]arrow.RecordBatch
+	issued []int64 // per partition, the offset after the rows delivered by any run
 	closed bool
 	notify chan struct{}
 }
@@ -62,7 +74,7 @@ func NewSource(schema *arrow.Schema, partitions int) *Source {
 	if partitions < 1 {
 		partitions = 1
 	}
-	return &Source{schema: schema, parts: make([][]arrow.RecordBatch, partitions), notify: make(chan struct{})}
+	return &Source{schema: schema, parts: make([][]arrow.RecordBatch, partitions), issued: make([]int64, partitions), notify: make(chan struct{})}
 }
 
 // NewSourceFrom returns a closed source whose partition i holds parts[i].
@@ -224,6 +236,17 @@ type reader struct {
 }
 
 func (r *reader) Connect(context.Context) error {
+	r.src.mu.Lock()
+	closed := r.src.closed
+	for _, p := range r.parts {
+		if off := r.seek[int32(p)]; !closed && off > r.src.issued[p] {
+			r.src.mu.Unlock()
+			return fmt.Errorf("memory source %s: restoring partition %d to offset %d, but this Source delivered only %d rows of it: "+
+				"the position was written by another Source (another process), and seeking there would skip rows appended to this one; "+
+				"a memory Source's rows do not outlive its process: feed services through arkflow.NewPush, or start without restoring", r.op, p, off, r.src.issued[p])
+		}
+	}
+	r.src.mu.Unlock()
 	for _, p := range r.parts {
 		r.tracker.Start(int32(p), r.seek[int32(p)])
 	}
@@ -261,6 +284,7 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			start := c.offset
 			c.batch++
 			c.offset += rec.NumRows()
+			r.src.issued[p] = max(r.src.issued[p], c.offset)
 			// Skip rows before the seek position.
 			skip := r.seek[int32(p)] - start
 			rec.Retain()

@@ -401,16 +401,24 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 			s.queue = append(s.queue, posAt{seq: seq, pos: pos, first: rows.first()})
 			s.mu.Unlock()
 			b.Ack = s.ackFunc(seq, b.Ack)
+			if b.Accepted != nil {
+				b.Accepted(nil)
+				b.Accepted = nil
+			}
 			return b, nil
 		}
 	}
 	// Not durable, so not delivered: the wrapped source keeps the rows
 	// unacknowledged and the job fails.
 	b.Record.Release()
+	err = fmt.Errorf("appending to the WAL: %w", err)
+	if b.Accepted != nil {
+		b.Accepted(err)
+	}
 	if b.Ack != nil {
 		b.Ack(err)
 	}
-	return connectors.Batch{}, fmt.Errorf("appending to the WAL: %w", err)
+	return connectors.Batch{}, err
 }
 
 // ackFunc returns the acknowledgement of WAL entry seq: the WAL first, then,

@@ -225,9 +225,7 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 			select {
 			case results <- readResult{b, err}:
 			case <-readCtx.Done():
-				if b.Record != nil {
-					b.Record.Release()
-				}
+				refuse(b, readCtx.Err())
 				return
 			}
 			if err != nil {
@@ -298,15 +296,16 @@ func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Ba
 	case readCtx.Err() != nil:
 		// Graceful stop: no final watermark, windows keep their contents;
 		// rows in flight drain to the sinks.
-		if b.Record != nil {
-			b.Record.Release()
-		}
+		refuse(b, readCtx.Err())
 		return true, c.head.end(ctx)
 	default:
 		return true, fmt.Errorf("reading source %s: %w", src.task, err)
 	}
 	if b.Record == nil {
 		return false, nil
+	}
+	if b.Accepted != nil {
+		b.Accepted(nil)
 	}
 	var node *ack.Node
 	if b.Ack != nil {
@@ -364,4 +363,20 @@ func (c *chainInstance) advance(ctx context.Context, st *sourceTime, b connector
 		return c.head.watermark(ctx, wm)
 	}
 	return nil
+}
+
+// refuse drops a batch read while the source was being stopped: its rows
+// never entered the pipeline. They are not acknowledged either, so the
+// source keeps them as unprocessed (a replayable source reads them again).
+func refuse(b connectors.Batch, cause error) {
+	if b.Record == nil {
+		return
+	}
+	b.Record.Release()
+	if b.Accepted != nil {
+		b.Accepted(fmt.Errorf("the job stopped before it took the rows: %w", cause))
+	}
+	if b.Ack != nil {
+		b.Ack(fmt.Errorf("the job stopped before it took the rows: %w", cause))
+	}
 }

@@ -1,0 +1,328 @@
+// Package push is the untyped core of arkflow.Push: a bounded queue of
+// record batches that Go code fills and a job's source subtasks drain
+// (R-EMBED-2).
+//
+// A pushed batch waits in its partition's queue until the subtask reading
+// that partition takes it. The queue holds it only until then: the runtime
+// owns it afterwards, and the rows count as in flight until the batch is
+// acknowledged (processed) or refused. Push blocks while the rows in flight
+// would exceed the limit, so a slow job slows its pushers instead of
+// growing the heap.
+//
+// Offsets. Rows are numbered per partition when a subtask reads them, and
+// every run starts each partition at the largest of: the position it was
+// restored to (a checkpoint or the WAL), the next offset of the previous
+// run in this process, and the clock in nanoseconds. Offsets thus grow
+// across restarts and process restarts alike, so a restored position never
+// makes a new process skip its first rows (the rows pushed to it are all
+// new), and state that deduplicates replayed rows by position never takes a
+// new row for an old one. They are unique and increasing, not dense.
+package push
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+)
+
+// ErrStopped is returned for rows pushed after the job reading the queue
+// stopped, and for rows still queued when it stopped. The job never took
+// them: nothing of them is processed.
+var ErrStopped = errors.New("the job reading this push source has stopped; the rows were not taken")
+
+// ErrClosed is returned for rows pushed after Close.
+var ErrClosed = errors.New("push source is closed")
+
+// DefaultMaxInFlight is the default limit of rows pushed and not yet
+// processed.
+const DefaultMaxInFlight = 1 << 16
+
+// Queue is a push source's shared state: per-partition queues, the
+// in-flight limit and the offsets.
+type Queue struct {
+	schema *arrow.Schema // the pushed batches' schema, without __meta_*
+	limit  int64
+	now    func() time.Time
+
+	mu       sync.Mutex
+	queued   [][]*item // per partition, in push order
+	next     []int64   // per partition, the next offset to hand out
+	inflight int64     // rows pushed and neither processed nor refused
+	readers  int       // connected, not yet closed subtasks of the run
+	started  bool      // a run has connected since the last stop
+	stopped  bool      // the last run ended and no other has connected
+	closed   bool      // Close was called: readers end after the queue
+	changed  chan struct{}
+}
+
+type item struct {
+	rec      arrow.RecordBatch
+	n        int64
+	accepted func(error)
+	done     func(error)
+}
+
+// New returns a queue for batches of schema in partitions partitions, with
+// at most limit rows in flight (DefaultMaxInFlight when limit <= 0).
+func New(schema *arrow.Schema, partitions int, limit int) *Queue {
+	if partitions < 1 {
+		partitions = 1
+	}
+	if limit <= 0 {
+		limit = DefaultMaxInFlight
+	}
+	return &Queue{
+		schema: schema, limit: int64(limit), now: time.Now,
+		queued: make([][]*item, partitions), next: make([]int64, partitions),
+		changed: make(chan struct{}),
+	}
+}
+
+// Schema is the schema of the pushed batches (without __meta_* columns).
+func (q *Queue) Schema() *arrow.Schema { return q.schema }
+
+// Partitions is the number of partitions.
+func (q *Queue) Partitions() int { return len(q.queued) }
+
+// wakeLocked wakes everyone waiting on a change. q.mu must be held.
+func (q *Queue) wakeLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// Enqueue hands rec (owned by the queue from now on, also on error) to
+// partition part. It blocks while the rows in flight would exceed the
+// limit (a batch larger than the limit waits until nothing is in flight).
+// accepted is called once when the job took the rows (after the WAL append
+// when the source has durability on) or could not; done once when they
+// were processed (acknowledged by every sink they reached) or not. Either
+// may be nil. An error returned by Enqueue means neither will be called.
+func (q *Queue) Enqueue(ctx context.Context, part int, rec arrow.RecordBatch, accepted, done func(error)) error {
+	n := rec.NumRows()
+	q.mu.Lock()
+	for {
+		switch {
+		case q.closed:
+			q.mu.Unlock()
+			rec.Release()
+			return ErrClosed
+		case q.stopped:
+			q.mu.Unlock()
+			rec.Release()
+			return ErrStopped
+		case q.inflight == 0 || q.inflight+n <= q.limit:
+			q.inflight += n
+			q.queued[part] = append(q.queued[part], &item{rec: rec, n: n, accepted: accepted, done: done})
+			q.wakeLocked()
+			q.mu.Unlock()
+			return nil
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			rec.Release()
+			return ctx.Err()
+		case <-changed:
+		}
+		q.mu.Lock()
+	}
+}
+
+// Close ends the input: subtasks deliver what is queued, then report the
+// end of input (the job fires its windows and ends). Later pushes fail
+// with ErrClosed.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed = true
+		q.wakeLocked()
+	}
+}
+
+// InFlight returns the rows pushed and not yet processed or refused.
+func (q *Queue) InFlight() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.inflight
+}
+
+// release ends the flight of n rows.
+func (q *Queue) release(n int64) {
+	q.mu.Lock()
+	q.inflight -= n
+	q.wakeLocked()
+	q.mu.Unlock()
+}
+
+// connect registers a subtask of a run and returns the first offset of
+// each of its partitions.
+func (q *Queue) connect(parts []int, seek map[int32]int64) []int64 {
+	now := q.now().UnixNano()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.started {
+		q.started, q.stopped = true, false
+		q.wakeLocked()
+	}
+	q.readers++
+	first := make([]int64, len(parts))
+	for i, p := range parts {
+		q.next[p] = max(q.next[p], seek[int32(p)], now)
+		first[i] = q.next[p]
+	}
+	return first
+}
+
+// disconnect ends a subtask of the run; when the last one ends, the rows
+// still queued are refused and pushes fail until another run connects.
+func (q *Queue) disconnect() {
+	var refused []*item
+	q.mu.Lock()
+	q.readers--
+	if q.readers == 0 && q.started {
+		q.started, q.stopped = false, true
+		for p, items := range q.queued {
+			refused = append(refused, items...)
+			q.queued[p] = nil
+		}
+		for _, it := range refused {
+			q.inflight -= it.n
+		}
+		q.wakeLocked()
+	}
+	q.mu.Unlock()
+	for _, it := range refused {
+		it.rec.Release()
+		if it.accepted != nil {
+			it.accepted(ErrStopped)
+		}
+		if it.done != nil {
+			it.done(ErrStopped)
+		}
+	}
+}
+
+// Input is the connectors.Input of the queue for source operator op.
+func (q *Queue) Input() connectors.Input {
+	return &input{q: q, schema: connectors.WithMeta(q.schema)}
+}
+
+type input struct {
+	q      *Queue
+	schema *arrow.Schema
+}
+
+func (in *input) Schema() *arrow.Schema { return in.schema }
+func (in *input) Partitions() int       { return in.q.Partitions() }
+
+func (in *input) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
+	r := &reader{q: in.q, schema: in.schema, op: info.OperatorID, tracker: connectors.NewTracker(""), seek: map[int32]int64{}}
+	for p := 0; p < in.q.Partitions(); p++ {
+		if p%info.Parallelism == info.Subtask {
+			r.parts = append(r.parts, p)
+		}
+	}
+	return r, nil
+}
+
+// reader is the source of one subtask.
+type reader struct {
+	q         *Queue
+	schema    *arrow.Schema
+	op        string
+	parts     []int
+	turn      int
+	tracker   *connectors.Tracker
+	seek      map[int32]int64
+	connected bool
+}
+
+// Unrewindable marks the source as one whose rows cannot be read again.
+func (r *reader) Unrewindable() {}
+
+func (r *reader) Connect(context.Context) error {
+	first := r.q.connect(r.parts, r.seek)
+	for i, p := range r.parts {
+		r.tracker.Start(int32(p), first[i])
+	}
+	r.connected = true
+	return nil
+}
+
+func (r *reader) Positions() []connectors.Position { return r.tracker.Positions() }
+
+func (r *reader) Seek(ps []connectors.Position) error {
+	for _, p := range ps {
+		if p.Topic != "" {
+			return fmt.Errorf("push source %s: position of topic %q: a push source has no topics", r.op, p.Topic)
+		}
+		r.seek[p.Partition] = p.Offset
+	}
+	return nil
+}
+
+func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
+	q := r.q
+	for {
+		q.mu.Lock()
+		for i := range r.parts {
+			k := (r.turn + i) % len(r.parts)
+			p := r.parts[k]
+			if len(q.queued[p]) == 0 {
+				continue
+			}
+			it := q.queued[p][0]
+			q.queued[p][0] = nil
+			q.queued[p] = q.queued[p][1:]
+			start := q.next[p]
+			q.next[p] += it.n
+			q.mu.Unlock()
+			r.turn = k + 1
+			meta := connectors.MetaArrays(r.op, int32(p), start, int(it.n))
+			cols := append(append(make([]arrow.Array, 0, len(it.rec.Columns())+len(meta)), it.rec.Columns()...), meta...)
+			out := array.NewRecordBatch(r.schema, cols, it.n)
+			for _, c := range meta {
+				c.Release()
+			}
+			it.rec.Release()
+			ack := r.tracker.Deliver(int32(p), start, start+it.n)
+			done := it.done
+			n := it.n
+			return connectors.Batch{Record: out, Partition: p, Accepted: it.accepted, Ack: func(err error) {
+				ack(err)
+				q.release(n)
+				if done != nil {
+					done(err)
+				}
+			}}, nil
+		}
+		if q.closed {
+			q.mu.Unlock()
+			return connectors.Batch{}, connectors.ErrEndOfInput
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return connectors.Batch{}, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+func (r *reader) Close(context.Context) error {
+	if r.connected {
+		r.connected = false
+		r.q.disconnect()
+	}
+	return nil
+}

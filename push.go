@@ -1,0 +1,288 @@
+package arkflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/push"
+	"github.com/arkflow-rs/arkflow-go/internal/typed"
+)
+
+// ErrPushStopped is returned by Push for rows the job did not take because
+// it had stopped (or stopped while they waited). Nothing of them was
+// processed; a service answers its caller with a retryable error.
+var ErrPushStopped = push.ErrStopped
+
+// ErrPushClosed is returned by Push after Close.
+var ErrPushClosed = push.ErrClosed
+
+// PushConfig configures a Push source. The zero value is one partition,
+// round-robin, with DefaultMaxInFlight rows in flight.
+type PushConfig[T any] struct {
+	// Partitions is the number of source partitions (default 1). Each
+	// partition is read in push order by one source subtask, and has its
+	// own watermark under event time. Give as many as the source's
+	// parallelism, or more.
+	Partitions int
+	// PartitionKey, when set, sends each row to the partition of its key
+	// (FNV-1a of the key, modulo Partitions), so that the rows of one key
+	// keep their order. When nil, each Push call goes to one partition,
+	// round-robin over calls.
+	PartitionKey func(row T) string
+	// MaxInFlight bounds the rows pushed and not yet processed (default
+	// DefaultMaxInFlight). Push blocks while it is reached: a slow job
+	// slows its callers instead of growing the heap. A single call with
+	// more rows than this waits until nothing else is in flight.
+	MaxInFlight int
+}
+
+// DefaultMaxInFlight is the default PushConfig.MaxInFlight.
+const DefaultMaxInFlight = push.DefaultMaxInFlight
+
+// Push is a source that a Go service feeds: its handlers call Push with
+// rows of type T, and the job reads them (R-EMBED-2). Create it with
+// NewPush, give it to the Builder's Source, and push while the job runs.
+//
+// What a nil return from Push promises depends on the source's
+// durability:
+//
+//   - with Durable(...) on the source, the rows are in the write-ahead log:
+//     they survive a crash (SIGKILL) of the process, and are replayed after
+//     a restart until processed. A handler may answer "accepted" after Push.
+//   - without it, the job has taken the rows into its pipeline. A crash
+//     loses the rows taken and not yet processed (and, with checkpoints,
+//     the rows processed since the last checkpoint); a graceful Stop does
+//     not.
+//
+// PushWait returns only once the rows were processed: acknowledged by every
+// sink they reached (or filtered away).
+//
+// The rows of a partition are read in push order. Each row gets the usual
+// __meta_source, __meta_partition and __meta_offset columns; offsets are
+// unique and grow across restarts, also of the process, but are not dense
+// (each run starts at the clock in nanoseconds, or later), so that a
+// restored position never skips rows pushed to a new process.
+//
+// Memory: the source holds rows only until the job reads them, and Push
+// blocks while MaxInFlight rows are pushed and not yet processed, so the
+// heap stays flat however many rows go through.
+//
+// A Push is meant for one job at a time. Rows pushed before the job starts
+// wait for it (Push blocks until they are taken); rows pushed after the job
+// stopped fail with ErrPushStopped until a job using the source starts
+// again. It is safe for concurrent use.
+type Push[T any] struct {
+	cfg   PushConfig[T]
+	codec *typed.Codec[T]
+	err   error
+	q     *push.Queue
+	turn  atomic.Uint64
+}
+
+// NewPush returns a push source for rows of type T, a struct whose fields
+// map to columns as described at Encode. A T that cannot map is reported by
+// the Builder that receives the source, and by every Push.
+func NewPush[T any](cfg PushConfig[T]) *Push[T] {
+	p := &Push[T]{cfg: cfg}
+	p.codec, p.err = typed.For[T]()
+	if p.err == nil {
+		p.q = push.New(p.codec.Schema(), cfg.Partitions, cfg.MaxInFlight)
+	}
+	return p
+}
+
+// InputType implements SourceComponent.
+func (p *Push[T]) InputType() string { return pushInputType }
+
+// MarshalJSON writes the source's spec config: its schema and partition
+// count (the rows themselves stay in Go).
+func (p *Push[T]) MarshalJSON() ([]byte, error) {
+	var cfg pushSpec
+	cfg.Partitions = max(p.cfg.Partitions, 1)
+	if p.err == nil {
+		decl, err := connectors.FromArrow(p.codec.Schema())
+		if err != nil {
+			return nil, err
+		}
+		cfg.Schema = decl
+	}
+	return json.Marshal(cfg)
+}
+
+// Schema returns the Arrow schema of T's rows (nil when T cannot map).
+func (p *Push[T]) Schema() *arrow.Schema {
+	if p.err != nil {
+		return nil
+	}
+	return p.codec.Schema()
+}
+
+// Push hands rows to the job and returns once it took them (see Push for
+// what that promises with and without durability). It blocks while
+// MaxInFlight rows are in flight, returns ctx's error when ctx ends first
+// (the rows may then still be taken), ErrPushStopped when the job stopped
+// before taking them, and ErrPushClosed after Close. Rows of one call keep
+// their order within a partition.
+func (p *Push[T]) Push(ctx context.Context, rows ...T) error {
+	return p.push(ctx, false, rows)
+}
+
+// PushWait is Push that returns only once the rows were processed:
+// acknowledged by every sink they reached, or filtered away. It returns the
+// error that kept them from being processed (a failed sink write, the job
+// stopping first).
+func (p *Push[T]) PushWait(ctx context.Context, rows ...T) error {
+	return p.push(ctx, true, rows)
+}
+
+// Close ends the input: the job reads what is queued, then sees the end of
+// its input, fires every open window and ends (as a bounded source would).
+// Later pushes fail with ErrPushClosed.
+func (p *Push[T]) Close() {
+	if p.q != nil {
+		p.q.Close()
+	}
+}
+
+// InFlight returns the number of rows pushed and not yet processed.
+func (p *Push[T]) InFlight() int64 {
+	if p.q == nil {
+		return 0
+	}
+	return p.q.InFlight()
+}
+
+func (p *Push[T]) push(ctx context.Context, processed bool, rows []T) error {
+	if p.err != nil {
+		return fmt.Errorf("arkflow: push: %w", p.err)
+	}
+	if len(rows) == 0 {
+		return ctx.Err()
+	}
+	parts := p.q.Partitions()
+	if p.cfg.PartitionKey == nil || parts == 1 {
+		part := 0
+		if parts > 1 {
+			part = int((p.turn.Add(1) - 1) % uint64(parts))
+		}
+		return p.pushPart(ctx, processed, part, rows)
+	}
+	groups := make([][]T, parts)
+	for _, r := range rows {
+		h := fnv.New64a()
+		h.Write([]byte(p.cfg.PartitionKey(r)))
+		k := h.Sum64() % uint64(parts)
+		groups[k] = append(groups[k], r)
+	}
+	// Every group is handed over before waiting for any, so the
+	// partitions' subtasks take them in parallel.
+	var waits []chan error
+	var first error
+	for part, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		w, err := p.enqueue(ctx, processed, part, g)
+		if err != nil {
+			first = err
+			break
+		}
+		waits = append(waits, w)
+	}
+	for _, w := range waits {
+		if err := wait(ctx, w); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (p *Push[T]) pushPart(ctx context.Context, processed bool, part int, rows []T) error {
+	w, err := p.enqueue(ctx, processed, part, rows)
+	if err != nil {
+		return err
+	}
+	return wait(ctx, w)
+}
+
+// enqueue encodes rows and queues them; the channel reports acceptance
+// (or processing, when processed).
+func (p *Push[T]) enqueue(ctx context.Context, processed bool, part int, rows []T) (chan error, error) {
+	rec, err := p.codec.Encode(nil, rows)
+	if err != nil {
+		return nil, fmt.Errorf("arkflow: push: %w", err)
+	}
+	w := make(chan error, 1)
+	report := func(err error) { w <- err }
+	accepted, done := report, func(error) {}
+	if processed {
+		accepted, done = func(err error) {
+			if err != nil {
+				// Not taken: done follows with the same error.
+				return
+			}
+		}, report
+	}
+	if err := p.q.Enqueue(ctx, part, rec, accepted, done); err != nil {
+		return nil, pushErr(err)
+	}
+	return w, nil
+}
+
+func wait(ctx context.Context, w chan error) error {
+	select {
+	case err := <-w:
+		return pushErr(err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func pushErr(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("arkflow: push: %w", err)
+}
+
+// pushInputType is the input type of Push sources in a spec.
+const pushInputType = "push"
+
+// pushSpec is a Push source's spec config.
+type pushSpec struct {
+	Schema     connectors.Schema `json:"schema,omitempty"`
+	Partitions int               `json:"partitions,omitempty"`
+}
+
+// pushInput is what the push factory needs of a bound *Push[T].
+type pushInput interface {
+	input() (connectors.Input, error)
+}
+
+func (p *Push[T]) input() (connectors.Input, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.q.Input(), nil
+}
+
+func init() {
+	connectors.RegisterInput(pushInputType, func(bc connectors.BuildContext) (connectors.Input, error) {
+		var cfg pushSpec
+		if err := connectors.DecodeConfig(bc.Config, &cfg); err != nil {
+			return nil, err
+		}
+		p, ok := bc.Bound.(pushInput)
+		if !ok {
+			return nil, fmt.Errorf("input type %q is fed by Go code: give an arkflow.NewPush value to the Builder's Source; a spec alone cannot run it", pushInputType)
+		}
+		return p.input()
+	})
+}
