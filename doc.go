@@ -73,7 +73,15 @@
 //
 // # Connectors
 //
-// Built in: memory (sources fed from Go and capturing sinks), generate
+// A service feeds a job with NewPush and takes its results with SinkFunc,
+// both over Go structs (see Encode for how fields map to columns):
+//
+//	clicks := arkflow.NewPush(arkflow.PushConfig[Click]{})
+//	… Source("clicks", clicks, arkflow.Durable(arkflow.Durability{})) …
+//	… Sink("out", arkflow.SinkFunc[PerUser](store)) …
+//	err := clicks.Push(ctx, click) // with Durable: in the WAL, survives a crash
+//
+// Built in besides: memory (batches from tests, capturing sinks), generate
 // (deterministic synthetic rows), file (JSON lines), stdout and drop.
 // Others register when their package is imported; connectors/kafka is the
 // only package that needs cgo, and importing arkflow does not pull it in.
