@@ -701,7 +701,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					}
 					var ds *durable.Source
 					if cfg := g.Durability[opID]; cfg != nil {
-						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task)
+						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task, durable.Job{Checkpoints: spec.Checkpoint != nil})
 						if e != nil {
 							fail(e)
 							continue
