@@ -251,13 +251,21 @@ type validity struct {
 	off  int
 }
 
+// validityOf returns col's validity bitmap; a column with nulls but
+// without a bitmap reads as all null, so that the counts of valid values
+// the decoders size their arrays by stay true.
 func validityOf(col arrow.Array) validity {
+	if col.NullN() == 0 {
+		return validity{}
+	}
 	d := col.Data()
-	if b := d.Buffers()[0]; b != nil && col.NullN() > 0 {
+	if b := d.Buffers()[0]; b != nil && b.Len()*8 >= d.Offset()+col.Len() {
 		return validity{bits: b.Bytes(), off: d.Offset()}
 	}
-	return validity{}
+	return validity{bits: make([]byte, bitutilBytes(col.Len()))}
 }
+
+func bitutilBytes(n int) int { return (n + 7) / 8 }
 
 func (v validity) valid(i int) bool {
 	if v.bits == nil {
