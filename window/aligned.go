@@ -205,6 +205,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 			}
 		}
 	}
+	w.reportDrops()
 	for k := 0; k < w.perEvent; k++ {
 		if err := w.acc.Update(rec, w.gids[k]); err != nil {
 			return fail(err)
@@ -347,6 +348,7 @@ func (w *aligned) restore(e state.Entry) error {
 // Close abandons the acknowledgements still held: their rows will be
 // replayed.
 func (w *aligned) Close() error {
+	w.closeWarnings()
 	for _, h := range w.held {
 		h.node.Release(ops.ErrAbandoned)
 	}

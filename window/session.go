@@ -330,6 +330,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 		}
 		hold(s)
 	}
+	w.reportDrops()
 	if err := w.flush(b, &dirty); err != nil {
 		return fail(err)
 	}
@@ -534,6 +535,7 @@ func (w *sessions) remove(s *session) {
 }
 
 func (w *sessions) Close() error {
+	w.closeWarnings()
 	for _, list := range w.byKey {
 		for _, s := range list {
 			for _, a := range s.acks {
