@@ -197,6 +197,9 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 		select {
 		case <-stopping:
 			stopRead()
+		case <-c.source.drain:
+			c.source.draining.Store(true)
+			stopRead()
 		case <-readCtx.Done():
 		}
 	}()
@@ -300,9 +303,18 @@ func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Ba
 		return true, ctx.Err()
 	case readCtx.Err() != nil:
 		// Graceful stop: no final watermark, windows keep their contents;
-		// rows in flight drain to the sinks.
+		// rows in flight drain to the sinks. A batch read as the stop
+		// came is not passed on: unacknowledged, it is read again after
+		// a restart.
 		if b.Record != nil {
 			b.Record.Release()
+		}
+		if src.draining.Load() {
+			// Drain: the input ends here as a bounded one does, and
+			// every open window fires.
+			if err := c.head.watermark(ctx, maxWatermark); err != nil {
+				return true, err
+			}
 		}
 		return true, c.head.end(ctx)
 	default:
