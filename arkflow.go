@@ -266,7 +266,8 @@ type TaskMetrics struct {
 	// Counters are the operator's own totals since the task started, nil
 	// when it has none. Window operators count windows_fired,
 	// late_dropped, late_routed, late_updated, null_timestamp_dropped and
-	// null_timestamp_routed (see the window package); a source with a
+	// null_timestamp_routed (see the window package; rows dropped are also
+	// warned about in the job's log, at most every 10 s); a source with a
 	// write-ahead log counts wal_replayed (entries replayed after a
 	// restart) and wal_parked_timeouts.
 	Counters map[string]int64

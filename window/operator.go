@@ -29,7 +29,13 @@ func init() { ops.Register(job.KindWindow, buildOperator) }
 // Metric names reported by window operators (Job.Metrics):
 // MetricOpenWindows is a gauge (TaskMetrics.Gauges), the number of windows
 // open now; the others are counters (TaskMetrics.Counters), totals since
-// the task started.
+// the task started. MetricLateDropped counts rows dropped because the
+// watermark had passed their window (late_event_policy drop, or update
+// past the deadline) and MetricNullDropped rows dropped for a null event
+// time; both are also warned about in the job's log (see the package
+// doc, "Seeing late data"). MetricLateRouted and MetricNullRouted count
+// rows sent to the late sink (route), MetricLateUpdated late rows that
+// updated a fired window.
 const (
 	MetricOpenWindows  = "open_windows"
 	MetricLateDropped  = "late_dropped"
