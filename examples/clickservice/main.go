@@ -217,7 +217,10 @@ func decodeClicks(body io.Reader) ([]Click, error) {
 		return nil, err
 	}
 	raw = bytes.TrimSpace(raw)
-	array := len(raw) > 0 && raw[0] == '['
+	if len(raw) == 0 {
+		return nil, errors.New("body: no clicks")
+	}
+	array := raw[0] == '['
 	items := []json.RawMessage{raw}
 	if array {
 		if err := json.Unmarshal(raw, &items); err != nil {

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -532,4 +533,35 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// A bad body is a 400 that names the field; one click or an array are
+// accepted alike.
+func TestDecodeClicks(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		n    int
+		err  string
+	}{
+		{`{"user":"ann","amount":3,"ts":"2026-01-01T00:00:01Z"}`, 1, ""},
+		{` [{"user":"ann","ts":"2026-01-01T00:00:01Z"},{"user":"bob","ts":"2026-01-01T00:00:02.5Z"}] `, 2, ""},
+		{`{"user":"ann","amount":"3","ts":"2026-01-01T00:00:01Z"}`, 0, `field "amount": want int64, got a JSON string`},
+		{`[{"user":"ann","ts":"2026-01-01T00:00:01Z"},{"user":"bob","ts":"yesterday"}]`, 0, `clicks[1]: field "ts": want an RFC 3339 time`},
+		{`{"usr":"ann","ts":"2026-01-01T00:00:01Z"}`, 0, `field "usr": unknown`},
+		{`{"amount":1,"ts":"2026-01-01T00:00:01Z"}`, 0, `field "user": required`},
+		{`{"user":"ann"}`, 0, `field "ts": required`},
+		{`[]`, 0, `body: no clicks`},
+		{` `, 0, `body: no clicks`},
+		{`{"user":"ann"`, 0, `unexpected EOF`},
+	} {
+		got, err := decodeClicks(strings.NewReader(c.body))
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: error %v, want one containing %q", c.body, err, c.err)
+		case c.err == "" && len(got) != c.n:
+			t.Errorf("%s: %d clicks, want %d", c.body, len(got), c.n)
+		}
+	}
 }
