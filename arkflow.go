@@ -193,10 +193,32 @@ func (j *Job) DryRun(ctx context.Context) error { return j.rt.DryRun(ctx) }
 // Stop stops a running job gracefully: sources stop reading, rows in
 // flight are written and acknowledged, then sources, sinks and state are
 // closed in that order. Open windows keep their contents (they are not
-// fired early). If ctx ends first, the job is cancelled without draining.
+// fired early; Drain fires them). If ctx ends first, the job is cancelled
+// without draining.
 // Stop is idempotent and safe to call from any goroutine; it returns
 // ErrNotRunning before Run.
 func (j *Job) Stop(ctx context.Context) error { return j.rt.Stop(ctx) }
+
+// Drain ends a running job as if every source's input ended now (what
+// Flink calls stop --drain): sources stop reading, a final watermark of +∞
+// flows, every open window fires and its rows are written, sources
+// acknowledge every row read; then, when the job has a checkpoint block,
+// a final checkpoint is taken; then sources, sinks and state close as
+// after Stop. Run returns nil.
+//
+// A restart resumes after the last row read before the drain, from the
+// final checkpoint (or, without checkpoints, from the positions and state
+// the run committed). The windows the drain fired are not fired again: a
+// row that would have joined one of them is late (its source's late
+// policy applies). So drain to end a job, or before a change that can
+// live with that; use Stop to pause and resume with windows intact.
+//
+// If ctx ends first, the job is cancelled without draining and Drain
+// returns an error wrapping ctx.Err(). Drain returns the job's error if it
+// failed (a failed final checkpoint included), and ErrNotRunning before
+// Run. It is idempotent and safe to call from any goroutine; of Stop and
+// Drain, the first to reach a source decides how its input ends.
+func (j *Job) Drain(ctx context.Context) error { return j.rt.Drain(ctx) }
 
 // StopWithin is Stop with a timeout.
 func (j *Job) StopWithin(d time.Duration) error {
@@ -244,7 +266,8 @@ type TaskMetrics struct {
 	// Counters are the operator's own totals since the task started, nil
 	// when it has none. Window operators count windows_fired,
 	// late_dropped, late_routed, late_updated, null_timestamp_dropped and
-	// null_timestamp_routed (see the window package); a source with a
+	// null_timestamp_routed (see the window package; rows dropped are also
+	// warned about in the job's log, at most every 10 s); a source with a
 	// write-ahead log counts wal_replayed (entries replayed after a
 	// restart) and wal_parked_timeouts.
 	Counters map[string]int64

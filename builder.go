@@ -164,6 +164,45 @@ func IdleTimeout(d time.Duration) TimeOption {
 	}
 }
 
+// PerRowWatermark classifies each row against the watermark in force
+// before it (spec: watermark.advance "per_row"; beyond the seeds,
+// R-EMBED-5) instead of the seeds' rule (R-TIME-4, the default: the
+// watermark moves with the whole batch before its rows are classified,
+// so with OutOfOrderness 0 an in-order row sharing a batch with a later
+// row across a window boundary is late). The watermark in force before a
+// row is the one the rows before it gave, in its batch and its partition
+// before: in-order input is never late, however it is batched. Rows out
+// of order by more than the out-of-orderness are still late. The
+// watermark after each batch is the same as without it.
+//
+// A batch whose rows are in order goes on whole; one with rows behind
+// the watermark is split before them (without copying), the watermark
+// moving between the parts.
+func PerRowWatermark() TimeOption {
+	return func(t *job.Time) { t.Watermark.Advance = job.AdvancePerRow }
+}
+
+// AdvanceWhenIdle lets the watermark follow the clock while every
+// partition of the source is idle (spec: watermark.all_idle "advance" and
+// all_idle_delay_ms; beyond the seeds, R-EMBED-5), so a quiet source
+// still closes its last windows: at each check it becomes max(watermark,
+// now − delay − out-of-orderness). It needs IdleTimeout (partitions turn
+// idle only after it) and a delay of at least 1ms; Build reports either
+// missing.
+//
+// It assumes event times are wall-clock times and delay bounds how long
+// an event takes from its timestamp to the source: an event slower than
+// that, arriving after a quiet spell, may be late. Do not use it to
+// replay old data: once the watermark follows the clock, every older
+// event is late. The default (without it) holds the watermark while all
+// partitions are idle: open windows wait for new data or the end of the
+// input (or Job.Drain).
+func AdvanceWhenIdle(delay time.Duration) TimeOption {
+	return func(t *job.Time) {
+		t.Watermark.AllIdle, t.Watermark.AllIdleDelayMS = job.AllIdleAdvance, delay.Milliseconds()
+	}
+}
+
 // AllowedLateness keeps fired windows for d so late events can still update
 // them (with LateUpdate).
 func AllowedLateness(d time.Duration) TimeOption {
@@ -668,6 +707,9 @@ var builderCalls = []struct{ path, call string }{
 	{"sources[].time.timestamp_field", "EventTime(field)"},
 	{"sources[].time.watermark.out_of_orderness_ms", "OutOfOrderness(d)"},
 	{"sources[].time.watermark.idle_timeout_ms", "IdleTimeout(d)"},
+	{"sources[].time.watermark.advance", "PerRowWatermark()"},
+	{"sources[].time.watermark.all_idle", "AdvanceWhenIdle(delay)"},
+	{"sources[].time.watermark.all_idle_delay_ms", "AdvanceWhenIdle(delay)"},
 	{"sources[].time.allowed_lateness_ms", "AllowedLateness(d)"},
 	{"sources[].time.late_event_route", "RouteLate(sink)"},
 	{"sources[].durability", "Durable(arkflow.Durability{...})"},

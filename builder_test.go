@@ -111,6 +111,8 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 		{"IdleTimeout", job1(src(arkflow.EventTime("ts", arkflow.IdleTimeout(0)))), "IdleTimeout(d)", "must be > 0 (got 0)", "sources[0].time.watermark.idle_timeout_ms"},
 		{"AllowedLateness", job1(src(arkflow.EventTime("ts", arkflow.AllowedLateness(-time.Second)))), "AllowedLateness(d)", "must be >= 0 (got -1000)", "sources[0].time.allowed_lateness_ms"},
 		{"RouteLate", job1(src(arkflow.EventTime("ts", arkflow.RouteLate("ghost")))), "RouteLate(sink)", `unknown operator "ghost"`, "sources[0].time.late_event_route"},
+		{"AdvanceWhenIdle(0)", job1(src(arkflow.EventTime("ts", arkflow.IdleTimeout(time.Second), arkflow.AdvanceWhenIdle(0)))), "AdvanceWhenIdle(delay)", `must be > 0 with all_idle "advance"`, "sources[0].time.watermark.all_idle_delay_ms"},
+		{"AdvanceWhenIdle without IdleTimeout", job1(src(arkflow.EventTime("ts", arkflow.AdvanceWhenIdle(time.Second)))), "AdvanceWhenIdle(delay)", `"advance" needs watermark.idle_timeout_ms`, "sources[0].time.watermark.all_idle"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.b.Validate()

@@ -38,6 +38,23 @@
 // as open_windows, wal_cursor). Metrics.Operator sums an operator's tasks;
 // see it for which gauges are summed.
 //
+// # Event time
+//
+// EventTime declares a source's event-time field and watermark; windows
+// downstream fire when the watermark passes their end (see the window
+// package for the exact rules). By default the watermark moves with a whole
+// batch before its rows are classified (ArkFlow's rule): with
+// OutOfOrderness 0, an in-order row that shares a batch with a later row
+// across a window boundary is late. Dropped rows are never silent: the
+// window operator counts them (late_dropped, null_timestamp_dropped in
+// Metrics) and warns in the job's log at most every 10 s, naming the
+// source, the window and the fix. The fixes, all opt-in: OutOfOrderness
+// above the event-time span of a batch; PerRowWatermark (each row meets
+// the watermark before it, so in-order input is never late); RouteLate.
+// AdvanceWhenIdle lets a quiet source's watermark follow the clock so its
+// last windows close; Job.Drain ends a running job firing every open
+// window.
+//
 // # Execution
 //
 // The plan fuses operators connected by forward edges of equal parallelism

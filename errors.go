@@ -11,7 +11,7 @@ var (
 	// ErrAlreadyRunning is returned by Run on a job that was already run:
 	// a Job runs once; build another from the same builder or spec.
 	ErrAlreadyRunning = runtime.ErrAlreadyRunning
-	// ErrNotRunning is returned by Stop before Run.
+	// ErrNotRunning is returned by Stop and Drain before Run.
 	ErrNotRunning = runtime.ErrNotRunning
 )
 

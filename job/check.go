@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -217,6 +218,26 @@ func (c *checker) time(src Source, at string) {
 		}
 		if w.IdleTimeoutMS != nil && *w.IdleTimeoutMS <= 0 {
 			p.Add(op, at+".watermark.idle_timeout_ms", "must be > 0 (got %d)", *w.IdleTimeoutMS)
+		}
+		switch w.Advance {
+		case "", AdvanceBatch, AdvancePerRow:
+		default:
+			p.Add(op, at+".watermark.advance", "must be batch or per_row (got %q)", w.Advance)
+		}
+		switch w.AllIdle {
+		case "", AllIdleHold:
+			if w.AllIdleDelayMS != 0 {
+				p.Add(op, at+".watermark.all_idle_delay_ms", "is only used with all_idle \"advance\" (all_idle is %q)", cmp.Or(w.AllIdle, AllIdleHold))
+			}
+		case AllIdleAdvance:
+			if w.AllIdleDelayMS <= 0 {
+				p.Add(op, at+".watermark.all_idle_delay_ms", "must be > 0 with all_idle \"advance\": the longest an event takes from its timestamp to the source (got %d)", w.AllIdleDelayMS)
+			}
+			if w.IdleTimeoutMS == nil {
+				p.Add(op, at+".watermark.all_idle", "\"advance\" needs watermark.idle_timeout_ms: partitions turn idle only after it, so without it the watermark would never follow the clock")
+			}
+		default:
+			p.Add(op, at+".watermark.all_idle", "must be hold or advance (got %q)", w.AllIdle)
 		}
 	}
 	if t.AllowedLatenessMS < 0 {

@@ -158,11 +158,52 @@ const (
 	LateUpdate = "update"
 )
 
+// Watermark advance modes (Watermark.Advance).
+const (
+	// AdvanceBatch is the seeds' rule (R-TIME-4): the watermark moves with
+	// a whole batch before its rows are classified.
+	AdvanceBatch = "batch"
+	// AdvancePerRow classifies each row against the watermark in force
+	// before it (R-EMBED-5).
+	AdvancePerRow = "per_row"
+)
+
+// What the watermark does when every partition of a source is idle
+// (Watermark.AllIdle).
+const (
+	// AllIdleHold keeps the watermark where it is.
+	AllIdleHold = "hold"
+	// AllIdleAdvance lets it follow the clock (R-EMBED-5).
+	AllIdleAdvance = "advance"
+)
+
 // Watermark is how a source derives watermarks from event times.
 type Watermark struct {
 	Strategy         string `json:"strategy"`
 	OutOfOrdernessMS int64  `json:"out_of_orderness_ms"`
 	IdleTimeoutMS    *int64 `json:"idle_timeout_ms,omitempty"`
+	// Advance is when the watermark moves relative to the rows of a batch
+	// (extension): "batch" (empty means batch; the seeds' rule R-TIME-4:
+	// the watermark advances with the batch before its rows are
+	// classified, so in a batch [2100, 100] with out_of_orderness_ms 0 the
+	// row 100 is late) or "per_row" (each row is classified against the
+	// watermark in force before it: the one its partition's earlier rows
+	// gave, in this batch and before it, so in-order input is never late
+	// whatever its batching). The watermark after the batch is the same in
+	// both.
+	Advance string `json:"advance,omitempty"`
+	// AllIdle is what the watermark does while every partition of the
+	// source is idle (extension; needs IdleTimeoutMS): "hold" (empty means
+	// hold; it stays where it is) or "advance" (it follows the clock: it
+	// becomes max(watermark, now − AllIdleDelayMS − OutOfOrdernessMS), so
+	// a quiet source still closes its last windows). Only for event times
+	// that are wall-clock Unix milliseconds.
+	AllIdle string `json:"all_idle,omitempty"`
+	// AllIdleDelayMS is, with AllIdle "advance", the longest an event
+	// takes from its timestamp to the source (> 0; extension): an event
+	// arriving after a quiet spell is late only if it took longer than
+	// that (plus out_of_orderness_ms).
+	AllIdleDelayMS int64 `json:"all_idle_delay_ms,omitempty"`
 }
 
 // State backends. "embedded_kv" is ArkFlow v1's generic name for the

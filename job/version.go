@@ -73,6 +73,16 @@ func Canonical(s *Spec) ([]byte, error) {
 		c.Operators[i].Config = canon(c.Operators[i].Config, "operator "+c.Operators[i].ID+" config")
 	}
 	for i := range c.Sources {
+		// An extension field written with its default is the same job as
+		// one that leaves it out.
+		if t := c.Sources[i].Time; t != nil && t.Watermark != nil {
+			if t.Watermark.Advance == AdvanceBatch {
+				t.Watermark.Advance = ""
+			}
+			if t.Watermark.AllIdle == AllIdleHold {
+				t.Watermark.AllIdle = ""
+			}
+		}
 		c.Sources[i].Config = canon(c.Sources[i].Config, "source "+c.Sources[i].OperatorID+" config")
 		c.Sources[i].Durability = canon(c.Sources[i].Durability, "source "+c.Sources[i].OperatorID+" durability")
 	}

@@ -215,6 +215,31 @@
 // deletes them. Old entries stay on disk in recycled files until they are
 // written over.
 //
+// # Holding entries past the cursor
+//
+// A log opened with Options.Hold also keeps the entries the cursor has
+// passed, from its retention floor on: a segment goes only once both the
+// persisted cursor and the floor have passed all of its entries, in both
+// backends. SetFloor moves the floor forward (the segments it releases go
+// at the next cursor save), and ReplayFrom reads every entry still kept
+// from a sequence on, below the cursor too:
+//
+//	l, err := wal.OpenDir(dir, wal.LocalOptions{Options: wal.Options{Hold: true}})
+//	// After a restart: what a restored checkpoint does not hold.
+//	r, err := l.ReplayFrom(l.Floor())
+//	…
+//	// A checkpoint holding everything before entry seq has completed:
+//	l.SetFloor(seq)
+//
+// This is for a source whose input cannot be read again (a push source):
+// ArkFlow's source wrapper holds each entry until a completed checkpoint
+// covers its rows, so that the restore of a checkpoint older than the
+// cursor replays them from the log (R-WAL-3). The floor is not persisted:
+// a reopened log starts it at its oldest stored entry (Floor), and the
+// holder moves it on again. Nothing else changes: the cursor, Replay and
+// what a restart replays after the cursor are the same with or without
+// Hold.
+//
 // # Concurrency and ownership
 //
 // All methods of a Log are safe for concurrent use. OpenDir takes an

@@ -212,6 +212,10 @@ func (s *localStorage) recover() (recovered, error) {
 		}
 		s.active, s.size = f, fi.Size()
 	}
+	// Segments wholly at or below the cursor may be stored still (kept
+	// under Options.Hold, or not deleted yet): the oldest segment starts
+	// with the oldest entry stored.
+	r.oldest = s.segs[0]
 	return r, nil
 }
 
@@ -357,7 +361,7 @@ func (s *localStorage) sync() error {
 	return datasync(s.active)
 }
 
-func (s *localStorage) saveCursor(cursor uint64, meta []byte) error {
+func (s *localStorage) saveCursor(cursor uint64, meta []byte, release uint64) error {
 	if err := s.cursor.write(cursor, meta); err != nil {
 		return err
 	}
@@ -366,7 +370,7 @@ func (s *localStorage) saveCursor(cursor uint64, meta []byte) error {
 	}
 	s.mu.Lock()
 	var drop []uint64
-	for len(s.segs) > 1 && s.segs[1]-1 <= cursor {
+	for len(s.segs) > 1 && s.segs[1]-1 <= release {
 		drop = append(drop, s.segs[0])
 		s.segs = s.segs[1:]
 	}

@@ -473,6 +473,14 @@ func (s *objStorage) recover() (recovered, error) {
 		s.nextIndex = indexes[n-1] + 1
 	}
 	s.segs = segs
+	for _, g := range segs {
+		// Segments wholly at or below the cursor may be stored still
+		// (kept under Options.Hold, or not deleted yet).
+		if g.first != 0 {
+			r.oldest = g.first
+			break
+		}
+	}
 	s.maxSealed = maxSealed
 	if man != nil {
 		s.maxSealed = max(s.maxSealed, man.MaxSealedSeq)
@@ -588,8 +596,8 @@ func (s *objStorage) setConflict(err error) {
 }
 
 // saveCursor writes the manifest with the cursor, then deletes the
-// segments it covers.
-func (s *objStorage) saveCursor(cursor uint64, meta []byte) error {
+// segments wholly at or below release.
+func (s *objStorage) saveCursor(cursor uint64, meta []byte, release uint64) error {
 	s.manMu.Lock()
 	defer s.manMu.Unlock()
 	s.segMu.Lock()
@@ -598,11 +606,11 @@ func (s *objStorage) saveCursor(cursor uint64, meta []byte) error {
 	if conflict != nil {
 		return conflict
 	}
-	// Segments wholly at or below the cursor go, except the newest, which
+	// Segments wholly at or below release go, except the newest, which
 	// keeps the highest index and sequence visible to a LIST.
 	var drop, keep []objSegment
 	for i, g := range segs {
-		if !s.retain && i < len(segs)-1 && g.last <= cursor {
+		if !s.retain && i < len(segs)-1 && g.last <= release {
 			drop = append(drop, g)
 		} else {
 			keep = append(keep, g)

@@ -119,6 +119,15 @@ type Options struct {
 	// a restart. A source keeps its resume positions there, because the
 	// entries they come from are deleted once the cursor passes them.
 	CursorMeta func(cursor uint64) []byte
+	// Hold keeps the entries the cursor has passed until the retention
+	// floor (SetFloor) passes them too (default false: the cursor alone
+	// decides, and a segment goes once the persisted cursor covers it).
+	// A source whose input cannot be read again holds its entries until
+	// a checkpoint of the state they went into is complete, so that a
+	// restore of that checkpoint can replay them (ReplayFrom). The floor
+	// is not persisted: a log opened with Hold starts it at its oldest
+	// stored entry, and it only moves forward.
+	Hold bool
 	// Clock defaults to the system clock.
 	Clock Clock
 	// Logger defaults to slog.Default().
@@ -166,11 +175,13 @@ type storage interface {
 	// sync makes every write that returned before the call durable. Calls
 	// are serialized.
 	sync() error
-	// replay returns the stored entries with seq > after, in order.
+	// replay returns the stored entries with seq > after, in order
+	// (after may be below the cursor: entries still stored are returned).
 	replay(after uint64) (iterator, error)
 	// saveCursor persists the cursor with its meta, then deletes segments
-	// wholly at or below it (unless retained). Calls are serialized.
-	saveCursor(cursor uint64, meta []byte) error
+	// wholly at or below release, which is at most cursor (unless
+	// retained). Calls are serialized.
+	saveCursor(cursor uint64, meta []byte, release uint64) error
 	// close releases the storage (and its lock). It does not sync.
 	close() error
 	// describe names the storage in errors ("/data/wal/x", "s3://b/p").
@@ -182,6 +193,9 @@ type recovered struct {
 	meta   []byte
 	// last is the highest sequence stored (0 if none).
 	last uint64
+	// oldest is the sequence of the oldest entry stored, or where the
+	// next one goes when none is (0: after last and cursor).
+	oldest uint64
 }
 
 type iterator interface {
@@ -251,6 +265,12 @@ type Log struct {
 	persistMu sync.Mutex
 	persisted uint64
 	meta      []byte
+	// floor is the retention floor of a log opened with Options.Hold:
+	// entries from it on are kept even when the cursor has passed them.
+	// savedFloor is the floor the last cursor save released to (under
+	// persistMu).
+	floor      atomic.Uint64
+	savedFloor uint64
 	// released is set (under persistMu) once Close has handed the storage
 	// back: the directory may then belong to another opener.
 	released atomic.Bool
@@ -284,6 +304,14 @@ func open(st storage, opts Options) (*Log, error) {
 		stop:      make(chan struct{}),
 	}
 	l.written.Store(last)
+	if opts.Hold {
+		oldest := rec.oldest
+		if oldest == 0 || oldest > last+1 {
+			oldest = last + 1
+		}
+		l.floor.Store(oldest)
+		l.savedFloor = oldest
+	}
 	l.gcCond = sync.NewCond(&l.gc)
 	if opts.Sync == SyncGroupCommit {
 		l.gathered = make(chan struct{}, 1)
@@ -788,18 +816,73 @@ func (l *Log) SaveCursorMeta(meta []byte) error {
 	if l.released.Load() {
 		return ErrClosed
 	}
+	floor := l.floor.Load()
 	c := l.Cursor()
-	if err := l.st.saveCursor(c, meta); err != nil {
+	if err := l.st.saveCursor(c, meta, l.release(c, floor)); err != nil {
 		return fmt.Errorf("wal: saving cursor %d in %s: %w", c, l.st.describe(), err)
 	}
-	l.persisted, l.meta = c, append([]byte(nil), meta...)
+	l.persisted, l.meta, l.savedFloor = c, append([]byte(nil), meta...), floor
 	return nil
+}
+
+// release is the highest sequence a cursor save may delete: the cursor,
+// and with Hold the entry before the floor when that is lower.
+func (l *Log) release(cursor, floor uint64) uint64 {
+	if l.opts.Hold && floor-1 < cursor {
+		return floor - 1
+	}
+	return cursor
+}
+
+// SetFloor moves the retention floor of a log opened with Options.Hold to
+// seq: the entries before seq may then be deleted once the cursor has
+// passed them too, and entries from seq on are kept. The floor only moves
+// forward (a lower seq does nothing). The segments it releases are
+// deleted at the next cursor save (every Options.CursorInterval, Flush or
+// Close). Without Hold, SetFloor does nothing: the cursor alone decides.
+func (l *Log) SetFloor(seq uint64) {
+	if !l.opts.Hold {
+		return
+	}
+	for {
+		cur := l.floor.Load()
+		if seq <= cur || l.floor.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// Floor returns the lowest sequence the log keeps for ReplayFrom: with
+// Options.Hold, the retention floor (after a restart, the oldest entry
+// stored); without it, the cursor's successor, as entries at or below the
+// cursor are deleted once it is persisted.
+func (l *Log) Floor() uint64 {
+	if l.opts.Hold {
+		return l.floor.Load()
+	}
+	return l.Cursor() + 1
 }
 
 // Replay returns the entries after the persisted cursor, in order: the ones
 // a restart must deliver again (R-WAL-3). Call it before appending.
 func (l *Log) Replay() (*Replayer, error) {
 	it, err := l.st.replay(l.Cursor())
+	if err != nil {
+		return nil, err
+	}
+	return &Replayer{it: it}, nil
+}
+
+// ReplayFrom returns the stored entries from sequence seq on, in order,
+// including those at or below the cursor that the log still holds: with
+// Options.Hold, every entry from Floor on is stored. Entries below seq, or
+// already deleted, are not returned; the first entry returned may so come
+// after seq. Call it before appending.
+func (l *Log) ReplayFrom(seq uint64) (*Replayer, error) {
+	if seq == 0 {
+		seq = 1
+	}
+	it, err := l.st.replay(seq - 1)
 	if err != nil {
 		return nil, err
 	}
@@ -831,18 +914,21 @@ func (l *Log) persistCursor() error {
 	if l.released.Load() {
 		return ErrClosed
 	}
+	// The floor is read before the meta: a source that records what it
+	// released in the meta moves the floor only after it has recorded it.
+	floor := l.floor.Load()
 	c := l.Cursor()
-	if c <= l.persisted {
+	if c <= l.persisted && floor == l.savedFloor {
 		return nil
 	}
 	var meta []byte
 	if l.opts.CursorMeta != nil {
 		meta = l.opts.CursorMeta(c)
 	}
-	if err := l.st.saveCursor(c, meta); err != nil {
+	if err := l.st.saveCursor(c, meta, l.release(c, floor)); err != nil {
 		return fmt.Errorf("wal: saving cursor %d in %s: %w", c, l.st.describe(), err)
 	}
-	l.persisted, l.meta = c, meta
+	l.persisted, l.meta, l.savedFloor = c, meta, floor
 	return nil
 }
 

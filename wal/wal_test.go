@@ -179,7 +179,7 @@ func (m *memStorage) replay(after uint64) (iterator, error) {
 	return &sliceIter{es: es}, nil
 }
 
-func (m *memStorage) saveCursor(cursor uint64, meta []byte) error {
+func (m *memStorage) saveCursor(cursor uint64, meta []byte, _ uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cursor, m.meta = cursor, meta

@@ -205,6 +205,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 			}
 		}
 	}
+	w.reportDrops()
 	for k := 0; k < w.perEvent; k++ {
 		if err := w.acc.Update(rec, w.gids[k]); err != nil {
 			return fail(err)
@@ -237,6 +238,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 	if wm <= w.wm {
 		return nil
 	}
+	prev := w.wm
 	w.wm = wm
 	var firing []*win
 	total := 0
@@ -270,10 +272,10 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 			acks = append(acks, ack.New(fe.Done))
 		}
 	}
-	if total > 0 {
+	if fl, closes := w.floorAt(prev, wm, firing); total > 0 || closes {
 		// The floor first: its write must precede the state commits of
 		// the input this firing releases (see floor).
-		acks = append([]*ack.Node{w.floor.firing(wm, nil)}, acks...)
+		acks = append([]*ack.Node{w.floor.firing(fl, nil)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	var err error
@@ -328,6 +330,35 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 	return err
 }
 
+// floorAt returns the floor a firing at wm persists (see floor): wm,
+// except for the end of time (an input that ended, or a drain: Job.Drain),
+// which fires and frees every window. Its floor is the furthest deadline
+// of the windows it closes (their end, plus the allowed lateness when they
+// are kept for updates), never below prev: a restart resumes past them,
+// so their rows are late rather than reopening them, without the end of
+// time making every later row late. closes reports an end of time that
+// frees kept windows, whose floor must be written even if nothing fires.
+func (w *aligned) floorAt(prev, wm int64, firing []*win) (fl int64, closes bool) {
+	if wm != EndOfTime {
+		return wm, false
+	}
+	fl = max(prev, NoWatermark)
+	deadline := func(start int64) int64 {
+		end := satAdd(start, w.size)
+		if w.keeps() {
+			return satAdd(end, w.tm.lateness)
+		}
+		return end
+	}
+	for _, x := range firing {
+		fl = max(fl, deadline(x.start))
+	}
+	for _, start := range w.deadlines {
+		fl, closes = max(fl, deadline(start)), true
+	}
+	return fl, closes
+}
+
 // restore brings back a window that was kept for late updates.
 func (w *aligned) restore(e state.Entry) error {
 	start, keyBytes, err := splitKeptKey(e.Key.User)
@@ -347,6 +378,7 @@ func (w *aligned) restore(e state.Entry) error {
 // Close abandons the acknowledgements still held: their rows will be
 // replayed.
 func (w *aligned) Close() error {
+	w.closeWarnings()
 	for _, h := range w.held {
 		h.node.Release(ops.ErrAbandoned)
 	}

@@ -83,7 +83,9 @@ type floorWrite struct {
 // key k at or before its floor belonged to a fired session (or was late
 // when it first came: a row at or before the last event of a fired
 // session is behind that session's end, which the watermark had passed);
-// every other row is processed as it was the first time.
+// every other row is processed as it was the first time. A session fired
+// by the end of time (an input that ended, or a drain) gets its end − 1
+// instead: after a restart, a row that would have joined it is late.
 const sessionFloorNamespace = "__arkflow_session_floor"
 
 func newFloor(store state.Backend, jobID, op string, group int) *floor {

@@ -25,7 +25,7 @@ package window_test
 //	                             <fn>:<field> is named <fn>_<field>;
 //	                             count:<as> counts rows
 //	time [field=ts] [strategy=bounded|monotonous] [ooo=<ms>] [lateness=<ms>]
-//	     [policy=drop|route|update] [partitions=<n>]
+//	     [policy=drop|route|update] [partitions=<n>] [advance=batch|per_row]
 //	key <field>                  (optional, default k)
 //	batch <partition>            the JSON lines after it, up to the next
 //	{"k":"a","ts":1,"v":2}       directive, are one batch of that partition
@@ -34,12 +34,12 @@ package window_test
 //	<expected output, up to the next blank line or the end of the file>
 //
 // Defaults: field ts, bounded out-of-orderness 0, lateness 0, policy drop,
-// one partition, key k. Comments (#) may appear among the directives.
+// one partition, key k, advance batch. Comments (#) may appear among the directives.
 //
 // The source is one subtask that reads its partitions round robin (first
 // batch of partition 0, first of partition 1, …, then the second batches);
 // batches keep their exact boundaries, and the watermark advances before
-// each batch is passed on. The window runs with parallelism 1. The input is
+// each batch is passed on (advance per_row: before each row behind it). The window runs with parallelism 1. The input is
 // bounded: at its end the watermark jumps to the end of time, so every open
 // window fires. The output is
 //
@@ -399,6 +399,14 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 					policy = v
 				case "partitions":
 					parts = int(n)
+				case "advance":
+					switch v {
+					case "batch":
+					case "per_row":
+						opts = append(opts, arkflow.PerRowWatermark())
+					default:
+						return p, fmt.Errorf("time advance %q", v)
+					}
 				default:
 					return p, fmt.Errorf("time: unknown key %q", k)
 				}

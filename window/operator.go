@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 
@@ -28,7 +29,13 @@ func init() { ops.Register(job.KindWindow, buildOperator) }
 // Metric names reported by window operators (Job.Metrics):
 // MetricOpenWindows is a gauge (TaskMetrics.Gauges), the number of windows
 // open now; the others are counters (TaskMetrics.Counters), totals since
-// the task started.
+// the task started. MetricLateDropped counts rows dropped because the
+// watermark had passed their window (late_event_policy drop, or update
+// past the deadline) and MetricNullDropped rows dropped for a null event
+// time; both are also warned about in the job's log (see the package
+// doc, "Seeing late data"). MetricLateRouted and MetricNullRouted count
+// rows sent to the late sink (route), MetricLateUpdated late rows that
+// updated a fired window.
 const (
 	MetricOpenWindows  = "open_windows"
 	MetricLateDropped  = "late_dropped"
@@ -138,6 +145,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 	out := arrow.NewSchema(fields, nil)
 	spec := cfg.Window
 	meta := ops.MetaColumnsOf(c.Input)
+	warn := newDropWarner(c.Spec, c.Op.ID) // shared by the subtasks
 	return ops.Built{Output: out, New: func(info ops.Task) (ops.Instance, error) {
 		t, err := keys.NewTable(key.Type)
 		if err != nil {
@@ -155,7 +163,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, info.MaxParallelism
 		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: wm, m: &counters{},
-			journal: j, meta: meta, maxPar: info.MaxParallelism, floor: fl}
+			journal: j, meta: meta, maxPar: info.MaxParallelism, floor: fl, warn: warn, log: info.Logger, now: info.Now}
 		var inst interface {
 			ops.Instance
 			restore(e state.Entry) error
@@ -220,6 +228,12 @@ type base struct {
 	kid   []int32
 
 	m *counters
+	// droppedLate and droppedNull count the rows the batch being
+	// processed dropped, for warn (see reportDrops).
+	droppedLate, droppedNull int64
+	warn                     *dropWarner
+	log                      *slog.Logger
+	now                      func() int64 // the runtime's clock, ms
 
 	journal *state.Journal
 	meta    ops.MetaColumns
@@ -323,7 +337,36 @@ func (b *base) lateRow(null bool) bool {
 	default:
 		b.m.lateDropped.Add(1)
 	}
+	if !route {
+		if null {
+			b.droppedNull++
+		} else {
+			b.droppedLate++
+		}
+	}
 	return route
+}
+
+// reportDrops passes the rows the batch dropped to the rate-limited
+// warning (R-EMBED-5).
+func (b *base) reportDrops() {
+	if b.droppedLate == 0 && b.droppedNull == 0 {
+		return
+	}
+	var now int64
+	if b.now != nil {
+		now = b.now()
+	}
+	b.warn.dropped(b.log, now, b.droppedLate, b.droppedNull)
+	b.droppedLate, b.droppedNull = 0, 0
+}
+
+// closeWarnings reports drops not yet warned about, as the operator closes.
+func (b *base) closeWarnings() {
+	b.reportDrops()
+	if b.warn != nil {
+		b.warn.flush(b.log)
+	}
 }
 
 // result is a window to emit.

@@ -330,6 +330,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 		}
 		hold(s)
 	}
+	w.reportDrops()
 	if err := w.flush(b, &dirty); err != nil {
 		return fail(err)
 	}
@@ -398,6 +399,10 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	if wm <= w.wm {
 		return nil
 	}
+	// closedTo is, at the end of time (an input that ended, or a drain),
+	// the furthest deadline of the sessions it closes: the floor it
+	// persists instead of the end of time (see aligned.floorAt).
+	closedTo, closes := max(w.wm, NoWatermark), false
 	w.wm = wm
 	var fired []*session
 	var acks []*ack.Node
@@ -409,6 +414,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		}
 		if e.deadline {
 			if s.fired && satAdd(s.end(w.gap), w.tm.lateness) == e.end {
+				closedTo, closes = max(closedTo, e.end), true
 				w.remove(s)
 			}
 			continue
@@ -436,11 +442,24 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	fire := make([]result, len(fired))
 	var keyFloors []state.Mutation
 	for i, s := range fired {
+		if w.keeps() {
+			closedTo = max(closedTo, satAdd(s.end(w.gap), w.tm.lateness))
+		} else {
+			closedTo = max(closedTo, s.end(w.gap))
+		}
 		fire[i] = result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted}
 		s.emitted = true
 		if w.perKey {
-			w.setFloor(s.key, s.last)
-			keyFloors = append(keyFloors, state.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(s.last))})
+			last := s.last
+			if wm == EndOfTime {
+				// The end of time closes the session for good: a row
+				// after a restart that would have joined it (before its
+				// end) is late, as for aligned windows, instead of
+				// starting a session with part of its rows.
+				last = max(last, s.end(w.gap)-1)
+			}
+			w.setFloor(s.key, last)
+			keyFloors = append(keyFloors, state.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(last))})
 		}
 	}
 	if w.perKey && len(fired) > 0 {
@@ -462,10 +481,16 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		w.firingEpoch = nil
 		acks = append(acks, ack.New(fe.Done))
 	}
-	if len(recs) > 0 {
+	fl := wm
+	if wm == EndOfTime {
+		fl = closedTo
+	} else {
+		closes = false
+	}
+	if len(recs) > 0 || closes {
 		// The floor first: its write must precede the state commits of
 		// the input this firing releases (see floor).
-		acks = append([]*ack.Node{w.floor.firing(wm, keyFloors)}, acks...)
+		acks = append([]*ack.Node{w.floor.firing(fl, keyFloors)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	if len(recs) == 0 {
@@ -534,6 +559,7 @@ func (w *sessions) remove(s *session) {
 }
 
 func (w *sessions) Close() error {
+	w.closeWarnings()
 	for _, list := range w.byKey {
 		for _, s := range list {
 			for _, a := range s.acks {

@@ -27,16 +27,30 @@ const (
 // partition turns idle when it delivered nothing for idle_timeout_ms, and
 // active again with its next data.
 //
-// When every partition is idle the watermark stays where it is. It does not
-// jump to the newest candidate, nor follow the clock: a lull in the input
-// would otherwise fire windows whose data is merely delayed, and turn it
-// into late data when it arrives (Flink's withIdleness behaves the same).
-// The cost is that open windows wait for new data, or for the end of a
-// bounded input, to fire.
+// When every partition is idle the watermark stays where it is (all_idle
+// "hold", the default). It does not jump to the newest candidate, nor
+// follow the clock: a lull in the input would otherwise fire windows whose
+// data is merely delayed, and turn it into late data when it arrives
+// (Flink's withIdleness behaves the same). The cost is that open windows
+// wait for new data, or for the end of a bounded input, to fire.
+//
+// With all_idle "advance" (R-EMBED-5, beyond the seeds) the watermark
+// follows the clock while no partition is active: at every Tick it becomes
+// max(watermark, now − all_idle_delay_ms − out_of_orderness_ms)
+// (monotonous: now − all_idle_delay_ms). This assumes event times are
+// wall-clock Unix milliseconds and all_idle_delay_ms bounds how long an
+// event takes from its timestamp to the source: the clock then stands in
+// for the newest event time a busy source would have seen, a lower bound of
+// the next event's, and out_of_orderness applies to it as to a real one.
+// An event that took longer than the delay to arrive after a quiet spell
+// may be late; event times far from the clock (a replay of old data) are
+// all late once the watermark followed it.
 type Tracker struct {
 	ooo       int64
 	monotone  bool
 	idleMS    int64 // 0: partitions never turn idle
+	perRow    bool  // advance per_row (see Cuts)
+	idleDelay int64 // > 0: all_idle advance, with this delay
 	parts     map[int]*partition
 	watermark int64
 }
@@ -56,6 +70,10 @@ func NewTracker(w *job.Watermark, partitions []int, now int64) *Tracker {
 		t.monotone = w.Strategy == job.Monotonous
 		if w.IdleTimeoutMS != nil {
 			t.idleMS = *w.IdleTimeoutMS
+		}
+		t.perRow = w.Advance == job.AdvancePerRow
+		if w.AllIdle == job.AllIdleAdvance {
+			t.idleDelay = w.AllIdleDelayMS
 		}
 	}
 	for _, p := range partitions {
@@ -105,16 +123,91 @@ func (t *Tracker) Touch(p int, now int64) (int64, bool) {
 }
 
 // Tick marks partitions silent for idle_timeout_ms as idle, at time now,
-// and returns the watermark and whether it advanced.
+// and returns the watermark and whether it advanced. With all_idle
+// "advance", a tick while no partition is active moves the watermark to
+// now − all_idle_delay_ms − out_of_orderness_ms when that is ahead of it.
 func (t *Tracker) Tick(now int64) (int64, bool) {
-	if t.idleMS > 0 {
-		for _, pt := range t.parts {
-			if !pt.idle && now-pt.lastData >= t.idleMS {
-				pt.idle = true
-			}
+	active := false
+	for _, pt := range t.parts {
+		if !pt.idle && t.idleMS > 0 && now-pt.lastData >= t.idleMS {
+			pt.idle = true
 		}
+		active = active || !pt.idle
+	}
+	if t.idleDelay > 0 && !active {
+		follow := satSub(now, t.idleDelay)
+		if !t.monotone {
+			follow = satSub(follow, t.ooo)
+		}
+		if follow > t.watermark {
+			t.watermark = follow
+			return follow, true
+		}
+		return t.watermark, false
 	}
 	return t.recompute()
+}
+
+// PerRow reports whether the watermark advances per row (advance
+// "per_row"): the caller splits each batch at the rows Cuts returns.
+func (t *Tracker) PerRow() bool { return t.perRow }
+
+// Cut is a row of a batch before which the watermark moves to WM, under
+// advance "per_row".
+type Cut struct {
+	Row int
+	WM  int64
+}
+
+// Cuts returns where a batch of partition p, with event times ts (valid
+// marks the non-null ones), must be split for each row to meet the
+// watermark in force before it (advance "per_row", R-EMBED-5): the
+// watermark the tracker would have after observing the rows before it in
+// the batch, one at a time. The first row meets the watermark of now.
+//
+// Only a row behind that watermark gets a cut (and only when the
+// watermark moved since the last cut): a row at or after the watermark
+// is on time for every window it belongs to under any watermark up to
+// that one, and a window that would have fired between two rows holds
+// none of the later rows, so the rows of a segment may all meet the
+// watermark of its first. In-order input gets no cut at all; the batch
+// then goes on whole, behind the watermark of before it. Cuts do not
+// change the tracker: Observe (or Touch) the whole batch after, which
+// gives the same watermark as in advance "batch".
+func (t *Tracker) Cuts(p int, ts []int64, valid []bool, dst []Cut) []Cut {
+	// The other partitions do not move during the batch: the watermark
+	// before row r > 0 (after row 0 made p active) is
+	// max(watermark, min(others, p's candidate from the rows before r)).
+	others := int64(math.MaxInt64)
+	for q, pt := range t.parts {
+		if q != p && !pt.idle {
+			others = min(others, pt.candidate)
+		}
+	}
+	if others <= t.watermark {
+		return dst // the others hold it: no row of p can move it
+	}
+	c := int64(NoWatermark)
+	if pt := t.parts[p]; pt != nil {
+		c = pt.candidate
+	}
+	emitted := t.watermark
+	for r, x := range ts {
+		if r > 0 && valid[r] {
+			if wm := max(t.watermark, min(others, c)); x < wm && wm > emitted {
+				dst = append(dst, Cut{Row: r, WM: wm})
+				emitted = wm
+			}
+		}
+		if valid[r] {
+			cand := x
+			if !t.monotone {
+				cand = satSub(x, t.ooo)
+			}
+			c = max(c, cand)
+		}
+	}
+	return dst
 }
 
 // Idle returns the idle partitions, sorted.

@@ -301,3 +301,191 @@ func TestRTime1WatermarkPropertyAgainstModel(t *testing.T) {
 		}
 	}
 }
+
+// perRow is a bounded out-of-orderness watermark with advance per_row.
+func perRow(ooo int64) *job.Watermark {
+	w := bounded(ooo, 0)
+	w.Advance = job.AdvancePerRow
+	return w
+}
+
+// R-EMBED-5: under advance per_row a batch is cut before each row that is
+// behind the watermark its earlier rows give; in-order rows never cause a
+// cut, and a cut needs the watermark to have moved since the last one.
+func TestPerRowCuts(t *testing.T) {
+	const null = math.MinInt64 // marks a null event time below
+	for _, c := range []struct {
+		name  string
+		w     *job.Watermark
+		setup func(*window.Tracker)
+		ts    []int64
+		want  []window.Cut
+	}{
+		{name: "R-TIME-4's batch", w: perRow(0), ts: []int64{2100, 100}, want: []window.Cut{{Row: 1, WM: 2100}}},
+		{name: "in order", w: perRow(0), ts: []int64{100, 200, 999, 1000, 2100}},
+		{name: "equal times", w: perRow(0), ts: []int64{500, 500, 500}},
+		{name: "two steps back", w: perRow(0), ts: []int64{100, 2100, 150, 2200, 160, 170},
+			want: []window.Cut{{Row: 2, WM: 2100}, {Row: 4, WM: 2200}}},
+		{name: "nulls neither cut nor move", w: perRow(0), ts: []int64{2100, null, 100}, want: []window.Cut{{Row: 2, WM: 2100}}},
+		{name: "within out_of_orderness", w: perRow(500), ts: []int64{2100, 1700, 1600}},
+		{name: "beyond out_of_orderness", w: perRow(500), ts: []int64{2100, 1000}, want: []window.Cut{{Row: 1, WM: 1600}}},
+		{name: "monotonous ignores out_of_orderness", w: &job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 500, Advance: job.AdvancePerRow},
+			ts: []int64{2100, 2000}, want: []window.Cut{{Row: 1, WM: 2100}}},
+		{name: "behind the watermark before the batch", w: perRow(0),
+			setup: func(tr *window.Tracker) { tr.Observe(0, 5000, 0) }, ts: []int64{100, 200}},
+		{name: "a partition without data holds it", w: perRow(0),
+			setup: func(tr *window.Tracker) { tr.Touch(1, 0) }, ts: []int64{2100, 100}},
+		{name: "another partition completes it", w: perRow(0),
+			setup: func(tr *window.Tracker) { tr.Observe(1, 1000, 0) }, ts: []int64{2100, 100}, want: []window.Cut{{Row: 1, WM: 1000}}},
+		{name: "another partition bounds it", w: perRow(0),
+			setup: func(tr *window.Tracker) { tr.Observe(1, 1500, 0); tr.Observe(0, 1000, 0) },
+			ts:    []int64{2100, 100}, want: []window.Cut{{Row: 1, WM: 1500}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := window.NewTracker(c.w, []int{0}, 0)
+			if !tr.PerRow() {
+				t.Fatal("PerRow() is false")
+			}
+			if c.setup != nil {
+				c.setup(tr)
+			}
+			before := tr.Watermark()
+			ts := slices.Clone(c.ts)
+			valid := make([]bool, len(ts))
+			for i, x := range ts {
+				valid[i] = x != null
+			}
+			got := tr.Cuts(0, ts, valid, nil)
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("cuts %v, want %v", got, c.want)
+			}
+			if tr.Watermark() != before {
+				t.Fatalf("Cuts moved the watermark from %d to %d", before, tr.Watermark())
+			}
+		})
+	}
+	if window.NewTracker(bounded(0, 0), nil, 0).PerRow() {
+		t.Fatal("PerRow() without advance per_row")
+	}
+}
+
+// R-EMBED-5, against a model: each row's segment (the rows from a cut, or
+// the batch's start, to the next cut) meets a watermark that classifies it
+// exactly as the watermark a tracker had after observing the rows before
+// it one at a time: equal when the row is behind it, not ahead of it
+// otherwise. Observing the whole batch after gives the one-at-a-time
+// tracker's watermark.
+func TestPerRowCutsAgainstOneRowAtATime(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 4))
+	totalCuts := 0 // the runs must exercise cuts, not only in-order batches
+	defer func() {
+		if totalCuts == 0 {
+			t.Error("no run had a cut")
+		}
+	}()
+	for run := 0; run < 500; run++ {
+		parts := 1 + r.IntN(3)
+		w := perRow(r.Int64N(100))
+		idle := 1 + r.Int64N(30)
+		w.IdleTimeoutMS = &idle
+		if r.IntN(4) == 0 {
+			w.Strategy = job.Monotonous
+		}
+		ids := []int{}
+		for i := 0; i < parts; i++ {
+			ids = append(ids, i)
+		}
+		a, b := window.NewTracker(w, ids, 0), window.NewTracker(w, ids, 0)
+		now := int64(0)
+		for step := 0; step < 30; step++ {
+			now += r.Int64N(10)
+			p := r.IntN(parts)
+			if r.IntN(4) == 0 {
+				a.Tick(now)
+				b.Tick(now)
+				continue
+			}
+			n := 1 + r.IntN(8)
+			ts, valid := make([]int64, n), make([]bool, n)
+			maxTS, anyValid := int64(none), false
+			for i := range ts {
+				ts[i], valid[i] = r.Int64N(1000), r.IntN(8) != 0
+				if valid[i] {
+					maxTS, anyValid = max(maxTS, ts[i]), true
+				}
+			}
+			cuts := a.Cuts(p, ts, valid, nil)
+			totalCuts += len(cuts)
+			seg, k := a.Watermark(), 0
+			for i := range ts {
+				if k < len(cuts) && cuts[k].Row == i {
+					seg = cuts[k].WM
+					k++
+				}
+				exact := b.Watermark()
+				if valid[i] && ts[i] < exact && seg != exact {
+					t.Fatalf("run %d step %d row %d (ts %d): segment watermark %d, one at a time %d (cuts %v, batch %v)", run, step, i, ts[i], seg, exact, cuts, ts)
+				}
+				if seg > exact {
+					t.Fatalf("run %d step %d row %d: segment watermark %d ahead of %d", run, step, i, seg, exact)
+				}
+				if valid[i] {
+					b.Observe(p, ts[i], now)
+				} else {
+					b.Touch(p, now)
+				}
+			}
+			if anyValid {
+				a.Observe(p, maxTS, now)
+			} else {
+				a.Touch(p, now)
+			}
+			if a.Watermark() != b.Watermark() {
+				t.Fatalf("run %d step %d: after the batch %d, one at a time %d", run, step, a.Watermark(), b.Watermark())
+			}
+		}
+	}
+}
+
+// R-EMBED-5: with all_idle advance, a tick while every partition is idle
+// moves the watermark to now - all_idle_delay_ms - out_of_orderness_ms
+// (never back); with hold (the default) it stays. A partition that
+// delivers again is active: the clock no longer moves the watermark, and
+// its older events do not move it back.
+func TestAllIdleAdvanceFollowsTheClock(t *testing.T) {
+	advance := func(w *job.Watermark, delay int64) *job.Watermark {
+		w.AllIdle, w.AllIdleDelayMS = job.AllIdleAdvance, delay
+		return w
+	}
+	tr := window.NewTracker(advance(bounded(200, 1000), 5000), []int{0, 1}, 0)
+	runSteps(t, tr, []wmStep{
+		{op: "observe", part: 0, maxEvent: 10_000, now: 0, wm: none},
+		{op: "observe", part: 1, maxEvent: 12_000, now: 0, wm: 9800, advanced: true},
+		{op: "tick", now: 999, wm: 9800},
+		// Both idle, but the clock is behind the watermark: it holds.
+		{op: "tick", now: 1000, wm: 9800, idle: []int{0, 1}},
+		{op: "tick", now: 15_000, wm: 9800, idle: []int{0, 1}},
+		// 20,000 - 5,000 - 200.
+		{op: "tick", now: 20_000, wm: 14_800, advanced: true, idle: []int{0, 1}},
+		{op: "tick", now: 20_001, wm: 14_801, advanced: true, idle: []int{0, 1}},
+		// Partition 0 delivers an old event: active again, no step back.
+		{op: "observe", part: 0, maxEvent: 13_000, now: 20_002, wm: 14_801, idle: []int{1}},
+		// One partition is active: the clock does not move it.
+		{op: "tick", now: 20_500, wm: 14_801, idle: []int{1}},
+		{op: "observe", part: 0, maxEvent: 16_000, now: 20_600, wm: 15_800, advanced: true, idle: []int{1}},
+	})
+	// Monotonous: no out_of_orderness.
+	tr = window.NewTracker(advance(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 200, IdleTimeoutMS: ptr(int64(10))}, 5000), []int{0}, 0)
+	runSteps(t, tr, []wmStep{
+		{op: "tick", now: 10, wm: 10 - 5000, advanced: true, idle: []int{0}},
+	})
+	// hold: the same sequence leaves it where the data put it.
+	tr = window.NewTracker(bounded(200, 1000), []int{0, 1}, 0)
+	runSteps(t, tr, []wmStep{
+		{op: "observe", part: 0, maxEvent: 10_000, now: 0, wm: none},
+		{op: "observe", part: 1, maxEvent: 12_000, now: 0, wm: 9800, advanced: true},
+		{op: "tick", now: 20_000, wm: 9800, idle: []int{0, 1}},
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

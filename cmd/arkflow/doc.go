@@ -15,9 +15,10 @@
 // run, validate and plan take the same flags and turn them into the same
 // library options, so validate checks what run would start with, and one
 // command line works with each: flags only run uses (--dry-run, --control,
-// --stop-timeout, --savepoint-on-stop) are accepted and change nothing in
-// the other two, except that all three refuse flags about checkpoints for
-// a spec without a checkpoint block.
+// --stop-timeout, --savepoint-on-stop, --drain-on-stop) are accepted and
+// change nothing in the other two, except that all three refuse flags
+// about checkpoints for a spec without a checkpoint block, and
+// --drain-on-stop together with --savepoint-on-stop.
 //
 // # Data directory
 //
@@ -38,7 +39,12 @@
 // run stops gracefully on the first SIGINT or SIGTERM (rows in flight are
 // written and acknowledged, within --stop-timeout; with
 // --savepoint-on-stop NAME a savepoint is taken first) and at once on the
-// second.
+// second. Open windows keep their contents for the next run. With
+// --drain-on-stop the first signal drains the job instead
+// (arkflow.Job.Drain): the input ends where it is, every open window fires
+// and is written, and a job with a checkpoint block takes a final
+// checkpoint; a restart resumes after the last row read and does not fire
+// those windows again (a row for one of them is late).
 //
 // # Exit status
 //

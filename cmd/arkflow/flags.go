@@ -131,7 +131,7 @@ type jobFlags struct {
 	// Used only by run.
 	control, savepointOnStop string
 	stopTimeout              time.Duration
-	dryRun                   bool
+	dryRun, drainOnStop      bool
 }
 
 // register defines the flags on fs; forRun is false for validate and plan,
@@ -146,7 +146,8 @@ func (f *jobFlags) register(fs *flag.FlagSet, forRun bool) {
 	fs.BoolVar(&f.verbose, "v", false, "debug logging")
 	fs.StringVar(&f.control, "control", "", runOnly+"serve checkpoint and savepoint requests on the Unix socket `SOCKET` (default DIR/<job id>.sock; only for a spec with a checkpoint block)")
 	fs.StringVar(&f.savepointOnStop, "savepoint-on-stop", "", runOnly+"on SIGINT/SIGTERM, take the savepoint `NAME` before stopping (for upgrades)")
-	fs.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, runOnly+"how long a graceful stop may take after SIGINT/SIGTERM")
+	fs.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, runOnly+"how long a graceful stop (or drain) may take after SIGINT/SIGTERM")
+	fs.BoolVar(&f.drainOnStop, "drain-on-stop", false, runOnly+"on SIGINT/SIGTERM, drain instead of stopping: end the input where it is, fire every open window, write it, then (with a checkpoint block) take a final checkpoint; a restart does not fire those windows again")
 	fs.BoolVar(&f.dryRun, "dry-run", false, runOnly+"open and close every write-ahead log (locks, corruption), then exit without running")
 }
 
@@ -155,6 +156,9 @@ func (f *jobFlags) register(fs *flag.FlagSet, forRun bool) {
 func (f *jobFlags) load(args []string) (*job.Spec, error) {
 	if f.stopTimeout < 0 {
 		return nil, usagef("--stop-timeout must not be negative (got %s)", f.stopTimeout)
+	}
+	if f.drainOnStop && f.savepointOnStop != "" {
+		return nil, usagef("--drain-on-stop and --savepoint-on-stop %s do not go together: a savepoint keeps the open windows for the next run, a drain fires them (and takes a final checkpoint); choose one", f.savepointOnStop)
 	}
 	path, err := oneSpec(args)
 	if err != nil {

@@ -84,6 +84,10 @@ func TestValidateAndPlanTakeRunsFlags(t *testing.T) {
 		if code, _, errOut := runCLI(append([]string{name}, line...)...); code != 0 {
 			t.Errorf("%s with run's command line: exit %d: %s", name, code, errOut)
 		}
+		drainLine := []string{name, "--drain-on-stop", "--stop-timeout=5s", "--data-dir", t.TempDir(), checkpointExample}
+		if code, _, errOut := runCLI(drainLine...); code != 0 {
+			t.Errorf("%v: exit %d: %s", drainLine, code, errOut)
+		}
 	}
 }
 
@@ -143,6 +147,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--stop-timeout", "soon", "x.yaml"}, `arkflow run: invalid value "soon" for flag -stop-timeout`},
 		{[]string{"run", "--stop-timeout=-1s", "x.yaml"}, "arkflow run: --stop-timeout must not be negative (got -1s)"},
 		{[]string{"validate", "--stop-timeout=-1s", "x.yaml"}, "arkflow validate: --stop-timeout must not be negative (got -1s)"},
+		{[]string{"run", "--drain-on-stop", "--savepoint-on-stop", "sp", "x.yaml"}, "arkflow run: --drain-on-stop and --savepoint-on-stop sp do not go together"},
+		{[]string{"validate", "x.yaml", "--savepoint-on-stop=sp", "--drain-on-stop"}, "arkflow validate: --drain-on-stop and --savepoint-on-stop sp do not go together"},
 		{[]string{"checkpoint", "--timeout=0s", "x.yaml"}, "arkflow checkpoint: --timeout must be positive (got 0s)"},
 		{[]string{"checkpoint"}, "arkflow checkpoint: expected the job's SPEC file, or --control SOCKET (got neither); usage: arkflow checkpoint"},
 		{[]string{"checkpoint", "a.yaml", "b.yaml"}, "arkflow checkpoint: expected one SPEC file (got 2: a.yaml b.yaml)"},

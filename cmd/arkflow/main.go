@@ -51,7 +51,9 @@ var commands = []*command{
 	{name: "run", args: "[flags] SPEC", short: "run the job until its bounded sources end, or SIGINT/SIGTERM",
 		long: "Run runs the job in this process until its bounded sources end. The first\n" +
 			"SIGINT/SIGTERM stops it gracefully (rows in flight are written and\n" +
-			"acknowledged, within --stop-timeout), the second at once.\n\n" +
+			"acknowledged, within --stop-timeout), the second at once. With\n" +
+			"--drain-on-stop the first drains it instead: the input ends where it is\n" +
+			"and every open window fires, as at the end of a bounded input.\n\n" +
 			"State and write-ahead logs whose spec gives no path live under --data-dir:\n" +
 			"DIR/<job id>/state and DIR/<job id>/wal. A job with a checkpoint block\n" +
 			"serves \"arkflow checkpoint\" and \"arkflow savepoint\" on DIR/<job id>.sock.",
@@ -310,7 +312,11 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 		go func() {
 			select {
 			case s := <-sigs:
-				logger.Info("signal received: stopping gracefully (send it again to stop at once)", "signal", s.String())
+				if f.drainOnStop {
+					logger.Info("signal received: draining (the input ends, every open window fires; send it again to stop at once)", "signal", s.String())
+				} else {
+					logger.Info("signal received: stopping gracefully (send it again to stop at once)", "signal", s.String())
+				}
 			case <-j.Done():
 				return
 			}
@@ -331,7 +337,13 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 				case <-stopCtx.Done():
 				}
 			}()
-			if err := j.Stop(stopCtx); err != nil {
+			if f.drainOnStop {
+				// Run returns the drain's error (a failed final
+				// checkpoint) too; here it is only logged.
+				if err := j.Drain(stopCtx); err != nil {
+					logger.Warn("drain", "error", err)
+				}
+			} else if err := j.Stop(stopCtx); err != nil {
 				logger.Warn("stop", "error", err)
 			}
 		}()

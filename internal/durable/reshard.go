@@ -237,24 +237,40 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 		news[k] = l
 	}
 	metas := make([]posMap, par)
+	released := make([]posMap, par)
 	for k := range metas {
-		metas[k] = posMap{}
+		metas[k], released[k] = posMap{}, posMap{}
 	}
+	held := false
 	parts := map[posKey]bool{}
 	ctx := context.Background()
 	var buf []byte
 	for _, l := range olds {
+		var r *wal.Replayer
+		var err error
 		if meta := l.CursorMeta(); len(meta) > 0 {
-			ps, _, err := decodeMeta(meta)
-			if err != nil {
-				return stats, fmt.Errorf("the positions stored with a cursor are unreadable: %w", err)
+			m, merr := decodeMeta(meta)
+			if merr != nil {
+				return stats, fmt.Errorf("the positions stored with a cursor are unreadable: %w", merr)
 			}
-			for _, p := range ps {
+			for _, p := range m.Positions {
 				metas[owner(p.Partition, par)].merge(posMap{{p.Topic, p.Partition}: p.Offset})
 				parts[posKey{p.Topic, p.Partition}] = true
 			}
+			for _, p := range m.Released {
+				released[owner(p.Partition, par)].merge(posMap{{p.Topic, p.Partition}: p.Offset})
+			}
+			if m.Held {
+				// Entries kept for checkpoints (below the cursor too) move
+				// with the others: in the new logs they come after the
+				// cursor, and a restore replays those it does not hold.
+				held = true
+				r, err = l.ReplayFrom(1)
+			}
 		}
-		r, err := l.Replay()
+		if r == nil && err == nil {
+			r, err = l.Replay()
+		}
 		if err != nil {
 			return stats, err
 		}
@@ -308,7 +324,11 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 	}
 	stats.partitions = len(parts)
 	for k, l := range news {
-		meta := encodeMeta(metas[k].list(), par)
+		m := walMeta{Parallelism: par, Positions: metas[k].list(), Held: held}
+		if held {
+			m.Released = released[k].list()
+		}
+		meta := encodeMeta(m)
 		if err := l.Flush(); err != nil {
 			return stats, err
 		}

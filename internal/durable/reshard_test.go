@@ -64,7 +64,7 @@ func writeLogs(t *testing.T, cfg *Config, dir string, par int, spans map[int32][
 			}
 		}
 		fake := newFake(mine...)
-		src, err := Open(context.Background(), cfg, fake, dir, infoOf(s, par), fmt.Sprintf("src-%d", s))
+		src, err := Open(context.Background(), cfg, fake, dir, infoOf(s, par), fmt.Sprintf("src-%d", s), Job{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func replayAll(t *testing.T, cfg *Config, dir string, par int) (map[int]map[int3
 	sought := map[int][]connectors.Position{}
 	for s := range par {
 		fake := newFake()
-		src, err := Open(context.Background(), cfg, fake, dir, infoOf(s, par), fmt.Sprintf("src-%d", s))
+		src, err := Open(context.Background(), cfg, fake, dir, infoOf(s, par), fmt.Sprintf("src-%d", s), Job{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestOpenRefusesALogOfAnotherParallelism(t *testing.T) {
 	cfg := &Config{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	writeLogs(t, cfg, dir, 2, partitionSpans(2, 1, 3), 1)
-	_, err := Open(context.Background(), cfg, newFake(), dir, infoOf(0, 3), "src-0")
+	_, err := Open(context.Background(), cfg, newFake(), dir, infoOf(0, 3), "src-0", Job{})
 	if err == nil || !containsAll(err.Error(), "written by 2 subtasks", "this start runs 3") {
 		t.Fatalf("Open at another parallelism: %v", err)
 	}

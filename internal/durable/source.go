@@ -36,6 +36,13 @@ import (
 // records every partition the subtask reads, so that a restore never falls
 // back to the wrapped source's configured start, which the native commits
 // move past the checkpoint (for Kafka, the group's committed offset).
+//
+// A wrapped source that cannot read its input again
+// (connectors.Unrewindable), in a job that takes checkpoints, has its
+// entries held: the WAL keeps every entry until a completed checkpoint
+// holds its rows (CheckpointCompleted moves the WAL's retention floor), and
+// a restore replays the held entries the restored checkpoint does not hold
+// instead of seeking the source back (see scanHeld).
 type Source struct {
 	inner connectors.Source
 	name  string // the source operator ID, written into every payload
@@ -46,6 +53,18 @@ type Source struct {
 
 	restored []connectors.Position // from a checkpoint (Seek), or nil
 	par      int                   // the source's parallelism
+
+	// hold: the WAL keeps entries until a checkpoint holds them (the
+	// wrapped source is connectors.Unrewindable and the job checkpoints).
+	hold bool
+	// metaHeld is what the cursor's meta said at open: the previous run
+	// held its entries too (its deletions are then bounded by released).
+	metaHeld bool
+	// replayFrom is the first entry Read's replay reads (hold: it may be
+	// at or below the cursor); 0 replays after the cursor. redoUpTo is
+	// the cursor the held scan found: replayed entries up to it are redo.
+	replayFrom, redoUpTo uint64
+	warnedNoOffsets      bool
 
 	replay    *wal.Replayer
 	replaySet map[uint64]bool // entries Read must deliver again
@@ -58,6 +77,19 @@ type Source struct {
 	natives map[uint64]func(error)
 	closing bool
 	kick    chan struct{}
+	// redo are entries at or below the cursor that a restore replays
+	// (hold only), in sequence order, and redoAcked those of them
+	// acknowledged: the positions pass them in order, before any entry
+	// of the queue (which all come after them).
+	redo      []posAt
+	redoAcked map[uint64]bool
+	// held are the entries the WAL keeps for checkpoints (hold only): from
+	// its floor on, in sequence order, with the positions of their rows.
+	held []heldEntry
+	// released merges the positions of the checkpoints that moved the
+	// floor, in this run and (from the cursor's meta) earlier ones: every
+	// row the WAL may have deleted lies before them.
+	released posMap
 
 	stopCommit context.CancelFunc
 	committed  chan error
@@ -80,23 +112,48 @@ type posAt struct {
 	first posMap // per partition, the offset of the entry's first row
 }
 
+// heldEntry is an entry the WAL keeps until a checkpoint holds its rows.
+type heldEntry struct {
+	seq  uint64
+	rows rowPositions
+}
+
+// Job is what Open needs to know about the job around the source.
+type Job struct {
+	// Checkpoints is set when the job takes checkpoints. The WAL of a
+	// source that cannot read its input again (connectors.Unrewindable)
+	// then keeps every entry until a completed checkpoint holds its rows
+	// (CheckpointCompleted).
+	Checkpoints bool
+}
+
 // Open opens the WAL of one source subtask and wraps the source with it.
 // The caller closes the returned Source (which closes inner) and then,
 // after the sinks, calls CloseWAL (R-WAL-6).
-func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string) (*Source, error) {
+func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string, job Job) (*Source, error) {
 	s := &Source{
 		inner: inner, name: info.OperatorID, task: task,
-		lg:      info.Logger,
-		base:    posMap{},
-		natives: map[uint64]func(error){},
-		kick:    make(chan struct{}, 1),
+		lg:        info.Logger,
+		base:      posMap{},
+		natives:   map[uint64]func(error){},
+		kick:      make(chan struct{}, 1),
+		redoAcked: map[uint64]bool{},
+		released:  posMap{},
 	}
 	if s.lg == nil {
 		s.lg = slog.Default().With("task", task)
 	}
+	if _, ok := inner.(connectors.Unrewindable); ok && job.Checkpoints {
+		if _, ok := inner.(connectors.Positioner); !ok {
+			return nil, fmt.Errorf("opening the WAL of source %s: its connector cannot read its input again (connectors.Unrewindable) but reports no positions (connectors.Positioner): "+
+				"in a job with checkpoints the WAL keeps its entries until a checkpoint holds their rows, which it knows from their positions", task)
+		}
+		s.hold = true
+	}
 	opts := cfg.Options()
 	opts.Logger = s.lg
 	opts.CursorMeta = s.cursorMeta
+	opts.Hold = s.hold
 	var err error
 	if cfg.ObjectStore() {
 		s.log, err = openObjectStore(ctx, cfg, opts, info)
@@ -116,7 +173,8 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 	}
 	s.par = info.Parallelism
 	if meta := s.log.CursorMeta(); len(meta) > 0 {
-		ps, par, err := decodeMeta(meta)
+		m, err := decodeMeta(meta)
+		ps, par := m.Positions, m.Parallelism
 		if err != nil {
 			s.log.Close()
 			return nil, fmt.Errorf("opening the WAL of source %s: the positions stored with its cursor are unreadable: %w", task, err)
@@ -131,6 +189,8 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 				"run the source at parallelism %d until its logs are drained, or remove them", task, par, info.Parallelism, where, par)
 		}
 		s.base = toMap(ps)
+		s.metaHeld = m.Held
+		s.released.merge(toMap(m.Released))
 	}
 	if c, ok := inner.(connectors.CoverageAware); ok {
 		c.SetCovered(s.coveredPositions)
@@ -173,6 +233,13 @@ func (s *Source) Positions() []connectors.Position {
 	out := posMap{}
 	out.merge(s.base)
 	starts := posMap{}
+	for _, q := range s.redo {
+		for k, off := range q.first {
+			if cur, ok := starts[k]; !ok || off < cur {
+				starts[k] = off
+			}
+		}
+	}
 	for _, q := range s.queue {
 		for k, off := range q.first {
 			if cur, ok := starts[k]; !ok || off < cur {
@@ -208,8 +275,18 @@ func (s *Source) positionsAt(cursor uint64) []connectors.Position {
 }
 
 // fold merges the positions of the entries the cursor has passed into
-// base. s.mu must be held.
+// base: first those of replayed entries at or below the cursor, as they
+// are acknowledged in order (hold only), then the queue's. s.mu must be
+// held.
 func (s *Source) fold(cursor uint64) {
+	for len(s.redo) > 0 && s.redoAcked[s.redo[0].seq] {
+		delete(s.redoAcked, s.redo[0].seq)
+		s.base.merge(s.redo[0].pos)
+		s.redo = s.redo[1:]
+	}
+	if len(s.redo) > 0 {
+		return
+	}
 	for len(s.queue) > 0 && s.queue[0].seq <= cursor {
 		s.base.merge(s.queue[0].pos)
 		s.queue = s.queue[1:]
@@ -217,9 +294,16 @@ func (s *Source) fold(cursor uint64) {
 }
 
 // cursorMeta is the WAL's CursorMeta hook: the positions as of the cursor,
-// stored with it, and the parallelism of the source.
+// stored with it, and the parallelism of the source; a held log adds the
+// positions it released entries up to.
 func (s *Source) cursorMeta(cursor uint64) []byte {
-	return encodeMeta(s.positionsAt(cursor), s.par)
+	m := walMeta{Parallelism: s.par, Positions: s.positionsAt(cursor), Held: s.hold}
+	if s.hold {
+		s.mu.Lock()
+		m.Released = s.released.list()
+		s.mu.Unlock()
+	}
+	return encodeMeta(m)
 }
 
 // walMeta is what a source stores with its WAL cursor. Logs written before
@@ -227,32 +311,42 @@ func (s *Source) cursorMeta(cursor uint64) []byte {
 type walMeta struct {
 	Parallelism int                   `json:"parallelism"`
 	Positions   []connectors.Position `json:"positions"`
+	// Held says the log kept its entries for checkpoints (Options.Hold);
+	// Released are then the positions before which it may have deleted
+	// rows. A log that did not hold may have deleted every row before
+	// Positions.
+	Held     bool                  `json:"held,omitempty"`
+	Released []connectors.Position `json:"released,omitempty"`
 }
 
-func encodeMeta(ps []connectors.Position, par int) []byte {
-	b, _ := json.Marshal(walMeta{Parallelism: par, Positions: ps})
+func encodeMeta(m walMeta) []byte {
+	b, _ := json.Marshal(m)
 	return b
 }
 
 // decodeMeta reads a cursor's meta; parallelism 0 means not recorded.
-func decodeMeta(b []byte) ([]connectors.Position, int, error) {
+func decodeMeta(b []byte) (walMeta, error) {
 	if len(b) > 0 && b[0] == '[' {
 		var ps []connectors.Position
 		err := json.Unmarshal(b, &ps)
-		return ps, 0, err
+		return walMeta{Positions: ps}, err
 	}
 	var m walMeta
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, 0, err
+		return walMeta{}, err
 	}
-	return m.Positions, m.Parallelism, nil
+	return m, nil
 }
 
 // Connect reconciles the WAL with restored checkpoint positions, seeks the
 // wrapped source past what the WAL holds, connects it, and starts the
 // committer.
 func (s *Source) Connect(ctx context.Context) error {
-	plan, err := s.scan()
+	scan := s.scan
+	if s.hold {
+		scan = s.scanHeld
+	}
+	plan, err := scan()
 	if err != nil {
 		return err
 	}
@@ -265,12 +359,20 @@ func (s *Source) Connect(ctx context.Context) error {
 		return err
 	}
 	if len(s.replaySet) > 0 {
-		r, err := s.log.Replay()
+		var r *wal.Replayer
+		var err error
+		if s.replayFrom > 0 {
+			r, err = s.log.ReplayFrom(s.replayFrom)
+		} else {
+			r, err = s.log.Replay()
+		}
 		if err != nil {
 			return fmt.Errorf("source %s: replaying the WAL: %w", s.task, err)
 		}
 		s.replay = r
-		s.lg.Info("replaying the WAL's entries that were not acknowledged before reading new input", "entries", len(s.replaySet), "cursor", s.log.Cursor())
+		if s.replayFrom == 0 || s.replayFrom > s.log.Cursor() {
+			s.lg.Info("replaying the WAL's entries that were not acknowledged before reading new input", "entries", len(s.replaySet), "cursor", s.log.Cursor())
+		}
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	s.stopCommit = cancel
@@ -385,7 +487,11 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 			return connectors.Batch{}, fmt.Errorf("replaying WAL entry %d: %w", e.Seq, err)
 		}
 		s.replayed.Add(1)
-		return connectors.Batch{Record: rec, Partition: int(partitionOf(rec)), Ack: s.ackFunc(e.Seq, nil)}, nil
+		ack := s.ackFunc(e.Seq, nil)
+		if s.isRedo(e.Seq) {
+			ack = s.redoAck(e.Seq)
+		}
+		return connectors.Batch{Record: rec, Partition: int(partitionOf(rec)), Ack: ack}, nil
 	}
 	b, err := s.inner.Read(ctx)
 	if err != nil || b.Record == nil || b.Record.NumRows() == 0 {
@@ -399,7 +505,13 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 			pos, rows := positionsOf(b.Record)
 			s.mu.Lock()
 			s.queue = append(s.queue, posAt{seq: seq, pos: pos, first: rows.first()})
+			if s.hold {
+				s.held = append(s.held, heldEntry{seq: seq, rows: rows})
+			}
 			s.mu.Unlock()
+			if s.hold && len(rows) == 0 {
+				s.warnNoOffsets(seq)
+			}
 			b.Ack = s.ackFunc(seq, b.Ack)
 			if b.Accepted != nil {
 				b.Accepted(nil)

@@ -197,7 +197,7 @@ func walDir(dataDir string) string { return filepath.Join(dataDir, "j", "wal", "
 
 func openSource(t *testing.T, cfg *Config, inner connectors.Source, dataDir string) *Source {
 	t.Helper()
-	s, err := Open(context.Background(), cfg, inner, dataDir, info(), "src-0")
+	s, err := Open(context.Background(), cfg, inner, dataDir, info(), "src-0", Job{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -540,7 +540,7 @@ func TestParkedLease(t *testing.T) {
 	fake := newFake(uniform(2, 1)...)
 	in := info()
 	in.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	s, err := Open(context.Background(), &Config{Sync: "group_commit", ParkLeaseMS: 20}, fake, t.TempDir(), in, "src-0")
+	s, err := Open(context.Background(), &Config{Sync: "group_commit", ParkLeaseMS: 20}, fake, t.TempDir(), in, "src-0", Job{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +701,7 @@ func TestCheckpointReconciliation(t *testing.T) {
 	logs := &syncBuffer{}
 	in := info()
 	in.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("task", "src-0") // as the runtime gives it
-	s3, err := Open(context.Background(), cfg, fake3, dir, in, "src-0")
+	s3, err := Open(context.Background(), cfg, fake3, dir, in, "src-0", Job{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -965,7 +965,7 @@ func TestDryRunThenOpenAndLock(t *testing.T) {
 	}
 	s := openSource(t, cfg, newFake(), dir)
 
-	_, err := Open(context.Background(), cfg, newFake(), dir, info(), "src-0")
+	_, err := Open(context.Background(), cfg, newFake(), dir, info(), "src-0", Job{})
 	if err == nil {
 		t.Fatal("a second Open of a held WAL succeeded")
 	}
@@ -985,7 +985,7 @@ func TestDryRunThenOpenAndLock(t *testing.T) {
 }
 
 func TestOpenWithoutWALPath(t *testing.T) {
-	_, err := Open(context.Background(), &Config{}, newFake(), "", info(), "src-0")
+	_, err := Open(context.Background(), &Config{}, newFake(), "", info(), "src-0", Job{})
 	if err == nil || !strings.Contains(err.Error(), "durability.path") {
 		t.Fatalf("Open with no path and no data dir: %v, want an error naming durability.path", err)
 	}

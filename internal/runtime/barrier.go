@@ -116,7 +116,8 @@ func (r *Runtime) cut(ctx context.Context) (*cut, error) {
 	r.cutMu.Lock()
 	defer r.cutMu.Unlock()
 	r.mu.Lock()
-	sources, sinks, st, running := r.sources, r.sinkTasks, r.store, r.state == Running
+	sources, sinks, st, running := r.sources, r.sinkTasks, r.store, r.state == Running || r.state == Stopping && r.finalCut
+	tasks := append([]*taskMetrics(nil), r.tasks...)
 	r.mu.Unlock()
 	if !running {
 		return nil, errNoCut
@@ -173,14 +174,21 @@ func (r *Runtime) cut(ctx context.Context) (*cut, error) {
 			capWM, capped = wm, true
 		}
 	}
-	for _, m := range r.Metrics() {
-		if m.Watermark != minWatermark {
-			wm := m.Watermark
+	for _, m := range tasks {
+		wm := m.watermark.Load()
+		if wm == maxWatermark {
+			// An input that ended (or drained) fired every window with
+			// +∞; that is no point in event time to resume at, the last
+			// watermark before it is (the windows it fired lie behind
+			// their floors: see window.floor).
+			wm = m.finite.Load()
+		}
+		if wm != minWatermark {
 			if capped && capWM < wm {
 				wm = capWM
 			}
 			if wm != minWatermark && wm != window.NoWatermark {
-				c.Watermarks[m.Task] = wm
+				c.Watermarks[m.task] = wm
 			}
 		}
 	}

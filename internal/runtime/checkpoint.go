@@ -906,7 +906,35 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 	r.ckpt.mu.Lock()
 	r.ckpt.watermarks = m.WatermarksMS
 	r.ckpt.mu.Unlock()
+	if kind == r.restartKind() {
+		r.checkpointCompleted(c.Positions)
+	}
 	return m, nil
+}
+
+// restartKind is the kind of artifact a restart restores: savepoints with
+// recovery latest_savepoint, else checkpoints.
+func (r *Runtime) restartKind() checkpoint.Kind {
+	if r.g.Spec.Recovery == job.RecoverLatestSavepoint {
+		return checkpoint.KindSavepoint
+	}
+	return checkpoint.KindCheckpoint
+}
+
+// checkpointCompleted tells every source behind a WAL that an artifact a
+// restart would restore is committed, with the positions its cut recorded
+// for the source's task: a WAL that holds its entries for checkpoints (a
+// source that cannot read its input again, connectors.Unrewindable) lets
+// go of the entries the artifact holds (R-WAL-3, issue 17).
+func (r *Runtime) checkpointCompleted(positions map[string][]connectors.Position) {
+	r.mu.Lock()
+	sources := r.sources
+	r.mu.Unlock()
+	for _, s := range sources {
+		if s.wal != nil {
+			s.wal.CheckpointCompleted(positions[s.task])
+		}
+	}
 }
 
 func (r *Runtime) nodeID() string {

@@ -40,12 +40,20 @@ type floorRun struct {
 
 func startFloorRun(t *testing.T, spec string, hist []arrow.RecordBatch) *floorRun {
 	t.Helper()
-	r := &floorRun{src: mem.NewSource(eventSchema, 1), sink: mem.NewSink(), done: make(chan error, 1)}
+	src := mem.NewSource(eventSchema, 1)
 	for _, b := range hist {
-		if err := r.src.Append(0, b); err != nil {
+		if err := src.Append(0, b); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return startFloorRunOn(t, spec, src)
+}
+
+// startFloorRunOn is startFloorRun reading src: a restart in the same
+// process, whose memory Source seeks to restored positions it delivered.
+func startFloorRunOn(t *testing.T, spec string, src *mem.Source) *floorRun {
+	t.Helper()
+	r := &floorRun{src: src, sink: mem.NewSink(), done: make(chan error, 1)}
 	r.rt = New(mustBuild(t, spec, map[string]any{"in": r.src, "out": r.sink}), Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel

@@ -121,6 +121,12 @@ type Runtime struct {
 	err      error
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Stop: sources stop reading
+	// draining is closed by Drain: sources end their input, every open
+	// window fires, and (with checkpoints) a final checkpoint is taken.
+	drainOnce sync.Once
+	draining  chan struct{}
+	// finalCut lets the final checkpoint of a drain cut while Stopping.
+	finalCut bool
 	done     chan struct{} // closed when Run has finished
 	cancel   context.CancelFunc
 
@@ -154,7 +160,7 @@ func New(g *build.Graph, opts Options) *Runtime {
 	if opts.ProcessingTimeInterval <= 0 {
 		opts.ProcessingTimeInterval = 200 * time.Millisecond
 	}
-	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
+	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), draining: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
 }
 
 // State returns the current lifecycle state.
@@ -244,6 +250,15 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	// A round in progress is abandoned: the previous checkpoint stays.
 	stopCkpt()
 	ckptLoop.Wait()
+	if firstErr == nil && ctx.Err() == nil && r.drained() && r.g.Spec.Checkpoint != nil {
+		// A drain ends with a checkpoint of where it left everything: the
+		// positions at the end of what was read, the windows it fired
+		// behind their floors. A restart from it neither fires them again
+		// nor loses a row read before the drain.
+		if err := r.finalCheckpoint(runCtx); err != nil {
+			firstErr = fmt.Errorf("draining job %q: the final checkpoint failed (a restart takes the previous one, and the windows fired since may be written again): %w", r.g.Spec.ID, err)
+		}
+	}
 
 	// Close in order: sources, then sinks (R-WAL-6).
 	closeErr := r.closeAll(resources, false)
@@ -301,6 +316,69 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		<-r.done
 		return fmt.Errorf("stopping job %q: %w (cancelled without draining)", r.g.Spec.ID, ctx.Err())
 	}
+}
+
+// Drain ends the job as if every source's input ended now (Flink's stop
+// --drain): sources stop reading, a final watermark of +∞ fires every open
+// window, sinks write, acknowledgements move the positions to the end of
+// what was read; with checkpoints, a final checkpoint is taken; then
+// everything closes as after Stop. A restart resumes from those positions
+// with the fired windows behind their floors: their rows are late, not
+// reopened. If ctx ends first the job is cancelled as Stop's would be,
+// and Drain returns ctx.Err(). It returns the job's error if it failed
+// (the final checkpoint included), ErrNotRunning before Run. Of Stop and
+// Drain, the first to reach a source decides how it ends.
+func (r *Runtime) Drain(ctx context.Context) error {
+	r.mu.Lock()
+	st := r.state
+	if st == Created {
+		r.mu.Unlock()
+		return ErrNotRunning
+	}
+	if st == Starting || st == Running {
+		r.state = Stopping
+	}
+	r.mu.Unlock()
+	r.drainOnce.Do(func() { close(r.draining) })
+	select {
+	case <-r.done:
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("draining job %q: %w", r.g.Spec.ID, err)
+		}
+		return nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		cancel := r.cancel
+		r.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		<-r.done
+		return fmt.Errorf("draining job %q: %w (cancelled: windows still open were not fired)", r.g.Spec.ID, ctx.Err())
+	}
+}
+
+// drained reports whether Drain was called.
+func (r *Runtime) drained() bool {
+	select {
+	case <-r.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// finalCheckpoint takes a drain's checkpoint once every chain ended.
+func (r *Runtime) finalCheckpoint(ctx context.Context) error {
+	r.mu.Lock()
+	r.finalCut = true
+	r.mu.Unlock()
+	m, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, "")
+	if err != nil {
+		return err
+	}
+	r.log.Info("drain: final checkpoint taken", "id", m.CheckpointID)
+	return nil
 }
 
 // DryRun opens and closes every WAL the job would use, without starting
@@ -609,6 +687,10 @@ type sourceHead struct {
 	// done is closed when the loop has returned.
 	barriers chan barrierReq
 	done     chan struct{}
+	// drain is closed by Drain; draining records that the read stopped
+	// for it (the input then ends with a watermark of +∞).
+	drain    <-chan struct{}
+	draining atomic.Bool
 }
 
 type sinkInstance struct {
@@ -691,6 +773,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 				task := job.TaskID(opID, sub)
 				m := &taskMetrics{task: task, op: opID}
 				m.watermark.Store(minWatermark)
+				m.finite.Store(minWatermark)
 				n := &node{task: task, opID: opID, m: m}
 				switch op.Kind {
 				case job.KindSource:
@@ -701,7 +784,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					}
 					var ds *durable.Source
 					if cfg := g.Durability[opID]; cfg != nil {
-						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task)
+						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task, durable.Job{Checkpoints: spec.Checkpoint != nil})
 						if e != nil {
 							fail(e)
 							continue
@@ -728,7 +811,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 						fail(fmt.Errorf("source %s: %w", task, e))
 						continue
 					}
-					ci.source = &sourceHead{task: task, src: src, time: st, wal: ds, done: make(chan struct{})}
+					ci.source = &sourceHead{task: task, src: src, time: st, wal: ds, done: make(chan struct{}), drain: r.draining}
 					if spec.Checkpoint != nil {
 						ci.source.barriers = make(chan barrierReq)
 					}
@@ -972,6 +1055,9 @@ func (n *node) watermark(ctx context.Context, wm int64) error {
 		return fmt.Errorf("task %s: %w", n.task, err)
 	}
 	n.m.watermark.Store(wm)
+	if wm != maxWatermark {
+		n.m.finite.Store(wm)
+	}
 	for port := range n.children {
 		for _, c := range n.children[port] {
 			if err := c.watermark(ctx, wm); err != nil {
@@ -1204,7 +1290,10 @@ type taskMetrics struct {
 	task, op                               string
 	rowsIn, rowsOut, batchesIn, batchesOut atomic.Int64
 	watermark                              atomic.Int64
-	gauges                                 ops.Gauger
+	// finite is the last watermark below the end of time (minWatermark:
+	// none): what a checkpoint records after an input ended or drained.
+	finite atomic.Int64
+	gauges ops.Gauger
 }
 
 // TaskMetrics is a snapshot of one task's counters.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
@@ -49,6 +51,7 @@ type sourceTime struct {
 	interval   time.Duration
 	ts         []int64
 	valid      []bool
+	cuts       []window.Cut // advance per_row: where the batch splits
 	// restored is the watermark a checkpoint restored (NoWatermark: none);
 	// the source sends it before its first row.
 	restored int64
@@ -194,6 +197,9 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 		select {
 		case <-stopping:
 			stopRead()
+		case <-c.source.drain:
+			c.source.draining.Store(true)
+			stopRead()
 		case <-readCtx.Done():
 		}
 	}()
@@ -295,8 +301,17 @@ func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Ba
 		return true, ctx.Err()
 	case readCtx.Err() != nil:
 		// Graceful stop: no final watermark, windows keep their contents;
-		// rows in flight drain to the sinks.
+		// rows in flight drain to the sinks. A batch read as the stop
+		// came is not passed on: refused to its pusher and unacknowledged,
+		// it is read again after a restart.
 		refuse(b, readCtx.Err())
+		if src.draining.Load() {
+			// Drain: the input ends here as a bounded one does, and
+			// every open window fires.
+			if err := c.head.watermark(ctx, maxWatermark); err != nil {
+				return true, err
+			}
+		}
 		return true, c.head.end(ctx)
 	default:
 		return true, fmt.Errorf("reading source %s: %w", src.task, err)
@@ -322,6 +337,9 @@ func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Ba
 		node.Release(nil)
 		return false, nil
 	}
+	if st := src.time; st != nil && !st.processing && st.tracker.PerRow() {
+		return false, c.perRow(ctx, st, b, node, clock)
+	}
 	if st := src.time; st != nil {
 		if err := c.advance(ctx, st, b, clock); err != nil {
 			b.Record.Release()
@@ -338,28 +356,97 @@ func (c *chainInstance) advance(ctx context.Context, st *sourceTime, b connector
 	if st.processing {
 		return c.head.watermark(ctx, now)
 	}
-	n := int(b.Record.NumRows())
+	ts, valid, err := st.times(b.Record)
+	if err != nil {
+		return err
+	}
+	if wm, advanced := st.observe(b.Partition, ts, valid, now); advanced {
+		return c.head.watermark(ctx, wm)
+	}
+	return nil
+}
+
+// times converts a batch's event times to ms (valid marks the non-null
+// ones), into buffers the source reuses.
+func (st *sourceTime) times(rec arrow.RecordBatch) (ts []int64, valid []bool, err error) {
+	n := int(rec.NumRows())
 	if cap(st.ts) < n {
 		st.ts, st.valid = make([]int64, n), make([]bool, n)
 	}
-	ts, valid := st.ts[:n], st.valid[:n]
-	if _, err := window.Millis(b.Record.Column(st.col), st.field, ts, valid); err != nil {
-		return err
+	ts, valid = st.ts[:n], st.valid[:n]
+	if _, err := window.Millis(rec.Column(st.col), st.field, ts, valid); err != nil {
+		return nil, nil, err
 	}
+	return ts, valid, nil
+}
+
+// observe gives the tracker a batch of partition p: its largest event
+// time, or, without any, the partition's activity.
+func (st *sourceTime) observe(p int, ts []int64, valid []bool, now int64) (int64, bool) {
 	maxTS, any := int64(window.NoWatermark), false
 	for i, t := range ts {
 		if valid[i] && (!any || t > maxTS) {
 			maxTS, any = t, true
 		}
 	}
-	var wm int64
-	var advanced bool
 	if any {
-		wm, advanced = st.tracker.Observe(b.Partition, maxTS, now)
-	} else {
-		wm, advanced = st.tracker.Touch(b.Partition, now)
+		return st.tracker.Observe(p, maxTS, now)
 	}
-	if advanced {
+	return st.tracker.Touch(p, now)
+}
+
+// perRow passes a batch on under advance per_row (R-EMBED-5): every row
+// meets the watermark in force before it, the one the rows before it
+// gave. The batch goes on in segments split where Tracker.Cuts says, the
+// watermark moving between them; in-order input is one segment, behind
+// the watermark of before the batch. After the batch the watermark is the
+// one advance batch sends before it. It consumes the batch and node.
+func (c *chainInstance) perRow(ctx context.Context, st *sourceTime, b connectors.Batch, node *ack.Node, clock Clock) error {
+	now := clock.Now().UnixMilli()
+	rec := b.Record
+	ts, valid, err := st.times(rec)
+	if err != nil {
+		rec.Release()
+		node.Release(err)
+		return fmt.Errorf("source %s: %w", c.source.task, err)
+	}
+	st.cuts = st.tracker.Cuts(b.Partition, ts, valid, st.cuts[:0])
+	// The tracker learns the batch now (Cuts has what it needs), so that
+	// ts and valid, which the operators may not keep, are not needed after.
+	wm, advanced := st.observe(b.Partition, ts, valid, now)
+	if len(st.cuts) == 0 {
+		if err := c.head.process(ctx, ops.Batch{Rec: rec, Ack: node}); err != nil {
+			return err
+		}
+	} else {
+		// One acknowledgement reference per segment; the record's own is
+		// released once every segment holds its slice.
+		node.Retain(len(st.cuts))
+		defer rec.Release()
+		lo := int64(0)
+		for i := 0; i <= len(st.cuts); i++ {
+			hi := rec.NumRows()
+			if i < len(st.cuts) {
+				hi = int64(st.cuts[i].Row)
+			}
+			if err := c.head.process(ctx, ops.Batch{Rec: rec.NewSlice(lo, hi), Ack: node}); err != nil {
+				for range len(st.cuts) - i {
+					node.Release(err) // the segments never passed on
+				}
+				return err
+			}
+			if i < len(st.cuts) {
+				if err := c.head.watermark(ctx, st.cuts[i].WM); err != nil {
+					for range len(st.cuts) - i {
+						node.Release(err)
+					}
+					return err
+				}
+				lo = hi
+			}
+		}
+	}
+	if advanced && (len(st.cuts) == 0 || wm > st.cuts[len(st.cuts)-1].WM) {
 		return c.head.watermark(ctx, wm)
 	}
 	return nil

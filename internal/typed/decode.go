@@ -262,10 +262,8 @@ func validityOf(col arrow.Array) validity {
 	if b := d.Buffers()[0]; b != nil && b.Len()*8 >= d.Offset()+col.Len() {
 		return validity{bits: b.Bytes(), off: d.Offset()}
 	}
-	return validity{bits: make([]byte, bitutilBytes(col.Len()))}
+	return validity{bits: make([]byte, (col.Len()+7)/8)}
 }
-
-func bitutilBytes(n int) int { return (n + 7) / 8 }
 
 func (v validity) valid(i int) bool {
 	if v.bits == nil {
