@@ -122,6 +122,7 @@ type Runtime struct {
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Stop: sources stop reading
 	done     chan struct{} // closed when Run has finished
+	running  chan struct{} // closed when the state turns Running
 	cancel   context.CancelFunc
 
 	tasks          []*taskMetrics
@@ -138,6 +139,9 @@ type Runtime struct {
 	store              state.Backend
 	stateDir           string // a Badger store's directory ("": memory)
 	lastStateBytes     map[string]int64
+	// journals are the state journals of tasks with user-visible keyed
+	// state (ops.Journaled), by task, for Journal.
+	journals map[string]*state.Journal
 }
 
 // New returns a runtime for a built graph.
@@ -154,7 +158,7 @@ func New(g *build.Graph, opts Options) *Runtime {
 	if opts.ProcessingTimeInterval <= 0 {
 		opts.ProcessingTimeInterval = 200 * time.Millisecond
 	}
-	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
+	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), done: make(chan struct{}), running: make(chan struct{}), barriers: newBarriers()}
 }
 
 // State returns the current lifecycle state.
@@ -213,6 +217,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		return err
 	}
 	r.setState(Running)
+	close(r.running)
 	r.log.Info("job running", "chains", len(chains))
 	ckptCtx, stopCkpt := context.WithCancel(runCtx)
 	var ckptLoop sync.WaitGroup
@@ -764,6 +769,14 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					n.inst = inst
 					if gg, ok := inst.(ops.Gauger); ok {
 						m.gauges = gg
+					}
+					if jd, ok := inst.(ops.Journaled); ok {
+						r.mu.Lock()
+						if r.journals == nil {
+							r.journals = map[string]*state.Journal{}
+						}
+						r.journals[task] = jd.Journal()
+						r.mu.Unlock()
 					}
 				}
 				nodes[task] = n
