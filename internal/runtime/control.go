@@ -87,7 +87,7 @@ func (r *Runtime) Running() <-chan struct{} { return r.running }
 // AsyncSink may still have writes in flight) and acknowledged. Unlike a
 // checkpoint's cut, it records nothing and does not hold the sources. It
 // needs the barriers of a job with a checkpoint block; a job that is not
-// running returns errNoCut.
+// running, or is failing, returns errNoCut (IsNotRunning).
 func (r *Runtime) Sync(ctx context.Context) error {
 	if r.g.Spec.Checkpoint == nil {
 		return ErrNoCheckpoints
@@ -125,6 +125,14 @@ func (r *Runtime) Sync(ctx context.Context) error {
 	}
 	select {
 	case <-all:
+		// A sink whose chain ended counts as reached: when the run was
+		// cancelled (a failure), the barrier may not have passed.
+		r.mu.Lock()
+		runCtx := r.runCtx
+		r.mu.Unlock()
+		if runCtx != nil && runCtx.Err() != nil {
+			return errNoCut
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("sync %d: waiting for the barrier to reach every sink: %w", id, ctx.Err())

@@ -124,6 +124,7 @@ type Runtime struct {
 	done     chan struct{} // closed when Run has finished
 	running  chan struct{} // closed when the state turns Running
 	cancel   context.CancelFunc
+	runCtx   context.Context // Run's: cancelled when the job fails
 
 	tasks          []*taskMetrics
 	sources        []*sourceHead
@@ -206,7 +207,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	}
 	r.state = Starting
 	runCtx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
+	r.cancel, r.runCtx = cancel, runCtx
 	r.mu.Unlock()
 	defer close(r.done)
 	defer cancel()
