@@ -244,6 +244,13 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 					cancel()
 				})
 			}
+			// Only now, after a failure has cancelled the run: a barrier
+			// round that counts this chain's sinks as reached (Sync) then
+			// sees the run cancelled, and does not take the failure for
+			// the end of the input.
+			for _, t := range c.sinks {
+				c.barriers.sinkEnded(t)
+			}
 		}(c)
 	}
 	wg.Wait()
@@ -848,11 +855,6 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 			if cerr := n.inst.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("closing %s: %w", n.task, cerr)
 			}
-		}
-	}()
-	defer func() {
-		for _, t := range c.sinks {
-			c.barriers.sinkEnded(t)
 		}
 	}()
 	if c.source != nil {
