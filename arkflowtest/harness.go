@@ -35,6 +35,9 @@ type Harness struct {
 	inputs  map[string]*input // by source operator ID
 	store   string            // the checkpoint store's URI
 	stopped bool
+	// failed is set once the job's failure has failed the test, which the
+	// cleanup then does not report again.
+	failed bool
 }
 
 // Option tunes a harness.
@@ -208,7 +211,7 @@ func (h *Harness) cleanup() {
 	h.stopped = true
 	if err := h.job.StopWithin(settleTimeout); err != nil {
 		h.t.Errorf("arkflowtest: stopping the job: %v", err)
-	} else if err := h.job.Err(); err != nil {
+	} else if err := h.job.Err(); err != nil && !h.failed {
 		h.t.Errorf("arkflowtest: the job failed: %v", err)
 	}
 }
@@ -285,6 +288,7 @@ func (h *Harness) Settle() {
 func (h *Harness) ended() {
 	h.t.Helper()
 	if err := h.job.Err(); err != nil {
+		h.failed = true
 		h.t.Fatalf("arkflowtest: the job failed: %v", err)
 	}
 }
@@ -332,9 +336,6 @@ func (h *Harness) AdvanceClock(d time.Duration) {
 
 // Now returns the fake clock's time.
 func (h *Harness) Now() time.Time { return h.clock.Now() }
-
-// Metrics returns the job's metrics.
-func (h *Harness) Metrics() arkflow.Metrics { return h.job.Metrics() }
 
 // Counter returns an operator's counter summed over its subtasks (see
 // arkflow.TaskMetrics: windows_fired, late_dropped, late_routed,

@@ -2,7 +2,6 @@ package arkflowtest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -68,14 +67,7 @@ func NewInput[T any](partitions int) *Input[T] {
 // InputType implements arkflow.SourceComponent.
 func (i *Input[T]) InputType() string { return inputType }
 
-// MarshalJSON writes the input's spec config: its schema and partition
-// count (the rows stay in Go).
-func (i *Input[T]) MarshalJSON() ([]byte, error) { return i.in.MarshalJSON() }
-
 func (i *Input[T]) core() *input { return i.in }
-
-// Partitions returns the input's number of partitions.
-func (i *Input[T]) Partitions() int { return len(i.in.parts) }
 
 // Push appends rows, as one batch, to a partition, and, when the input
 // belongs to a running harness, returns once the job has handled them
@@ -124,25 +116,6 @@ func (i *Input[T]) AdvanceWatermark(ms int64, partitions ...int) {
 	i.in.after(err)
 }
 
-// Rows returns the rows pushed to a partition so far, in order.
-func (i *Input[T]) Rows(partition int) []T {
-	recs := i.in.records(partition)
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	var out []T
-	for _, r := range recs {
-		var err error
-		if out, err = i.codec.Decode(r, out); err != nil {
-			i.in.after(err)
-			return out
-		}
-	}
-	return out
-}
-
 // harnessInput is what the harness finds among a builder's bindings.
 type harnessInput interface{ core() *input }
 
@@ -176,20 +149,6 @@ type input struct {
 
 func newInput(schema *arrow.Schema, partitions int) *input {
 	return &input{schema: schema, parts: make([][]item, partitions), rows: make([]int64, partitions), changed: make(chan struct{})}
-}
-
-func (in *input) MarshalJSON() ([]byte, error) {
-	if in.schema == nil {
-		return []byte("{}"), nil
-	}
-	decl, err := connectors.FromArrow(in.schema)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(struct {
-		Schema     connectors.Schema `json:"schema"`
-		Partitions int               `json:"partitions"`
-	}{decl, len(in.parts)})
 }
 
 // signal wakes Settle and readers; in.mu must be held.
@@ -264,23 +223,6 @@ func (in *input) after(err error) {
 	h.Settle()
 }
 
-// records returns a partition's batches, retained.
-func (in *input) records(p int) []arrow.RecordBatch {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if p < 0 || p >= len(in.parts) {
-		return nil
-	}
-	var out []arrow.RecordBatch
-	for _, it := range in.parts[p] {
-		if it.rec != nil {
-			it.rec.Retain()
-			out = append(out, it.rec)
-		}
-	}
-	return out
-}
-
 // history returns a copy of every partition's items, records retained,
 // for a snapshot.
 func (in *input) history() [][]item {
@@ -347,20 +289,6 @@ func (in *input) drained() (bool, string) {
 		}
 	}
 	return true, ""
-}
-
-// release drops the input's records (at the end of the test).
-func (in *input) release() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	for _, items := range in.parts {
-		for _, it := range items {
-			if it.rec != nil {
-				it.rec.Release()
-			}
-		}
-	}
-	in.parts = make([][]item, len(in.parts))
 }
 
 // inputConn is the connectors.Input of an Input within one job.

@@ -46,9 +46,6 @@ func NewOutput[T any]() *Output[T] {
 // OutputType implements arkflow.SinkComponent.
 func (o *Output[T]) OutputType() string { return outputType }
 
-// MarshalJSON writes the output's spec config (it has none).
-func (o *Output[T]) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }
-
 // Rows returns every row written so far, in the order the sink's subtasks
 // wrote them.
 func (o *Output[T]) Rows() []T {
@@ -65,13 +62,6 @@ func (o *Output[T]) Take() []T {
 	out := append([]T(nil), o.rows[o.taken:]...)
 	o.taken = len(o.rows)
 	return out
-}
-
-// Len returns the number of rows written so far.
-func (o *Output[T]) Len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.rows)
 }
 
 // check reports whether rows of schema can be decoded into T.
