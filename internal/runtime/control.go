@@ -78,7 +78,17 @@ func (c *chainInstance) advanceTo(ctx context.Context, a *Advance, clock Clock) 
 // Running is closed once the job runs: every source and sink connected,
 // and the chains about to start. A job that fails to start never closes
 // it (Done does).
-func (r *Runtime) Running() <-chan struct{} { return r.running }
+func (r *Runtime) Running() <-chan struct{} { return r.runningCh() }
+
+// runningCh returns the channel Running returns, made on first use.
+func (r *Runtime) runningCh() chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running == nil {
+		r.running = make(chan struct{})
+	}
+	return r.running
+}
 
 // Sync sends a barrier from every running source and waits until it has
 // reached every sink: then every batch, watermark and advance a source

@@ -122,7 +122,7 @@ type Runtime struct {
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Stop: sources stop reading
 	done     chan struct{} // closed when Run has finished
-	running  chan struct{} // closed when the state turns Running
+	running  chan struct{} // closed when the state turns Running (runningCh)
 	cancel   context.CancelFunc
 	runCtx   context.Context // Run's: cancelled when the job fails
 
@@ -159,7 +159,7 @@ func New(g *build.Graph, opts Options) *Runtime {
 	if opts.ProcessingTimeInterval <= 0 {
 		opts.ProcessingTimeInterval = 200 * time.Millisecond
 	}
-	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), done: make(chan struct{}), running: make(chan struct{}), barriers: newBarriers()}
+	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
 }
 
 // State returns the current lifecycle state.
@@ -218,7 +218,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		return err
 	}
 	r.setState(Running)
-	close(r.running)
+	close(r.runningCh())
 	r.log.Info("job running", "chains", len(chains))
 	ckptCtx, stopCkpt := context.WithCancel(runCtx)
 	var ckptLoop sync.WaitGroup
