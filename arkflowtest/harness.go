@@ -86,7 +86,8 @@ func New(t testing.TB, b *arkflow.Builder, opts ...Option) *Harness {
 // where the snapshot left them), or a new version of the job (an upgrade)
 // whose inputs are new: they receive the rows the snapshot's inputs of
 // the same operator IDs held, so that rows the snapshot had not yet
-// acknowledged (held in open windows) are replayed.
+// acknowledged (held in open windows) are replayed. Outputs shared with
+// the snapshot's job keep the rows it wrote (Take separates them).
 func Restore(t testing.TB, b *arkflow.Builder, s *Snapshot, opts ...Option) *Harness {
 	t.Helper()
 	if s == nil {
@@ -150,7 +151,8 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 		h.inputs[id] = in
 	}
 
-	// A checkpoint block, for Settle's barriers and Snapshot.
+	// A checkpoint block, for Settle's barriers and Snapshot, on a copy
+	// of the builder (its spec is a value; the options set pointers).
 	dir := t.TempDir()
 	cp := *b
 	spec := b.Spec()

@@ -320,3 +320,13 @@ func TestFailuresFailTheTest(t *testing.T) {
 		t.Fatalf("a push to a missing partition: %q", msg)
 	}
 }
+
+func TestUnsupportedRowType(t *testing.T) {
+	type bad struct{ C chan int }
+	msg := fails(t, func(tb testing.TB) {
+		arkflowtest.New(tb, arkflow.NewJob("j").Source("in", arkflowtest.NewInput[bad](1)).Sink("out", arkflowtest.NewOutput[click]()))
+	})
+	if !strings.Contains(msg, "bad.C") {
+		t.Fatalf("an unsupported row type: %q", msg)
+	}
+}

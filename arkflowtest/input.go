@@ -61,7 +61,9 @@ func NewInput[T any](partitions int) *Input[T] {
 		var zero T
 		err = fmt.Errorf("arkflowtest: %T cannot be a row: %w", zero, err)
 	}
-	return &Input[T]{in: newInput(schema, max(partitions, 1)), codec: c, err: err}
+	in := newInput(schema, max(partitions, 1))
+	in.err = err
+	return &Input[T]{in: in, codec: c, err: err}
 }
 
 // InputType implements arkflow.SourceComponent.
@@ -131,6 +133,7 @@ type item struct {
 // readers of the job that runs it.
 type input struct {
 	schema *arrow.Schema // the rows', without metadata columns
+	err    error         // why the row type has no schema (schema nil)
 
 	mu      sync.Mutex
 	parts   [][]item
@@ -304,7 +307,7 @@ func buildInput(bc connectors.BuildContext) (connectors.Input, error) {
 	}
 	in := hi.core()
 	if in.schema == nil {
-		return nil, errors.New("the input's row type cannot be a row (see NewInput's error at Push)")
+		return nil, in.err
 	}
 	return &inputConn{in: in, schema: connectors.WithMeta(in.schema)}, nil
 }
