@@ -15,6 +15,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/arkflowtest"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -328,5 +329,38 @@ func TestUnsupportedRowType(t *testing.T) {
 	})
 	if !strings.Contains(msg, "bad.C") {
 		t.Fatalf("an unsupported row type: %q", msg)
+	}
+}
+
+// Several subtasks: each Push settles, so the order is the push order.
+func TestParallel(t *testing.T) {
+	in, out := arkflowtest.NewInput[visit](4), arkflowtest.NewOutput[visit]()
+	h := arkflowtest.New(t, firstVisitsJob(in, out).Parallelism(2))
+	for p, u := range []string{"ann", "bob", "cid", "dan"} {
+		in.Push(p, visit{u, "home"}, visit{u, "home"})
+	}
+	in.Push(3, visit{"ann", "home"}, visit{"ann", "cart"})
+	expect(t, out.Take(), "{ann home}; {bob home}; {cid home}; {dan home}; {ann cart}")
+	for u, want := range map[string]int64{"ann": 4, "bob": 2, "cid": 2, "dan": 2} {
+		if n, _ := arkflowtest.Value(h, "first", u, visits); n != want {
+			t.Fatalf("%s's visits = %d, want %d", u, n, want)
+		}
+	}
+}
+
+// A job with its own checkpoint block and Badger state keeps them.
+func TestOwnCheckpointsAndBadger(t *testing.T) {
+	in, out := arkflowtest.NewInput[visit](1), arkflowtest.NewOutput[visit]()
+	b := firstVisitsJob(in, out).State(job.State{Backend: job.BackendBadger}).
+		Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + t.TempDir(), IntervalMS: 3_600_000})
+	h := arkflowtest.New(t, b)
+	in.Push(0, visit{"ann", "home"})
+	snap := h.Snapshot()
+	h.Stop()
+	h = arkflowtest.Restore(t, b, snap)
+	in.Push(0, visit{"ann", "home"}, visit{"ann", "cart"})
+	expect(t, out.Rows(), "{ann home}; {ann cart}")
+	if st := h.Job().Spec().State; st.Backend != job.BackendBadger {
+		t.Fatalf("state backend %q", st.Backend)
 	}
 }
