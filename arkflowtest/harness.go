@@ -181,13 +181,14 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 		t.Fatalf("arkflowtest: building the job: %v", err)
 	}
 	h.job, h.rt = j, harness.RuntimeOf(j)
-	go j.Run(context.Background()) //nolint:errcheck // Err has it
+	go j.Run(context.Background()) // its error is Err's
 	t.Cleanup(h.cleanup)
 	timer := time.NewTimer(settleTimeout)
 	defer timer.Stop()
 	select {
 	case <-h.rt.Running():
 	case <-j.Done():
+		h.failed = true
 		t.Fatalf("arkflowtest: starting the job: %v", j.Err())
 	case <-timer.C:
 		t.Fatalf("arkflowtest: the job did not start within %v", settleTimeout)

@@ -364,3 +364,33 @@ func TestOwnCheckpointsAndBadger(t *testing.T) {
 		t.Fatalf("state backend %q", st.Backend)
 	}
 }
+
+func TestStartFailureFailsOnce(t *testing.T) {
+	ft := &countingTB{TB: t}
+	t.Cleanup(func() { // after the harness's own cleanup
+		if ft.errors != 0 {
+			t.Errorf("the failure was reported %d more times", ft.errors)
+		}
+	})
+	msg := fails(t, func(tb testing.TB) {
+		ft.fatalTB = tb.(*fatalTB)
+		b := arkflow.NewJob("j").Source("in", arkflowtest.NewInput[click](1)).Sink("out", arkflowtest.NewOutput[click]()).
+			Checkpoint(job.Checkpoint{ObjectStoreURI: "file:///dev/null/nowhere", IntervalMS: 1000}).State(job.State{Backend: job.BackendMemory})
+		arkflowtest.New(ft, b)
+	})
+	if !strings.Contains(msg, "starting the job") {
+		t.Fatalf("a job that cannot start: %q", msg)
+	}
+}
+
+// countingTB is a fatalTB that counts Errorf calls instead of failing.
+type countingTB struct {
+	testing.TB
+	*fatalTB
+	errors int
+}
+
+func (c *countingTB) Helper()                           {}
+func (c *countingTB) Fatal(args ...any)                 { c.fatalTB.Fatal(args...) }
+func (c *countingTB) Fatalf(format string, args ...any) { c.fatalTB.Fatalf(format, args...) }
+func (c *countingTB) Errorf(string, ...any)             { c.errors++ }
