@@ -251,13 +251,21 @@ type validity struct {
 	off  int
 }
 
+// validityOf returns col's validity bitmap; a column with nulls but
+// without a bitmap reads as all null, so that the counts of valid values
+// the decoders size their arrays by stay true.
 func validityOf(col arrow.Array) validity {
+	if col.NullN() == 0 {
+		return validity{}
+	}
 	d := col.Data()
-	if b := d.Buffers()[0]; b != nil && col.NullN() > 0 {
+	if b := d.Buffers()[0]; b != nil && b.Len()*8 >= d.Offset()+col.Len() {
 		return validity{bits: b.Bytes(), off: d.Offset()}
 	}
-	return validity{}
+	return validity{bits: make([]byte, bitutilBytes(col.Len()))}
 }
+
+func bitutilBytes(n int) int { return (n + 7) / 8 }
 
 func (v validity) valid(i int) bool {
 	if v.bits == nil {
@@ -349,24 +357,52 @@ func decNum[C, F number](f *field, col arrow.Array, base unsafe.Pointer, n int, 
 		return nullError(f, col)
 	}
 	narrow := unsafe.Sizeof(F(0)) < unsafe.Sizeof(C(0))
-	if f.null == notNull && !narrow {
+	switch {
+	case narrow:
+		valid := validityOf(col)
+		s := newSlots[F](f, n-nulls)
+		for i, v := range vals {
+			row := unsafe.Add(base, uintptr(i)*stride)
+			if !valid.valid(i) {
+				s.setNull(row)
+				continue
+			}
+			if C(F(v)) != v {
+				return fmt.Errorf("typed: %s: row %d: %v does not fit in %d bits", f.where(), i, v, 8*unsafe.Sizeof(F(0)))
+			}
+			s.set(row, F(v))
+		}
+	case f.null == notNull:
 		for i, v := range vals {
 			*(*F)(unsafe.Add(base, uintptr(i)*stride+f.off)) = F(v)
 		}
-		return nil
-	}
-	valid := validityOf(col)
-	s := newSlots[F](f, n-nulls)
-	for i, v := range vals {
-		row := unsafe.Add(base, uintptr(i)*stride)
-		if !valid.valid(i) {
-			s.setNull(row)
-			continue
+	case f.null == nullPtr:
+		// The hot nullable case gets its own loop: one array holds the
+		// column's values, and each row points into it.
+		backing := make([]F, n-nulls)
+		valid := validityOf(col)
+		j := 0
+		for i, v := range vals {
+			p := (*unsafe.Pointer)(unsafe.Add(base, uintptr(i)*stride+f.off))
+			if valid.valid(i) {
+				backing[j] = F(v)
+				*p = unsafe.Pointer(&backing[j])
+				j++
+			} else {
+				*p = nil
+			}
 		}
-		if narrow && C(F(v)) != v {
-			return fmt.Errorf("typed: %s: row %d: %v does not fit in %d bits", f.where(), i, v, 8*unsafe.Sizeof(F(0)))
+	default:
+		valid := validityOf(col)
+		s := newSlots[F](f, n-nulls)
+		for i, v := range vals {
+			row := unsafe.Add(base, uintptr(i)*stride)
+			if valid.valid(i) {
+				s.set(row, F(v))
+			} else {
+				s.setNull(row)
+			}
 		}
-		s.set(row, F(v))
 	}
 	return nil
 }
@@ -376,10 +412,15 @@ func decBool(f *field, col arrow.Array, base unsafe.Pointer, n int, stride uintp
 	if f.null == notNull && nulls > 0 {
 		return nullError(f, col)
 	}
-	b := col.(*array.Boolean)
+	d := col.Data()
+	if len(d.Buffers()) < 2 || d.Buffers()[1] == nil || d.Buffers()[1].Len()*8 < d.Offset()+n {
+		return malformed(f, col)
+	}
+	bits, off := d.Buffers()[1].Bytes(), d.Offset()
 	if f.null == notNull {
 		for i := 0; i < n; i++ {
-			*(*bool)(unsafe.Add(base, uintptr(i)*stride+f.off)) = b.Value(i)
+			j := off + i
+			*(*bool)(unsafe.Add(base, uintptr(i)*stride+f.off)) = bits[j>>3]>>(j&7)&1 != 0
 		}
 		return nil
 	}
@@ -387,8 +428,8 @@ func decBool(f *field, col arrow.Array, base unsafe.Pointer, n int, stride uintp
 	s := newSlots[bool](f, n-nulls)
 	for i := 0; i < n; i++ {
 		row := unsafe.Add(base, uintptr(i)*stride)
-		if valid.valid(i) {
-			s.set(row, b.Value(i))
+		if j := off + i; valid.valid(i) {
+			s.set(row, bits[j>>3]>>(j&7)&1 != 0)
 		} else {
 			s.setNull(row)
 		}
@@ -416,8 +457,8 @@ func decVarlen[O int32 | int64](f *field, col arrow.Array, base unsafe.Pointer, 
 	if lo < 0 || hi < lo || int64(hi) > int64(len(data)) {
 		return malformed(f, col)
 	}
-	buf := make([]byte, hi-lo)
-	copy(buf, data[lo:hi])
+	// append, unlike make and copy, does not zero the bytes it copies over.
+	buf := append([]byte(nil), data[lo:hi]...)
 	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
 	bytes := f.kind == kBytes
 	if f.null == notNull {
@@ -560,9 +601,9 @@ func decTime(f *field, col arrow.Array, base unsafe.Pointer, n int, stride uintp
 		return nullError(f, col)
 	}
 	unit := col.DataType().(*arrow.TimestampType).Unit
-	if f.null == notNull {
+	if f.null == notNull && unit == arrow.Millisecond { // the default, and window bounds
 		for i, v := range vals {
-			*(*time.Time)(unsafe.Add(base, uintptr(i)*stride+f.off)) = fromUnits(v, unit)
+			*(*time.Time)(unsafe.Add(base, uintptr(i)*stride+f.off)) = time.UnixMilli(v).UTC()
 		}
 		return nil
 	}

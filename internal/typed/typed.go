@@ -12,6 +12,7 @@ package typed
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -133,7 +134,7 @@ func (c *Codec[T]) Decode(rec arrow.RecordBatch, dst []T) ([]T, error) {
 	for i, f := range c.fields {
 		col := rec.Column(b.cols[i])
 		if col.Len() != n {
-			return dst[:start], malformed(f, col)
+			return dst[:start], fmt.Errorf("typed: %s: column %q has %d rows, the batch %d", f.where(), rec.ColumnName(b.cols[i]), col.Len(), n)
 		}
 		if err := b.decs[i](f, col, base, n, c.stride); err != nil {
 			return dst[:start], err

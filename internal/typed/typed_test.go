@@ -1036,3 +1036,14 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A column claiming nulls without a validity bitmap (arrow-go builds one;
+// other producers might not) decodes as all null instead of overrunning
+// the array a pointer field's values go into.
+func TestDecodeNullsWithoutBitmap(t *testing.T) {
+	type P struct{ N *int64 }
+	vals := memory.NewBufferBytes(make([]byte, 16))
+	// Two rows, one null, but no validity bitmap: read as all null.
+	noBitmap := array.MakeFromData(array.NewData(arrow.PrimitiveTypes.Int64, 2, []*memory.Buffer{nil, vals}, nil, 1, 0))
+	decodeOK(t, batch(t, "N", arrow.PrimitiveTypes.Int64, noBitmap), P{}, P{})
+}
