@@ -126,7 +126,9 @@ func (r *Runtime) Sync(ctx context.Context) error {
 		}
 		select {
 		case err := <-req.injected:
-			if err != nil {
+			if err != nil && r.cancelled() {
+				return errNoCut // the job is failing: its error is the news
+			} else if err != nil {
 				return fmt.Errorf("sync %d: source %s: %w", id, s.task, err)
 			}
 		case <-ctx.Done():
@@ -137,16 +139,22 @@ func (r *Runtime) Sync(ctx context.Context) error {
 	case <-all:
 		// A sink whose chain ended counts as reached: when the run was
 		// cancelled (a failure), the barrier may not have passed.
-		r.mu.Lock()
-		runCtx := r.runCtx
-		r.mu.Unlock()
-		if runCtx != nil && runCtx.Err() != nil {
+		if r.cancelled() {
 			return errNoCut
 		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("sync %d: waiting for the barrier to reach every sink: %w", id, ctx.Err())
 	}
+}
+
+// cancelled reports whether the run was cancelled: the job is failing
+// (or its Run's context ended).
+func (r *Runtime) cancelled() bool {
+	r.mu.Lock()
+	runCtx := r.runCtx
+	r.mu.Unlock()
+	return runCtx != nil && runCtx.Err() != nil
 }
 
 // IsNotRunning reports whether err is Sync's (or a checkpoint's) refusal
