@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/arkflowtest"
@@ -273,8 +272,11 @@ var seen = state.NewValue[int64]("seen")
 // countSeen is a Process function that counts rows per key in a Value, and
 // in a Map per ts.
 func countSeen(_ context.Context, pc *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	ts := rec.Column(1).(*array.Int64)
-	for i := 0; i < int(rec.NumRows()); i++ {
+	clicks, err := arkflow.Decode[Click](rec)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range clicks {
 		k, err := pc.State(i)
 		if err != nil {
 			return nil, err
@@ -283,11 +285,11 @@ func countSeen(_ context.Context, pc *arkflow.ProcessContext, rec arrow.RecordBa
 		if err := seen.Set(k, n+1); err != nil {
 			return nil, err
 		}
-		if err := byTS.Put(k, ts.Value(i), n+1); err != nil {
+		if err := byTS.Put(k, c.TS, n+1); err != nil {
 			return nil, err
 		}
 	}
-	rec.Retain()
+	rec.Retain() // passed on as it came
 	return rec, nil
 }
 

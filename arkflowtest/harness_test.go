@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/arkflowtest"
@@ -146,10 +144,12 @@ var (
 // firstVisits counts each user's visits (a Value), remembers at which
 // visit each page was first seen (a Map), and keeps only first visits.
 func firstVisits(_ context.Context, pc *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	page := rec.Column(1).(*array.String)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, rec.Schema())
-	defer b.Release()
-	for i := 0; i < int(rec.NumRows()); i++ {
+	rows, err := arkflow.Decode[visit](rec)
+	if err != nil {
+		return nil, err
+	}
+	var first []visit
+	for i, v := range rows {
 		k, err := pc.State(i)
 		if err != nil {
 			return nil, err
@@ -158,24 +158,24 @@ func firstVisits(_ context.Context, pc *arkflow.ProcessContext, rec arrow.Record
 		if err == nil {
 			err = visits.Set(k, n+1)
 		}
-		_, seen, err2 := pages.Get(k, page.Value(i))
+		_, seen, err2 := pages.Get(k, v.Page)
 		if err = errors.Join(err, err2); err != nil {
 			return nil, err
 		}
 		if !seen {
-			if err := pages.Put(k, page.Value(i), n+1); err != nil {
+			first = append(first, v)
+			if err := pages.Put(k, v.Page, n+1); err != nil {
 				return nil, err
-			}
-			for c := 0; c < int(rec.NumCols()); c++ {
-				b.Field(c).AppendValueFromString(rec.Column(c).ValueStr(i))
 			}
 		}
 	}
-	return b.NewRecordBatch(), nil
+	return arkflow.Encode(first)
 }
 
 func firstVisitsJob(in *arkflowtest.Input[visit], out *arkflowtest.Output[visit]) *arkflow.Builder {
-	return arkflow.NewJob("visits").Source("in", in).KeyBy("user").Process("first", arkflow.ProcessFunc(firstVisits)).Sink("out", out)
+	schema, _ := arkflow.SchemaOf[visit]()
+	return arkflow.NewJob("visits").Source("in", in).KeyBy("user").
+		Process("first", arkflow.ProcessTo{Schema: schema, Fn: firstVisits}).Sink("out", out)
 }
 
 // Process with state.Value and state.Map, read back for a key.
