@@ -109,19 +109,18 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	}
 	h := &Harness{t: t, clock: newClock(cfg.start), inputs: map[string]*input{}}
 
-	// The builder's sources and sinks: attach the inputs to this harness.
-	ids := make([]string, 0)
+	// The builder's inputs: free to attach to this harness?
 	bound := harness.Bindings(b)
-	for id := range bound {
-		ids = append(ids, id)
+	ids := make([]string, 0, len(bound))
+	for id, v := range bound {
+		if hi, ok := v.(harnessInput); ok {
+			ids = append(ids, id)
+			h.inputs[id] = hi.core()
+		}
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		hi, ok := bound[id].(harnessInput)
-		if !ok {
-			continue
-		}
-		in := hi.core()
+		in := h.inputs[id]
 		in.mu.Lock()
 		prev, early := in.h, in.early
 		in.mu.Unlock()
@@ -131,24 +130,6 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 		if early != nil {
 			t.Fatalf("arkflowtest: input %q: %v", id, early)
 		}
-		if snap != nil {
-			if hist, ok := snap.inputs[id]; ok && snap.cores[id] != in {
-				if err := in.load(hist); err != nil {
-					t.Fatalf("arkflowtest: restoring input %q: %v", id, err)
-				}
-			}
-		}
-		in.mu.Lock()
-		in.h = h
-		live := in.readers[:0]
-		for _, r := range in.readers {
-			if !r.closed {
-				live = append(live, r)
-			}
-		}
-		in.readers = live
-		in.mu.Unlock()
-		h.inputs[id] = in
 	}
 
 	// A checkpoint block, for Settle's barriers and Snapshot, on a copy
@@ -181,6 +162,30 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 		t.Fatalf("arkflowtest: building the job: %v", err)
 	}
 	h.job, h.rt = j, harness.RuntimeOf(j)
+	// Give new inputs the snapshot's rows, then attach them all.
+	for _, id := range ids {
+		in := h.inputs[id]
+		if snap != nil {
+			if hist, ok := snap.inputs[id]; ok && snap.cores[id] != in {
+				if err := in.load(hist); err != nil {
+					t.Fatalf("arkflowtest: restoring input %q: %v", id, err)
+				}
+			}
+		}
+	}
+	for _, id := range ids {
+		in := h.inputs[id]
+		in.mu.Lock()
+		in.h = h
+		live := in.readers[:0]
+		for _, r := range in.readers {
+			if !r.closed {
+				live = append(live, r)
+			}
+		}
+		in.readers = live
+		in.mu.Unlock()
+	}
 	go j.Run(context.Background()) // its error is Err's
 	t.Cleanup(h.cleanup)
 	timer := time.NewTimer(settleTimeout)
