@@ -35,9 +35,10 @@ func init() {
 //
 // Rows carry the metadata columns of other partitioned sources
 // (__meta_source, __meta_partition and __meta_offset, the row's index in
-// its partition). With one source subtask (the default parallelism 1) the
-// job reads the rows, batches and watermark advances of all partitions in
-// the order they were pushed.
+// its partition). The job reads the batches and watermark advances of all
+// partitions in the order they were pushed: each returns once handled, and
+// what was pushed before New is read in push order by one source subtask
+// (the default parallelism 1).
 //
 // Methods that move data (Push, AdvanceWatermark) are for the test's
 // goroutine, like the Harness's; an Input belongs to one running harness
@@ -274,9 +275,9 @@ func (in *input) load(hist [][]item) error {
 	return nil
 }
 
-// pending returns the items no reader has delivered yet, per partition,
-// and whether every reader is waiting for more (or ended): then the job
-// has taken everything pushed. in.mu must be held.
+// drained reports whether every reader of the running job has delivered
+// all its items and waits for more (or ended): then the job has taken
+// everything pushed. If not, it says what is left. in.mu must be held.
 func (in *input) drained() (bool, string) {
 	for _, r := range in.readers {
 		if r.closed || r.done {
