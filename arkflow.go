@@ -33,6 +33,9 @@ type options struct {
 	bindings      map[string]any
 	fromSavepoint string
 	store         checkpoint.StoreOptions
+	// tune changes the runtime options (the test harness's fake clock;
+	// see internal/harness).
+	tune []func(*runtime.Options)
 	// problems are mistakes in the options' arguments, as {option, reason}:
 	// reported with the job's validation errors instead of being replaced
 	// by a default.
@@ -164,7 +167,11 @@ func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error
 	if err != nil {
 		return nil, err
 	}
-	rt := runtime.New(g, runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: o.store})
+	ro := runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: o.store}
+	for _, f := range o.tune {
+		f(&ro)
+	}
+	rt := runtime.New(g, ro)
 	return &Job{spec: g.Spec, plan: g.Plan, rt: rt}, nil
 }
 

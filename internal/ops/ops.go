@@ -60,6 +60,14 @@ type Gauger interface {
 	Gauges() map[string]int64
 }
 
+// Journaled is implemented by instances whose keyed state user code
+// reads and writes (Process, through state.Value and state.Map): a test
+// harness reads that state through the instance's journal, so that it
+// sees what the function itself would, staged writes included.
+type Journaled interface {
+	Journal() *state.Journal
+}
+
 // Emitter passes batches downstream.
 type Emitter interface {
 	Emit(ctx context.Context, b Batch) error

@@ -118,5 +118,8 @@ func (p *process) Process(ctx context.Context, b Batch, out Emitter) error {
 	return out.Emit(ctx, Batch{Rec: res, Ack: b.Ack})
 }
 
+// Journal implements Journaled.
+func (p *process) Journal() *state.Journal { return p.journal }
+
 func (p *process) Watermark(context.Context, int64, Emitter) error { return nil }
 func (p *process) Close() error                                    { return nil }

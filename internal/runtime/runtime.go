@@ -128,7 +128,9 @@ type Runtime struct {
 	// finalCut lets the final checkpoint of a drain cut while Stopping.
 	finalCut bool
 	done     chan struct{} // closed when Run has finished
+	running  chan struct{} // closed when the state turns Running (runningCh)
 	cancel   context.CancelFunc
+	runCtx   context.Context // Run's: cancelled when the job fails
 
 	tasks          []*taskMetrics
 	sources        []*sourceHead
@@ -144,6 +146,9 @@ type Runtime struct {
 	store              state.Backend
 	stateDir           string // a Badger store's directory ("": memory)
 	lastStateBytes     map[string]int64
+	// journals are the state journals of tasks with user-visible keyed
+	// state (ops.Journaled), by task, for Journal.
+	journals map[string]*state.Journal
 }
 
 // New returns a runtime for a built graph.
@@ -208,7 +213,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	}
 	r.state = Starting
 	runCtx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
+	r.cancel, r.runCtx = cancel, runCtx
 	r.mu.Unlock()
 	defer close(r.done)
 	defer cancel()
@@ -219,6 +224,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		return err
 	}
 	r.setState(Running)
+	close(r.runningCh())
 	r.log.Info("job running", "chains", len(chains))
 	ckptCtx, stopCkpt := context.WithCancel(runCtx)
 	var ckptLoop sync.WaitGroup
@@ -243,6 +249,13 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 					firstErr = err
 					cancel()
 				})
+			}
+			// Only now, after a failure has cancelled the run: a barrier
+			// round that counts this chain's sinks as reached (Sync) then
+			// sees the run cancelled, and does not take the failure for
+			// the end of the input.
+			for _, t := range c.sinks {
+				c.barriers.sinkEnded(t)
 			}
 		}(c)
 	}
@@ -848,6 +861,14 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					if gg, ok := inst.(ops.Gauger); ok {
 						m.gauges = gg
 					}
+					if jd, ok := inst.(ops.Journaled); ok {
+						r.mu.Lock()
+						if r.journals == nil {
+							r.journals = map[string]*state.Journal{}
+						}
+						r.journals[task] = jd.Journal()
+						r.mu.Unlock()
+					}
 				}
 				nodes[task] = n
 				ci.nodes = append(ci.nodes, n)
@@ -917,11 +938,6 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 			if cerr := n.inst.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("closing %s: %w", n.task, cerr)
 			}
-		}
-	}()
-	defer func() {
-		for _, t := range c.sinks {
-			c.barriers.sinkEnded(t)
 		}
 	}()
 	if c.source != nil {

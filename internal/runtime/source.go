@@ -46,6 +46,10 @@ type sourceTime struct {
 	col     int
 	field   string
 	tracker *window.Tracker
+	// parts and ooo are the subtask's partitions and out-of-orderness, for
+	// watermark advances without data (Advance).
+	parts []int
+	ooo   int64
 	// processing time: the watermark follows the clock.
 	processing bool
 	interval   time.Duration
@@ -124,7 +128,10 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 			}
 		}
 		now := r.opts.Clock.Now().UnixMilli()
-		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now), restored: window.NoWatermark}
+		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now), restored: window.NoWatermark, parts: parts}
+		if w := t.Watermark; w != nil && w.Strategy != job.Monotonous {
+			st.ooo = w.OutOfOrdernessMS
+		}
 		if wm, ok := r.restoredWatermarks[job.TaskID(opID, sub)]; ok {
 			st.tracker.Restore(wm)
 			st.restored = wm
@@ -184,6 +191,7 @@ func (st *sourceTime) tickInterval() time.Duration {
 
 type readResult struct {
 	b   connectors.Batch
+	adv *Advance
 	err error
 }
 
@@ -213,7 +221,13 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 	interval := st.tickInterval()
 	if interval == 0 && src.barriers == nil {
 		for {
-			b, err := src.src.Read(readCtx)
+			b, adv, err := readControl(src.src, readCtx)
+			if adv != nil {
+				if err := c.advanceTo(ctx, adv, clock); err != nil {
+					return err
+				}
+				continue
+			}
 			if done, err := c.handleRead(ctx, readCtx, b, err, clock); done || err != nil {
 				return err
 			}
@@ -227,9 +241,9 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 	go func() {
 		defer close(readerDone)
 		for {
-			b, err := src.src.Read(readCtx)
+			b, adv, err := readControl(src.src, readCtx)
 			select {
-			case results <- readResult{b, err}:
+			case results <- readResult{b, adv, err}:
 			case <-readCtx.Done():
 				refuse(b, readCtx.Err())
 				return
@@ -256,6 +270,12 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 				return err
 			}
 		case r := <-results:
+			if r.adv != nil {
+				if err := c.advanceTo(ctx, r.adv, clock); err != nil {
+					return err
+				}
+				continue
+			}
 			if done, err := c.handleRead(ctx, readCtx, r.b, r.err, clock); done || err != nil {
 				return err
 			}

@@ -1,0 +1,424 @@
+package arkflowtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/internal/harness"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// settleTimeout bounds every wait of the harness. The waits are for events
+// (a reader taking a batch, a barrier reaching the sinks), never for time to
+// pass, so reaching it means the job is stuck, not slow.
+const settleTimeout = time.Minute
+
+// Harness runs one job for a test, on a fake clock, and moves it only when
+// the test says so: every method that changes something (Push and
+// AdvanceWatermark of its inputs, AdvanceWatermark, AdvanceClock) returns
+// once the job has handled it completely (see Settle). Methods must be
+// called from the test's goroutine; a failure of the job, or a mistake of
+// the test, fails the test (t.Fatal).
+type Harness struct {
+	t       testing.TB
+	job     *arkflow.Job
+	rt      *runtime.Runtime
+	clock   *clock
+	inputs  map[string]*input // by source operator ID
+	store   string            // the checkpoint store's URI
+	stopped bool
+	// failed is set once the job's failure has failed the test, which the
+	// cleanup then does not report again.
+	failed bool
+}
+
+// Option tunes a harness.
+type Option interface{ apply(*config) }
+
+type config struct {
+	start   time.Time
+	jobOpts []arkflow.Option
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// StartAt sets the fake clock's time when the job starts (default: the
+// Unix epoch, time.UnixMilli(0); for Restore, the snapshot's time).
+func StartAt(t time.Time) Option { return optionFunc(func(c *config) { c.start = t }) }
+
+// JobOptions passes options to Builder.Build, for example
+// arkflow.WithLogger. The harness sets WithDataDir itself (a temporary
+// directory); a WithDataDir given here overrides it.
+func JobOptions(opts ...arkflow.Option) Option {
+	return optionFunc(func(c *config) { c.jobOpts = append(c.jobOpts, opts...) })
+}
+
+// New builds the job b describes and starts it on a fake clock, with its
+// data directory and checkpoint store in temporary directories, and
+// returns once it runs and has handled whatever its inputs already hold.
+// The job stops when the test ends (t.Cleanup).
+//
+// b's sources are typically Inputs and its sinks Outputs, though any
+// connector works. A job without a checkpoint block gets one (a temporary
+// directory, no periodic checkpoints), which Snapshot and Settle need; a
+// job without a state block then keeps its state in memory. b itself is
+// not changed: build several harnesses from one builder, one after the
+// other (Restore), and they share its inputs and outputs.
+func New(t testing.TB, b *arkflow.Builder, opts ...Option) *Harness {
+	t.Helper()
+	return start(t, b, nil, opts)
+}
+
+// Restore starts the job b describes from a snapshot, as New does: its
+// state, source positions and watermarks are the snapshot's, and the fake
+// clock starts at the snapshot's time. b may be the builder of the
+// snapshot's job, once that harness has stopped (its inputs then resume
+// where the snapshot left them), or a new version of the job (an upgrade)
+// whose inputs are new: they receive the rows the snapshot's inputs of
+// the same operator IDs held, so that rows the snapshot had not yet
+// acknowledged (held in open windows) are replayed. Outputs shared with
+// the snapshot's job keep the rows it wrote (Take separates them).
+func Restore(t testing.TB, b *arkflow.Builder, s *Snapshot, opts ...Option) *Harness {
+	t.Helper()
+	if s == nil {
+		t.Fatal("arkflowtest: Restore needs a snapshot (Harness.Snapshot)")
+	}
+	return start(t, b, s, opts)
+}
+
+func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Harness {
+	t.Helper()
+	cfg := config{start: time.UnixMilli(0)}
+	if snap != nil {
+		cfg.start = snap.now
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	h := &Harness{t: t, clock: newClock(cfg.start), inputs: map[string]*input{}}
+
+	// The builder's inputs: free to attach to this harness?
+	bound := harness.Bindings(b)
+	ids := make([]string, 0, len(bound))
+	for id, v := range bound {
+		if hi, ok := v.(harnessInput); ok {
+			ids = append(ids, id)
+			h.inputs[id] = hi.core()
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		in := h.inputs[id]
+		in.mu.Lock()
+		prev, early := in.h, in.early
+		in.mu.Unlock()
+		if prev != nil && !prev.done() {
+			t.Fatalf("arkflowtest: input %q belongs to a harness that still runs: Stop it first", id)
+		}
+		if early != nil {
+			t.Fatalf("arkflowtest: input %q: %v", id, early)
+		}
+	}
+
+	// A checkpoint block, for Settle's barriers and Snapshot, on a copy
+	// of the builder (its spec is a value; the options set pointers).
+	dir := t.TempDir()
+	cp := *b
+	spec := b.Spec()
+	if spec.Checkpoint == nil {
+		h.store = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "checkpoints")}).String()
+		if snap != nil {
+			h.store = snap.store
+		}
+		if spec.State == nil {
+			cp.State(job.State{Backend: job.BackendMemory})
+		}
+		cp.Checkpoint(job.Checkpoint{ObjectStoreURI: h.store, IntervalMS: int64(365 * 24 * time.Hour / time.Millisecond), Retention: 1})
+	} else {
+		h.store = spec.Checkpoint.ObjectStoreURI
+	}
+	clk := h.clock
+	jobOpts := []arkflow.Option{
+		arkflow.WithDataDir(filepath.Join(dir, "data")),
+		harness.Option(func(o *runtime.Options) { o.Clock = clk }).(arkflow.Option),
+	}
+	if snap != nil {
+		jobOpts = append(jobOpts, arkflow.WithSavepoint(snap.name))
+	}
+	j, err := cp.Build(append(jobOpts, cfg.jobOpts...)...)
+	if err != nil {
+		t.Fatalf("arkflowtest: building the job: %v", err)
+	}
+	h.job, h.rt = j, harness.RuntimeOf(j)
+	// Give new inputs the snapshot's rows, then attach them all.
+	for _, id := range ids {
+		in := h.inputs[id]
+		if snap != nil {
+			if hist, ok := snap.inputs[id]; ok && snap.cores[id] != in {
+				if err := in.load(hist); err != nil {
+					t.Fatalf("arkflowtest: restoring input %q: %v", id, err)
+				}
+			}
+		}
+	}
+	for _, id := range ids {
+		in := h.inputs[id]
+		in.mu.Lock()
+		in.h = h
+		live := in.readers[:0]
+		for _, r := range in.readers {
+			if !r.closed {
+				live = append(live, r)
+			}
+		}
+		in.readers = live
+		in.mu.Unlock()
+	}
+	go j.Run(context.Background()) // its error is Err's
+	t.Cleanup(h.cleanup)
+	timer := time.NewTimer(settleTimeout)
+	defer timer.Stop()
+	select {
+	case <-h.rt.Running():
+	case <-j.Done():
+		h.failed = true
+		t.Fatalf("arkflowtest: starting the job: %v", j.Err())
+	case <-timer.C:
+		t.Fatalf("arkflowtest: the job did not start within %v", settleTimeout)
+	}
+	h.Settle()
+	return h
+}
+
+func (h *Harness) done() bool {
+	select {
+	case <-h.job.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// cleanup stops the job at the end of the test.
+func (h *Harness) cleanup() {
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	if err := h.job.StopWithin(settleTimeout); err != nil {
+		h.t.Errorf("arkflowtest: stopping the job: %v", err)
+	} else if err := h.job.Err(); err != nil && !h.failed {
+		h.t.Errorf("arkflowtest: the job failed: %v", err)
+	}
+}
+
+// Job returns the running job, for what the harness has no method for.
+func (h *Harness) Job() *arkflow.Job { return h.job }
+
+// Settle returns once the job has handled everything it was given so far:
+// every row pushed to its inputs has been read, every watermark and clock
+// tick has gone through every operator (windows whose end it reached have
+// fired), and every row produced has been written by the sinks and
+// acknowledged (state written by Process operators is committed, unless a
+// window downstream still holds the rows). The methods of the harness and
+// of its inputs settle by themselves; call Settle after driving the job
+// some other way (a source that is not an Input, Job().Checkpoint).
+//
+// It waits for the engine's own signals, never for time to pass: first
+// until every source subtask reading an Input has taken all it holds and
+// waits for more, then for a barrier, sent by every source behind what
+// they sent before, to reach every sink (as a checkpoint's would, without
+// the checkpoint). Sinks that write asynchronously (connectors.AsyncSink)
+// may still have writes in flight. A job that failed fails the test; one
+// that ended (Finish, Stop) is settled.
+func (h *Harness) Settle() {
+	h.t.Helper()
+	deadline := time.Now().Add(settleTimeout)
+	timer := time.NewTimer(settleTimeout)
+	defer timer.Stop()
+	ids := make([]string, 0, len(h.inputs))
+	for id := range h.inputs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		in := h.inputs[id]
+		for {
+			in.mu.Lock()
+			ok, why := in.drained()
+			changed := in.changed
+			in.mu.Unlock()
+			if ok {
+				break
+			}
+			select {
+			case <-changed:
+			case <-h.job.Done():
+				h.ended()
+				return
+			case <-timer.C:
+				h.t.Fatalf("arkflowtest: input %q was not read within %v: %s", id, settleTimeout, why)
+			}
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	err := h.rt.Sync(ctx)
+	switch {
+	case err == nil:
+		return
+	case runtime.IsNotRunning(err):
+		// Ended or ending: by itself (Finish), by Stop, or failed.
+		select {
+		case <-h.job.Done():
+		case <-timer.C:
+			h.t.Fatalf("arkflowtest: the job is neither running nor ended after %v", settleTimeout)
+		}
+		h.ended()
+	default:
+		h.t.Fatalf("arkflowtest: settling: %v", err)
+	}
+}
+
+// ended reports the error of a job that ended.
+func (h *Harness) ended() {
+	h.t.Helper()
+	if err := h.job.Err(); err != nil {
+		h.failed = true
+		h.t.Fatalf("arkflowtest: the job failed: %v", err)
+	}
+}
+
+// AdvanceWatermark advances every partition of every Input with event
+// time to ms (Unix milliseconds), as Input.AdvanceWatermark does, then
+// settles: windows whose end is at or before ms fire, unless another
+// source holds the watermark back. The watermark never goes back; ms
+// below it changes nothing.
+func (h *Harness) AdvanceWatermark(ms int64) {
+	h.t.Helper()
+	spec := h.job.Spec()
+	n := 0
+	for id, in := range h.inputs {
+		src, _ := spec.Source(id)
+		if src == nil || src.Time == nil || src.Time.Mode != job.EventTime {
+			continue
+		}
+		for p := range in.parts {
+			if err := in.advance(p, ms); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+		n++
+	}
+	if n == 0 {
+		h.t.Fatal("arkflowtest: AdvanceWatermark: no input of the job has event time (arkflow.EventTime on its Source)")
+	}
+	h.Settle()
+}
+
+// AdvanceClock moves the fake clock forward by d and settles: processing
+// time sources send the new time as their watermark (processing-time
+// windows fire), partitions silent for their idle timeout turn idle, and
+// state written from now on expires d later than it would have. The clock
+// never moves on its own.
+func (h *Harness) AdvanceClock(d time.Duration) {
+	h.t.Helper()
+	if d < 0 {
+		h.t.Fatalf("arkflowtest: AdvanceClock(%v): the clock does not go back", d)
+	}
+	h.clock.advance(d, h.job.Done())
+	h.Settle()
+}
+
+// Now returns the fake clock's time.
+func (h *Harness) Now() time.Time { return h.clock.Now() }
+
+// Counter returns an operator's counter summed over its subtasks (see
+// arkflow.TaskMetrics: windows_fired, late_dropped, late_routed,
+// late_updated, …), 0 when it has not counted any.
+func (h *Harness) Counter(op, name string) int64 {
+	return h.job.Metrics().Operator(op).Counters[name]
+}
+
+// Finish ends every Input, as a bounded source ends: its final watermark
+// of +∞ fires every open window; and waits until the job has written
+// everything and ended. The harness's other methods then change nothing.
+func (h *Harness) Finish() {
+	h.t.Helper()
+	for _, in := range h.inputs {
+		in.end()
+	}
+	h.wait("finish")
+}
+
+// Stop stops the job gracefully, as Job.Stop does (open windows keep their
+// contents, for a Restore), and waits until it has. It is what the end of
+// the test does anyway; call it before restoring the job's builder.
+func (h *Harness) Stop() {
+	h.t.Helper()
+	h.stopped = true
+	if err := h.job.StopWithin(settleTimeout); err != nil {
+		h.t.Fatalf("arkflowtest: stopping the job: %v", err)
+	}
+	h.wait("stop")
+}
+
+func (h *Harness) wait(what string) {
+	h.t.Helper()
+	timer := time.NewTimer(settleTimeout)
+	defer timer.Stop()
+	select {
+	case <-h.job.Done():
+	case <-timer.C:
+		h.t.Fatalf("arkflowtest: the job did not %s within %v", what, settleTimeout)
+	}
+	h.ended()
+}
+
+// Snapshot is a savepoint of a harness's job, with the rows its inputs
+// held, to start another harness from (Restore).
+type Snapshot struct {
+	store  string // the checkpoint store's URI
+	name   string // savepoint name
+	now    time.Time
+	inputs map[string][][]item
+	cores  map[string]*input
+}
+
+// Name returns the snapshot's savepoint name, to start the job outside the
+// harness (arkflow.WithSavepoint with the same checkpoint store).
+func (s *Snapshot) Name() string { return s.name }
+
+var snapshotSeq atomic.Uint64
+
+// Snapshot settles, then takes a savepoint of the job (its state, source
+// positions and watermarks) into the harness's checkpoint store, and
+// returns it with a copy of what the inputs hold. The job keeps running.
+func (h *Harness) Snapshot() *Snapshot {
+	h.t.Helper()
+	h.Settle()
+	name := fmt.Sprintf("arkflowtest-%d", snapshotSeq.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := h.job.Savepoint(ctx, name); err != nil {
+		h.t.Fatalf("arkflowtest: taking a savepoint: %v", err)
+	}
+	s := &Snapshot{store: h.store, name: name, now: h.clock.Now(), inputs: map[string][][]item{}, cores: map[string]*input{}}
+	for id, in := range h.inputs {
+		s.inputs[id] = in.history()
+		s.cores[id] = in
+	}
+	return s
+}

@@ -1,0 +1,17 @@
+package arkflow
+
+import (
+	"github.com/arkflow-rs/arkflow-go/internal/harness"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
+)
+
+// The test harness (package arkflowtest) reaches the engine through
+// internal/harness: what it needs (a fake clock, the runtime's barriers
+// and journals) is not part of this package's API (R-EMBED-4).
+func init() {
+	harness.RuntimeOf = func(j any) *runtime.Runtime { return j.(*Job).rt }
+	harness.Bindings = func(b any) map[string]any { return b.(*Builder).bindings }
+	harness.Option = func(f func(*runtime.Options)) any {
+		return optionFunc(func(o *options) { o.tune = append(o.tune, f) })
+	}
+}

@@ -1,0 +1,23 @@
+// Package harness links package arkflowtest to the engine behind package
+// arkflow's facade (R-EMBED-4): the runtime of a built Job, the Go values
+// bound to a Builder, and runtime options such as a fake clock, none of
+// which the public API exposes. Package arkflow fills in the functions when
+// it is initialised; only arkflowtest calls them.
+//
+// The functions take and return arkflow's types as any, because this
+// package cannot import arkflow (arkflow imports it).
+package harness
+
+import "github.com/arkflow-rs/arkflow-go/internal/runtime"
+
+var (
+	// RuntimeOf returns the runtime of an *arkflow.Job.
+	RuntimeOf func(job any) *runtime.Runtime
+	// Bindings returns the Go values bound to the operators of an
+	// *arkflow.Builder (sources, sinks, functions), by operator ID. The
+	// map is the builder's own: read it, do not change it.
+	Bindings func(builder any) map[string]any
+	// Option returns an arkflow.Option that lets f change the runtime
+	// options the job is created with.
+	Option func(f func(*runtime.Options)) any
+)
