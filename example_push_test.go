@@ -89,10 +89,10 @@ func ExamplePush_PushWait() {
 	if err := orders.PushWait(ctx, Order{1, 250}, Order{2, 20}); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("processed, in flight:", orders.InFlight())
+	fmt.Println("processed, pending:", orders.Pending())
 	// Output:
 	// stored [{1 250}]
-	// processed, in flight: 0
+	// processed, pending: 0
 }
 
 // A RecordSinkFunc receives the job's Arrow batches as they are, for

@@ -24,7 +24,7 @@ var ErrPushStopped = push.ErrStopped
 var ErrPushClosed = push.ErrClosed
 
 // PushConfig configures a Push source. The zero value is one partition,
-// round-robin, with DefaultMaxInFlight rows in flight.
+// round-robin, with at most DefaultMaxPending rows waiting.
 type PushConfig[T any] struct {
 	// Partitions is the number of source partitions (default 1). Each
 	// partition is read in push order by one source subtask, and has its
@@ -36,15 +36,16 @@ type PushConfig[T any] struct {
 	// keep their order. When nil, each Push call goes to one partition,
 	// round-robin over calls.
 	PartitionKey func(row T) string
-	// MaxInFlight bounds the rows pushed and not yet processed (default
-	// DefaultMaxInFlight). Push blocks while it is reached: a slow job
-	// slows its callers instead of growing the heap. A single call with
-	// more rows than this waits until nothing else is in flight.
-	MaxInFlight int
+	// MaxPending bounds the rows pushed and not yet taken by the job
+	// (default DefaultMaxPending). Push blocks while it is reached, and
+	// the job takes rows only as fast as its bounded channels drain, so a
+	// slow job slows its callers instead of growing the heap. A single
+	// call with more rows than this waits until nothing else is pending.
+	MaxPending int
 }
 
-// DefaultMaxInFlight is the default PushConfig.MaxInFlight.
-const DefaultMaxInFlight = push.DefaultMaxInFlight
+// DefaultMaxPending is the default PushConfig.MaxPending.
+const DefaultMaxPending = push.DefaultMaxPending
 
 // Push is a source that a Go service feeds: its handlers call Push with
 // rows of type T, and the job reads them (R-EMBED-2). Create it with
@@ -70,9 +71,12 @@ const DefaultMaxInFlight = push.DefaultMaxInFlight
 // (each run starts at the clock in nanoseconds, or later), so that a
 // restored position never skips rows pushed to a new process.
 //
-// Memory: the source holds rows only until the job reads them, and Push
-// blocks while MaxInFlight rows are pushed and not yet processed, so the
-// heap stays flat however many rows go through.
+// Memory: the source holds rows only until the job takes them, Push blocks
+// while MaxPending rows wait, and the job takes rows only as fast as its
+// bounded channels drain, so the heap stays flat however many rows go
+// through. (A window keeps its rows as aggregates in its state, and holds
+// their acknowledgement until it fires: PushWait on rows that go into a
+// window returns once the window fired and its result was written.)
 //
 // A Push is meant for one job at a time. Rows pushed before the job starts
 // wait for it (Push blocks until they are taken); rows pushed after the job
@@ -93,7 +97,7 @@ func NewPush[T any](cfg PushConfig[T]) *Push[T] {
 	p := &Push[T]{cfg: cfg}
 	p.codec, p.err = typed.For[T]()
 	if p.err == nil {
-		p.q = push.New(p.codec.Schema(), cfg.Partitions, cfg.MaxInFlight)
+		p.q = push.New(p.codec.Schema(), cfg.Partitions, cfg.MaxPending)
 	}
 	return p
 }
@@ -126,7 +130,7 @@ func (p *Push[T]) Schema() *arrow.Schema {
 
 // Push hands rows to the job and returns once it took them (see Push for
 // what that promises with and without durability). It blocks while
-// MaxInFlight rows are in flight, returns ctx's error when ctx ends first
+// MaxPending rows wait to be taken, returns ctx's error when ctx ends first
 // (the rows may then still be taken), ErrPushStopped when the job stopped
 // before taking them, and ErrPushClosed after Close. Rows of one call keep
 // their order within a partition.
@@ -151,12 +155,12 @@ func (p *Push[T]) Close() {
 	}
 }
 
-// InFlight returns the number of rows pushed and not yet processed.
-func (p *Push[T]) InFlight() int64 {
+// Pending returns the number of rows pushed and not yet taken by the job.
+func (p *Push[T]) Pending() int64 {
 	if p.q == nil {
 		return 0
 	}
-	return p.q.InFlight()
+	return p.q.Pending()
 }
 
 func (p *Push[T]) push(ctx context.Context, processed bool, rows []T) error {

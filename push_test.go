@@ -12,6 +12,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 type click struct {
@@ -92,18 +93,19 @@ func TestPushToSinkFunc(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("sink got %v\nwant %v", got, want)
 	}
-	if n := in.InFlight(); n != 0 {
-		t.Fatalf("%d rows still in flight after the job ended", n)
+	if n := in.Pending(); n != 0 {
+		t.Fatalf("%d rows still pending after the job ended", n)
 	}
 	if err := in.Push(ctx, click{User: "late"}); !errors.Is(err, arkflow.ErrPushClosed) {
 		t.Fatalf("Push after Close: %v, want ErrPushClosed", err)
 	}
 }
 
-// Push blocks while MaxInFlight rows are not processed, and gives back
-// ctx's error; rows pushed after the job stopped fail with ErrPushStopped.
+// Push blocks while the job does not take rows (its sink is stuck, and
+// MaxPending rows wait), and gives back ctx's error; rows pushed after the
+// job stopped fail with ErrPushStopped.
 func TestPushBackpressureAndStop(t *testing.T) {
-	in := arkflow.NewPush(arkflow.PushConfig[click]{MaxInFlight: 4})
+	in := arkflow.NewPush(arkflow.PushConfig[click]{MaxPending: 2})
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	var out collector[click]
@@ -124,17 +126,22 @@ func TestPushBackpressureAndStop(t *testing.T) {
 	if err := in.Push(ctx, click{"a", 1}, click{"b", 2}, click{"c", 3}, click{"d", 4}); err != nil {
 		t.Fatal(err)
 	}
-	<-entered // the sink holds the 4 rows: they are in flight
+	<-entered // the sink holds the 4 rows, and the source waits on it
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if err := in.Push(short, click{"e", 5}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Push with 4 of 4 rows in flight: %v, want it to block until its context ends", err)
+	// Queued, not taken: Push waits for the job to take it.
+	if err := in.Push(short, click{"e", 5}, click{"f", 6}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Push while the job takes nothing: %v, want it to block until its context ends", err)
 	}
-	if got := in.InFlight(); got != 4 {
-		t.Fatalf("in flight: %d, want 4 (a push that gave up is not counted)", got)
+	// Two rows wait: MaxPending is reached, and Push cannot even queue.
+	if err := in.Push(short, click{"g", 7}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Push with MaxPending rows waiting: %v, want it to block until its context ends", err)
+	}
+	if got := in.Pending(); got != 2 {
+		t.Fatalf("pending: %d, want 2 (the rows of the push that gave up while queued; the one that could not queue is not counted)", got)
 	}
 	close(release)
-	if err := in.PushWait(ctx, click{"f", 6}); err != nil {
+	if err := in.PushWait(ctx, click{"h", 8}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Stop(ctx); err != nil {
@@ -143,11 +150,44 @@ func TestPushBackpressureAndStop(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := in.Push(ctx, click{"g", 7}); !errors.Is(err, arkflow.ErrPushStopped) {
+	if err := in.Push(ctx, click{"i", 9}); !errors.Is(err, arkflow.ErrPushStopped) {
 		t.Fatalf("Push after Stop: %v, want ErrPushStopped", err)
 	}
-	if got := out.get(); len(got) != 5 {
-		t.Fatalf("sink got %v, want the 5 rows pushed while the job ran", got)
+	var users []string
+	for _, c := range out.get() {
+		users = append(users, c.User)
+	}
+	// e and f were queued when their Push gave up waiting: the job took
+	// them later (Push's doc: "the rows may then still be taken").
+	if want := []string{"a", "b", "c", "d", "e", "f", "h"}; !slices.Equal(users, want) {
+		t.Fatalf("sink got %v, want %v", users, want)
+	}
+}
+
+// A window holds the acknowledgement of its input until it fires, so rows
+// in open windows are not "pending": many more than MaxPending may sit in
+// one window without stopping Push (which would stop the input that moves
+// the watermark, and the job with it).
+func TestPushIntoAWindowLargerThanMaxPending(t *testing.T) {
+	in := arkflow.NewPush(arkflow.PushConfig[timedClick]{MaxPending: 16})
+	var out collector[windowTotal]
+	_, done := startJob(t, arkflow.NewJob("big-window").
+		Source("clicks", in, arkflow.EventTime("TS")).KeyBy("User").
+		Window("w", window.Tumbling(time.Hour).Count("Clicks").Sum("Amount", "Total")).
+		Sink("out", out.sink()))
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	for i := range 1000 {
+		if err := in.Push(ctx, timedClick{User: "ann", Amount: 1, TS: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.get(); len(got) != 1 || got[0].Clicks != 1000 {
+		t.Fatalf("window results %v, want one window of 1000 clicks", got)
 	}
 }
 

@@ -4,10 +4,12 @@
 //
 // A pushed batch waits in its partition's queue until the subtask reading
 // that partition takes it. The queue holds it only until then: the runtime
-// owns it afterwards, and the rows count as in flight until the batch is
-// acknowledged (processed) or refused. Push blocks while the rows in flight
-// would exceed the limit, so a slow job slows its pushers instead of
-// growing the heap.
+// owns it afterwards. Enqueue blocks while the rows queued would exceed
+// the limit, and the runtime takes rows only as fast as its bounded
+// channels drain, so a slow job slows its pushers instead of growing the
+// heap. Rows taken are not counted: a window holds the acknowledgement of
+// its input until it fires (event time away), and counting those rows
+// would stop the input that moves the watermark.
 //
 // Offsets. Rows are numbered per partition when a subtask reads them, and
 // every run starts each partition at the largest of: the position it was
@@ -40,26 +42,25 @@ var ErrStopped = errors.New("the job reading this push source has stopped; the r
 // ErrClosed is returned for rows pushed after Close.
 var ErrClosed = errors.New("push source is closed")
 
-// DefaultMaxInFlight is the default limit of rows pushed and not yet
-// processed.
-const DefaultMaxInFlight = 1 << 16
+// DefaultMaxPending is the default limit of rows pushed and not yet taken.
+const DefaultMaxPending = 1 << 16
 
-// Queue is a push source's shared state: per-partition queues, the
-// in-flight limit and the offsets.
+// Queue is a push source's shared state: per-partition queues, their
+// limit and the offsets.
 type Queue struct {
 	schema *arrow.Schema // the pushed batches' schema, without __meta_*
 	limit  int64
 	now    func() time.Time
 
-	mu       sync.Mutex
-	queued   [][]*item // per partition, in push order
-	next     []int64   // per partition, the next offset to hand out
-	inflight int64     // rows pushed and neither processed nor refused
-	readers  int       // connected, not yet closed subtasks of the run
-	started  bool      // a run has connected since the last stop
-	stopped  bool      // the last run ended and no other has connected
-	closed   bool      // Close was called: readers end after the queue
-	changed  chan struct{}
+	mu      sync.Mutex
+	queued  [][]*item // per partition, in push order
+	next    []int64   // per partition, the next offset to hand out
+	pending int64     // rows queued, not yet taken or refused
+	readers int       // connected, not yet closed subtasks of the run
+	started bool      // a run has connected since the last stop
+	stopped bool      // the last run ended and no other has connected
+	closed  bool      // Close was called: readers end after the queue
+	changed chan struct{}
 }
 
 type item struct {
@@ -70,13 +71,13 @@ type item struct {
 }
 
 // New returns a queue for batches of schema in partitions partitions, with
-// at most limit rows in flight (DefaultMaxInFlight when limit <= 0).
+// at most limit rows queued (DefaultMaxPending when limit <= 0).
 func New(schema *arrow.Schema, partitions int, limit int) *Queue {
 	if partitions < 1 {
 		partitions = 1
 	}
 	if limit <= 0 {
-		limit = DefaultMaxInFlight
+		limit = DefaultMaxPending
 	}
 	return &Queue{
 		schema: schema, limit: int64(limit), now: time.Now,
@@ -98,8 +99,8 @@ func (q *Queue) wakeLocked() {
 }
 
 // Enqueue hands rec (owned by the queue from now on, also on error) to
-// partition part. It blocks while the rows in flight would exceed the
-// limit (a batch larger than the limit waits until nothing is in flight).
+// partition part. It blocks while the rows queued would exceed the limit
+// (a batch larger than the limit waits until nothing is queued).
 // accepted is called once when the job took the rows (after the WAL append
 // when the source has durability on) or could not; done once when they
 // were processed (acknowledged by every sink they reached) or not. Either
@@ -117,8 +118,8 @@ func (q *Queue) Enqueue(ctx context.Context, part int, rec arrow.RecordBatch, ac
 			q.mu.Unlock()
 			rec.Release()
 			return ErrStopped
-		case q.inflight == 0 || q.inflight+n <= q.limit:
-			q.inflight += n
+		case q.pending == 0 || q.pending+n <= q.limit:
+			q.pending += n
 			q.queued[part] = append(q.queued[part], &item{rec: rec, n: n, accepted: accepted, done: done})
 			q.wakeLocked()
 			q.mu.Unlock()
@@ -148,19 +149,11 @@ func (q *Queue) Close() {
 	}
 }
 
-// InFlight returns the rows pushed and not yet processed or refused.
-func (q *Queue) InFlight() int64 {
+// Pending returns the rows pushed and not yet taken or refused.
+func (q *Queue) Pending() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.inflight
-}
-
-// release ends the flight of n rows.
-func (q *Queue) release(n int64) {
-	q.mu.Lock()
-	q.inflight -= n
-	q.wakeLocked()
-	q.mu.Unlock()
+	return q.pending
 }
 
 // connect registers a subtask of a run and returns the first offset of
@@ -195,7 +188,7 @@ func (q *Queue) disconnect() {
 			q.queued[p] = nil
 		}
 		for _, it := range refused {
-			q.inflight -= it.n
+			q.pending -= it.n
 		}
 		q.wakeLocked()
 	}
@@ -285,6 +278,8 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			q.queued[p] = q.queued[p][1:]
 			start := q.next[p]
 			q.next[p] += it.n
+			q.pending -= it.n
+			q.wakeLocked()
 			q.mu.Unlock()
 			r.turn = k + 1
 			meta := connectors.MetaArrays(r.op, int32(p), start, int(it.n))
@@ -296,10 +291,8 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			it.rec.Release()
 			ack := r.tracker.Deliver(int32(p), start, start+it.n)
 			done := it.done
-			n := it.n
 			return connectors.Batch{Record: out, Partition: p, Accepted: it.accepted, Ack: func(err error) {
 				ack(err)
-				q.release(n)
 				if done != nil {
 					done(err)
 				}
