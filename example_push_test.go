@@ -125,3 +125,38 @@ func ExampleRecordSinkFunc() {
 	// Output:
 	// 2 rows: Sensor Value
 }
+
+// A SinkFunc's nil return acknowledges the rows; an error fails the job,
+// and the rows stay unacknowledged (a WAL or a replayable source gives them
+// again after a restart).
+func ExampleSinkFunc() {
+	type Payment struct {
+		ID     int64
+		Amount float64
+	}
+	in := arkflow.NewPush(arkflow.PushConfig[Payment]{})
+	store := func(_ context.Context, rows []Payment) error {
+		for _, p := range rows {
+			if p.Amount < 0 {
+				return fmt.Errorf("payment %d: negative amount", p.ID)
+			}
+			fmt.Println("stored", p.ID)
+		}
+		return nil
+	}
+	j, err := arkflow.NewJob("payments").Source("in", in).Sink("db", arkflow.SinkFunc[Payment](store)).Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- j.Run(context.Background()) }()
+	ctx := context.Background()
+	fmt.Println(in.PushWait(ctx, Payment{1, 9.5}))
+	fmt.Println(in.PushWait(ctx, Payment{2, -1}) != nil)
+	fmt.Println(<-done)
+	// Output:
+	// stored 1
+	// <nil>
+	// true
+	// writing sink db-0: payment 2: negative amount
+}
