@@ -527,6 +527,14 @@ func TestUnrewindableSurvivesSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 17))
 	var lastErr strings.Builder
 	redoRuns := 0 // runs that replayed entries the cursor had passed
+	// What each run did, for a failure: when it was killed, and the lines
+	// its restore logged.
+	var history []string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the runs:\n%s", strings.Join(history, "\n"))
+		}
+	})
 	for killed, runs := 0, 0; killed < kills; runs++ {
 		if runs > 3*kills {
 			t.Fatalf("only %d of %d runs were killed; the last one's log:\n%s", killed, runs, lastErr.String())
@@ -538,9 +546,17 @@ func TestUnrewindableSurvivesSIGKILL(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(150+rng.IntN(1200)) * time.Millisecond)
+		delay := time.Duration(150+rng.IntN(1200)) * time.Millisecond
+		time.Sleep(delay)
 		cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
+		history = append(history, fmt.Sprintf("run %d, killed after %s:", runs+1, delay))
+		for _, line := range strings.Split(lastErr.String(), "\n") {
+			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "restor") ||
+				strings.Contains(line, "replay") || strings.Contains(line, "accepted") {
+				history = append(history, "  "+line)
+			}
+		}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			killed++
 			if strings.Contains(lastErr.String(), "the WAL replays the entries whose rows the checkpoint does not hold") {
