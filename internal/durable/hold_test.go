@@ -551,3 +551,63 @@ func TestHeldObjectStore(t *testing.T) {
 	}
 	closeAll(t, s2, nil)
 }
+
+// A run that replayed entries below the cursor and was stopped before all
+// of them were acknowledged stores positions behind its cursor. A restart
+// that restores no checkpoint (the local state is kept) replays the
+// entries those positions do not cover, below the cursor too: otherwise
+// the one never acknowledged would be lost.
+func TestHeldRestartAfterAnUnfinishedReplay(t *testing.T) {
+	data := uniform(6, 10)
+	dir := t.TempDir()
+	cfg := oneEntryPerSegment()
+	s := openJob(t, cfg, unrewindable{newFake(data...)}, dir, held, nil)
+	connect(t, s)
+	var bs []connectors.Batch
+	for _, sp := range data {
+		bs = append(bs, read(t, s, sp))
+	}
+	for _, b := range bs[:4] {
+		b.Ack(nil)
+	}
+	ckpt := []connectors.Position{pos(0, 20)}
+	s.CheckpointCompleted(ckpt)
+	closeAll(t, s, nil)
+
+	// The restore of the checkpoint at 20 replays entries 3..6; entry 4
+	// is never acknowledged.
+	s2 := openJob(t, cfg, unrewindable{newFake(data...)}, dir, held, nil)
+	if err := s2.Seek(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, s2)
+	read(t, s2, data[2]).Ack(nil)
+	read(t, s2, data[3])
+	read(t, s2, data[4]).Ack(nil)
+	read(t, s2, data[5]).Ack(nil)
+	if err := s2.Log().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s2.Positions(), []connectors.Position{pos(0, 30)}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("positions %v with entry 4 unacknowledged, want %v", got, want)
+	}
+	if c := s2.Log().Cursor(); c != 6 {
+		t.Fatalf("cursor %d, want 6", c)
+	}
+	closeAll(t, s2, nil)
+
+	// No checkpoint restored: entries 4..6 are replayed (5 and 6 are in
+	// the local state already; the stateful operators drop them).
+	fake3 := newFake(data...)
+	s3 := openJob(t, cfg, unrewindable{fake3}, dir, held, nil)
+	connect(t, s3)
+	checkNotSoughtBack(t, fake3, 60)
+	for _, sp := range data[3:] {
+		read(t, s3, sp).Ack(nil)
+	}
+	expectEnd(t, s3)
+	if got, want := s3.Positions(), []connectors.Position{pos(0, 60)}; !reflect.DeepEqual(got, want) {
+		t.Errorf("positions %v, want %v", got, want)
+	}
+	closeAll(t, s3, nil)
+}
