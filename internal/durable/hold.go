@@ -77,7 +77,9 @@ func (s *Source) CheckpointCompleted(ps []connectors.Position) {
 //     and pass the replayed entries below the cursor as they are
 //     acknowledged, in order (fold).
 //   - Without a restore, the local state store holds what the cursor
-//     covers: only the entries after it are replayed, as scan does.
+//     covers: the entries after it are replayed, as scan does, and those
+//     below it that the positions stored with the cursor do not cover
+//     (a previous run's replay of them, cut short).
 //
 // Either way the wrapped source resumes after everything the WAL holds,
 // and every entry kept stays held until a checkpoint holds its rows.
@@ -132,8 +134,14 @@ func (s *Source) scanHeld() (scanPlan, error) {
 				covered = append(covered, e.Seq)
 				continue
 			}
-		case restored == nil || inCkpt:
-			continue // the local state, or the restored one, holds it
+		case inCkpt:
+			continue // the restored state holds it
+		case restored == nil && (len(rows) == 0 || rows.coveredBy(s.base)):
+			// The local state holds what the positions stored with the
+			// cursor cover. They lag the cursor when the previous run
+			// replayed entries below it and did not see them all
+			// acknowledged: those are replayed again.
+			continue
 		default:
 			redo = append(redo, at)
 		}
