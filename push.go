@@ -27,9 +27,15 @@ var ErrPushClosed = push.ErrClosed
 // round-robin, with at most DefaultMaxPending rows waiting.
 type PushConfig[T any] struct {
 	// Partitions is the number of source partitions (default 1). Each
-	// partition is read in push order by one source subtask, and has its
-	// own watermark under event time. Give as many as the source's
-	// parallelism, or more.
+	// partition is read in push order by one source subtask. Give as many
+	// as the source's parallelism, or more.
+	//
+	// Under event time each partition has its own watermark, and the
+	// source's is their minimum: a partition that gets no rows holds every
+	// window back, and windows never fire. When some partitions may stay
+	// empty (a PartitionKey over few keys, pushes that stop), give
+	// EventTime an IdleTimeout, after which a partition without rows stops
+	// holding the others back.
 	Partitions int
 	// PartitionKey, when set, sends each row to the partition of its key
 	// (FNV-1a of the key, modulo Partitions), so that the rows of one key

@@ -54,16 +54,19 @@ type SourceConfig struct {
 // read by several runs of a job (restarts) in one process; each run seeks
 // to its positions, skipping the rows before them.
 //
-// A restore to a position past the rows this Source ever delivered is
-// refused when the source is still open (NewSource): the position was
-// written by another Source (another process), and seeking there would
-// skip rows appended to this one. A closed Source (NewSourceFrom, a spec's
-// rows) holds fixed rows and seeks as usual. It is safe for concurrent use.
+// Offsets count the rows of a partition from 0, so a Source made again (in
+// a new process) must be given the same rows in the same order to restore
+// a job's positions: it is a replay of the input, as a Kafka topic would
+// be. A restore to a position past the rows the Source holds when the job
+// connects is refused while the Source is open (NewSource): the position
+// was written for other rows, and seeking there would skip rows appended
+// after the connect. A service whose rows arrive while the job runs uses
+// arkflow.NewPush instead, whose offsets carry across restarts. It is safe
+// for concurrent use.
 type Source struct {
 	schema *arrow.Schema
 	mu     sync.Mutex
 	parts  [][]arrow.RecordBatch
-	issued []int64 // per partition, the offset after the rows delivered by any run
 	closed bool
 	notify chan struct{}
 }
@@ -74,7 +77,7 @@ func NewSource(schema *arrow.Schema, partitions int) *Source {
 	if partitions < 1 {
 		partitions = 1
 	}
-	return &Source{schema: schema, parts: make([][]arrow.RecordBatch, partitions), issued: make([]int64, partitions), notify: make(chan struct{})}
+	return &Source{schema: schema, parts: make([][]arrow.RecordBatch, partitions), notify: make(chan struct{})}
 }
 
 // NewSourceFrom returns a closed source whose partition i holds parts[i].
@@ -239,11 +242,15 @@ func (r *reader) Connect(context.Context) error {
 	r.src.mu.Lock()
 	closed := r.src.closed
 	for _, p := range r.parts {
-		if off := r.seek[int32(p)]; !closed && off > r.src.issued[p] {
+		var held int64
+		for _, b := range r.src.parts[p] {
+			held += b.NumRows()
+		}
+		if off := r.seek[int32(p)]; !closed && off > held {
 			r.src.mu.Unlock()
-			return fmt.Errorf("memory source %s: restoring partition %d to offset %d, but this Source delivered only %d rows of it: "+
-				"the position was written by another Source (another process), and seeking there would skip rows appended to this one; "+
-				"a memory Source's rows do not outlive its process: feed services through arkflow.NewPush, or start without restoring", r.op, p, off, r.src.issued[p])
+			return fmt.Errorf("memory source %s: restoring partition %d to offset %d, but this Source holds only %d rows of it: "+
+				"the position was written for other rows (another process), and seeking there would skip rows appended from now on; "+
+				"a memory Source's rows do not outlive its process: feed services through arkflow.NewPush, or start without restoring", r.op, p, off, held)
 		}
 	}
 	r.src.mu.Unlock()
@@ -284,7 +291,6 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			start := c.offset
 			c.batch++
 			c.offset += rec.NumRows()
-			r.src.issued[p] = max(r.src.issued[p], c.offset)
 			// Skip rows before the seek position.
 			skip := r.seek[int32(p)] - start
 			rec.Retain()
