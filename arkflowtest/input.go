@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
@@ -411,7 +410,7 @@ func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *runtime.Ad
 				rec.Release()
 				rec, start = sl, start+skip
 			}
-			out := withMeta(r.schema, rec, r.op, int32(p), start)
+			out := connectors.AddMeta(r.schema, rec, r.op, int32(p), start)
 			rec.Release()
 			return connectors.Batch{Record: out, Partition: p, Ack: r.tracker.Deliver(int32(p), start, start+out.NumRows())}, nil, nil
 		}
@@ -457,13 +456,3 @@ func (r *reader) Close(context.Context) error {
 	return nil
 }
 
-// withMeta appends the metadata columns to rec.
-func withMeta(schema *arrow.Schema, rec arrow.RecordBatch, op string, part int32, start int64) arrow.RecordBatch {
-	meta := connectors.MetaArrays(op, part, start, int(rec.NumRows()))
-	cols := append(append([]arrow.Array(nil), rec.Columns()...), meta...)
-	out := array.NewRecordBatch(schema, cols, rec.NumRows())
-	for _, c := range meta {
-		c.Release()
-	}
-	return out
-}

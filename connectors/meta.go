@@ -106,3 +106,18 @@ func MetaArrays(source string, partition int32, start int64, n int) []arrow.Arra
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(offsets))}, nil, 0, 0))
 	return []arrow.Array{src, part, off}
 }
+
+// AddMeta returns rec with the standard metadata columns of MetaArrays
+// appended, as a batch of schema (rec's schema plus MetaFields, as
+// WithMeta makes it). rec stays the caller's; the result shares its
+// columns.
+func AddMeta(schema *arrow.Schema, rec arrow.RecordBatch, source string, partition int32, start int64) arrow.RecordBatch {
+	meta := MetaArrays(source, partition, start, int(rec.NumRows()))
+	cols := append(append(make([]arrow.Array, 0, len(rec.Columns())+len(meta)), rec.Columns()...), meta...)
+	out := array.NewRecordBatch(schema, cols, rec.NumRows())
+	for _, c := range meta {
+		c.Release()
+	}
+	return out
+}
+

@@ -302,7 +302,7 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 				rec = sl
 				start += skip
 			}
-			out := withMeta(r.schema, rec, r.op, int32(p), start)
+			out := connectors.AddMeta(r.schema, rec, r.op, int32(p), start)
 			rec.Release()
 			return connectors.Batch{Record: out, Partition: p, Ack: r.tracker.Deliver(int32(p), start, start+out.NumRows())}, nil
 		}
@@ -320,16 +320,6 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 
 func (r *reader) Close(context.Context) error { return nil }
 
-// withMeta appends the metadata columns to rec.
-func withMeta(schema *arrow.Schema, rec arrow.RecordBatch, op string, part int32, start int64) arrow.RecordBatch {
-	meta := connectors.MetaArrays(op, part, start, int(rec.NumRows()))
-	cols := append(append([]arrow.Array(nil), rec.Columns()...), meta...)
-	out := array.NewRecordBatch(schema, cols, rec.NumRows())
-	for _, c := range meta {
-		c.Release()
-	}
-	return out
-}
 
 // decodeRows decodes declarative rows: row i goes to partition i mod parts;
 // each partition is cut into batches of size rows.

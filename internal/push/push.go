@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 )
@@ -282,12 +281,7 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			q.wakeLocked()
 			q.mu.Unlock()
 			r.turn = k + 1
-			meta := connectors.MetaArrays(r.op, int32(p), start, int(it.n))
-			cols := append(append(make([]arrow.Array, 0, len(it.rec.Columns())+len(meta)), it.rec.Columns()...), meta...)
-			out := array.NewRecordBatch(r.schema, cols, it.n)
-			for _, c := range meta {
-				c.Release()
-			}
+			out := connectors.AddMeta(r.schema, it.rec, r.op, int32(p), start)
 			it.rec.Release()
 			ack := r.tracker.Deliver(int32(p), start, start+it.n)
 			done := it.done

@@ -305,20 +305,31 @@ func (r *Runtime) fail(err error) {
 // idempotent and safe to call concurrently; it returns ErrNotRunning before
 // Run.
 func (r *Runtime) Stop(ctx context.Context) error {
+	cancelled, err := r.end(ctx, func() { r.stopOnce.Do(func() { close(r.stopping) }) })
+	if cancelled {
+		return fmt.Errorf("stopping job %q: %w (cancelled without draining)", r.g.Spec.ID, err)
+	}
+	return err
+}
+
+// end asks the run to end through signal and waits until it has; if ctx
+// ends first, it cancels the run, waits, and reports cancelled with ctx's
+// error. ErrNotRunning before Run.
+func (r *Runtime) end(ctx context.Context, signal func()) (cancelled bool, _ error) {
 	r.mu.Lock()
 	st := r.state
 	if st == Created {
 		r.mu.Unlock()
-		return ErrNotRunning
+		return false, ErrNotRunning
 	}
 	if st == Starting || st == Running {
 		r.state = Stopping
 	}
 	r.mu.Unlock()
-	r.stopOnce.Do(func() { close(r.stopping) })
+	signal()
 	select {
 	case <-r.done:
-		return nil
+		return false, nil
 	case <-ctx.Done():
 		r.mu.Lock()
 		cancel := r.cancel
@@ -327,7 +338,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 			cancel()
 		}
 		<-r.done
-		return fmt.Errorf("stopping job %q: %w (cancelled without draining)", r.g.Spec.ID, ctx.Err())
+		return true, ctx.Err()
 	}
 }
 
@@ -342,33 +353,17 @@ func (r *Runtime) Stop(ctx context.Context) error {
 // (the final checkpoint included), ErrNotRunning before Run. Of Stop and
 // Drain, the first to reach a source decides how it ends.
 func (r *Runtime) Drain(ctx context.Context) error {
-	r.mu.Lock()
-	st := r.state
-	if st == Created {
-		r.mu.Unlock()
-		return ErrNotRunning
+	cancelled, err := r.end(ctx, func() { r.drainOnce.Do(func() { close(r.draining) }) })
+	switch {
+	case cancelled:
+		return fmt.Errorf("draining job %q: %w (cancelled: windows still open were not fired)", r.g.Spec.ID, err)
+	case err != nil:
+		return err
 	}
-	if st == Starting || st == Running {
-		r.state = Stopping
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("draining job %q: %w", r.g.Spec.ID, err)
 	}
-	r.mu.Unlock()
-	r.drainOnce.Do(func() { close(r.draining) })
-	select {
-	case <-r.done:
-		if err := r.Err(); err != nil {
-			return fmt.Errorf("draining job %q: %w", r.g.Spec.ID, err)
-		}
-		return nil
-	case <-ctx.Done():
-		r.mu.Lock()
-		cancel := r.cancel
-		r.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
-		<-r.done
-		return fmt.Errorf("draining job %q: %w (cancelled: windows still open were not fired)", r.g.Spec.ID, ctx.Err())
-	}
+	return nil
 }
 
 // drained reports whether Drain was called.
