@@ -499,3 +499,44 @@ func TestRegistry(t *testing.T) {
 		}()
 	}
 }
+
+// A source adds __meta_source, __meta_partition and __meta_offset to the
+// rows it reads, with AddMeta.
+func ExampleAddMeta() {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues([]int64{7, 8}, nil)
+	col := b.NewArray()
+	rec := array.NewRecordBatch(schema, []arrow.Array{col}, 2)
+	col.Release()
+	b.Release()
+	out := AddMeta(WithMeta(schema), rec, "clicks", 3, 100)
+	rec.Release()
+	defer out.Release()
+	for i, f := range out.Schema().Fields() {
+		fmt.Println(f.Name, out.Column(i))
+	}
+	// Output:
+	// v [7 8]
+	// __meta_source ["clicks" "clicks"]
+	// __meta_partition [3 3]
+	// __meta_offset [100 101]
+}
+
+// webhookSource stands for a source whose rows arrive once and cannot be
+// fetched again (a webhook, a push from Go code).
+type webhookSource struct{ Source }
+
+// Unrewindable tells the runtime that Seek cannot read rows again.
+func (webhookSource) Unrewindable() {}
+
+// A source whose input cannot be read again declares Unrewindable: behind
+// a WAL, in a job that takes checkpoints, the runtime then keeps its WAL
+// entries until a checkpoint holds their rows, and replays them on restore.
+func ExampleUnrewindable() {
+	var src Source = webhookSource{}
+	_, unrewindable := src.(Unrewindable)
+	fmt.Println("unrewindable:", unrewindable)
+	// Output:
+	// unrewindable: true
+}

@@ -67,3 +67,48 @@ func ExampleOpenDir() {
 	// cursor after ack 1: 2
 	// replayed 3 third
 }
+
+// With Options.Hold, entries the cursor has passed stay until the floor
+// passes them too: a restore that needs them (its checkpoint is older than
+// the cursor) reads them with ReplayFrom.
+func ExampleLog_ReplayFrom() {
+	dir, err := os.MkdirTemp("", "wal-hold")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	l, err := wal.OpenDir(dir, wal.LocalOptions{Options: wal.Options{Hold: true}})
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	for _, msg := range []string{"a", "b", "c"} {
+		if _, err := l.Append(ctx, []byte(msg)); err != nil {
+			panic(err)
+		}
+	}
+	l.Ack(1)
+	l.Ack(2)
+	l.SetFloor(2) // a checkpoint holds entry 1: it may go; 2 stays
+	fmt.Println("cursor", l.Cursor(), "floor", l.Floor())
+	r, err := l.ReplayFrom(l.Floor())
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close()
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("kept %d %s\n", e.Seq, e.Payload)
+	}
+	// Output:
+	// cursor 2 floor 2
+	// kept 2 b
+	// kept 3 c
+}
