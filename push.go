@@ -35,7 +35,9 @@ type PushConfig[T any] struct {
 	// window back, and windows never fire. When some partitions may stay
 	// empty (a PartitionKey over few keys, pushes that stop), give
 	// EventTime an IdleTimeout, after which a partition without rows stops
-	// holding the others back.
+	// holding the others back. (Without one, the source logs a warning
+	// when a partition that never had a row has held the watermark back
+	// for 10 s while others have rows.)
 	Partitions int
 	// PartitionKey, when set, sends each row to the partition of its key
 	// (FNV-1a of the key, modulo Partitions), so that the rows of one key

@@ -210,6 +210,29 @@ func (t *Tracker) Cuts(p int, ts []int64, valid []bool, dst []Cut) []Cut {
 	return dst
 }
 
+// Starved returns the partitions that hold the watermark back without
+// ever having had a row, sorted: not idle, no event yet, for at least
+// after ms by now, while another partition has events. Without an idle
+// timeout such a partition keeps every window from firing; the source
+// warns about it (R-EMBED-5).
+func (t *Tracker) Starved(now, after int64) []int {
+	fed := false
+	for _, pt := range t.parts {
+		fed = fed || pt.candidate != NoWatermark
+	}
+	if !fed {
+		return nil
+	}
+	var out []int
+	for p, pt := range t.parts {
+		if !pt.idle && pt.candidate == NoWatermark && now-pt.lastData >= after {
+			out = append(out, p)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
 // Idle returns the idle partitions, sorted.
 func (t *Tracker) Idle() []int {
 	var out []int

@@ -66,6 +66,13 @@
 // watermark between the parts, so in-order batches pass whole; after the
 // batch the watermark is the same under both rules.
 //
+// A source's watermark is the minimum over its partitions that are not
+// idle, and a partition that has had no row yet counts: it holds every
+// window back until its first row, or until idle_timeout_ms of silence
+// makes it idle. The source warns, once a run, when such a partition has
+// held the watermark back for 10 s while others have rows and no idle
+// timeout is set (Tracker.Starved).
+//
 // While every partition of a source is idle, its watermark holds
 // (watermark.all_idle "hold", the default): open windows wait for new data
 // or the end of the input. With all_idle "advance" and all_idle_delay_ms

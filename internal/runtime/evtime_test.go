@@ -295,3 +295,66 @@ func TestPerRowAdvanceKeepsInOrderRows(t *testing.T) {
 		})
 	}
 }
+
+// R-EMBED-5: a partition that never had a row holds the watermark back, and
+// without an idle timeout no window ever fires. The source says so, once,
+// after 10 s of the clock, naming the partition and the fix; with an idle
+// timeout it does not.
+func TestStarvedPartitionIsWarnedOnce(t *testing.T) {
+	for _, idle := range []bool{false, true} {
+		logs := newCaptured()
+		clock := &fakeClock{now: time.UnixMilli(1_000_000)}
+		src, sink := mem.NewSource(eventSchema, 2), mem.NewSink()
+		wm := ""
+		if idle {
+			wm = `,"idle_timeout_ms":60000`
+		}
+		rt := New(mustBuild(t, evSpec(wm), map[string]any{"in": src, "out": sink}), Options{Clock: clock, Logger: slog.New(logs)})
+		done := make(chan error, 1)
+		go func() { done <- rt.Run(context.Background()) }()
+		waitFor(t, "running", func() bool { return rt.State() == Running })
+		rows := int64(0)
+		add := func(ts ...int64) {
+			rows += int64(len(ts))
+			if err := src.Append(0, timed(ts...)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the window to take the rows", func() bool { return windowRowsIn(rt) == rows })
+		}
+		starved := func() int {
+			n := 0
+			for _, w := range logs.warnings() {
+				if strings.Contains(w.msg, "have had no row yet") {
+					n++
+					if w.attrs["partitions"] != "[1]" || !strings.Contains(w.msg, "IdleTimeout") {
+						t.Errorf("warning %q %v: want partition 1 and the fix named", w.msg, w.attrs)
+					}
+				}
+			}
+			return n
+		}
+		add(100, 1500)
+		clock.Advance(9 * time.Second)
+		add(2500)
+		if n := starved(); n != 0 {
+			t.Fatalf("idle=%v: warned after 9 s: %d", idle, n)
+		}
+		clock.Advance(time.Second)
+		add(3500)
+		add(4500)
+		want := 1
+		if idle {
+			want = 0
+		}
+		if n := starved(); n != want {
+			t.Fatalf("idle=%v: %d warnings of the partition without rows, want %d", idle, n, want)
+		}
+		if sink.NumRows() != 0 {
+			t.Fatalf("idle=%v: a window fired while partition 1 holds the watermark back", idle)
+		}
+		src.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -59,6 +60,10 @@ type sourceTime struct {
 	// restored is the watermark a checkpoint restored (NoWatermark: none);
 	// the source sends it before its first row.
 	restored int64
+	// log receives the warning of partitions without rows holding the
+	// watermark back (warnStarved), once a run.
+	log           *slog.Logger
+	starvedWarned bool
 
 	// marks are the unacknowledged batches in read order, each with the
 	// watermark before it (event time, batches with an acknowledgement).
@@ -128,7 +133,8 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 			}
 		}
 		now := r.opts.Clock.Now().UnixMilli()
-		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now), restored: window.NoWatermark, parts: parts}
+		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now), restored: window.NoWatermark, parts: parts,
+			log: r.log.With("task", job.TaskID(opID, sub))}
 		if w := t.Watermark; w != nil && w.Strategy != job.Monotonous {
 			st.ooo = w.OutOfOrdernessMS
 		}
@@ -409,10 +415,39 @@ func (st *sourceTime) observe(p int, ts []int64, valid []bool, now int64) (int64
 			maxTS, any = t, true
 		}
 	}
+	var wm int64
+	var advanced bool
 	if any {
-		return st.tracker.Observe(p, maxTS, now)
+		wm, advanced = st.tracker.Observe(p, maxTS, now)
+	} else {
+		wm, advanced = st.tracker.Touch(p, now)
 	}
-	return st.tracker.Touch(p, now)
+	if !advanced && !st.starvedWarned {
+		st.warnStarved(now)
+	}
+	return wm, advanced
+}
+
+// starvedAfter is how long (ms) a partition may go without its first row,
+// while others have rows, before the source warns that it holds the
+// watermark back.
+const starvedAfter = 10_000
+
+// warnStarved warns, once a run, when partitions that never had a row
+// hold the watermark back: without an idle timeout, no window downstream
+// fires until they get one (R-EMBED-5).
+func (st *sourceTime) warnStarved(now int64) {
+	if st.log == nil || st.tracker.IdleTimeout() > 0 {
+		return
+	}
+	parts := st.tracker.Starved(now, starvedAfter)
+	if len(parts) == 0 {
+		return
+	}
+	st.starvedWarned = true
+	st.log.Warn("event time: partitions of this source that have had no row yet hold its watermark back, so no window downstream fires until they get one; "+
+		"if they may stay empty, set the source's watermark.idle_timeout_ms (EventTime(field, IdleTimeout(d)) in Go)",
+		"partitions", parts, "watermark", st.tracker.Watermark())
 }
 
 // perRow passes a batch on under advance per_row (R-EMBED-5): every row
