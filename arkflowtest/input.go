@@ -455,4 +455,3 @@ func (r *reader) Close(context.Context) error {
 	r.in.signal()
 	return nil
 }
-

@@ -120,4 +120,3 @@ func AddMeta(schema *arrow.Schema, rec arrow.RecordBatch, source string, partiti
 	}
 	return out
 }
-

@@ -320,7 +320,6 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 
 func (r *reader) Close(context.Context) error { return nil }
 
-
 // decodeRows decodes declarative rows: row i goes to partition i mod parts;
 // each partition is cut into batches of size rows.
 func decodeRows(schema *arrow.Schema, rows []json.RawMessage, parts, size int) ([][]arrow.RecordBatch, error) {
