@@ -36,6 +36,10 @@ type Durability struct {
 	SegmentBytes int64
 	// Retain keeps segments the cursor has passed (for debugging).
 	Retain bool
+	// NoRecycle deletes the local segments the cursor has passed instead
+	// of writing the next segments over them: acknowledged entries are
+	// gone from disk at once, and syncs cost more (BENCHMARKS.md, WAL).
+	NoRecycle bool
 	// ObjectStore keeps the log in an S3-compatible bucket instead of a
 	// local directory.
 	ObjectStore *WALObjectStore
@@ -93,6 +97,7 @@ func (d Durability) spec() json.RawMessage {
 	set("drain_timeout_ms", ms(d.DrainTimeout), d.DrainTimeout == 0)
 	set("segment_bytes", d.SegmentBytes, d.SegmentBytes == 0)
 	set("retain", d.Retain, !d.Retain)
+	set("no_recycle", d.NoRecycle, !d.NoRecycle)
 	if o := d.ObjectStore; o != nil {
 		m["backend"] = map[string]any{
 			"type": "object_store", "node_id": o.NodeID, "stream_id": o.StreamID, "prefix": o.Prefix,

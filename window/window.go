@@ -9,7 +9,7 @@
 // keyed edge:
 //
 //	arkflow.NewJob("clicks").
-//		Source("in", src, arkflow.EventTime("ts", window.BoundedOutOfOrderness(2*time.Second))).
+//		Source("in", src, arkflow.EventTime("ts", arkflow.OutOfOrderness(2*time.Second))).
 //		KeyBy("user").
 //		Window("per-minute", window.Tumbling(time.Minute).Count("n").Sum("amount", "total")).
 //		Sink("out", sink)
