@@ -3,9 +3,9 @@
 // Hub stores (ArkFlow v1's JobSpec, wire-compatible, with optional
 // extensions).
 //
-// Parse and Load read a spec strictly and report every problem at once,
-// each as a ValidationError naming the field path; Spec.Version is the
-// digest of its canonical form; NewPlan turns a valid spec into tasks,
-// chains and key-group ranges (KeyGroup, RangeFor), the same plan ArkFlow
-// v1 computes for the same spec.
+// Parse and ParseFile read a spec strictly and report every problem at
+// once, each as a ValidationError naming the field path; NewVersion gives
+// the digest of its canonical form (Canonical); NewPlan turns a valid spec
+// into tasks, chains and key-group ranges (KeyGroup, RangeFor), the same
+// plan ArkFlow v1 computes for the same spec.
 package job
