@@ -237,12 +237,12 @@ func (j *Job) StopWithin(d time.Duration) error {
 // Done is closed when Run has returned.
 func (j *Job) Done() <-chan struct{} { return j.rt.Done() }
 
-// State is a job's lifecycle state (R-VAL-3).
-type State int
+// Status is where a job is in its lifecycle.
+type Status int
 
 // Job states: Created → Starting → Running → Stopping → Stopped, or Failed.
 const (
-	Created State = iota
+	Created Status = iota
 	Starting
 	Running
 	Stopping
@@ -250,10 +250,11 @@ const (
 	Failed
 )
 
-func (s State) String() string { return runtime.State(s).String() }
+// String names the status: "created", "running", ….
+func (s Status) String() string { return runtime.State(s).String() }
 
-// State returns the job's lifecycle state.
-func (j *Job) State() State { return State(j.rt.State()) }
+// Status returns where the job is in its lifecycle.
+func (j *Job) Status() Status { return Status(j.rt.State()) }
 
 // Err returns the error the job failed with, or nil.
 func (j *Job) Err() error { return j.rt.Err() }
@@ -287,7 +288,8 @@ type TaskMetrics struct {
 
 // Metrics is a snapshot of a job's counters.
 type Metrics struct {
-	State State
+	// Status is the job's lifecycle status when the snapshot was taken.
+	Status Status
 	Tasks []TaskMetrics
 	// StateBytes is the size of each stateful operator's committed state
 	// in bytes (R-STATE-2).
@@ -299,7 +301,7 @@ type Metrics struct {
 
 // Metrics returns a snapshot of the job's counters.
 func (j *Job) Metrics() Metrics {
-	m := Metrics{State: j.State(), StateBytes: j.rt.StateBytes(), Checkpoints: j.rt.CheckpointStatus()}
+	m := Metrics{Status: j.Status(), StateBytes: j.rt.StateBytes(), Checkpoints: j.rt.CheckpointStatus()}
 	for _, t := range j.rt.Metrics() {
 		m.Tasks = append(m.Tasks, TaskMetrics(t))
 	}

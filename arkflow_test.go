@@ -232,8 +232,8 @@ func TestLifecycleErrors(t *testing.T) {
 	if err := j.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if j.State() != arkflow.Stopped {
-		t.Fatalf("state %v", j.State())
+	if j.Status() != arkflow.Stopped {
+		t.Fatalf("state %v", j.Status())
 	}
 	if err := j.Run(context.Background()); !errors.Is(err, arkflow.ErrAlreadyRunning) {
 		t.Fatalf("second Run: %v", err)
@@ -281,8 +281,8 @@ func TestMapToSchemaIsChecked(t *testing.T) {
 	if err := j.Run(context.Background()); err == nil || !strings.Contains(err.Error(), `operator "count": function returned schema`) {
 		t.Fatalf("want a schema mismatch error, got %v", err)
 	}
-	if j.State() != arkflow.Failed {
-		t.Fatalf("state %v", j.State())
+	if j.Status() != arkflow.Failed {
+		t.Fatalf("state %v", j.Status())
 	}
 }
 

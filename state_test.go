@@ -234,8 +234,8 @@ func TestStateFormatVersionRefused(t *testing.T) {
 	if !errors.Is(err, state.ErrFormat) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("want a format error naming the directory, got %v", err)
 	}
-	if j.State() != arkflow.Failed {
-		t.Fatalf("state %v", j.State())
+	if j.Status() != arkflow.Failed {
+		t.Fatalf("state %v", j.Status())
 	}
 	if dirDigest(t, dir) != before {
 		t.Fatal("the refused open changed the state directory")

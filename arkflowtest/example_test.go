@@ -210,7 +210,7 @@ func ExampleHarness_Finish() {
 		Sink("out", out))
 	in.Push(0, Click{"ann", 0}, Click{"ann", 30_000})
 	h.Finish() // the final watermark fires the open session
-	fmt.Println(out.Rows(), h.Job().State())
+	fmt.Println(out.Rows(), h.Job().Status())
 	// Output: [ann@0s:2] stopped
 }
 
@@ -218,7 +218,7 @@ func ExampleHarness_Job() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", arkflowtest.NewInput[Click](1)).
 		Sink("out", arkflowtest.NewOutput[Click]()))
-	fmt.Println(h.Job().State(), h.Job().Spec().Sources[0].InputType)
+	fmt.Println(h.Job().Status(), h.Job().Spec().Sources[0].InputType)
 	// Output: running arkflowtest
 }
 
@@ -262,7 +262,7 @@ func ExampleHarness_Stop() {
 		Sink("out", out))
 	in.Push(0, Click{"ann", 100})
 	h.Stop() // the open window keeps its contents, unfired
-	fmt.Println(out.Rows(), h.Job().State())
+	fmt.Println(out.Rows(), h.Job().Status())
 	// Output: [] stopped
 }
 
@@ -466,7 +466,7 @@ func ExampleJobOptions() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").Source("in", in).Sink("out", out),
 		arkflowtest.JobOptions(arkflow.WithChannelCapacity(1)))
 	in.Push(0, Click{"ann", 1})
-	fmt.Println(out.Rows(), h.Job().State())
+	fmt.Println(out.Rows(), h.Job().Status())
 	// Output: [{ann 1}] running
 }
 

@@ -59,7 +59,7 @@ func startStream(t *testing.T, p pipeline) *stream {
 	// task's gauges while it starts without synchronization (a data race
 	// in internal/runtime, reported separately); the state lock orders
 	// the start before this read.
-	waitFor(t, "the job to run", func() bool { return j.State() == arkflow.Running }, func() string { return j.State().String() })
+	waitFor(t, "the job to run", func() bool { return j.Status() == arkflow.Running }, func() string { return j.Status().String() })
 	return s
 }
 
@@ -189,8 +189,8 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := s.job.Metrics()
-			if m.State != arkflow.Stopped {
-				t.Fatalf("job state %s", m.State)
+			if m.Status != arkflow.Stopped {
+				t.Fatalf("job status %s", m.Status)
 			}
 			if in, w := m.Operator("in"), m.Operator("w"); in.RowsOut != 4 || w.RowsIn != 4 {
 				t.Fatalf("source emitted %d rows, window received %d; want 4 and 4", in.RowsOut, w.RowsIn)

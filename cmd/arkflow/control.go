@@ -73,7 +73,7 @@ func serveControl(ctx context.Context, path string, j *arkflow.Job, logger *slog
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		m := j.Metrics()
-		reply(w, map[string]any{"state": m.State.String(), "checkpoints": m.Checkpoints}, nil)
+		reply(w, map[string]any{"state": m.Status.String(), "checkpoints": m.Checkpoints}, nil)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -280,7 +280,7 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			go func() {
 				t := time.NewTicker(10 * time.Millisecond)
 				defer t.Stop()
-				for j.State() < arkflow.Running {
+				for j.Status() < arkflow.Running {
 					select {
 					case <-ctx.Done():
 						return

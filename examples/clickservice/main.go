@@ -120,7 +120,7 @@ func run(addr, data string) error {
 	mux.Handle("POST /clicks", clickHandler(clicks))
 	mux.HandleFunc("GET /results", results.ServeHTTP)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if s := j.State(); s != arkflow.Running {
+		if s := j.Status(); s != arkflow.Running {
 			http.Error(w, "job is "+s.String(), http.StatusServiceUnavailable)
 			return
 		}
