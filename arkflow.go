@@ -290,7 +290,7 @@ type TaskMetrics struct {
 type Metrics struct {
 	// Status is the job's lifecycle status when the snapshot was taken.
 	Status Status
-	Tasks []TaskMetrics
+	Tasks  []TaskMetrics
 	// StateBytes is the size of each stateful operator's committed state
 	// in bytes (R-STATE-2).
 	StateBytes map[string]int64
