@@ -301,7 +301,7 @@ type Metrics struct {
 
 // Metrics returns a snapshot of the job's counters.
 func (j *Job) Metrics() Metrics {
-	m := Metrics{Status: j.Status(), StateBytes: j.rt.StateBytes(), Checkpoints: j.rt.CheckpointStatus()}
+	m := Metrics{Status: j.Status(), StateBytes: j.rt.StateBytes(), Checkpoints: checkpointStatus(j.rt.CheckpointStatus())}
 	for _, t := range j.rt.Metrics() {
 		m.Tasks = append(m.Tasks, TaskMetrics(t))
 	}

@@ -2,17 +2,57 @@ package arkflow
 
 import (
 	"context"
+	"time"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
 
 // CheckpointStatus is a job's checkpoint health and recovery progress.
-type CheckpointStatus = runtime.CheckpointStatus
+type CheckpointStatus struct {
+	// Enabled is false when the spec has no checkpoint block.
+	Enabled bool
+	// Healthy is false after a failed round, until one succeeds
+	// ("degraded": the previous checkpoint is still the one a restart
+	// uses).
+	Healthy bool
+	// Completed and Failures count this run's checkpoint rounds.
+	Completed, Failures int64
+	// LastError is the error of the last failed round ("" when none).
+	LastError string
+	// LastID is the newest checkpoint this run committed.
+	LastID string
+	// LastDuration is how long it took, from trigger to commit.
+	LastDuration time.Duration
+	// LastPause is how long the sources were held for its cut.
+	LastPause time.Duration
+	// LastBytes is the size of the state it uploaded.
+	LastBytes int64
+	// Restored names the checkpoint or savepoint the run started from
+	// ("" when none).
+	Restored string
+	// Recovery is the progress of the restore the run started with.
+	Recovery RecoveryProgress
+}
 
 // RecoveryProgress counts a restore's state: bytes and keys restored of
-// the total, reported before the job reports Running (R-CKPT-8).
-type RecoveryProgress = runtime.RecoveryProgress
+// the total, reported before the job reports Running.
+type RecoveryProgress struct {
+	BytesRestored, BytesTotal int64
+	KeysRestored              int64
+	SnapshotsRestored         int
+	SnapshotsTotal            int
+	// Done is true once the restore has finished (or there was none).
+	Done bool
+}
+
+func checkpointStatus(c runtime.CheckpointStatus) CheckpointStatus {
+	return CheckpointStatus{
+		Enabled: c.Enabled, Healthy: c.Healthy, Completed: c.Completed, Failures: c.Failures, LastError: c.LastError,
+		LastID: c.LastID, LastDuration: c.LastDuration, LastPause: c.LastPause, LastBytes: c.LastBytes, Restored: c.Restored,
+		Recovery: RecoveryProgress(c.Recovery),
+	}
+}
 
 // ErrNoCheckpoints is returned by Checkpoint and Savepoint for a job whose
 // spec has no checkpoint block.
@@ -47,4 +87,4 @@ func (j *Job) Savepoint(ctx context.Context, name string) error { return j.rt.Sa
 
 // CheckpointStatus returns the job's checkpoint health and recovery
 // progress.
-func (j *Job) CheckpointStatus() CheckpointStatus { return j.rt.CheckpointStatus() }
+func (j *Job) CheckpointStatus() CheckpointStatus { return checkpointStatus(j.rt.CheckpointStatus()) }
