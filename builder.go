@@ -119,8 +119,12 @@ func WithParallelism(n int) OperatorOption {
 	})
 }
 
-// TimeOption tunes a source's event time.
-type TimeOption func(*job.Time)
+// TimeOption tunes a source's event time; the functions below make them.
+type TimeOption interface{ applyTime(*job.Time) }
+
+type timeOption func(*job.Time)
+
+func (f timeOption) applyTime(t *job.Time) { f(t) }
 
 // EventTime declares that a source's rows carry their event time in field
 // (int64 milliseconds or a timestamp column), with per-partition
@@ -132,7 +136,7 @@ func EventTime(field string, opts ...TimeOption) OperatorOption {
 			Watermark: &job.Watermark{Strategy: job.BoundedOutOfOrderness}}
 		for _, o := range opts {
 			if o != nil {
-				o(t)
+				o.applyTime(t)
 			}
 		}
 		s.time = t
@@ -143,25 +147,25 @@ func EventTime(field string, opts ...TimeOption) OperatorOption {
 // partition before they count as late: the watermark is the largest event
 // time seen minus d.
 func OutOfOrderness(d time.Duration) TimeOption {
-	return func(t *job.Time) {
+	return timeOption(func(t *job.Time) {
 		t.Watermark.Strategy = job.BoundedOutOfOrderness
 		t.Watermark.OutOfOrdernessMS = d.Milliseconds()
-	}
+	})
 }
 
 // Monotonous declares event times that never decrease within a partition:
 // the watermark is the largest event time seen.
 func Monotonous() TimeOption {
-	return func(t *job.Time) { t.Watermark.Strategy, t.Watermark.OutOfOrdernessMS = job.Monotonous, 0 }
+	return timeOption(func(t *job.Time) { t.Watermark.Strategy, t.Watermark.OutOfOrdernessMS = job.Monotonous, 0 })
 }
 
 // IdleTimeout lets a partition that delivered nothing for d stop holding
 // the watermark back until it delivers again.
 func IdleTimeout(d time.Duration) TimeOption {
-	return func(t *job.Time) {
+	return timeOption(func(t *job.Time) {
 		ms := d.Milliseconds()
 		t.Watermark.IdleTimeoutMS = &ms
-	}
+	})
 }
 
 // PerRowWatermark classifies each row against the watermark in force
@@ -179,7 +183,7 @@ func IdleTimeout(d time.Duration) TimeOption {
 // the watermark is split before them (without copying), the watermark
 // moving between the parts.
 func PerRowWatermark() TimeOption {
-	return func(t *job.Time) { t.Watermark.Advance = job.AdvancePerRow }
+	return timeOption(func(t *job.Time) { t.Watermark.Advance = job.AdvancePerRow })
 }
 
 // AdvanceWhenIdle lets the watermark follow the clock while every
@@ -198,27 +202,27 @@ func PerRowWatermark() TimeOption {
 // partitions are idle: open windows wait for new data or the end of the
 // input (or Job.Drain).
 func AdvanceWhenIdle(delay time.Duration) TimeOption {
-	return func(t *job.Time) {
+	return timeOption(func(t *job.Time) {
 		t.Watermark.AllIdle, t.Watermark.AllIdleDelayMS = job.AllIdleAdvance, delay.Milliseconds()
-	}
+	})
 }
 
 // AllowedLateness keeps fired windows for d so late events can still update
 // them (with LateUpdate).
 func AllowedLateness(d time.Duration) TimeOption {
-	return func(t *job.Time) { t.AllowedLatenessMS = d.Milliseconds() }
+	return timeOption(func(t *job.Time) { t.AllowedLatenessMS = d.Milliseconds() })
 }
 
 // LateUpdate makes late events within the allowed lateness update their
 // window, which is emitted again with __arkflow_window_update = true.
 func LateUpdate() TimeOption {
-	return func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateUpdate, "" }
+	return timeOption(func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateUpdate, "" })
 }
 
 // RouteLate sends late events (and events without an event time) to the
 // sink operator sink, with their original columns.
 func RouteLate(sink string) TimeOption {
-	return func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateRoute, sink }
+	return timeOption(func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateRoute, sink })
 }
 
 // SourceComponent is a source configuration: a value whose JSON encoding is

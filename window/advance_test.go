@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/arkflow-rs/arkflow-go"
-	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // R-EMBED-5: advance per_row classifies each row as if it had come in a
@@ -19,7 +16,6 @@ import (
 // window updated by two late rows of one batch is emitted once, by two
 // one-row batches twice, whatever the advance.
 func TestPerRowIsOneRowAtATime(t *testing.T) {
-	asBatch := arkflow.TimeOption(func(tm *job.Time) { tm.Watermark.Advance = job.AdvanceBatch })
 	compared := 0
 	for _, file := range goldenFiles(t) {
 		_, cases := parseGolden(t, file)
@@ -33,9 +29,9 @@ func TestPerRowIsOneRowAtATime(t *testing.T) {
 			}
 			t.Run(filepath.Base(file)+"/"+c.name, func(t *testing.T) {
 				perRow := p
-				perRow.time = append(append([]arkflow.TimeOption(nil), p.time...), arkflow.PerRowWatermark())
+				perRow.perRow = true
 				oneByOne := p
-				oneByOne.time = append(append([]arkflow.TimeOption(nil), p.time...), asBatch)
+				oneByOne.perRow = false
 				oneByOne.parts = [][]arrow.RecordBatch{nil}
 				for _, b := range p.parts[0] {
 					for i := int64(0); i < b.NumRows(); i++ {

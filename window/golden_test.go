@@ -199,6 +199,7 @@ type pipeline struct {
 	field  string                // default "ts"
 	def    window.Definition
 	time   []arkflow.TimeOption
+	perRow bool // advance per_row (PerRowWatermark after time)
 	route  bool // add the LateSink "late" (use with RouteLate("late"))
 	// stateDir, when set, keeps the job's state in Badger there instead
 	// of in memory.
@@ -223,7 +224,7 @@ func (p pipeline) builder(src *mem.Source, out, late *mem.Sink) *arkflow.Builder
 		field = "ts"
 	}
 	b := arkflow.NewJob("golden").
-		Source("in", src, arkflow.EventTime(field, p.time...)).
+		Source("in", src, arkflow.EventTime(field, p.timeOptions()...)).
 		KeyBy(key).
 		Window("w", p.def).
 		Sink("out", out)
@@ -403,7 +404,7 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 					switch v {
 					case "batch":
 					case "per_row":
-						opts = append(opts, arkflow.PerRowWatermark())
+						p.perRow = true
 					default:
 						return p, fmt.Errorf("time advance %q", v)
 					}
@@ -652,4 +653,13 @@ func TestGoldenDeterministic(t *testing.T) {
 			})
 		}
 	}
+}
+
+// timeOptions are the pipeline's event-time options, with its advance.
+func (p pipeline) timeOptions() []arkflow.TimeOption {
+	opts := append([]arkflow.TimeOption(nil), p.time...)
+	if p.perRow {
+		opts = append(opts, arkflow.PerRowWatermark())
+	}
+	return opts
 }
