@@ -250,6 +250,7 @@ const (
 	Failed
 )
 
+// String returns the state's lower-case name, such as "running".
 func (s State) String() string { return runtime.State(s).String() }
 
 // State returns the job's lifecycle state.
@@ -351,4 +352,5 @@ func (m Metrics) Operator(id string) TaskMetrics {
 	return out
 }
 
+// String names the job and its plan digest: job <id> (<digest>).
 func (j *Job) String() string { return fmt.Sprintf("job %s (%s)", j.spec.ID, j.plan.Digest) }
