@@ -66,9 +66,12 @@ func isPublic(rel, name string) bool {
 // reads every public package from the export data the go command wrote
 // (or found in the build cache). Reading export data instead of
 // type-checking from source keeps the check fast, and it goes through cgo
-// packages (confluent-kafka-go) like any other.
-func loadPackages(root string) ([]*publicPackage, error) {
-	cmd := exec.Command("go", "list", "-e", "-export", "-deps", "-json", "./...")
+// packages (confluent-kafka-go) like any other. buildFlags (such as
+// -race) are passed to go list, so that a test built with them finds the
+// export data in the build cache instead of compiling everything again.
+func loadPackages(root string, buildFlags ...string) ([]*publicPackage, error) {
+	args := append([]string{"list", "-e", "-export", "-deps", "-json"}, buildFlags...)
+	cmd := exec.Command("go", append(args, "./...")...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -10,6 +10,10 @@ import (
 // moduleRoot is the module root relative to this package's directory.
 const moduleRoot = "../../.."
 
+// buildFlags are the flags of this test build that change export data
+// (see race_test.go).
+var buildFlags []string
+
 var (
 	loadOnce sync.Once
 	loaded   []*publicPackage
@@ -19,7 +23,7 @@ var (
 // packages loads the public packages once for all tests.
 func packages(t *testing.T) []*publicPackage {
 	t.Helper()
-	loadOnce.Do(func() { loaded, loadErr = loadPackages(moduleRoot) })
+	loadOnce.Do(func() { loaded, loadErr = loadPackages(moduleRoot, buildFlags...) })
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}
