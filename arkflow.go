@@ -250,7 +250,7 @@ const (
 	Failed
 )
 
-// String names the status: "created", "running", ….
+// String returns the status's lower-case name, such as "running".
 func (s Status) String() string { return runtime.State(s).String() }
 
 // Status returns where the job is in its lifecycle.
@@ -353,4 +353,5 @@ func (m Metrics) Operator(id string) TaskMetrics {
 	return out
 }
 
+// String names the job and its plan digest: job <id> (<digest>).
 func (j *Job) String() string { return fmt.Sprintf("job %s (%s)", j.spec.ID, j.plan.Digest) }

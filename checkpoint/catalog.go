@@ -586,6 +586,7 @@ const (
 	NamedSavepoint
 )
 
+// String describes the target for people, such as "latest checkpoint".
 func (t Target) String() string {
 	switch t {
 	case LatestCheckpoint:
@@ -673,6 +674,7 @@ type Skipped struct {
 	Err error
 }
 
+// String renders the candidate as "<kind> <id>: <reason>".
 func (s Skipped) String() string { return fmt.Sprintf("%s %s: %s", s.Kind, s.ID, s.Reason) }
 
 // Select finds the artifact to restore (R-CKPT-5, -6, -8). It writes

@@ -54,6 +54,7 @@ type TaskSetError struct {
 	Detail string
 }
 
+// Error names the manifest, the field, the violation and the task.
 func (e *TaskSetError) Error() string {
 	s := fmt.Sprintf("checkpoint: manifest %q: %s: %v %q", e.CheckpointID, e.Field, e.Err, e.TaskID)
 	if e.Detail != "" {
@@ -62,6 +63,8 @@ func (e *TaskSetError) Error() string {
 	return s
 }
 
+// Unwrap returns Err, so errors.Is finds ErrMissingTask, ErrDuplicateTask
+// or ErrExtraTask.
 func (e *TaskSetError) Unwrap() error { return e.Err }
 
 // CorruptError reports an artifact whose bytes are not what they should
@@ -79,6 +82,8 @@ type CorruptError struct {
 	Err error
 }
 
+// Error names the key (when there is one), the reason and the underlying
+// error.
 func (e *CorruptError) Error() string {
 	var b strings.Builder
 	b.WriteString("checkpoint: ")
@@ -95,6 +100,7 @@ func (e *CorruptError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns Err, the underlying error (nil if there is none).
 func (e *CorruptError) Unwrap() error { return e.Err }
 
 // IsCorruption reports whether err is or wraps a *CorruptError.
@@ -149,6 +155,8 @@ type IncompatibleError struct {
 	Detail string
 }
 
+// Error names the artifact, what it was written with and what this job
+// has, and says what to do instead.
 func (e *IncompatibleError) Error() string {
 	if e.Reason == IncompatibleMaxParallelism {
 		return fmt.Sprintf("checkpoint: %s %q was cut with max_parallelism %d, and this job has max_parallelism %d: "+

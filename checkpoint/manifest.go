@@ -17,6 +17,7 @@ import (
 // savepoint.
 type Kind string
 
+// The kinds of manifest.
 const (
 	KindCheckpoint Kind = "checkpoint"
 	KindSavepoint  Kind = "savepoint"

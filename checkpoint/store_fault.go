@@ -87,6 +87,8 @@ func (f *FaultStore) check(op, key string) error {
 	return nil
 }
 
+// Put fails with an injected fault matching OpPut and key, or calls the
+// wrapped store's Put.
 func (f *FaultStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := f.check(OpPut, key); err != nil {
 		return err
@@ -94,6 +96,8 @@ func (f *FaultStore) Put(ctx context.Context, key string, r io.Reader, size int6
 	return f.inner.Put(ctx, key, r, size)
 }
 
+// Create fails with an injected fault matching OpCreate and key, or calls
+// the wrapped store's Create.
 func (f *FaultStore) Create(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := f.check(OpCreate, key); err != nil {
 		return err
@@ -101,6 +105,8 @@ func (f *FaultStore) Create(ctx context.Context, key string, r io.Reader, size i
 	return f.inner.Create(ctx, key, r, size)
 }
 
+// Get fails with an injected fault matching OpGet and key, or calls the
+// wrapped store's Get.
 func (f *FaultStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := f.check(OpGet, key); err != nil {
 		return nil, err
@@ -108,6 +114,8 @@ func (f *FaultStore) Get(ctx context.Context, key string) (io.ReadCloser, error)
 	return f.inner.Get(ctx, key)
 }
 
+// List fails with an injected fault matching OpList and prefix, or calls
+// the wrapped store's List.
 func (f *FaultStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := f.check(OpList, prefix); err != nil {
 		return nil, err
@@ -115,6 +123,8 @@ func (f *FaultStore) List(ctx context.Context, prefix string) ([]string, error) 
 	return f.inner.List(ctx, prefix)
 }
 
+// Delete fails with an injected fault matching OpDelete and key, or calls
+// the wrapped store's Delete.
 func (f *FaultStore) Delete(ctx context.Context, key string) error {
 	if err := f.check(OpDelete, key); err != nil {
 		return err
@@ -122,4 +132,5 @@ func (f *FaultStore) Delete(ctx context.Context, key string) error {
 	return f.inner.Delete(ctx, key)
 }
 
+// URI returns the wrapped store's URI.
 func (f *FaultStore) URI() string { return f.inner.URI() }

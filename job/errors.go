@@ -22,6 +22,8 @@ type ValidationError struct {
 	Reason string
 }
 
+// Error renders the problem as job "<job>": operator "<op>": <field>:
+// <reason>, leaving out the operator and field when they are empty.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %q: ", e.Job)
@@ -40,6 +42,7 @@ func (e *ValidationError) Error() string {
 // Validation never stops at the first problem.
 type ValidationErrors []*ValidationError
 
+// Error renders every problem, one per line.
 func (es ValidationErrors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {

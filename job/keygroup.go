@@ -42,6 +42,7 @@ func (r KeyGroupRange) Len() int {
 	return r.End - r.Start + 1
 }
 
+// String renders the range as [start,end].
 func (r KeyGroupRange) String() string { return fmt.Sprintf("[%d,%d]", r.Start, r.End) }
 
 // RangeFor returns the key groups subtask s of p owns out of m:

@@ -39,7 +39,10 @@ type RestoreError struct {
 	Err   error
 }
 
+// Error returns Err's message.
 func (e *RestoreError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
 func (e *RestoreError) Unwrap() error { return e.Err }
 
 // ErrRestoring is returned by Size while RestoreEmpty runs.

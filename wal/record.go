@@ -64,6 +64,7 @@ type CorruptError struct {
 	Reason  string
 }
 
+// Error names the segment, the offset and the reason.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("wal: segment %s is corrupt at offset %d: %s", e.Segment, e.Offset, e.Reason)
 }

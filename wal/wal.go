@@ -64,6 +64,8 @@ type ParkedError struct {
 	Lease time.Duration
 }
 
+// Error names the sequence waited for and how long the acknowledgement
+// waited.
 func (e *ParkedError) Error() string {
 	return fmt.Sprintf("WAL acknowledgement parked for >%s waiting for sequence %d; the gap owner appears stalled", formatLease(e.Lease), e.Seq)
 }
@@ -86,6 +88,7 @@ func formatLease(d time.Duration) string {
 // it in this run. The entry is replayed after a restart.
 type AbandonedError struct{ Seq uint64 }
 
+// Error names the abandoned sequence.
 func (e *AbandonedError) Error() string {
 	return fmt.Sprintf("wal: sequence %d was abandoned (its delivery failed); it is replayed on restart", e.Seq)
 }

@@ -31,6 +31,8 @@ type TimeError struct {
 	Span int64
 }
 
+// Error names the field, the row and the value, and says which range it
+// leaves.
 func (e *TimeError) Error() string {
 	if e.Span > 0 {
 		return fmt.Sprintf("event-time field %q: value %d ms in row %d is too close to the end of the int64 range for windows of %d ms", e.Field, e.Value, e.Row, e.Span)
