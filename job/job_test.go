@@ -30,6 +30,7 @@ func readFile(t *testing.T, path string) []byte {
 // R-JOB-1: a v1 JobSpec (ArkFlow's field names, nulls for absent options)
 // loads unchanged, passes the structural checks and plans.
 func TestV1SpecLoadsAndPlans(t *testing.T) {
+	t.Parallel()
 	s, err := Parse(readFile(t, "testdata/v1-orders.json"))
 	if err != nil {
 		t.Fatalf("v1 spec does not load: %v", err)
@@ -88,6 +89,7 @@ func TestV1SpecLoadsAndPlans(t *testing.T) {
 
 // R-JOB-1: lossless round trip through JSON and YAML.
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	s, err := Parse(readFile(t, "testdata/v1-orders.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +121,7 @@ func TestRoundTrip(t *testing.T) {
 
 // R-JOB-2: the digest ignores field order and format, follows semantics.
 func TestVersionDigest(t *testing.T) {
+	t.Parallel()
 	base := `{"id":"j","version":2,"operators":[{"id":"src","kind":"source"},{"id":"out","kind":"sink"}],
 	  "edges":[{"id":"e","from":"src","to":"out"}],
 	  "sources":[{"operator_id":"src","input_type":"generate","config":{"count":10,"seed":1}}],
@@ -175,6 +178,7 @@ sinks:
 // R-JOB-3: for every P in 1..M the ranges tile [0, M), and OwnerOf inverts
 // RangeFor.
 func TestKeyGroupRangesTile(t *testing.T) {
+	t.Parallel()
 	for _, m := range []int{1, 2, 7, 128, 1000} {
 		for p := 1; p <= m; p++ {
 			next := 0
@@ -198,6 +202,7 @@ func TestKeyGroupRangesTile(t *testing.T) {
 }
 
 func TestKeyGroupIsFNV1a(t *testing.T) {
+	t.Parallel()
 	// Reference values of FNV-1a 64.
 	if h := HashKey(nil); h != 0xcbf29ce484222325 {
 		t.Fatalf("FNV-1a of empty: %x", h)
@@ -237,6 +242,7 @@ func expectProblem(t *testing.T, errs ValidationErrors, op, field, reason string
 // R-VAL-1: structural rules, each reported with operator and field path,
 // all at once.
 func TestCheckStructure(t *testing.T) {
+	t.Parallel()
 	valid := `{"id":"j","operators":[{"id":"in","kind":"source"},{"id":"m","kind":"map"},{"id":"out","kind":"sink"}],
 	  "edges":[{"id":"e1","from":"in","to":"m"},{"id":"e2","from":"m","to":"out"}],
 	  "sources":[{"operator_id":"in","input_type":"generate"}],"sinks":[{"operator_id":"out","output_type":"drop"}]}`
@@ -292,6 +298,7 @@ func TestCheckStructure(t *testing.T) {
 }
 
 func TestParseErrorsNameFields(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte(`{"id":"j","paralelism":2,"operators":[{"id":"a","kind":"map","parallelism":"x"}],"max_parallelism":0}`))
 	errs := AsValidationErrors(err)
 	expectProblem(t, errs, "", "paralelism", "unknown field")
@@ -315,6 +322,7 @@ func TestParseErrorsNameFields(t *testing.T) {
 // Chains: forward edges between equal parallelism fuse; keyed edges,
 // parallelism changes and multi-input operators start new chains.
 func TestPlanChainsAndPlacement(t *testing.T) {
+	t.Parallel()
 	s := mustParse(t, `{"id":"j","parallelism":2,"operators":[
 	  {"id":"a","kind":"source"},{"id":"b","kind":"map"},{"id":"c","kind":"aggregate","key_field":"k"},
 	  {"id":"d","kind":"sink"},{"id":"x","kind":"source"},{"id":"y","kind":"sink","parallelism":1}],
@@ -368,6 +376,7 @@ func TestPlanChainsAndPlacement(t *testing.T) {
 }
 
 func TestCloneIsDeep(t *testing.T) {
+	t.Parallel()
 	s, _ := Parse(readFile(t, "testdata/v1-orders.json"))
 	c := s.Clone()
 	c.Operators[0].Config[0] = 'X'

@@ -41,6 +41,7 @@ sources:
 // watermark.all_idle_delay_ms are checked, each problem naming its field
 // path, and the same way whether the spec is JSON or YAML.
 func TestWatermarkExtensionsValidation(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		json, yaml  string
@@ -89,6 +90,7 @@ func TestWatermarkExtensionsValidation(t *testing.T) {
 // The new fields' defaults written out are the same job as their
 // absence: the same digest. Other values are another job.
 func TestWatermarkExtensionsDigest(t *testing.T) {
+	t.Parallel()
 	digest := func(src string) string {
 		v, err := NewVersion(mustParse(t, src))
 		if err != nil {

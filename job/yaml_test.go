@@ -8,6 +8,7 @@ import (
 // YAML is read with YAML 1.2's core schema: n, y, on, off, yes and no are
 // strings, so they can name fields; only true and false are booleans.
 func TestYAMLNorwayStrings(t *testing.T) {
+	t.Parallel()
 	spec := `id: norway
 operators:
   - {id: in, kind: source}

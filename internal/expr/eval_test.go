@@ -5,6 +5,7 @@ import (
 )
 
 func TestArithmetic(t *testing.T) {
+	t.Parallel()
 	runEvalCases(t, []evalCase{
 		{"i + j", "3, null, -4, null"},
 		{"i - j", "-1, null, -10, null"},
@@ -64,6 +65,7 @@ func TestArithmetic(t *testing.T) {
 }
 
 func TestOverflow(t *testing.T) {
+	t.Parallel()
 	runEvalCases(t, []evalCase{
 		{"i * 9223372036854775807", `eval error: column 1: integer overflow in "i * 9223372036854775807" at row 2 (-7 * 9223372036854775807)`},
 		{"9223372036854775807 + 1", `eval error: column 1: integer overflow in "9223372036854775807 + 1" at row 0 (9223372036854775807 + 1)`},
@@ -92,6 +94,7 @@ func TestOverflow(t *testing.T) {
 }
 
 func TestComparisons(t *testing.T) {
+	t.Parallel()
 	runEvalCases(t, []evalCase{
 		{"i > 0", "true, null, false, true"},
 		{"i == 10", "false, null, false, true"},
@@ -152,6 +155,7 @@ func TestComparisons(t *testing.T) {
 }
 
 func TestLogicAndNulls(t *testing.T) {
+	t.Parallel()
 	runEvalCases(t, []evalCase{
 		{"not b", "false, true, null, false"},
 		{"!b", "false, true, null, false"},
@@ -207,6 +211,7 @@ func kleene(and bool, p, q *bool) *bool {
 }
 
 func TestThreeValuedLogic(t *testing.T) {
+	t.Parallel()
 	tr, fa := true, false
 	vals := []*bool{&tr, &fa, nil}
 	lit := func(v *bool) string {
@@ -260,6 +265,7 @@ func TestThreeValuedLogic(t *testing.T) {
 }
 
 func TestFunctions(t *testing.T) {
+	t.Parallel()
 	runEvalCases(t, []evalCase{
 		{"lower(s)", `"de", "fr", null, "ünïcödé"`},
 		{"LOWER(s)", `"de", "fr", null, "ünïcödé"`},

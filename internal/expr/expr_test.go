@@ -14,6 +14,7 @@ import (
 )
 
 func TestBareColumn(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	rec := testRecord(t, mem)
@@ -43,6 +44,7 @@ func TestBareColumn(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		src  string
 		want arrow.DataType
@@ -83,6 +85,7 @@ func TestTypes(t *testing.T) {
 }
 
 func TestAccessors(t *testing.T) {
+	t.Parallel()
 	src := "i + j > i * 2 and lower(s) == 'de' or `order id` is null"
 	e, err := Compile(src, testSchema)
 	if err != nil {
@@ -106,6 +109,7 @@ func TestAccessors(t *testing.T) {
 }
 
 func TestEvalSchemaMismatch(t *testing.T) {
+	t.Parallel()
 	e, err := Compile("amount > 1", benchSchema)
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +163,7 @@ func TestEvalSchemaMismatch(t *testing.T) {
 }
 
 func TestUint64Overflow(t *testing.T) {
+	t.Parallel()
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "u", Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
 		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean},
@@ -210,6 +215,7 @@ func TestUint64Overflow(t *testing.T) {
 }
 
 func TestEvalMask(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	rec := testRecord(t, mem)
@@ -262,6 +268,7 @@ func TestEvalMask(t *testing.T) {
 
 // TestSlicedRecord checks that array offsets are honored.
 func TestSlicedRecord(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	full := testRecord(t, mem)
@@ -297,6 +304,7 @@ func TestSlicedRecord(t *testing.T) {
 }
 
 func TestEmptyRecord(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	full := testRecord(t, mem)
@@ -321,6 +329,7 @@ func TestEmptyRecord(t *testing.T) {
 }
 
 func TestConcurrentEval(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	rec := testRecord(t, mem)
@@ -359,6 +368,7 @@ func TestConcurrentEval(t *testing.T) {
 // TestShortRecord checks a record whose columns are longer than its row
 // count, which Arrow allows: only the first NumRows() rows count.
 func TestShortRecord(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	full := testRecord(t, mem)

@@ -105,6 +105,7 @@ func fuzzEval(t *testing.T, e *Expr, rec arrow.RecordBatch) (string, error) {
 // generated from the grammar, which reach the evaluator far more often
 // than byte-level fuzzing does.
 func TestRandomExpressions(t *testing.T) {
+	t.Parallel()
 	n := 15000
 	if testing.Short() {
 		n = 1500

@@ -62,6 +62,7 @@ func dump(a *ast) string {
 }
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ src, want string }{
 		{"1 + 2 * 3", "(1 + (2 * 3))"},
 		{"(1 + 2) * 3", "((1 + 2) * 3)"},
@@ -121,6 +122,7 @@ var benchSchema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 func TestCompileErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		schema *arrow.Schema
 		src    string
@@ -220,6 +222,7 @@ func TestCompileErrors(t *testing.T) {
 }
 
 func TestErrorFormat(t *testing.T) {
+	t.Parallel()
 	if got := (&Error{Pos: 7, Msg: "bad"}).Error(); got != "column 7: bad" {
 		t.Errorf("got %q", got)
 	}

@@ -176,6 +176,7 @@ func keyArray(t testing.TB, rng *rand.Rand, dt arrow.DataType, n int, nulls bool
 }
 
 func TestSupported(t *testing.T) {
+	t.Parallel()
 	for _, dt := range keyTypes {
 		if !Supported(dt) {
 			t.Errorf("Supported(%s) = false", dt)
@@ -199,6 +200,7 @@ func TestSupported(t *testing.T) {
 }
 
 func TestHashesMatchJobHashKey(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, dt := range keyTypes {
 		for _, nulls := range []bool{false, true} {
@@ -227,6 +229,7 @@ func TestHashesMatchJobHashKey(t *testing.T) {
 }
 
 func TestHashesKnownValues(t *testing.T) {
+	t.Parallel()
 	// FNV-1a-64 test vectors, independent of job.HashKey.
 	if got := job.HashKey(nil); got != 0xcbf29ce484222325 {
 		t.Fatalf("HashKey(empty) = %#x", got)
@@ -250,6 +253,7 @@ func TestHashesKnownValues(t *testing.T) {
 }
 
 func TestHashesCrossTypeAgree(t *testing.T) {
+	t.Parallel()
 	// Equal integer values hash alike whatever their width or signedness.
 	vals := []int64{0, 1, 5, 127, 100}
 	arrays := []arrow.Array{}
@@ -287,6 +291,7 @@ func TestHashesCrossTypeAgree(t *testing.T) {
 }
 
 func TestHashesUnsupported(t *testing.T) {
+	t.Parallel()
 	b := array.NewFloat16Builder(memory.DefaultAllocator)
 	b.AppendNull()
 	a := b.NewArray()
@@ -304,6 +309,7 @@ func TestHashesUnsupported(t *testing.T) {
 }
 
 func TestRouteMatchesOwnerOf(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, mp := range [][2]int{{1, 1}, {7, 1}, {7, 7}, {128, 3}, {128, 128}, {100, 7}, {4096, 13}} {
 		m, p := mp[0], mp[1]

@@ -32,6 +32,7 @@ func identity(t testing.TB, a arrow.Array, i int) string {
 }
 
 func TestTableDenseIDsAndRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, dt := range keyTypes {
 		t.Run(dt.String(), func(t *testing.T) {
@@ -115,6 +116,7 @@ func TestTableDenseIDsAndRoundTrip(t *testing.T) {
 }
 
 func TestTableNullIsItsOwnKey(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		dt    arrow.DataType
 		build func(array.Builder) // appends: zero value, null, zero value, null
@@ -154,6 +156,7 @@ func TestTableNullIsItsOwnKey(t *testing.T) {
 }
 
 func TestTableTypeMismatch(t *testing.T) {
+	t.Parallel()
 	tb, err := NewTable(arrow.PrimitiveTypes.Int64)
 	if err != nil {
 		t.Fatal(err)
@@ -182,6 +185,7 @@ func TestTableTypeMismatch(t *testing.T) {
 }
 
 func TestTableStringsSurviveBuffer(t *testing.T) {
+	t.Parallel()
 	// The table must copy strings: overwrite the batch's bytes after IDs.
 	b := array.NewStringBuilder(memory.DefaultAllocator)
 	b.AppendValues([]string{"alpha", "beta"}, nil)

@@ -255,6 +255,7 @@ type SQLNulls struct {
 }
 
 func TestSchema(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		got  func(*testing.T) string
@@ -315,6 +316,7 @@ type Flat struct {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	min, max := math.MinInt, math.MaxInt
 	ts := time.Date(2026, 11, 30, 12, 34, 56, 123456789, time.UTC)
 	before := time.Date(1969, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
@@ -449,6 +451,7 @@ func TestRoundTrip(t *testing.T) {
 // Skipped, unexported and hidden fields of decoded rows are zero even when
 // dst's spare capacity held other rows.
 func TestDecodeZeroesSkippedFields(t *testing.T) {
+	t.Parallel()
 	c, err := typed.For[Flat]()
 	if err != nil {
 		t.Fatal(err)
@@ -476,6 +479,7 @@ func TestDecodeZeroesSkippedFields(t *testing.T) {
 }
 
 func TestDecodeAppends(t *testing.T) {
+	t.Parallel()
 	type R struct{ N int64 }
 	c, _ := typed.For[R]()
 	rec, err := c.Encode(nil, []R{{1}, {2}})
@@ -517,6 +521,7 @@ func refuse[T any](t *testing.T) error {
 }
 
 func TestRefused(t *testing.T) {
+	t.Parallel()
 	type Click struct {
 		User string
 		Geo  Geo
@@ -674,6 +679,7 @@ func dictOf(t *testing.T, values string, indices string) (arrow.DataType, arrow.
 }
 
 func TestDecodeLenient(t *testing.T) {
+	t.Parallel()
 	P := arrow.PrimitiveTypes
 	ts := func(u arrow.TimeUnit) arrow.DataType { return &arrow.TimestampType{Unit: u, TimeZone: "UTC"} }
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -779,6 +785,7 @@ func TestDecodeLenient(t *testing.T) {
 // A window's output, as the window operator builds it, decodes into a
 // struct that names the columns it wants and ignores the rest.
 func TestDecodeWindowResult(t *testing.T) {
+	t.Parallel()
 	type Clicks struct {
 		User   string
 		Start  time.Time `arkflow:"window_start"`
@@ -801,6 +808,7 @@ func TestDecodeWindowResult(t *testing.T) {
 }
 
 func TestDecodeMismatch(t *testing.T) {
+	t.Parallel()
 	P := arrow.PrimitiveTypes
 	tsMS := &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}
 	type I32 struct{ N int32 }
@@ -881,6 +889,7 @@ func TestDecodeMismatch(t *testing.T) {
 }
 
 func TestEncodeTimeOutOfRange(t *testing.T) {
+	t.Parallel()
 	type R struct {
 		T time.Time `arkflow:"t,unit=ns"`
 	}
@@ -979,6 +988,7 @@ func randomRow(r *rand.Rand) Rows {
 
 // Random rows round-trip, whole and in slices.
 func TestRandomRoundTrip(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 17))
@@ -1000,6 +1010,7 @@ func TestRandomRoundTrip(t *testing.T) {
 // One codec serves goroutines at once, including batches of different
 // schemas that rebind it.
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
 	type R struct {
 		N int64
 		S string
@@ -1041,6 +1052,7 @@ func TestConcurrent(t *testing.T) {
 // other producers might not) decodes as all null instead of overrunning
 // the array a pointer field's values go into.
 func TestDecodeNullsWithoutBitmap(t *testing.T) {
+	t.Parallel()
 	type P struct{ N *int64 }
 	vals := memory.NewBufferBytes(make([]byte, 16))
 	// Two rows, one null, but no validity bitmap: read as all null.
