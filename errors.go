@@ -30,5 +30,11 @@ type ValidationError = job.ValidationError
 // ValidationErrors is every problem found by one validation.
 type ValidationErrors = job.ValidationErrors
 
+// FieldError is one problem with one field of a component's config, the
+// one field-error type of the module (see job.FieldError). Operators,
+// windows and connectors return it with a path relative to their config;
+// a ValidationError unwraps to one with the full spec path.
+type FieldError = job.FieldError
+
 // AsValidationErrors returns the validation errors inside err, or nil.
 func AsValidationErrors(err error) ValidationErrors { return job.AsValidationErrors(err) }
