@@ -3,12 +3,17 @@ package arkflow_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	arkflow "github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
 // Issue 18: one field-error type. A field problem found by job
@@ -72,5 +77,50 @@ func TestOneFieldErrorType(t *testing.T) {
 			}
 			t.Fatalf("no *job.FieldError at %s; paths %q in:\n%v", c.path, paths, c.err)
 		})
+	}
+}
+
+// Issue 18: one corruption marker. Every store's error about data that
+// is not what was written matches arkflow.ErrCorrupt (the same value as
+// checkpoint.ErrCorrupt and wal.ErrCorrupt); I/O errors do not.
+func TestOneCorruptionMarker(t *testing.T) {
+	if arkflow.ErrCorrupt != checkpoint.ErrCorrupt || arkflow.ErrCorrupt != wal.ErrCorrupt {
+		t.Fatal("ErrCorrupt is not one value")
+	}
+	provoke := func(f func() error) error { return f() }
+	cases := []struct {
+		name string
+		err  error
+	}{
+		{"checkpoint manifest that does not decode", provoke(func() error { _, err := checkpoint.DecodeManifest([]byte("{")); return err })},
+		{"checkpoint state object", fmt.Errorf("restoring: %w", &checkpoint.CorruptError{Key: "k", Reason: "the object has 3 bytes, its manifest entry says 4"})},
+		{"state snapshot", provoke(func() error {
+			_, err := state.NewMemory().Restore(strings.NewReader("not a snapshot"), state.Scope{Job: "j", Operator: "o", Groups: state.AllKeyGroups}, 0)
+			return err
+		})},
+		{"state directory", fmt.Errorf("%w: dir: file x is missing", state.ErrCorrupt)},
+		{"wal segment", provoke(func() error {
+			// A record whose checksum fails, followed by a valid one: damage, not a torn tail.
+			b := wal.AppendRecord(nil, 1, []byte("a"))
+			b[len(b)-1] ^= 0xff
+			b = wal.AppendRecord(b, 2, []byte("b"))
+			_, err := wal.DecodeSegment("00000001.wal", b, 1)
+			return err
+		})},
+		{"wal cursor", provoke(func() error { _, _, _, _, err := wal.DecodeCursor([]byte("junk")); return err })},
+		{"wal manifest", provoke(func() error { _, err := wal.DecodeManifest([]byte("{")); return err })},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(c.err, arkflow.ErrCorrupt) {
+				t.Fatalf("%T %v does not match ErrCorrupt", c.err, c.err)
+			}
+		})
+	}
+	if errors.Is(fmt.Errorf("checkpoint: GET k: %w", os.ErrNotExist), arkflow.ErrCorrupt) {
+		t.Fatal("an I/O error matches ErrCorrupt")
 	}
 }
