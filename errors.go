@@ -1,6 +1,7 @@
 package arkflow
 
 import (
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -13,6 +14,14 @@ var (
 	ErrAlreadyRunning = runtime.ErrAlreadyRunning
 	// ErrNotRunning is returned by Stop and Drain before Run.
 	ErrNotRunning = runtime.ErrNotRunning
+	// ErrCorrupt matches, under errors.Is, every error about stored data
+	// that is not what was written: a checkpoint manifest or state object
+	// (checkpoint.CorruptError), a state snapshot or state directory
+	// (state.ErrCorruptSnapshot, state.ErrCorrupt), a WAL segment or
+	// cursor (wal.CorruptError). It is the same value as
+	// checkpoint.ErrCorrupt and wal.ErrCorrupt. A store that cannot be
+	// reached is not corruption.
+	ErrCorrupt = checkpoint.ErrCorrupt
 )
 
 // ValidationError is one problem with a job: it names the job, the operator
@@ -29,6 +38,12 @@ type ValidationError = job.ValidationError
 
 // ValidationErrors is every problem found by one validation.
 type ValidationErrors = job.ValidationErrors
+
+// FieldError is one problem with one field of a component's config, the
+// one field-error type of the module (see job.FieldError). Operators,
+// windows and connectors return it with a path relative to their config;
+// a ValidationError unwraps to one with the full spec path.
+type FieldError = job.FieldError
 
 // AsValidationErrors returns the validation errors inside err, or nil.
 func AsValidationErrors(err error) ValidationErrors { return job.AsValidationErrors(err) }

@@ -4,9 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 )
 
 // EXTERNAL: errors callers branch on.
+
+// ErrCorrupt is the module's one corruption marker: errors.Is(err,
+// ErrCorrupt) is true for every error of every store about data that is
+// not what was written — a *CorruptError here, a *wal.CorruptError or a
+// damaged WAL cursor, state.ErrCorrupt and state.ErrCorruptSnapshot — and
+// false for a store that cannot be reached. wal.ErrCorrupt and
+// arkflow.ErrCorrupt are the same value.
+var ErrCorrupt = corruption.Err
 
 // ErrNotFound matches the error a Store's Get returns (wrapped, with the
 // key) when the object does not exist. Select never returns it: a missing
@@ -103,11 +113,12 @@ func (e *CorruptError) Error() string {
 // Unwrap returns Err, the underlying error (nil if there is none).
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// IsCorruption reports whether err is or wraps a *CorruptError.
-func IsCorruption(err error) bool {
-	var c *CorruptError
-	return errors.As(err, &c)
-}
+// Is makes a *CorruptError match ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// IsCorruption reports whether err is or wraps a *CorruptError (or any
+// other error marked as corruption): errors.Is(err, ErrCorrupt).
+func IsCorruption(err error) bool { return errors.Is(err, ErrCorrupt) }
 
 // Incompatibility says why an intact artifact must not be restored
 // (R-CKPT-6).

@@ -39,6 +39,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // ErrEndOfInput is returned by Source.Read when a bounded source has
@@ -308,24 +309,35 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // DecodeConfig decodes a connector config strictly: unknown fields and
-// values of the wrong type are errors, all reported at once, each naming its
-// field path relative to the config. The returned error implements
-// Unwrap() []error over errors with a FieldPath() method.
+// values of the wrong type are errors, all reported at once, each a
+// *job.FieldError naming its field path relative to the config. The
+// returned error implements Unwrap() []error over them.
 func DecodeConfig(raw json.RawMessage, dst any) error {
-	if errs := config.Decode(raw, dst); len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return fieldErrors(config.Decode(raw, dst))
 }
 
-// FieldError returns an error about one config field, reported with the
-// field's full path in the spec.
+// fieldErrors turns decode problems into one error over *job.FieldError
+// values (nil when there are none). errors.Join prints one per line, as
+// the decoder's list always did.
+func fieldErrors(ps config.Problems) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = &job.FieldError{Path: p.Path, Reason: p.Reason}
+	}
+	return errors.Join(errs...)
+}
+
+// FieldError returns an error about one config field, a *job.FieldError,
+// reported with the field's full path in the spec.
 func FieldError(path, format string, args ...any) error {
-	return &config.FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
+	return &job.FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Fields collects several config problems into one error (nil when empty).
-type Fields struct{ errs config.Errors }
+type Fields struct{ errs config.Problems }
 
 // Add records a problem at path (relative to the config).
 func (f *Fields) Add(path, format string, args ...any) { f.errs.Add(path, format, args...) }
@@ -341,33 +353,26 @@ func (f *Fields) Merge(base string, err error) {
 	}
 }
 
-// Err returns the collected problems, or nil.
-func (f *Fields) Err() error {
-	if len(f.errs) == 0 {
-		return nil
-	}
-	return f.errs
-}
+// Err returns the collected problems, each a *job.FieldError, or nil.
+func (f *Fields) Err() error { return fieldErrors(f.errs) }
 
-// FlattenFieldErrors turns err into a list of field errors: errors with a
-// FieldPath() method keep their path, others get an empty path.
-func FlattenFieldErrors(err error) []*config.FieldError {
-	var out []*config.FieldError
+// FlattenFieldErrors turns err into a list of field errors: a
+// *job.FieldError is kept, other errors with a FieldPath() method keep
+// their path (and FieldReason(), if they have one, as the reason), lists
+// (Unwrap() []error) are walked, and anything else gets an empty path.
+func FlattenFieldErrors(err error) []*job.FieldError {
+	var out []*job.FieldError
 	var walk func(error)
 	walk = func(e error) {
 		if e == nil {
 			return
 		}
-		if fe, ok := e.(*config.FieldError); ok {
+		if fe, ok := e.(*job.FieldError); ok {
 			out = append(out, fe)
 			return
 		}
 		if fp, ok := e.(interface{ FieldPath() string }); ok {
-			out = append(out, &config.FieldError{Path: fp.FieldPath(), Reason: reasonOf(e)})
-			return
-		}
-		if es, ok := e.(config.Errors); ok {
-			out = append(out, es...)
+			out = append(out, &job.FieldError{Path: fp.FieldPath(), Reason: reasonOf(e)})
 			return
 		}
 		if u, ok := e.(interface{ Unwrap() []error }); ok {
@@ -376,7 +381,7 @@ func FlattenFieldErrors(err error) []*config.FieldError {
 			}
 			return
 		}
-		out = append(out, &config.FieldError{Reason: e.Error()})
+		out = append(out, &job.FieldError{Reason: e.Error()})
 	}
 	walk(err)
 	return out

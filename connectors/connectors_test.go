@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func boolp(b bool) *bool { return &b }
@@ -357,30 +357,28 @@ func (pathOnly) Error() string     { return "whole message" }
 func (pathOnly) FieldPath() string { return "p" }
 
 func TestFlattenFieldErrors(t *testing.T) {
-	var ce config.Errors
-	ce.Add("a", "bad a")
-	ce.Add("b[1]", "bad b")
+	ce := errors.Join(FieldError("a", "bad a"), FieldError("b[1]", "bad b"))
 	cases := []struct {
 		name string
 		err  error
-		want []config.FieldError
+		want []job.FieldError
 	}{
 		{"nil", nil, nil},
-		{"plain", errors.New("boom"), []config.FieldError{{Reason: "boom"}}},
-		{"field error", FieldError("x.y", "no %d", 5), []config.FieldError{{Path: "x.y", Reason: "no 5"}}},
-		{"config errors", ce, []config.FieldError{{Path: "a", Reason: "bad a"}, {Path: "b[1]", Reason: "bad b"}}},
-		{"custom with reason", pathErr{"q", "why"}, []config.FieldError{{Path: "q", Reason: "why"}}},
-		{"custom without reason", pathOnly{}, []config.FieldError{{Path: "p", Reason: "whole message"}}},
+		{"plain", errors.New("boom"), []job.FieldError{{Reason: "boom"}}},
+		{"field error", FieldError("x.y", "no %d", 5), []job.FieldError{{Path: "x.y", Reason: "no 5"}}},
+		{"config errors", ce, []job.FieldError{{Path: "a", Reason: "bad a"}, {Path: "b[1]", Reason: "bad b"}}},
+		{"custom with reason", pathErr{"q", "why"}, []job.FieldError{{Path: "q", Reason: "why"}}},
+		{"custom without reason", pathOnly{}, []job.FieldError{{Path: "p", Reason: "whole message"}}},
 		{
 			"joined and nested",
 			errors.Join(errors.New("top"), errors.Join(ce, pathErr{"z", "deep"}), FieldError("f", "r")),
-			[]config.FieldError{{Reason: "top"}, {Path: "a", Reason: "bad a"}, {Path: "b[1]", Reason: "bad b"}, {Path: "z", Reason: "deep"}, {Path: "f", Reason: "r"}},
+			[]job.FieldError{{Reason: "top"}, {Path: "a", Reason: "bad a"}, {Path: "b[1]", Reason: "bad b"}, {Path: "z", Reason: "deep"}, {Path: "f", Reason: "r"}},
 		},
-		{"wrapped single", fmt.Errorf("ctx: %w", FieldError("w", "r")), []config.FieldError{{Reason: "ctx: w: r"}}},
+		{"wrapped single", fmt.Errorf("ctx: %w", FieldError("w", "r")), []job.FieldError{{Reason: "ctx: w: r"}}},
 	}
 	for _, tc := range cases {
 		got := FlattenFieldErrors(tc.err)
-		var flat []config.FieldError
+		var flat []job.FieldError
 		for _, fe := range got {
 			flat = append(flat, *fe)
 		}
@@ -403,8 +401,8 @@ func TestFields(t *testing.T) {
 	f.Merge("cfg", errors.Join(FieldError("b", "second"), errors.New("third")))
 	f.Merge("", FieldError("[2]", "fourth"))
 	f.Merge("arr", FieldError("[2]", "fifth"))
-	want := []config.FieldError{{Path: "a", Reason: "first x"}, {Path: "cfg.b", Reason: "second"}, {Path: "cfg", Reason: "third"}, {Path: "[2]", Reason: "fourth"}, {Path: "arr[2]", Reason: "fifth"}}
-	var got []config.FieldError
+	want := []job.FieldError{{Path: "a", Reason: "first x"}, {Path: "cfg.b", Reason: "second"}, {Path: "cfg", Reason: "third"}, {Path: "[2]", Reason: "fourth"}, {Path: "arr[2]", Reason: "fifth"}}
+	var got []job.FieldError
 	for _, fe := range FlattenFieldErrors(f.Err()) {
 		got = append(got, *fe)
 	}
@@ -442,9 +440,14 @@ func TestDecodeConfig(t *testing.T) {
 			t.Fatalf("%T has no FieldPath()", e)
 		}
 	}
-	var fe *config.FieldError
+	var fe *job.FieldError
 	if !errors.As(err, &fe) || fe.Path != "path" {
 		t.Fatalf("errors.As found %v", fe)
+	}
+	// Error() lists every problem on its own line, with its path.
+	want := "path: must be a string (got number 1)\nschema[0].unit: must be a string (got number 3)\nx: unknown field (known fields: path, schema)"
+	if err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
 	}
 }
 

@@ -45,7 +45,7 @@ func Parse(data []byte) (*Spec, error) {
 		return nil, ValidationErrors{{Reason: "a spec must be an object (got " + config.Describe(raw) + ")"}}
 	}
 	var spec Spec
-	var errs config.Errors
+	var errs config.Problems
 	config.DecodeValue("", obj, &spec, &errs)
 	p := Problems{Job: spec.ID}
 	for _, e := range errs {

@@ -19,6 +19,8 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/ristretto/v2/z"
+
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 )
 
 // Badger backend.
@@ -114,8 +116,12 @@ import (
 
 // ErrCorrupt is returned (wrapped) by Open for a state directory whose
 // files do not match the SEAL written by the last clean Close, or whose
-// Badger files are inconsistent.
-var ErrCorrupt = errors.New("state: corrupt state directory")
+// Badger files are inconsistent, and by a restored layer that no longer
+// matches what was restored. It is narrower than the module's one
+// corruption marker (checkpoint.ErrCorrupt, wal.ErrCorrupt,
+// arkflow.ErrCorrupt), which it matches: errors.Is(err, ErrCorrupt) says
+// the local directory is at fault, not a snapshot (ErrCorruptSnapshot).
+var ErrCorrupt = corruption.Sentinel("state: corrupt state directory")
 
 const (
 	formatFileName = "FORMAT"

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"hash"
 	"hash/crc32"
@@ -226,16 +227,18 @@ func (e *snapIOError) Unwrap() error { return e.err }
 // ErrCorruptSnapshot is wrapped by the errors of Restore (and
 // RestoreEmpty) that come from the snapshot's bytes: bad magic, header,
 // CRC, order, scope, trailer, checksum, or a stream cut short. A failure
-// of the reader itself wraps the reader's error instead.
-var ErrCorruptSnapshot = errors.New("state: corrupt snapshot")
+// of the reader itself wraps the reader's error instead. It matches the
+// module's one corruption marker too (checkpoint.ErrCorrupt,
+// wal.ErrCorrupt and arkflow.ErrCorrupt are that marker).
+var ErrCorruptSnapshot = corruption.Sentinel("state: corrupt snapshot")
 
-// corruptSnapError marks an error as ErrCorruptSnapshot without changing
-// its message.
+// corruptSnapError marks an error as ErrCorruptSnapshot (and so as
+// corruption) without changing its message.
 type corruptSnapError struct{ err error }
 
 func (e *corruptSnapError) Error() string        { return e.err.Error() }
 func (e *corruptSnapError) Unwrap() error        { return e.err }
-func (e *corruptSnapError) Is(target error) bool { return target == ErrCorruptSnapshot }
+func (e *corruptSnapError) Is(target error) bool { return errors.Is(ErrCorruptSnapshot, target) }
 
 // markCorrupt wraps an error of snapshotRead that is not the reader's
 // own failure as ErrCorruptSnapshot.

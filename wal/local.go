@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 )
 
 // LocalOptions configure a log in a local directory.
@@ -488,18 +490,19 @@ func encodeCursorSlot(b []byte, gen, cursor uint64, meta []byte) []byte {
 }
 
 // DecodeCursor parses the record at the start of a cursor slot file's
-// bytes; n is the record's length (bytes after it are ignored).
+// bytes; n is the record's length (bytes after it are ignored). A record
+// that fails its checks is an error matching ErrCorrupt.
 func DecodeCursor(b []byte) (gen, cursor uint64, meta []byte, n int, err error) {
 	if len(b) < cursorSlotFixed || string(b[:len(cursorMagic)]) != cursorMagic {
-		return 0, 0, nil, 0, errors.New("wal: cursor file has no valid header")
+		return 0, 0, nil, 0, corruption.Mark(errors.New("wal: cursor file has no valid header"))
 	}
 	m := binary.BigEndian.Uint32(b[len(cursorMagic)+16:])
 	if int64(m) > int64(len(b)-cursorSlotFixed) {
-		return 0, 0, nil, 0, fmt.Errorf("wal: cursor file declares %d bytes of meta but holds %d", m, len(b)-cursorSlotFixed)
+		return 0, 0, nil, 0, corruption.Mark(fmt.Errorf("wal: cursor file declares %d bytes of meta but holds %d", m, len(b)-cursorSlotFixed))
 	}
 	n = cursorSlotFixed + int(m)
 	if crc32.ChecksumIEEE(b[:n-4]) != binary.BigEndian.Uint32(b[n-4:]) {
-		return 0, 0, nil, 0, errors.New("wal: cursor file fails its checksum")
+		return 0, 0, nil, 0, corruption.Mark(errors.New("wal: cursor file fails its checksum"))
 	}
 	gen = binary.BigEndian.Uint64(b[len(cursorMagic):])
 	cursor = binary.BigEndian.Uint64(b[len(cursorMagic)+8:])
@@ -544,7 +547,7 @@ func (c *cursorSlots) read() (cursor uint64, meta []byte, err error) {
 	case len(damaged) == 2, len(damaged) == 1 && c.gen == 0:
 		// Both slots damaged, or the only one: slot files are created
 		// whole, so this is not a torn write.
-		return 0, nil, errors.New(strings.Join(damaged, "; "))
+		return 0, nil, corruption.Mark(errors.New(strings.Join(damaged, "; ")))
 	}
 	return cursor, meta, nil
 }

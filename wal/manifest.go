@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 )
 
 // ManifestVersion is the manifest format this package reads and writes:
@@ -85,7 +87,7 @@ type SeqRange struct {
 func DecodeManifest(b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("wal: manifest is not valid JSON: %w", err)
+		return nil, corruption.Mark(fmt.Errorf("wal: manifest is not valid JSON: %w", err))
 	}
 	if len(m.SealedSegments) == 0 {
 		m.SealedSegments = nil

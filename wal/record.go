@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 )
 
 // Record layout, identical to ArkFlow's object-store segment record:
@@ -68,6 +70,17 @@ type CorruptError struct {
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("wal: segment %s is corrupt at offset %d: %s", e.Segment, e.Offset, e.Reason)
 }
+
+// Is makes a *CorruptError match ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// ErrCorrupt is the module's one corruption marker (the same value as
+// checkpoint.ErrCorrupt and arkflow.ErrCorrupt): errors.Is(err, ErrCorrupt)
+// is true for a *CorruptError, for a cursor file that fails its checks
+// (DecodeCursor, and opening a log whose cursor slots are all damaged),
+// and for an object-store manifest that is not valid JSON; false for I/O
+// errors and for a manifest of an unsupported version.
+var ErrCorrupt = corruption.Err
 
 // DecodeSegment decodes the records in b. first is the sequence number the
 // segment must start with (0: any); later records must follow one by one.

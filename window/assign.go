@@ -3,6 +3,8 @@ package window
 import (
 	"fmt"
 	"math"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Window types.
@@ -26,7 +28,7 @@ type Spec struct {
 func (s Spec) Check(path string) []error {
 	var errs []error
 	add := func(field, format string, args ...any) {
-		errs = append(errs, &fieldError{path: path + "." + field, reason: fmt.Sprintf(format, args...)})
+		errs = append(errs, &job.FieldError{Path: path + "." + field, Reason: fmt.Sprintf(format, args...)})
 	}
 	for _, f := range []struct {
 		name string
@@ -70,7 +72,7 @@ func (s Spec) Check(path string) []error {
 			add("size_ms", "session windows have no size or slide, only gap_ms")
 		}
 	default:
-		errs = append(errs, &fieldError{path: path + ".type", reason: fmt.Sprintf("must be tumbling, sliding or session (got %q)", s.Type)})
+		errs = append(errs, &job.FieldError{Path: path + ".type", Reason: fmt.Sprintf("must be tumbling, sliding or session (got %q)", s.Type)})
 	}
 	return errs
 }
@@ -81,12 +83,6 @@ const MaxSpanMS = 1000 * 365 * 24 * 3600 * 1000
 // maxWindowsPerEvent bounds size/slide: every event updates that many
 // windows.
 const maxWindowsPerEvent = 10000
-
-type fieldError struct{ path, reason string }
-
-func (e *fieldError) Error() string       { return e.path + ": " + e.reason }
-func (e *fieldError) FieldPath() string   { return e.path }
-func (e *fieldError) FieldReason() string { return e.reason }
 
 // TumblingStart is the start of the tumbling window of the given size that
 // contains t: the largest multiple of size that is <= t.

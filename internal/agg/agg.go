@@ -29,6 +29,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Function names.
@@ -65,15 +67,6 @@ func (s Spec) OutputName() string {
 	return s.Function + "_" + s.Field
 }
 
-// FieldError is a problem with one aggregate's spec.
-type FieldError struct {
-	Path, Reason string
-}
-
-func (e *FieldError) Error() string       { return e.Path + ": " + e.Reason }
-func (e *FieldError) FieldPath() string   { return e.Path }
-func (e *FieldError) FieldReason() string { return e.Reason }
-
 // kinds of value storage
 type vkind int
 
@@ -106,10 +99,10 @@ type Set struct {
 func Check(specs []Spec, path string) error {
 	var errs []error
 	add := func(i int, field, format string, args ...any) {
-		errs = append(errs, &FieldError{Path: fmt.Sprintf("%s[%d].%s", path, i, field), Reason: fmt.Sprintf(format, args...)})
+		errs = append(errs, &job.FieldError{Path: fmt.Sprintf("%s[%d].%s", path, i, field), Reason: fmt.Sprintf(format, args...)})
 	}
 	if len(specs) == 0 {
-		errs = append(errs, &FieldError{Path: path, Reason: "needs at least one aggregate"})
+		errs = append(errs, &job.FieldError{Path: path, Reason: "needs at least one aggregate"})
 	}
 	names := map[string]int{}
 	for i, sp := range specs {
@@ -141,10 +134,10 @@ func Check(specs []Spec, path string) error {
 func Compile(specs []Spec, in *arrow.Schema, path string) (*Set, error) {
 	var errs []error
 	add := func(i int, field, format string, args ...any) {
-		errs = append(errs, &FieldError{Path: fmt.Sprintf("%s[%d].%s", path, i, field), Reason: fmt.Sprintf(format, args...)})
+		errs = append(errs, &job.FieldError{Path: fmt.Sprintf("%s[%d].%s", path, i, field), Reason: fmt.Sprintf(format, args...)})
 	}
 	if len(specs) == 0 {
-		errs = append(errs, &FieldError{Path: path, Reason: "needs at least one aggregate"})
+		errs = append(errs, &job.FieldError{Path: path, Reason: "needs at least one aggregate"})
 	}
 	s := &Set{}
 	names := map[string]int{}

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 var (
@@ -93,11 +95,11 @@ func TestOutputTypes(t *testing.T) {
 	}
 }
 
-func flatten(err error) []*FieldError {
-	var out []*FieldError
+func flatten(err error) []*job.FieldError {
+	var out []*job.FieldError
 	var walk func(error)
 	walk = func(e error) {
-		if fe, ok := e.(*FieldError); ok {
+		if fe, ok := e.(*job.FieldError); ok {
 			out = append(out, fe)
 			return
 		}
@@ -859,7 +861,7 @@ func TestResetClearsNaNFlag(t *testing.T) {
 
 func TestMultiErrorUnwraps(t *testing.T) {
 	_, err := Compile([]Spec{{Function: "x"}, {Function: "y"}}, arrow.NewSchema(nil, nil), "p")
-	var fe *FieldError
+	var fe *job.FieldError
 	if !errors.As(err, &fe) || fe.Path != "p[0].function" {
 		t.Fatalf("errors.As = %v", fe)
 	}

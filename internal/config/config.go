@@ -21,50 +21,24 @@ import (
 	"strings"
 )
 
-// FieldError is one problem in a configuration value.
-type FieldError struct {
+// Problem is one problem in a configuration value. It is data, not an
+// error: the packages that report config errors turn it into the one
+// field-error type users see, *job.FieldError (connectors.DecodeConfig),
+// or into a *job.ValidationError (job.Parse). This package cannot build
+// those itself: job imports it.
+type Problem struct {
 	// Path is the field path relative to the decoded value, e.g.
 	// "schema[1].type". Empty means the value itself.
 	Path   string
 	Reason string
 }
 
-func (e *FieldError) Error() string {
-	if e.Path == "" {
-		return e.Reason
-	}
-	return e.Path + ": " + e.Reason
-}
-
-// FieldPath returns Path (for errors.As and connectors.FlattenFieldErrors).
-func (e *FieldError) FieldPath() string { return e.Path }
-
-// FieldReason returns Reason.
-func (e *FieldError) FieldReason() string { return e.Reason }
-
-// Errors is the list of problems found while decoding.
-type Errors []*FieldError
-
-// Unwrap returns the problems, so that errors.As finds a *FieldError.
-func (es Errors) Unwrap() []error {
-	out := make([]error, len(es))
-	for i, e := range es {
-		out[i] = e
-	}
-	return out
-}
-
-func (es Errors) Error() string {
-	parts := make([]string, len(es))
-	for i, e := range es {
-		parts[i] = e.Error()
-	}
-	return strings.Join(parts, "\n")
-}
+// Problems is the list of problems found while decoding.
+type Problems []*Problem
 
 // Add records a problem at path.
-func (es *Errors) Add(path, format string, args ...any) {
-	*es = append(*es, &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)})
+func (es *Problems) Add(path, format string, args ...any) {
+	*es = append(*es, &Problem{Path: path, Reason: fmt.Sprintf(format, args...)})
 }
 
 // Join concatenates two paths: Join("a", "b") = "a.b", Join("a", "[2]") = "a[2]".
@@ -87,8 +61,8 @@ func Index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]
 // Decode decodes data into dst (a pointer to a struct, slice or map),
 // rejecting unknown fields and values of the wrong type. Empty data and JSON
 // null decode as an empty object. It returns nil when there was no problem.
-func Decode(data []byte, dst any) Errors {
-	var errs Errors
+func Decode(data []byte, dst any) Problems {
+	var errs Problems
 	// Only JSON's own whitespace: bytes.TrimSpace would also drop \f, \v
 	// and Unicode spaces, which encoding/json rejects.
 	data = bytes.Trim(data, " \t\r\n")
@@ -118,7 +92,7 @@ func Decode(data []byte, dst any) Errors {
 
 // DecodeValue decodes an already parsed generic JSON value (as produced by a
 // json.Decoder with UseNumber) into dst, adding problems under base.
-func DecodeValue(base string, v any, dst any, errs *Errors) {
+func DecodeValue(base string, v any, dst any, errs *Problems) {
 	decodeValue(base, v, reflect.ValueOf(dst).Elem(), errs)
 }
 
@@ -127,7 +101,7 @@ var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 )
 
-func decodeValue(path string, v any, rv reflect.Value, errs *Errors) {
+func decodeValue(path string, v any, rv reflect.Value, errs *Problems) {
 	if rv.Type() == rawMessageType {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -258,7 +232,7 @@ func decodeValue(path string, v any, rv reflect.Value, errs *Errors) {
 // checkNumbers reports the numbers of a generic value that encoding/json
 // could not decode into an interface (as float64) because they are out of
 // range.
-func checkNumbers(path string, v any, errs *Errors) {
+func checkNumbers(path string, v any, errs *Problems) {
 	switch x := v.(type) {
 	case json.Number:
 		if _, err := strconv.ParseFloat(string(x), 64); err != nil {
@@ -275,7 +249,7 @@ func checkNumbers(path string, v any, errs *Errors) {
 	}
 }
 
-func decodeStruct(path string, v any, rv reflect.Value, errs *Errors) {
+func decodeStruct(path string, v any, rv reflect.Value, errs *Problems) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		errs.Add(path, "must be an object (got %s)", Describe(v))

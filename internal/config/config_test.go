@@ -67,7 +67,7 @@ type Config struct {
 	hidden   string //nolint:unused
 }
 
-func paths(es Errors) []string {
+func paths(es Problems) []string {
 	out := []string{}
 	for _, e := range es {
 		out = append(out, e.Path)
@@ -219,20 +219,6 @@ func TestDecodeErrors(t *testing.T) {
 					t.Errorf("error %d reason %q does not contain %q", i, errs[i].Reason, w)
 				}
 			}
-			// Error() lists every problem on its own line, with its path.
-			lines := strings.Split(errs.Error(), "\n")
-			if len(lines) != len(errs) {
-				t.Fatalf("Error() has %d lines for %d errors", len(lines), len(errs))
-			}
-			for i, e := range errs {
-				want := e.Reason
-				if e.Path != "" {
-					want = e.Path + ": " + e.Reason
-				}
-				if lines[i] != want || e.Error() != want {
-					t.Errorf("line %d = %q, want %q", i, lines[i], want)
-				}
-			}
 			// encoding/json (with DisallowUnknownFields) rejects each of
 			// these inputs too, if only at its first problem.
 			dec := json.NewDecoder(strings.NewReader(tc.in))
@@ -372,7 +358,7 @@ func TestOtherDestinations(t *testing.T) {
 }
 
 func TestDecodeValue(t *testing.T) {
-	var errs Errors
+	var errs Problems
 	var c Config
 	v := map[string]any{"count": json.Number("12"), "schema": []any{map[string]any{"name": 3}}}
 	DecodeValue("sources[0].config", v, &c, &errs)
@@ -446,43 +432,11 @@ func TestJoinIndexDescribe(t *testing.T) {
 			t.Errorf("Describe(%#v) = %q, want %q", d.v, got, d.want)
 		}
 	}
-	var es Errors
+	var es Problems
 	es.Add("a.b", "bad %d", 1)
 	es.Add("", "whole")
-	if es.Error() != "a.b: bad 1\nwhole" {
-		t.Errorf("Errors.Error = %q", es.Error())
-	}
-}
-
-func TestErrorsExposePathsToStdlib(t *testing.T) {
-	// DecodeConfig's contract (connectors): the error unwraps to errors with
-	// FieldPath() and FieldReason().
-	var c Config
-	errs := Decode([]byte(`{"count": "x", "nope": 1}`), &c)
-	var err error = errs
-	u, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		t.Fatal("Errors does not implement Unwrap() []error")
-	}
-	list := u.Unwrap()
-	if len(list) != 2 {
-		t.Fatalf("Unwrap = %v", list)
-	}
-	for i, e := range list {
-		fp, ok := e.(interface {
-			FieldPath() string
-			FieldReason() string
-		})
-		if !ok {
-			t.Fatalf("error %d (%T) has no FieldPath/FieldReason", i, e)
-		}
-		if fp.FieldPath() != errs[i].Path || fp.FieldReason() != errs[i].Reason {
-			t.Errorf("error %d: %q %q", i, fp.FieldPath(), fp.FieldReason())
-		}
-	}
-	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Path != "count" {
-		t.Errorf("errors.As = %v", fe)
+	if len(es) != 2 || *es[0] != (Problem{"a.b", "bad 1"}) || *es[1] != (Problem{"", "whole"}) {
+		t.Errorf("Problems = %v", es)
 	}
 }
 

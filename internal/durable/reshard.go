@@ -16,6 +16,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -96,7 +97,7 @@ func logParallelism(dir string) (int, bool, error) {
 	if err == nil {
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil || n < 1 {
-			return 0, false, fmt.Errorf("%s is unreadable (%q): it should hold the number of the WAL's subtask directories", filepath.Join(dir, parallelismFile), b)
+			return 0, false, corruption.Mark(fmt.Errorf("%s is unreadable (%q): it should hold the number of the WAL's subtask directories", filepath.Join(dir, parallelismFile), b))
 		}
 		return n, true, nil
 	}

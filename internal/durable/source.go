@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -325,15 +326,18 @@ func encodeMeta(m walMeta) []byte {
 }
 
 // decodeMeta reads a cursor's meta; parallelism 0 means not recorded.
+// Meta that does not decode is corruption (it passed the cursor's CRC, so
+// the bytes are what was written, but not by this code): its error
+// matches wal.ErrCorrupt.
 func decodeMeta(b []byte) (walMeta, error) {
 	if len(b) > 0 && b[0] == '[' {
 		var ps []connectors.Position
 		err := json.Unmarshal(b, &ps)
-		return walMeta{Positions: ps}, err
+		return walMeta{Positions: ps}, corruption.Mark(err)
 	}
 	var m walMeta
 	if err := json.Unmarshal(b, &m); err != nil {
-		return walMeta{}, err
+		return walMeta{}, corruption.Mark(err)
 	}
 	return m, nil
 }

@@ -181,16 +181,9 @@ func Kinds() []string {
 	return ks
 }
 
-// FieldError is a config problem at a path relative to the operator.
-type FieldError struct{ Path, Reason string }
-
-func (e *FieldError) Error() string       { return e.Path + ": " + e.Reason }
-func (e *FieldError) FieldPath() string   { return e.Path }
-func (e *FieldError) FieldReason() string { return e.Reason }
-
-// Errf returns a FieldError.
+// Errf returns a *job.FieldError at a path relative to the operator.
 func Errf(path, format string, args ...any) error {
-	return &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
+	return &job.FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Errors is several problems of one operator.
@@ -220,7 +213,7 @@ func (es Errors) Err() error {
 func PrefixErrors(base string, err error) Errors {
 	var out Errors
 	for _, fe := range connectors.FlattenFieldErrors(err) {
-		out = append(out, &FieldError{Path: config.Join(base, fe.Path), Reason: fe.Reason})
+		out = append(out, &job.FieldError{Path: config.Join(base, fe.Path), Reason: fe.Reason})
 	}
 	return out
 }

@@ -697,9 +697,16 @@ func (r *Runtime) emptyState(st state.Backend) error {
 
 // restoreCorrupt reports whether a restore failed because of the
 // artifact (a state object missing, of the wrong size or hash, or not a
-// valid snapshot) rather than the store or the disk.
+// valid snapshot) rather than the store or the disk. Every store marks
+// its corruption with the one marker, checkpoint.ErrCorrupt; the
+// exception is the local state directory (state.ErrCorrupt, which
+// matches the marker too): it is not the artifact's fault, and falling
+// back past every checkpoint would start the job without its state.
 func restoreCorrupt(err error) bool {
-	return errors.Is(err, state.ErrCorruptSnapshot) || checkpoint.IsCorruption(err) || errors.Is(err, checkpoint.ErrNotFound)
+	if errors.Is(err, state.ErrCorrupt) {
+		return false
+	}
+	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNotFound)
 }
 
 // splitTask splits "op-3" into ("op", 3).

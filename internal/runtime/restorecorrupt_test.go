@@ -1,0 +1,32 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/state"
+)
+
+// Issue 18: restoreCorrupt asks the one marker, except for the local
+// state directory, whose damage is not the checkpoint's fault.
+func TestRestoreCorruptUsesTheMarker(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("op-0: %w", state.ErrCorruptSnapshot), true},
+		{fmt.Errorf("get: %w", &checkpoint.CorruptError{Key: "k", Reason: "size"}), true},
+		{fmt.Errorf("get: %w", checkpoint.ErrNotFound), true},
+		{fmt.Errorf("%w: dir: file x is missing", state.ErrCorrupt), false},
+		{fmt.Errorf("get: %w", os.ErrPermission), false},
+		{errors.New("boom"), false},
+	}
+	for _, c := range cases {
+		if got := restoreCorrupt(c.err); got != c.want {
+			t.Errorf("restoreCorrupt(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
