@@ -43,6 +43,12 @@ func TestMapAndFilterExpressions(t *testing.T) {
 		rows:     `[{"user":"a","amount":1}]`,
 		wantCols: "user:utf8", wantRows: `[{"user":"a"}]`,
 	}, {
+		name: "select reorders and keeps the metadata", kind: job.KindMap, input: withMeta,
+		config:   `{"select":["amount","user"]}`,
+		rows:     `[{"user":"a","amount":1,` + metaRow + `}]`,
+		wantCols: "amount:int64 user:utf8 __meta_source:utf8 __meta_partition:int32 __meta_offset:int64",
+		wantRows: `[{"__meta_offset":7,"__meta_partition":0,"__meta_source":"s","amount":1,"user":"a"}]`,
+	}, {
 		name: "filter keeps true rows; null is false", kind: job.KindFilter, input: clicks,
 		config:   `{"expr":"amount > 1"}`,
 		rows:     `[{"user":"a","amount":1},{"user":"b","amount":2},{"user":"c","amount":null},{"user":"d","amount":5}]`,
