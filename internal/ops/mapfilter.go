@@ -189,7 +189,12 @@ func buildMap(c Context) (Built, error) {
 		fields[i] = schema.Field(k)
 	}
 	out := arrow.NewSchema(fields, nil)
+	// Identity only when every input column is kept in its place: a
+	// select that reorders all of them is not.
 	identity := len(steps) == 0 && len(keep) == c.Input.NumFields()
+	for i, k := range keep {
+		identity = identity && k == i
+	}
 	return Built{Output: out, New: func(Task) (Instance, error) {
 		if identity {
 			return Passthrough{}, nil
