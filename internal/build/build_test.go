@@ -263,7 +263,7 @@ func TestBuildReportsDownstreamOfAFailedSource(t *testing.T) {
 		"m | operators[1].config.sett | unknown field (known fields: set, drop, select, function)",
 		`f | operators[2].config.expr | is required (a boolean expression, e.g. "amount > 10")`,
 		`a | operators[4].config.emit | must be "updates" or "final" (got "sometimes")`,
-		"a | operators[4].key_field | a aggregate operator needs key_field",
+		"a | operators[4].key_field | the aggregate operator needs key_field",
 		`a | operators[4].config.aggregates[0].function | unknown aggregate function "median" (known: count, sum, min, max, avg, first, last)`,
 		"in | sources[0].config.batch_size | must be > 0 (got -1)",
 		"out | sinks[0].config.x | unknown field (the drop output takes no config)",

@@ -40,7 +40,7 @@ func init() { Register(job.KindAggregate, buildAggregate) }
 // returns the column index.
 func KeyColumn(c Context) (int, error) {
 	if c.Op.KeyField == "" {
-		return -1, Errf("key_field", "a %s operator needs key_field", c.Op.Kind)
+		return -1, Errf("key_field", "the %s operator needs key_field", c.Op.Kind)
 	}
 	idx := c.Input.FieldIndices(c.Op.KeyField)
 	if len(idx) == 0 {
@@ -71,7 +71,7 @@ func buildAggregate(c Context) (Built, error) {
 	}
 	if c.Input == nil {
 		if c.Op.KeyField == "" {
-			errs = append(errs, Errf("key_field", "a %s operator needs key_field", c.Op.Kind))
+			errs = append(errs, Errf("key_field", "the %s operator needs key_field", c.Op.Kind))
 		}
 		errs = append(errs, PrefixErrors("", agg.Check(cfg.Aggregates, "config.aggregates"))...)
 		return Built{}, errs.Err()

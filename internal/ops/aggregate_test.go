@@ -160,7 +160,7 @@ func TestAggregateConfigErrors(t *testing.T) {
 		want string
 	}{
 		{opSpec{keyField: "user", keyed: true, config: `{"emit":"sometimes",` + aggConfig + `}`}, `config.emit: must be "updates" or "final" (got "sometimes")`},
-		{opSpec{keyed: true, config: `{"aggregates":[{"function":"median","field":"amount"}]}`}, "key_field: a aggregate operator needs key_field\n" +
+		{opSpec{keyed: true, config: `{"aggregates":[{"function":"median","field":"amount"}]}`}, "key_field: the aggregate operator needs key_field\n" +
 			`config.aggregates[0].function: unknown aggregate function "median" (known: count, sum, min, max, avg, first, last)`},
 		{opSpec{keyField: "user", config: `{` + aggConfig + `}`}, `key_field: rows of one key must all reach the same subtask: make every input edge of "op" partitioned, or give it parallelism 1`},
 		{opSpec{keyField: "user", keyed: true, config: `{"aggregates":[{"function":"count","as":"user"}]}`}, `config.aggregates[0].as: output column "user" collides with the key column`},
