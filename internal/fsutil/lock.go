@@ -4,7 +4,7 @@ import "errors"
 
 // ErrLocked is wrapped by the error of Lock when another open handle, in
 // this process or another, holds the lock.
-var ErrLocked = errors.New("locked")
+var ErrLocked = errors.New("held by another writer")
 
 // Lock takes an exclusive, non-blocking lock on the file at path,
 // creating it (FileMode) if it does not exist, and returns the function

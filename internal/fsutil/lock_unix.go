@@ -19,7 +19,7 @@ func lock(path string) (func() error, error) {
 	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s is held by another writer, in this process or another: %w", path, ErrLocked)
+			return nil, fmt.Errorf("%s is %w, in this process or another", path, ErrLocked)
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
