@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -13,6 +12,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/push"
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // ErrPushStopped is returned by Push for rows the job did not take because
@@ -40,8 +40,8 @@ type PushConfig[T any] struct {
 	// for 10 s while others have rows.)
 	Partitions int
 	// PartitionKey, when set, sends each row to the partition of its key
-	// (FNV-1a of the key, modulo Partitions), so that the rows of one key
-	// keep their order. When nil, each Push call goes to one partition,
+	// (job.HashKey of the key, FNV-1a 64, modulo Partitions), so that the
+	// rows of one key keep their order. When nil, each Push call goes to one partition,
 	// round-robin over calls.
 	PartitionKey func(row T) string
 	// MaxPending bounds the rows pushed and not yet taken by the job
@@ -188,9 +188,7 @@ func (p *Push[T]) push(ctx context.Context, processed bool, rows []T) error {
 	}
 	groups := make([][]T, parts)
 	for _, r := range rows {
-		h := fnv.New64a()
-		h.Write([]byte(p.cfg.PartitionKey(r)))
-		k := h.Sum64() % uint64(parts)
+		k := job.HashKey([]byte(p.cfg.PartitionKey(r))) % uint64(parts)
 		groups[k] = append(groups[k], r)
 	}
 	// Every group is handed over before waiting for any, so the

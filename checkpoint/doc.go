@@ -168,8 +168,8 @@
 // (creating and fsyncing missing parents first): after a crash, a key
 // holds its old or its new object, never a part. An s3:// store relies on
 // S3's atomic PUT and multipart completion; it streams objects of unknown
-// size one part (16 MiB by default) at a time. FaultStore wraps a store to
-// fail chosen operations in tests.
+// size one part (16 MiB by default) at a time. checkpointtest.FaultStore
+// wraps a store to fail chosen operations in tests.
 //
 // A job's catalog must have one writer at a time: the store has no lock.
 package checkpoint

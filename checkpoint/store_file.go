@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 )
 
 // fileStore keeps objects as files under root.
@@ -26,7 +28,7 @@ func openFileStore(uri string, u *url.URL) (*fileStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mkdirAllSync(root); err != nil {
+	if err := fsutil.MkdirAllSync(root); err != nil {
 		return nil, fmt.Errorf("checkpoint: object store %q: creating the directory: %w", uri, err)
 	}
 	if fi, err := os.Stat(root); err != nil {
@@ -81,6 +83,11 @@ func (s *fileStore) Create(ctx context.Context, key string, r io.Reader, size in
 // fsyncs it and moves it into place: by rename (replacing) or, for
 // exclusive, by link(2), which fails if the target exists. The directory
 // is fsynced afterwards, so the new name survives a crash.
+//
+// It is not fsutil.WriteFile: it streams from a reader, needs the
+// exclusive form, and uses a random temporary name (tmpPrefix), since
+// unlike a WAL or state directory an object store may have several
+// writers of one key at once.
 func (s *fileStore) write(ctx context.Context, key string, r io.Reader, size int64, exclusive bool) error {
 	target, err := s.path(key)
 	if err != nil {
@@ -96,7 +103,7 @@ func (s *fileStore) write(ctx context.Context, key string, r io.Reader, size int
 	// A concurrent Delete may remove an empty parent directory between
 	// creating it and creating the file in it; try again then.
 	for attempt := 0; ; attempt++ {
-		if err := mkdirAllSync(dir); err != nil {
+		if err := fsutil.MkdirAllSync(dir); err != nil {
 			return wrap(err)
 		}
 		f, err = os.CreateTemp(dir, tmpPrefix+"*")
@@ -153,7 +160,7 @@ func (s *fileStore) write(ctx context.Context, key string, r io.Reader, size int
 		return wrap(err)
 	}
 	done = true
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return wrap(err)
 	}
 	return nil
@@ -256,7 +263,7 @@ func (s *fileStore) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("checkpoint: delete %s/%s: %w", s.uri, key, err)
 	}
 	dir := filepath.Dir(p)
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return fmt.Errorf("checkpoint: delete %s/%s: %w", s.uri, key, err)
 	}
 	for k := path.Dir(key); k != "."; k = path.Dir(k) {
@@ -264,47 +271,7 @@ func (s *fileStore) Delete(ctx context.Context, key string) error {
 		if os.Remove(d) != nil {
 			break // not empty (or already gone)
 		}
-		syncDir(filepath.Dir(d))
+		fsutil.SyncDir(filepath.Dir(d))
 	}
 	return nil
-}
-
-// mkdirAllSync creates dir and its missing parents, fsyncing the parent
-// of each directory it creates so the new entries survive a crash.
-func mkdirAllSync(dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
-		}
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirAllSync(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil // created concurrently
-		}
-		return err
-	}
-	return syncDir(parent)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	// Some file systems (and platforms) refuse to fsync a directory.
-	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
-		return nil
-	}
-	return err
 }

@@ -322,31 +322,6 @@ func TestOpenStoreS3(t *testing.T) {
 	}
 }
 
-// TestFaultStore checks the fault injector the runtime's tests use.
-func TestFaultStore(t *testing.T) {
-	f := NewFaultStore(openFile(t))
-	ctx := context.Background()
-	putObject(t, f, "a/manifest.json", []byte("m"))
-	f.FailKey(OpGet, "manifest.json", nil)
-	if _, err := f.Get(ctx, "a/manifest.json"); !errors.Is(err, ErrInjected) {
-		t.Fatalf("Get = %v, want ErrInjected", err)
-	}
-	if _, err := f.List(ctx, ""); err != nil {
-		t.Fatalf("List failed: %v", err)
-	}
-	f.Fail(OpAny, nil)
-	if _, err := f.List(ctx, ""); !errors.Is(err, ErrInjected) {
-		t.Fatalf("List = %v", err)
-	}
-	f.Heal()
-	if got := string(getObject(t, f, "a/manifest.json")); got != "m" {
-		t.Fatalf("after Heal, Get = %q", got)
-	}
-	if f.Calls(OpGet) != 2 {
-		t.Fatalf("Calls(get) = %d", f.Calls(OpGet))
-	}
-}
-
 // failAfter gives n bytes of r, then fails with err.
 type failAfter struct {
 	r   io.Reader

@@ -21,6 +21,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 )
 
 // Badger backend.
@@ -129,7 +130,8 @@ const (
 	lockFileName   = "LOCK" // Badger's
 	formatStore    = "badger"
 	formatCreator  = "arkflow-go"
-	tmpSuffix      = ".tmp"
+	// tmpSuffix ends the temporary files fsutil.WriteFile stages ours in.
+	tmpSuffix = fsutil.TempSuffix
 )
 
 // vlogGCInterval is how often the value log is garbage-collected.
@@ -463,7 +465,7 @@ func badgerCheckDir(dir string, version int, stats *BadgerStats, fresh *bool) (r
 	if err := os.Remove(sealPath); err != nil {
 		return release, fmt.Errorf("state: %w", err)
 	}
-	return release, syncDir(dir)
+	return release, fsutil.SyncDir(dir)
 }
 
 // badgerNewDir stamps an empty directory and locks it.
@@ -493,7 +495,7 @@ const LayoutFileName = "LAYOUT"
 // WriteLayout writes dir/LayoutFileName atomically (temp file, fsync,
 // rename, fsync of the directory).
 func WriteLayout(dir string, data []byte) error {
-	return writeFileAtomic(dir, LayoutFileName, data)
+	return fsutil.WriteFile(dir, LayoutFileName, data)
 }
 
 // ReadLayout returns dir/LayoutFileName's contents, or nil when there is
@@ -516,7 +518,7 @@ const CarryFileName = "RESTORE_CARRY"
 // WriteCarry writes dir/CarryFileName atomically (temp file, fsync,
 // rename, fsync of the directory).
 func WriteCarry(dir string, data []byte) error {
-	return writeFileAtomic(dir, CarryFileName, data)
+	return fsutil.WriteFile(dir, CarryFileName, data)
 }
 
 // checkUnsealed checks a directory that was not closed cleanly, read only,
@@ -598,7 +600,7 @@ func removeUnbornLogs(dir string, ents []os.DirEntry) error {
 		removed = true
 	}
 	if removed {
-		return syncDir(dir)
+		return fsutil.SyncDir(dir)
 	}
 	return nil
 }
@@ -713,7 +715,7 @@ func writeSeal(dir string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(dir, sealFileName, data)
+	return fsutil.WriteFile(dir, sealFileName, data)
 }
 
 func writeFormat(dir string, version int) error {
@@ -721,44 +723,27 @@ func writeFormat(dir string, version int) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(dir, formatFileName, append(data, '\n')); err != nil {
+	if err := fsutil.WriteFile(dir, formatFileName, append(data, '\n')); err != nil {
 		return fmt.Errorf("state: writing %s: %w", filepath.Join(dir, formatFileName), err)
 	}
 	return nil
 }
 
-// writeFileAtomic writes dir/name through a temp file, fsync, rename and
-// an fsync of the directory.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+// lockDir takes fsutil.Lock on path (the FORMAT file) for as long as a
+// backend has the directory open, so a second Open — in this process or
+// another — fails at once with a clear error instead of reading files
+// Badger is writing. Badger takes its own lock later. Where flock is
+// unavailable it locks nothing, and Badger's lock still refuses a second
+// open.
+func lockDir(path string) (release func() error, err error) {
+	release, err = fsutil.Lock(path)
+	if errors.Is(err, fsutil.ErrLocked) {
+		return nil, fmt.Errorf("state: %w: the directory is in use by another open backend (only one may have it open)", err)
+	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("state: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return release, nil
 }
 
 // enter registers a call; false after Close.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"hash"
 	"io"
@@ -134,7 +135,7 @@ func (b *badgerBackend) writeLayersFile(ls []*layer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(b.layersDir(), layersFileName, append(data, '\n')); err != nil {
+	if err := fsutil.WriteFile(b.layersDir(), layersFileName, append(data, '\n')); err != nil {
 		return fmt.Errorf("state: writing %s: %w", filepath.Join(b.layersDir(), layersFileName), err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 )
 
 // LocalOptions configure a log in a local directory.
@@ -60,9 +61,12 @@ func OpenDir(dir string, opts LocalOptions) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	unlock, err := lockDir(filepath.Join(dir, lockName))
+	unlock, err := fsutil.Lock(filepath.Join(dir, lockName))
+	if errors.Is(err, fsutil.ErrLocked) {
+		return nil, fmt.Errorf("wal: %w (only one process may open a WAL directory)", err)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("wal: %w", err)
 	}
 	st := &localStorage{dir: dir, segBytes: opts.SegmentBytes, retain: opts.Retain, recycle: !opts.NoRecycle && !opts.Retain, unlock: unlock}
 	return open(st, opts.Options)
@@ -261,7 +265,7 @@ func (s *localStorage) create(first uint64) error {
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := fsutil.SyncDir(s.dir); err != nil {
 		f.Close()
 		return fmt.Errorf("wal: %w", err)
 	}
@@ -561,7 +565,7 @@ func (c *cursorSlots) write(cursor uint64, meta []byte) error {
 		path := filepath.Join(c.dir, cursorSlotNames[i])
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if errors.Is(err, os.ErrNotExist) {
-			if err := createFileAtomic(c.dir, cursorSlotNames[i], c.buf); err != nil {
+			if err := fsutil.WriteFile(c.dir, cursorSlotNames[i], c.buf); err != nil {
 				return err
 			}
 			c.gen = gen
@@ -595,31 +599,6 @@ func (c *cursorSlots) close() error {
 	return errors.Join(errs...)
 }
 
-// createFileAtomic creates dir/name holding b: temp file, fsync, rename,
-// directory fsync.
-func createFileAtomic(dir, name string, b []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := datasync(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
 func truncateSync(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
@@ -630,13 +609,4 @@ func truncateSync(path string, size int64) error {
 		return err
 	}
 	return f.Sync()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -120,31 +121,10 @@ func logParallelism(dir string) (int, bool, error) {
 	return n, false, nil
 }
 
+// writeParallelism writes dir/PARALLELISM atomically: its presence in a
+// staging directory is what marks the staging whole (finishSwap).
 func writeParallelism(dir string, par int) error {
-	p := filepath.Join(dir, parallelismFile)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(par)+"\n"), 0o644); err != nil {
-		return err
-	}
-	if err := syncPath(tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return err
-	}
-	return syncPath(dir)
-}
-
-func syncPath(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return fsutil.WriteFile(dir, parallelismFile, []byte(strconv.Itoa(par)+"\n"))
 }
 
 // finishSwap completes or undoes a redistribution a kill interrupted.
@@ -173,7 +153,7 @@ func finishSwap(dir string) error {
 	if err := os.Rename(staging, dir); err != nil {
 		return err
 	}
-	if err := syncPath(filepath.Dir(dir)); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
 		return err
 	}
 	return os.RemoveAll(old)
@@ -340,11 +320,11 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 			return stats, err
 		}
 		news[k] = nil
-		if err := syncPath(filepath.Join(staging, strconv.Itoa(k))); err != nil {
+		if err := fsutil.SyncDir(filepath.Join(staging, strconv.Itoa(k))); err != nil {
 			return stats, err
 		}
 	}
-	if err := syncPath(staging); err != nil {
+	if err := fsutil.SyncDir(staging); err != nil {
 		return stats, err
 	}
 	if err := writeParallelism(staging, par); err != nil {

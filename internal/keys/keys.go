@@ -14,44 +14,34 @@
 package keys
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-const (
-	offset64 = 0xcbf29ce484222325
-	prime64  = 0x100000001b3
-)
+// The hash is job.HashKey, the one FNV-1a-64 of the module (ArkFlow v1's
+// key-group function is part of the wire contract). The helpers below only
+// lay a value out as its key bytes first; job.HashKey inlines, so the hot
+// loops in Hashes pay no call.
 
-func hashString(s string) uint64 {
-	h := uint64(offset64)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= prime64
-	}
-	return h
-}
-
-func hashBytes(b []byte) uint64 {
-	h := uint64(offset64)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= prime64
-	}
-	return h
-}
-
+// hashU64 is job.HashKey of v as 8 big-endian bytes.
 func hashU64(v uint64) uint64 {
-	h := uint64(offset64)
-	for shift := 56; shift >= 0; shift -= 8 {
-		h ^= (v >> uint(shift)) & 0xff
-		h *= prime64
-	}
-	return h
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return job.HashKey(b[:])
 }
+
+// nullHash and boolHash are the hashes of the key bytes of null (none)
+// and of false and true (one byte, 0 or 1).
+var (
+	nullHash = job.HashKey(nil)
+	boolHash = [2]uint64{job.HashKey([]byte{0}), job.HashKey([]byte{1})}
+)
 
 // Supported reports whether a column type can be a key.
 func Supported(t arrow.DataType) bool {
@@ -70,7 +60,7 @@ func Supported(t arrow.DataType) bool {
 // must have col.Len() entries).
 func Hashes(col arrow.Array, dst []uint64) error {
 	n := col.Len()
-	null := uint64(offset64)
+	null := nullHash
 	switch a := col.(type) {
 	case *array.String:
 		// Walk the offsets and bytes directly: Value(i) per row costs more
@@ -78,19 +68,21 @@ func Hashes(col arrow.Array, dst []uint64) error {
 		offs, data := a.ValueOffsets(), a.ValueBytes()
 		base := offs[0]
 		for i := 0; i < n; i++ {
-			dst[i] = hashBytes(data[offs[i]-base : offs[i+1]-base])
+			dst[i] = job.HashKey(data[offs[i]-base : offs[i+1]-base])
 		}
 	case *array.LargeString:
+		offs, data := a.ValueOffsets(), a.ValueBytes()
+		base := offs[0]
 		for i := 0; i < n; i++ {
-			dst[i] = hashString(a.Value(i))
+			dst[i] = job.HashKey(data[offs[i]-base : offs[i+1]-base])
 		}
 	case *array.Binary:
 		for i := 0; i < n; i++ {
-			dst[i] = hashBytes(a.Value(i))
+			dst[i] = job.HashKey(a.Value(i))
 		}
 	case *array.LargeBinary:
 		for i := 0; i < n; i++ {
-			dst[i] = hashBytes(a.Value(i))
+			dst[i] = job.HashKey(a.Value(i))
 		}
 	case *array.Int64:
 		for i, v := range a.Int64Values() {
@@ -142,11 +134,11 @@ func Hashes(col arrow.Array, dst []uint64) error {
 		}
 	case *array.Boolean:
 		for i := 0; i < n; i++ {
-			var b uint64
+			b := 0
 			if a.Value(i) {
 				b = 1
 			}
-			dst[i] = (offset64 ^ b) * prime64
+			dst[i] = boolHash[b]
 		}
 	case *array.Float64:
 		for i, v := range a.Float64Values() {

@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Table assigns dense IDs (0, 1, 2, …) to the distinct values of a key
@@ -296,7 +298,7 @@ func (t *Table) Bytes(id int32) []byte {
 // Group returns the key group of a key ID for max parallelism m: the same
 // group keyed edges route its rows by.
 func (t *Table) Group(id int32, m int) int {
-	return int(hashBytes(t.Bytes(id)) % uint64(m))
+	return job.KeyGroup(t.Bytes(id), m)
 }
 
 // IDOfBytes returns the ID of the key whose Bytes are b, adding it: the
@@ -357,4 +359,4 @@ func RowBytes(col arrow.Array, i int) ([]byte, error) {
 }
 
 // GroupOfBytes is the key group of key bytes for max parallelism m.
-func GroupOfBytes(b []byte, m int) int { return int(hashBytes(b) % uint64(m)) }
+func GroupOfBytes(b []byte, m int) int { return job.KeyGroup(b, m) }

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/checkpoint/checkpointtest"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -150,10 +151,10 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	hist := &history{}
 	store := t.TempDir()
 	spec := ckptSpec(store, `"state":{"backend":"memory"}`, 1, false)
-	var fault *checkpoint.FaultStore
+	var fault *checkpointtest.FaultStore
 	wrap := func(s checkpoint.Store) checkpoint.Store {
 		if fault == nil {
-			fault = checkpoint.NewFaultStore(s)
+			fault = checkpointtest.NewFaultStore(s)
 		}
 		return fault
 	}
@@ -166,8 +167,8 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fault.Fail(checkpoint.OpPut, errors.New("store unreachable"))
-	fault.Fail(checkpoint.OpCreate, errors.New("store unreachable"))
+	fault.Fail(checkpointtest.OpPut, errors.New("store unreachable"))
+	fault.Fail(checkpointtest.OpCreate, errors.New("store unreachable"))
 	r.feed(2, []string{"ann"}, []int64{100})
 	if _, err := r.rt.Checkpoint(context.Background()); err == nil {
 		t.Fatal("a checkpoint succeeded with the store down")

@@ -100,7 +100,7 @@ type Options struct {
 	// NodeID names this process in checkpoint manifests (default local).
 	NodeID string
 	// WrapStore, if set, wraps the checkpoint store (fault injection in
-	// tests).
+	// tests, with checkpointtest.FaultStore).
 	WrapStore func(checkpoint.Store) checkpoint.Store
 	// StartPositions makes source subtasks (by task ID) resume from these
 	// positions instead of their configured start (restores, restarts).

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpointtest
 
 import (
 	"context"
@@ -22,12 +22,26 @@ const (
 
 // ErrInjected is the error a FaultStore returns for a fault armed with a
 // nil error.
-var ErrInjected = errors.New("checkpoint: injected fault (store unavailable)")
+var ErrInjected = errors.New("checkpointtest: injected fault (store unavailable)")
 
-// FaultStore wraps a Store and fails chosen operations on demand, to
-// simulate an unavailable or misbehaving object store in tests (of this
-// package and of the runtime that drives checkpoints). A failed operation
-// does not reach the inner store. It is safe for concurrent use.
+// Store is the method set of checkpoint.Store, repeated here so that this
+// package need not import checkpoint (whose own tests use it). Every
+// checkpoint.Store is a Store, and a *FaultStore is a checkpoint.Store.
+type Store interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	Create(ctx context.Context, key string, r io.Reader, size int64) error
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	List(ctx context.Context, prefix string) ([]string, error)
+	Delete(ctx context.Context, key string) error
+	URI() string
+}
+
+// FaultStore wraps a store and fails chosen operations on demand, to
+// simulate an unavailable or misbehaving object store in tests (of
+// checkpoint and of the runtime that drives checkpoints). A failed
+// operation does not reach the inner store and returns an error shaped
+// like the store's own ("checkpoint: put <uri>/<key>: …") that wraps the
+// armed error. It is safe for concurrent use.
 type FaultStore struct {
 	inner Store
 
@@ -41,7 +55,7 @@ type fault struct {
 	err             error
 }
 
-// NewFaultStore wraps inner; no fault is armed.
+// NewFaultStore wraps inner, usually a checkpoint.Store; no fault is armed.
 func NewFaultStore(inner Store) *FaultStore {
 	return &FaultStore{inner: inner, calls: map[string]int{}}
 }
@@ -87,8 +101,7 @@ func (f *FaultStore) check(op, key string) error {
 	return nil
 }
 
-// Put fails with an injected fault matching OpPut and key, or calls the
-// wrapped store's Put.
+// Put fails with an armed OpPut fault or calls the inner Put.
 func (f *FaultStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := f.check(OpPut, key); err != nil {
 		return err
@@ -96,8 +109,7 @@ func (f *FaultStore) Put(ctx context.Context, key string, r io.Reader, size int6
 	return f.inner.Put(ctx, key, r, size)
 }
 
-// Create fails with an injected fault matching OpCreate and key, or calls
-// the wrapped store's Create.
+// Create fails with an armed OpCreate fault or calls the inner Create.
 func (f *FaultStore) Create(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := f.check(OpCreate, key); err != nil {
 		return err
@@ -105,8 +117,7 @@ func (f *FaultStore) Create(ctx context.Context, key string, r io.Reader, size i
 	return f.inner.Create(ctx, key, r, size)
 }
 
-// Get fails with an injected fault matching OpGet and key, or calls the
-// wrapped store's Get.
+// Get fails with an armed OpGet fault or calls the inner Get.
 func (f *FaultStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := f.check(OpGet, key); err != nil {
 		return nil, err
@@ -114,8 +125,8 @@ func (f *FaultStore) Get(ctx context.Context, key string) (io.ReadCloser, error)
 	return f.inner.Get(ctx, key)
 }
 
-// List fails with an injected fault matching OpList and prefix, or calls
-// the wrapped store's List.
+// List fails with an armed OpList fault (matched against prefix) or calls
+// the inner List.
 func (f *FaultStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := f.check(OpList, prefix); err != nil {
 		return nil, err
@@ -123,8 +134,7 @@ func (f *FaultStore) List(ctx context.Context, prefix string) ([]string, error) 
 	return f.inner.List(ctx, prefix)
 }
 
-// Delete fails with an injected fault matching OpDelete and key, or calls
-// the wrapped store's Delete.
+// Delete fails with an armed OpDelete fault or calls the inner Delete.
 func (f *FaultStore) Delete(ctx context.Context, key string) error {
 	if err := f.check(OpDelete, key); err != nil {
 		return err
@@ -132,5 +142,5 @@ func (f *FaultStore) Delete(ctx context.Context, key string) error {
 	return f.inner.Delete(ctx, key)
 }
 
-// URI returns the wrapped store's URI.
+// URI is the inner store's.
 func (f *FaultStore) URI() string { return f.inner.URI() }

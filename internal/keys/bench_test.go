@@ -1,0 +1,66 @@
+package keys
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// benchRows is the batch size of the Hashes benchmarks: a typical record
+// batch handed to a keyed edge.
+const benchRows = 4096
+
+func benchColumn(b *testing.B, dt arrow.DataType) arrow.Array {
+	bld := array.NewBuilder(memory.DefaultAllocator, dt)
+	defer bld.Release()
+	for i := 0; i < benchRows; i++ {
+		switch bb := bld.(type) {
+		case *array.StringBuilder:
+			bb.Append(fmt.Sprintf("user-%06d", i%1000))
+		case *array.LargeStringBuilder:
+			bb.Append(fmt.Sprintf("user-%06d", i%1000))
+		case *array.Int64Builder:
+			bb.Append(int64(i%1000) * 7919)
+		case *array.BooleanBuilder:
+			bb.Append(i%3 == 0)
+		default:
+			b.Fatalf("no bench values for %s", dt)
+		}
+	}
+	return bld.NewArray()
+}
+
+// BenchmarkHashes measures the per-row key hash of the hot keyed-edge
+// path (Router.Route and Groups call Hashes once per batch).
+func BenchmarkHashes(b *testing.B) {
+	for _, dt := range []arrow.DataType{arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.PrimitiveTypes.Int64, arrow.FixedWidthTypes.Boolean} {
+		b.Run(dt.String(), func(b *testing.B) {
+			col := benchColumn(b, dt)
+			defer col.Release()
+			dst := make([]uint64, benchRows)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := Hashes(col, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkGroupOfBytes measures the one-key form state restore and
+// process operators use.
+func BenchmarkGroupOfBytes(b *testing.B) {
+	key := []byte("user-000042")
+	b.ReportAllocs()
+	var sink int
+	for b.Loop() {
+		sink += GroupOfBytes(key, 128)
+	}
+	_ = sink
+}
