@@ -89,8 +89,16 @@ func (b *Builder) MaxParallelism(m int) *Builder {
 	return b
 }
 
-// OperatorOption tunes one operator.
-type OperatorOption interface{ applyOp(*opSettings) }
+// SourceOption tunes a source: EventTime and Durable, which only a Source
+// takes (passing one to another operator does not compile), and every
+// OperatorOption.
+type SourceOption interface{ applySource(*opSettings) }
+
+// OperatorOption tunes any operator, sources included: WithParallelism.
+type OperatorOption interface {
+	SourceOption
+	applyOp(*opSettings)
+}
 
 // opSettings is what operator options change: the operator, and for a
 // source its time declaration.
@@ -102,9 +110,16 @@ type opSettings struct {
 	problems [][2]string
 }
 
+// opOption is an option of every operator.
 type opOption func(*opSettings)
 
-func (f opOption) applyOp(s *opSettings) { f(s) }
+func (f opOption) applyOp(s *opSettings)     { f(s) }
+func (f opOption) applySource(s *opSettings) { f(s) }
+
+// sourceOption is an option of sources only.
+type sourceOption func(*opSettings)
+
+func (f sourceOption) applySource(s *opSettings) { f(s) }
 
 // WithParallelism runs the operator with n subtasks instead of the job's
 // parallelism. n must be at least 1 (Build reports a smaller one; leave
@@ -130,8 +145,8 @@ func (f timeOption) applyTime(t *job.Time) { f(t) }
 // (int64 milliseconds or a timestamp column), with per-partition
 // watermarks: by default bounded out-of-orderness of 0, no idle timeout, no
 // allowed lateness, late events dropped. Only valid on a Source.
-func EventTime(field string, opts ...TimeOption) OperatorOption {
-	return opOption(func(s *opSettings) {
+func EventTime(field string, opts ...TimeOption) SourceOption {
+	return sourceOption(func(s *opSettings) {
 		t := &job.Time{Mode: job.EventTime, TimestampField: field, LateEventPolicy: job.LateDrop,
 			Watermark: &job.Watermark{Strategy: job.BoundedOutOfOrderness}}
 		for _, o := range opts {
@@ -250,20 +265,26 @@ func (b *Builder) config(op string, v any) json.RawMessage {
 // add appends an operator connected from the cursor (unless it is a
 // source) and moves the cursor to it.
 func (b *Builder) add(op job.Operator, opts []OperatorOption) opSettings {
+	srcOpts := make([]SourceOption, 0, len(opts))
+	for _, o := range opts {
+		if o != nil {
+			srcOpts = append(srcOpts, o)
+		}
+	}
+	return b.addSource(op, srcOpts)
+}
+
+// addSource is add with source options (a source's, or any operator's
+// OperatorOptions, which are SourceOptions too).
+func (b *Builder) addSource(op job.Operator, opts []SourceOption) opSettings {
 	set := opSettings{op: &op}
 	for _, o := range opts {
 		if o != nil {
-			o.applyOp(&set)
+			o.applySource(&set)
 		}
 	}
 	for _, p := range set.problems {
 		b.callProblem(op.ID, p[0], "%s", p[1])
-	}
-	if set.time != nil && op.Kind != job.KindSource {
-		b.problem(op.ID, "EventTime is an option of a Source, not of a %s", op.Kind)
-	}
-	if set.durability != nil && op.Kind != job.KindSource {
-		b.problem(op.ID, "Durable is an option of a Source, not of a %s", op.Kind)
 	}
 	if existing, _ := b.spec.Operator(op.ID); existing != nil {
 		b.problem(op.ID, "operator %q is added twice", op.ID)
@@ -295,12 +316,12 @@ func (b *Builder) add(op job.Operator, opts []OperatorOption) opSettings {
 }
 
 // Source adds a source. A job may have several; each starts a branch.
-func (b *Builder) Source(id string, src SourceComponent, opts ...OperatorOption) *Builder {
+func (b *Builder) Source(id string, src SourceComponent, opts ...SourceOption) *Builder {
 	if src == nil {
 		b.problem(id, "Source(%q) needs a source component (for example generate.Config or file.SourceConfig)", id)
 		return b
 	}
-	set := b.add(job.Operator{ID: id, Kind: job.KindSource}, opts)
+	set := b.addSource(job.Operator{ID: id, Kind: job.KindSource}, opts)
 	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src), Time: set.time, Durability: set.durability})
 	b.bindings[id] = src
 	return b

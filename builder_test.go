@@ -76,7 +76,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 // mistake, and the rest of the path; the same spec loaded as a spec keeps
 // the spec's paths.
 func TestBuilderErrorsNameTheCall(t *testing.T) {
-	src := func(opts ...arkflow.OperatorOption) *arkflow.Builder {
+	src := func(opts ...arkflow.SourceOption) *arkflow.Builder {
 		return arkflow.NewJob("j").Source("in", tsConfig(), opts...).KeyBy("user").
 			Aggregate("n", arkflow.Aggregates(arkflow.Count("n")))
 	}

@@ -112,8 +112,8 @@ func (d Durability) spec() json.RawMessage {
 // Durable gives one source a write-ahead log (see Durability). It is
 // merged over the job-wide Builder.Durability, field by field. Only valid on
 // a Source.
-func Durable(d Durability) OperatorOption {
-	return opOption(func(s *opSettings) {
+func Durable(d Durability) SourceOption {
+	return sourceOption(func(s *opSettings) {
 		for _, p := range d.problems() {
 			s.problems = append(s.problems, [2]string{"Durable(arkflow.Durability{...})", p})
 		}
