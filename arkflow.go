@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -33,6 +34,7 @@ type options struct {
 	bindings      map[string]any
 	fromSavepoint string
 	store         checkpoint.StoreOptions
+	connectors    *connectors.Environment
 	// tune changes the runtime options (the test harness's fake clock;
 	// see internal/harness).
 	tune []func(*runtime.Options)
@@ -91,12 +93,21 @@ func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store, Connectors: o.connectors}
 }
 
 type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
+
+// WithEnvironment makes the job find its input and output types in env
+// instead of the global registry (connectors.RegisterInput): how a test,
+// or a service running jobs for others, adds connectors for some jobs
+// without changing what every other job in the process sees. Start from
+// connectors.NewEnvironment, which holds every type registered globally.
+func WithEnvironment(env *connectors.Environment) Option {
+	return optionFunc(func(o *options) { o.connectors = env })
+}
 
 // WithLogger sends the job's logs to l (default, and with nil: discarded).
 // The logger is borrowed, never closed.

@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -241,63 +240,37 @@ type InputFactory func(bc BuildContext) (Input, error)
 // checks only its config, so that validation reports every problem at once.
 type OutputFactory func(bc BuildContext, schema *arrow.Schema) (Output, error)
 
-var registry = struct {
-	sync.RWMutex
-	inputs  map[string]InputFactory
-	outputs map[string]OutputFactory
-}{inputs: map[string]InputFactory{}, outputs: map[string]OutputFactory{}}
+// global is the registry the package-level functions use: connector
+// packages register into it from init.
+var global = newEnvironment()
 
 // RegisterInput makes an input type available to specs. It is meant to be
 // called from init; registering a name twice panics (a programming error,
 // like database/sql.Register).
 func RegisterInput(name string, f InputFactory) {
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.inputs[name]; dup {
-		panic("connectors: input type registered twice: " + name)
+	if err := global.RegisterInput(name, f); err != nil {
+		panic(err.Error())
 	}
-	registry.inputs[name] = f
 }
 
 // RegisterOutput makes an output type available to specs; see RegisterInput.
 func RegisterOutput(name string, f OutputFactory) {
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.outputs[name]; dup {
-		panic("connectors: output type registered twice: " + name)
+	if err := global.RegisterOutput(name, f); err != nil {
+		panic(err.Error())
 	}
-	registry.outputs[name] = f
 }
 
-// LookupInput returns the factory of an input type.
-func LookupInput(name string) (InputFactory, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	f, ok := registry.inputs[name]
-	return f, ok
-}
+// LookupInput returns the factory of a globally registered input type.
+func LookupInput(name string) (InputFactory, bool) { return global.LookupInput(name) }
 
-// LookupOutput returns the factory of an output type.
-func LookupOutput(name string) (OutputFactory, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	f, ok := registry.outputs[name]
-	return f, ok
-}
+// LookupOutput returns the factory of a globally registered output type.
+func LookupOutput(name string) (OutputFactory, bool) { return global.LookupOutput(name) }
 
-// InputTypes lists the registered input types, sorted.
-func InputTypes() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	return sortedKeys(registry.inputs)
-}
+// InputTypes lists the globally registered input types, sorted.
+func InputTypes() []string { return global.InputTypes() }
 
-// OutputTypes lists the registered output types, sorted.
-func OutputTypes() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	return sortedKeys(registry.outputs)
-}
+// OutputTypes lists the globally registered output types, sorted.
+func OutputTypes() []string { return global.OutputTypes() }
 
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))

@@ -1,7 +1,5 @@
 package connectors
 
-import "sync"
-
 // JobView is a whole job as a JobCheck sees it: every input and output
 // built from its spec (the ones that failed to build are absent), with
 // where each sits in the spec. Connectors whose configurations constrain
@@ -51,22 +49,10 @@ type JobProblem struct {
 // have no side effects.
 type JobCheck func(JobView) []JobProblem
 
-var jobChecks struct {
-	sync.RWMutex
-	list []JobCheck
-}
-
 // RegisterJobCheck adds a check every job build runs once all of its
 // components are built. It is meant to be called from init.
-func RegisterJobCheck(f JobCheck) {
-	jobChecks.Lock()
-	defer jobChecks.Unlock()
-	jobChecks.list = append(jobChecks.list, f)
-}
+func RegisterJobCheck(f JobCheck) { global.RegisterJobCheck(f) }
 
-// JobChecks returns the registered job checks, in registration order.
-func JobChecks() []JobCheck {
-	jobChecks.RLock()
-	defer jobChecks.RUnlock()
-	return append([]JobCheck(nil), jobChecks.list...)
-}
+// JobChecks returns the globally registered job checks, in registration
+// order.
+func JobChecks() []JobCheck { return global.JobChecks() }

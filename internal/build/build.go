@@ -35,6 +35,17 @@ type Env struct {
 	DataDir string
 	// CheckpointStore configures an s3:// checkpoint store.
 	CheckpointStore checkpoint.StoreOptions
+	// Connectors is where input and output types are found (nil: the
+	// global registry).
+	Connectors *connectors.Environment
+}
+
+// connectors returns the environment the build finds connectors in.
+func (e Env) connectors() *connectors.Environment {
+	if e.Connectors != nil {
+		return e.Connectors
+	}
+	return connectors.Global()
 }
 
 // Graph is a built job: the plan and every component ready to be
@@ -128,9 +139,9 @@ func (b *builder) sources() {
 		if src.InputType == "" {
 			continue
 		}
-		f, ok := connectors.LookupInput(src.InputType)
+		f, ok := b.env.connectors().LookupInput(src.InputType)
 		if !ok {
-			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)", src.InputType, strings.Join(connectors.InputTypes(), ", "))
+			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)", src.InputType, strings.Join(b.env.connectors().InputTypes(), ", "))
 			continue
 		}
 		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID]})
@@ -286,9 +297,9 @@ func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
 		return
 	}
 	at := fmt.Sprintf("sinks[%d]", i)
-	f, ok := connectors.LookupOutput(snk.OutputType)
+	f, ok := b.env.connectors().LookupOutput(snk.OutputType)
 	if !ok {
-		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)", snk.OutputType, strings.Join(connectors.OutputTypes(), ", "))
+		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)", snk.OutputType, strings.Join(b.env.connectors().OutputTypes(), ", "))
 		return
 	}
 	out, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: op.ID, Config: rawOrEmpty(snk.Config), Bound: b.env.Bindings[op.ID]}, in)
@@ -306,7 +317,7 @@ func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
 // jobChecks runs the connectors' job-wide checks (connectors.RegisterJobCheck)
 // over the inputs and outputs that were built.
 func (b *builder) jobChecks() {
-	checks := connectors.JobChecks()
+	checks := b.env.connectors().JobChecks()
 	if len(checks) == 0 {
 		return
 	}
