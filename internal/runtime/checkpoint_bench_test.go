@@ -82,7 +82,7 @@ func benchGraph(tb testing.TB, spec string, bindings map[string]any) *build.Grap
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g, err := build.Build(s, build.Env{Bindings: bindings})
+	g, err := build.Build(s, build.Env{Bindings: bindings, Connectors: testEnv})
 	if err != nil {
 		tb.Fatal(err)
 	}

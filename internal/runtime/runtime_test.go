@@ -136,8 +136,19 @@ func (po probeOutput) NewSink(info connectors.TaskInfo) (connectors.Sink, error)
 	return &probeSink{p: po.p, task: job.TaskID(info.OperatorID, info.Subtask), sub: info.Subtask}, nil
 }
 
+// testEnv holds the test-only connector types ("probe", and "once" and
+// "tally" of unrewindable_test.go), so that the global registry holds only
+// real ones.
+var testEnv = connectors.NewEnvironment()
+
+func mustRegister(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
 func init() {
-	connectors.RegisterInput("probe", func(bc connectors.BuildContext) (connectors.Input, error) {
+	mustRegister(testEnv.RegisterInput("probe", func(bc connectors.BuildContext) (connectors.Input, error) {
 		p, ok := bc.Bound.(*probe)
 		if !ok {
 			return nil, errors.New("probe input needs a bound *probe")
@@ -145,14 +156,14 @@ func init() {
 		f, _ := connectors.LookupInput("memory")
 		in, err := f(connectors.BuildContext{OperatorID: bc.OperatorID, Config: []byte("{}"), Bound: p.src})
 		return probeInput{p: p, in: in}, err
-	})
-	connectors.RegisterOutput("probe", func(bc connectors.BuildContext, _ *arrow.Schema) (connectors.Output, error) {
+	}))
+	mustRegister(testEnv.RegisterOutput("probe", func(bc connectors.BuildContext, _ *arrow.Schema) (connectors.Output, error) {
 		p, ok := bc.Bound.(*probe)
 		if !ok {
 			return nil, errors.New("probe output needs a bound *probe")
 		}
 		return probeOutput{p}, nil
-	})
+	}))
 }
 
 var clickSchema = arrow.NewSchema([]arrow.Field{
@@ -174,7 +185,7 @@ func mustBuild(t *testing.T, spec string, bindings map[string]any) *build.Graph 
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := build.Build(s, build.Env{Bindings: bindings})
+	g, err := build.Build(s, build.Env{Bindings: bindings, Connectors: testEnv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +504,7 @@ func TestUnionSchemaMismatch(t *testing.T) {
 	             {"operator_id":"b","input_type":"generate","config":{"count":1,"fields":[{"name":"k","type":"string"}]}}],
 	  "sinks":[{"operator_id":"out","output_type":"drop"}]}`
 	s, _ := job.Parse([]byte(spec))
-	_, err := build.Build(s, build.Env{})
+	_, err := build.Build(s, build.Env{Connectors: testEnv})
 	if err == nil || !strings.Contains(err.Error(), `operator "out": operators[2]: inputs have different schemas: "a" sends (k int64`) {
 		t.Fatalf("want a schema mismatch naming both inputs, got %v", err)
 	}

@@ -171,20 +171,20 @@ type tallyOutput struct{ t *tally }
 func (o tallyOutput) NewSink(connectors.TaskInfo) (connectors.Sink, error) { return tallySink(o), nil }
 
 func init() {
-	connectors.RegisterInput("once", func(bc connectors.BuildContext) (connectors.Input, error) {
+	mustRegister(testEnv.RegisterInput("once", func(bc connectors.BuildContext) (connectors.Input, error) {
 		f, ok := bc.Bound.(*onceFeed)
 		if !ok {
 			return nil, errors.New("once input needs a bound *onceFeed")
 		}
 		return onceInput{f}, nil
-	})
-	connectors.RegisterOutput("tally", func(bc connectors.BuildContext, _ *arrow.Schema) (connectors.Output, error) {
+	}))
+	mustRegister(testEnv.RegisterOutput("tally", func(bc connectors.BuildContext, _ *arrow.Schema) (connectors.Output, error) {
 		t, ok := bc.Bound.(*tally)
 		if !ok {
 			return nil, errors.New("tally output needs a bound *tally")
 		}
 		return tallyOutput{t}, nil
-	})
+	}))
 }
 
 // onceSpec is a keyed running count and sum over the once source, with a
@@ -234,7 +234,7 @@ func buildIn(t *testing.T, spec, dataDir string, bindings map[string]any) *build
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := build.Build(s, build.Env{Bindings: bindings, DataDir: dataDir})
+	g, err := build.Build(s, build.Env{Bindings: bindings, DataDir: dataDir, Connectors: testEnv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func onceChild(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	g, err := build.Build(s, build.Env{Bindings: map[string]any{"in": feed, "out": newTally()}, DataDir: filepath.Join(dir, "data")})
+	g, err := build.Build(s, build.Env{Bindings: map[string]any{"in": feed, "out": newTally()}, DataDir: filepath.Join(dir, "data"), Connectors: testEnv})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
