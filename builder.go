@@ -497,11 +497,7 @@ func (b *Builder) Filter(id string, p Predicate, opts ...OperatorOption) *Builde
 }
 
 // AggregateSpec is one aggregate: function over field, output column as.
-type AggregateSpec struct {
-	Function string `json:"function"`
-	Field    string `json:"field,omitempty"`
-	As       string `json:"as,omitempty"`
-}
+type AggregateSpec = job.Aggregate
 
 // Count counts rows.
 func Count(as string) AggregateSpec { return AggregateSpec{Function: "count", As: as} }

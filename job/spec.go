@@ -342,3 +342,24 @@ func (s *Spec) Clone() *Spec {
 	}
 	return &c
 }
+
+// Aggregate is one aggregate of an aggregate or window operator's config:
+// function (count, sum, min, max, avg, first or last) over field (count
+// needs none), output as column As (default function_field, or "count").
+type Aggregate struct {
+	Function string `json:"function"`
+	Field    string `json:"field,omitempty"`
+	As       string `json:"as,omitempty"`
+}
+
+// OutputName is the aggregate's output column: As, or function_field
+// (function alone when there is no field).
+func (a Aggregate) OutputName() string {
+	if a.As != "" {
+		return a.As
+	}
+	if a.Field == "" {
+		return a.Function
+	}
+	return a.Function + "_" + a.Field
+}

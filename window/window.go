@@ -105,6 +105,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/agg"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Output column names.
@@ -121,20 +122,11 @@ type Config struct {
 }
 
 // Aggregate is one aggregate of a window: count, sum, min, max, avg, first
-// or last of a field (count needs none), output as column As.
-type Aggregate struct {
-	Function string `json:"function"`
-	Field    string `json:"field,omitempty"`
-	As       string `json:"as,omitempty"`
-}
+// or last of a field (count needs none), output as column As. It is the
+// spec's aggregate, the same as an aggregate operator's.
+type Aggregate = job.Aggregate
 
-func (c Config) aggSpecs() []agg.Spec {
-	out := make([]agg.Spec, len(c.Aggregates))
-	for i, a := range c.Aggregates {
-		out[i] = agg.Spec{Function: a.Function, Field: a.Field, As: a.As}
-	}
-	return out
-}
+func (c Config) aggSpecs() []agg.Spec { return c.Aggregates }
 
 // Definition is a window and its aggregates, built in Go:
 // window.Tumbling(time.Minute).Count("n").Sum("amount", "total"). Each

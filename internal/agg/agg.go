@@ -48,24 +48,7 @@ const (
 var Functions = []string{Count, Sum, Min, Max, Avg, First, Last}
 
 // Spec is one aggregate as written in a spec: {function, field, as}.
-type Spec struct {
-	Function string `json:"function"`
-	// Field is the input column. Optional for count (count rows).
-	Field string `json:"field,omitempty"`
-	// As names the output column. Default: function_field (or "count").
-	As string `json:"as,omitempty"`
-}
-
-// OutputName is the output column name of the aggregate.
-func (s Spec) OutputName() string {
-	if s.As != "" {
-		return s.As
-	}
-	if s.Field == "" {
-		return s.Function
-	}
-	return s.Function + "_" + s.Field
-}
+type Spec = job.Aggregate
 
 // kinds of value storage
 type vkind int
