@@ -65,9 +65,10 @@ type Batch struct {
 	// over: with durability on, after the write-ahead log persisted them,
 	// so they survive a crash from then on; without it, when the runtime
 	// took the batch from Read. It gets an error instead when the rows
-	// could not be taken (the WAL append failed, or the job stopped first). Sources fed by callers who wait for an answer (a
-	// push source behind an HTTP handler) use it; Ack comes later, when
-	// the rows have been processed. May be nil.
+	// could not be taken (the WAL append failed, or the job stopped first).
+	// Sources fed by callers who wait for an answer (a push source behind
+	// an HTTP handler) use it; Ack comes later, when the rows have been
+	// processed. May be nil.
 	Accepted func(err error)
 }
 
