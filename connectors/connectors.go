@@ -25,6 +25,7 @@
 //
 // Config errors that implement FieldPath() (as DecodeConfig's do) are
 // reported with the full path in the spec, e.g. sources[0].config.path.
+// The RegisterInput example is a complete input, run in a job.
 package connectors
 
 import (
