@@ -134,8 +134,8 @@ func WithChannelCapacity(n int) Option {
 // state or a WAL and no path needs it. An empty dir means none.
 func WithDataDir(dir string) Option { return optionFunc(func(o *options) { o.dataDir = dir }) }
 
-// Validate runs the same deep, side-effect-free build as a real start
-// (R-VAL-1): it checks the graph, and builds every source, operator and
+// Validate runs the same deep, side-effect-free build as a real start:
+// it checks the graph, and builds every source, operator and
 // sink from its config against the rows it receives. It returns nil or
 // ValidationErrors with every problem, each naming the job, the operator
 // and the field path.
@@ -205,7 +205,7 @@ func (j *Job) Run(ctx context.Context) error { return j.rt.Run(ctx) }
 // DryRun opens and closes every write-ahead log the job would use, without
 // connecting anything: it reports a WAL held by another process, one that
 // cannot be reached or one that is corrupt. The WALs are free again when it
-// returns, so Run can follow at once (R-VAL-2).
+// returns, so Run can follow at once.
 func (j *Job) DryRun(ctx context.Context) error { return j.rt.DryRun(ctx) }
 
 // Stop stops a running job gracefully: sources stop reading, rows in
@@ -303,7 +303,7 @@ type Metrics struct {
 	Status Status
 	Tasks  []TaskMetrics
 	// StateBytes is the size of each stateful operator's committed state
-	// in bytes (R-STATE-2).
+	// in bytes.
 	StateBytes map[string]int64
 	// Checkpoints is the checkpoint health ("degraded" = Healthy false)
 	// and the recovery progress of the start.

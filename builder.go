@@ -18,7 +18,7 @@ import (
 
 // Builder assembles a job in Go. It produces the same declarative Spec a
 // JSON or YAML file would (Spec), so a built job and its spec file compile
-// to the same plan (R-JOB-1).
+// to the same plan.
 //
 // Operators are added one after another; each is connected from the
 // previous one. KeyBy makes the next edge partitioned by a field, so every
@@ -184,8 +184,8 @@ func IdleTimeout(d time.Duration) TimeOption {
 }
 
 // PerRowWatermark classifies each row against the watermark in force
-// before it (spec: watermark.advance "per_row"; beyond the seeds,
-// R-EMBED-5) instead of the seeds' rule (R-TIME-4, the default: the
+// before it (spec: watermark.advance "per_row", an arkflow-go
+// extension) instead of ArkFlow's rule (the default: the
 // watermark moves with the whole batch before its rows are classified,
 // so with OutOfOrderness 0 an in-order row sharing a batch with a later
 // row across a window boundary is late). The watermark in force before a
@@ -203,7 +203,7 @@ func PerRowWatermark() TimeOption {
 
 // AdvanceWhenIdle lets the watermark follow the clock while every
 // partition of the source is idle (spec: watermark.all_idle "advance" and
-// all_idle_delay_ms; beyond the seeds, R-EMBED-5), so a quiet source
+// all_idle_delay_ms, an arkflow-go extension), so a quiet source
 // still closes its last windows: at each check it becomes max(watermark,
 // now − delay − out-of-orderness). It needs IdleTimeout (partitions turn
 // idle only after it) and a delay of at least 1ms; Build reports either
@@ -571,7 +571,7 @@ type ProcessContext struct {
 
 // State returns the keyed state of row's key, to read and write with
 // state.Value and state.Map. Writes commit when the batch's output is
-// acknowledged (R-STATE-3).
+// acknowledged.
 func (pc *ProcessContext) State(row int) (*state.Keyed, error) { return pc.keyed(row) }
 
 // ProcessFunc is a Go function over a batch with keyed state. It returns

@@ -60,7 +60,7 @@ var ErrNoCheckpoints = runtime.ErrNoCheckpoints
 
 // WithSavepoint starts the job from the named savepoint instead of
 // following spec.recovery: how an upgraded (or rolled back) version takes
-// over the state of the one before it (R-CKPT-7). An empty name means
+// over the state of the one before it. An empty name means
 // none: the job follows spec.recovery. A job without a checkpoint block
 // has no savepoints: Build, FromSpec and Validate report the option.
 func WithSavepoint(name string) Option {

@@ -8,7 +8,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
-// Durability puts a write-ahead log in front of a source (R-WAL-1..7):
+// Durability puts a write-ahead log in front of a source:
 // every batch it reads is appended to the log, and made durable per Sync,
 // before it enters the pipeline; acknowledgements move the log's cursor
 // only over contiguous acknowledged entries; a restart replays everything

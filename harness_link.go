@@ -7,7 +7,7 @@ import (
 
 // The test harness (package arkflowtest) reaches the engine through
 // internal/harness: what it needs (a fake clock, the runtime's barriers
-// and journals) is not part of this package's API (R-EMBED-4).
+// and journals) is not part of this package's API.
 func init() {
 	harness.RuntimeOf = func(j any) *runtime.Runtime { return j.(*Job).rt }
 	harness.Bindings = func(b any) map[string]any { return b.(*Builder).bindings }

@@ -56,7 +56,7 @@ type PushConfig[T any] struct {
 const DefaultMaxPending = push.DefaultMaxPending
 
 // Push is a source that a Go service feeds: its handlers call Push with
-// rows of type T, and the job reads them (R-EMBED-2). Create it with
+// rows of type T, and the job reads them. Create it with
 // NewPush, give it to the Builder's Source, and push while the job runs.
 //
 // What a nil return from Push promises depends on the source's

@@ -7,7 +7,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
 )
 
-// SchemaOf returns the Arrow schema of rows of type T, a struct (R-EMBED-1).
+// SchemaOf returns the Arrow schema of rows of type T, a struct.
 // The mapping is worked out once per type and cached; Encode, Decode and
 // DecodeInto use the same one.
 //

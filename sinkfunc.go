@@ -13,7 +13,7 @@ import (
 )
 
 // SinkFunc is a sink that calls a Go function with the rows of every batch
-// a job writes, decoded into []T (R-EMBED-3). T's fields are matched to the
+// a job writes, decoded into []T. T's fields are matched to the
 // sink's input columns by name as described at Decode; a field the input
 // has no column for, or cannot be stored in, is reported when the job is
 // built. Columns T has no field for are ignored, so a window's results

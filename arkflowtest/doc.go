@@ -1,5 +1,5 @@
 // Package arkflowtest runs a job inside a Go test and moves it one step at a
-// time (R-EMBED-4), as Flink's operator test harness and Kafka Streams'
+// time, as Flink's operator test harness and Kafka Streams'
 // TopologyTestDriver do: push typed rows with their event times to the
 // partitions of an input, advance the watermark and a fake clock, read the
 // typed rows the sinks wrote (late rows included), read an operator's keyed
@@ -36,7 +36,7 @@
 //		}
 //	}
 //
-// Rows map to columns as arkflow's typed rows do (R-EMBED-1): by field name
+// Rows map to columns as arkflow's typed rows do: by field name
 // or arkflow tag, pointers for nulls. A window's output has the key column,
 // window_start and window_end (time.Time), its aggregates and the update
 // marker __arkflow_window_update; an Output's type may leave out columns it
@@ -58,7 +58,7 @@
 // its rows are written.
 //
 // Watermarks come from the rows' event times, per partition, as in
-// production: a batch [2100, 100] makes 100 late at once (R-TIME-4), and a
+// production: a batch [2100, 100] makes 100 late at once, and a
 // partition that never delivered holds the watermark back. AdvanceWatermark
 // raises partitions' watermarks without data, in order with the rows
 // pushed before. The clock starts at the Unix epoch and moves only with

@@ -50,7 +50,7 @@ type Input[T any] struct {
 
 // NewInput returns an empty input of rows of type T, with the given
 // number of partitions (at least 1). T is a struct whose fields are the
-// columns (see the typed rows of package arkflow, R-EMBED-1); a T that
+// columns (see the typed rows of package arkflow); a T that
 // cannot be a row is reported when the job is built.
 func NewInput[T any](partitions int) *Input[T] {
 	c, err := typed.For[T]()

@@ -345,7 +345,7 @@ func (h *hashReader) Read(p []byte) (int, error) {
 }
 
 // Commit seals m and makes it durable, which completes the checkpoint or
-// savepoint (R-CKPT-5):
+// savepoint:
 //
 //  1. It checks m: JobID (filled in if empty) must be the catalog's job,
 //     the fields must be well-formed, CheckTasks must pass, and every
@@ -403,7 +403,7 @@ func (c *Catalog) commit(ctx context.Context, m *Manifest) (ID, error) {
 		return 0, fmt.Errorf("checkpoint: commit: manifest %q: %w", m.CheckpointID, err)
 	}
 	if err := m.CheckTasks(); err != nil {
-		return 0, fmt.Errorf("checkpoint: commit: refusing an incomplete manifest (R-CKPT-5): %w", err)
+		return 0, fmt.Errorf("checkpoint: commit: refusing an incomplete manifest: %w", err)
 	}
 	dirID := m.dirID()
 	if err := c.checkStateKeys(m, dirID); err != nil {
@@ -677,7 +677,7 @@ type Skipped struct {
 // String renders the candidate as "<kind> <id>: <reason>".
 func (s Skipped) String() string { return fmt.Sprintf("%s %s: %s", s.Kind, s.ID, s.Reason) }
 
-// Select finds the artifact to restore (R-CKPT-5, -6, -8). It writes
+// Select finds the artifact to restore. It writes
 // nothing, and reads the store only.
 //
 // Candidates are tried newest first. For LatestCheckpoint: the checkpoint
@@ -698,10 +698,10 @@ func (s Skipped) String() string { return fmt.Sprintf("%s %s: %s", s.Kind, s.ID,
 // the artifact in Want.Exclude if one fails.
 //
 // The first candidate whose manifest is intact is checked for compatibility
-// with want (R-CKPT-6): the same FormatVersion, a JobVersion no newer
+// with want: the same FormatVersion, a JobVersion no newer
 // than want's (older is an upgrade; newer, a downgrade), the same
 // MaxParallelism, and, at the same JobVersion, the same operators in
-// PlannedTasks (their parallelism may differ: a rescale, R-JOB-3). If it is not compatible, Select
+// PlannedTasks (their parallelism may differ: a rescale). If it is not compatible, Select
 // stops there and returns an *IncompatibleError: falling back to an older
 // compatible artifact would roll the job back in time behind the
 // operator's back. (The compatibility check comes before the state objects
@@ -891,7 +891,7 @@ func (c *Catalog) evaluate(ctx context.Context, kind Kind, id string, m *Manifes
 		return skip("excluded by the caller (its state could not be restored)", nil)
 	}
 	if err := m.CheckTasks(); err != nil {
-		return skip("incomplete task set (R-CKPT-5): "+err.Error(), err)
+		return skip("incomplete task set: "+err.Error(), err)
 	}
 	if err := c.checkStateKeys(m, id); err != nil {
 		return skip(err.Error(), err)
@@ -910,7 +910,7 @@ func (c *Catalog) evaluate(ctx context.Context, kind Kind, id string, m *Manifes
 	return m, nil, nil
 }
 
-// compatible applies R-CKPT-6.
+// compatible applies the compatibility rules Select documents.
 func compatible(m *Manifest, id string, want Want, planned []string) *IncompatibleError {
 	inc := &IncompatibleError{Kind: m.Kind, ID: id, JobVersion: m.JobVersion, FormatVersion: m.FormatVersion,
 		WantJobVersion: want.JobVersion, WantFormatVersion: want.FormatVersion}

@@ -35,7 +35,7 @@ var ErrExists = errors.New("checkpoint: object already exists")
 // id from NextID.
 var ErrSuperseded = errors.New("checkpoint: superseded by a newer committed checkpoint")
 
-// Task-set problems (R-CKPT-5). A *TaskSetError unwraps to one of them, so
+// Task-set problems. A *TaskSetError unwraps to one of them, so
 // errors.Is(err, ErrMissingTask) tells which rule a manifest broke.
 var (
 	// ErrMissingTask: a planned task has no entry in task_attempts.
@@ -47,7 +47,7 @@ var (
 	ErrExtraTask = errors.New("extra task entry (not in the plan)")
 )
 
-// TaskSetError is one violation of R-CKPT-5: a manifest must carry exactly
+// TaskSetError is one violation of the task-set rule: a manifest must carry exactly
 // the planned task set. CheckTasks joins one per violation.
 type TaskSetError struct {
 	// CheckpointID is the manifest's checkpoint_id.
@@ -120,8 +120,7 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // other error marked as corruption): errors.Is(err, ErrCorrupt).
 func IsCorruption(err error) bool { return errors.Is(err, ErrCorrupt) }
 
-// Incompatibility says why an intact artifact must not be restored
-// (R-CKPT-6).
+// Incompatibility says why an intact artifact must not be restored.
 type Incompatibility string
 
 const (
@@ -143,9 +142,9 @@ const (
 
 // IncompatibleError is what Select returns when the newest intact
 // candidate (checksum-valid, with a complete task set) is bound to another
-// job version or state format than the one asking (R-CKPT-6). There is
+// job version or state format than the one asking. There is
 // something to restore, but it must not be used, and no older candidate is
-// tried instead: that would roll the job back silently, and R-CKPT-7 makes
+// tried instead: that would roll the job back silently, and arkflow makes
 // rollback an explicit operator action (restore a named savepoint). Nothing
 // in the store was changed.
 type IncompatibleError struct {

@@ -55,7 +55,7 @@ func ParseID(s string) (ID, error) {
 }
 
 // Manifest is the document that makes a checkpoint or a savepoint: what
-// was captured at one acknowledged boundary (R-CKPT-2) — per-task state
+// was captured at one acknowledged boundary — per-task state
 // objects, source positions and watermarks — for one job version, plan and
 // state format. Its JSON is ArkFlow v1's CheckpointManifest with the same
 // field names, plus the extensions marked below, which ArkFlow ignores.
@@ -70,11 +70,12 @@ type Manifest struct {
 	CheckpointID string `json:"checkpoint_id"`
 	// JobID is the job's id: 1–128 characters of [A-Za-z0-9_-].
 	JobID string `json:"job_id"`
-	// JobVersion is the version of the job that wrote it (R-CKPT-6).
+	// JobVersion is the version of the job that wrote it; a job at an
+	// older version refuses to restore it.
 	JobVersion uint64 `json:"job_version"`
 	// Generation is the deployment generation of the job that wrote it.
 	Generation uint64 `json:"generation"`
-	// TaskAttempts lists one attempt per planned task (R-CKPT-5).
+	// TaskAttempts lists one attempt per planned task.
 	TaskAttempts []TaskAttempt `json:"task_attempts"`
 	// SourcePositions are the positions to resume reading from.
 	SourcePositions []SourcePosition `json:"source_positions"`
@@ -85,8 +86,8 @@ type Manifest struct {
 	// StateSnapshots lists the state objects, at most one per task (tasks
 	// without state have none).
 	StateSnapshots []StateSnapshot `json:"state_snapshots"`
-	// FormatVersion is the state format version of every snapshot
-	// (R-CKPT-6).
+	// FormatVersion is the state format version of every snapshot;
+	// a restoring job must have the same.
 	FormatVersion int `json:"format_version"`
 
 	// Kind (extension) is "checkpoint" or "savepoint".
@@ -380,7 +381,7 @@ func (m *Manifest) validate() error {
 	return errors.Join(errs...)
 }
 
-// CheckTasks enforces R-CKPT-5: TaskAttempts names exactly PlannedTasks,
+// CheckTasks enforces the task-set rule: TaskAttempts names exactly PlannedTasks,
 // each once; StateSnapshots and WatermarksMS name only planned tasks, each
 // at most once; SourcePositions name only planned tasks, and no partition
 // twice for one task. It returns every violation, each a *TaskSetError

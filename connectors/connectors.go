@@ -9,9 +9,9 @@
 // A connector registers a factory under a type name. The factory decodes and
 // checks the spec's config and returns an Input (or Output) without touching
 // the outside world: validation calls the same factory that a real start
-// does (R-VAL-1), so it must be free of side effects. The runtime then asks
+// does, so it must be free of side effects. The runtime then asks
 // the Input for one Source per subtask, connects every source and sink before
-// any data moves (R-VAL-4), and closes them in order on the way out.
+// any data moves, and closes them in order on the way out.
 //
 //	func init() {
 //		connectors.RegisterInput("lines", func(bc connectors.BuildContext) (connectors.Input, error) {
@@ -25,6 +25,7 @@
 //
 // Config errors that implement FieldPath() (as DecodeConfig's do) are
 // reported with the full path in the spec, e.g. sources[0].config.path.
+// The RegisterInput example is a complete input, run in a job.
 package connectors
 
 import (
@@ -61,13 +62,13 @@ type Batch struct {
 	// error. A source commits positions only on success. May be nil.
 	Ack func(err error)
 	// Accepted, when set, is called once when the job has taken the rows
-	// over: with durability on, after the write-ahead log persisted them
-	// (R-WAL-1), so they survive a crash from then on; without it, when
-	// the runtime took the batch from Read. It gets an error instead when
-	// the rows could not be taken (the WAL append failed, or the job
-	// stopped first). Sources fed by callers who wait for an answer (a
-	// push source behind an HTTP handler) use it; Ack comes later, when
-	// the rows have been processed. May be nil.
+	// over: with durability on, after the write-ahead log persisted them,
+	// so they survive a crash from then on; without it, when the runtime
+	// took the batch from Read. It gets an error instead when the rows
+	// could not be taken (the WAL append failed, or the job stopped first).
+	// Sources fed by callers who wait for an answer (a push source behind
+	// an HTTP handler) use it; Ack comes later, when the rows have been
+	// processed. May be nil.
 	Accepted func(err error)
 }
 

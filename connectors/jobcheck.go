@@ -5,7 +5,7 @@ package connectors
 // where each sits in the spec. Connectors whose configurations constrain
 // each other across operators (a transactional output and the input whose
 // offsets it commits, say) check them here, at validation and so before a
-// start (R-VAL-1).
+// start.
 type JobView struct {
 	JobID   string
 	Inputs  []JobInput

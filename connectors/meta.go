@@ -8,7 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// Metadata columns sources add to their rows (R-KAFKA-3). Sinks drop every
+// Metadata columns sources add to their rows. Sinks drop every
 // column that starts with MetaPrefix unless configured to keep them.
 const (
 	MetaPrefix    = "__meta_"

@@ -5,8 +5,8 @@ import (
 	"sync"
 )
 
-// Tracker keeps a source's positions as contiguous acknowledged frontiers
-// (R-KAFKA-1, R-WAL-2): for every partition, the offset below which every
+// Tracker keeps a source's positions as contiguous acknowledged frontiers:
+// for every partition, the offset below which every
 // delivered record has been acknowledged. Acknowledgements may arrive in any
 // order (fan-out, filters, parallel sinks); a later range acknowledged
 // before an earlier one waits, so the frontier never skips a gap. A failed

@@ -40,7 +40,7 @@ type Plan struct {
 	Edges          []PlanEdge `json:"edges"`
 	// PlacementUnits are the groups of tasks that must run in one process:
 	// the connected components of the task graph. An edge never crosses
-	// units, so no data crosses nodes (R-JOB-4).
+	// units, so no data crosses nodes.
 	PlacementUnits []PlacementUnit `json:"placement_units"`
 }
 

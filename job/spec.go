@@ -160,11 +160,11 @@ const (
 
 // Watermark advance modes (Watermark.Advance).
 const (
-	// AdvanceBatch is the seeds' rule (R-TIME-4): the watermark moves with
+	// AdvanceBatch is ArkFlow's rule: the watermark moves with
 	// a whole batch before its rows are classified.
 	AdvanceBatch = "batch"
 	// AdvancePerRow classifies each row against the watermark in force
-	// before it (R-EMBED-5).
+	// before it (an arkflow-go extension).
 	AdvancePerRow = "per_row"
 )
 
@@ -173,7 +173,7 @@ const (
 const (
 	// AllIdleHold keeps the watermark where it is.
 	AllIdleHold = "hold"
-	// AllIdleAdvance lets it follow the clock (R-EMBED-5).
+	// AllIdleAdvance lets it follow the clock (an arkflow-go extension).
 	AllIdleAdvance = "advance"
 )
 
@@ -183,7 +183,7 @@ type Watermark struct {
 	OutOfOrdernessMS int64  `json:"out_of_orderness_ms"`
 	IdleTimeoutMS    *int64 `json:"idle_timeout_ms,omitempty"`
 	// Advance is when the watermark moves relative to the rows of a batch
-	// (extension): "batch" (empty means batch; the seeds' rule R-TIME-4:
+	// (extension): "batch" (empty means batch; ArkFlow's rule:
 	// the watermark advances with the batch before its rows are
 	// classified, so in a batch [2100, 100] with out_of_orderness_ms 0 the
 	// row 100 is late) or "per_row" (each row is classified against the

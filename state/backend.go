@@ -1,5 +1,5 @@
 // Package state keeps keyed operator state in an embedded key-value store
-// local to the process (R-STATE-1..3): Badger by default, memory for
+// local to the process: Badger by default, memory for
 // tests. Entries are isolated by job, operator and namespace, carry an
 // optional expiry (TTL), are accounted in bytes per job and operator, and
 // live in a directory stamped with a state format version. Snapshots stream

@@ -12,7 +12,7 @@ import (
 // Frozen is a point-in-time view of a store: what it held when Freeze
 // returned, whatever is written afterwards. A checkpoint freezes the store
 // during its short synchronous cut and streams the snapshots from the view
-// while the pipeline runs on (R-CKPT-2).
+// while the pipeline runs on.
 type Frozen interface {
 	// Snapshot streams the view's entries in scope like Backend.Snapshot.
 	// It may be called several times, for different scopes.

@@ -18,8 +18,8 @@ const PositionsNamespace = "__arkflow_positions"
 
 // Journal stages the state mutations of one operator subtask per epoch
 // (one input batch, or one firing) and commits epochs to the backend in
-// order, each only once the output it produced has been acknowledged
-// (R-STATE-3). Reads see staged mutations first, then committed state.
+// order, each only once the output it produced has been acknowledged.
+// Reads see staged mutations first, then committed state.
 //
 // A failed epoch (its output was not acknowledged) stops all commits: the
 // staged mutations of it and of every later epoch are dropped, and the
@@ -71,7 +71,7 @@ type Epoch struct {
 // OnSettled registers fn to run once the epoch is settled: committed (nil)
 // or dropped (the journal's failure). An operator releases its input's
 // acknowledgement here, so that the WAL cursor and the source commit follow
-// the state commit, never precede it (R-CKPT-2). fn runs without the
+// the state commit, never precede it. fn runs without the
 // journal's lock held.
 func (e *Epoch) OnSettled(fn func(error)) {
 	e.j.mu.Lock()

@@ -11,7 +11,7 @@ import (
 )
 
 // InheritedNamespace holds the applied positions that a subtask took over
-// with key groups in a rescale (R-JOB-3).
+// with key groups in a rescale.
 //
 // A subtask stores its own positions (PositionsNamespace) under its first
 // key group, valid for all of its key groups. When a restore runs an

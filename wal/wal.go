@@ -47,14 +47,14 @@ var ErrEmptyEntry = errors.New("wal: empty entry: a payload must hold at least o
 
 // ErrClosedPending is the error a stream fails with when Close's drain
 // window ran out while an acknowledgement was still waiting for an earlier
-// one (R-WAL-5). The waiting entries are replayed after a restart.
+// one. The waiting entries are replayed after a restart.
 var ErrClosedPending = errors.New("WAL closed while acknowledgement was pending")
 
 // ErrParked matches every *ParkedError with errors.Is.
 var ErrParked = errors.New("wal: acknowledgement parked")
 
 // ParkedError is returned by Await when its lease ran out while an earlier
-// sequence was still unacknowledged (R-WAL-4). It is retryable: nothing is
+// sequence was still unacknowledged. It is retryable: nothing is
 // recorded against the owner of the gap, so a retry succeeds as soon as the
 // gap closes, and repeats the error for as long as it does not.
 type ParkedError struct {
@@ -327,7 +327,7 @@ func open(st storage, opts Options) (*Log, error) {
 }
 
 // Append writes one entry and returns its sequence number once it is as
-// durable as the sync mode promises (R-WAL-1). An empty payload is refused
+// durable as the sync mode promises. An empty payload is refused
 // (ErrEmptyEntry).
 func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 	if len(payload) > MaxPayload {
@@ -677,7 +677,7 @@ func (l *Log) Sync() error {
 }
 
 // Ack records that an entry was handled. It never blocks. The cursor moves
-// to the highest contiguous acknowledged sequence (R-WAL-2): an ack ahead of
+// to the highest contiguous acknowledged sequence: an ack ahead of
 // a gap is kept until the gap closes. Acknowledging a sequence twice, or one
 // at or below the cursor, does nothing.
 func (l *Log) Ack(seq uint64) error {
@@ -867,7 +867,7 @@ func (l *Log) Floor() uint64 {
 }
 
 // Replay returns the entries after the persisted cursor, in order: the ones
-// a restart must deliver again (R-WAL-3). Call it before appending.
+// a restart must deliver again. Call it before appending.
 func (l *Log) Replay() (*Replayer, error) {
 	it, err := l.st.replay(l.Cursor())
 	if err != nil {
@@ -966,8 +966,8 @@ func (l *Log) flush() {
 	}
 }
 
-// Close stops appends, gives parked acknowledgements the drain window
-// (R-WAL-5), syncs, persists the cursor and releases the storage. It returns
+// Close stops appends, gives parked acknowledgements the drain window,
+// syncs, persists the cursor and releases the storage. It returns
 // ErrClosedPending if an acknowledgement was still waiting when the window
 // ran out.
 func (l *Log) Close() error {

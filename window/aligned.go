@@ -212,7 +212,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		}
 	}
 	// Late updates: re-emit every touched window with its corrected
-	// aggregates (R-TIME-8).
+	// aggregates.
 	var updates []result
 	for _, t := range w.touched {
 		t.w.inBatch[t.m] = false

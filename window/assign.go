@@ -91,7 +91,7 @@ func TumblingStart(t, size int64) int64 { return FloorDiv(t, size) * size }
 // SlidingStarts appends to dst, in ascending order, the start of every
 // sliding window (starts are multiples of slide, each window is [s, s+size))
 // that contains t. For size=5, slide=2: t=4 → 0, 2, 4; t=0 → −4, −2, 0;
-// t=5 → 2, 4 (R-TIME-7). There is no truncating division: the count is
+// t=5 → 2, 4. There is no truncating division: the count is
 // whatever the window boundaries give, which differs between events when
 // size is not a multiple of slide.
 func SlidingStarts(dst []int64, t, size, slide int64) []int64 {

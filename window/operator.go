@@ -348,7 +348,7 @@ func (b *base) lateRow(null bool) bool {
 }
 
 // reportDrops passes the rows the batch dropped to the rate-limited
-// warning (R-EMBED-5).
+// warning.
 func (b *base) reportDrops() {
 	if b.droppedLate == 0 && b.droppedNull == 0 {
 		return

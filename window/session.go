@@ -16,7 +16,7 @@ import (
 // sessions runs session windows: per key, a session spans [first event,
 // last event + gap); an event within gap of a session extends it, and an
 // event that bridges two sessions merges them into one, whose aggregates
-// combine both (R-TIME-9). A merged session fires once, when the
+// combine both. A merged session fires once, when the
 // watermark reaches its end.
 type sessions struct {
 	base
@@ -316,7 +316,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 		dirty = true
 		if late {
 			// Within the deadline under update: emitted now and kept
-			// until its deadline (R-TIME-8).
+			// until its deadline.
 			w.m.lateUpdated.Add(1)
 			s.fired = true
 			if !containsSession(touched, s) {

@@ -10,7 +10,7 @@ import (
 
 // FloorDiv is a/b rounded toward −∞ (b > 0): Euclidean division, so −1 ms
 // with b = 1000 gives −1 and belongs to the window starting at −1000
-// (R-TIME-2). Go's / truncates toward zero and would put it in [0, 1000).
+// Go's / truncates toward zero and would put it in [0, 1000).
 func FloorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
@@ -41,7 +41,7 @@ func (e *TimeError) Error() string {
 }
 
 // Supported reports whether a column type can hold event time: Int64
-// (milliseconds) or a Timestamp in any unit (R-TIME-2).
+// (milliseconds) or a Timestamp in any unit.
 func Supported(t arrow.DataType) bool {
 	return t.ID() == arrow.INT64 || t.ID() == arrow.TIMESTAMP
 }

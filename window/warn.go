@@ -10,7 +10,7 @@ import (
 )
 
 // warnInterval is how often, at most, a window operator logs that it
-// dropped rows (R-EMBED-5): in ms of the runtime's clock. Rows dropped in
+// dropped rows, in ms of the runtime's clock. Rows dropped in
 // between are counted and reported with the next warning, or when the
 // operator closes.
 const warnInterval = 10_000

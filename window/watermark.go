@@ -16,7 +16,7 @@ const (
 )
 
 // Tracker computes a source subtask's watermark from the event times of
-// its partitions (R-TIME-1, R-TIME-10). It is deterministic and does no
+// its partitions. It is deterministic and does no
 // I/O: callers pass the time in ms ("now", from an injectable clock) with
 // every call.
 //
@@ -34,7 +34,7 @@ const (
 // (Flink's withIdleness behaves the same). The cost is that open windows
 // wait for new data, or for the end of a bounded input, to fire.
 //
-// With all_idle "advance" (R-EMBED-5, beyond the seeds) the watermark
+// With all_idle "advance" (an arkflow-go extension) the watermark
 // follows the clock while no partition is active: at every Tick it becomes
 // max(watermark, now − all_idle_delay_ms − out_of_orderness_ms)
 // (monotonous: now − all_idle_delay_ms). This assumes event times are
@@ -161,7 +161,7 @@ type Cut struct {
 
 // Cuts returns where a batch of partition p, with event times ts (valid
 // marks the non-null ones), must be split for each row to meet the
-// watermark in force before it (advance "per_row", R-EMBED-5): the
+// watermark in force before it (advance "per_row"): the
 // watermark the tracker would have after observing the rows before it in
 // the batch, one at a time. The first row meets the watermark of now.
 //
@@ -214,7 +214,7 @@ func (t *Tracker) Cuts(p int, ts []int64, valid []bool, dst []Cut) []Cut {
 // ever having had a row, sorted: not idle, no event yet, for at least
 // after ms by now, while another partition has events. Without an idle
 // timeout such a partition keeps every window from firing; the source
-// warns about it (R-EMBED-5).
+// warns about it.
 func (t *Tracker) Starved(now, after int64) []int {
 	fed := false
 	for _, pt := range t.parts {

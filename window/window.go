@@ -1,7 +1,7 @@
 // Package window gives jobs event time: converting time columns to
 // milliseconds, per-partition watermarks with idle partitions, tumbling,
 // sliding and session windows with aggregates, and the late-event policies
-// drop, route and update (R-TIME-1…10).
+// drop, route and update.
 //
 // # Usage
 //
@@ -23,81 +23,32 @@
 // # Semantics
 //
 // Windows are half-open, [start, end); tumbling and sliding windows start
-// at multiples of their size or slide (Euclidean division, so negative
-// times work); a session window spans [first event, last event + gap) and
-// merges with any session an event bridges. Sessions are half-open: an
-// event at exactly last + gap starts a new session (Flink merges touching
-// windows; we follow the half-open convention of R-TIME-10). A window fires once the
-// operator's watermark (the minimum over its inputs) reaches its end. An
-// event is late for a window when the watermark has already reached that
-// window's end, whether or not the window held data; it is past the
-// deadline once the watermark reaches end + allowed_lateness_ms.
-//
-// Late events follow the source's late_event_policy: drop (counted in the
-// metrics and warned about in the log: see "Seeing late data"), route (the
-// row, with its original columns, goes to the sink named by
-// late_event_route) or update (within the deadline the window's
-// aggregate changes and the full corrected row is emitted again with
-// __arkflow_window_update = true; past the deadline the event is dropped).
-// A row with a null event time is never held: it is routed under route and
-// dropped (and counted) otherwise (R-TIME-3).
+// at multiples of their size or slide; a session window spans [first
+// event, last event + gap) and merges with any session an event bridges.
+// A window fires once the operator's watermark (the minimum over its
+// inputs) reaches its end. An event is late for a window when the
+// watermark has already reached that window's end; it is past the deadline
+// once the watermark reaches end + allowed_lateness_ms. Late events are
+// dropped (counted and warned about), routed to the sink named by
+// late_event_route, or, under update, change the window's aggregate and
+// re-emit its row with __arkflow_window_update = true until the deadline.
 //
 // Output rows have the key column, window_start and window_end (timestamp
-// ms, UTC), one column per aggregate and __arkflow_window_update, the same
-// schema in every batch. A window's state is freed once the watermark passes
-// its deadline. Given the same input in the same order, a window operator
-// produces the same output, byte for byte.
+// ms, UTC), one column per aggregate and __arkflow_window_update. Given the
+// same input in the same order, a window operator produces the same output,
+// byte for byte.
 //
-// # When the watermark moves
+// By default the watermark moves with a whole batch before its rows are
+// classified, so with out_of_orderness_ms 0 the batch [900, 1100] with 1 s
+// windows makes 900 late. Keep out_of_orderness_ms above the event-time
+// span of a batch, or use watermark.advance "per_row"
+// (arkflow.PerRowWatermark), under which in-order input is never late. A
+// partition that has had no row yet holds the watermark back until it is
+// idle (idle_timeout_ms); an input that ends, or arkflow.Job.Drain, fires
+// every open window.
 //
-// By default (watermark.advance "batch", the seeds' rule R-TIME-4) the
-// watermark advances with a whole batch first and its rows are classified
-// after: in a batch [2100, 100] with 1 s windows, 100 is late at once. So
-// is an in-order row that shares a batch with a later row across a window
-// boundary: with out_of_orderness_ms 0, the batch [900, 1100] makes 900
-// late. Either keep out_of_orderness_ms above the event-time span of a
-// batch, or set watermark.advance "per_row" (arkflow.PerRowWatermark;
-// beyond the seeds, R-EMBED-5): each row then meets the watermark in force
-// before it, the one the rows before it gave (in its batch, and its
-// partition's before), exactly as if it came in a batch of its own.
-// In-order input is never late however it is batched; a row behind the newest
-// by more than out_of_orderness_ms still is. The source splits a batch
-// (without copying) before each row behind that watermark and moves the
-// watermark between the parts, so in-order batches pass whole; after the
-// batch the watermark is the same under both rules.
-//
-// A source's watermark is the minimum over its partitions that are not
-// idle, and a partition that has had no row yet counts: it holds every
-// window back until its first row, or until idle_timeout_ms of silence
-// makes it idle. The source warns, once a run, when such a partition has
-// held the watermark back for 10 s while others have rows and no idle
-// timeout is set (Tracker.Starved).
-//
-// While every partition of a source is idle, its watermark holds
-// (watermark.all_idle "hold", the default): open windows wait for new data
-// or the end of the input. With all_idle "advance" and all_idle_delay_ms
-// (arkflow.AdvanceWhenIdle; needs idle_timeout_ms; R-EMBED-5) it follows
-// the clock: it becomes max(watermark, now − all_idle_delay_ms −
-// out_of_orderness_ms), so a quiet source closes its last windows. This
-// assumes event times are wall-clock Unix milliseconds and
-// all_idle_delay_ms bounds how long an event takes to reach the source; it
-// is wrong for replays of old data (see Tracker).
-//
-// An input that ends sends a watermark of +∞: every open window fires.
-// arkflow.Job.Drain (arkflow run --drain-on-stop) ends an unbounded input
-// the same way. The floor such an end persists is the furthest deadline
-// of the windows it closed, not +∞, so a restart resumes after them: a row
-// that would have joined one of them is late.
-//
-// # Seeing late data
-//
-// Late data never disappears unseen (R-EMBED-5). Every window operator
-// counts what it drops (late_dropped, null_timestamp_dropped; see the
-// Metric constants and arkflow.Job.Metrics) and logs a warning on the
-// job's logger naming the window operator, its sources and the fix: the
-// first drop at once, then at most one every 10 s of the runtime's clock
-// per operator, with the count since the previous warning, and what is
-// left when the operator closes.
+// The rules in full (sessions, idle partitions, all_idle advance, late-data
+// warnings) are described in ARCHITECTURE.md ("Event time").
 package window
 
 import (

@@ -19,7 +19,7 @@ import (
 // Offsets are committed explicitly (CommitOffsets of the contiguous
 // frontier), and auto.offset.reset is "error": every start is an explicit
 // offset, so an offset the broker no longer has fails the source instead of
-// silently skipping or re-reading data (R-KAFKA-2).
+// silently skipping or re-reading data.
 func consumerConfig(c *SourceConfig) *kafka.ConfigMap {
 	m := kafka.ConfigMap{}
 	for k, v := range c.Properties {

@@ -76,7 +76,7 @@ type SourceConfig struct {
 	// without a committed group offset start at their end instead of their
 	// beginning (the default).
 	StartFromLatest bool `json:"start_from_latest,omitempty"`
-	// TransactionalOffsets (L3, R-KAFKA-5) hands the commit of this
+	// TransactionalOffsets (L3) hands the commit of this
 	// input's offsets to the exactly-once kafka output whose
 	// offset_commit_group names consumer_group: the source registers its
 	// consumer group metadata in an in-process registry and commits
@@ -84,7 +84,7 @@ type SourceConfig struct {
 	// frontier (which checkpoints still record), and the output commits
 	// offsets with SendOffsetsToTransaction inside the transaction that
 	// writes the rows. Needs exactly one topic, and an output of the same
-	// job naming consumer_group in offset_commit_group (R-KAFKA-6).
+	// job naming consumer_group in offset_commit_group.
 	TransactionalOffsets bool `json:"transactional_offsets,omitempty"`
 	// Format is "json" (the default with a schema) or "raw" (the default
 	// without one: a binary "value" column).
@@ -147,7 +147,7 @@ type SinkConfig struct {
 	// give every subtask its own id. Required with exactly_once; ignored
 	// without it.
 	TransactionalID string `json:"transactional_id,omitempty"`
-	// OffsetCommitGroup (L3, R-KAFKA-5) names the consumer_group of a
+	// OffsetCommitGroup (L3) names the consumer_group of a
 	// kafka input with transactional_offsets: true in the same job (and
 	// process). Every transaction then also commits that input's offsets
 	// to the group (SendOffsetsToTransaction), derived from the rows'

@@ -26,7 +26,7 @@
 // bytes in a binary column "value" (format raw, the default without one).
 // Rows carry __meta_source (the operator ID), __meta_partition,
 // __meta_offset, __meta_topic, __meta_key (binary, null without a key) and
-// __meta_timestamp (the record's timestamp, ms) (R-KAFKA-3). Event time may
+// __meta_timestamp (the record's timestamp, ms). Event time may
 // come from __meta_timestamp or from a value column: name it in the
 // source's time block.
 //
@@ -34,7 +34,7 @@
 // were available without waiting, at most batch_size. Its Partition is the
 // Kafka partition number.
 //
-// Assignment (R-KAFKA-2). A source with parallelism 1 subscribes to the
+// Assignment. A source with parallelism 1 subscribes to the
 // topics with consumer_group: the group assigns it the partitions (all of
 // them, unless other consumers share the group), and rebalances move them;
 // a revoked partition commits its frontier first.
@@ -90,7 +90,7 @@
 // longer has fails the source instead of silently skipping or re-reading
 // records; reconnects resume from the partitions' positions.
 //
-// Positions (R-KAFKA-1) are, per topic-partition, the contiguous
+// Positions are, per topic-partition, the contiguous
 // acknowledged frontier: the offset after the longest prefix of delivered
 // batches that were all acknowledged. A batch acknowledged before an
 // earlier one waits for it; a failed acknowledgement stops the frontier
@@ -132,8 +132,8 @@
 // and aborts their open transactions, so a zombie's writes never become
 // visible to read_committed consumers. Every Write is one transaction:
 // begin, produce every row, commit (30 s). The rows are acknowledged, and
-// the WAL cursor and the sources' commits advance, only after the commit
-// (R-KAFKA-4). An abortable error aborts the transaction and writes the
+// the WAL cursor and the sources' commits advance, only after the commit.
+// An abortable error aborts the transaction and writes the
 // same rows again in a new one; a fatal producer error rebuilds the
 // producer and does the same; fencing fails the write, and every later
 // one, with ErrFenced (a fenced sink never takes the id back). The batch
@@ -168,8 +168,7 @@
 // offsets itself: acknowledgements only move its in-memory contiguous
 // frontier (which checkpoints and the WAL still record as positions). The
 // output whose offset_commit_group names the group commits offsets with
-// SendOffsetsToTransaction inside the transaction that writes the rows
-// (R-KAFKA-5):
+// SendOffsetsToTransaction inside the transaction that writes the rows:
 //
 //   - for every partition of the batch, derived from the rows'
 //     __meta_topic, __meta_partition and __meta_offset columns (rows of
@@ -229,7 +228,7 @@
 //     holding only offsets, every partition the input read at its final
 //     frontier, which by then covers every written batch;
 //   - restarts resume from the group's offsets only for partitions without
-//     a checkpoint or WAL position (R-KAFKA-2: restored positions win). A
+//     a checkpoint or WAL position: restored positions win. A
 //     restored position can be older than the group offset (a checkpoint
 //     taken earlier, a WAL cursor lagging the acknowledgements); the
 //     output then drops the replayed rows whose __meta_offset lies below
@@ -256,7 +255,7 @@
 //     group's offsets to the savepoint's positions first, or use a new
 //     consumer_group.
 //
-// L3 fails closed (R-KAFKA-6): an input with transactional_offsets whose
+// L3 fails closed: an input with transactional_offsets whose
 // consumer_group no exactly-once kafka output of the job names in
 // offset_commit_group is a validation error at startup naming the group
 // and both keys (its offsets would never be committed); so is an

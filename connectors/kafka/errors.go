@@ -17,7 +17,7 @@ var (
 	// with offset_commit_group when no kafka input with that
 	// consumer_group and transactional_offsets: true is connected in this
 	// process: the write fails (nothing is written) rather than writing
-	// rows whose input offsets nobody commits (R-KAFKA-6).
+	// rows whose input offsets nobody commits.
 	ErrUnpairedGroup = errors.New("kafka: offset_commit_group has no live transactional input")
 
 	// ErrInstanceFenced is returned (wrapped) by the Read of a source

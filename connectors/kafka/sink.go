@@ -100,7 +100,7 @@ func (o *Output) newSink(info connectors.TaskInfo) *Sink {
 // Sink writes rows to a topic. Without exactly_once (at-least-once), Write
 // produces every row and returns once the broker acknowledged all of them
 // (acks=all by default), so the rows' sources commit only delivered rows.
-// With exactly_once (L2, R-KAFKA-4), Write is one transaction.
+// With exactly_once (L2), Write is one transaction.
 type Sink struct {
 	cfg   *SinkConfig
 	txnID string

@@ -49,7 +49,7 @@ const (
 	commitInterval = 100 * time.Millisecond
 )
 
-// metaFields are the metadata columns of every batch (R-KAFKA-3).
+// metaFields are the metadata columns of every batch.
 func metaFields() []arrow.Field {
 	return []arrow.Field{
 		{Name: connectors.MetaSource, Type: arrow.BinaryTypes.String},
@@ -205,8 +205,8 @@ type tp struct {
 // Source reads one subtask's share of the topics. It implements
 // connectors.Source and connectors.Positioner.
 //
-// Positions are per topic-partition the contiguous acknowledged frontier
-// (R-KAFKA-1): the offset after the last record of the longest prefix of
+// Positions are per topic-partition the contiguous acknowledged frontier:
+// the offset after the last record of the longest prefix of
 // delivered batches that were all acknowledged. Out-of-order
 // acknowledgements wait for the gaps before them. The frontier is committed
 // to the consumer group (CommitOffsets; auto commit is off) at most every
@@ -911,7 +911,7 @@ func (s *Source) committer() {
 // assigned one) where it moved since the last commit.
 //
 // With transactional_offsets it commits nothing: the paired output commits
-// the offsets inside its transactions (R-KAFKA-5).
+// the offsets inside its transactions.
 func (s *Source) commit(only []tp) error {
 	if s.cfg.TransactionalOffsets {
 		return nil

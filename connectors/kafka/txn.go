@@ -18,7 +18,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 )
 
-// L3 (R-KAFKA-5, R-KAFKA-6): an input with transactional_offsets: true
+// L3: an input with transactional_offsets: true
 // registers its sources here, by consumer group, when they connect; an
 // output with offset_commit_group finds them here on every write. Pairing
 // is in-process only.
@@ -433,7 +433,7 @@ func (s *Sink) notePaired(srcs []*Source) {
 // frontier)):
 //
 //   - the batch's partitions, at the end of their rows in the batch
-//     (R-KAFKA-5's min(max offset in batch + 1, frontier));
+//     (min(max offset in batch + 1, frontier));
 //   - when this sink's rows carry Kafka metadata (a pass-through
 //     pipeline), every other partition the paired input reads, at its
 //     frontier. The frontier only ever covers records whose every output
@@ -625,15 +625,14 @@ func (c SinkConfig) TransactionTimeoutMS() int64 {
 // (connectors.RegisterJobCheck):
 //
 //   - an exactly-once output needs durability on every source feeding it
-//     (R-KAFKA-4, and the seed: exactly-once stands on at-least-once
-//     ingestion, so a crash between reading and writing loses nothing;
+//     (exactly-once stands on at-least-once ingestion, so a crash between reading and writing loses nothing;
 //     checkpoints alone do not do for a source that cannot replay);
 //   - with checkpoints, its transaction.timeout.ms must exceed
 //     checkpoint.interval_ms;
 //   - an input with transactional_offsets must be claimed by an
 //     exactly-once kafka output naming its consumer_group in
 //     offset_commit_group, and such an output needs such an input feeding
-//     it (R-KAFKA-6).
+//     it.
 func checkJob(v connectors.JobView) []connectors.JobProblem {
 	var out []connectors.JobProblem
 	add := func(op, field, format string, args ...any) {
