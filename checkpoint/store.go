@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 )
 
 // Store is where checkpoints live: a flat namespace of immutable objects
@@ -155,11 +157,8 @@ func CheckStore(uri string, opts StoreOptions) error {
 		return err
 	}
 	if opts.Client == nil {
-		if _, _, err := s3Endpoint(opts); err != nil {
+		if err := blob.Check(opts.blobOptions()); err != nil {
 			return fmt.Errorf("checkpoint: object store %q: %w", s.uri, err)
-		}
-		if opts.AccessKeyID == "" && opts.SecretAccessKey != "" {
-			return fmt.Errorf("checkpoint: object store %q: %w", s.uri, errSecretWithoutKey)
 		}
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"sort"
@@ -16,7 +15,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 )
 
 // s3Store keeps objects under prefix in an S3 bucket.
@@ -43,7 +43,7 @@ func openS3Store(ctx context.Context, uri string, u *url.URL, opts StoreOptions)
 	s.c = opts.Client
 	if s.c == nil {
 		var err error
-		if s.c, err = newS3Client(opts); err != nil {
+		if s.c, err = blob.NewClient(opts.blobOptions()); err != nil {
 			return nil, fmt.Errorf("checkpoint: object store %q: %w", uri, err)
 		}
 	}
@@ -104,66 +104,15 @@ func s3Settings(uri string, u *url.URL, opts StoreOptions) (*s3Store, error) {
 	return s, nil
 }
 
-var errSecretWithoutKey = errors.New("a secret access key is set without an access key id")
-
-// newS3Client builds a client from opts and the environment.
-func newS3Client(opts StoreOptions) (*minio.Client, error) {
-	endpoint, secure, err := s3Endpoint(opts)
-	if err != nil {
-		return nil, err
+// blobOptions are the client settings of opts, for internal/blob.
+func (opts StoreOptions) blobOptions() blob.Options {
+	return blob.Options{
+		Endpoint:        opts.Endpoint,
+		Region:          opts.Region,
+		AccessKeyID:     opts.AccessKeyID,
+		SecretAccessKey: opts.SecretAccessKey,
+		AllowHTTP:       opts.AllowHTTP,
 	}
-	region := opts.Region
-	if region == "" {
-		region = os.Getenv("AWS_REGION")
-	}
-	var creds *credentials.Credentials
-	switch {
-	case opts.AccessKeyID != "":
-		creds = credentials.NewStaticV4(opts.AccessKeyID, opts.SecretAccessKey, "")
-	case opts.SecretAccessKey != "":
-		return nil, errSecretWithoutKey
-	default:
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.FileAWSCredentials{}, &credentials.IAM{},
-		})
-	}
-	c, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: region})
-	if err != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
-	}
-	return c, nil
-}
-
-// s3Endpoint is the endpoint of opts and the environment, host[:port],
-// and whether it uses TLS.
-func s3Endpoint(opts StoreOptions) (string, bool, error) {
-	endpoint := opts.Endpoint
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_ENDPOINT_URL")
-	}
-	if endpoint == "" {
-		endpoint = "s3.amazonaws.com"
-	}
-	secure := !opts.AllowHTTP
-	if strings.Contains(endpoint, "://") {
-		e, err := url.Parse(endpoint)
-		if err != nil {
-			return "", false, fmt.Errorf("endpoint %q: %w", endpoint, err)
-		}
-		switch e.Scheme {
-		case "http":
-			secure = false
-		case "https":
-			secure = true
-		default:
-			return "", false, fmt.Errorf("endpoint %q: the scheme must be http or https", endpoint)
-		}
-		if (e.Path != "" && e.Path != "/") || e.RawQuery != "" || e.User != nil {
-			return "", false, fmt.Errorf("endpoint %q: give only scheme://host[:port]", endpoint)
-		}
-		endpoint = e.Host
-	}
-	return endpoint, secure, nil
 }
 
 func (s *s3Store) URI() string { return s.uri }
@@ -177,34 +126,8 @@ func (s *s3Store) object(key string) (string, error) {
 	return s.prefix + key, nil
 }
 
-func s3ErrorCode(err error) (string, int) {
-	var r minio.ErrorResponse
-	if errors.As(err, &r) {
-		return r.Code, r.StatusCode
-	}
-	return "", 0
-}
-
-func s3NotFound(err error) bool {
-	code, status := s3ErrorCode(err)
-	return code == "NoSuchKey" || (status == http.StatusNotFound && code != "NoSuchBucket")
-}
-
-func s3PreconditionFailed(err error) bool {
-	code, status := s3ErrorCode(err)
-	return code == "PreconditionFailed" || status == http.StatusPreconditionFailed
-}
-
 // hint adds what to check to errors an operator can fix.
-func (s *s3Store) hint(err error) error {
-	switch code, _ := s3ErrorCode(err); code {
-	case "NoSuchBucket":
-		return fmt.Errorf("%w (bucket %q does not exist: create it first)", err, s.bucket)
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
-		return fmt.Errorf("%w (check the credentials and the policy on bucket %q)", err, s.bucket)
-	}
-	return err
-}
+func (s *s3Store) hint(err error) error { return blob.Hint(err, s.bucket, blob.CheckpointKeys) }
 
 // Put uploads the object. A single PUT and a completed multipart upload are
 // both atomic in S3: the key shows the old object until the new one is
@@ -410,7 +333,7 @@ func (s *s3Store) Create(ctx context.Context, key string, r io.Reader, size int6
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
 	opts.SetMatchETagExcept("*")
 	if _, err := s.c.PutObject(ctx, s.bucket, obj, bytes.NewReader(buf), size, opts); err != nil {
-		if s3PreconditionFailed(err) {
+		if blob.Classify(err) == blob.PreconditionFailed {
 			return fmt.Errorf("checkpoint: create %s: %w", s.url(key), ErrExists)
 		}
 		return fmt.Errorf("checkpoint: create %s: %w", s.url(key), s.hint(err))
@@ -429,7 +352,7 @@ func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	// a restore time against the bare GET it is measured against
 	// (BENCHMARKS.md).
 	body, _, _, err := minio.Core{Client: s.c}.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
-	if s3NotFound(err) {
+	if blob.IsNotExist(err) {
 		return nil, fmt.Errorf("checkpoint: get %s: %w", s.url(key), ErrNotFound)
 	}
 	if err != nil {
@@ -451,11 +374,11 @@ func (s *s3Store) getRange(ctx context.Context, key string, off, n int64) (io.Re
 		return nil, rangeInfo{}, err
 	}
 	body, info, hdr, err := minio.Core{Client: s.c}.GetObject(ctx, s.bucket, obj, opts)
-	switch code, status := s3ErrorCode(err); {
+	switch {
 	case err == nil:
-	case s3NotFound(err):
+	case blob.IsNotExist(err):
 		return nil, rangeInfo{}, fmt.Errorf("checkpoint: get %s: %w", s.url(key), ErrNotFound)
-	case code == "InvalidRange" || status == http.StatusRequestedRangeNotSatisfiable:
+	case blob.Classify(err) == blob.InvalidRange:
 		return nil, rangeInfo{}, &CorruptError{Key: key, Reason: fmt.Sprintf("the object ends before byte %d, which its manifest entry says it holds", off)}
 	default:
 		return nil, rangeInfo{}, fmt.Errorf("checkpoint: get %s (bytes %d-%d): %w", s.url(key), off, off+n-1, s.hint(err))
@@ -512,7 +435,7 @@ func (s *s3Store) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.c.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{}); err != nil && !s3NotFound(err) {
+	if err := s.c.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{}); err != nil && !blob.IsNotExist(err) {
 		return fmt.Errorf("checkpoint: delete %s: %w", s.url(key), s.hint(err))
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +15,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 )
 
 // Object-store defaults.
@@ -50,8 +50,11 @@ const (
 // ObjectStoreOptions configure a log in an S3-compatible object store.
 type ObjectStoreOptions struct {
 	Options
-	// Endpoint is the S3 API's host[:port], e.g. "s3.amazonaws.com" or
-	// "minio:9000". Required unless Client is set.
+	// Endpoint is the S3 API's address: "host[:port]", e.g.
+	// "s3.amazonaws.com" or "minio:9000", or "http(s)://host[:port]". An
+	// explicit scheme decides TLS; a bare host uses TLS unless AllowHTTP
+	// is set. Default: the AWS_ENDPOINT_URL environment variable, else
+	// "s3.amazonaws.com". Ignored when Client is set.
 	Endpoint string
 	// Bucket holds the log. Required; it must exist.
 	Bucket string
@@ -71,15 +74,18 @@ type ObjectStoreOptions struct {
 	// empty the AWS environment variables, the MinIO ones, the AWS
 	// credentials file and the instance's IAM role are tried in turn.
 	AccessKey, SecretKey string
-	// Region is the bucket's region (default: discovered).
+	// Region is the bucket's region (default: AWS_REGION, else
+	// discovered).
 	Region string
-	// Secure makes the client use TLS (default false: plain HTTP).
-	Secure bool
+	// AllowHTTP makes a bare "host[:port]" Endpoint use plain HTTP
+	// (default false: TLS, as for checkpoint.StoreOptions). Until issue
+	// 18 this was a Secure field, and plain HTTP the default.
+	AllowHTTP bool
 	// Retain keeps segments the cursor has passed instead of deleting them
 	// (for debugging; the manifest and the bucket then grow without bound).
 	Retain bool
 	// Client, if set, is used instead of a client built from Endpoint,
-	// AccessKey, SecretKey, Region and Secure. It is borrowed: the log
+	// AccessKey, SecretKey, Region and AllowHTTP. It is borrowed: the log
 	// does not close it.
 	Client *minio.Client
 	// SegmentBytes bounds the in-memory buffer (default 8 MiB). When a
@@ -100,38 +106,49 @@ func (o *ObjectStoreOptions) validate() error {
 	var errs []error
 	pathSegment := func(field, v string) {
 		if strings.Contains(v, "/") || v == "." || v == ".." {
-			errs = append(errs, fmt.Errorf("wal: object_store.%s %q must not contain '/' or be '.' or '..' (it is one segment of the namespace's key prefix)", field, v))
+			errs = append(errs, fmt.Errorf("wal: ObjectStoreOptions.%s %q must not contain '/' or be '.' or '..' (it is one segment of the namespace's key prefix)", field, v))
 		}
 	}
 	if o.NodeID == "" {
-		errs = append(errs, errors.New("wal: object_store.node_id is required and must be non-empty (it names the WAL namespace in the bucket and must survive restarts)"))
+		errs = append(errs, errors.New("wal: ObjectStoreOptions.NodeID is required and must be non-empty (it names the WAL namespace in the bucket and must survive restarts)"))
 	}
-	pathSegment("node_id", o.NodeID)
+	pathSegment("NodeID", o.NodeID)
 	if o.Stream == "" {
-		errs = append(errs, errors.New("wal: object_store.stream is required and must be non-empty (it names the stream's log inside the node's namespace)"))
+		errs = append(errs, errors.New("wal: ObjectStoreOptions.Stream is required and must be non-empty (it names the stream's log inside the node's namespace)"))
 	}
-	pathSegment("stream", o.Stream)
+	pathSegment("Stream", o.Stream)
 	if o.Bucket == "" {
-		errs = append(errs, errors.New("wal: object_store.bucket is required"))
+		errs = append(errs, errors.New("wal: ObjectStoreOptions.Bucket is required"))
 	}
 	if o.Client == nil {
-		if o.Endpoint == "" {
-			errs = append(errs, errors.New("wal: object_store.endpoint is required (the S3 API's host:port, e.g. s3.amazonaws.com) unless a client is given"))
-		}
-		if o.AccessKey == "" && o.SecretKey != "" {
-			errs = append(errs, errors.New("wal: object_store.secret_key is set but object_store.access_key is empty"))
+		switch err := blob.Check(o.blobOptions()); {
+		case errors.Is(err, blob.ErrSecretWithoutKey):
+			errs = append(errs, errors.New("wal: ObjectStoreOptions.SecretKey is set but ObjectStoreOptions.AccessKey is empty"))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err))
 		}
 	}
 	if o.SegmentBytes < 0 {
-		errs = append(errs, fmt.Errorf("wal: object_store.segment_bytes %d must not be negative", o.SegmentBytes))
+		errs = append(errs, fmt.Errorf("wal: ObjectStoreOptions.SegmentBytes %d must not be negative", o.SegmentBytes))
 	}
 	if o.SegmentBytes > MaxPayload {
-		errs = append(errs, fmt.Errorf("wal: object_store.segment_bytes %d exceeds the limit of %d", o.SegmentBytes, MaxPayload))
+		errs = append(errs, fmt.Errorf("wal: ObjectStoreOptions.SegmentBytes %d exceeds the limit of %d", o.SegmentBytes, MaxPayload))
 	}
 	if err := o.Options.withDefaults(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// blobOptions are the client settings of o, for internal/blob.
+func (o *ObjectStoreOptions) blobOptions() blob.Options {
+	return blob.Options{
+		Endpoint:        o.Endpoint,
+		Region:          o.Region,
+		AccessKeyID:     o.AccessKey,
+		SecretAccessKey: o.SecretKey,
+		AllowHTTP:       o.AllowHTTP,
+	}
 }
 
 // OpenObjectStore opens the log of opts.NodeID and opts.Stream in an
@@ -199,18 +216,9 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 	}
 	client := opts.Client
 	if client == nil {
-		var creds *credentials.Credentials
-		if opts.AccessKey != "" {
-			creds = credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, "")
-		} else {
-			creds = credentials.NewChainCredentials([]credentials.Provider{
-				&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.FileAWSCredentials{}, &credentials.IAM{},
-			})
-		}
 		var err error
-		client, err = minio.New(opts.Endpoint, &minio.Options{Creds: creds, Secure: opts.Secure, Region: opts.Region})
-		if err != nil {
-			return nil, fmt.Errorf("wal: object_store.endpoint %q: %w", opts.Endpoint, err)
+		if client, err = blob.NewClient(opts.blobOptions()); err != nil {
+			return nil, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err)
 		}
 	}
 	var base string
@@ -290,34 +298,8 @@ func (s *objStorage) reqCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.timeout)
 }
 
-func errorCode(err error) (string, int) {
-	var r minio.ErrorResponse
-	if errors.As(err, &r) {
-		return r.Code, r.StatusCode
-	}
-	return "", 0
-}
-
-func isNotFound(err error) bool {
-	code, status := errorCode(err)
-	return code == "NoSuchKey" || (status == http.StatusNotFound && code != "NoSuchBucket")
-}
-
-func isPreconditionFailed(err error) bool {
-	code, status := errorCode(err)
-	return code == "PreconditionFailed" || status == http.StatusPreconditionFailed
-}
-
 // hint adds what to check to errors whose cause an operator can fix.
-func (s *objStorage) hint(err error) error {
-	switch code, _ := errorCode(err); code {
-	case "NoSuchBucket":
-		return fmt.Errorf("%w (create bucket %q first)", err, s.bucket)
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
-		return fmt.Errorf("%w (check object_store.access_key and secret_key, and the policy on bucket %q)", err, s.bucket)
-	}
-	return err
-}
+func (s *objStorage) hint(err error) error { return blob.Hint(err, s.bucket, blob.WALKeys) }
 
 // get reads an object and its ETag; found is false if it does not exist.
 func (s *objStorage) get(ctx context.Context, key string) (b []byte, etag string, found bool, err error) {
@@ -330,7 +312,7 @@ func (s *objStorage) get(ctx context.Context, key string) (b []byte, etag string
 			b, err = io.ReadAll(obj)
 		}
 	}
-	if isNotFound(err) {
+	if blob.IsNotExist(err) {
 		return nil, "", false, nil
 	}
 	if err != nil {
@@ -569,7 +551,7 @@ func (s *objStorage) putSegment(index uint64, data []byte) error {
 	if err == nil {
 		return nil
 	}
-	if !isPreconditionFailed(err) {
+	if blob.Classify(err) != blob.PreconditionFailed {
 		return fmt.Errorf("wal: PUT segment %s: %w", s.url(key), s.hint(err))
 	}
 	// The segment exists. If it holds our bytes, an earlier attempt of
@@ -684,7 +666,7 @@ func (s *objStorage) putManifest(ctx context.Context, body []byte) error {
 			s.exists, s.etag, s.unknown = true, etag, nil
 			return nil
 		}
-		if !isPreconditionFailed(err) {
+		if blob.Classify(err) != blob.PreconditionFailed {
 			if len(s.unknown) == unknownBodies {
 				s.unknown = s.unknown[1:]
 			}

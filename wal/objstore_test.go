@@ -15,9 +15,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 )
 
 // objBucket connects to the MinIO server named by ARKFLOW_TEST_S3_* and
@@ -189,16 +192,16 @@ func TestObjectStoreOptionsValidation(t *testing.T) {
 		want   []string
 	}{
 		{"node_id missing", func(o *ObjectStoreOptions) { o.NodeID = "" },
-			[]string{"wal: object_store.node_id is required and must be non-empty (it names the WAL namespace in the bucket and must survive restarts)"}},
-		{"node_id with slash", func(o *ObjectStoreOptions) { o.NodeID = "a/b" }, []string{"object_store.node_id \"a/b\""}},
-		{"stream missing", func(o *ObjectStoreOptions) { o.Stream = "" }, []string{"object_store.stream is required"}},
-		{"stream dot-dot", func(o *ObjectStoreOptions) { o.Stream = ".." }, []string{"object_store.stream \"..\""}},
-		{"bucket missing", func(o *ObjectStoreOptions) { o.Bucket = "" }, []string{"object_store.bucket is required"}},
-		{"endpoint missing", func(o *ObjectStoreOptions) { o.Endpoint = "" }, []string{"object_store.endpoint is required"}},
-		{"secret without access key", func(o *ObjectStoreOptions) { o.SecretKey = "x" }, []string{"object_store.access_key is empty"}},
+			[]string{"wal: ObjectStoreOptions.NodeID is required and must be non-empty (it names the WAL namespace in the bucket and must survive restarts)"}},
+		{"node_id with slash", func(o *ObjectStoreOptions) { o.NodeID = "a/b" }, []string{"ObjectStoreOptions.NodeID \"a/b\""}},
+		{"stream missing", func(o *ObjectStoreOptions) { o.Stream = "" }, []string{"ObjectStoreOptions.Stream is required"}},
+		{"stream dot-dot", func(o *ObjectStoreOptions) { o.Stream = ".." }, []string{"ObjectStoreOptions.Stream \"..\""}},
+		{"bucket missing", func(o *ObjectStoreOptions) { o.Bucket = "" }, []string{"ObjectStoreOptions.Bucket is required"}},
+		{"endpoint of another scheme", func(o *ObjectStoreOptions) { o.Endpoint = "ftp://h:1" }, []string{"ObjectStoreOptions.Endpoint", "the scheme must be http or https"}},
+		{"secret without access key", func(o *ObjectStoreOptions) { o.SecretKey = "x" }, []string{"ObjectStoreOptions.SecretKey is set but ObjectStoreOptions.AccessKey is empty"}},
 		{"bad sync mode", func(o *ObjectStoreOptions) { o.Sync = "fsync" }, []string{`sync "fsync"`}},
 		{"all at once", func(o *ObjectStoreOptions) { o.NodeID, o.Stream, o.Bucket = "", "", "" },
-			[]string{"object_store.node_id", "object_store.stream", "object_store.bucket"}},
+			[]string{"ObjectStoreOptions.NodeID", "ObjectStoreOptions.Stream", "ObjectStoreOptions.Bucket"}},
 	} {
 		o := ok
 		c.change(&o)
@@ -232,16 +235,16 @@ func TestObjectStoreServerHonoursConditionalPut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("If-None-Match: * on a new key: %v", err)
 	}
-	if _, err := put("two", createOnly); !isPreconditionFailed(err) {
+	if _, err := put("two", createOnly); blob.Classify(err) != blob.PreconditionFailed {
 		t.Fatalf("If-None-Match: * on an existing key: err = %v, want 412", err)
 	}
-	if _, err := put("two", func(o *minio.PutObjectOptions) { o.SetMatchETag("0123456789abcdef0123456789abcdef") }); !isPreconditionFailed(err) {
+	if _, err := put("two", func(o *minio.PutObjectOptions) { o.SetMatchETag("0123456789abcdef0123456789abcdef") }); blob.Classify(err) != blob.PreconditionFailed {
 		t.Fatalf("If-Match with a wrong ETag: err = %v, want 412", err)
 	}
 	if _, err := put("three", func(o *minio.PutObjectOptions) { o.SetMatchETag(etag) }); err != nil {
 		t.Fatalf("If-Match with the current ETag: %v", err)
 	}
-	if _, err := put("four", func(o *minio.PutObjectOptions) { o.SetMatchETag(etag) }); !isPreconditionFailed(err) {
+	if _, err := put("four", func(o *minio.PutObjectOptions) { o.SetMatchETag(etag) }); blob.Classify(err) != blob.PreconditionFailed {
 		t.Fatalf("If-Match with a stale ETag: err = %v, want 412", err)
 	}
 	if got := objGet(t, c, bucket, "k"); string(got) != "three" {
@@ -539,11 +542,66 @@ func TestObjectStoreMissingSegment(t *testing.T) {
 	}
 }
 
+// The client the log builds uses TLS unless AllowHTTP or an http://
+// endpoint says otherwise, like the checkpoint store's (issue 18: it used
+// to default to plain HTTP).
+func TestObjectStoreTLSByDefault(t *testing.T) {
+	for _, c := range []struct {
+		o      ObjectStoreOptions
+		scheme string
+	}{
+		{ObjectStoreOptions{Endpoint: "h:1"}, "https"},
+		{ObjectStoreOptions{Endpoint: "h:1", AllowHTTP: true}, "http"},
+		{ObjectStoreOptions{Endpoint: "http://h:1"}, "http"},
+		{ObjectStoreOptions{Endpoint: "https://h:1", AllowHTTP: true}, "https"},
+	} {
+		cl, err := blob.NewClient(c.o.blobOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := cl.EndpointURL(); u.Scheme != c.scheme || u.Host != "h:1" {
+			t.Errorf("Endpoint %q, AllowHTTP %v: client at %v, want %s://h:1", c.o.Endpoint, c.o.AllowHTTP, u, c.scheme)
+		}
+	}
+}
+
+// A log opened from an endpoint and keys (no Client) reaches MinIO over
+// plain HTTP only with AllowHTTP.
+func TestObjectStoreEndpointAllowHTTP(t *testing.T) {
+	_, bucket := objBucket(t)
+	opts := ObjectStoreOptions{
+		Options:   Options{Logger: slog.New(slog.DiscardHandler)},
+		Endpoint:  os.Getenv("ARKFLOW_TEST_S3_ENDPOINT"),
+		AccessKey: os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"),
+		SecretKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"),
+		Bucket:    bucket,
+		NodeID:    "node-0",
+		Stream:    "orders",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if l, err := OpenObjectStore(ctx, opts); err == nil {
+		l.Close()
+		t.Fatal("TLS to a plain-HTTP MinIO succeeded: is TLS not the default?")
+	}
+	opts.AllowHTTP = true
+	l, err := OpenObjectStore(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestObjectStoreMissingBucket(t *testing.T) {
 	c, bucket := objBucket(t)
 	opts := objOpts(c, bucket+"-absent")
 	_, err := OpenObjectStore(context.Background(), opts)
-	if err == nil || !strings.Contains(err.Error(), `create bucket "`+bucket+`-absent" first`) {
+	if err == nil || !strings.Contains(err.Error(), `bucket "`+bucket+`-absent" does not exist: create it first, or correct durability.backend.s3.bucket`) {
 		t.Fatalf("err = %v, want one naming the missing bucket", err)
 	}
 	t.Log(err)

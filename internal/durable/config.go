@@ -71,7 +71,8 @@ type Backend struct {
 }
 
 // S3 is an S3-compatible endpoint. Empty credentials are taken from
-// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, an empty endpoint from
+// AWS_ENDPOINT_URL (else AWS), as for the checkpoint store (internal/blob).
 type S3 struct {
 	Bucket          string `json:"bucket"`
 	Region          string `json:"region"`
@@ -185,7 +186,7 @@ func Resolve(s *job.Spec, src *job.Source, at string) (*Config, []Problem) {
 				bad("path", "is for the local backend; object_store keeps the WAL in the bucket")
 			}
 			if b.S3 != nil {
-				if _, _, err := parseEndpoint(b.S3.Endpoint, b.S3.AllowHTTP); err != nil {
+				if err := checkEndpoint(b.S3.Endpoint, b.S3.AllowHTTP); err != nil {
 					bad("backend", "%s", strings.TrimPrefix(err.Error(), "durability."))
 				}
 			}

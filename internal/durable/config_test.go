@@ -302,6 +302,11 @@ func TestResolveProblems(t *testing.T) {
 			want: []want{{"sources[0].durability.backend", false, "allow_http"}},
 		},
 		{
+			name: "endpoint of another scheme",
+			src:  `{"backend":{"type":"object_store","node_id":"n","s3":{"bucket":"b","endpoint":"ftp://minio:9000"}}}`,
+			want: []want{{"sources[0].durability.backend", false, `backend.s3.endpoint "ftp://minio:9000": the scheme must be http or https`}},
+		},
+		{
 			name: "unknown backend type",
 			src:  `{"backend":{"type":"nfs"}}`,
 			want: []want{{"sources[0].durability.backend", false, `local or object_store (got "nfs")`}},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -23,8 +24,7 @@ func openObjectStore(ctx context.Context, cfg *Config, opts wal.Options, info co
 	if s3 == nil {
 		s3 = &S3{}
 	}
-	endpoint, secure, err := parseEndpoint(s3.Endpoint, s3.AllowHTTP)
-	if err != nil {
+	if err := checkEndpoint(s3.Endpoint, s3.AllowHTTP); err != nil {
 		return nil, err
 	}
 	stream := b.StreamID
@@ -36,8 +36,8 @@ func openObjectStore(ctx context.Context, cfg *Config, opts wal.Options, info co
 	defer cancel()
 	return wal.OpenObjectStore(ctx, wal.ObjectStoreOptions{
 		Options:   opts,
-		Endpoint:  endpoint,
-		Secure:    secure,
+		Endpoint:  s3.Endpoint,
+		AllowHTTP: s3.AllowHTTP,
 		Bucket:    s3.Bucket,
 		Region:    s3.Region,
 		Prefix:    b.Prefix,
@@ -49,21 +49,18 @@ func openObjectStore(ctx context.Context, cfg *Config, opts wal.Options, info co
 	})
 }
 
-// parseEndpoint accepts host[:port] or an http(s) URL. Plain HTTP needs
-// allow_http.
-func parseEndpoint(ep string, allowHTTP bool) (host string, secure bool, err error) {
-	switch {
-	case ep == "":
-		return "s3.amazonaws.com", true, nil
-	case strings.HasPrefix(ep, "https://"):
-		return strings.TrimSuffix(strings.TrimPrefix(ep, "https://"), "/"), true, nil
-	case strings.HasPrefix(ep, "http://"):
-		if !allowHTTP {
-			return "", false, fmt.Errorf("durability.backend.s3.endpoint %q is plain HTTP: set allow_http: true to permit it", ep)
-		}
-		return strings.TrimSuffix(strings.TrimPrefix(ep, "http://"), "/"), false, nil
-	case strings.Contains(ep, "://"):
-		return "", false, fmt.Errorf("durability.backend.s3.endpoint %q: the scheme must be http or https", ep)
+// checkEndpoint refuses a spec endpoint that blob.NewClient would not
+// take, and a plain-HTTP one without allow_http: in a spec, an http://
+// endpoint needs allow_http as well, so that plain HTTP is always asked
+// for twice. An empty endpoint is AWS_ENDPOINT_URL's, else AWS's, as for
+// the checkpoint store.
+func checkEndpoint(ep string, allowHTTP bool) error {
+	if strings.HasPrefix(ep, "http://") && !allowHTTP {
+		return fmt.Errorf("durability.backend.s3.endpoint %q is plain HTTP: set allow_http: true to permit it", ep)
 	}
-	return ep, !allowHTTP, nil
+	if err := blob.Check(blob.Options{Endpoint: ep}); err != nil {
+		// blob's endpoint errors begin `endpoint "…":`.
+		return fmt.Errorf("durability.backend.s3.%w", err)
+	}
+	return nil
 }

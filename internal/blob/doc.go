@@ -1,0 +1,13 @@
+// Package blob is the one object-store layer under the WAL's object
+// backend (wal.OpenObjectStore) and the s3:// checkpoint store
+// (checkpoint.OpenStore): one S3 options type, one client constructor,
+// one error classifier and one set of hints (issue 18).
+//
+// Before it, each user built its own minio-go client with its own
+// defaults: the checkpoint store used TLS unless told otherwise, the WAL
+// used plain HTTP unless told otherwise, and their hints named keys
+// ("object_store.access_key") that no configuration has. Here TLS is on
+// unless Options.AllowHTTP is set or the endpoint says "http://", and the
+// hints name the keys of the configuration the caller was built from
+// (see Keys).
+package blob
