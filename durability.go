@@ -62,7 +62,9 @@ type WALObjectStore struct {
 	Region          string
 	AccessKeyID     string
 	SecretAccessKey string
-	// AllowHTTP permits a plain-HTTP endpoint.
+	// AllowHTTP permits a plain-HTTP endpoint; without it the WAL talks
+	// TLS. An empty Endpoint comes from AWS_ENDPOINT_URL, else
+	// s3.amazonaws.com.
 	AllowHTTP bool
 }
 

@@ -78,8 +78,7 @@ type ObjectStoreOptions struct {
 	// discovered).
 	Region string
 	// AllowHTTP makes a bare "host[:port]" Endpoint use plain HTTP
-	// (default false: TLS, as for checkpoint.StoreOptions). Until issue
-	// 18 this was a Secure field, and plain HTTP the default.
+	// (default false: TLS, as for checkpoint.StoreOptions).
 	AllowHTTP bool
 	// Retain keeps segments the cursor has passed instead of deleting them
 	// (for debugging; the manifest and the bucket then grow without bound).
