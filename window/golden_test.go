@@ -1,47 +1,50 @@
 package window_test
 
-// Golden-file (datadriven) tests of window operators run end to end: a
-// memory source → KeyBy → Window → memory sink, plus a late sink under the
-// route policy.
+// Data-driven golden tests (github.com/cockroachdb/datadriven) of window
+// operators run end to end: a memory source → KeyBy → Window → memory sink,
+// plus a late sink under the route policy.
 //
 // Every file window/testdata/*.txt holds several cases. Run
 //
-//	go test ./window -run TestGolden -update
+//	go test ./window -run TestGolden -rewrite
 //
-// to rewrite the expected sections from the current behaviour (then review
+// to rewrite the expected outputs from the current behaviour (then review
 // the diff: a golden file is only as good as its review).
 //
 // # Case format
 //
-// Lines outside a case are blank lines or # comments; they are kept as they
-// are by -update. A case is:
+// Lines outside a case are blank lines or # comments. A case is one run
+// directive, its input, ---- and its expected output (up to the next
+// blank line):
 //
-//	case <name>
+//	run name=<case> window=tumbling size=<ms>
+//	run name=<case> window=sliding size=<ms> slide=<ms>
+//	run name=<case> window=session gap=<ms>
+//	    ... [key=<field>] [field=<ts field>] [strategy=bounded|monotonous]
+//	    [ooo=<ms>] [lateness=<ms>] [policy=drop|route|update]
+//	    [partitions=<n>] [advance=batch|per_row]
 //	schema <field>:<type> ...    types: string int64 float64 float32 bool
 //	                             timestamp_s timestamp_ms timestamp_us timestamp_ns
 //	                             (every column nullable)
-//	window tumbling <size_ms> | sliding <size_ms> <slide_ms> | session <gap_ms>
 //	agg <fn>:<field>:<as> ...   fn: sum min max avg first last;
 //	                             <fn>:<field> is named <fn>_<field>;
 //	                             count:<as> counts rows
-//	time [field=ts] [strategy=bounded|monotonous] [ooo=<ms>] [lateness=<ms>]
-//	     [policy=drop|route|update] [partitions=<n>] [advance=batch|per_row]
-//	key <field>                  (optional, default k)
 //	batch <partition>            the JSON lines after it, up to the next
-//	{"k":"a","ts":1,"v":2}       directive, are one batch of that partition
-//	...
+//	{"k":"a","ts":1,"v":2}       schema, agg or batch line, are one batch of
+//	...                          that partition
 //	----
-//	<expected output, up to the next blank line or the end of the file>
+//	<expected output>
 //
-// Defaults: field ts, bounded out-of-orderness 0, lateness 0, policy drop,
-// one partition, key k, advance batch. Comments (#) may appear among the directives.
+// Defaults: key k, field ts, bounded out-of-orderness 0, lateness 0,
+// policy drop, one partition, advance batch.
 //
 // The source is one subtask that reads its partitions round robin (first
 // batch of partition 0, first of partition 1, …, then the second batches);
 // batches keep their exact boundaries, and the watermark advances before
-// each batch is passed on (advance per_row: before each row behind it). The window runs with parallelism 1. The input is
-// bounded: at its end the watermark jumps to the end of time, so every open
-// window fires. The output is
+// each batch is passed on (advance per_row: before each row behind it). The
+// window runs with parallelism 1. The input is bounded: at its end the
+// watermark jumps to the end of time, so every open window fires. The
+// output is
 //
 //	out <row>        each main-output row (JSON, rowjson), in emission order
 //	late <row>       each row of the late sink (route policy), in order
@@ -52,13 +55,10 @@ package window_test
 //	error <message>   (newlines of the message replaced by " | ")
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +68,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/datadriven"
 
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
@@ -75,8 +76,6 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected sections of window/testdata/*.txt")
 
 // ---- shared helpers (also used by rules_test.go and time_test.go) ----
 
@@ -264,79 +263,109 @@ func (p pipeline) run(t testing.TB) result {
 
 // ---- golden files ----
 
+// goldenCase is one run directive of window/testdata/*.txt.
 type goldenCase struct {
 	name   string
-	file   string
-	line   int      // line of "case"
-	input  []string // directive lines (without comments)
-	expect []string
-	// lines[outStart:outEnd] of the file hold the expected output.
-	outStart, outEnd int
+	policy string // drop, route or update
+	p      pipeline
 }
 
-func parseGolden(t *testing.T, path string) ([]string, []*goldenCase) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+// parseCase turns a run directive and its input into a pipeline.
+func parseCase(d *datadriven.TestData) (goldenCase, error) {
+	c := goldenCase{policy: "drop"}
+	if d.Cmd != "run" {
+		return c, fmt.Errorf("unknown command %q (want run)", d.Cmd)
 	}
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	var cases []*goldenCase
-	names := map[string]bool{}
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		name, ok := strings.CutPrefix(l, "case ")
-		if !ok {
-			t.Fatalf("%s:%d: expected a case, a comment or a blank line, got %q", path, i+1, l)
-		}
-		name = strings.TrimSpace(name)
-		if names[name] {
-			t.Fatalf("%s:%d: duplicate case %q", path, i+1, name)
-		}
-		names[name] = true
-		c := &goldenCase{name: name, file: path, line: i + 1}
-		i++
-		for ; i < len(lines) && lines[i] != "----"; i++ {
-			if s := strings.TrimSpace(lines[i]); s == "" || strings.HasPrefix(s, "#") {
-				continue
-			}
-			c.input = append(c.input, lines[i])
-		}
-		if i == len(lines) {
-			t.Fatalf("%s:%d: case %q has no ---- line", path, c.line, name)
-		}
-		c.outStart = i + 1
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-			c.expect = append(c.expect, lines[i])
-		}
-		c.outEnd = c.outStart + len(c.expect)
-		cases = append(cases, c)
-	}
-	return lines, cases
-}
-
-// pipelineOf turns a case's directives into a pipeline.
-func (c *goldenCase) pipeline() (pipeline, error) {
-	var p pipeline
-	var aggs []string
+	p := &c.p
 	var kind string
-	var nums []int64
+	var size, slide, gap time.Duration
+	var opts []arkflow.TimeOption
 	parts := 1
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) != 1 {
+			return c, fmt.Errorf("%s: want one value", a)
+		}
+		v := a.Vals[0]
+		var n int64
+		switch a.Key {
+		case "size", "slide", "gap", "ooo", "lateness", "partitions":
+			var err error
+			if n, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return c, fmt.Errorf("%s: %v", a.Key, err)
+			}
+		}
+		ms := time.Duration(n) * time.Millisecond
+		switch a.Key {
+		case "name":
+			c.name = v
+		case "window":
+			kind = v
+		case "size":
+			size = ms
+		case "slide":
+			slide = ms
+		case "gap":
+			gap = ms
+		case "key":
+			p.key = v
+		case "field":
+			p.field = v
+		case "ooo":
+			opts = append(opts, arkflow.OutOfOrderness(ms))
+		case "strategy":
+			switch v {
+			case "bounded":
+			case "monotonous":
+				opts = append(opts, arkflow.Monotonous())
+			default:
+				return c, fmt.Errorf("strategy %q", v)
+			}
+		case "lateness":
+			opts = append(opts, arkflow.AllowedLateness(ms))
+		case "policy":
+			c.policy = v
+		case "partitions":
+			parts = int(n)
+		case "advance":
+			switch v {
+			case "batch":
+			case "per_row":
+				p.perRow = true
+			default:
+				return c, fmt.Errorf("advance %q", v)
+			}
+		default:
+			return c, fmt.Errorf("unknown argument %q", a.Key)
+		}
+	}
+	if c.name == "" {
+		return c, fmt.Errorf("run: missing name=")
+	}
+	switch kind {
+	case "tumbling":
+		p.def = window.Tumbling(size)
+	case "sliding":
+		p.def = window.Sliding(size, slide)
+	case "session":
+		p.def = window.Session(gap)
+	default:
+		return c, fmt.Errorf("window kind %q", kind)
+	}
+
+	var aggs []string
 	type pending struct {
 		part int
 		rows []string
 	}
 	var batches []*pending
 	var cur *pending
-	var opts []arkflow.TimeOption
-	policy := "drop"
-	for _, l := range c.input {
+	for _, l := range strings.Split(d.Input, "\n") {
+		if s := strings.TrimSpace(l); s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
 		if strings.HasPrefix(l, "{") {
 			if cur == nil {
-				return p, fmt.Errorf("row %q before any batch directive", l)
+				return c, fmt.Errorf("row %q before any batch line", l)
 			}
 			cur.rows = append(cur.rows, l)
 			continue
@@ -347,100 +376,24 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 		case "schema":
 			s, err := parseSchema(rest)
 			if err != nil {
-				return p, err
+				return c, err
 			}
 			p.schema = s
-		case "window":
-			f := strings.Fields(rest)
-			if len(f) == 0 {
-				return p, fmt.Errorf("window: missing kind")
-			}
-			kind = f[0]
-			for _, x := range f[1:] {
-				n, err := strconv.ParseInt(x, 10, 64)
-				if err != nil {
-					return p, fmt.Errorf("window: %v", err)
-				}
-				nums = append(nums, n)
-			}
 		case "agg":
 			aggs = strings.Fields(rest)
-		case "key":
-			p.key = strings.TrimSpace(rest)
-		case "time":
-			for _, kv := range strings.Fields(rest) {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return p, fmt.Errorf("time: %q is not key=value", kv)
-				}
-				var n int64
-				switch k {
-				case "ooo", "lateness", "partitions":
-					var err error
-					if n, err = strconv.ParseInt(v, 10, 64); err != nil {
-						return p, fmt.Errorf("time %s: %v", k, err)
-					}
-				}
-				switch k {
-				case "field":
-					p.field = v
-				case "ooo":
-					opts = append(opts, arkflow.OutOfOrderness(time.Duration(n)*time.Millisecond))
-				case "strategy":
-					switch v {
-					case "bounded":
-					case "monotonous":
-						opts = append(opts, arkflow.Monotonous())
-					default:
-						return p, fmt.Errorf("time strategy %q", v)
-					}
-				case "lateness":
-					opts = append(opts, arkflow.AllowedLateness(time.Duration(n)*time.Millisecond))
-				case "policy":
-					policy = v
-				case "partitions":
-					parts = int(n)
-				case "advance":
-					switch v {
-					case "batch":
-					case "per_row":
-						p.perRow = true
-					default:
-						return p, fmt.Errorf("time advance %q", v)
-					}
-				default:
-					return p, fmt.Errorf("time: unknown key %q", k)
-				}
-			}
 		case "batch":
 			n, err := strconv.Atoi(strings.TrimSpace(rest))
 			if err != nil {
-				return p, fmt.Errorf("batch: %v", err)
+				return c, fmt.Errorf("batch: %v", err)
 			}
 			cur = &pending{part: n}
 			batches = append(batches, cur)
 		default:
-			return p, fmt.Errorf("unknown directive %q", l)
+			return c, fmt.Errorf("unknown input line %q", l)
 		}
 	}
 	if p.schema == nil {
-		return p, fmt.Errorf("no schema")
-	}
-	ms := func(i int) time.Duration {
-		if i < len(nums) {
-			return time.Duration(nums[i]) * time.Millisecond
-		}
-		return 0
-	}
-	switch kind {
-	case "tumbling":
-		p.def = window.Tumbling(ms(0))
-	case "sliding":
-		p.def = window.Sliding(ms(0), ms(1))
-	case "session":
-		p.def = window.Session(ms(0))
-	default:
-		return p, fmt.Errorf("window kind %q", kind)
+		return c, fmt.Errorf("no schema")
 	}
 	for _, a := range aggs {
 		f := strings.Split(a, ":")
@@ -453,7 +406,7 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 		case len(f) == 3:
 			field, as = f[1], f[2]
 		default:
-			return p, fmt.Errorf("agg %q: want fn:field:as", a)
+			return c, fmt.Errorf("agg %q: want fn:field:as", a)
 		}
 		if as == "" {
 			as = fn + "_" + field
@@ -461,7 +414,7 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 		switch fn {
 		case "count":
 			if field != "" {
-				return p, fmt.Errorf("agg %q: count counts rows (count:<as>); the Go API has no count of a field", a)
+				return c, fmt.Errorf("agg %q: count counts rows (count:<as>); the Go API has no count of a field", a)
 			}
 			p.def = p.def.Count(as)
 		case "sum":
@@ -477,10 +430,10 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 		case "last":
 			p.def = p.def.Last(field, as)
 		default:
-			return p, fmt.Errorf("agg function %q", fn)
+			return c, fmt.Errorf("agg function %q", fn)
 		}
 	}
-	switch policy {
+	switch c.policy {
 	case "drop":
 	case "update":
 		opts = append(opts, arkflow.LateUpdate())
@@ -488,54 +441,119 @@ func (c *goldenCase) pipeline() (pipeline, error) {
 		opts = append(opts, arkflow.RouteLate("late"))
 		p.route = true
 	default:
-		return p, fmt.Errorf("policy %q", policy)
+		return c, fmt.Errorf("policy %q", c.policy)
 	}
 	p.time = opts
 	p.parts = make([][]arrow.RecordBatch, parts)
 	for _, b := range batches {
 		if b.part < 0 || b.part >= parts {
-			return p, fmt.Errorf("batch partition %d outside [0, %d)", b.part, parts)
+			return c, fmt.Errorf("batch partition %d outside [0, %d)", b.part, parts)
 		}
 		rec, err := decodeBatch(p.schema, b.rows)
 		if err != nil {
-			return p, err
+			return c, err
 		}
 		p.parts[b.part] = append(p.parts[b.part], rec)
 	}
-	return p, nil
+	return c, nil
 }
 
-// run runs the case and renders its output lines.
-func (c *goldenCase) run(t *testing.T) []string { return c.runWith(t, "") }
-
-// runWith runs the case, keeping state in Badger under stateDir when it
-// is not empty.
-func (c *goldenCase) runWith(t *testing.T, stateDir string) []string {
-	t.Helper()
-	p, err := c.pipeline()
-	if err != nil {
-		t.Fatalf("%s:%d: case %q: %v", c.file, c.line, c.name, err)
-	}
-	p.stateDir = stateDir
-	defer func() {
-		for _, bs := range p.parts {
-			for _, b := range bs {
-				b.Release()
-			}
+// release releases the case's input batches.
+func (c goldenCase) release() {
+	for _, bs := range c.p.parts {
+		for _, b := range bs {
+			b.Release()
 		}
-	}()
+	}
+}
+
+// output runs the case, keeping state in Badger under stateDir when it is
+// not empty, and renders what it produced.
+func (c goldenCase) output(t *testing.T, stateDir string) string {
+	t.Helper()
+	p := c.p
+	p.stateDir = stateDir
 	res := p.run(t)
 	if res.err != nil {
-		return []string{"error " + strings.ReplaceAll(res.err.Error(), "\n", " | ")}
+		return "error " + strings.ReplaceAll(res.err.Error(), "\n", " | ") + "\n"
 	}
-	var out []string
+	var b strings.Builder
 	for _, r := range rowsOf(t, res.out) {
-		out = append(out, "out "+r)
+		b.WriteString("out " + r + "\n")
 	}
 	for _, r := range rowsOf(t, res.late) {
-		out = append(out, "late "+r)
+		b.WriteString("late " + r + "\n")
 	}
-	return append(out, "metrics "+gaugeLine(res.gauges))
+	b.WriteString("metrics " + gaugeLine(res.gauges) + "\n")
+	return b.String()
+}
+
+// runGolden calls f on every case of window/testdata/*.txt, each in the
+// subtest <file>/<case>, and compares what f returns with the case's
+// expected output (datadriven's -rewrite flag rewrites it).
+func runGolden(t *testing.T, f func(t *testing.T, d *datadriven.TestData, c goldenCase) string) {
+	t.Helper()
+	cases := 0
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		names := map[string]bool{}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			c, err := parseCase(d)
+			defer c.release()
+			if err != nil {
+				d.Fatalf(t, "%v", err)
+			}
+			if names[c.name] {
+				d.Fatalf(t, "duplicate case %q", c.name)
+			}
+			names[c.name] = true
+			cases++
+			var out string
+			t.Run(c.name, func(t *testing.T) { out = f(t, d, c) })
+			return out
+		})
+	})
+	if cases == 0 {
+		t.Fatal("no golden cases in testdata")
+	}
+}
+
+// skipIfRewriting skips a test that only checks the golden files under
+// -rewrite, which TestGolden alone rewrites.
+func skipIfRewriting(t *testing.T) {
+	if f := flag.Lookup("rewrite"); f != nil && f.Value.String() == "true" {
+		t.Skip("-rewrite: only TestGolden rewrites the golden files")
+	}
+}
+
+// TestGolden runs every case of window/testdata/*.txt and compares its
+// output with the expected one (-rewrite rewrites them).
+func TestGolden(t *testing.T) {
+	runGolden(t, func(t *testing.T, _ *datadriven.TestData, c goldenCase) string {
+		return c.output(t, "")
+	})
+}
+
+// TestGoldenBadger: the same golden files hold with state in Badger
+// (R-STATE-1): the window operator's output does not depend on the backend.
+func TestGoldenBadger(t *testing.T) {
+	skipIfRewriting(t)
+	runGolden(t, func(t *testing.T, _ *datadriven.TestData, c goldenCase) string {
+		return c.output(t, t.TempDir())
+	})
+}
+
+// TestGoldenDeterministic runs every golden case twice and requires
+// byte-identical output: the same input in the same order gives the same
+// output.
+func TestGoldenDeterministic(t *testing.T) {
+	skipIfRewriting(t)
+	runGolden(t, func(t *testing.T, _ *datadriven.TestData, c goldenCase) string {
+		a, b := c.output(t, ""), c.output(t, "")
+		if a != b {
+			t.Fatalf("two runs differ:\n--- first\n%s--- second\n%s", a, b)
+		}
+		return a
+	})
 }
 
 // allMetrics is an operator's counters and gauges in one map.
@@ -560,99 +578,6 @@ func gaugeLine(g map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, g[k])
 	}
 	return strings.Join(parts, " ")
-}
-
-func goldenFiles(t *testing.T) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no golden files in testdata")
-	}
-	return files
-}
-
-// TestGolden runs every case of window/testdata/*.txt and compares its
-// output with the expected section (-update rewrites them).
-func TestGolden(t *testing.T) {
-	for _, file := range goldenFiles(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			lines, cases := parseGolden(t, file)
-			if len(cases) == 0 {
-				t.Fatalf("%s has no cases", file)
-			}
-			got := make([][]string, len(cases))
-			for i, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					got[i] = c.run(t)
-					if !*update && strings.Join(got[i], "\n") != strings.Join(c.expect, "\n") {
-						t.Errorf("%s:%d: case %q:\n--- got\n%s\n--- want\n%s\n(run with -update to rewrite)", file, c.line, c.name,
-							strings.Join(got[i], "\n"), strings.Join(c.expect, "\n"))
-					}
-				})
-			}
-			if !*update {
-				return
-			}
-			var buf bytes.Buffer
-			prev := 0
-			for i, c := range cases {
-				if got[i] == nil {
-					t.Fatalf("case %q did not run; not rewriting %s", c.name, file)
-				}
-				for _, l := range lines[prev:c.outStart] {
-					buf.WriteString(l + "\n")
-				}
-				for _, l := range got[i] {
-					buf.WriteString(l + "\n")
-				}
-				prev = c.outEnd
-			}
-			for _, l := range lines[prev:] {
-				buf.WriteString(l + "\n")
-			}
-			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-// TestGoldenDeterministic runs every golden case twice more and requires
-// byte-identical output: the same input in the same order gives the same
-// output.
-// The same golden files hold with state in Badger (R-STATE-1): the window
-// operator's output does not depend on the backend.
-func TestGoldenBadger(t *testing.T) {
-	for _, file := range goldenFiles(t) {
-		_, cases := parseGolden(t, file)
-		for _, c := range cases {
-			t.Run(filepath.Base(file)+"/"+c.name, func(t *testing.T) {
-				got := c.runWith(t, t.TempDir())
-				if strings.Join(got, "\n") != strings.Join(c.expect, "\n") {
-					t.Errorf("%s:%d: case %q on badger:\n--- got\n%s\n--- want\n%s", c.file, c.line, c.name,
-						strings.Join(got, "\n"), strings.Join(c.expect, "\n"))
-				}
-			})
-		}
-	}
-}
-
-func TestGoldenDeterministic(t *testing.T) {
-	for _, file := range goldenFiles(t) {
-		_, cases := parseGolden(t, file)
-		for _, c := range cases {
-			t.Run(filepath.Base(file)+"/"+c.name, func(t *testing.T) {
-				a := strings.Join(c.run(t), "\n")
-				b := strings.Join(c.run(t), "\n")
-				if a != b {
-					t.Fatalf("two runs differ:\n--- first\n%s\n--- second\n%s", a, b)
-				}
-			})
-		}
-	}
 }
 
 // timeOptions are the pipeline's event-time options, with its advance.
