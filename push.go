@@ -41,8 +41,8 @@ type PushConfig[T any] struct {
 	Partitions int
 	// PartitionKey, when set, sends each row to the partition of its key
 	// (job.HashKey of the key, FNV-1a 64, modulo Partitions), so that the
-	// rows of one key keep their order. When nil, each Push call goes to one partition,
-	// round-robin over calls.
+	// rows of one key keep their order. When nil, each Push call goes to
+	// one partition, round-robin over calls.
 	PartitionKey func(row T) string
 	// MaxPending bounds the rows pushed and not yet taken by the job
 	// (default DefaultMaxPending). Push blocks while it is reached, and
