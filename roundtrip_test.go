@@ -18,6 +18,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/wal"
 	"github.com/arkflow-rs/arkflow-go/window"
@@ -109,6 +110,9 @@ func roundTripJob(dir string) *arkflow.Builder {
 			rec.Retain()
 			return rec, nil
 		})).
+		Filter("gofilter", arkflow.FilterFunc(func(_ context.Context, rec arrow.RecordBatch) ([]bool, error) {
+			return make([]bool, rec.NumRows()), nil
+		})).
 		KeyBy("user").
 		Process("proc", arkflow.ProcessFunc(func(_ context.Context, _ *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 			rec.Retain()
@@ -131,7 +135,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 
 // roundTripGoOperators are the operators whose Go value a decoded spec
 // lacks (no bindings).
-var roundTripGoOperators = []string{"clicks", "gofn", "proc", "fn-out"}
+var roundTripGoOperators = []string{"clicks", "gofn", "gofilter", "proc", "fn-out"}
 
 func TestRoundTripBuilderSpec(t *testing.T) {
 	dir := t.TempDir()
@@ -233,6 +237,20 @@ var roundTripUnset = map[string]string{
 	"durability.enabled":   "a Durability block (job-wide or Durable on a source) is enabled by its presence; enabled: false exists to switch an inherited block off in a file",
 }
 
+// roundTripConfigs are the config types of the operator kinds with a
+// config: what the runtime decodes them into. Join has no runtime yet, and
+// no Builder call.
+var roundTripConfigs = map[string]reflect.Type{
+	job.KindMap:       reflect.TypeOf(ops.MapConfig{}),
+	job.KindFilter:    reflect.TypeOf(ops.FilterConfig{}),
+	job.KindAggregate: reflect.TypeOf(ops.AggregateConfig{}),
+	job.KindWindow:    reflect.TypeOf(window.Config{}),
+	// A udf reads only function (ops.MapConfig's other keys are refused).
+	job.KindUDF: reflect.TypeOf(struct {
+		Function string `json:"function"`
+	}{}),
+}
+
 // roundTripDefaults are the values ApplyDefaults fills in: a key holding
 // only its default does not show that the Builder can set it.
 var roundTripDefaults = map[string]any{
@@ -252,6 +270,27 @@ func TestRoundTripBuilderSetsEveryKey(t *testing.T) {
 	built := roundTripJob(t.TempDir()).Spec()
 	w := &keyWalk{set: map[string]bool{}, seen: map[string]bool{}}
 	w.walk("", reflect.ValueOf(built).Elem())
+	// Operator configs, by kind, as the type their kind decodes.
+	kinds := map[string]bool{}
+	for _, op := range built.Operators {
+		kinds[op.Kind] = true
+		cfg, ok := roundTripConfigs[op.Kind]
+		if !ok {
+			continue
+		}
+		v := reflect.New(cfg)
+		if len(op.Config) > 0 {
+			if err := json.Unmarshal(op.Config, v.Interface()); err != nil {
+				t.Fatalf("operator %s: config: %v", op.ID, err)
+			}
+		}
+		w.walk("operators[kind="+op.Kind+"].config", v.Elem())
+	}
+	for _, k := range job.Kinds {
+		if !kinds[k] && k != job.KindJoin {
+			t.Errorf("the round-trip job has no operator of kind %q", k)
+		}
+	}
 	var missing []string
 	for path := range w.seen {
 		_, allowed := roundTripUnset[path]
@@ -272,7 +311,7 @@ func TestRoundTripBuilderSetsEveryKey(t *testing.T) {
 		t.Errorf("spec key %s is zero or its default in the round-trip job: set it with a Builder call in roundTripJob, or add it to roundTripUnset with the reason the Builder cannot", p)
 	}
 	// The walk reaches every block.
-	for _, p := range []string{"operators[].key_field", "sources[].time.watermark.all_idle_delay_ms", "state.ttl_ms", "checkpoint.object_store_uri", "durability.backend.s3.allow_http", "sources[].durability", "durability.backend.node_id", "sinks[].output_type", "edges[].partitioned"} {
+	for _, p := range []string{"operators[].key_field", "sources[].time.watermark.all_idle_delay_ms", "state.ttl_ms", "checkpoint.object_store_uri", "durability.backend.s3.allow_http", "sources[].durability", "durability.backend.node_id", "sinks[].output_type", "edges[].partitioned", "operators[kind=window].config.window.gap_ms", "operators[kind=filter].config.function", "operators[kind=aggregate].config.emit"} {
 		if !w.seen[p] {
 			t.Errorf("the walk did not reach %s", p)
 		}
