@@ -178,12 +178,16 @@ func applyDefaults(s *Spec, raw map[string]any) {
 
 // MarshalJSON-compatible encodings.
 
-// JSON encodes the spec as indented JSON. Parse(JSON(s)) equals s.
+// JSON encodes the spec as indented JSON. Parse(JSON(s)) is the same job
+// as s: the same Canonical form, version digest and plan. (Not always the
+// same bytes: Parse keeps component configs and durability blocks with
+// their keys sorted.)
 func (s *Spec) JSON() ([]byte, error) {
 	return json.MarshalIndent(s, "", "  ")
 }
 
-// YAML encodes the spec as YAML. Parse(YAML(s)) equals s.
+// YAML encodes the spec as YAML. Parse(YAML(s)) is the same job as s, as
+// for JSON.
 func (s *Spec) YAML() ([]byte, error) {
 	j, err := json.Marshal(s)
 	if err != nil {

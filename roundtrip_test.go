@@ -1,0 +1,425 @@
+package arkflow_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/file"
+	"github.com/arkflow-rs/arkflow-go/connectors/generate"
+	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/durable"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/window"
+)
+
+// Issue 18, one configuration vocabulary: a job built with every Builder
+// call that writes a spec block goes builder → JSON (and YAML) → Parse →
+// plan unchanged, and every JSON key of every spec block is written by
+// some Builder call, so a new spec field the Builder cannot set, or a
+// Builder option the decoder reads differently, fails here.
+
+type rtClick struct {
+	User   string  `arkflow:"user"`
+	Amount float64 `arkflow:"amount"`
+	TS     int64   `arkflow:"ts"`
+}
+
+// roundTripJob uses every Builder call that writes the spec.
+func roundTripJob(dir string) *arkflow.Builder {
+	// The two sources' blocks between them set every durability field:
+	// a local log needs a path, which the object store refuses.
+	local := arkflow.Durability{
+		Path:         filepath.Join(dir, "wal"),
+		Sync:         wal.SyncPeriodic,
+		SyncInterval: 50 * time.Millisecond,
+		ParkLease:    90 * time.Second,
+		DrainTimeout: 20 * time.Second,
+		SegmentBytes: 1 << 20,
+		Retain:       true,
+		NoRecycle:    true,
+	}
+	remote := arkflow.Durability{
+		Sync:      wal.SyncAlways,
+		ParkLease: 45 * time.Second,
+		ObjectStore: &arkflow.WALObjectStore{
+			NodeID: "node-1", StreamID: "rt", Prefix: "wal/rt", Bucket: "bucket",
+			Endpoint: "http://127.0.0.1:9", Region: "eu-west-1",
+			AccessKeyID: "key", SecretAccessKey: "secret", AllowHTTP: true,
+		},
+	}
+	views := generate.Config{Seed: 1, Count: 100, BatchSize: 10, Fields: []generate.Field{
+		{Name: "user", Type: "string", Cardinality: 5},
+		{Name: "amount", Type: "float64"},
+		{Name: "ts", Type: "int64"},
+	}}
+	win := func(d window.Definition) window.Definition {
+		return d.Count("n").Sum("amount", "total").Min("amount", "lo").Max("amount", "hi").
+			Avg("amount", "mean").First("amount", "first").Last("amount", "last")
+	}
+	ns := int64(3_600_000)
+	return arkflow.NewJob("roundtrip").
+		Version(7).
+		Parallelism(2).
+		MaxParallelism(64).
+		State(job.State{Path: filepath.Join(dir, "state"), Namespace: "rt", TTLMS: &ns, FormatVersion: 1}).
+		Checkpoint(job.Checkpoint{IntervalMS: 5000, Retention: 5, ObjectStoreURI: "file://" + filepath.Join(dir, "ckpt")}).
+		Durability(arkflow.Durability{Sync: wal.SyncGroupCommit, DrainTimeout: 10 * time.Second}).
+		// Branch 1: a Go push source, every out-of-orderness option, late
+		// rows routed to a late sink, its own durability block.
+		Source("clicks", arkflow.NewPush(arkflow.PushConfig[rtClick]{Partitions: 2}),
+			arkflow.EventTime("ts",
+				arkflow.OutOfOrderness(2*time.Second),
+				arkflow.IdleTimeout(10*time.Second),
+				arkflow.PerRowWatermark(),
+				arkflow.AdvanceWhenIdle(time.Second),
+				arkflow.AllowedLateness(time.Minute),
+				arkflow.RouteLate("late")),
+			arkflow.Durable(remote),
+			arkflow.WithParallelism(2)).
+		LateSink("late", mem.NewSink()).
+		Map("cols", arkflow.Columns{
+			Set:    []arkflow.Column{{Name: "cents", Expr: "amount * 100"}},
+			Drop:   []string{"cents"},
+			Select: []string{"user", "amount", "ts"},
+		}).
+		Filter("big", arkflow.Where("amount > 1")).
+		KeyBy("user").
+		Window("tumbling", win(window.Tumbling(time.Minute))).
+		Sink("tumbling-out", mem.NewSink()).
+		From("big").KeyBy("user").
+		Window("sliding", win(window.Sliding(time.Minute, 10*time.Second))).
+		Sink("sliding-out", mem.NewSink()).
+		From("big").KeyBy("user").
+		Window("session", win(window.Session(30*time.Second))).
+		Sink("session-out", mem.NewSink()).
+		// Go functions: they travel as names and need bindings.
+		From("big").
+		Map("gofn", arkflow.MapFunc(func(_ context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+			rec.Retain()
+			return rec, nil
+		})).
+		Filter("gofilter", arkflow.FilterFunc(func(_ context.Context, rec arrow.RecordBatch) ([]bool, error) {
+			return make([]bool, rec.NumRows()), nil
+		})).
+		KeyBy("user").
+		Process("proc", arkflow.ProcessFunc(func(_ context.Context, _ *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+			rec.Retain()
+			return rec, nil
+		}), arkflow.WithParallelism(1)).
+		Sink("fn-out", arkflow.SinkFunc[rtClick](func(context.Context, []rtClick) error { return nil })).
+		// Branch 2: a declarative source, monotonous, late updates, a
+		// running aggregate with every function, emitting once at the end.
+		Source("views", views,
+			arkflow.EventTime("ts", arkflow.Monotonous(), arkflow.AllowedLateness(time.Second), arkflow.LateUpdate()),
+			arkflow.Durable(local)).
+		KeyBy("user").
+		Aggregate("totals", arkflow.Aggregates(
+			arkflow.Count("n"), arkflow.Sum("amount", "total"), arkflow.Min("amount", "lo"),
+			arkflow.Max("amount", "hi"), arkflow.Avg("amount", "mean"),
+			arkflow.First("amount", "first"), arkflow.Last("amount", "last"),
+		).Final()).
+		Sink("totals-out", file.SinkConfig{Path: filepath.Join(dir, "totals-{subtask}.jsonl")})
+}
+
+// roundTripGoOperators are the operators whose Go value a decoded spec
+// lacks (no bindings).
+var roundTripGoOperators = []string{"clicks", "gofn", "gofilter", "proc", "fn-out"}
+
+func TestRoundTripBuilderSpec(t *testing.T) {
+	dir := t.TempDir()
+	b := roundTripJob(dir)
+	if err := b.Validate(arkflow.WithDataDir(filepath.Join(dir, "data"))); err != nil {
+		t.Fatalf("the round-trip job does not validate with its bindings:\n%v", err)
+	}
+	built := b.Spec()
+	builtVersion, err := job.NewVersion(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtPlan, err := job.NewPlan(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, enc := range []struct {
+		name   string
+		encode func() ([]byte, error)
+	}{{"JSON", built.JSON}, {"YAML", built.YAML}} {
+		t.Run(enc.name, func(t *testing.T) {
+			data, err := enc.encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded, err := job.Parse(data)
+			if err != nil {
+				t.Fatalf("Parse(%s) of the Builder's spec: %v\n%s", enc.name, err, data)
+			}
+			// (a) The same job: equal canonical forms, digests and specs.
+			v, err := job.NewVersion(decoded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(v.Canonical(), builtVersion.Canonical()) {
+				t.Errorf("decoded canonical spec differs:\nbuilt   %s\ndecoded %s", builtVersion.Canonical(), v.Canonical())
+			}
+			if v.Digest != builtVersion.Digest || v.Number != builtVersion.Number {
+				t.Errorf("decoded version %d %s, built %d %s", v.Number, v.Digest, builtVersion.Number, builtVersion.Digest)
+			}
+			if !reflect.DeepEqual(v.Spec(), builtVersion.Spec()) {
+				t.Errorf("decoded canonical spec is not DeepEqual to the built one:\nbuilt   %+v\ndecoded %+v", builtVersion.Spec(), v.Spec())
+			}
+			// Decoding is a fixed point: the decoded spec re-encodes to
+			// bytes that decode to it again. (Not the Builder's bytes:
+			// Parse keeps component configs with their keys sorted.)
+			again, err := decoded.JSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			twice, err := job.Parse(again)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again2, _ := twice.JSON(); !bytes.Equal(again, again2) {
+				t.Errorf("the decoded spec is no fixed point of JSON → Parse:\nonce  %s\ntwice %s", again, again2)
+			}
+			// (c) The same plan.
+			p, err := job.NewPlan(decoded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Digest != builtPlan.Digest {
+				t.Errorf("plan digest %s, built %s", p.Digest, builtPlan.Digest)
+			}
+			if !reflect.DeepEqual(p, builtPlan) {
+				t.Errorf("decoded plan differs:\nbuilt   %s\ndecoded %s", builtPlan, p)
+			}
+			// Go functions do not travel: without bindings the decoded
+			// spec fails validation, naming each of them.
+			err = arkflow.Validate(decoded, arkflow.WithDataDir(filepath.Join(dir, "data")))
+			if err == nil {
+				t.Fatal("the decoded spec validated without the bindings of its Go functions")
+			}
+			named := map[string]bool{}
+			for _, e := range job.AsValidationErrors(err) {
+				named[e.Operator] = true
+			}
+			for _, id := range roundTripGoOperators {
+				if !named[id] {
+					t.Errorf("validation without bindings does not name %q:\n%v", id, err)
+				}
+			}
+			for id := range named {
+				if !contains(roundTripGoOperators, id) {
+					t.Errorf("validation without bindings names %q, which has no Go value:\n%v", id, err)
+				}
+			}
+		})
+	}
+}
+
+// roundTripUnset are the spec keys the Builder deliberately does not set
+// (or sets only to their default), with the reason.
+var roundTripUnset = map[string]string{
+	"recovery":             "no Builder call: restarts take the default latest_checkpoint; FromSavepoint is a run option",
+	"state.format_version": "only format 1 exists, so State(job.State{FormatVersion: 1}) writes the default",
+	"durability.enabled":   "a Durability block (job-wide or Durable on a source) is enabled by its presence; enabled: false exists to switch an inherited block off in a file",
+}
+
+// roundTripConfigs are the config types of the operator kinds with a
+// config: what the runtime decodes them into. Join has no runtime yet, and
+// no Builder call.
+var roundTripConfigs = map[string]reflect.Type{
+	job.KindMap:       reflect.TypeOf(ops.MapConfig{}),
+	job.KindFilter:    reflect.TypeOf(ops.FilterConfig{}),
+	job.KindAggregate: reflect.TypeOf(ops.AggregateConfig{}),
+	job.KindWindow:    reflect.TypeOf(window.Config{}),
+	// A udf reads only function (ops.MapConfig's other keys are refused).
+	job.KindUDF: reflect.TypeOf(struct {
+		Function string `json:"function"`
+	}{}),
+}
+
+// roundTripDefaults are the values ApplyDefaults fills in: a key holding
+// only its default does not show that the Builder can set it.
+var roundTripDefaults = map[string]any{
+	"version":                int64(job.DefaultVersion),
+	"max_parallelism":        int64(job.DefaultMaxParallelism),
+	"parallelism":            int64(1),
+	"checkpoint.interval_ms": int64(job.DefaultCheckpointIntervalMS),
+	"checkpoint.retention":   int64(job.DefaultCheckpointRetention),
+	"state.format_version":   int64(job.DefaultStateFormatVersion),
+	"recovery":               string(job.RecoverLatestCheckpoint),
+}
+
+// TestRoundTripBuilderSetsEveryKey walks the spec's types and the
+// durability block's, and requires every JSON key to hold a value other
+// than zero (and other than its default) somewhere in the built spec.
+func TestRoundTripBuilderSetsEveryKey(t *testing.T) {
+	built := roundTripJob(t.TempDir()).Spec()
+	w := &keyWalk{set: map[string]bool{}, seen: map[string]bool{}}
+	w.walk("", reflect.ValueOf(built).Elem())
+	// Operator configs, by kind, as the type their kind decodes.
+	kinds := map[string]bool{}
+	for _, op := range built.Operators {
+		kinds[op.Kind] = true
+		cfg, ok := roundTripConfigs[op.Kind]
+		if !ok {
+			continue
+		}
+		v := reflect.New(cfg)
+		if len(op.Config) > 0 {
+			if err := json.Unmarshal(op.Config, v.Interface()); err != nil {
+				t.Fatalf("operator %s: config: %v", op.ID, err)
+			}
+		}
+		w.walk("operators[kind="+op.Kind+"].config", v.Elem())
+	}
+	for _, k := range job.Kinds {
+		if !kinds[k] && k != job.KindJoin {
+			t.Errorf("the round-trip job has no operator of kind %q", k)
+		}
+	}
+	var missing []string
+	for path := range w.seen {
+		_, allowed := roundTripUnset[path]
+		switch {
+		case !w.set[path] && !allowed:
+			missing = append(missing, path)
+		case w.set[path] && allowed:
+			t.Errorf("%s is whitelisted as not set by the Builder, but the built spec sets it: drop it from roundTripUnset", path)
+		}
+	}
+	for path := range roundTripUnset {
+		if !w.seen[path] {
+			t.Errorf("roundTripUnset names %s, which is no spec key", path)
+		}
+	}
+	sort.Strings(missing)
+	for _, p := range missing {
+		t.Errorf("spec key %s is zero or its default in the round-trip job: set it with a Builder call in roundTripJob, or add it to roundTripUnset with the reason the Builder cannot", p)
+	}
+	// The walk reaches every block.
+	for _, p := range []string{"operators[].key_field", "sources[].time.watermark.all_idle_delay_ms", "state.ttl_ms", "checkpoint.object_store_uri", "durability.backend.s3.allow_http", "sources[].durability", "durability.backend.node_id", "sinks[].output_type", "edges[].partitioned", "operators[kind=window].config.window.gap_ms", "operators[kind=filter].config.function", "operators[kind=aggregate].config.emit"} {
+		if !w.seen[p] {
+			t.Errorf("the walk did not reach %s", p)
+		}
+	}
+}
+
+// keyWalk records, for every JSON key path ("[]" for any element), whether
+// it was seen and whether some value at it is set.
+type keyWalk struct{ set, seen map[string]bool }
+
+var rawMessage = reflect.TypeOf(json.RawMessage(nil))
+
+func (w *keyWalk) walk(path string, v reflect.Value) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" || name == "" {
+			continue
+		}
+		p := name
+		if path != "" {
+			p = path + "." + name
+		}
+		w.value(p, v.Field(i))
+	}
+}
+
+func (w *keyWalk) value(p string, v reflect.Value) {
+	w.seen[p] = true
+	switch {
+	case v.Type() == rawMessage:
+		if len(v.Bytes()) > 0 {
+			w.set[p] = true
+		}
+		// The durability blocks are walked as the Config they decode to,
+		// under one path: the job's and each source's block are the same
+		// vocabulary, written by the same arkflow.Durability, so a key
+		// set in any of them counts.
+		if strings.HasSuffix(p, "durability") {
+			p = "durability"
+			var c durable.Config
+			if len(v.Bytes()) > 0 {
+				if err := json.Unmarshal(v.Bytes(), &c); err != nil {
+					panic(p + ": " + err.Error())
+				}
+			}
+			w.walk(p, reflect.ValueOf(&c).Elem())
+		}
+		return
+	case v.Kind() == reflect.Pointer:
+		if v.IsNil() {
+			w.typeOnly(p, v.Type().Elem())
+			return
+		}
+		w.value(p, v.Elem())
+		return
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+		for i := 0; i < v.Len(); i++ {
+			w.walk(p+"[]", v.Index(i))
+		}
+		w.typeOnly(p+"[]", v.Type().Elem())
+		if v.Len() > 0 {
+			w.set[p] = true
+		}
+		return
+	case v.Kind() == reflect.Struct:
+		w.set[p] = true
+		w.walk(p, v)
+		return
+	}
+	if v.IsZero() {
+		return
+	}
+	if d, ok := roundTripDefaults[p]; ok {
+		var got any
+		switch v.Kind() {
+		case reflect.Int, reflect.Int64, reflect.Int32:
+			got = v.Int()
+		case reflect.Uint, reflect.Uint64, reflect.Uint32:
+			got = int64(v.Uint())
+		case reflect.String:
+			got = v.String()
+		}
+		if got == d {
+			return
+		}
+	}
+	w.set[p] = true
+}
+
+// typeOnly marks the keys under a struct type as seen, so a block absent
+// from every element still lists its keys as unset.
+func (w *keyWalk) typeOnly(p string, t reflect.Type) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return
+	}
+	w.walk(p, reflect.New(t).Elem())
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
