@@ -201,6 +201,19 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	client := opts.Client
+	if client == nil {
+		var err error
+		if client, err = blob.NewClient(opts.blobOptions()); err != nil {
+			return nil, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err)
+		}
+	}
+	return openStorage(ctx, opts, blob.NewS3Storage(client, opts.Bucket))
+}
+
+// openStorage opens the log of opts (validated; the client fields are
+// ignored) in st, which holds opts.Bucket's objects.
+func openStorage(ctx context.Context, opts ObjectStoreOptions, st blob.Storage) (*Log, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -213,20 +226,13 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
-	client := opts.Client
-	if client == nil {
-		var err error
-		if client, err = blob.NewClient(opts.blobOptions()); err != nil {
-			return nil, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err)
-		}
-	}
 	var base string
 	if p := strings.Trim(opts.Prefix, "/"); p != "" {
 		base = p + "/"
 	}
 	base += opts.NodeID + "/" + opts.Stream + "/"
-	st := &objStorage{
-		st:       blob.NewS3Storage(client, opts.Bucket),
+	s := &objStorage{
+		st:       st,
 		bucket:   opts.Bucket,
 		base:     base,
 		nodeID:   opts.NodeID,
@@ -237,7 +243,7 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 		log:      opts.Logger,
 		openCtx:  ctx,
 	}
-	return open(st, opts.Options)
+	return open(s, opts.Options)
 }
 
 // objStorage is the object-store storage. Lock order: syncMu, then mu or
