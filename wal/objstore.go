@@ -201,6 +201,19 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	client := opts.Client
+	if client == nil {
+		var err error
+		if client, err = blob.NewClient(opts.blobOptions()); err != nil {
+			return nil, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err)
+		}
+	}
+	return openStorage(ctx, opts, blob.NewS3Storage(client, opts.Bucket))
+}
+
+// openStorage opens the log of opts (validated; the client fields are
+// ignored) in st, which holds opts.Bucket's objects.
+func openStorage(ctx context.Context, opts ObjectStoreOptions, st blob.Storage) (*Log, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -213,20 +226,13 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
-	client := opts.Client
-	if client == nil {
-		var err error
-		if client, err = blob.NewClient(opts.blobOptions()); err != nil {
-			return nil, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err)
-		}
-	}
 	var base string
 	if p := strings.Trim(opts.Prefix, "/"); p != "" {
 		base = p + "/"
 	}
 	base += opts.NodeID + "/" + opts.Stream + "/"
-	st := &objStorage{
-		c:        client,
+	s := &objStorage{
+		st:       st,
 		bucket:   opts.Bucket,
 		base:     base,
 		nodeID:   opts.NodeID,
@@ -237,14 +243,14 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 		log:      opts.Logger,
 		openCtx:  ctx,
 	}
-	return open(st, opts.Options)
+	return open(s, opts.Options)
 }
 
 // objStorage is the object-store storage. Lock order: syncMu, then mu or
 // segMu; manMu, then segMu.
 type objStorage struct {
-	c              *minio.Client
-	bucket         string
+	st             blob.Storage
+	bucket         string // for messages
 	base           string // {prefix}/{node}/{stream}/
 	nodeID, stream string
 	retain         bool
@@ -302,34 +308,14 @@ func (s *objStorage) hint(err error) error { return blob.Hint(err, s.bucket, blo
 
 // get reads an object and its ETag; found is false if it does not exist.
 func (s *objStorage) get(ctx context.Context, key string) (b []byte, etag string, found bool, err error) {
-	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
-	if err == nil {
-		defer obj.Close()
-		var info minio.ObjectInfo
-		if info, err = obj.Stat(); err == nil {
-			etag = info.ETag
-			b, err = io.ReadAll(obj)
-		}
-	}
-	if blob.IsNotExist(err) {
+	b, etag, err = s.st.ReadObject(ctx, key)
+	if s.st.IsNotExist(err) {
 		return nil, "", false, nil
 	}
 	if err != nil {
 		return nil, "", false, fmt.Errorf("wal: GET %s: %w", s.url(key), s.hint(err))
 	}
 	return b, etag, true, nil
-}
-
-func (s *objStorage) put(ctx context.Context, key string, b []byte, contentType string, cond func(*minio.PutObjectOptions)) (string, error) {
-	opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: true}
-	if cond != nil {
-		cond(&opts)
-	}
-	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(b), int64(len(b)), opts)
-	if err != nil {
-		return "", err
-	}
-	return info.ETag, nil
 }
 
 func (s *objStorage) recover() (recovered, error) {
@@ -419,7 +405,7 @@ func (s *objStorage) recover() (recovered, error) {
 			}
 			// Keep the intact prefix, so that the segment is whole when it
 			// is no longer the newest.
-			_, err := s.put(ctx, key, b[:seg.Intact], "application/octet-stream", func(o *minio.PutObjectOptions) { o.SetMatchETag(etag) })
+			_, err := s.st.PutObject(ctx, key, b[:seg.Intact], blob.PutOptions{ContentType: "application/octet-stream", IfMatch: etag})
 			if err != nil {
 				return r, fmt.Errorf("wal: cutting the torn tail (%s) of %s: %w", seg.Torn, s.url(key), s.hint(err))
 			}
@@ -472,17 +458,16 @@ func (s *objStorage) recover() (recovered, error) {
 
 // list returns the indexes of the objects under segments/.
 func (s *objStorage) list(ctx context.Context) (map[uint64]bool, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // stops the lister if we return early
 	prefix := s.base + segmentsDir
+	names, err := s.st.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("wal: LIST %s: %w", s.url(prefix), s.hint(err))
+	}
 	found := map[uint64]bool{}
-	for obj := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if obj.Err != nil {
-			return nil, fmt.Errorf("wal: LIST %s: %w", s.url(prefix), s.hint(obj.Err))
-		}
-		i, ok := parseObjectSegment(strings.TrimPrefix(obj.Key, prefix))
+	for _, name := range names {
+		i, ok := parseObjectSegment(strings.TrimPrefix(name, prefix))
 		if !ok {
-			return nil, fmt.Errorf("wal: %s: unexpected object %s (only segments named %%08d.wal belong there)", s.describe(), s.url(obj.Key))
+			return nil, fmt.Errorf("wal: %s: unexpected object %s (only segments named %%08d.wal belong there)", s.describe(), s.url(name))
 		}
 		found[i] = true
 	}
@@ -546,7 +531,7 @@ func (s *objStorage) putSegment(index uint64, data []byte) error {
 	ctx, cancel := s.reqCtx()
 	defer cancel()
 	key := s.segKey(index)
-	_, err := s.put(ctx, key, data, "application/octet-stream", func(o *minio.PutObjectOptions) { o.SetMatchETagExcept("*") })
+	_, err := s.st.PutObject(ctx, key, data, blob.PutOptions{ContentType: "application/octet-stream", IfNoneMatch: true})
 	if err == nil {
 		return nil
 	}
@@ -635,7 +620,7 @@ func (s *objStorage) saveCursor(cursor uint64, meta []byte, release uint64) erro
 	// leaves an object a later save (or the next run) deletes again.
 	for _, g := range drop {
 		key := s.segKey(g.index)
-		if err := s.c.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		if err := s.st.Delete(ctx, key); err != nil {
 			s.log.Warn("wal: deleting an acknowledged segment failed; it is retried at the next cursor save", "segment", s.url(key), "err", s.hint(err))
 			continue
 		}
@@ -654,13 +639,11 @@ func (s *objStorage) saveCursor(cursor uint64, meta []byte, release uint64) erro
 func (s *objStorage) putManifest(ctx context.Context, body []byte) error {
 	key := s.base + manifestObject
 	for range manifestAttempts {
-		etag, err := s.put(ctx, key, body, "application/json", func(o *minio.PutObjectOptions) {
-			if s.exists {
-				o.SetMatchETag(s.etag)
-			} else {
-				o.SetMatchETagExcept("*")
-			}
-		})
+		cond := blob.PutOptions{ContentType: "application/json", IfNoneMatch: !s.exists}
+		if s.exists {
+			cond.IfMatch = s.etag
+		}
+		etag, err := s.st.PutObject(ctx, key, body, cond)
 		if err == nil {
 			s.exists, s.etag, s.unknown = true, etag, nil
 			return nil

@@ -10,4 +10,10 @@
 // unless Options.AllowHTTP is set or the endpoint says "http://", and the
 // hints name the keys of the configuration the caller was built from
 // (see Keys).
+//
+// Storage is the object interface over it (read with ETag, conditional
+// put, list, delete, not-exist), with S3Storage and, for tests,
+// MemStorage. The WAL's object backend goes through it; the checkpoint
+// store still calls minio-go directly (it needs ranged reads and
+// streaming, multipart PUTs, which Storage does not have yet).
 package blob

@@ -38,12 +38,20 @@ func (c Class) String() string {
 	return classNames[c]
 }
 
-// Classify returns the class of err, looking through wrapping for a
-// minio-go error response. The S3 code decides where there is one; the
+// Classify returns the class of err, looking through wrapping for
+// ErrNotExist, ErrPreconditionFailed or a minio-go error response. The S3 code decides where there is one; the
 // HTTP status decides otherwise (a HEAD's or a 412's body is empty).
 func Classify(err error) Class {
+	switch {
+	case err == nil:
+		return Other
+	case errors.Is(err, ErrNotExist):
+		return NotFound
+	case errors.Is(err, ErrPreconditionFailed):
+		return PreconditionFailed
+	}
 	var r minio.ErrorResponse
-	if err == nil || !errors.As(err, &r) {
+	if !errors.As(err, &r) {
 		return Other
 	}
 	switch r.Code {
