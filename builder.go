@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 	"github.com/arkflow-rs/arkflow-go/window"
@@ -566,13 +567,19 @@ func (b *Builder) Window(id string, w window.Definition, opts ...OperatorOption)
 
 // ProcessContext gives a Process function the keyed state of its rows.
 type ProcessContext struct {
-	keyed func(row int) (*state.Keyed, error)
+	keyed func(row int) (*statestore.Keyed, error)
 }
 
 // State returns the keyed state of row's key, to read and write with
 // state.Value and state.Map. Writes commit when the batch's output is
 // acknowledged.
-func (pc *ProcessContext) State(row int) (*state.Keyed, error) { return pc.keyed(row) }
+func (pc *ProcessContext) State(row int) (*state.Keyed, error) {
+	k, err := pc.keyed(row)
+	if err != nil {
+		return nil, err
+	}
+	return statestore.Public(k).(*state.Keyed), nil
+}
 
 // ProcessFunc is a Go function over a batch with keyed state. It returns
 // the rows to emit (nil or empty: none), of the input schema (ProcessTo for
@@ -592,7 +599,7 @@ type Processor interface {
 }
 
 func wrapProcess(f ProcessFunc) ops.ProcessFunc {
-	return func(ctx context.Context, keyed func(int) (*state.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	return func(ctx context.Context, keyed func(int) (*statestore.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		return f(ctx, &ProcessContext{keyed: keyed}, rec)
 	}
 }

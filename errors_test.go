@@ -11,8 +11,8 @@ import (
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -95,10 +95,10 @@ func TestOneCorruptionMarker(t *testing.T) {
 		{"checkpoint manifest that does not decode", provoke(func() error { _, err := checkpoint.DecodeManifest([]byte("{")); return err })},
 		{"checkpoint state object", fmt.Errorf("restoring: %w", &checkpoint.CorruptError{Key: "k", Reason: "the object has 3 bytes, its manifest entry says 4"})},
 		{"state snapshot", provoke(func() error {
-			_, err := state.NewMemory().Restore(strings.NewReader("not a snapshot"), state.Scope{Job: "j", Operator: "o", Groups: state.AllKeyGroups}, 0)
+			_, err := statestore.NewMemory().Restore(strings.NewReader("not a snapshot"), statestore.Scope{Job: "j", Operator: "o", Groups: statestore.AllKeyGroups}, 0)
 			return err
 		})},
-		{"state directory", fmt.Errorf("%w: dir: file x is missing", state.ErrCorrupt)},
+		{"state directory", fmt.Errorf("%w: dir: file x is missing", statestore.ErrCorrupt)},
 		{"wal segment", provoke(func() error {
 			// A record whose checksum fails, followed by a valid one: damage, not a torn tail.
 			b := wal.AppendRecord(nil, 1, []byte("a"))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -144,13 +145,13 @@ func TestProcessKeyedState(t *testing.T) {
 		t.Fatalf("state bytes %d", b)
 	}
 	// The committed values: ann visited 5 times, bob twice.
-	b, err := state.Open(state.Options{Dir: dir})
+	b, err := statestore.Open(statestore.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	counts := map[string]int64{}
-	err = b.Scan(state.Scope{Job: "first-visits", Operator: "first", Groups: state.AllKeyGroups}, time.Now().UnixMilli(), func(e state.Entry) error {
+	err = b.Scan(statestore.Scope{Job: "first-visits", Operator: "first", Groups: statestore.AllKeyGroups}, time.Now().UnixMilli(), func(e statestore.Entry) error {
 		if e.Key.Namespace == "value:visits" {
 			v := int64(0)
 			for _, c := range e.Value {
@@ -231,7 +232,7 @@ func TestStateFormatVersionRefused(t *testing.T) {
 	before := dirDigest(t, dir)
 	j := firstVisitsJob(t, src, mem.NewSink(), &job.State{Backend: job.BackendBadger, Path: dir, FormatVersion: 2})
 	err := j.Run(context.Background())
-	if !errors.Is(err, state.ErrFormat) || !strings.Contains(err.Error(), dir) {
+	if !errors.Is(err, statestore.ErrFormat) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("want a format error naming the directory, got %v", err)
 	}
 	if j.Status() != arkflow.Failed {
@@ -253,7 +254,7 @@ func TestStateClosedAfterFailedStart(t *testing.T) {
 	if err := j.Run(context.Background()); err == nil {
 		t.Fatal("the job did not fail")
 	}
-	b, err := state.Open(state.Options{Dir: dir})
+	b, err := statestore.Open(statestore.Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("the state directory is still held after the job failed: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -45,11 +46,11 @@ func (h *Harness) State(op string, key any) *state.Keyed {
 			h.t.Fatalf("arkflowtest: State(%q, %v): operator %q keeps no keyed state the harness can read (Process operators do)", op, key, op)
 		}
 		// Writes go to a scratch journal of their own, never committed.
-		scratch, err := state.NewJournal(state.NewMemory(), "arkflowtest", op, job.KeyGroupRange{Start: group, End: group})
+		scratch, err := statestore.NewJournal(statestore.NewMemory(), "arkflowtest", op, job.KeyGroupRange{Start: group, End: group})
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		return state.NewKeyed(j, scratch.Begin(), group, kb, h.clock.Now().UnixMilli(), 0)
+		return statestore.Public(statestore.NewKeyed(j, scratch.Begin(), group, kb, h.clock.Now().UnixMilli(), 0)).(*state.Keyed)
 	}
 	h.t.Fatalf("arkflowtest: State(%q, %v): no task of the operator owns key group %d", op, key, group)
 	return nil

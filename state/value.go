@@ -7,37 +7,24 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 // Keyed is the state of one key while an operator processes a batch: what
 // user code reads and writes through Value and Map. Writes are staged in
 // the batch's epoch and commit when its output is acknowledged; reads see
-// them at once.
-type Keyed struct {
-	j     *Journal
-	e     *Epoch
-	group int
-	key   []byte
-	now   int64
-	ttl   int64 // default TTL in ms for writes; 0 = none
+// them at once. A Process operator gets one per row from
+// arkflow.ProcessContext.State; it is valid until the function returns.
+type Keyed struct{ k *statestore.Keyed }
+
+func init() {
+	statestore.Public = func(k *statestore.Keyed) any { return &Keyed{k: k} }
 }
 
-// NewKeyed returns the state handle of a key (its key bytes and key
-// group) within an epoch. now is the wall clock in Unix ms; ttl the
-// default time to live of writes (0: none).
-func NewKeyed(j *Journal, e *Epoch, group int, key []byte, now int64, ttl time.Duration) *Keyed {
-	return &Keyed{j: j, e: e, group: group, key: key, now: now, ttl: ttl.Milliseconds()}
-}
-
-// Key returns the key's bytes.
-func (k *Keyed) Key() []byte { return k.key }
-
-func (k *Keyed) expiry(ttl int64) int64 {
-	if ttl <= 0 {
-		return 0
-	}
-	return k.now + ttl
-}
+// Key returns the key's bytes (the key column's value as the engine
+// encodes it).
+func (k *Keyed) Key() []byte { return k.k.Key() }
 
 // Value is a single value of type T per key, named so that several can
 // live side by side. T is encoded in binary for integers, floats, bools,
@@ -51,7 +38,7 @@ func NewValue[T any](name string) Value[T] { return Value[T]{ns: "value:" + name
 // has none).
 func (v Value[T]) Get(k *Keyed) (T, bool, error) {
 	var zero T
-	b, ok, err := k.j.Get(v.ns, k.group, k.key, k.now)
+	b, ok, err := k.k.Get(v.ns, k.k.Key())
 	if err != nil || !ok {
 		return zero, false, err
 	}
@@ -64,7 +51,7 @@ func (v Value[T]) Get(k *Keyed) (T, bool, error) {
 
 // Set stores the key's value, with the operator's default TTL.
 func (v Value[T]) Set(k *Keyed, x T) error {
-	return v.SetTTL(k, x, time.Duration(k.ttl)*time.Millisecond)
+	return v.SetTTL(k, x, k.k.DefaultTTL())
 }
 
 // SetTTL stores the key's value, gone after ttl (0: never).
@@ -73,12 +60,12 @@ func (v Value[T]) SetTTL(k *Keyed, x T, ttl time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("state %s: %w", v.ns, err)
 	}
-	k.e.Put(v.ns, k.group, k.key, b, k.expiry(ttl.Milliseconds()))
+	k.k.Put(v.ns, k.k.Key(), b, ttl)
 	return nil
 }
 
 // Clear removes the key's value.
-func (v Value[T]) Clear(k *Keyed) { k.e.Delete(v.ns, k.group, k.key) }
+func (v Value[T]) Clear(k *Keyed) { k.k.Delete(v.ns, k.k.Key()) }
 
 // Map is a map from K to V per key.
 type Map[K comparable, V any] struct{ ns string }
@@ -95,8 +82,9 @@ func (m Map[K, V]) entryKey(k *Keyed, key K) ([]byte, error) {
 }
 
 func (m Map[K, V]) prefix(k *Keyed) []byte {
-	p := binary.BigEndian.AppendUint32(nil, uint32(len(k.key)))
-	return append(p, k.key...)
+	key := k.k.Key()
+	p := binary.BigEndian.AppendUint32(nil, uint32(len(key)))
+	return append(p, key...)
 }
 
 // Get returns the value under key.
@@ -106,7 +94,7 @@ func (m Map[K, V]) Get(k *Keyed, key K) (V, bool, error) {
 	if err != nil {
 		return zero, false, fmt.Errorf("state %s: %w", m.ns, err)
 	}
-	b, ok, err := k.j.Get(m.ns, k.group, ek, k.now)
+	b, ok, err := k.k.Get(m.ns, ek)
 	if err != nil || !ok {
 		return zero, false, err
 	}
@@ -127,7 +115,7 @@ func (m Map[K, V]) Put(k *Keyed, key K, v V) error {
 	if err != nil {
 		return fmt.Errorf("state %s: %w", m.ns, err)
 	}
-	k.e.Put(m.ns, k.group, ek, b, k.expiry(k.ttl))
+	k.k.Put(m.ns, ek, b, k.k.DefaultTTL())
 	return nil
 }
 
@@ -137,7 +125,7 @@ func (m Map[K, V]) Delete(k *Keyed, key K) error {
 	if err != nil {
 		return fmt.Errorf("state %s: %w", m.ns, err)
 	}
-	k.e.Delete(m.ns, k.group, ek)
+	k.k.Delete(m.ns, ek)
 	return nil
 }
 
@@ -146,7 +134,7 @@ func (m Map[K, V]) Delete(k *Keyed, key K) error {
 func (m Map[K, V]) Range(k *Keyed, fn func(K, V) bool) error {
 	prefix := m.prefix(k)
 	var out error
-	err := k.j.ScanPrefix(m.ns, k.group, prefix, k.now, func(user, value []byte) bool {
+	err := k.k.ScanPrefix(m.ns, prefix, func(user, value []byte) bool {
 		key, err := decode[K](user[len(prefix):])
 		if err == nil {
 			var v V

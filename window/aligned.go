@@ -8,8 +8,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // aligned runs tumbling and sliding windows: windows start at multiples of
@@ -256,7 +256,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 	// Windows kept for late updates become committed state once their
 	// output is acknowledged.
 	if w.keeps() {
-		var fe *state.Epoch
+		var fe *statestore.Epoch
 		for _, x := range firing {
 			if wm >= satAdd(x.start+w.size, w.tm.lateness) {
 				continue
@@ -312,7 +312,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 			w.close(x)
 		}
 	}
-	var de *state.Epoch
+	var de *statestore.Epoch
 	for w.deadlines.Len() > 0 && satAdd(satAdd(w.deadlines[0], w.size), w.tm.lateness) <= wm {
 		if x := w.wins[heap.Pop(&w.deadlines).(int64)]; x != nil {
 			if de == nil {
@@ -360,7 +360,7 @@ func (w *aligned) floorAt(prev, wm int64, firing []*win) (fl int64, closes bool)
 }
 
 // restore brings back a window that was kept for late updates.
-func (w *aligned) restore(e state.Entry) error {
+func (w *aligned) restore(e statestore.Entry) error {
 	start, keyBytes, err := splitKeptKey(e.Key.User)
 	if err != nil {
 		return err

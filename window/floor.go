@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 // floorNamespace holds, per operator subtask, the watermark below which
@@ -16,8 +16,8 @@ const floorNamespace = "__arkflow_window_floor"
 // subtask whose key groups start at group, in the state namespace jobNS.
 // The runtime reads it to keep a floor across a checkpoint restore (see
 // floor).
-func FloorKey(jobNS, op string, group int) state.Key {
-	return state.Key{Job: jobNS, Operator: op, Namespace: floorNamespace, KeyGroup: group, User: []byte("wm")}
+func FloorKey(jobNS, op string, group int) statestore.Key {
+	return statestore.Key{Job: jobNS, Operator: op, Namespace: floorNamespace, KeyGroup: group, User: []byte("wm")}
 }
 
 // DecodeFloor returns the watermark a floor entry holds.
@@ -59,8 +59,8 @@ func DecodeFloor(v []byte) (int64, bool) {
 // completed just before the kill.
 type floor struct {
 	mu      sync.Mutex
-	store   state.Backend
-	key     state.Key
+	store   statestore.Backend
+	key     statestore.Key
 	next    uint64                // sequence of the next firing
 	done    uint64                // firings acknowledged in order
 	pending map[uint64]floorWrite // acknowledged out of order, by seq
@@ -70,7 +70,7 @@ type floor struct {
 // the per-key floors of session windows (see sessionFloorNamespace).
 type floorWrite struct {
 	wm   int64
-	keys []state.Mutation
+	keys []statestore.Mutation
 }
 
 // sessionFloorNamespace holds, per key of a session window operator, the
@@ -88,7 +88,7 @@ type floorWrite struct {
 // instead: after a restart, a row that would have joined it is late.
 const sessionFloorNamespace = "__arkflow_session_floor"
 
-func newFloor(store state.Backend, jobID, op string, group int) *floor {
+func newFloor(store statestore.Backend, jobID, op string, group int) *floor {
 	return &floor{store: store, key: FloorKey(jobID, op, group), pending: map[uint64]floorWrite{}}
 }
 
@@ -107,7 +107,7 @@ func (f *floor) load(now int64) (int64, error) {
 // firing returns an acknowledgement for a firing at wm: when it and every
 // earlier firing are acknowledged, wm is persisted, with keys (per-key
 // floors of session windows) in the same write.
-func (f *floor) firing(wm int64, keys []state.Mutation) *ack.Node {
+func (f *floor) firing(wm int64, keys []statestore.Mutation) *ack.Node {
 	f.mu.Lock()
 	seq := f.next
 	f.next++
@@ -120,7 +120,7 @@ func (f *floor) firing(wm int64, keys []state.Mutation) *ack.Node {
 		defer f.mu.Unlock()
 		f.pending[seq] = floorWrite{wm: wm, keys: keys}
 		var top int64
-		var muts []state.Mutation
+		var muts []statestore.Mutation
 		moved := false
 		for {
 			w, ok := f.pending[f.done]
@@ -135,7 +135,7 @@ func (f *floor) firing(wm int64, keys []state.Mutation) *ack.Node {
 		if moved {
 			// The acknowledgement itself has succeeded; a failed write
 			// is not reported (it leaves the floor where it was).
-			muts = append(muts, state.Mutation{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))})
+			muts = append(muts, statestore.Mutation{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))})
 			_ = f.store.Apply(muts)
 		}
 	})

@@ -7,8 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // A session still open when another key's session fired and moved the
@@ -16,7 +16,7 @@ import (
 // were never acknowledged) and must all count again, although some lie
 // below the floor. The floor marks what fired; an open session did not.
 func TestFloorKeepsRowsOfOpenSessions(t *testing.T) {
-	store := state.NewMemory()
+	store := statestore.NewMemory()
 	d := Session(500 * time.Millisecond).Count("n")
 	inst := newInstanceOn(t, d, job.LateDrop, 0, store)
 	var out collector

@@ -18,8 +18,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 var inputSchema = arrow.NewSchema([]arrow.Field{
@@ -31,11 +31,11 @@ var inputSchema = arrow.NewSchema([]arrow.Field{
 // newInstance builds a window operator instance for inputSchema.
 func newInstance(t *testing.T, d Definition, policy string, lateness int64) ops.Instance {
 	t.Helper()
-	return newInstanceOn(t, d, policy, lateness, state.NewMemory())
+	return newInstanceOn(t, d, policy, lateness, statestore.NewMemory())
 }
 
 // newInstanceOn is newInstance on a given state backend.
-func newInstanceOn(t *testing.T, d Definition, policy string, lateness int64, store state.Backend) ops.Instance {
+func newInstanceOn(t *testing.T, d Definition, policy string, lateness int64, store statestore.Backend) ops.Instance {
 	t.Helper()
 	raw, err := json.Marshal(d)
 	if err != nil {
@@ -255,7 +255,7 @@ func TestAckHeldUntilWindowsFire(t *testing.T) {
 func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
-			store := state.NewMemory()
+			store := statestore.NewMemory()
 			inst := newInstanceOn(t, d, job.LateDrop, 0, store)
 			defer inst.Close()
 			var out collector

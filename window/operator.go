@@ -20,8 +20,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 func init() { ops.Register(job.KindWindow, buildOperator) }
@@ -151,7 +151,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		if err != nil {
 			return nil, err
 		}
-		j, err := state.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups)
+		j, err := statestore.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups)
 		if err != nil {
 			return nil, err
 		}
@@ -166,12 +166,12 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 			journal: j, meta: meta, maxPar: info.MaxParallelism, floor: fl, warn: warn, log: info.Logger, now: info.Now}
 		var inst interface {
 			ops.Instance
-			restore(e state.Entry) error
+			restore(e statestore.Entry) error
 		}
 		if spec.Type == TypeSession {
 			ss := newSessions(b, spec.GapMS, info.CheckpointWatermark)
 			if ss.perKey {
-				if err := j.Scan(sessionFloorNamespace, state.Scope{Groups: info.KeyGroups}, info.Now(), ss.loadFloor); err != nil {
+				if err := j.Scan(sessionFloorNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), ss.loadFloor); err != nil {
 					return nil, fmt.Errorf("operator %q: reading the session floors: %w", info.OperatorID, err)
 				}
 			}
@@ -186,7 +186,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		// Windows kept for late updates when the last run stopped come
 		// back fired; everything else is rebuilt by replaying the input
 		// from the committed positions.
-		if err := j.Scan(keptNamespace, state.Scope{Groups: info.KeyGroups}, info.Now(), inst.restore); err != nil {
+		if err := j.Scan(keptNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), inst.restore); err != nil {
 			return nil, fmt.Errorf("operator %q: restoring kept windows: %w", info.OperatorID, err)
 		}
 		return inst, nil
@@ -235,7 +235,7 @@ type base struct {
 	log                      *slog.Logger
 	now                      func() int64 // the runtime's clock, ms
 
-	journal *state.Journal
+	journal *statestore.Journal
 	meta    ops.MetaColumns
 	maxPar  int
 	buf     []byte
@@ -247,7 +247,7 @@ type base struct {
 // positions when the batch's acknowledgement completes, which is after
 // every window it fed was emitted and acknowledged. It returns a zero
 // Batch when nothing is left to process.
-func (b *base) begin(in ops.Batch) (ops.Batch, *state.Epoch, error) {
+func (b *base) begin(in ops.Batch) (ops.Batch, *statestore.Epoch, error) {
 	out, epoch, err := ops.Replayed(b.journal, b.meta, in)
 	if err != nil {
 		return ops.Batch{}, nil, fmt.Errorf("operator %q: %w", b.op, err)
@@ -256,13 +256,13 @@ func (b *base) begin(in ops.Batch) (ops.Batch, *state.Epoch, error) {
 }
 
 // keep stages a kept window's state in an epoch.
-func (b *base) keepState(e *state.Epoch, start int64, key int32, prefix []byte, g int32) {
+func (b *base) keepState(e *statestore.Epoch, start int64, key int32, prefix []byte, g int32) {
 	b.buf = b.acc.Encode(append(b.buf[:0], prefix...), g)
 	e.Put(keptNamespace, b.keys.Group(key, b.maxPar), keptKey(start, b.keys.Bytes(key)), b.buf, 0)
 }
 
 // forget stages the removal of a kept window.
-func (b *base) forget(e *state.Epoch, start int64, key int32) {
+func (b *base) forget(e *statestore.Epoch, start int64, key int32) {
 	e.Delete(keptNamespace, b.keys.Group(key, b.maxPar), keptKey(start, b.keys.Bytes(key)))
 }
 

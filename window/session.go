@@ -9,8 +9,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // sessions runs session windows: per key, a session spans [first event,
@@ -25,8 +25,8 @@ type sessions struct {
 	ends  sessionHeap
 	batch uint64 // sequence of the batch being processed
 
-	firingEpoch *state.Epoch // kept sessions of the firing being emitted
-	curEpoch    *state.Epoch // the epoch of the batch being processed
+	firingEpoch *statestore.Epoch // kept sessions of the firing being emitted
+	curEpoch    *statestore.Epoch // the epoch of the batch being processed
 	gid         []int32
 	route       []bool
 
@@ -98,7 +98,7 @@ func newSessions(b base, gap int64, ckptWM func() (int64, bool)) *sessions {
 }
 
 // loadFloor takes one persisted key floor (at start).
-func (w *sessions) loadFloor(e state.Entry) error {
+func (w *sessions) loadFloor(e statestore.Entry) error {
 	last, ok := DecodeFloor(e.Value)
 	if !ok {
 		return fmt.Errorf("malformed session floor (%d bytes)", len(e.Value))
@@ -121,7 +121,7 @@ func (w *sessions) setFloor(key int32, last int64) {
 
 // expiredFloors removes the key floors no restore needs any more (see
 // firedTo) and returns their deletions.
-func (w *sessions) expiredFloors() []state.Mutation {
+func (w *sessions) expiredFloors() []statestore.Mutation {
 	if w.ckptWM == nil || w.floorEnds.Len() == 0 {
 		return nil
 	}
@@ -129,20 +129,20 @@ func (w *sessions) expiredFloors() []state.Mutation {
 	if !ok {
 		return nil
 	}
-	var dels []state.Mutation
+	var dels []statestore.Mutation
 	for w.floorEnds.Len() > 0 && w.floorEnds[0].end <= wm {
 		f := heap.Pop(&w.floorEnds).(floorAt)
 		if to, ok := w.firedTo[f.key]; !ok || to != f.last {
 			continue // stale: the key's floor moved on
 		}
 		delete(w.firedTo, f.key)
-		dels = append(dels, state.Mutation{Key: w.sessionFloorKey(f.key), Delete: true})
+		dels = append(dels, statestore.Mutation{Key: w.sessionFloorKey(f.key), Delete: true})
 	}
 	return dels
 }
 
 // sessionFloorKey is the state key of key's floor.
-func (w *sessions) sessionFloorKey(key int32) state.Key {
+func (w *sessions) sessionFloorKey(key int32) statestore.Key {
 	k := w.floor.key
 	k.Namespace, k.KeyGroup, k.User = sessionFloorNamespace, w.keys.Group(key, w.maxPar), append([]byte(nil), w.keys.Bytes(key)...)
 	return k
@@ -428,7 +428,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		s.acks = nil
 	}
 	if w.keeps() {
-		var fe *state.Epoch
+		var fe *statestore.Epoch
 		for _, s := range fired {
 			if wm < satAdd(s.end(w.gap), w.tm.lateness) {
 				if fe == nil {
@@ -440,7 +440,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		w.firingEpoch = fe
 	}
 	fire := make([]result, len(fired))
-	var keyFloors []state.Mutation
+	var keyFloors []statestore.Mutation
 	for i, s := range fired {
 		if w.keeps() {
 			closedTo = max(closedTo, satAdd(s.end(w.gap), w.tm.lateness))
@@ -459,7 +459,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 				last = max(last, s.end(w.gap)-1)
 			}
 			w.setFloor(s.key, last)
-			keyFloors = append(keyFloors, state.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(last))})
+			keyFloors = append(keyFloors, statestore.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(last))})
 		}
 	}
 	if w.perKey && len(fired) > 0 {
@@ -503,7 +503,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 
 // persist stages a kept session's state; a session whose start moved is
 // removed under its old start.
-func (w *sessions) persist(e *state.Epoch, s *session) {
+func (w *sessions) persist(e *statestore.Epoch, s *session) {
 	if s.stored && s.storedStart != s.start {
 		w.forget(e, s.storedStart, s.key)
 	}
@@ -514,7 +514,7 @@ func (w *sessions) persist(e *state.Epoch, s *session) {
 }
 
 // restore brings back a session that was kept for late updates.
-func (w *sessions) restore(e state.Entry) error {
+func (w *sessions) restore(e statestore.Entry) error {
 	start, keyBytes, err := splitKeptKey(e.Key.User)
 	if err != nil {
 		return err

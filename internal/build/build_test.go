@@ -15,8 +15,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // These tests use only the built-in connectors (memory, generate, drop)
@@ -291,7 +291,7 @@ func TestBuildWithBindings(t *testing.T) {
 		"in": memory.NewSource(in, 1),
 		"m":  ops.MapBinding{Name: "m", Fn: noop, Output: mapped},
 		"f":  ops.FilterBinding{Name: "f", Fn: func(context.Context, arrow.RecordBatch) ([]bool, error) { return nil, nil }},
-		"p": ops.ProcessBinding{Name: "p", Fn: func(context.Context, func(int) (*state.Keyed, error), arrow.RecordBatch) (arrow.RecordBatch, error) {
+		"p": ops.ProcessBinding{Name: "p", Fn: func(context.Context, func(int) (*statestore.Keyed, error), arrow.RecordBatch) (arrow.RecordBatch, error) {
 			return nil, nil
 		}},
 		"out": memory.NewSink(),

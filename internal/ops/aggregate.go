@@ -12,8 +12,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/agg"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // Aggregate emit modes.
@@ -116,12 +116,12 @@ const aggNamespace = "aggregate"
 
 // open restores the committed accumulators of the subtask's key groups.
 func (a *aggregate) open(t Task) error {
-	j, err := state.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups)
+	j, err := statestore.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups)
 	if err != nil {
 		return err
 	}
 	a.journal = j
-	return j.Scan(aggNamespace, state.Scope{Groups: t.KeyGroups}, t.Now(), func(e state.Entry) error {
+	return j.Scan(aggNamespace, statestore.Scope{Groups: t.KeyGroups}, t.Now(), func(e statestore.Entry) error {
 		id, err := a.keys.IDOfBytes(e.Key.User)
 		if err != nil {
 			return err
@@ -142,7 +142,7 @@ type aggregate struct {
 	held    []*ack.Node
 	ids     []int32
 	seen    []bool
-	journal *state.Journal
+	journal *statestore.Journal
 	meta    MetaColumns
 	maxPar  int
 	buf     []byte

@@ -6,8 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 const aggConfig = `"aggregates":[{"function":"count","as":"n"},{"function":"count","field":"amount","as":"n_amount"},{"function":"sum","field":"amount"}]`
@@ -21,7 +21,7 @@ func aggOp(emit string) opSpec {
 // a null key is a key of its own.
 func TestAggregateUpdatesRunPerKeyAcrossBatches(t *testing.T) {
 	t.Parallel()
-	b := state.NewMemory()
+	b := statestore.NewMemory()
 	built, err := aggOp("updates").build()
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestAggregateCloseAbandonsHeldAcks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := built.New(task(state.NewMemory()))
+	in, err := built.New(task(statestore.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}

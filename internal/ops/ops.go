@@ -29,8 +29,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // Batch is rows in flight with their acknowledgement.
@@ -65,7 +65,7 @@ type Gauger interface {
 // harness reads that state through the instance's journal, so that it
 // sees what the function itself would, staged writes included.
 type Journaled interface {
-	Journal() *state.Journal
+	Journal() *statestore.Journal
 }
 
 // Emitter passes batches downstream.
@@ -127,8 +127,8 @@ type Task struct {
 	connectors.TaskInfo
 	// State is the job's state backend (memory when the spec declares no
 	// state block). Stateful operators keep their committed state there,
-	// through a state.Journal.
-	State state.Backend
+	// through a statestore.Journal.
+	State statestore.Backend
 	// KeyGroups are the key groups this subtask owns.
 	KeyGroups job.KeyGroupRange
 	// MaxParallelism is the job's number of key groups.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // The tests drive instances the way the runtime does: built through the
@@ -127,7 +127,7 @@ func (o opSpec) build() (Built, error) {
 }
 
 // task is one subtask owning every key group, over backend b.
-func task(b state.Backend) Task {
+func task(b statestore.Backend) Task {
 	return Task{
 		TaskInfo:       connectors.TaskInfo{JobID: "j", OperatorID: "op", Parallelism: 1},
 		State:          b,
@@ -144,7 +144,7 @@ func instance(t *testing.T, o opSpec) (Instance, *arrow.Schema) {
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	in, err := built.New(task(state.NewMemory()))
+	in, err := built.New(task(statestore.NewMemory()))
 	if err != nil {
 		t.Fatalf("new instance: %v", err)
 	}

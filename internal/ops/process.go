@@ -9,12 +9,12 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 // ProcessFunc is a user function over a batch with keyed state: keyed(r)
 // is the state of row r's key.
-type ProcessFunc func(ctx context.Context, keyed func(row int) (*state.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error)
+type ProcessFunc func(ctx context.Context, keyed func(row int) (*statestore.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error)
 
 // ProcessBinding is the Go value a builder binds to a stateful udf
 // operator.
@@ -46,7 +46,7 @@ func buildProcess(c Context, pb ProcessBinding) (Built, error) {
 	}
 	meta := MetaColumnsOf(c.Input)
 	return Built{Output: out, New: func(t Task) (Instance, error) {
-		j, err := state.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups)
+		j, err := statestore.NewJournal(t.State, t.JobID, t.OperatorID, t.KeyGroups)
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", c.Op.ID, err)
 		}
@@ -61,7 +61,7 @@ type process struct {
 	fn      ProcessFunc
 	out     *arrow.Schema
 	keyCol  int
-	journal *state.Journal
+	journal *statestore.Journal
 	meta    MetaColumns
 	maxPar  int
 	now     func() int64
@@ -80,8 +80,8 @@ func (p *process) Process(ctx context.Context, b Batch, out Emitter) error {
 	// once it is acknowledged (see Replayed).
 	now := p.now()
 	col := b.Rec.Column(p.keyCol)
-	cache := map[int]*state.Keyed{}
-	keyed := func(row int) (*state.Keyed, error) {
+	cache := map[int]*statestore.Keyed{}
+	keyed := func(row int) (*statestore.Keyed, error) {
 		if row < 0 || row >= col.Len() {
 			return nil, fmt.Errorf("row %d out of range [0, %d)", row, col.Len())
 		}
@@ -92,7 +92,7 @@ func (p *process) Process(ctx context.Context, b Batch, out Emitter) error {
 		if err != nil {
 			return nil, err
 		}
-		k := state.NewKeyed(p.journal, epoch, keys.GroupOfBytes(kb, p.maxPar), kb, now, p.ttl)
+		k := statestore.NewKeyed(p.journal, epoch, keys.GroupOfBytes(kb, p.maxPar), kb, now, p.ttl)
 		cache[row] = k
 		return k, nil
 	}
@@ -119,7 +119,7 @@ func (p *process) Process(ctx context.Context, b Batch, out Emitter) error {
 }
 
 // Journal implements Journaled.
-func (p *process) Journal() *state.Journal { return p.journal }
+func (p *process) Journal() *statestore.Journal { return p.journal }
 
 func (p *process) Watermark(context.Context, int64, Emitter) error { return nil }
 func (p *process) Close() error                                    { return nil }

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -20,16 +21,17 @@ var seenSchema = arrow.NewSchema([]arrow.Field{
 
 // countSeen numbers the rows of each user, in keyed state: every row
 // emits (user, how many rows of that user so far).
-func countSeen(_ context.Context, keyed func(int) (*state.Keyed, error), r arrow.RecordBatch) (arrow.RecordBatch, error) {
+func countSeen(_ context.Context, keyed func(int) (*statestore.Keyed, error), r arrow.RecordBatch) (arrow.RecordBatch, error) {
 	seen := state.NewValue[int64]("seen")
 	users := r.Column(0).(*array.String)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, seenSchema)
 	defer b.Release()
 	for row := 0; row < int(r.NumRows()); row++ {
-		k, err := keyed(row)
+		ek, err := keyed(row)
 		if err != nil {
 			return nil, err
 		}
+		k := statestore.Public(ek).(*state.Keyed)
 		n, _, err := seen.Get(k)
 		if err != nil {
 			return nil, err
@@ -54,7 +56,7 @@ func processOp(fn ProcessFunc) opSpec {
 // across instances over the same backend.
 func TestProcessKeyedStateAcrossBatches(t *testing.T) {
 	t.Parallel()
-	b := state.NewMemory()
+	b := statestore.NewMemory()
 	built, err := processOp(countSeen).build()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestProcessKeyedStateAcrossBatches(t *testing.T) {
 // its (empty) epoch commits.
 func TestProcessEmptyResultReleasesTheAck(t *testing.T) {
 	t.Parallel()
-	in, _ := instance(t, processOp(func(context.Context, func(int) (*state.Keyed, error), arrow.RecordBatch) (arrow.RecordBatch, error) {
+	in, _ := instance(t, processOp(func(context.Context, func(int) (*statestore.Keyed, error), arrow.RecordBatch) (arrow.RecordBatch, error) {
 		return nil, nil
 	}))
 	var a acks

@@ -10,7 +10,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 // MetaColumns are the indices of a schema's __meta_source,
@@ -19,7 +19,7 @@ import (
 //
 // Key (the key column, -1 for none) and MaxParallelism tell Replayed the
 // key group of a row, which it needs for rows of key groups taken over in
-// a rescale (state.Journal.AppliedIn); operators set them.
+// a rescale (statestore.Journal.AppliedIn); operators set them.
 type MetaColumns struct {
 	Source, Partition, Offset int
 	Key, MaxParallelism       int
@@ -51,7 +51,7 @@ func (m MetaColumns) Present() bool { return m.Source >= 0 && m.Partition >= 0 &
 // whose state is committed (R-CKPT-2). When every row was already applied,
 // it releases the batch and returns a zero Batch. Rows without position
 // columns are never dropped (and cover nothing).
-func Replayed(j *state.Journal, m MetaColumns, b Batch) (Batch, *state.Epoch, error) {
+func Replayed(j *statestore.Journal, m MetaColumns, b Batch) (Batch, *statestore.Epoch, error) {
 	epoch := j.Begin()
 	input := b.Ack
 	epoch.OnSettled(func(err error) { input.Release(err) })

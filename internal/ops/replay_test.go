@@ -10,8 +10,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // R-JOB-3: after a rescale, a replayed row is dropped exactly when the
@@ -19,11 +19,11 @@ import (
 // subtask receives it.
 func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
 	const M = 8
-	b := state.NewMemory()
+	b := statestore.NewMemory()
 	own := func(group int, off int64) {
 		v := binary.BigEndian.AppendUint64(nil, uint64(off))
-		k := state.Key{Job: "j", Operator: "agg", Namespace: state.PositionsNamespace, KeyGroup: group, User: append(binary.BigEndian.AppendUint32(nil, 0), "in"...)}
-		if err := b.Apply([]state.Mutation{{Key: k, Value: v}}); err != nil {
+		k := statestore.Key{Job: "j", Operator: "agg", Namespace: statestore.PositionsNamespace, KeyGroup: group, User: append(binary.BigEndian.AppendUint32(nil, 0), "in"...)}
+		if err := b.Apply([]statestore.Mutation{{Key: k, Value: v}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,10 +31,10 @@ func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
 	// offset 10, subtask 1 (groups 4-7) below 20. Parallelism 1 takes both.
 	own(0, 10)
 	own(4, 20)
-	if err := state.Relayout(b, "j", "agg", M, 2, 1); err != nil {
+	if err := statestore.Relayout(b, "j", "agg", M, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	j, err := state.NewJournal(b, "j", "agg", job.RangeFor(M, 1, 0))
+	j, err := statestore.NewJournal(b, "j", "agg", job.RangeFor(M, 1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -45,7 +45,7 @@ type cut struct {
 	ID         uint64
 	Positions  map[string][]connectors.Position // by source task
 	Watermarks map[string]int64                 // by task; only tasks with one
-	Frozen     state.Frozen
+	Frozen     statestore.Frozen
 	// Pause is how long the sources were held.
 	Pause time.Duration
 }
@@ -122,7 +122,7 @@ func (r *Runtime) cut(ctx context.Context) (*cut, error) {
 	if !running {
 		return nil, errNoCut
 	}
-	fr, ok := st.(state.Freezer)
+	fr, ok := st.(statestore.Freezer)
 	if !ok {
 		return nil, fmt.Errorf("the state backend cannot freeze a view for a checkpoint")
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -78,7 +78,7 @@ func TestCutAlignsAndResumes(t *testing.T) {
 	}
 	// The frozen state holds the running totals of all five users.
 	var buf bytes.Buffer
-	info, err := c.Frozen.Snapshot(&buf, state.Scope{Job: "cut", Operator: "sum", Groups: state.AllKeyGroups}, time.Now().UnixMilli())
+	info, err := c.Frozen.Snapshot(&buf, statestore.Scope{Job: "cut", Operator: "sum", Groups: statestore.AllKeyGroups}, time.Now().UnixMilli())
 	if err != nil {
 		t.Fatal(err)
 	}

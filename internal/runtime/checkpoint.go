@@ -18,8 +18,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -164,7 +164,7 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Ca
 // fresh says st was created empty by this start: it holds no floors to
 // carry and nothing to empty, so the first attempt does not wait for a
 // store still opening in the background.
-func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest, fresh bool) (map[string][]connectors.Position, error) {
+func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st statestore.Backend, m *checkpoint.Manifest, fresh bool) (map[string][]connectors.Position, error) {
 	spec := r.g.Spec
 	var exclude []string
 	// A restore that fails leaves no partial state behind: the next
@@ -294,12 +294,12 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 // the key groups of the task that wrote them, so a changed parallelism
 // needs nothing more: all subtasks share the store.
 //
-// The snapshots go in at once through state.LayerRestorer (Badger: each
+// The snapshots go in at once through statestore.LayerRestorer (Badger: each
 // snapshot becomes a read-only layer under the store, downloaded as it
-// is), or state.BulkRestorer when the store holds nothing else, each
+// is), or statestore.BulkRestorer when the store holds nothing else, each
 // object's SHA-256 checked by the pass that parses it; otherwise one by
 // one through Backend.Restore.
-func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st state.Backend, m *checkpoint.Manifest, fresh bool) error {
+func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st statestore.Backend, m *checkpoint.Manifest, fresh bool) error {
 	spec := r.g.Spec
 	ns := stateJob(spec)
 	if !fresh {
@@ -323,7 +323,7 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 	now := r.opts.Clock.Now().UnixMilli()
 	var (
 		snaps  []checkpoint.StateSnapshot
-		scopes []state.Scope
+		scopes []statestore.Scope
 	)
 	for _, s := range m.StateSnapshots {
 		op, sub, ok := splitTask(s.TaskID)
@@ -335,9 +335,9 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 			continue
 		}
 		snaps = append(snaps, s)
-		scopes = append(scopes, state.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
+		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
 	}
-	progress := func(s checkpoint.StateSnapshot, info state.RestoreInfo) {
+	progress := func(s checkpoint.StateSnapshot, info statestore.RestoreInfo) {
 		r.ckpt.mu.Lock()
 		p := &r.ckpt.status.Recovery
 		p.BytesRestored += info.Bytes
@@ -347,29 +347,29 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 		r.ckpt.mu.Unlock()
 		r.log.Info("restore progress", "task", s.TaskID, "keys", info.Entries, "bytes_restored", done, "bytes_total", total)
 	}
-	var restoreAll func([]state.RestoreSource, int64, func(int, state.RestoreInfo)) ([]state.RestoreInfo, error)
-	if lr, ok := st.(state.LayerRestorer); ok {
+	var restoreAll func([]statestore.RestoreSource, int64, func(int, statestore.RestoreInfo)) ([]statestore.RestoreInfo, error)
+	if lr, ok := st.(statestore.LayerRestorer); ok {
 		restoreAll = lr.RestoreLayers
-	} else if bulk, ok := st.(state.BulkRestorer); ok {
+	} else if bulk, ok := st.(statestore.BulkRestorer); ok {
 		restoreAll = bulk.RestoreEmpty
 	}
 	if restoreAll != nil && len(snaps) > 0 {
-		srcs := make([]state.RestoreSource, len(snaps))
+		srcs := make([]statestore.RestoreSource, len(snaps))
 		for i, s := range snaps {
-			srcs[i] = state.RestoreSource{Scope: scopes[i], Checksum: s.Checksum,
+			srcs[i] = statestore.RestoreSource{Scope: scopes[i], Checksum: s.Checksum,
 				Open: func() (io.ReadCloser, error) { return cat.OpenStateSized(ctx, s) }}
 		}
-		_, err := restoreAll(srcs, now, func(i int, info state.RestoreInfo) { progress(snaps[i], info) })
+		_, err := restoreAll(srcs, now, func(i int, info statestore.RestoreInfo) { progress(snaps[i], info) })
 		switch {
 		case err == nil:
 			r.ckpt.mu.Lock()
 			r.ckpt.status.Recovery.Done = true
 			r.ckpt.mu.Unlock()
 			return nil
-		case errors.Is(err, state.ErrNotEmpty):
+		case errors.Is(err, statestore.ErrNotEmpty):
 			r.log.Info("restore: the state store holds other entries; restoring snapshot by snapshot")
 		default:
-			var re *state.RestoreError
+			var re *statestore.RestoreError
 			if errors.As(err, &re) && re.Index >= 0 && re.Index < len(snaps) {
 				return fmt.Errorf("restore: state of %s: %w", snaps[re.Index].TaskID, err)
 			}
@@ -403,8 +403,8 @@ const runtimeStateOp = "__arkflow_runtime"
 // was last restored, one per line ("id run", the run's token is also in
 // the checkpoint's attempt ids), oldest first, at most lineageLen (see
 // carriedFloors).
-func lineageKey(ns string) state.Key {
-	return state.Key{Job: ns, Operator: runtimeStateOp, Namespace: "lineage", User: []byte("checkpoints")}
+func lineageKey(ns string) statestore.Key {
+	return statestore.Key{Job: ns, Operator: runtimeStateOp, Namespace: "lineage", User: []byte("checkpoints")}
 }
 
 const lineageLen = 64
@@ -413,7 +413,7 @@ const lineageLen = 64
 // store, valid on top of checkpoint id.
 type floorCarry struct {
 	id, run string
-	floors  []state.Mutation
+	floors  []statestore.Mutation
 }
 
 // carriedFloors reads the window floors the local store holds when they
@@ -428,7 +428,7 @@ type floorCarry struct {
 // fired). Otherwise, and when the store has no floor newer than the
 // snapshot's, the restore rolls the floors back with the rest of the
 // state, and the windows acknowledged since m fire again (the L2 bound).
-func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floorCarry, error) {
+func (r *Runtime) carriedFloors(st statestore.Backend, m *checkpoint.Manifest) (*floorCarry, error) {
 	spec := r.g.Spec
 	if m.Kind != checkpoint.KindCheckpoint || r.opts.FromSavepoint != "" || spec.Recovery == job.RecoverLatestSavepoint {
 		return nil, nil
@@ -490,17 +490,17 @@ func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floo
 				v = prev
 			}
 		}
-		c.floors = append(c.floors, state.Mutation{Key: k, Value: append([]byte(nil), v...)})
+		c.floors = append(c.floors, statestore.Mutation{Key: k, Value: append([]byte(nil), v...)})
 	}
 	for _, f := range saved.floorsOf() {
-		if !slices.ContainsFunc(c.floors, func(g state.Mutation) bool { return sameKey(g.Key, f.Key) }) {
+		if !slices.ContainsFunc(c.floors, func(g statestore.Mutation) bool { return sameKey(g.Key, f.Key) }) {
 			c.floors = append(c.floors, f)
 		}
 	}
 	return c, nil
 }
 
-func sameKey(a, b state.Key) bool {
+func sameKey(a, b statestore.Key) bool {
 	return a.Job == b.Job && a.Operator == b.Operator && a.Namespace == b.Namespace && a.KeyGroup == b.KeyGroup && string(a.User) == string(b.User)
 }
 
@@ -530,7 +530,7 @@ func (c *floorCarry) runOr(m *checkpoint.Manifest) string {
 	return ""
 }
 
-func (c *floorCarry) floor(k state.Key) []byte {
+func (c *floorCarry) floor(k statestore.Key) []byte {
 	if c == nil {
 		return nil
 	}
@@ -542,7 +542,7 @@ func (c *floorCarry) floor(k state.Key) []byte {
 	return nil
 }
 
-func (c *floorCarry) floorsOf() []state.Mutation {
+func (c *floorCarry) floorsOf() []statestore.Mutation {
 	if c == nil {
 		return nil
 	}
@@ -567,7 +567,7 @@ func (r *Runtime) saveCarry(c *floorCarry) error {
 	if err != nil {
 		return err
 	}
-	if err := state.WriteCarry(r.stateDir, data); err != nil {
+	if err := statestore.WriteCarry(r.stateDir, data); err != nil {
 		return fmt.Errorf("restore: saving the window floors beside the store: %w", err)
 	}
 	return nil
@@ -579,23 +579,23 @@ func (r *Runtime) loadCarry(matches func(string) bool) (*floorCarry, error) {
 	if r.stateDir == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(filepath.Join(r.stateDir, state.CarryFileName))
+	data, err := os.ReadFile(filepath.Join(r.stateDir, statestore.CarryFileName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("restore: reading %s: %w", state.CarryFileName, err)
+		return nil, fmt.Errorf("restore: reading %s: %w", statestore.CarryFileName, err)
 	}
 	var f carryFile
 	if json.Unmarshal(data, &f) != nil || !matches(f.Checkpoint) {
-		r.log.Warn("restore: ignoring a carry file of another checkpoint, or unreadable", "file", filepath.Join(r.stateDir, state.CarryFileName))
+		r.log.Warn("restore: ignoring a carry file of another checkpoint, or unreadable", "file", filepath.Join(r.stateDir, statestore.CarryFileName))
 		return nil, nil
 	}
 	id, run, _ := strings.Cut(f.Checkpoint, " ")
 	c := &floorCarry{id: id, run: run}
 	ns := stateJob(r.g.Spec)
 	for _, fl := range f.Floors {
-		c.floors = append(c.floors, state.Mutation{Key: window.FloorKey(ns, fl.Operator, fl.KeyGroup), Value: binary.BigEndian.AppendUint64(nil, uint64(fl.FloorMS))})
+		c.floors = append(c.floors, statestore.Mutation{Key: window.FloorKey(ns, fl.Operator, fl.KeyGroup), Value: binary.BigEndian.AppendUint64(nil, uint64(fl.FloorMS))})
 	}
 	return c, nil
 }
@@ -606,16 +606,16 @@ func (r *Runtime) dropCarry() {
 	if r.stateDir == "" {
 		return
 	}
-	if err := os.Remove(filepath.Join(r.stateDir, state.CarryFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(r.stateDir, statestore.CarryFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.log.Warn("restore: could not remove the carry file", "error", err)
 	}
 }
 
 // keepFloors writes back each carried floor that is ahead of the restored
 // one.
-func (r *Runtime) keepFloors(st state.Backend, c *floorCarry) error {
+func (r *Runtime) keepFloors(st statestore.Backend, c *floorCarry) error {
 	now := r.opts.Clock.Now().UnixMilli()
-	var keep []state.Mutation
+	var keep []statestore.Mutation
 	for _, f := range c.floors {
 		local, ok := window.DecodeFloor(f.Value)
 		if !ok {
@@ -644,7 +644,7 @@ func (r *Runtime) keepFloors(st state.Backend, c *floorCarry) error {
 // state (see carriedFloors); restored says the store was just filled from
 // that checkpoint, which starts the list again. A failed write only costs
 // a later restore the floors it could have kept.
-func (r *Runtime) noteCut(st state.Backend, id, run string, restored bool) {
+func (r *Runtime) noteCut(st statestore.Backend, id, run string, restored bool) {
 	k := lineageKey(stateJob(r.g.Spec))
 	ids := []string{id + " " + run}
 	if !restored {
@@ -656,7 +656,7 @@ func (r *Runtime) noteCut(st state.Backend, id, run string, restored bool) {
 			ids = ids[len(ids)-lineageLen:]
 		}
 	}
-	if err := st.Apply([]state.Mutation{{Key: k, Value: []byte(strings.Join(ids, "\n"))}}); err != nil {
+	if err := st.Apply([]statestore.Mutation{{Key: k, Value: []byte(strings.Join(ids, "\n"))}}); err != nil {
 		r.log.Warn("could not note the checkpoint in the state store; a restore from it will fire again the windows acknowledged after it", "id", id, "error", err)
 	}
 }
@@ -676,18 +676,18 @@ func cutAttempt(a string) (task, node, run string) {
 
 // emptyState deletes the state of every stateful operator of the spec,
 // and the runtime's own entries.
-func (r *Runtime) emptyState(st state.Backend) error {
-	drop, ok := st.(state.Dropper)
+func (r *Runtime) emptyState(st statestore.Backend) error {
+	drop, ok := st.(statestore.Dropper)
 	if !ok {
 		return fmt.Errorf("the state backend cannot be emptied for a restore")
 	}
 	ns := stateJob(r.g.Spec)
-	if err := drop.Drop(state.Scope{Job: ns, Operator: runtimeStateOp, Groups: state.AllKeyGroups}); err != nil {
+	if err := drop.Drop(statestore.Scope{Job: ns, Operator: runtimeStateOp, Groups: statestore.AllKeyGroups}); err != nil {
 		return fmt.Errorf("restore: emptying the runtime's state: %w", err)
 	}
 	for _, op := range r.g.Spec.Operators {
 		if statefulOp(&op) {
-			if err := drop.Drop(state.Scope{Job: ns, Operator: op.ID, Groups: state.AllKeyGroups}); err != nil {
+			if err := drop.Drop(statestore.Scope{Job: ns, Operator: op.ID, Groups: statestore.AllKeyGroups}); err != nil {
 				return fmt.Errorf("restore: emptying the state of %s: %w", op.ID, err)
 			}
 		}
@@ -699,11 +699,11 @@ func (r *Runtime) emptyState(st state.Backend) error {
 // artifact (a state object missing, of the wrong size or hash, or not a
 // valid snapshot) rather than the store or the disk. Every store marks
 // its corruption with the one marker, checkpoint.ErrCorrupt; the
-// exception is the local state directory (state.ErrCorrupt, which
+// exception is the local state directory (statestore.ErrCorrupt, which
 // matches the marker too): it is not the artifact's fault, and falling
 // back past every checkpoint would start the job without its state.
 func restoreCorrupt(err error) bool {
-	if errors.Is(err, state.ErrCorrupt) {
+	if errors.Is(err, statestore.ErrCorrupt) {
 		return false
 	}
 	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNotFound)
@@ -864,9 +864,9 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			pr, pw := io.Pipe()
-			produced := make(chan state.SnapshotInfo, 1)
+			produced := make(chan statestore.SnapshotInfo, 1)
 			go func() {
-				info, err := c.Frozen.Snapshot(pw, state.Scope{Job: ns, Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
+				info, err := c.Frozen.Snapshot(pw, statestore.Scope{Job: ns, Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
 				produced <- info
 				pw.CloseWithError(err)
 			}()

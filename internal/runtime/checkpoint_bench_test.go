@@ -31,6 +31,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/memstat"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -48,7 +49,7 @@ import (
 // BenchmarkCheckpointS3 runs a real job (memory source → keyed stateful
 // udf → memory sink) on a Badger state directory that was filled, before
 // the job starts, with N keys of 1000-byte values under the udf's scope
-// (state.Backend.Apply, in the namespace and encoding the udf's
+// (statestore.Backend.Apply, in the namespace and encoding the udf's
 // state.Value[[]byte] reads), with the udf at parallelism p (p snapshots
 // per round) and the s3 store's StoreOptions.UploadConcurrency at upload
 // (1: one part in flight per snapshot; or 4, the default). Its
@@ -163,11 +164,11 @@ func (bl *blobs) value(i int) []byte {
 // fill writes n keys under the udf's scope, before any job runs.
 func (bl *blobs) fill(tb testing.TB, dir, jobID, op string, maxPar, n int) {
 	tb.Helper()
-	st, err := state.Open(state.Options{Dir: dir})
+	st, err := statestore.Open(statestore.Options{Dir: dir})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	muts := make([]state.Mutation, 0, 1000)
+	muts := make([]statestore.Mutation, 0, 1000)
 	flush := func() {
 		if err := st.Apply(muts); err != nil {
 			tb.Fatal(err)
@@ -176,7 +177,7 @@ func (bl *blobs) fill(tb testing.TB, dir, jobID, op string, maxPar, n int) {
 	}
 	for i := 0; i < n; i++ {
 		user := []byte(blobUser(i))
-		muts = append(muts, state.Mutation{Key: state.Key{Job: jobID, Operator: op, Namespace: "value:blob", KeyGroup: keys.GroupOfBytes(user, maxPar), User: user}, Value: bl.value(i)})
+		muts = append(muts, statestore.Mutation{Key: statestore.Key{Job: jobID, Operator: op, Namespace: "value:blob", KeyGroup: keys.GroupOfBytes(user, maxPar), User: user}, Value: bl.value(i)})
 		if len(muts) == cap(muts) {
 			flush()
 		}
@@ -193,12 +194,13 @@ func (bl *blobs) fill(tb testing.TB, dir, jobID, op string, maxPar, n int) {
 // when there is one, checks it against the value the fill wrote (a
 // restored state that differs fails the job); rows pass through.
 func (bl *blobs) keepUDF() ops.ProcessBinding {
-	return ops.ProcessBinding{Name: "keep", Fn: func(ctx context.Context, keyed func(int) (*state.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	return ops.ProcessBinding{Name: "keep", Fn: func(ctx context.Context, keyed func(int) (*statestore.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		for r := 0; r < int(rec.NumRows()); r++ {
-			k, err := keyed(r)
+			ek, err := keyed(r)
 			if err != nil {
 				return nil, err
 			}
+			k := statestore.Public(ek).(*state.Keyed)
 			v, ok, err := blobState.Get(k)
 			if err != nil {
 				return nil, err
@@ -817,7 +819,7 @@ func discardSnapshots(b *testing.B, r *Runtime) int64 {
 	r.mu.Lock()
 	st := r.store
 	r.mu.Unlock()
-	fr, err := st.(state.Freezer).Freeze()
+	fr, err := st.(statestore.Freezer).Freeze()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -828,7 +830,7 @@ func discardSnapshots(b *testing.B, r *Runtime) int64 {
 		if op, _ := spec.Operator(t.OperatorID); op == nil || !statefulOp(op) {
 			continue
 		}
-		info, err := fr.Snapshot(io.Discard, state.Scope{Job: stateJob(spec), Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, r.opts.Clock.Now().UnixMilli())
+		info, err := fr.Snapshot(io.Discard, statestore.Scope{Job: stateJob(spec), Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, r.opts.Clock.Now().UnixMilli())
 		if err != nil {
 			b.Fatal(err)
 		}

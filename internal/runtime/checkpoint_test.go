@@ -15,7 +15,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/checkpoint/checkpointtest"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 // ckptSpec is a running keyed sum with checkpoints to store. extra adds a
@@ -294,13 +294,13 @@ func TestSavepointUpgradeAndRefusals(t *testing.T) {
 // in key order: key, value and expiry.
 func dumpState(t *testing.T, dir, jobName string) []string {
 	t.Helper()
-	st, err := state.Open(state.Options{Dir: dir})
+	st, err := statestore.Open(statestore.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	var out []string
-	err = st.Scan(state.Scope{Job: jobName, Groups: state.AllKeyGroups}, time.Now().UnixMilli(), func(e state.Entry) error {
+	err = st.Scan(statestore.Scope{Job: jobName, Groups: statestore.AllKeyGroups}, time.Now().UnixMilli(), func(e statestore.Entry) error {
 		if e.Key.Operator == runtimeStateOp {
 			return nil // the runtime's note of its checkpoints, not operator state
 		}
@@ -342,14 +342,14 @@ func TestCheckpointRestoreBadgerExact(t *testing.T) {
 	if len(want) < 4 {
 		t.Fatalf("the checkpointed state has %d entries: %v", len(want), want)
 	}
-	other := state.Mutation{Key: state.Key{Job: "other-job", Operator: "x", User: []byte("u")}, Value: []byte("v")}
+	other := statestore.Mutation{Key: statestore.Key{Job: "other-job", Operator: "x", User: []byte("u")}, Value: []byte("v")}
 	func() {
-		st, err := state.Open(state.Options{Dir: dirs[2]})
+		st, err := statestore.Open(statestore.Options{Dir: dirs[2]})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if err := st.Apply([]state.Mutation{other}); err != nil {
+		if err := st.Apply([]statestore.Mutation{other}); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -494,12 +494,12 @@ func TestFailedRestoreLeavesNoPartialState(t *testing.T) {
 		t.Fatal(err)
 	}
 	func() {
-		st, err := state.Open(state.Options{Dir: dir})
+		st, err := statestore.Open(statestore.Options{Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if err := st.Apply([]state.Mutation{{Key: state.Key{Job: "other-job", Operator: "x", User: []byte("u")}, Value: []byte("v")}}); err != nil {
+		if err := st.Apply([]statestore.Mutation{{Key: statestore.Key{Job: "other-job", Operator: "x", User: []byte("u")}, Value: []byte("v")}}); err != nil {
 			t.Fatal(err)
 		}
 	}()

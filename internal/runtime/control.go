@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 // The hooks in this file let a test harness (package arkflowtest, through
@@ -163,7 +163,7 @@ func IsNotRunning(err error) bool { return err == errNoCut }
 
 // Journal returns the state journal of an operator task whose instance
 // keeps user-visible keyed state (ops.Journaled), or nil.
-func (r *Runtime) Journal(task string) *state.Journal {
+func (r *Runtime) Journal(task string) *statestore.Journal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.journals[task]

@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -136,7 +136,7 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 			add(r, timed(110, 120))
 			waitFor(t, "window [0,100) at the sink", func() bool { return r.sink.NumRows() == 1 })
 			waitFor(t, "the firing acknowledged", func() bool {
-				v, _, ok, _ := r.rt.store.Get(state.Key{Job: "fl", Operator: "w", Namespace: "__arkflow_window_floor", KeyGroup: 0, User: []byte("wm")}, 0)
+				v, _, ok, _ := r.rt.store.Get(statestore.Key{Job: "fl", Operator: "w", Namespace: "__arkflow_window_floor", KeyGroup: 0, User: []byte("wm")}, 0)
 				return ok && len(v) == 8
 			})
 			r.kill()
@@ -144,11 +144,11 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 				t.Fatalf("run 1 wrote windows %v, want [0]", got)
 			}
 			if c.dropNote {
-				st, err := state.Open(state.Options{Dir: dir})
+				st, err := statestore.Open(statestore.Options{Dir: dir})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := st.Apply([]state.Mutation{{Key: lineageKey("fl"), Delete: true}}); err != nil {
+				if err := st.Apply([]statestore.Mutation{{Key: lineageKey("fl"), Delete: true}}); err != nil {
 					t.Fatal(err)
 				}
 				if err := st.Close(); err != nil {

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -19,7 +19,7 @@ import (
 // stored by key group, so every key group is restored as it is and read
 // by the subtask that owns it now. What is stored per subtask — under its
 // first key group — is redistributed by the restore: the positions a
-// stateful operator has applied (state.Relayout) and the window floors
+// stateful operator has applied (statestore.Relayout) and the window floors
 // (relayoutFloors). Sources get every position of their operator and keep
 // the partitions they read (connectors: partition p belongs to subtask
 // p % P), and write-ahead logs are redistributed by partition
@@ -83,7 +83,7 @@ func rescaled(from, to layout) []string {
 // state out differently from the Badger store it would open: the store
 // holds per-subtask entries of another parallelism, or keys hashed into
 // another number of key groups. It reads the store's layout file
-// (state.LayoutFileName) before the store opens, so a refusal leaves the
+// (statestore.LayoutFileName) before the store opens, so a refusal leaves the
 // directory as it was. A store without one is taken as the plan's; a
 // memory store starts empty every run.
 func (r *Runtime) checkLayout() error {
@@ -94,13 +94,13 @@ func (r *Runtime) checkLayout() error {
 	if err != nil {
 		return nil // opening the store reports it
 	}
-	b, err := state.ReadLayout(dir)
+	b, err := statestore.ReadLayout(dir)
 	if err != nil || b == nil {
 		return err
 	}
 	var have layout
 	if err := json.Unmarshal(b, &have); err != nil {
-		return fmt.Errorf("opening state: %s is unreadable: %w", filepath.Join(dir, state.LayoutFileName), err)
+		return fmt.Errorf("opening state: %s is unreadable: %w", filepath.Join(dir, statestore.LayoutFileName), err)
 	}
 	want := r.planLayout()
 	if have.MaxParallelism != 0 && have.MaxParallelism != want.MaxParallelism {
@@ -134,10 +134,10 @@ func (r *Runtime) saveLayout() error {
 	if err != nil {
 		return err
 	}
-	if cur, err := state.ReadLayout(r.stateDir); err == nil && string(cur) == string(v) {
+	if cur, err := statestore.ReadLayout(r.stateDir); err == nil && string(cur) == string(v) {
 		return nil
 	}
-	if err := state.WriteLayout(r.stateDir, v); err != nil {
+	if err := statestore.WriteLayout(r.stateDir, v); err != nil {
 		return fmt.Errorf("recording the state's layout: %w", err)
 	}
 	return nil
@@ -146,13 +146,13 @@ func (r *Runtime) saveLayout() error {
 // relayout redistributes what the restored state of m stores per subtask
 // to the plan's parallelism, for every stateful operator whose
 // parallelism changed.
-func (r *Runtime) relayout(st state.Backend, m *checkpoint.Manifest) error {
+func (r *Runtime) relayout(st statestore.Backend, m *checkpoint.Manifest) error {
 	from, to := r.manifestLayout(m), r.planLayout()
 	ns := stateJob(r.g.Spec)
 	for _, op := range rescaled(from, to) {
 		oldPar, newPar := from.Parallelism[op], to.Parallelism[op]
 		r.log.Info("restore: rescaling operator state", "operator", op, "from", oldPar, "to", newPar, "key_groups", to.MaxParallelism)
-		if err := state.Relayout(st, ns, op, to.MaxParallelism, oldPar, newPar); err != nil {
+		if err := statestore.Relayout(st, ns, op, to.MaxParallelism, oldPar, newPar); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 		if o, _ := r.g.Spec.Operator(op); o != nil && o.Kind == job.KindWindow {
@@ -171,17 +171,17 @@ func (r *Runtime) relayout(st state.Backend, m *checkpoint.Manifest) error {
 // floor the checkpoint holds, so the floors decide nothing until the
 // operator has fired again; the lowest cannot make a row late that was
 // not.
-func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, newPar int) error {
+func (r *Runtime) relayoutFloors(st statestore.Backend, op string, maxPar, oldPar, newPar int) error {
 	ns := stateJob(r.g.Spec)
 	now := r.opts.Clock.Now().UnixMilli()
 	floorNS := window.FloorKey(ns, op, 0).Namespace
 	old := map[int]int64{} // old subtask → floor
-	var muts []state.Mutation
-	all := state.Scope{Job: ns, Operator: op, Groups: job.KeyGroupRange{Start: 0, End: maxPar - 1}}
-	err := state.ScanNamespace(st, all, floorNS, nil, now, func(e state.Entry) error {
+	var muts []statestore.Mutation
+	all := statestore.Scope{Job: ns, Operator: op, Groups: job.KeyGroupRange{Start: 0, End: maxPar - 1}}
+	err := statestore.ScanNamespace(st, all, floorNS, nil, now, func(e statestore.Entry) error {
 		k := e.Key
 		k.User = append([]byte(nil), k.User...)
-		muts = append(muts, state.Mutation{Key: k, Delete: true})
+		muts = append(muts, statestore.Mutation{Key: k, Delete: true})
 		wm, ok := window.DecodeFloor(e.Value)
 		s := job.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
 		if ok && job.RangeFor(maxPar, oldPar, s).Start == e.Key.KeyGroup {
@@ -206,7 +206,7 @@ func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, ne
 			}
 		}
 		if found {
-			muts = append(muts, state.Mutation{Key: window.FloorKey(ns, op, rg.Start), Value: binary.BigEndian.AppendUint64(nil, uint64(low))})
+			muts = append(muts, statestore.Mutation{Key: window.FloorKey(ns, op, rg.Start), Value: binary.BigEndian.AppendUint64(nil, uint64(low))})
 		}
 	}
 	if len(muts) == 0 {

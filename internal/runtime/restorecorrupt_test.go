@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 // Issue 18: restoreCorrupt asks the one marker, except for the local
@@ -17,10 +17,10 @@ func TestRestoreCorruptUsesTheMarker(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{fmt.Errorf("op-0: %w", state.ErrCorruptSnapshot), true},
+		{fmt.Errorf("op-0: %w", statestore.ErrCorruptSnapshot), true},
 		{fmt.Errorf("get: %w", &checkpoint.CorruptError{Key: "k", Reason: "size"}), true},
 		{fmt.Errorf("get: %w", checkpoint.ErrNotFound), true},
-		{fmt.Errorf("%w: dir: file x is missing", state.ErrCorrupt), false},
+		{fmt.Errorf("%w: dir: file x is missing", statestore.ErrCorrupt), false},
 		{fmt.Errorf("get: %w", os.ErrPermission), false},
 		{errors.New("boom"), false},
 	}

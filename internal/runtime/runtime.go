@@ -34,8 +34,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 // State is a runtime's lifecycle state.
@@ -143,12 +143,12 @@ type Runtime struct {
 	cutMu              sync.Mutex
 	cutID              uint64
 	ckpt               ckptState
-	store              state.Backend
+	store              statestore.Backend
 	stateDir           string // a Badger store's directory ("": memory)
 	lastStateBytes     map[string]int64
 	// journals are the state journals of tasks with user-visible keyed
 	// state (ops.Journaled), by task, for Journal.
-	journals map[string]*state.Journal
+	journals map[string]*statestore.Journal
 }
 
 // New returns a runtime for a built graph.
@@ -443,14 +443,14 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		return nil, nil, err
 	}
 	var restoreFrom *checkpoint.Manifest
-	var st state.Backend
+	var st statestore.Backend
 	fresh := false // st was created empty by this start
 	if cat != nil {
 		// A state directory that does not exist yet (a new node, or one
 		// replacing a lost one) holds nothing a refused checkpoint could
 		// leave changed, so it is created while the checkpoint is
 		// chosen, and Badger opens in the background
-		// (state.Options.OpenInBackground): the restore's downloads
+		// (statestore.Options.OpenInBackground): the restore's downloads
 		// start before it is open (~10 ms sooner), and only the first
 		// call that needs it waits.
 		early := r.openNewStateAsync()
@@ -460,7 +460,7 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 			if res.st != nil && (err != nil || restoreFrom == nil) {
 				// Nothing to restore overlaps the open: report its
 				// failure as a failed open, here.
-				if rerr := state.Ready(res.st); rerr != nil && err == nil {
+				if rerr := statestore.Ready(res.st); rerr != nil && err == nil {
 					err = fmt.Errorf("opening state: %w", rerr)
 				}
 			}
@@ -505,7 +505,7 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		if restoreFrom != nil {
 			restored, err := r.restore(ctx, cat, st, restoreFrom, fresh)
 			if err == nil {
-				err = state.Ready(st) // a restore without layers may not have waited
+				err = statestore.Ready(st) // a restore without layers may not have waited
 			}
 			if err != nil {
 				r.closeAll([]resource{stateRes}, false)
@@ -586,20 +586,20 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 // openState opens the job's state backend: the spec's state block, or an
 // in-memory store when it has none (state then lives as long as the run).
 // Badger needs a directory: state.path, or the runtime's data directory.
-func (r *Runtime) openState() (state.Backend, error) { return r.openStateIn(false) }
+func (r *Runtime) openState() (statestore.Backend, error) { return r.openStateIn(false) }
 
 // openStateIn is openState; background opens a new directory's Badger in
-// the background (state.Options.OpenInBackground).
-func (r *Runtime) openStateIn(background bool) (state.Backend, error) {
+// the background (statestore.Options.OpenInBackground).
+func (r *Runtime) openStateIn(background bool) (statestore.Backend, error) {
 	s := r.g.Spec.State
 	if s == nil || s.Backend == job.BackendMemory {
-		return state.NewMemory(), nil
+		return statestore.NewMemory(), nil
 	}
 	dir, err := r.stateDirPath()
 	if err != nil {
 		return nil, err
 	}
-	st, err := state.Open(state.Options{Backend: s.Backend, Dir: dir, FormatVersion: s.FormatVersion, Logger: r.log, OpenInBackground: background})
+	st, err := statestore.Open(statestore.Options{Backend: s.Backend, Dir: dir, FormatVersion: s.FormatVersion, Logger: r.log, OpenInBackground: background})
 	if err != nil {
 		return nil, fmt.Errorf("opening state: %w", err)
 	}
@@ -620,7 +620,7 @@ func (r *Runtime) stateDirPath() (string, error) {
 
 // openedState is the outcome of openNewStateAsync.
 type openedState struct {
-	st  state.Backend
+	st  statestore.Backend
 	dir string
 	err error
 }
@@ -706,7 +706,7 @@ type sinkInstance struct {
 	snk  connectors.Sink
 }
 
-func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
+func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
 	// WALs hold a lock on their directory: one that opened must be closed
 	// if instantiation fails.
 	var wals []*durable.Source
@@ -859,7 +859,7 @@ func (r *Runtime) instantiate(st state.Backend) (chains []*chainInstance, source
 					if jd, ok := inst.(ops.Journaled); ok {
 						r.mu.Lock()
 						if r.journals == nil {
-							r.journals = map[string]*state.Journal{}
+							r.journals = map[string]*statestore.Journal{}
 						}
 						r.journals[task] = jd.Journal()
 						r.mu.Unlock()
@@ -1341,7 +1341,7 @@ func (r *Runtime) StateBytes() map[string]int64 {
 	return r.stateBytes(st)
 }
 
-func (r *Runtime) stateBytes(st state.Backend) map[string]int64 {
+func (r *Runtime) stateBytes(st statestore.Backend) map[string]int64 {
 	out := map[string]int64{}
 	for _, op := range r.g.Spec.Operators {
 		if op.Stateful || op.Kind == job.KindAggregate || op.Kind == job.KindWindow {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
-	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
 func aggSpec(dir string) string {
@@ -47,13 +47,13 @@ func totalsInput() *mem.Source {
 // dump returns every committed entry of a state directory, rendered.
 func dump(t *testing.T, dir string) []string {
 	t.Helper()
-	b, err := state.Open(state.Options{Dir: dir})
+	b, err := statestore.Open(statestore.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	var out []string
-	err = b.Scan(state.Scope{Job: "totals", Groups: state.AllKeyGroups}, 0, func(e state.Entry) error {
+	err = b.Scan(statestore.Scope{Job: "totals", Groups: statestore.AllKeyGroups}, 0, func(e statestore.Entry) error {
 		out = append(out, fmt.Sprintf("%s/%d/%s/%x=%x", e.Key.Operator, e.Key.KeyGroup, e.Key.Namespace, e.Key.User, e.Value))
 		return nil
 	})

@@ -1,0 +1,383 @@
+package statestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// PositionsNamespace holds, per operator subtask, the input it has applied
+// to its committed state: for every (source, partition), the offset below
+// which every row that reached the operator is in committed state.
+const PositionsNamespace = "__arkflow_positions"
+
+// Journal stages the state mutations of one operator subtask per epoch
+// (one input batch, or one firing) and commits epochs to the backend in
+// order, each only once the output it produced has been acknowledged.
+// Reads see staged mutations first, then committed state.
+//
+// A failed epoch (its output was not acknowledged) stops all commits: the
+// staged mutations of it and of every later epoch are dropped, and the
+// task fails; a restart rebuilds them by replaying the input from the
+// committed positions. Each epoch also records the input range it covers,
+// committed with its mutations in the same write, so a replay of input
+// already applied is recognised (Applied) and never committed twice.
+//
+// A Journal is safe for concurrent use: the operator stages and reads from
+// its goroutine while acknowledgements commit from the sinks'.
+type Journal struct {
+	b         Backend
+	job, op   string
+	posGroup  int
+	mu        sync.Mutex
+	pending   []*Epoch
+	overlay   map[string]staged
+	next      uint64
+	failed    error
+	applied   map[position]int64 // committed frontier
+	committed int64              // epochs committed
+	// inherited are the frontiers of the key groups this subtask took
+	// over in a rescale (see InheritedNamespace), by position, sorted by
+	// key group; read-only after NewJournal.
+	inherited map[position]spans
+}
+
+type staged struct {
+	epoch uint64
+	mut   Mutation
+}
+
+type position struct {
+	source    string
+	partition int32
+}
+
+// Epoch is one unit of staged mutations.
+type Epoch struct {
+	j       *Journal
+	id      uint64
+	muts    []Mutation
+	ranges  map[position]int64 // end (exclusive) of the input covered
+	done    bool
+	err     error
+	settled []func(error)
+}
+
+// OnSettled registers fn to run once the epoch is settled: committed (nil)
+// or dropped (the journal's failure). An operator releases its input's
+// acknowledgement here, so that the WAL cursor and the source commit follow
+// the state commit, never precede it. fn runs without the
+// journal's lock held.
+func (e *Epoch) OnSettled(fn func(error)) {
+	e.j.mu.Lock()
+	defer e.j.mu.Unlock()
+	e.settled = append(e.settled, fn)
+}
+
+// NewJournal returns the journal of one operator subtask, loading its
+// committed positions: its own, stored under the first of its key groups,
+// and those it inherited for ranges of them in a rescale
+// (InheritedNamespace).
+func NewJournal(b Backend, jobID, operator string, groups job.KeyGroupRange) (*Journal, error) {
+	j := &Journal{b: b, job: jobID, op: operator, posGroup: groups.Start, overlay: map[string]staged{}, applied: map[position]int64{}}
+	scope := Scope{Job: jobID, Operator: operator}
+	scope.Groups.Start, scope.Groups.End = groups.Start, groups.Start
+	err := ScanNamespace(b, scope, PositionsNamespace, nil, 0, func(e Entry) error {
+		p, off, err := decodePosition(e.Key.User, e.Value)
+		if err != nil {
+			return fmt.Errorf("operator %q: reading its applied positions: %w", operator, err)
+		}
+		j.applied[p] = off
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if j.inherited, err = loadInherited(b, jobID, operator, groups); err != nil {
+		return nil, fmt.Errorf("operator %q: reading its inherited positions: %w", operator, err)
+	}
+	return j, nil
+}
+
+func positionKey(p position) []byte {
+	k := binary.BigEndian.AppendUint32(nil, uint32(p.partition))
+	return append(k, p.source...)
+}
+
+func decodePosition(key, value []byte) (position, int64, error) {
+	if len(key) < 4 || len(value) != 8 {
+		return position{}, 0, fmt.Errorf("malformed position entry")
+	}
+	return position{source: string(key[4:]), partition: int32(binary.BigEndian.Uint32(key))}, int64(binary.BigEndian.Uint64(value)), nil
+}
+
+// Applied returns the offset below which the rows of (source, partition)
+// that reach this operator are already in committed state: a replay skips
+// them.
+func (j *Journal) Applied(source string, partition int32) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if off, ok := j.applied[position{source, partition}]; ok {
+		return off
+	}
+	return -1 << 63
+}
+
+// Inherited returns the highest offset below which the journal inherited
+// rows of (source, partition) as committed for some of its key groups in a
+// rescale (see AppliedIn), and false when it inherited none.
+func (j *Journal) Inherited(source string, partition int32) (int64, bool) {
+	sp, ok := j.inherited[position{source, partition}]
+	if !ok {
+		return 0, false
+	}
+	return sp.max(), true
+}
+
+// AppliedIn is Applied for the rows of (source, partition) whose key lies
+// in key group group: the subtask's own frontier, or the one it inherited
+// for the group in a rescale, whichever is higher.
+func (j *Journal) AppliedIn(source string, partition int32, group int) int64 {
+	own := j.Applied(source, partition)
+	if off, ok := j.inherited[position{source, partition}].at(group); ok && off > own {
+		return off
+	}
+	return own
+}
+
+// Begin starts an epoch. Epochs commit in the order they began.
+func (j *Journal) Begin() *Epoch {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.next++
+	e := &Epoch{j: j, id: j.next}
+	j.pending = append(j.pending, e)
+	return e
+}
+
+func (j *Journal) key(ns string, group int, user []byte) Key {
+	return Key{Job: j.job, Operator: j.op, Namespace: ns, KeyGroup: group, User: user}
+}
+
+// Put stages a value (expiresAt: Unix ms, 0 = never).
+func (e *Epoch) Put(ns string, group int, user, value []byte, expiresAt int64) {
+	e.stage(Mutation{Key: e.j.key(ns, group, append([]byte(nil), user...)), Value: append([]byte(nil), value...), ExpiresAt: expiresAt})
+}
+
+// Delete stages a deletion.
+func (e *Epoch) Delete(ns string, group int, user []byte) {
+	e.stage(Mutation{Key: e.j.key(ns, group, append([]byte(nil), user...)), Delete: true})
+}
+
+func (e *Epoch) stage(m Mutation) {
+	j := e.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e.muts = append(e.muts, m)
+	j.overlay[overlayKey(m.Key)] = staged{epoch: e.id, mut: m}
+}
+
+func overlayKey(k Key) string {
+	return fmt.Sprintf("%s\x00%d\x00%s", k.Namespace, k.KeyGroup, k.User)
+}
+
+// Covers records that the epoch applies the input rows of (source,
+// partition) up to offset end (exclusive).
+func (e *Epoch) Covers(source string, partition int32, end int64) {
+	j := e.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if e.ranges == nil {
+		e.ranges = map[position]int64{}
+	}
+	p := position{source, partition}
+	if cur, ok := e.ranges[p]; !ok {
+		// The source name may point into a batch's buffer: keep a copy.
+		e.ranges[position{strings.Clone(source), partition}] = end
+	} else if end > cur {
+		e.ranges[p] = end
+	}
+}
+
+// Done reports the fate of the epoch's output: nil when every sink
+// acknowledged it. Epochs commit in order as soon as every earlier one is
+// done; an error stops all commits for good.
+func (e *Epoch) Done(err error) {
+	j := e.j
+	j.mu.Lock()
+	if e.done {
+		j.mu.Unlock()
+		return
+	}
+	e.done, e.err = true, err
+	if err != nil && j.failed == nil {
+		j.failed = fmt.Errorf("operator %q: epoch %d failed, staged state is dropped: %w", j.op, e.id, err)
+	}
+	settled, result := j.commitReady()
+	j.mu.Unlock()
+	for _, e := range settled {
+		for _, fn := range e.settled {
+			fn(result)
+		}
+	}
+}
+
+// commitReady commits the done prefix of pending epochs in one write, or
+// drops every pending epoch once the journal failed. It returns the epochs
+// it settled and their result.
+func (j *Journal) commitReady() ([]*Epoch, error) {
+	if j.failed != nil {
+		return j.dropAll(), j.failed
+	}
+	n := 0
+	for n < len(j.pending) && j.pending[n].done {
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	var muts []Mutation
+	positions := map[position]int64{}
+	for _, e := range j.pending[:n] {
+		muts = append(muts, e.muts...)
+		for p, end := range e.ranges {
+			if end > positions[p] {
+				positions[p] = end
+			}
+		}
+	}
+	for p, end := range positions {
+		if end <= j.applied[p] {
+			continue
+		}
+		v := binary.BigEndian.AppendUint64(nil, uint64(end))
+		muts = append(muts, Mutation{Key: j.key(PositionsNamespace, j.posGroup, positionKey(p)), Value: v})
+	}
+	if len(muts) > 0 {
+		if err := j.b.Apply(muts); err != nil {
+			j.failed = fmt.Errorf("operator %q: committing state: %w", j.op, err)
+			return j.dropAll(), j.failed
+		}
+	}
+	for p, end := range positions {
+		if end > j.applied[p] {
+			j.applied[p] = end
+		}
+	}
+	for _, e := range j.pending[:n] {
+		for _, m := range e.muts {
+			k := overlayKey(m.Key)
+			if s, ok := j.overlay[k]; ok && s.epoch == e.id {
+				delete(j.overlay, k)
+			}
+		}
+	}
+	j.committed += int64(n)
+	done := append([]*Epoch(nil), j.pending[:n]...)
+	j.pending = append(j.pending[:0], j.pending[n:]...)
+	return done, nil
+}
+
+func (j *Journal) dropAll() []*Epoch {
+	dropped := j.pending
+	j.pending = nil
+	j.overlay = map[string]staged{}
+	return dropped
+}
+
+// Err returns why the journal stopped committing, or nil.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failed
+}
+
+// Pending returns the number of epochs staged and not yet committed.
+func (j *Journal) Pending() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pending)
+}
+
+// Committed returns the number of epochs committed.
+func (j *Journal) Committed() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.committed
+}
+
+// Get reads a value: the latest staged mutation of the key if there is
+// one, else the committed value not expired at now.
+func (j *Journal) Get(ns string, group int, user []byte, now int64) ([]byte, bool, error) {
+	k := j.key(ns, group, user)
+	j.mu.Lock()
+	s, ok := j.overlay[overlayKey(k)]
+	j.mu.Unlock()
+	if ok {
+		if s.mut.Delete || (s.mut.ExpiresAt != 0 && s.mut.ExpiresAt <= now) {
+			return nil, false, nil
+		}
+		return s.mut.Value, true, nil
+	}
+	v, _, found, err := j.b.Get(k, now)
+	return v, found, err
+}
+
+// Scan calls fn for the committed entries of a namespace in the given key
+// groups (staged mutations are not included: operators scan at open, to
+// restore their state).
+func (j *Journal) Scan(ns string, groups Scope, now int64, fn func(Entry) error) error {
+	scope := groups
+	scope.Job, scope.Operator = j.job, j.op
+	return ScanNamespace(j.b, scope, ns, nil, now, fn)
+}
+
+// ScanPrefix calls fn, in key-byte order, for every live entry of a
+// namespace in one key group whose user key starts with prefix: committed
+// entries merged with staged mutations (which win). fn returning false
+// stops. It reads the namespace's entries of the key group with the
+// prefix from the backend at once, so it suits maps of moderate size.
+func (j *Journal) ScanPrefix(ns string, group int, prefix []byte, now int64, fn func(user, value []byte) bool) error {
+	type kv struct {
+		user, value []byte
+	}
+	merged := map[string]kv{}
+	scope := Scope{Job: j.job, Operator: j.op}
+	scope.Groups.Start, scope.Groups.End = group, group
+	err := ScanNamespace(j.b, scope, ns, prefix, now, func(e Entry) error {
+		merged[string(e.Key.User)] = kv{append([]byte(nil), e.Key.User...), append([]byte(nil), e.Value...)}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	for _, s := range j.overlay {
+		k := s.mut.Key
+		if k.Namespace != ns || k.KeyGroup != group || !bytes.HasPrefix(k.User, prefix) {
+			continue
+		}
+		if s.mut.Delete || (s.mut.ExpiresAt != 0 && s.mut.ExpiresAt <= now) {
+			delete(merged, string(k.User))
+			continue
+		}
+		merged[string(k.User)] = kv{k.User, s.mut.Value}
+	}
+	j.mu.Unlock()
+	keys := make([]string, 0, len(merged))
+	for k := range merged {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !fn(merged[k].user, merged[k].value) {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,759 @@
+package statestore
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// LayerRestorer is implemented by backends that restore snapshots as
+// read-only layers under the store (the Badger backend; see layer.go):
+// the restore costs the download and its checks, not rebuilding the
+// store.
+type LayerRestorer interface {
+	// RestoreLayers drops every entry of each source's scope (as Drop)
+	// and restores the sources into those scopes. Entries outside a
+	// source's scope or expired at now are not visible afterwards, as
+	// with Restore. The scopes must not overlap. Nothing may use the
+	// store while it runs. On failure (a *RestoreError, wrapping
+	// ErrCorruptSnapshot when a snapshot's bytes are at fault) the
+	// sources' scopes are left empty. progress, if not nil, is called
+	// (one call at a time) as each source completes. The layers' files
+	// may still be being written when it returns (the last chunks of each
+	// download are read from memory meanwhile); Close waits for them.
+	RestoreLayers(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error)
+}
+
+// LayerStats describes the restored layers of a Badger backend.
+type LayerStats struct {
+	Layers int
+	Bytes  int64
+}
+
+// LayerStatsOf returns the restored layers of a Badger backend; ok is
+// false for other backends.
+func LayerStatsOf(b Backend) (stats LayerStats, ok bool) {
+	bb, ok := b.(*badgerBackend)
+	if !ok {
+		return LayerStats{}, false
+	}
+	for _, l := range bb.currentLayers() {
+		stats.Layers++
+		stats.Bytes += l.meta.Size
+	}
+	return stats, true
+}
+
+// layerSet is the backend's layers; the slice is replaced, never
+// changed, under layerMu.
+type layerSet struct {
+	mu   sync.Mutex // serializes changes and LAYERS writes
+	cur  atomic.Pointer[[]*layer]
+	next uint64
+}
+
+func (b *badgerBackend) currentLayers() []*layer {
+	if p := b.layers.cur.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// pinLayers takes a reference on every current layer overlapping job's
+// scope (all when job is ""); unpinLayers gives them back.
+func (b *badgerBackend) pinLayers(jobName string) []*layer {
+	cur := b.currentLayers()
+	if len(cur) == 0 {
+		return nil
+	}
+	out := make([]*layer, 0, len(cur))
+	for _, l := range cur {
+		if (jobName == "" || l.scope.Job == jobName) && l.acquire() {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func unpinLayers(ls []*layer) {
+	for _, l := range ls {
+		l.release()
+	}
+}
+
+// coveringLayer returns the layer that covers key, pinned, or nil.
+func (b *badgerBackend) coveringLayer(key []byte) *layer {
+	for _, l := range b.currentLayers() {
+		if l.covers(key) && l.acquire() {
+			return l
+		}
+	}
+	return nil
+}
+
+// layerHolds reports whether a layer covers key and holds an entry for it
+// that the wall clock has not expired (an entry a Badger delete or TTL
+// would uncover).
+func (b *badgerBackend) layerHolds(key []byte) (bool, error) {
+	l := b.coveringLayer(key)
+	if l == nil {
+		return false, nil
+	}
+	defer l.release()
+	_, exp, found, err := l.get(key)
+	if err != nil {
+		return false, err
+	}
+	return found && notCollected(exp, wallSeconds()), nil
+}
+
+func (b *badgerBackend) layersDir() string { return filepath.Join(b.dir, layersDirName) }
+
+// writeLayersFile records ls in LAYERS (the caller holds layers.mu).
+func (b *badgerBackend) writeLayersFile(ls []*layer) error {
+	f := layersFile{Layers: []layerMeta{}}
+	for _, l := range ls {
+		if !l.writing.Load() { // listed by finishLayer once written
+			f.Layers = append(f.Layers, l.meta)
+		}
+	}
+	data, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := fsutil.WriteFile(b.layersDir(), layersFileName, append(data, '\n')); err != nil {
+		return fmt.Errorf("state: writing %s: %w", filepath.Join(b.layersDir(), layersFileName), err)
+	}
+	return nil
+}
+
+// loadLayers opens the layers LAYERS lists, checking every record of each,
+// and removes the files it does not list.
+func (b *badgerBackend) loadLayers() error {
+	dir := b.layersDir()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	var f layersFile
+	data, err := os.ReadFile(filepath.Join(dir, layersFileName))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("state: %w", err)
+	default:
+		if err := json.Unmarshal(data, &f); err != nil {
+			return fmt.Errorf("%w: %s: unreadable %s: %v", ErrCorrupt, dir, layersFileName, err)
+		}
+	}
+	listed := map[string]bool{}
+	var ls []*layer
+	fail := func(err error) error {
+		unpinLayers(ls)
+		return err
+	}
+	for _, m := range f.Layers {
+		if m.File != filepath.Base(m.File) || !strings.HasSuffix(m.File, ".snap") {
+			return fail(fmt.Errorf("%w: %s: bad file name %q in %s", ErrCorrupt, dir, m.File, layersFileName))
+		}
+		listed[m.File] = true
+		l, err := openLayer(filepath.Join(dir, m.File), m)
+		if err != nil {
+			return fail(err)
+		}
+		ls = append(ls, l)
+		b.layers.next = max(b.layers.next, m.ID+1)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n != layersFileName && !listed[n] {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil {
+				return fail(fmt.Errorf("state: removing %s, left by a restore cut short: %w", n, err))
+			}
+		}
+	}
+	b.layers.cur.Store(&ls)
+	return nil
+}
+
+// openLayer opens and checks a listed layer file.
+func openLayer(path string, m layerMeta) (*layer, error) {
+	fp, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: restored layer %s is missing", ErrCorrupt, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	defer fp.Close()
+	fi, err := fp.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if fi.Size() != m.Size {
+		return nil, fmt.Errorf("%w: restored layer %s has %d bytes, %d when it was restored", ErrCorrupt, path, fi.Size(), m.Size)
+	}
+	scope := fromSnapScope(m.Scope)
+	prefix, err := keyJobPrefix(scope.Job)
+	if err != nil {
+		return nil, fmt.Errorf("%w: restored layer %s: %v", ErrCorrupt, path, err)
+	}
+	// The SHA-256s were checked by the restore that wrote the file;
+	// what can have happened to it since is damage on the disk, which the
+	// records' CRC32Cs, the order and scope checks and the trailer's count
+	// find at a fraction of the cost.
+	ix := &layerIndexer{}
+	if _, err := snapshotReadHash(bufio.NewReaderSize(fp, 1<<20), scope, 0, prefix, "", ix, false); err != nil {
+		return nil, fmt.Errorf("%w: restored layer %s: %w", ErrCorrupt, path, err)
+	}
+	data, unmap, err := mapFile(fp, m.Size)
+	if err != nil {
+		return nil, fmt.Errorf("state: mapping %s: %w", path, err)
+	}
+	return newLayer(m, path, ix, data, unmap), nil
+}
+
+// dropLayers takes scope out of the layers: a layer wholly inside it is
+// removed (its file deleted once no reader has it), one partly inside it
+// stops covering it. The caller has entered.
+func (b *badgerBackend) dropLayers(scope Scope) error {
+	b.layers.mu.Lock()
+	defer b.layers.mu.Unlock()
+	cur := b.currentLayers()
+	var (
+		keep    []*layer
+		dropped []*layer
+		partial []*layer
+	)
+	for _, l := range cur {
+		switch {
+		case !scopesOverlap(l.scope, scope):
+			keep = append(keep, l)
+		case scopeContains(scope, l.scope):
+			dropped = append(dropped, l)
+		default:
+			keep = append(keep, l)
+			partial = append(partial, l)
+		}
+	}
+	if len(dropped) == 0 && len(partial) == 0 {
+		return nil
+	}
+	for _, l := range partial {
+		l.meta.Excluded = append(l.meta.Excluded, toSnapScope(scope))
+	}
+	if err := b.writeLayersFile(keep); err != nil {
+		for _, l := range partial {
+			l.meta.Excluded = l.meta.Excluded[:len(l.meta.Excluded)-1]
+		}
+		return err
+	}
+	for _, l := range partial {
+		ex := append(append([]scopeMatcher{}, *l.excluded.Load()...), newScopeMatcher(scope))
+		l.excluded.Store(&ex)
+	}
+	b.layers.cur.Store(&keep)
+	for _, l := range dropped {
+		l.remove.Store(true)
+		l.release()
+	}
+	return nil
+}
+
+// closeLayers releases the set's references (Close; no reader is left).
+func (b *badgerBackend) closeLayers() {
+	b.layers.mu.Lock()
+	defer b.layers.mu.Unlock()
+	unpinLayers(b.currentLayers())
+	b.layers.cur.Store(nil)
+}
+
+// RestoreLayers implements LayerRestorer: each source is downloaded into
+// a layer file (read ahead of its parser, which checks it and indexes
+// it), up to bulkConcurrency at once. Each file is written behind its
+// parser: RestoreLayers returns once every stream is read, checked and
+// indexed, the last chunks (up to layerChunks) still in memory as the
+// layer's tail, and a layer is listed in LAYERS once its file is written
+// (finishLayer; Close waits for it). An in-memory store has no directory
+// for layers: it restores with RestoreEmpty (and ErrNotEmpty when it
+// holds anything).
+func (b *badgerBackend) RestoreLayers(srcs []RestoreSource, now int64, progress func(i int, info RestoreInfo)) ([]RestoreInfo, error) {
+	if b.inMemory {
+		return b.RestoreEmpty(srcs, now, progress)
+	}
+	prefixes, err := checkSources(srcs)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.enterOpening(); err != nil {
+		return nil, err
+	}
+	defer b.exit()
+	b.bulkMu.Lock() // no Size while scopes are dropped
+	defer b.bulkMu.Unlock()
+	dir := b.layersDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state: restore: %w", err)
+	}
+	b.layers.mu.Lock()
+	first := b.layers.next
+	b.layers.next += uint64(len(srcs))
+	b.layers.mu.Unlock()
+
+	// The scopes are emptied beside the downloads, which do not need
+	// Badger: a store opened in the background (Options.OpenInBackground)
+	// finishes opening while they run. Nothing else uses the store until
+	// RestoreLayers returns, so the order does not show.
+	var stop atomic.Bool
+	dropped := make(chan error, 1)
+	go func() {
+		err := b.waitOpen()
+		for _, s := range srcs {
+			if err != nil {
+				break
+			}
+			if err = b.dropEntered(s.Scope); err != nil {
+				err = fmt.Errorf("state: restore: emptying the scope of job %q operator %q: %w", s.Scope.Job, s.Scope.Operator, err)
+			}
+		}
+		if err != nil {
+			stop.Store(true)
+		}
+		dropped <- err
+	}()
+	made := make([]*layer, len(srcs))
+	writers := make([]*behindWriter, len(srcs))
+	infos, firstErr := runSources(srcs, &stop, progress, func(i int, s RestoreSource, stop *atomic.Bool) (RestoreInfo, error) {
+		meta := layerMeta{ID: first + uint64(i), Checksum: s.Checksum, Scope: toSnapScope(s.Scope)}
+		meta.File = strconv.FormatUint(meta.ID, 10) + ".snap"
+		l, w, info, err := b.downloadLayer(filepath.Join(dir, meta.File), meta, s, prefixes[i], now, stop)
+		made[i], writers[i] = l, w
+		return info, err
+	})
+	// Each layer's file is still being written (downloadLayer): the
+	// writer holds a reference until finishLayer is done with it.
+	finish := func() {
+		for i, l := range made {
+			if l != nil {
+				l.acquire()
+				b.behind.Add(1)
+				go b.finishLayer(l, writers[i])
+			}
+		}
+	}
+	if err := <-dropped; err != nil {
+		// The scopes may hold what they held: return the store's error,
+		// not a download's stop.
+		firstErr = &RestoreError{Index: -1, Err: err}
+	}
+	var made2 []*layer
+	for _, l := range made {
+		if l != nil {
+			made2 = append(made2, l)
+		}
+	}
+	if firstErr == nil {
+		// LAYERS lists each layer once its file is written (finishLayer).
+		b.layers.mu.Lock()
+		ls := append(append([]*layer{}, b.currentLayers()...), made2...)
+		b.layers.cur.Store(&ls)
+		b.layers.mu.Unlock()
+		finish()
+		return infos, nil
+	}
+	for i, l := range made {
+		if l != nil {
+			writers[i].abort()
+			writers[i].lw.f.Close()
+			l.remove.Store(true) // the file goes with the last reference
+			l.release()
+		}
+	}
+	return infos, firstErr
+}
+
+// downloadLayer reads one source into a new layer file. The file is
+// written behind the parser (behindWriter): the layer is returned once
+// the stream has been read, checked and indexed, with the chunks not yet
+// written as its tail, which finish (run after the layer is installed)
+// writes before the layer's file stands alone.
+func (b *badgerBackend) downloadLayer(path string, meta layerMeta, s RestoreSource, prefix []byte, now int64, stop *atomic.Bool) (*layer, *behindWriter, RestoreInfo, error) {
+	fp, direct, err := createDirect(path)
+	if err != nil {
+		return nil, nil, RestoreInfo{}, err
+	}
+	w := newBehindWriter(&layerWriter{f: fp, direct: direct}, stop)
+	go w.run()
+	ok := false
+	defer func() {
+		if !ok {
+			w.abort()
+			fp.Close()
+			os.Remove(path)
+		}
+	}()
+	rc, err := s.Open()
+	if err != nil {
+		return nil, nil, RestoreInfo{}, fmt.Errorf("opening the snapshot: %w", err)
+	}
+	ix, info, err := parseLayer(&stopReader{r: rc, stop: stop}, s, prefix, now, w)
+	rc.Close()
+	w.end()
+	if werr := w.failed(); werr != nil {
+		// A failed write of the file fails the restore, not the
+		// snapshot: the error is the disk's.
+		return nil, nil, info, werr
+	}
+	if err != nil {
+		return nil, nil, info, err
+	}
+	meta.Size = info.Bytes
+	if !mapsFile {
+		<-w.done // the copy mapFile makes must see every byte
+	}
+	// Mapped at its full size: the part not written yet is a hole, read
+	// from the tail until it is written.
+	if err := fp.Truncate(meta.Size); err != nil {
+		return nil, nil, info, fmt.Errorf("sizing %s: %w", path, err)
+	}
+	data, unmap, err := mapFile(fp, meta.Size)
+	if err != nil {
+		return nil, nil, info, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	ok = true
+	l := newLayer(meta, path, ix, data, unmap)
+	if off, chunks := w.pending(); len(chunks) > 0 {
+		l.tail.Store(&layerTail{off: off, chunks: chunks})
+	}
+	l.writing.Store(true)
+	return l, w, info, nil
+}
+
+// finishLayer waits for the write of l's file to end, then lets the file
+// stand alone: the tail is dropped, LAYERS lists the layer (unless it was
+// dropped meanwhile) and the file is warmed. A failed write keeps the
+// tail, so reads stay right, and fails Close: the layer is not listed,
+// and the next open removes its file (the runtime restores again from
+// its checkpoint).
+func (b *badgerBackend) finishLayer(l *layer, w *behindWriter) {
+	defer b.behind.Done()
+	defer l.release() // the writer's reference
+	<-w.done
+	err := w.failed()
+	lw := w.lw
+	if err == nil && lw.n != l.meta.Size {
+		err = fmt.Errorf("wrote %d bytes of %s, the snapshot has %d", lw.n, l.path, l.meta.Size)
+	}
+	if err == nil && lw.padded {
+		if err = lw.f.Truncate(l.meta.Size); err != nil {
+			err = fmt.Errorf("truncating %s: %w", l.path, err)
+		}
+	}
+	if cerr := lw.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing %s: %w", l.path, cerr)
+	}
+	if err != nil {
+		b.layerFailed(fmt.Errorf("state: writing restored layer %s: %w", l.path, err))
+		return
+	}
+	l.tail.Store(nil)
+	b.layers.mu.Lock()
+	l.writing.Store(false)
+	listed := slices.Contains(b.currentLayers(), l)
+	if listed {
+		err = b.writeLayersFile(b.currentLayers())
+	}
+	b.layers.mu.Unlock()
+	if err != nil {
+		b.layerFailed(err)
+		return
+	}
+	if listed {
+		go l.warm()
+	}
+}
+
+// layerFailed records a failure of a layer's write-behind for Close.
+func (b *badgerBackend) layerFailed(err error) {
+	b.mu.Lock()
+	b.behindErr = errors.Join(b.behindErr, err)
+	b.mu.Unlock()
+	b.log.Error("restored layer not written; the next open drops it", "error", err)
+}
+
+// behindWriter writes a layer file's chunks in order, each once the
+// parser has read it (readAhead.consumed), and gives it back to the
+// read-ahead. The download runs at most the read-ahead's chunks ahead of
+// the disk, as before, but the parser no longer waits for the disk: when
+// the stream ends, the chunks still queued (up to layerChunks) are the
+// layer's tail, written after the restore has returned.
+type behindWriter struct {
+	lw      *layerWriter
+	stop    *atomic.Bool // set on a failed write: stops the download
+	recycle func([]byte)
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	queue   [][]byte // handed over, not written yet (queue[0] may be being written)
+	off     int64    // the file offset of queue[0]
+	ended   bool
+	aborted bool
+	err     error
+	done    chan struct{}
+}
+
+// testBeforeLayerWrite, set by tests only, runs before each chunk's
+// write with the chunk's offset; an error fails the write.
+var testBeforeLayerWrite func(off int64) error
+
+func newBehindWriter(lw *layerWriter, stop *atomic.Bool) *behindWriter {
+	w := &behindWriter{lw: lw, stop: stop, done: make(chan struct{})}
+	w.cond.L = &w.mu
+	return w
+}
+
+func (w *behindWriter) push(buf []byte) {
+	w.mu.Lock()
+	w.queue = append(w.queue, buf)
+	w.mu.Unlock()
+	w.cond.Signal()
+}
+
+// end says no chunk follows.
+func (w *behindWriter) end() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
+	w.cond.Signal()
+}
+
+// abort ends the writer without writing what is queued, and waits for
+// it.
+func (w *behindWriter) abort() {
+	w.mu.Lock()
+	w.ended, w.aborted = true, true
+	w.mu.Unlock()
+	w.cond.Signal()
+	<-w.done
+}
+
+func (w *behindWriter) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// pending returns the chunks not written yet and the offset of the first.
+func (w *behindWriter) pending() (int64, [][]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.off, slices.Clone(w.queue)
+}
+
+func (w *behindWriter) run() {
+	defer close(w.done)
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && !w.ended {
+			w.cond.Wait()
+		}
+		if len(w.queue) == 0 || w.aborted {
+			w.mu.Unlock()
+			return
+		}
+		buf, skip := w.queue[0], w.err != nil
+		w.mu.Unlock()
+		var err error
+		if !skip && testBeforeLayerWrite != nil {
+			err = testBeforeLayerWrite(w.off)
+		}
+		if !skip && err == nil {
+			err = w.lw.write(buf)
+		}
+		w.mu.Lock()
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.off += int64(len(buf))
+		if err != nil && w.err == nil {
+			w.err = err
+			if w.stop != nil {
+				w.stop.Store(true)
+			}
+		}
+		w.mu.Unlock()
+		if w.recycle != nil {
+			w.recycle(buf)
+		}
+	}
+}
+
+// parseLayer reads a layer's stream through stages (its file's write),
+// checking it and indexing it. The checksum is computed in a stage of its
+// own, beside the stages and the parser: with a CRC-64/NVME object
+// checksum (what checkpoints record) that CRC covers every byte and no
+// SHA-256 is computed; otherwise one SHA-256 pass checks both the
+// trailer's hash and the object's checksum (s.Checksum, when set).
+//
+// w, when set, takes every chunk once the parser has read it.
+func parseLayer(r io.Reader, s RestoreSource, prefix []byte, now int64, w *behindWriter) (*layerIndexer, RestoreInfo, error) {
+	var (
+		sh  *splitHasher
+		crc hash.Hash
+		sum func([]byte) error
+	)
+	if strings.HasPrefix(s.Checksum, objsum.CRC64NVME) {
+		crc = objsum.NewCRC64()
+		sum = func(p []byte) error { crc.Write(p); return nil }
+	} else {
+		sh = &splitHasher{h: sha256.New()}
+		sum = sh.write
+	}
+	ra := newReadAheadTo(r, layerChunk, layerChunks, sum)
+	if w != nil {
+		w.recycle, ra.consumed = ra.recycle, w.push
+	}
+	ix := &layerIndexer{}
+	info, err := snapshotReadHash(ra, s.Scope, now, prefix, s.Checksum, ix, false)
+	ra.close()
+	if err != nil {
+		return nil, info, err
+	}
+	if crc != nil {
+		if got := objsum.Format(objsum.CRC64NVME, crc.Sum(nil)); got != s.Checksum {
+			return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the stream (trailer included) has %s, its manifest entry says %s", got, s.Checksum)}
+		}
+		return ix, info, nil
+	}
+	body, object := sh.sums()
+	if got := objsum.Format(objsum.SHA256, body); got != info.Checksum {
+		return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the trailer has %s, the stream hashes to %s", info.Checksum, got)}
+	}
+	if got := objsum.Format(objsum.SHA256, object); s.Checksum != "" && got != s.Checksum {
+		return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, s.Checksum)}
+	}
+	return ix, info, nil
+}
+
+// layerWriter writes a layer file. With O_DIRECT (direct) the data goes
+// to the disk without passing through the page cache: filling new page
+// cache pages ran at a third of the disk's direct bandwidth on the
+// benchmark machine (BENCHMARKS.md), and the layer is read once it is
+// needed, not all at once. Every chunk but the last is a multiple of
+// directAlign bytes in an aligned buffer (readAhead's); the last is
+// written padded to directAlign and the file truncated after.
+type layerWriter struct {
+	f      *os.File
+	direct bool
+	n      int64
+	pad    []byte
+	padded bool
+}
+
+const directAlign = 4096
+
+func (w *layerWriter) write(p []byte) error {
+	_, err := w.Write(p)
+	return err
+}
+
+func (w *layerWriter) Write(p []byte) (int, error) {
+	if w.padded {
+		return 0, errors.New("write after the last partial block")
+	}
+	if !w.direct || (len(p)%directAlign == 0 && aligned(p)) {
+		n, err := w.f.Write(p)
+		w.n += int64(n)
+		return n, err
+	}
+	size := (len(p) + directAlign - 1) / directAlign * directAlign
+	if cap(w.pad) < size {
+		w.pad = alignedBuf(size)
+	}
+	buf := w.pad[:size]
+	copy(buf, p)
+	clear(buf[len(p):])
+	if _, err := w.f.Write(buf); err != nil {
+		return 0, err
+	}
+	w.n += int64(len(p))
+	w.padded = true
+	return len(p), nil
+}
+
+// alignedBuf returns n bytes starting at a directAlign boundary.
+func alignedBuf(n int) []byte {
+	raw := make([]byte, n+directAlign)
+	off := directAlign - int(uintptr(unsafe.Pointer(&raw[0]))%directAlign)
+	if off == directAlign {
+		off = 0
+	}
+	return raw[off : off+n : off+n]
+}
+
+func aligned(p []byte) bool {
+	return len(p) == 0 || uintptr(unsafe.Pointer(&p[0]))%directAlign == 0
+}
+
+// splitHasher hashes a snapshot stream holding back its last trailerLen
+// bytes, so that it gives both the hash of the stream before the trailer
+// (which the trailer records) and the hash of the whole object.
+type splitHasher struct {
+	h    hash.Hash
+	tail []byte
+}
+
+func (s *splitHasher) write(p []byte) error {
+	if len(s.tail)+len(p) <= trailerLen {
+		s.tail = append(s.tail, p...)
+		return nil
+	}
+	if len(p) >= trailerLen {
+		s.h.Write(s.tail)
+		s.h.Write(p[:len(p)-trailerLen])
+		s.tail = append(s.tail[:0], p[len(p)-trailerLen:]...)
+		return nil
+	}
+	// The held-back bytes and p, less the last trailerLen.
+	n := len(s.tail) + len(p) - trailerLen
+	s.h.Write(s.tail[:n])
+	s.tail = append(s.tail[:0], s.tail[n:]...)
+	s.tail = append(s.tail, p...)
+	return nil
+}
+
+// sums returns the hash of everything but the held-back bytes, and of
+// everything.
+func (s *splitHasher) sums() (body, object []byte) {
+	body = s.h.Sum(nil)
+	s.h.Write(s.tail)
+	return body, s.h.Sum(nil)
+}
+
+// stopReader fails reads once stop is set (another source failed).
+type stopReader struct {
+	r    io.Reader
+	stop *atomic.Bool
+}
+
+func (s *stopReader) Read(p []byte) (int, error) {
+	if s.stop.Load() {
+		return 0, &snapIOError{errBulkStopped}
+	}
+	return s.r.Read(p)
+}

@@ -1,0 +1,545 @@
+package statestore
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
+	"hash"
+	"hash/crc32"
+	"io"
+	"strings"
+
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// Snapshot format (both backends write and read the same bytes):
+//
+//	"ARKSNAP1"
+//	u32 header length | header JSON
+//	    {"format_version":1,"created_at_ms":now,
+//	     "scope":{"job":...,"operator":...,"groups":{"start":s,"end":e}}}
+//	then per entry, in encoded-key order:
+//	    u8 kind (1 = entry) | u32 record length | record | u32 CRC32C
+//	    record = u32 len(key) | key | u32 len(value) | value | i64 expiresAt
+//	    (key is the encoding of key.go; the CRC32C, Castagnoli, covers the
+//	    kind byte, the length and the record)
+//	trailer:
+//	    u8 kind (2 = end) | u64 entry count | SHA-256 of every byte before
+//	    the trailer (32 bytes)
+//
+// All integers are big-endian. created_at_ms is the now the snapshot was
+// taken at (the caller's clock, so equal states give equal bytes). Only
+// entries live at that now are written; each keeps its expiry. Operator ""
+// in the scope means every operator of the job.
+//
+// Restore reads the stream once, front to back, with a bounded buffer: each
+// record's CRC is checked as it arrives, records must lie inside the
+// header's scope and come in strictly increasing key order, and at the end
+// the entry count and the SHA-256 are compared with the trailer, which must
+// be followed by end of stream. Entries are written as they are read, so a
+// failure at any point (the trailer included) deletes again every entry of
+// the restore scope — which was empty when the restore began — before the
+// error is returned. Restore assumes nothing else writes to that scope
+// while it runs.
+
+// SnapshotMagic opens every snapshot stream.
+const SnapshotMagic = "ARKSNAP1"
+
+// SnapshotFormatVersion is the version of the snapshot format written.
+const SnapshotFormatVersion = 1
+
+const (
+	snapKindEntry byte = 1
+	snapKindEnd   byte = 2
+
+	snapMaxHeader = 1 << 20
+	// snapMaxRecord bounds a record: a 1 GiB value plus a maximal key.
+	snapMaxRecord = 1<<30 + 4*(maxKeyField+4) + 64
+	trailerLen    = 1 + 8 + sha256.Size
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+type snapHeader struct {
+	FormatVersion int       `json:"format_version"`
+	CreatedAtMS   int64     `json:"created_at_ms"`
+	Scope         snapScope `json:"scope"`
+}
+
+type snapScope struct {
+	Job      string            `json:"job"`
+	Operator string            `json:"operator"`
+	Groups   job.KeyGroupRange `json:"groups"`
+}
+
+// rawScanner calls fn for every entry of the scope live at now, in
+// encoded-key order; key and value are valid only during the call.
+type rawScanner func(scope Scope, now int64, fn func(key, value []byte, expiresAt int64) error) error
+
+// restoreSink receives the entries of a restore.
+type restoreSink interface {
+	// put writes (or buffers) one entry; key and value are only valid
+	// during the call.
+	put(key, value []byte, expiresAt int64) error
+	// flush makes every put entry visible.
+	flush() error
+	// abort drops buffered entries.
+	abort()
+}
+
+// recordObserver is implemented by sinks that want the byte offset and
+// key of every record of the stream (entries in scope or not; key is
+// valid only during the call) and the offset of its trailer.
+type recordObserver interface {
+	record(off int64, key []byte)
+	end(off int64)
+}
+
+// scopeEmptyFn reports whether the scope has no live entry at now;
+// scopeDropFn deletes every entry of the scope.
+type (
+	scopeEmptyFn func(scope Scope, now int64) (bool, error)
+	scopeDropFn  func(scope Scope) error
+)
+
+// snapHashWriter writes to a bufio.Writer and hashes what it writes.
+type snapHashWriter struct {
+	bw  *bufio.Writer
+	h   hash.Hash
+	crc hash.Hash // CRC-64/NVME of every byte, the trailer included
+	n   int64
+}
+
+func (w *snapHashWriter) write(p []byte) error {
+	w.h.Write(p)
+	w.crc.Write(p)
+	w.n += int64(len(p))
+	_, err := w.bw.Write(p)
+	return err
+}
+
+// snapshotWrite writes the snapshot of scope at now to w.
+func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (SnapshotInfo, error) {
+	if _, err := keyJobPrefix(scope.Job); err != nil {
+		return SnapshotInfo{}, err
+	}
+	hw := &snapHashWriter{bw: bufio.NewWriterSize(w, 256<<10), h: sha256.New(), crc: objsum.NewCRC64()}
+	hdr, err := json.Marshal(snapHeader{
+		FormatVersion: SnapshotFormatVersion,
+		CreatedAtMS:   now,
+		Scope:         snapScope{Job: scope.Job, Operator: scope.Operator, Groups: scope.Groups},
+	})
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	buf := make([]byte, 0, 4096)
+	buf = append(buf, SnapshotMagic...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(hdr)))
+	buf = append(buf, hdr...)
+	if err := hw.write(buf); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
+	}
+	var count int64
+	err = scan(scope, now, func(key, value []byte, expiresAt int64) error {
+		recLen := 4 + len(key) + 4 + len(value) + 8
+		if recLen > snapMaxRecord {
+			return fmt.Errorf("state: snapshot: entry of %d bytes is too large", recLen)
+		}
+		buf = buf[:0]
+		buf = append(buf, snapKindEntry)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(recLen))
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(key)))
+		buf = append(buf, key...)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(value)))
+		buf = append(buf, value...)
+		buf = binary.BigEndian.AppendUint64(buf, uint64(expiresAt))
+		buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, crc32c))
+		count++
+		if cap(buf) > 1<<20 { // do not keep one huge value's buffer
+			err := hw.write(buf)
+			buf = make([]byte, 0, 4096)
+			return err
+		}
+		return hw.write(buf)
+	})
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("state: snapshot of job %q: %w", scope.Job, err)
+	}
+	sum := hw.h.Sum(nil)
+	buf = buf[:0]
+	buf = append(buf, snapKindEnd)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(count))
+	buf = append(buf, sum...)
+	hw.h.Write(buf)
+	hw.crc.Write(buf)
+	objSum := hw.h.Sum(nil)
+	hw.n += int64(len(buf))
+	if _, err := hw.bw.Write(buf); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
+	}
+	if err := hw.bw.Flush(); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
+	}
+	return SnapshotInfo{Entries: count, Bytes: hw.n, Checksum: "sha256:" + hex.EncodeToString(sum), ObjectChecksum: "sha256:" + hex.EncodeToString(objSum),
+		ObjectCRC64: objsum.Format(objsum.CRC64NVME, hw.crc.Sum(nil))}, nil
+}
+
+// snapReader reads a snapshot stream, counting and hashing the bytes.
+type snapReader struct {
+	br  *bufio.Reader
+	h   hash.Hash
+	off int64
+}
+
+// read fills p, hashing it when hashed; a short stream is an error naming
+// what was being read.
+func (r *snapReader) read(p []byte, hashed bool, what string) error {
+	n, err := io.ReadFull(r.br, p)
+	if hashed && r.h != nil {
+		r.h.Write(p[:n])
+	}
+	start := r.off
+	r.off += int64(n)
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("truncated stream: %s at byte offset %d needs %d bytes, got %d", what, start, len(p), n)
+		}
+		return &snapIOError{fmt.Errorf("reading %s at byte offset %d: %w", what, start, err)}
+	}
+	return nil
+}
+
+// snapIOError is a failure of the reader under a snapshot stream (the
+// store, the network) or of the store written to, as opposed to a
+// problem with the stream's bytes.
+type snapIOError struct{ err error }
+
+func (e *snapIOError) Error() string { return e.err.Error() }
+func (e *snapIOError) Unwrap() error { return e.err }
+
+// ErrCorruptSnapshot is wrapped by the errors of Restore (and
+// RestoreEmpty) that come from the snapshot's bytes: bad magic, header,
+// CRC, order, scope, trailer, checksum, or a stream cut short. A failure
+// of the reader itself wraps the reader's error instead. It matches the
+// module's one corruption marker too (checkpoint.ErrCorrupt,
+// wal.ErrCorrupt and arkflow.ErrCorrupt are that marker).
+var ErrCorruptSnapshot = corruption.Sentinel("state: corrupt snapshot")
+
+// corruptSnapError marks an error as ErrCorruptSnapshot (and so as
+// corruption) without changing its message.
+type corruptSnapError struct{ err error }
+
+func (e *corruptSnapError) Error() string        { return e.err.Error() }
+func (e *corruptSnapError) Unwrap() error        { return e.err }
+func (e *corruptSnapError) Is(target error) bool { return errors.Is(ErrCorruptSnapshot, target) }
+
+// markCorrupt wraps an error of snapshotRead that is not the reader's
+// own failure as ErrCorruptSnapshot.
+func markCorrupt(err error) error {
+	var re *snapIOError
+	if err == nil || errors.As(err, &re) {
+		return err
+	}
+	return &corruptSnapError{err}
+}
+
+// readN reads n bytes into buf (grown as the data arrives, so a huge
+// declared length with little data behind it allocates little).
+func (r *snapReader) readN(buf []byte, n int, what string) ([]byte, error) {
+	buf = buf[:0]
+	for len(buf) < n {
+		chunk := min(n-len(buf), 1<<20)
+		if cap(buf)-len(buf) < chunk {
+			nb := make([]byte, len(buf), len(buf)+chunk+len(buf)/2)
+			copy(nb, buf)
+			buf = nb
+		}
+		part := buf[len(buf) : len(buf)+chunk]
+		if err := r.read(part, true, what); err != nil {
+			return buf, err
+		}
+		buf = buf[:len(buf)+chunk]
+	}
+	return buf, nil
+}
+
+// snapshotRestore restores a snapshot stream into a backend.
+func snapshotRestore(r io.Reader, scope Scope, now int64, empty scopeEmptyFn, sink restoreSink, drop scopeDropFn) (RestoreInfo, error) {
+	jobPrefix, err := keyJobPrefix(scope.Job)
+	if err != nil {
+		return RestoreInfo{}, err
+	}
+	if scope.Operator != "" {
+		if _, err := keyOperatorPrefix(scope.Job, scope.Operator); err != nil {
+			return RestoreInfo{}, err
+		}
+	}
+	ok, err := empty(scope, now)
+	if err != nil {
+		return RestoreInfo{}, fmt.Errorf("state: restore: %w", err)
+	}
+	if !ok {
+		return RestoreInfo{}, fmt.Errorf("state: restore into job %q operator %q groups %v: the scope already has entries", scope.Job, scope.Operator, scope.Groups)
+	}
+	info, err := snapshotRead(r, scope, now, jobPrefix, "", sink)
+	if err == nil {
+		if err = sink.flush(); err != nil {
+			err = fmt.Errorf("writing restored entries: %w", err)
+		}
+	}
+	if err != nil {
+		sink.abort()
+		err = fmt.Errorf("state: restore of job %q: %w", scope.Job, err)
+		if derr := drop(scope); derr != nil {
+			err = errors.Join(err, fmt.Errorf("state: restore: deleting the partly restored entries: %w", derr))
+		}
+		return RestoreInfo{Bytes: info.Bytes}, err
+	}
+	return info, nil
+}
+
+// snapshotRead parses a snapshot stream and puts its entries in scope
+// live at now into sink. wantObject, if not empty, is the "sha256:<hex>"
+// of the whole stream, trailer included (a manifest's checksum): the one
+// SHA-256 pass that checks the trailer checks it too. A failure that is
+// not the reader's own wraps ErrCorruptSnapshot.
+func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink) (info RestoreInfo, err error) {
+	return snapshotReadHash(r, scope, now, jobPrefix, wantObject, sink, true)
+}
+
+// snapshotReadHash is snapshotRead; without withSHA it computes no SHA-256
+// and checks neither the trailer's nor wantObject: the caller hashes the
+// stream itself (in a stage of its own) and compares the object's
+// checksum, which covers every byte the trailer's does.
+func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink, withSHA bool) (info RestoreInfo, err error) {
+	// A CRC-64/NVME object checksum is computed on every byte as it comes
+	// in (under the read buffer); a SHA-256 one continues the trailer's
+	// hash.
+	var objCRC hash.Hash
+	if withSHA && strings.HasPrefix(wantObject, objsum.CRC64NVME) {
+		objCRC = objsum.NewCRC64()
+		r = io.TeeReader(r, objCRC)
+	}
+	sr := &snapReader{br: bufio.NewReaderSize(r, 256<<10)}
+	if withSHA {
+		sr.h = sha256.New()
+	}
+	defer func() {
+		info.Bytes = sr.off
+		err = markCorrupt(err)
+	}()
+
+	var fixed [12]byte
+	if err := sr.read(fixed[:8], true, "magic"); err != nil {
+		return info, err
+	}
+	if string(fixed[:8]) != SnapshotMagic {
+		return info, fmt.Errorf("wrong magic %q at byte offset 0, want %q", fixed[:8], SnapshotMagic)
+	}
+	if err := sr.read(fixed[:4], true, "header length"); err != nil {
+		return info, err
+	}
+	hlen := binary.BigEndian.Uint32(fixed[:4])
+	if hlen > snapMaxHeader {
+		return info, fmt.Errorf("header length %d at byte offset 8 exceeds %d", hlen, snapMaxHeader)
+	}
+	hbuf, err := sr.readN(nil, int(hlen), "header")
+	if err != nil {
+		return info, err
+	}
+	var hdr snapHeader
+	dec := json.NewDecoder(bytes.NewReader(hbuf))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&hdr); err != nil {
+		return info, fmt.Errorf("bad header at byte offset 12: %v", err)
+	}
+	if dec.More() {
+		return info, errors.New("bad header at byte offset 12: trailing data")
+	}
+	if hdr.FormatVersion != SnapshotFormatVersion {
+		return info, fmt.Errorf("snapshot format version %d, this program reads %d", hdr.FormatVersion, SnapshotFormatVersion)
+	}
+	if hdr.Scope.Job != scope.Job {
+		return info, fmt.Errorf("the snapshot is of job %q, not %q", hdr.Scope.Job, scope.Job)
+	}
+	if scope.Operator != "" && hdr.Scope.Operator != "" && hdr.Scope.Operator != scope.Operator {
+		return info, fmt.Errorf("the snapshot is of operator %q, not %q", hdr.Scope.Operator, scope.Operator)
+	}
+	var hdrOpPrefix []byte
+	if hdr.Scope.Operator != "" {
+		if hdrOpPrefix, err = keyOperatorPrefix(hdr.Scope.Job, hdr.Scope.Operator); err != nil {
+			return info, fmt.Errorf("bad header: %v", err)
+		}
+	}
+	var scopeOpPrefix []byte
+	if scope.Operator != "" {
+		scopeOpPrefix, _ = keyOperatorPrefix(scope.Job, scope.Operator)
+	}
+	gStart, gEnd, gOK := scopeGroups(scope.Groups)
+	wallSec := wallSeconds()
+	obs, _ := sink.(recordObserver)
+
+	var (
+		rec   []byte
+		prev  []byte
+		count int64
+	)
+	for {
+		recOff := sr.off
+		if err := sr.read(fixed[:1], false, "record kind"); err != nil {
+			return info, err
+		}
+		switch fixed[0] {
+		case snapKindEntry:
+		case snapKindEnd:
+			if obs != nil {
+				obs.end(recOff)
+			}
+			var tr [trailerLen - 1]byte
+			if err := sr.read(tr[:], false, "trailer"); err != nil {
+				return info, err
+			}
+			if n := int64(binary.BigEndian.Uint64(tr[:8])); n != count {
+				return info, fmt.Errorf("trailer at byte offset %d counts %d entries, the stream has %d", recOff, n, count)
+			}
+			if sr.h == nil {
+				if _, err := sr.br.ReadByte(); err != io.EOF {
+					if err != nil {
+						return info, &snapIOError{fmt.Errorf("reading after the trailer at byte offset %d: %w", sr.off, err)}
+					}
+					return info, fmt.Errorf("unexpected data after the trailer at byte offset %d", sr.off)
+				}
+				info.Checksum = "sha256:" + hex.EncodeToString(tr[8:])
+				return info, nil
+			}
+			sum := sr.h.Sum(nil)
+			if !bytes.Equal(sum, tr[8:]) {
+				return info, fmt.Errorf("checksum mismatch: trailer at byte offset %d has sha256:%x, the stream hashes to sha256:%x", recOff, tr[8:], sum)
+			}
+			if _, err := sr.br.ReadByte(); err != io.EOF {
+				if err != nil {
+					return info, &snapIOError{fmt.Errorf("reading after the trailer at byte offset %d: %w", sr.off, err)}
+				}
+				return info, fmt.Errorf("unexpected data after the trailer at byte offset %d", sr.off)
+			}
+			info.Checksum = "sha256:" + hex.EncodeToString(sum)
+			if wantObject != "" {
+				var got string
+				if objCRC != nil {
+					got = objsum.Format(objsum.CRC64NVME, objCRC.Sum(nil))
+				} else {
+					sr.h.Write([]byte{snapKindEnd})
+					sr.h.Write(tr[:])
+					got = objsum.Format(objsum.SHA256, sr.h.Sum(nil))
+				}
+				if got != wantObject {
+					return info, fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, wantObject)
+				}
+			}
+			return info, nil
+		default:
+			return info, fmt.Errorf("unknown record kind %d at byte offset %d", fixed[0], recOff)
+		}
+		if sr.h != nil {
+			sr.h.Write(fixed[:1])
+		}
+		if err := sr.read(fixed[:4], true, "record length"); err != nil {
+			return info, err
+		}
+		recLen := binary.BigEndian.Uint32(fixed[:4])
+		if recLen < 16 || recLen > snapMaxRecord {
+			return info, fmt.Errorf("record %d at byte offset %d: bad length %d", count, recOff, recLen)
+		}
+		crc := crc32.Update(0, crc32c, []byte{snapKindEntry})
+		crc = crc32.Update(crc, crc32c, fixed[:4])
+		// A record that fits the read buffer is parsed where it lies
+		// (Peek), and skipped over once done with (consumed); a larger one
+		// is copied out.
+		var stored uint32
+		consumed := 0
+		if n := int(recLen) + 4; n <= sr.br.Size() {
+			if b, perr := sr.br.Peek(n); perr == nil {
+				if sr.h != nil {
+					sr.h.Write(b)
+				}
+				rec, stored, consumed = b[:recLen], binary.BigEndian.Uint32(b[recLen:]), n
+			}
+		}
+		if consumed == 0 {
+			if rec, err = sr.readN(rec[:0:0], int(recLen), "record"); err != nil {
+				return info, fmt.Errorf("record %d: %w", count, err)
+			}
+			if err := sr.read(fixed[:4], true, "record CRC"); err != nil {
+				return info, fmt.Errorf("record %d: %w", count, err)
+			}
+			stored = binary.BigEndian.Uint32(fixed[:4])
+		}
+		crc = crc32.Update(crc, crc32c, rec)
+		if got := stored; got != crc {
+			return info, fmt.Errorf("record %d at byte offset %d: CRC32C mismatch (stored %08x, computed %08x)", count, recOff, got, crc)
+		}
+		key, value, expiresAt, perr := snapParseRecord(rec)
+		if perr != nil {
+			return info, fmt.Errorf("record %d at byte offset %d: %v", count, recOff, perr)
+		}
+		opLen, group, kerr := keySplit(key)
+		if kerr != nil || !bytes.HasPrefix(key, jobPrefix) || opLen == len(jobPrefix)+2 {
+			return info, fmt.Errorf("record %d at byte offset %d: malformed key or key of another job", count, recOff)
+		}
+		if (hdrOpPrefix != nil && !bytes.Equal(key[:opLen], hdrOpPrefix)) || !hdr.Scope.Groups.Contains(group) {
+			return info, fmt.Errorf("record %d at byte offset %d: key outside the snapshot's scope", count, recOff)
+		}
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			return info, fmt.Errorf("record %d at byte offset %d: keys out of order", count, recOff)
+		}
+		prev = append(prev[:0], key...)
+		count++
+		if obs != nil {
+			obs.record(recOff, key)
+		}
+		if !gOK || group < gStart || group > gEnd ||
+			(scopeOpPrefix != nil && !bytes.Equal(key[:opLen], scopeOpPrefix)) ||
+			!liveAt(expiresAt, now, wallSec) {
+			info.Skipped++
+		} else {
+			if err := sink.put(key, value, expiresAt); err != nil {
+				return info, &snapIOError{fmt.Errorf("writing record %d: %w", count-1, err)}
+			}
+			info.Entries++
+		}
+		if consumed > 0 {
+			sr.br.Discard(consumed) // peeked: cannot fail
+			sr.off += int64(consumed)
+		}
+	}
+}
+
+func snapParseRecord(rec []byte) (key, value []byte, expiresAt int64, err error) {
+	bad := errors.New("malformed record")
+	if len(rec) < 4 {
+		return nil, nil, 0, bad
+	}
+	kl := int(binary.BigEndian.Uint32(rec))
+	if kl > len(rec)-4-4-8 {
+		return nil, nil, 0, bad
+	}
+	key = rec[4 : 4+kl]
+	rest := rec[4+kl:]
+	vl := int(binary.BigEndian.Uint32(rest))
+	if vl != len(rest)-4-8 {
+		return nil, nil, 0, bad
+	}
+	value = rest[4 : 4+vl]
+	expiresAt = int64(binary.BigEndian.Uint64(rest[4+vl:]))
+	if expiresAt < 0 {
+		return nil, nil, 0, errors.New("negative expiry")
+	}
+	return key, value, expiresAt, nil
+}

@@ -1,8 +1,0 @@
-//go:build linux
-
-package state
-
-import "syscall"
-
-// adviseWillNeed asks the kernel to read data's pages ahead (async).
-func adviseWillNeed(data []byte) { _ = syscall.Madvise(data, syscall.MADV_WILLNEED) }

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package state
-
-// adviseWillNeed does nothing here: the first reads of a layer fault its
-// pages in.
-func adviseWillNeed([]byte) {}
