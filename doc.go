@@ -59,12 +59,12 @@
 //
 // # Connectors
 //
-// A service feeds a job with NewPush and takes its results with SinkFunc,
+// A service feeds a job with push.New and takes its results with funcsink.Func,
 // both over Go structs (see Encode for how fields map to columns):
 //
-//	clicks := arkflow.NewPush(arkflow.PushConfig[Click]{})
+//	clicks := push.New(push.Config[Click]{})
 //	… Source("clicks", clicks, arkflow.Durable(arkflow.Durability{})) …
-//	… Sink("out", arkflow.SinkFunc[PerUser](store)) …
+//	… Sink("out", funcsink.Func[PerUser](store)) …
 //	err := clicks.Push(ctx, click) // with Durable: in the WAL, survives a crash
 //
 // Built in besides: memory, generate, file (JSON lines), stdout and drop.

@@ -12,7 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -105,15 +107,15 @@ func ExampleJob_Savepoint() {
 		N    int64  `arkflow:"n"`
 	}
 	// start builds and runs one version of the job.
-	start := func(version uint64, opts ...arkflow.Option) (*arkflow.Job, *arkflow.Push[Visit], chan error) {
-		in := arkflow.NewPush(arkflow.PushConfig[Visit]{})
+	start := func(version uint64, opts ...arkflow.Option) (*arkflow.Job, *push.Source[Visit], chan error) {
+		in := push.New(push.Config[Visit]{})
 		j, err := arkflow.NewJob("visits").
 			Version(version).
 			Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "checkpoints")}).
 			Source("visits", in).
 			KeyBy("user").
 			Process("count", runningCount).
-			Sink("out", arkflow.SinkFunc[Count](func(_ context.Context, rows []Count) error {
+			Sink("out", funcsink.Func[Count](func(_ context.Context, rows []Count) error {
 				for _, r := range rows {
 					fmt.Printf("v%d: %s %d\n", version, r.User, r.N)
 				}

@@ -15,8 +15,10 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/file"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -78,7 +80,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 		Durability(arkflow.Durability{Sync: wal.SyncGroupCommit, DrainTimeout: 10 * time.Second}).
 		// Branch 1: a Go push source, every out-of-orderness option, late
 		// rows routed to a late sink, its own durability block.
-		Source("clicks", arkflow.NewPush(arkflow.PushConfig[rtClick]{Partitions: 2}),
+		Source("clicks", push.New(push.Config[rtClick]{Partitions: 2}),
 			arkflow.EventTime("ts",
 				arkflow.OutOfOrderness(2*time.Second),
 				arkflow.IdleTimeout(10*time.Second),
@@ -118,7 +120,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 			rec.Retain()
 			return rec, nil
 		}), arkflow.WithParallelism(1)).
-		Sink("fn-out", arkflow.SinkFunc[rtClick](func(context.Context, []rtClick) error { return nil })).
+		Sink("fn-out", funcsink.Func[rtClick](func(context.Context, []rtClick) error { return nil })).
 		// Branch 2: a declarative source, monotonous, late updates, a
 		// running aggregate with every function, emitting once at the end.
 		Source("views", views,
