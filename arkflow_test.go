@@ -57,7 +57,7 @@ func TestBuilderAndJSONCompileToSamePlan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the builder's spec does not parse: %v\n%s", err, raw)
 	}
-	plan, err := arkflow.Compile(spec)
+	plan, err := compile(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestBuilderAndJSONCompileToSamePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	yp, err := arkflow.Compile(ys)
+	yp, err := compile(ys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestValidateDeep(t *testing.T) {
 				s = strings.Replace(s, `{"id":"deep",`, `{"id":"deep","parallelism":2,`, 1)
 			}
 			err := arkflow.Validate(parse(s))
-			for _, e := range arkflow.AsValidationErrors(err) {
+			for _, e := range job.AsValidationErrors(err) {
 				if e.Job == "deep" && e.Operator == c.op && e.Field == c.field && strings.Contains(e.Reason, c.reason) {
 					return
 				}
@@ -210,7 +210,7 @@ func TestBuilderMistakesNeverPanic(t *testing.T) {
 		From("ghost").
 		KeyBy("x").
 		Build()
-	errs := arkflow.AsValidationErrors(err)
+	errs := job.AsValidationErrors(err)
 	if len(errs) < 5 {
 		t.Fatalf("want every mistake reported, got %d:\n%v", len(errs), err)
 	}
@@ -287,3 +287,12 @@ func TestMapToSchemaIsChecked(t *testing.T) {
 }
 
 var _ = connectors.MetaPartition
+
+// compile validates spec as a job with opts and returns its plan.
+func compile(spec *job.Spec, opts ...arkflow.Option) (*job.Plan, error) {
+	j, err := arkflow.FromSpec(spec, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return j.Plan(), nil
+}

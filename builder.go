@@ -58,7 +58,8 @@ func (b *Builder) callProblem(op, call, format string, args ...any) {
 }
 
 // Version sets the job's version number (default 1; 0 is a mistake Build
-// reports, not the default).
+// reports, not the default). A new version of a job that starts from a
+// savepoint of the previous one keeps its ID and raises its version.
 func (b *Builder) Version(v uint64) *Builder {
 	if v == 0 {
 		b.callProblem("", ".Version(v)", "must be >= 1 (got 0); leave Version out for the default 1")
@@ -630,17 +631,6 @@ func (b *Builder) Process(id string, p Processor, opts ...OperatorOption) *Build
 	return b
 }
 
-// Add appends an operator given in spec form, connected from the current
-// operator: the way to use kinds the builder has no method for. bound is
-// an optional Go value for its factory.
-func (b *Builder) Add(op job.Operator, bound any) *Builder {
-	b.add(op, nil)
-	if bound != nil {
-		b.bindings[op.ID] = bound
-	}
-	return b
-}
-
 // State configures the job's keyed state. Without State (and without
 // Checkpoint), state lives in memory and is gone when the process ends.
 //
@@ -678,14 +668,6 @@ func (b *Builder) Spec() *job.Spec {
 	return s
 }
 
-// Validate reports every problem of the job, as Build with the same
-// options does, without returning the job. Give it the options Build
-// will get: what a start checks depends on some of them.
-func (b *Builder) Validate(opts ...Option) error {
-	_, err := b.Build(opts...)
-	return err
-}
-
 // Build validates the job (the builder's own checks plus the deep build of
 // every component) and returns it ready to run, or every problem found as
 // ValidationErrors.
@@ -721,8 +703,8 @@ func (b *Builder) Build(opts ...Option) (*Job, error) {
 // builderCalls are the spec paths a Builder writes and the calls that
 // write them; "[]" stands for any index. The longest matching path wins.
 var builderCalls = []struct{ path, call string }{
-	{"id", "NewJob(id)"},
 	{"version", ".Version(v)"},
+	{"id", "NewJob(id)"},
 	{"parallelism", ".Parallelism(n)"},
 	{"max_parallelism", ".MaxParallelism(n)"},
 	{"state", ".State(job.State{...})"},

@@ -115,9 +115,9 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 		{"AdvanceWhenIdle without IdleTimeout", job1(src(arkflow.EventTime("ts", arkflow.AdvanceWhenIdle(time.Second)))), "AdvanceWhenIdle(delay)", `"advance" needs watermark.idle_timeout_ms`, "sources[0].time.watermark.all_idle"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.b.Validate()
-			var found *arkflow.ValidationError
-			for _, e := range arkflow.AsValidationErrors(err) {
+			_, err := tc.b.Build()
+			var found *job.ValidationError
+			for _, e := range job.AsValidationErrors(err) {
 				if e.Field == tc.field && strings.HasPrefix(e.Reason, tc.reason) {
 					found = e
 				}
@@ -132,7 +132,7 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 				return
 			}
 			var fromSpec bool
-			for _, e := range arkflow.AsValidationErrors(arkflow.Validate(tc.b.Spec())) {
+			for _, e := range job.AsValidationErrors(arkflow.Validate(tc.b.Spec())) {
 				fromSpec = fromSpec || e.Field == tc.specField && strings.HasPrefix(e.Reason, tc.reason)
 			}
 			if !fromSpec {
@@ -151,12 +151,11 @@ func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
 	for _, n := range []int{0, -1} {
 		opt := arkflow.WithChannelCapacity(n)
 		for name, err := range map[string]error{
-			"Build":            func() error { _, err := b().Build(opt); return err }(),
-			"Builder.Validate": b().Validate(opt),
-			"Validate":         arkflow.Validate(b().Spec(), opt),
-			"FromSpec":         func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
+			"Build":    func() error { _, err := b().Build(opt); return err }(),
+			"Validate": arkflow.Validate(b().Spec(), opt),
+			"FromSpec": func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
 		} {
-			errs := arkflow.AsValidationErrors(err)
+			errs := job.AsValidationErrors(err)
 			if len(errs) != 1 || errs[0].Field != "WithChannelCapacity(n)" || !strings.HasPrefix(errs[0].Reason, "must be >= 1") {
 				t.Errorf("%s with WithChannelCapacity(%d): %v", name, n, err)
 			}
@@ -164,7 +163,7 @@ func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
 	}
 	// With the spec's own mistakes, both are reported.
 	_, err := arkflow.NewJob("cap").Source("in", clickConfig()).Build(arkflow.WithChannelCapacity(0))
-	if errs := arkflow.AsValidationErrors(err); len(errs) < 2 || errs[0].Field != "WithChannelCapacity(n)" || !strings.Contains(err.Error(), "a job needs at least one sink") {
+	if errs := job.AsValidationErrors(err); len(errs) < 2 || errs[0].Field != "WithChannelCapacity(n)" || !strings.Contains(err.Error(), "a job needs at least one sink") {
 		t.Errorf("want the option's and the spec's problems, got:\n%v", err)
 	}
 	j, err := b().Build(arkflow.WithChannelCapacity(1))
@@ -188,13 +187,13 @@ func TestSavepointNeedsACheckpointBlock(t *testing.T) {
 		"Validate": arkflow.Validate(b().Spec(), opt),
 		"FromSpec": func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
 	} {
-		errs := arkflow.AsValidationErrors(err)
+		errs := job.AsValidationErrors(err)
 		if len(errs) != 1 || errs[0].Field != "WithSavepoint(name)" || !strings.Contains(errs[0].Reason, `no checkpoint block, so it has no savepoint "v1"`) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	withCheckpoints := b().Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + t.TempDir()})
-	if err := withCheckpoints.Validate(opt, arkflow.WithDataDir(t.TempDir())); err != nil {
+	if _, err := withCheckpoints.Build(opt, arkflow.WithDataDir(t.TempDir())); err != nil {
 		t.Errorf("with a checkpoint block: %v", err)
 	}
 }

@@ -101,16 +101,16 @@ func TestDurabilitySubMillisecond(t *testing.T) {
 	} {
 		tc.d.Path = t.TempDir()
 		job := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(tc.d)
-		if err := job.Validate(); err == nil || !strings.Contains(err.Error(), ".Durability(arkflow.Durability{...}): "+tc.want) {
+		if _, err := job.Build(); err == nil || !strings.Contains(err.Error(), ".Durability(arkflow.Durability{...}): "+tc.want) {
 			t.Errorf("Durability: %v, want %q", err, tc.want)
 		}
 		src := arkflow.NewJob("j").Source("in", clickConfig(), arkflow.Durable(tc.d)).Sink("out", mem.NewSink())
-		if err := src.Validate(); err == nil || !strings.Contains(err.Error(), `operator "in": Durable(arkflow.Durability{...}): `+tc.want) {
+		if _, err := src.Build(); err == nil || !strings.Contains(err.Error(), `operator "in": Durable(arkflow.Durability{...}): `+tc.want) {
 			t.Errorf("Durable: %v, want %q", err, tc.want)
 		}
 	}
 	ok := arkflow.Durability{Path: t.TempDir(), Sync: wal.SyncPeriodic, SyncInterval: time.Millisecond}
-	if err := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(ok).Validate(); err != nil {
+	if _, err := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(ok).Build(); err != nil {
 		t.Errorf("1ms: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func ExampleNewJob() {
@@ -70,7 +71,7 @@ func ExampleLoad() {
 func ExampleValidate() {
 	j, err := arkflow.Load("testdata/broken.yaml")
 	fmt.Println(j == nil)
-	for _, e := range arkflow.AsValidationErrors(err) {
+	for _, e := range job.AsValidationErrors(err) {
 		fmt.Println(e)
 	}
 	// Output:

@@ -142,7 +142,7 @@ var roundTripGoOperators = []string{"clicks", "gofn", "gofilter", "proc", "fn-ou
 func TestRoundTripBuilderSpec(t *testing.T) {
 	dir := t.TempDir()
 	b := roundTripJob(dir)
-	if err := b.Validate(arkflow.WithDataDir(filepath.Join(dir, "data"))); err != nil {
+	if _, err := b.Build(arkflow.WithDataDir(filepath.Join(dir, "data"))); err != nil {
 		t.Fatalf("the round-trip job does not validate with its bindings:\n%v", err)
 	}
 	built := b.Spec()

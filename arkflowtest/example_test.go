@@ -231,7 +231,7 @@ func ExampleHarness_Settle() {
 		panic(err)
 	}
 	h.Settle()
-	fmt.Println(out.Rows(), h.Job().CheckpointStatus().Completed)
+	fmt.Println(out.Rows(), h.Job().Metrics().Checkpoints.Completed)
 	// Output: [{ann 1}] 1
 }
 

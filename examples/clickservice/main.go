@@ -131,7 +131,7 @@ func run(addr, data string) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		_ = j.StopWithin(30 * time.Second)
+		stopWithin(j, 30*time.Second)
 		return err
 	}
 	serveDone := make(chan error, 1)
@@ -147,7 +147,7 @@ func run(addr, data string) error {
 		srv.Close()
 		return fmt.Errorf("job: %w", err)
 	case err := <-serveDone:
-		_ = j.StopWithin(30 * time.Second)
+		stopWithin(j, 30*time.Second)
 		return err
 	}
 
@@ -342,4 +342,11 @@ func cutTornLine(f *os.File) error {
 		return nil
 	}
 	return f.Truncate(keep)
+}
+
+// stopWithin stops the job gracefully, giving up after d.
+func stopWithin(j *arkflow.Job, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_ = j.Stop(ctx)
 }
