@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
 // Config is a durability block.
@@ -46,7 +46,7 @@ type Config struct {
 	// Retain keeps segments the cursor has passed (debugging).
 	Retain bool `json:"retain"`
 	// NoRecycle deletes the local segments the cursor has passed instead
-	// of writing the next segments over them (wal.LocalOptions.NoRecycle):
+	// of writing the next segments over them (walog.LocalOptions.NoRecycle):
 	// acknowledged entries are then gone from disk at once, and syncs cost
 	// more (BENCHMARKS.md, WAL).
 	NoRecycle bool `json:"no_recycle"`
@@ -153,10 +153,10 @@ func Resolve(s *job.Spec, src *job.Source, at string) (*Config, []Problem) {
 	}
 	switch cfg.Sync {
 	case "":
-		cfg.Sync = string(wal.SyncGroupCommit)
+		cfg.Sync = string(walog.SyncGroupCommit)
 	case "per_entry":
-		cfg.Sync = string(wal.SyncAlways)
-	case string(wal.SyncAlways), string(wal.SyncGroupCommit), string(wal.SyncPeriodic), string(wal.SyncNone):
+		cfg.Sync = string(walog.SyncAlways)
+	case string(walog.SyncAlways), string(walog.SyncGroupCommit), string(walog.SyncPeriodic), string(walog.SyncNone):
 	default:
 		bad("sync", "must be one of always, group_commit, periodic, none (got %q)", cfg.Sync)
 	}
@@ -218,10 +218,10 @@ func (c *Config) Dir(dataDir, jobID, sourceID string, subtask int) (string, erro
 }
 
 // Options returns the WAL options of the block.
-func (c *Config) Options() wal.Options {
+func (c *Config) Options() walog.Options {
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	return wal.Options{
-		Sync:         wal.SyncMode(c.Sync),
+	return walog.Options{
+		Sync:         walog.SyncMode(c.Sync),
 		SyncInterval: ms(c.SyncIntervalMS),
 		ParkLease:    ms(c.ParkLeaseMS),
 		DrainTimeout: ms(c.DrainTimeoutMS),

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
 func boolp(b bool) *bool { return &b }
@@ -396,7 +396,7 @@ func TestDir(t *testing.T) {
 func TestOptions(t *testing.T) {
 	c := &Config{Sync: "periodic", SyncIntervalMS: 5, ParkLeaseMS: 6, DrainTimeoutMS: 7}
 	got := c.Options()
-	want := wal.Options{Sync: wal.SyncPeriodic, SyncInterval: 5 * time.Millisecond, ParkLease: 6 * time.Millisecond, DrainTimeout: 7 * time.Millisecond}
+	want := walog.Options{Sync: walog.SyncPeriodic, SyncInterval: 5 * time.Millisecond, ParkLease: 6 * time.Millisecond, DrainTimeout: 7 * time.Millisecond}
 	if got.Sync != want.Sync || got.SyncInterval != want.SyncInterval || got.ParkLease != want.ParkLease || got.DrainTimeout != want.DrainTimeout {
 		t.Errorf("Options() = %+v, want %+v", got, want)
 	}

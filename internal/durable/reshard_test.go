@@ -20,7 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 )
 
 func infoOf(sub, par int) connectors.TaskInfo {
@@ -84,7 +84,7 @@ func writeLogs(t *testing.T, cfg *Config, dir string, par int, spans map[int32][
 			t.Fatal(err)
 		}
 		src.Close(context.Background())
-		if err := src.CloseWAL(); err != nil && !errors.Is(err, wal.ErrClosedPending) {
+		if err := src.CloseWAL(); err != nil && !errors.Is(err, walog.ErrClosedPending) {
 			t.Fatal(err)
 		}
 	}

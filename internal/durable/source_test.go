@@ -21,7 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 )
 
 // ---------------------------------------------------------------------------
@@ -357,7 +357,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 	eventually(t, "native acks of batches 1 and 2", func() bool { return len(fake.nativeAcks()) == 2 })
 	// Entry 4's native ack waits on entry 3, which never comes: Close's
 	// drain window runs out (R-WAL-5) and entry 4 is never committed.
-	closeAll(t, s, wal.ErrClosedPending)
+	closeAll(t, s, walog.ErrClosedPending)
 	if got := ackStarts(fake.nativeAcks()); !reflect.DeepEqual(got, []int64{0, 3}) {
 		t.Errorf("native acks of batches starting at %v, want [0 3]", got)
 	}
@@ -503,9 +503,9 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 	b2.Ack(nil)
 	eventually(t, "native ack of batch 2", func() bool { return len(fake.nativeAcks()) == 2 })
 	a := fake.nativeAcks()[1]
-	var abandoned *wal.AbandonedError
+	var abandoned *walog.AbandonedError
 	if a.start != 2 || !errors.As(a.err, &abandoned) {
-		t.Fatalf("native ack %+v, want batch at 2 with a *wal.AbandonedError", a)
+		t.Fatalf("native ack %+v, want batch at 2 with a *walog.AbandonedError", a)
 	}
 	if abandoned.Seq != 1 {
 		t.Errorf("AbandonedError names sequence %d, want 1", abandoned.Seq)
@@ -589,8 +589,8 @@ func TestDrainWindow(t *testing.T) {
 	b2.Ack(nil)
 
 	err := s.Close(context.Background())
-	if !errors.Is(err, wal.ErrClosedPending) {
-		t.Fatalf("Close: %v, want wal.ErrClosedPending", err)
+	if !errors.Is(err, walog.ErrClosedPending) {
+		t.Fatalf("Close: %v, want walog.ErrClosedPending", err)
 	}
 	if !strings.Contains(err.Error(), "WAL closed while acknowledgement was pending") {
 		t.Errorf("Close error %q does not contain the exact message", err)

@@ -1,4 +1,4 @@
-package wal_test
+package walog_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 )
 
 // ExampleOpenDir appends three entries, acknowledges two of them out of
@@ -20,7 +20,7 @@ func ExampleOpenDir() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	l, err := wal.OpenDir(dir, wal.LocalOptions{Options: wal.Options{Sync: wal.SyncGroupCommit}})
+	l, err := walog.OpenDir(dir, walog.LocalOptions{Options: walog.Options{Sync: walog.SyncGroupCommit}})
 	if err != nil {
 		panic(err)
 	}
@@ -39,7 +39,7 @@ func ExampleOpenDir() {
 		panic(err)
 	}
 
-	l, err = wal.OpenDir(dir, wal.LocalOptions{})
+	l, err = walog.OpenDir(dir, walog.LocalOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -78,7 +78,7 @@ func ExampleLog_ReplayFrom() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	l, err := wal.OpenDir(dir, wal.LocalOptions{Options: wal.Options{Hold: true}})
+	l, err := walog.OpenDir(dir, walog.LocalOptions{Options: walog.Options{Hold: true}})
 	if err != nil {
 		panic(err)
 	}
