@@ -9,6 +9,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/blob"
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // objectCursorInterval is how often an object-store WAL writes its
@@ -18,11 +19,11 @@ const objectCursorInterval = time.Second
 
 // openObjectStore opens the object-store WAL of one source subtask: stream
 // {stream_id or job}.{source}.{subtask} in namespace {prefix}/{node_id}/.
-func openObjectStore(ctx context.Context, cfg *Config, opts walog.Options, info connectors.TaskInfo) (*walog.Log, error) {
+func openObjectStore(ctx context.Context, cfg *job.Durability, opts walog.Options, info connectors.TaskInfo) (*walog.Log, error) {
 	b := cfg.Backend
 	s3 := b.S3
 	if s3 == nil {
-		s3 = &S3{}
+		s3 = &job.WALObjectStore{}
 	}
 	if err := checkEndpoint(s3.Endpoint, s3.AllowHTTP); err != nil {
 		return nil, err

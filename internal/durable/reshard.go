@@ -19,6 +19,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // A source's local logs live in {path}/{source}/{subtask}, one per
@@ -48,14 +49,14 @@ const parallelismFile = "PARALLELISM"
 // (see above). It does nothing when they are already laid out so, or do
 // not exist yet, and for the object-store backend, which Open refuses to
 // use at another parallelism instead.
-func Reshard(cfg *Config, dataDir, jobID, source string, par int, lg *slog.Logger) error {
-	if cfg.ObjectStore() {
+func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *slog.Logger) error {
+	if ObjectStore(cfg) {
 		return nil
 	}
 	if lg == nil {
 		lg = slog.Default()
 	}
-	d0, err := cfg.Dir(dataDir, jobID, source, 0)
+	d0, err := Dir(cfg, dataDir, jobID, source, 0)
 	if err != nil {
 		return err
 	}
@@ -173,7 +174,7 @@ type reshardStats struct{ entries, rows, partitions int }
 
 // reshard writes the logs of dir's old subtasks into dir~rescale for par
 // subtasks, then swaps the directories.
-func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
+func reshard(cfg *job.Durability, dir string, oldPar, par int) (reshardStats, error) {
 	var stats reshardStats
 	staging := dir + "~rescale"
 	if err := os.RemoveAll(staging); err != nil {
@@ -193,14 +194,14 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 		if !exists(d) {
 			continue
 		}
-		l, err := walog.OpenDir(d, lopts(cfg.Options()))
+		l, err := walog.OpenDir(d, lopts(Options(cfg)))
 		if err != nil {
 			return stats, err
 		}
 		olds = append(olds, l)
 	}
 	// The new logs are written unsynced and synced once at the end.
-	nopts := cfg.Options()
+	nopts := Options(cfg)
 	nopts.Sync = walog.SyncNone
 	news := make([]*walog.Log, par)
 	defer func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Source wraps a connector's source with a WAL. Read appends each batch
@@ -131,7 +132,7 @@ type Job struct {
 // Open opens the WAL of one source subtask and wraps the source with it.
 // The caller closes the returned Source (which closes inner) and then,
 // after the sinks, calls CloseWAL (R-WAL-6).
-func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string, job Job) (*Source, error) {
+func Open(ctx context.Context, cfg *job.Durability, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string, job Job) (*Source, error) {
 	s := &Source{
 		inner: inner, name: info.OperatorID, task: task,
 		lg:        info.Logger,
@@ -151,16 +152,16 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		}
 		s.hold = true
 	}
-	opts := cfg.Options()
+	opts := Options(cfg)
 	opts.Logger = s.lg
 	opts.CursorMeta = s.cursorMeta
 	opts.Hold = s.hold
 	var err error
-	if cfg.ObjectStore() {
+	if ObjectStore(cfg) {
 		s.log, err = openObjectStore(ctx, cfg, opts, info)
 	} else {
 		var dir string
-		dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask)
+		dir, err = Dir(cfg, dataDir, info.JobID, info.OperatorID, info.Subtask)
 		if err == nil {
 			s.log, err = walog.OpenDir(dir, walog.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
 		}
@@ -183,7 +184,7 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		if par != 0 && par != info.Parallelism {
 			s.log.Close()
 			where := "its local logs could not be redistributed"
-			if cfg.ObjectStore() {
+			if ObjectStore(cfg) {
 				where = "the object_store backend cannot redistribute its logs to another parallelism (the local backend does)"
 			}
 			return nil, fmt.Errorf("opening the WAL of source %s: it was written by %d subtasks and this start runs %d: %s; "+
@@ -866,12 +867,12 @@ func (h *seqHeap) pop() uint64 {
 // open at once (R-VAL-2). info names the source and its parallelism
 // (Subtask is ignored). Local logs written at another parallelism are
 // checked as they are: the start redistributes them first (Reshard).
-func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.TaskInfo) error {
-	opts := cfg.Options()
+func DryRun(ctx context.Context, cfg *job.Durability, dataDir string, info connectors.TaskInfo) error {
+	opts := Options(cfg)
 	opts.Logger = info.Logger
 	n := info.Parallelism
-	if !cfg.ObjectStore() {
-		d0, err := cfg.Dir(dataDir, info.JobID, info.OperatorID, 0)
+	if !ObjectStore(cfg) {
+		d0, err := Dir(cfg, dataDir, info.JobID, info.OperatorID, 0)
 		if err != nil {
 			return err
 		}
@@ -887,11 +888,11 @@ func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.Ta
 		info.Subtask = sub
 		var log *walog.Log
 		var err error
-		if cfg.ObjectStore() {
+		if ObjectStore(cfg) {
 			log, err = openObjectStore(ctx, cfg, opts, info)
 		} else {
 			var dir string
-			if dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask); err == nil {
+			if dir, err = Dir(cfg, dataDir, info.JobID, info.OperatorID, info.Subtask); err == nil {
 				log, err = walog.OpenDir(dir, walog.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
 			}
 		}
