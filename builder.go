@@ -727,7 +727,7 @@ var builderCalls = []struct{ path, call string }{
 	{"max_parallelism", ".MaxParallelism(n)"},
 	{"state", ".State(job.State{...})"},
 	{"checkpoint", ".Checkpoint(job.Checkpoint{...})"},
-	{"durability", ".Durability(arkflow.Durability{...})"},
+	{"durability", ".Durability(job.Durability{...})"},
 	{"sources", ".Source(...)"},
 	{"sinks", ".Sink(...)"},
 	{"operators[].parallelism", "WithParallelism(n)"},
@@ -740,7 +740,7 @@ var builderCalls = []struct{ path, call string }{
 	{"sources[].time.watermark.all_idle_delay_ms", "AdvanceWhenIdle(delay)"},
 	{"sources[].time.allowed_lateness_ms", "AllowedLateness(d)"},
 	{"sources[].time.late_event_route", "RouteLate(sink)"},
-	{"sources[].durability", "Durable(arkflow.Durability{...})"},
+	{"sources[].durability", "Durable(job.Durability{...})"},
 }
 
 // inBuilderTerms returns e with its spec path replaced by the Builder call

@@ -9,6 +9,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkDurableIngest(b *testing.B) {
 				dir := filepath.Join(b.TempDir(), strconv.Itoa(i))
 				bl := arkflow.NewJob("bench")
 				if mode != "off" {
-					bl = bl.Durability(arkflow.Durability{Path: dir, Sync: wal.SyncMode(mode), Retain: true})
+					bl = bl.Durability(job.Durability{Path: dir, Sync: wal.SyncMode(mode), Retain: true})
 				}
 				j, err := bl.Source("in", benchGenerate()).Sink("out", sink).Build()
 				if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -122,7 +123,7 @@ func TestOperatorAggregatesTasks(t *testing.T) {
 func TestMetricsCountersAndGauges(t *testing.T) {
 	src := clicksAt([]any{"ann", 100, "bob", 300}, []any{"bob", 1500}, []any{"ann", 200})
 	j, err := arkflow.NewJob("kinds").
-		Durability(arkflow.Durability{Path: t.TempDir()}).
+		Durability(job.Durability{Path: t.TempDir()}).
 		Source("in", src, arkflow.EventTime("ts")).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).

@@ -94,7 +94,7 @@ func run(addr, data string) error {
 			// A write-ahead log in front of the source: Push returns once
 			// the clicks are appended and fsynced (group commit), and a
 			// restart replays what the job had not finished with.
-			arkflow.Durable(arkflow.Durability{}),
+			arkflow.Durable(job.Durability{}),
 			// Event time is the TS column; clicks may arrive up to 2 s
 			// behind the newest one before they count as late (dropped).
 			// PerRowWatermark places each click against the watermark of

@@ -1,5 +1,5 @@
 // Package blob is the one object-store layer under the WAL's object
-// backend (wal.OpenObjectStore) and the s3:// checkpoint store
+// backend (internal/walog.OpenObjectStore) and the s3:// checkpoint store
 // (checkpoint.OpenStore): one S3 options type, one client constructor,
 // one error classifier and one set of hints (issue 18).
 //

@@ -104,10 +104,10 @@ var (
 		Credentials: "checkpoint.StoreOptions.AccessKeyID and SecretAccessKey (arkflow.WithCheckpointStore), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when they are empty",
 	}
 	// WALKeys are the WAL object backend's: the spec's durability.backend.s3
-	// block (arkflow.WALObjectStore), or wal.ObjectStoreOptions.
+	// block (job.WALObjectStore in Go).
 	WALKeys = Keys{
-		Bucket:      "durability.backend.s3.bucket (wal.ObjectStoreOptions.Bucket)",
-		Credentials: "durability.backend.s3.access_key_id and secret_access_key (wal.ObjectStoreOptions.AccessKey and SecretKey), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when they are empty",
+		Bucket:      "durability.backend.s3.bucket (job.WALObjectStore.Bucket)",
+		Credentials: "durability.backend.s3.access_key_id and secret_access_key (job.WALObjectStore.AccessKeyID and SecretAccessKey), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when they are empty",
 	}
 )
 

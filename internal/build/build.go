@@ -63,7 +63,7 @@ type Graph struct {
 	InputSchemas map[string]*arrow.Schema
 	// Durability is the effective WAL configuration of each source that
 	// has one, by source operator ID.
-	Durability map[string]*durable.Config
+	Durability map[string]*job.Durability
 }
 
 // Build validates spec deeply and returns the built graph, or every problem
@@ -73,7 +73,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 	job.ApplyDefaults(s)
 	p := &job.Problems{Job: s.ID}
 	job.CheckStructure(s, p)
-	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}, Durability: map[string]*durable.Config{}}
+	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}, Durability: map[string]*job.Durability{}}
 	b := builder{s: s, p: p, g: g, env: env}
 	b.sources()
 	b.operators()
@@ -114,7 +114,7 @@ func (b *builder) report(op, base string, err error) {
 }
 
 func (b *builder) sources() {
-	reported := map[durable.Problem]bool{}
+	reported := map[job.FieldError]bool{}
 	for i, src := range b.s.Sources {
 		at := fmt.Sprintf("sources[%d]", i)
 		if op, _ := b.s.Operator(src.OperatorID); op == nil || op.Kind != job.KindSource {
@@ -123,15 +123,16 @@ func (b *builder) sources() {
 		cfg, probs := durable.Resolve(b.s, &src, at)
 		for _, pr := range probs {
 			op := src.OperatorID
-			if pr.JobWide {
-				// Once, not once per source that inherits it.
-				if reported[pr] {
+			if !strings.HasPrefix(pr.Path, at+".") {
+				// The job-wide block's: once, not once per source that
+				// inherits it, and without an operator.
+				if reported[*pr] {
 					continue
 				}
-				reported[pr] = true
+				reported[*pr] = true
 				op = ""
 			}
-			b.p.Add(op, pr.Field, "%s", pr.Reason)
+			b.p.Add(op, pr.Path, "%s", pr.Reason)
 		}
 		if cfg != nil {
 			b.g.Durability[src.OperatorID] = cfg
@@ -425,7 +426,7 @@ func (b *builder) startChecks() {
 	jobWide := false
 	for i, src := range s.Sources {
 		cfg := b.g.Durability[src.OperatorID]
-		if cfg == nil || cfg.ObjectStore() || cfg.Path != "" || env.DataDir != "" {
+		if cfg == nil || durable.ObjectStore(cfg) || cfg.Path != "" || env.DataDir != "" {
 			continue
 		}
 		field, op := "durability.path", ""

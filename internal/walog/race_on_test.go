@@ -1,6 +1,6 @@
 //go:build race
 
-package wal
+package walog
 
 // raceEnabled: the race detector makes sync.Pool drop items at random, so
 // allocation counts mean nothing under it.

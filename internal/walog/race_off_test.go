@@ -1,5 +1,5 @@
 //go:build !race
 
-package wal
+package walog
 
 const raceEnabled = false

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package wal
+package walog
 
 import "os"
 
