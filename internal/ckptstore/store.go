@@ -1,4 +1,4 @@
-package checkpoint
+package ckptstore
 
 import (
 	"context"
@@ -92,7 +92,7 @@ type StoreOptions struct {
 	// restore reads at once (default 1: one GET per object). Above 1 an
 	// object of at least 16 MiB is read in ranges of 8 MiB, each holding
 	// a buffer, and a range whose connection drops is read again (see
-	// checkpoint/ranged.go). S3 serves each connection at a fraction of
+	// ranged.go). S3 serves each connection at a fraction of
 	// its bandwidth, so against a remote store 4 to 8 can make a restore
 	// of few large objects that many times faster; against a MinIO on
 	// the job's own two cores, ranges were slower than one GET
