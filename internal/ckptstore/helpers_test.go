@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/arkflow-rs/arkflow-go/internal/blob"
 )
@@ -27,9 +26,8 @@ func testClient(tb testing.TB) *minio.Client {
 	if endpoint == "" {
 		tb.Skip(skipS3)
 	}
-	c, err := minio.New(endpoint, &minio.Options{
-		Creds: credentials.NewStaticV4(os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"), ""),
-	})
+	c, err := blob.NewClient(blob.Options{Endpoint: endpoint, AllowHTTP: true,
+		AccessKeyID: os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), SecretAccessKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY")})
 	if err != nil {
 		tb.Fatal(err)
 	}
