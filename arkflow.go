@@ -12,6 +12,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
@@ -67,7 +68,7 @@ func (o *options) check(spec *job.Spec) job.ValidationErrors {
 		// The runtime would start from scratch as if it were not given.
 		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
 			Reason: fmt.Sprintf("the job has no checkpoint block, so it has no savepoint %q to start from", name)})
-	case checkpoint.ValidKey(name) != nil || strings.Contains(name, "/"):
+	case ckptstore.ValidKey(name) != nil || strings.Contains(name, "/"):
 		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
 			Reason: fmt.Sprintf("savepoint name %q: use letters, digits, '-', '_' and '.'", name)})
 	}
@@ -93,7 +94,7 @@ func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store, Connectors: o.connectors}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: ckptstore.StoreOptions(o.store), Connectors: o.connectors}
 }
 
 type optionFunc func(*options)
@@ -178,7 +179,7 @@ func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error
 	if err != nil {
 		return nil, err
 	}
-	ro := runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: o.store}
+	ro := runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: ckptstore.StoreOptions(o.store)}
 	for _, f := range o.tune {
 		f(&ro)
 	}

@@ -11,6 +11,7 @@ import (
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -93,7 +94,7 @@ func TestOneCorruptionMarker(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"checkpoint manifest that does not decode", provoke(func() error { _, err := checkpoint.DecodeManifest([]byte("{")); return err })},
+		{"checkpoint manifest that does not decode", provoke(func() error { _, err := ckptstore.DecodeManifest([]byte("{")); return err })},
 		{"checkpoint state object", fmt.Errorf("restoring: %w", &checkpoint.CorruptError{Key: "k", Reason: "the object has 3 bytes, its manifest entry says 4"})},
 		{"state snapshot", provoke(func() error {
 			_, err := statestore.NewMemory().Restore(strings.NewReader("not a snapshot"), statestore.Scope{Job: "j", Operator: "o", Groups: statestore.AllKeyGroups}, 0)

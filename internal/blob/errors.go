@@ -39,7 +39,8 @@ func (c Class) String() string {
 }
 
 // Classify returns the class of err, looking through wrapping for
-// ErrNotExist, ErrPreconditionFailed or a minio-go error response. The S3 code decides where there is one; the
+// ErrNotExist, ErrPreconditionFailed, ErrInvalidRange or a minio-go
+// error response. The S3 code decides where there is one; the
 // HTTP status decides otherwise (a HEAD's or a 412's body is empty).
 func Classify(err error) Class {
 	switch {
@@ -49,6 +50,8 @@ func Classify(err error) Class {
 		return NotFound
 	case errors.Is(err, ErrPreconditionFailed):
 		return PreconditionFailed
+	case errors.Is(err, ErrInvalidRange):
+		return InvalidRange
 	}
 	var r minio.ErrorResponse
 	if !errors.As(err, &r) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
@@ -34,7 +34,7 @@ type Env struct {
 	// when none is given.
 	DataDir string
 	// CheckpointStore configures an s3:// checkpoint store.
-	CheckpointStore checkpoint.StoreOptions
+	CheckpointStore ckptstore.StoreOptions
 	// Connectors is where input and output types are found (nil: the
 	// global registry).
 	Connectors *connectors.Environment
@@ -441,7 +441,7 @@ func (b *builder) startChecks() {
 	}
 	cp := s.Checkpoint
 	if cp != nil && cp.ObjectStoreURI != "" {
-		if err := checkpoint.CheckStore(cp.ObjectStoreURI, env.CheckpointStore); err != nil {
+		if err := ckptstore.CheckStore(cp.ObjectStoreURI, env.CheckpointStore); err != nil {
 			b.p.Add("", "checkpoint.object_store_uri", "%s", strings.TrimPrefix(err.Error(), "checkpoint: "))
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
@@ -72,19 +72,19 @@ func statefulOp(op *job.Operator) bool {
 
 // openCatalog opens the checkpoint store of the spec, or returns nil when
 // checkpoints are off.
-func (r *Runtime) openCatalog(ctx context.Context) (*checkpoint.Catalog, error) {
+func (r *Runtime) openCatalog(ctx context.Context) (*ckptstore.Catalog, error) {
 	cp := r.g.Spec.Checkpoint
 	if cp == nil {
 		return nil, nil
 	}
-	store, err := checkpoint.OpenStore(ctx, cp.ObjectStoreURI, r.opts.CheckpointStore)
+	store, err := ckptstore.OpenStore(ctx, cp.ObjectStoreURI, r.opts.CheckpointStore)
 	if err != nil {
 		return nil, fmt.Errorf("opening the checkpoint store: %w", err)
 	}
 	if r.opts.WrapStore != nil {
 		store = r.opts.WrapStore(store)
 	}
-	return checkpoint.NewCatalog(store, r.g.Spec.ID, checkpoint.Options{Retention: cp.Retention, Logger: r.log})
+	return ckptstore.NewCatalog(store, r.g.Spec.ID, ckptstore.Options{Retention: cp.Retention, Logger: r.log})
 }
 
 func (r *Runtime) formatVersion() int {
@@ -113,21 +113,21 @@ func (r *Runtime) plannedTasks() []string {
 // verifies each state object as it reads it, and on a missing or corrupt
 // one selects again with the artifact excluded (see restore), so that
 // every state byte is downloaded and hashed once.
-func (r *Runtime) selectRestore(ctx context.Context, cat *checkpoint.Catalog) (*checkpoint.Manifest, error) {
+func (r *Runtime) selectRestore(ctx context.Context, cat *ckptstore.Catalog) (*ckptstore.Manifest, error) {
 	return r.selectRestoreExcluding(ctx, cat, nil)
 }
 
 // selectRestoreExcluding is selectRestore passing over the artifacts in
 // exclude.
-func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Catalog, exclude []string) (*checkpoint.Manifest, error) {
+func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Catalog, exclude []string) (*ckptstore.Manifest, error) {
 	spec := r.g.Spec
-	want := checkpoint.Want{Target: checkpoint.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
+	want := ckptstore.Want{Target: ckptstore.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
 		MaxParallelism: spec.MaxParallelism, DeferStateChecks: true, Exclude: exclude}
 	switch {
 	case r.opts.FromSavepoint != "":
-		want.Target, want.Name = checkpoint.NamedSavepoint, r.opts.FromSavepoint
+		want.Target, want.Name = ckptstore.NamedSavepoint, r.opts.FromSavepoint
 	case spec.Recovery == job.RecoverLatestSavepoint:
-		want.Target = checkpoint.LatestSavepoint
+		want.Target = ckptstore.LatestSavepoint
 	}
 	m, skipped, err := cat.Select(ctx, want)
 	for _, s := range skipped {
@@ -164,7 +164,7 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Ca
 // fresh says st was created empty by this start: it holds no floors to
 // carry and nothing to empty, so the first attempt does not wait for a
 // store still opening in the background.
-func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st statestore.Backend, m *checkpoint.Manifest, fresh bool) (map[string][]connectors.Position, error) {
+func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) (map[string][]connectors.Position, error) {
 	spec := r.g.Spec
 	var exclude []string
 	// A restore that fails leaves no partial state behind: the next
@@ -201,7 +201,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		}
 		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "id", m.CheckpointID, "error", err)
 		id := m.CheckpointID
-		if m.Kind == checkpoint.KindSavepoint {
+		if m.Kind == ckptstore.KindSavepoint {
 			id = m.Name
 		}
 		exclude = append(exclude, id)
@@ -236,7 +236,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	if err := r.saveLayout(); err != nil {
 		return fail(err)
 	}
-	if m.Kind == checkpoint.KindCheckpoint && len(m.TaskAttempts) > 0 {
+	if m.Kind == ckptstore.KindCheckpoint && len(m.TaskAttempts) > 0 {
 		// The restored state is m's: a restore of m again may keep
 		// what this run acknowledges on top of it.
 		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
@@ -299,7 +299,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 // is), or statestore.BulkRestorer when the store holds nothing else, each
 // object's SHA-256 checked by the pass that parses it; otherwise one by
 // one through Backend.Restore.
-func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st statestore.Backend, m *checkpoint.Manifest, fresh bool) error {
+func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) error {
 	spec := r.g.Spec
 	ns := stateJob(spec)
 	if !fresh {
@@ -322,7 +322,7 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 	r.ckpt.mu.Unlock()
 	now := r.opts.Clock.Now().UnixMilli()
 	var (
-		snaps  []checkpoint.StateSnapshot
+		snaps  []ckptstore.StateSnapshot
 		scopes []statestore.Scope
 	)
 	for _, s := range m.StateSnapshots {
@@ -337,7 +337,7 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 		snaps = append(snaps, s)
 		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
 	}
-	progress := func(s checkpoint.StateSnapshot, info statestore.RestoreInfo) {
+	progress := func(s ckptstore.StateSnapshot, info statestore.RestoreInfo) {
 		r.ckpt.mu.Lock()
 		p := &r.ckpt.status.Recovery
 		p.BytesRestored += info.Bytes
@@ -428,9 +428,9 @@ type floorCarry struct {
 // fired). Otherwise, and when the store has no floor newer than the
 // snapshot's, the restore rolls the floors back with the rest of the
 // state, and the windows acknowledged since m fire again (the L2 bound).
-func (r *Runtime) carriedFloors(st statestore.Backend, m *checkpoint.Manifest) (*floorCarry, error) {
+func (r *Runtime) carriedFloors(st statestore.Backend, m *ckptstore.Manifest) (*floorCarry, error) {
 	spec := r.g.Spec
-	if m.Kind != checkpoint.KindCheckpoint || r.opts.FromSavepoint != "" || spec.Recovery == job.RecoverLatestSavepoint {
+	if m.Kind != ckptstore.KindCheckpoint || r.opts.FromSavepoint != "" || spec.Recovery == job.RecoverLatestSavepoint {
 		return nil, nil
 	}
 	for _, s := range spec.Sources {
@@ -443,7 +443,7 @@ func (r *Runtime) carriedFloors(st statestore.Backend, m *checkpoint.Manifest) (
 	matches := func(line string) bool {
 		id, run, _ := strings.Cut(line, " ")
 		return id == m.CheckpointID && run != "" && len(m.TaskAttempts) > 0 &&
-			!slices.ContainsFunc(m.TaskAttempts, func(a checkpoint.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) })
+			!slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) })
 	}
 	// A restore of m killed after it emptied the store left the floors
 	// it carried beside the store.
@@ -519,7 +519,7 @@ type carryFloor struct {
 
 // runOr returns the run token of c's checkpoint line, else that of m's
 // attempts.
-func (c *floorCarry) runOr(m *checkpoint.Manifest) string {
+func (c *floorCarry) runOr(m *ckptstore.Manifest) string {
 	if c != nil && c.run != "" {
 		return c.run
 	}
@@ -698,7 +698,7 @@ func (r *Runtime) emptyState(st statestore.Backend) error {
 // restoreCorrupt reports whether a restore failed because of the
 // artifact (a state object missing, of the wrong size or hash, or not a
 // valid snapshot) rather than the store or the disk. Every store marks
-// its corruption with the one marker, checkpoint.ErrCorrupt; the
+// its corruption with the one marker, ckptstore.ErrCorrupt; the
 // exception is the local state directory (statestore.ErrCorrupt, which
 // matches the marker too): it is not the artifact's fault, and falling
 // back past every checkpoint would start the job without its state.
@@ -706,7 +706,7 @@ func restoreCorrupt(err error) bool {
 	if errors.Is(err, statestore.ErrCorrupt) {
 		return false
 	}
-	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNotFound)
+	return errors.Is(err, ckptstore.ErrCorrupt) || errors.Is(err, ckptstore.ErrNotFound)
 }
 
 // splitTask splits "op-3" into ("op", 3).
@@ -746,7 +746,7 @@ type ckptState struct {
 
 	mu      sync.Mutex
 	status  CheckpointStatus
-	catalog *checkpoint.Catalog
+	catalog *ckptstore.Catalog
 	round   sync.Mutex // one round at a time
 }
 
@@ -759,7 +759,7 @@ func (r *Runtime) CheckpointStatus() CheckpointStatus {
 
 // Checkpoint takes a checkpoint now and returns its id.
 func (r *Runtime) Checkpoint(ctx context.Context) (string, error) {
-	m, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, "")
+	m, err := r.takeCheckpoint(ctx, ckptstore.KindCheckpoint, "")
 	if err != nil {
 		return "", err
 	}
@@ -772,10 +772,10 @@ func (r *Runtime) Savepoint(ctx context.Context, name string) error {
 	if name == "" {
 		return errors.New("a savepoint needs a name")
 	}
-	if err := checkpoint.ValidKey(name); err != nil || strings.Contains(name, "/") {
+	if err := ckptstore.ValidKey(name); err != nil || strings.Contains(name, "/") {
 		return fmt.Errorf("savepoint name %q: use letters, digits, '-', '_' and '.'", name)
 	}
-	_, err := r.takeCheckpoint(ctx, checkpoint.KindSavepoint, name)
+	_, err := r.takeCheckpoint(ctx, ckptstore.KindSavepoint, name)
 	return err
 }
 
@@ -783,7 +783,7 @@ func (r *Runtime) Savepoint(ctx context.Context, name string) error {
 // then the snapshots stream from the frozen state to the store while the
 // pipeline runs, then the manifest commits. A failed round leaves the
 // previous checkpoint in place and marks the health degraded.
-func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name string) (m *checkpoint.Manifest, err error) {
+func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name string) (m *ckptstore.Manifest, err error) {
 	r.ckpt.mu.Lock()
 	cat := r.ckpt.catalog
 	r.ckpt.mu.Unlock()
@@ -819,7 +819,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		r.log.Info("checkpoint completed", "kind", kind, "id", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
 	}()
 	id := name
-	if kind == checkpoint.KindCheckpoint {
+	if kind == ckptstore.KindCheckpoint {
 		next, err := cat.NextID(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
@@ -831,7 +831,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		return nil, err
 	}
 	defer c.Frozen.Close()
-	if kind == checkpoint.KindCheckpoint {
+	if kind == ckptstore.KindCheckpoint {
 		// Before the commit: a kill between the two must not cost the
 		// restore of this checkpoint its floors.
 		r.mu.Lock()
@@ -845,7 +845,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 	ns := stateJob(spec)
 	now := r.opts.Clock.Now().UnixMilli()
 	type result struct {
-		snap checkpoint.StateSnapshot
+		snap ckptstore.StateSnapshot
 		err  error
 	}
 	var tasks []job.Task
@@ -881,14 +881,14 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		}(i, t)
 	}
 	wg.Wait()
-	m = &checkpoint.Manifest{
+	m = &ckptstore.Manifest{
 		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version,
 		FormatVersion: r.formatVersion(), Kind: kind, Name: name,
 		CreatedMS: time.Now().UnixMilli(), PlannedTasks: r.plannedTasks(), PlanDigest: plan.Digest,
 		MaxParallelism: spec.MaxParallelism, WatermarksMS: c.Watermarks,
 	}
 	for _, t := range m.PlannedTasks {
-		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
+		m.TaskAttempts = append(m.TaskAttempts, ckptstore.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
 	}
 	for _, res := range results {
 		if res.err != nil {
@@ -904,7 +904,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 	sort.Strings(srcTasks)
 	for _, t := range srcTasks {
 		for _, p := range c.Positions[t] {
-			m.SourcePositions = append(m.SourcePositions, checkpoint.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
+			m.SourcePositions = append(m.SourcePositions, ckptstore.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
 		}
 	}
 	if err := cat.Commit(ctx, m); err != nil {
@@ -921,11 +921,11 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 
 // restartKind is the kind of artifact a restart restores: savepoints with
 // recovery latest_savepoint, else checkpoints.
-func (r *Runtime) restartKind() checkpoint.Kind {
+func (r *Runtime) restartKind() ckptstore.Kind {
 	if r.g.Spec.Recovery == job.RecoverLatestSavepoint {
-		return checkpoint.KindSavepoint
+		return ckptstore.KindSavepoint
 	}
-	return checkpoint.KindCheckpoint
+	return ckptstore.KindCheckpoint
 }
 
 // checkpointCompleted tells every source behind a WAL that an artifact a
@@ -965,7 +965,7 @@ func (r *Runtime) checkpointLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, ""); err != nil && ctx.Err() != nil {
+			if _, err := r.takeCheckpoint(ctx, ckptstore.KindCheckpoint, ""); err != nil && ctx.Err() != nil {
 				return
 			}
 		}

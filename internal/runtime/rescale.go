@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
@@ -51,7 +51,7 @@ func (r *Runtime) planLayout() layout {
 // manifestLayout is the layout of the state m holds: the parallelism of
 // each of the plan's stateful operators when it was cut (operators the
 // checkpoint does not have are left out).
-func (r *Runtime) manifestLayout(m *checkpoint.Manifest) layout {
+func (r *Runtime) manifestLayout(m *ckptstore.Manifest) layout {
 	l := layout{MaxParallelism: m.MaxParallelism, Parallelism: map[string]int{}}
 	if l.MaxParallelism == 0 {
 		l.MaxParallelism = r.g.Spec.MaxParallelism // not recorded: Select took it as equal
@@ -146,7 +146,7 @@ func (r *Runtime) saveLayout() error {
 // relayout redistributes what the restored state of m stores per subtask
 // to the plan's parallelism, for every stateful operator whose
 // parallelism changed.
-func (r *Runtime) relayout(st statestore.Backend, m *checkpoint.Manifest) error {
+func (r *Runtime) relayout(st statestore.Backend, m *ckptstore.Manifest) error {
 	from, to := r.manifestLayout(m), r.planLayout()
 	ns := stateJob(r.g.Spec)
 	for _, op := range rescaled(from, to) {

@@ -27,10 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
@@ -93,15 +93,15 @@ type Options struct {
 	DataDir string
 	// CheckpointStore configures an s3:// checkpoint store (endpoint,
 	// credentials); empty fields come from the environment.
-	CheckpointStore checkpoint.StoreOptions
+	CheckpointStore ckptstore.StoreOptions
 	// FromSavepoint starts the job from this savepoint instead of
 	// following spec.recovery.
 	FromSavepoint string
 	// NodeID names this process in checkpoint manifests (default local).
 	NodeID string
 	// WrapStore, if set, wraps the checkpoint store (fault injection in
-	// tests, with checkpointtest.FaultStore).
-	WrapStore func(checkpoint.Store) checkpoint.Store
+	// tests, with ckpttest.FaultStore).
+	WrapStore func(ckptstore.Store) ckptstore.Store
 	// StartPositions makes source subtasks (by task ID) resume from these
 	// positions instead of their configured start (restores, restarts).
 	StartPositions map[string][]connectors.Position
@@ -381,7 +381,7 @@ func (r *Runtime) finalCheckpoint(ctx context.Context) error {
 	r.mu.Lock()
 	r.finalCut = true
 	r.mu.Unlock()
-	m, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, "")
+	m, err := r.takeCheckpoint(ctx, ckptstore.KindCheckpoint, "")
 	if err != nil {
 		return err
 	}
@@ -442,7 +442,7 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	var restoreFrom *checkpoint.Manifest
+	var restoreFrom *ckptstore.Manifest
 	var st statestore.Backend
 	fresh := false // st was created empty by this start
 	if cat != nil {

@@ -1,4 +1,4 @@
-package checkpoint
+package ckptstore
 
 import (
 	"bytes"
@@ -269,40 +269,4 @@ func TestDownloadConcurrencyEnv(t *testing.T) {
 	if _, err := OpenStore(ctx, "s3://"+bucket+"/env", StoreOptions{Client: cl, DownloadConcurrency: -2}); err == nil || !strings.Contains(err.Error(), "download concurrency") {
 		t.Fatalf("negative option: %v", err)
 	}
-}
-
-func TestContentRangeTotal(t *testing.T) {
-	for in, want := range map[string]int64{
-		"bytes 0-99/100":             100,
-		"bytes 8388608-16777215/3e7": -1,
-		"bytes 5-5/6":                6,
-		"bytes 0-99/*":               -1,
-		"bytes */100":                -1,
-		"bytes 10-5/100":             -1,
-		"bytes 0-100/100":            -1,
-		"items 0-99/100":             -1,
-		"bytes 0-99":                 -1,
-		"":                           -1,
-		"bytes -1-99/100":            -1,
-		"bytes 0-99/+100":            -1,
-	} {
-		got, ok := contentRangeTotal(in)
-		if (want < 0) == ok || (ok && got != want) {
-			t.Errorf("contentRangeTotal(%q) = %d, %v; want %d", in, got, ok, want)
-		}
-	}
-}
-
-// FuzzContentRangeTotal: any header either parses to a total past its
-// range or is refused, and never panics.
-func FuzzContentRangeTotal(f *testing.F) {
-	for _, s := range []string{"bytes 0-99/100", "bytes 0-0/1", "bytes */5", "bytes 1-2/3"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		total, ok := contentRangeTotal(s)
-		if ok && total <= 0 {
-			t.Fatalf("%q: total %d", s, total)
-		}
-	})
 }

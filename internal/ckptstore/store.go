@@ -1,4 +1,4 @@
-package checkpoint
+package ckptstore
 
 import (
 	"context"
@@ -48,7 +48,7 @@ type Store interface {
 
 // DefaultPartSize is the multipart part size of the s3 store for objects
 // of unknown or large size, and the most it buffers per upload.
-const DefaultPartSize = 16 << 20
+const DefaultPartSize = blob.DefaultPartSize
 
 // StoreOptions configure OpenStore's s3:// backend; the file:// backend
 // ignores them. The zero value takes everything from the environment.
@@ -92,7 +92,7 @@ type StoreOptions struct {
 	// restore reads at once (default 1: one GET per object). Above 1 an
 	// object of at least 16 MiB is read in ranges of 8 MiB, each holding
 	// a buffer, and a range whose connection drops is read again (see
-	// checkpoint/ranged.go). S3 serves each connection at a fraction of
+	// ranged.go). S3 serves each connection at a fraction of
 	// its bandwidth, so against a remote store 4 to 8 can make a restore
 	// of few large objects that many times faster; against a MinIO on
 	// the job's own two cores, ranges were slower than one GET
@@ -111,7 +111,7 @@ const DownloadConcurrencyEnv = "ARKFLOW_S3_DOWNLOAD_CONCURRENCY"
 // upload take turns (0.40–0.57 of raw PutObject's MB/s against MinIO in
 // BENCHMARKS.md); with 4 they overlap and parts go up in parallel, as
 // minio-go does for uploads of known size.
-const DefaultUploadConcurrency = 4
+const DefaultUploadConcurrency = blob.DefaultUploadConcurrency
 
 // OpenStore opens the store at uri, choosing the backend by its scheme:
 //
@@ -119,7 +119,8 @@ const DefaultUploadConcurrency = 4
 //     files; Put writes a temporary file next to the target, fsyncs it,
 //     renames it into place and fsyncs the directory.
 //   - s3://bucket/prefix — an S3-compatible bucket (AWS, MinIO) through
-//     minio-go; objects are keys under prefix. The bucket must exist.
+//     internal/blob (its client, Storage, error classes and hints);
+//     objects are keys under prefix. The bucket must exist.
 //
 // ctx bounds only opening (for s3, the bucket check), not the store's
 // lifetime. The store holds no resources that need closing.

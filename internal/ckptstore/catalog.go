@@ -1,4 +1,4 @@
-package checkpoint
+package ckptstore
 
 import (
 	"bytes"
@@ -1041,7 +1041,7 @@ func (c *Catalog) verifyState(ctx context.Context, s StateSnapshot) error {
 // entry says fail at once, and at the end a short object or a SHA-256
 // mismatch makes Read return a *CorruptError instead of io.EOF. The check
 // happens only when Read reaches the end, so read to io.EOF
-// (state.Backend.Restore does: it reads past its trailer and fails, leaving
+// (statestore.Backend.Restore does: it reads past its trailer and fails, leaving
 // nothing restored, on any read error). The caller must Close it; ctx
 // bounds the reads too.
 func (c *Catalog) OpenState(ctx context.Context, s StateSnapshot) (io.ReadCloser, error) {
@@ -1069,7 +1069,7 @@ func (c *Catalog) OpenState(ctx context.Context, s StateSnapshot) (io.ReadCloser
 // the object's size only (a longer object fails at once, a shorter one
 // at the end with a *CorruptError instead of io.EOF). It is for a caller
 // that hashes the bytes itself and compares the result with s.Checksum,
-// e.g. state.RestoreSource.Checksum, so that a restore reads and hashes
+// e.g. statestore.RestoreSource.Checksum, so that a restore reads and hashes
 // every byte once.
 func (c *Catalog) OpenStateSized(ctx context.Context, s StateSnapshot) (io.ReadCloser, error) {
 	rc, err := c.OpenState(ctx, s)

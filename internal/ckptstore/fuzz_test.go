@@ -1,4 +1,4 @@
-package checkpoint
+package ckptstore
 
 import (
 	"reflect"

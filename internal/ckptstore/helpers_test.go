@@ -1,4 +1,4 @@
-package checkpoint
+package ckptstore
 
 import (
 	"bytes"
@@ -12,7 +12,8 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 )
 
 const skipS3 = "ARKFLOW_TEST_S3_ENDPOINT is not set: bash .ci/test.sh starts MinIO and sets ARKFLOW_TEST_S3_*"
@@ -25,9 +26,8 @@ func testClient(tb testing.TB) *minio.Client {
 	if endpoint == "" {
 		tb.Skip(skipS3)
 	}
-	c, err := minio.New(endpoint, &minio.Options{
-		Creds: credentials.NewStaticV4(os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"), ""),
-	})
+	c, err := blob.NewClient(blob.Options{Endpoint: endpoint, AllowHTTP: true,
+		AccessKeyID: os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), SecretAccessKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY")})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -86,6 +86,17 @@ func openS3(tb testing.TB) Store {
 	return s
 }
 
+// openS3Mem is the s3 store over a blob.MemStorage: its own code (keys,
+// sizes, errors) without MinIO.
+func openS3Mem(tb testing.TB) Store {
+	tb.Helper()
+	s, err := openS3StoreOn(&blob.MemStorage{}, "s3://bucket/arkflow/ckpt", StoreOptions{PartSize: minPartSize})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
 // stores is the table every store-agnostic test runs over.
 var stores = []struct {
 	name string
@@ -93,6 +104,7 @@ var stores = []struct {
 }{
 	{"file", openFile},
 	{"s3", openS3},
+	{"s3-mem", openS3Mem},
 }
 
 // forEachStore runs fn once per store, each in a subtest with its own

@@ -1,4 +1,4 @@
-package checkpoint
+package ckptstore
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/arkflow-rs/arkflow-go/checkpoint/checkpointtest"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore/ckpttest"
 	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"io"
 	"reflect"
@@ -579,14 +579,14 @@ func TestRetention(t *testing.T) {
 // checkpoint stays selected until its replacement is durably committed.
 func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
 	forEachStore(t, func(t *testing.T, inner Store) {
-		f := checkpointtest.NewFaultStore(inner)
+		f := ckpttest.NewFaultStore(inner)
 		c := newCatalog(t, f, Options{})
 		ctx := context.Background()
 		m1, _ := commit(t, c, artifact{})
 
 		m2, _ := prepare(t, c, artifact{})
-		f.FailKey(checkpointtest.OpCreate, "manifest.json", nil)
-		if err := c.Commit(ctx, m2); !errors.Is(err, checkpointtest.ErrInjected) || !strings.Contains(err.Error(), "LATEST is unchanged") {
+		f.FailKey(ckpttest.OpCreate, "manifest.json", nil)
+		if err := c.Commit(ctx, m2); !errors.Is(err, ckpttest.ErrInjected) || !strings.Contains(err.Error(), "LATEST is unchanged") {
 			t.Fatalf("Commit = %v", err)
 		}
 		f.Heal()
@@ -598,8 +598,8 @@ func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
 		// The manifest is written, but LATEST cannot be moved: not
 		// committed either, and the manifest is removed again.
 		m3, _ := prepare(t, c, artifact{})
-		f.FailKey(checkpointtest.OpPut, "/LATEST", nil)
-		if err := c.Commit(ctx, m3); !errors.Is(err, checkpointtest.ErrInjected) {
+		f.FailKey(ckpttest.OpPut, "/LATEST", nil)
+		if err := c.Commit(ctx, m3); !errors.Is(err, ckpttest.ErrInjected) {
 			t.Fatalf("Commit = %v", err)
 		}
 		f.Heal()
@@ -611,8 +611,8 @@ func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
 		// Were it left behind (its delete failed too), Select passes it
 		// over as uncommitted.
 		m4, _ := prepare(t, c, artifact{})
-		f.FailKey(checkpointtest.OpPut, "/LATEST", nil)
-		f.FailKey(checkpointtest.OpDelete, "manifest.json", nil)
+		f.FailKey(ckpttest.OpPut, "/LATEST", nil)
+		f.FailKey(ckpttest.OpDelete, "manifest.json", nil)
 		if err := c.Commit(ctx, m4); err == nil {
 			t.Fatal("Commit succeeded")
 		}
@@ -638,14 +638,14 @@ func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
 // TestSelectStoreFailureIsNotFallback: a store that cannot be read is an
 // error, never a reason to fall back to an older checkpoint.
 func TestSelectStoreFailureIsNotFallback(t *testing.T) {
-	f := checkpointtest.NewFaultStore(openFile(t))
+	f := ckpttest.NewFaultStore(openFile(t))
 	c := newCatalog(t, f, Options{})
 	commit(t, c, artifact{})
 	commit(t, c, artifact{})
-	for _, fail := range []struct{ op, key string }{{checkpointtest.OpGet, "state/"}, {checkpointtest.OpGet, "manifest.json"}, {checkpointtest.OpGet, "LATEST"}, {checkpointtest.OpList, ""}} {
+	for _, fail := range []struct{ op, key string }{{ckpttest.OpGet, "state/"}, {ckpttest.OpGet, "manifest.json"}, {ckpttest.OpGet, "LATEST"}, {ckpttest.OpList, ""}} {
 		f.FailKey(fail.op, fail.key, nil)
 		m, skipped, err := c.Select(context.Background(), wantLatest(1))
-		if !errors.Is(err, checkpointtest.ErrInjected) || m != nil || skipped != nil {
+		if !errors.Is(err, ckpttest.ErrInjected) || m != nil || skipped != nil {
 			t.Fatalf("%v: Select = %v, %v, %v; want the store error", fail, m, skipped, err)
 		}
 		f.Heal()

@@ -1,4 +1,4 @@
-package checkpointtest
+package ckpttest
 
 import (
 	"context"
@@ -22,11 +22,11 @@ const (
 
 // ErrInjected is the error a FaultStore returns for a fault armed with a
 // nil error.
-var ErrInjected = errors.New("checkpointtest: injected fault (store unavailable)")
+var ErrInjected = errors.New("ckpttest: injected fault (store unavailable)")
 
-// Store is the method set of checkpoint.Store, repeated here so that this
+// Store is the method set of ckptstore.Store, repeated here so that this
 // package need not import checkpoint (whose own tests use it). Every
-// checkpoint.Store is a Store, and a *FaultStore is a checkpoint.Store.
+// ckptstore.Store is a Store, and a *FaultStore is a ckptstore.Store.
 type Store interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
 	Create(ctx context.Context, key string, r io.Reader, size int64) error
@@ -55,7 +55,7 @@ type fault struct {
 	err             error
 }
 
-// NewFaultStore wraps inner, usually a checkpoint.Store; no fault is armed.
+// NewFaultStore wraps inner, usually a ckptstore.Store; no fault is armed.
 func NewFaultStore(inner Store) *FaultStore {
 	return &FaultStore{inner: inner, calls: map[string]int{}}
 }
