@@ -7,7 +7,6 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
 // resolve is what the deep build makes of the blocks the builder wrote.
@@ -32,12 +31,12 @@ func resolve(t *testing.T, jobWide, own *job.Durability) *job.Durability {
 // every field the builder sets comes back from the decoder.
 func TestDurabilityBlockRoundTrips(t *testing.T) {
 	on := true
-	full := job.Durability{Enabled: &on, Path: "p", Sync: wal.SyncPeriodic, SyncIntervalMS: 1, ParkLeaseMS: 2, DrainTimeoutMS: 3,
+	full := job.Durability{Enabled: &on, Path: "p", Sync: job.SyncPeriodic, SyncIntervalMS: 1, ParkLeaseMS: 2, DrainTimeoutMS: 3,
 		SegmentBytes: 4096, Retain: true, NoRecycle: true, Backend: &job.WALBackend{Type: job.WALBackendLocal}}
 	if got := resolve(t, nil, &full); !reflect.DeepEqual(*got, full) {
 		t.Errorf("local block: got %+v, want %+v", *got, full)
 	}
-	remote := job.Durability{Sync: wal.SyncAlways, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n", StreamID: "s", Prefix: "x",
+	remote := job.Durability{Sync: job.SyncAlways, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n", StreamID: "s", Prefix: "x",
 		S3: &job.WALObjectStore{Bucket: "b", Endpoint: "http://e:9000", Region: "r", AccessKeyID: "a", SecretAccessKey: "k", AllowHTTP: true}}}
 	if got := resolve(t, &remote, nil); !reflect.DeepEqual(*got, remote) {
 		t.Errorf("object-store block: got %+v, want %+v", *got, remote)
@@ -48,10 +47,10 @@ func TestDurabilityBlockRoundTrips(t *testing.T) {
 // sets wins, its zero fields inherit, inside the backend too; Enabled
 // false turns an inherited block off.
 func TestDurabilityMergesPerField(t *testing.T) {
-	jobWide := job.Durability{Sync: wal.SyncAlways, Retain: true, DrainTimeoutMS: 10, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
+	jobWide := job.Durability{Sync: job.SyncAlways, Retain: true, DrainTimeoutMS: 10, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
 		S3: &job.WALObjectStore{Bucket: "b", Region: "r"}}}
 	own := job.Durability{ParkLeaseMS: 5, DrainTimeoutMS: 20, Backend: &job.WALBackend{S3: &job.WALObjectStore{Bucket: "mine"}}}
-	want := job.Durability{Sync: wal.SyncAlways, Retain: true, ParkLeaseMS: 5, DrainTimeoutMS: 20, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
+	want := job.Durability{Sync: job.SyncAlways, Retain: true, ParkLeaseMS: 5, DrainTimeoutMS: 20, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
 		S3: &job.WALObjectStore{Bucket: "mine", Region: "r"}}}
 	if got := resolve(t, &jobWide, &own); !reflect.DeepEqual(*got, want) {
 		t.Errorf("merged: got %+v, want %+v", *got, want)
@@ -63,7 +62,7 @@ func TestDurabilityMergesPerField(t *testing.T) {
 	if got := resolve(t, &jobWide, &job.Durability{Enabled: &off}); got != nil {
 		t.Errorf("Enabled false: got %+v, want no WAL", *got)
 	}
-	if got := resolve(t, nil, &job.Durability{}); got == nil || got.Sync != wal.SyncGroupCommit {
+	if got := resolve(t, nil, &job.Durability{}); got == nil || got.Sync != job.SyncGroupCommit {
 		t.Errorf("an empty block: got %+v, want a WAL with the default sync", got)
 	}
 }
@@ -72,10 +71,10 @@ func TestDurabilityMergesPerField(t *testing.T) {
 // into the other by value.
 func TestSyncModesAreTheLogs(t *testing.T) {
 	for _, p := range [][2]string{
-		{string(wal.SyncAlways), string(walog.SyncAlways)},
-		{string(wal.SyncGroupCommit), string(walog.SyncGroupCommit)},
-		{string(wal.SyncPeriodic), string(walog.SyncPeriodic)},
-		{string(wal.SyncNone), string(walog.SyncNone)},
+		{string(job.SyncAlways), string(walog.SyncAlways)},
+		{string(job.SyncGroupCommit), string(walog.SyncGroupCommit)},
+		{string(job.SyncPeriodic), string(walog.SyncPeriodic)},
+		{string(job.SyncNone), string(walog.SyncNone)},
 	} {
 		if p[0] != p[1] {
 			t.Errorf("wal sync mode %q, walog's %q", p[0], p[1])

@@ -9,7 +9,6 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
 // A durable source resumes after what its WAL holds: a second run of the
@@ -19,8 +18,8 @@ func TestDurableSourceResumes(t *testing.T) {
 	dir := t.TempDir()
 	build := func(out *mem.Sink) *arkflow.Job {
 		j, err := arkflow.NewJob("durable").
-			Durability(job.Durability{Path: dir, Sync: wal.SyncAlways}).
-			Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: wal.SyncGroupCommit})).
+			Durability(job.Durability{Path: dir, Sync: job.SyncAlways}).
+			Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: job.SyncGroupCommit})).
 			Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
 			Sink("out", out).
 			Build()
@@ -94,7 +93,7 @@ func TestDurabilityBadValues(t *testing.T) {
 		d    job.Durability
 		want string
 	}{
-		{job.Durability{Sync: wal.SyncPeriodic, SyncIntervalMS: -1}, "sync_interval_ms: must not be negative (got -1)"},
+		{job.Durability{Sync: job.SyncPeriodic, SyncIntervalMS: -1}, "sync_interval_ms: must not be negative (got -1)"},
 		{job.Durability{ParkLeaseMS: -2}, "park_lease_ms: must not be negative (got -2)"},
 		{job.Durability{DrainTimeoutMS: -3}, "drain_timeout_ms: must not be negative (got -3)"},
 		{job.Durability{SegmentBytes: 100}, "segment_bytes: must be at least 4096 (got 100)"},
@@ -109,7 +108,7 @@ func TestDurabilityBadValues(t *testing.T) {
 			t.Errorf("Durable: %v, want %q", err, tc.want)
 		}
 	}
-	ok := job.Durability{Path: t.TempDir(), Sync: wal.SyncPeriodic, SyncIntervalMS: 1}
+	ok := job.Durability{Path: t.TempDir(), Sync: job.SyncPeriodic, SyncIntervalMS: 1}
 	if err := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(ok).Validate(); err != nil {
 		t.Errorf("1ms: %v", err)
 	}

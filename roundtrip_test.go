@@ -19,7 +19,6 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -43,7 +42,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 	local := job.Durability{
 		Enabled:        &on,
 		Path:           filepath.Join(dir, "wal"),
-		Sync:           wal.SyncPeriodic,
+		Sync:           job.SyncPeriodic,
 		SyncIntervalMS: 50,
 		ParkLeaseMS:    90_000,
 		DrainTimeoutMS: 20_000,
@@ -52,7 +51,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 		NoRecycle:      true,
 	}
 	remote := job.Durability{
-		Sync:        wal.SyncAlways,
+		Sync:        job.SyncAlways,
 		ParkLeaseMS: 45_000,
 		Backend: &job.WALBackend{
 			Type: job.WALBackendObjectStore, NodeID: "node-1", StreamID: "rt", Prefix: "wal/rt",
@@ -78,7 +77,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 		MaxParallelism(64).
 		State(job.State{Path: filepath.Join(dir, "state"), Namespace: "rt", TTLMS: &ns, FormatVersion: 1}).
 		Checkpoint(job.Checkpoint{IntervalMS: 5000, Retention: 5, ObjectStoreURI: "file://" + filepath.Join(dir, "ckpt")}).
-		Durability(job.Durability{Sync: wal.SyncGroupCommit, DrainTimeoutMS: 10_000}).
+		Durability(job.Durability{Sync: job.SyncGroupCommit, DrainTimeoutMS: 10_000}).
 		// Branch 1: a Go push source, every out-of-orderness option, late
 		// rows routed to a late sink, its own durability block.
 		Source("clicks", arkflow.NewPush(arkflow.PushConfig[rtClick]{Partitions: 2}),

@@ -1,7 +1,5 @@
 package job
 
-import "github.com/arkflow-rs/arkflow-go/wal"
-
 // Durability is a durability block (extension): it puts a write-ahead log
 // in front of a source. Every batch the source reads is appended to the
 // log, and made durable per Sync, before it enters the pipeline;
@@ -25,10 +23,10 @@ type Durability struct {
 	// keeps its log in Path/S/k. Default: the runtime's data directory
 	// (arkflow.WithDataDir), under <job id>/wal. Not for the object store.
 	Path string `json:"path,omitempty"`
-	// Sync is when an append becomes durable: wal.SyncGroupCommit (the
-	// default), wal.SyncAlways, wal.SyncPeriodic or wal.SyncNone.
+	// Sync is when an append becomes durable: SyncGroupCommit (the
+	// default), SyncAlways, SyncPeriodic or SyncNone.
 	// ArkFlow's "per_entry" is read as always.
-	Sync wal.SyncMode `json:"sync,omitempty"`
+	Sync SyncMode `json:"sync,omitempty"`
 	// SyncIntervalMS is the periodic mode's fsync interval (default 100).
 	SyncIntervalMS int64 `json:"sync_interval_ms,omitempty"`
 	// ParkLeaseMS bounds how long an acknowledgement waits behind an
@@ -96,3 +94,20 @@ type WALObjectStore struct {
 	// TLS.
 	AllowHTTP bool `json:"allow_http,omitempty"`
 }
+
+// SyncMode says when an append to the write-ahead log is made durable. In
+// a spec it is the durability block's sync key.
+type SyncMode string
+
+// Sync modes. Package wal says what each loses in a crash.
+const (
+	// SyncAlways fsyncs every entry before the append returns.
+	SyncAlways SyncMode = "always"
+	// SyncGroupCommit lets concurrent appends share one fsync; each
+	// still returns only after its own entry is durable. The default.
+	SyncGroupCommit SyncMode = "group_commit"
+	// SyncPeriodic returns at once and fsyncs every sync interval.
+	SyncPeriodic SyncMode = "periodic"
+	// SyncNone leaves flushing to the operating system (and close).
+	SyncNone SyncMode = "none"
+)

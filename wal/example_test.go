@@ -26,7 +26,7 @@ func Example() {
 	run := func() (int64, error) {
 		out := mem.NewSink()
 		j, err := arkflow.NewJob("durable").
-			Durability(job.Durability{Path: dir, Sync: wal.SyncGroupCommit}).
+			Durability(job.Durability{Path: dir, Sync: job.SyncGroupCommit}).
 			Source("in", generate.Config{Count: 100, BatchSize: 10, Fields: []generate.Field{{Name: "n", Type: "int64"}}}).
 			Sink("out", out).
 			Build()

@@ -90,7 +90,7 @@ func Resolve(s *job.Spec, src *job.Source, at string) (*job.Durability, []*job.F
 	}
 	switch walog.SyncMode(cfg.Sync) {
 	case "":
-		cfg.Sync = "group_commit" // walog.SyncGroupCommit, as wal.SyncMode
+		cfg.Sync = "group_commit" // walog.SyncGroupCommit, as job.SyncMode
 	case "per_entry":
 		cfg.Sync = "always" // walog.SyncAlways
 	case walog.SyncAlways, walog.SyncGroupCommit, walog.SyncPeriodic, walog.SyncNone:
