@@ -1,6 +1,7 @@
 // Package ops defines the operators the runtime executes between sources
 // and sinks, and builds them from a spec: map, filter, udf and aggregate
-// here; window in the window package through the same registry.
+// here, window in internal/ops/windowop. Each kind has a Factory;
+// internal/build maps kinds to factories.
 //
 // An operator is built once per job (Factory: config checked, output schema
 // derived, no side effects) and instantiated once per subtask (Instance).
@@ -20,9 +21,7 @@ package ops
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -78,7 +77,7 @@ type Instance interface {
 	// Process handles one input batch (see Ownership).
 	Process(ctx context.Context, b Batch, out Emitter) error
 	// Watermark tells the instance its input watermark advanced to wm (ms);
-	// math.MaxInt64 means the input ended and everything may be flushed.
+	// eventtime.EndOfTime means the input ended and everything may be flushed.
 	// What it emits goes downstream before the watermark does.
 	Watermark(ctx context.Context, wm int64, out Emitter) error
 	// Close releases the instance's resources. Held batches' acks are
@@ -145,41 +144,6 @@ type Task struct {
 // Factory builds an operator. Errors name their field relative to the
 // operator (e.g. "config.expr") through a FieldPath method.
 type Factory func(c Context) (Built, error)
-
-var registry = struct {
-	sync.RWMutex
-	m map[string]Factory
-}{m: map[string]Factory{}}
-
-// Register makes a factory available for an operator kind.
-func Register(kind string, f Factory) {
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.m[kind]; dup {
-		panic("ops: kind registered twice: " + kind)
-	}
-	registry.m[kind] = f
-}
-
-// Lookup returns the factory of a kind.
-func Lookup(kind string) (Factory, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	f, ok := registry.m[kind]
-	return f, ok
-}
-
-// Kinds lists registered kinds.
-func Kinds() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	var ks []string
-	for k := range registry.m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
 
 // Errf returns a *job.FieldError at a path relative to the operator.
 func Errf(path, format string, args ...any) error {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +17,9 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // CheckpointStatus is a runtime's checkpoint health and recovery progress.
@@ -417,7 +416,7 @@ type floorCarry struct {
 }
 
 // carriedFloors reads the window floors the local store holds when they
-// may be kept across the restore of m (see window.floor): m is a
+// may be kept across the restore of m (see windowop.floor): m is a
 // checkpoint (not a savepoint, not chosen by the caller) a run cut from
 // this very store's state (its note names m's id and the run token of m's
 // attempt ids, so a checkpoint of the same id cut elsewhere does not
@@ -474,7 +473,7 @@ func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floo
 		if op, _ := spec.Operator(t.OperatorID); op == nil || op.Kind != job.KindWindow {
 			continue
 		}
-		k := window.FloorKey(ns, t.OperatorID, t.KeyGroups().Start)
+		k := windowop.FloorKey(ns, t.OperatorID, t.KeyGroups().Start)
 		v, _, ok, err := st.Get(k, now)
 		if err != nil {
 			return nil, fmt.Errorf("restore: reading the window floor of %s: %w", t.ID, err)
@@ -484,8 +483,8 @@ func (r *Runtime) carriedFloors(st state.Backend, m *checkpoint.Manifest) (*floo
 		}
 		// The higher of the store's and an interrupted restore's.
 		if prev := saved.floor(k); prev != nil {
-			a, okA := window.DecodeFloor(v)
-			b, okB := window.DecodeFloor(prev)
+			a, okA := windowop.DecodeFloor(v)
+			b, okB := windowop.DecodeFloor(prev)
 			if okB && (!okA || b > a) {
 				v = prev
 			}
@@ -557,7 +556,7 @@ func (r *Runtime) saveCarry(c *floorCarry) error {
 	}
 	f := carryFile{Checkpoint: c.id + " " + c.run}
 	for _, m := range c.floors {
-		wm, ok := window.DecodeFloor(m.Value)
+		wm, ok := windowop.DecodeFloor(m.Value)
 		if !ok {
 			continue
 		}
@@ -595,7 +594,7 @@ func (r *Runtime) loadCarry(matches func(string) bool) (*floorCarry, error) {
 	c := &floorCarry{id: id, run: run}
 	ns := stateJob(r.g.Spec)
 	for _, fl := range f.Floors {
-		c.floors = append(c.floors, state.Mutation{Key: window.FloorKey(ns, fl.Operator, fl.KeyGroup), Value: binary.BigEndian.AppendUint64(nil, uint64(fl.FloorMS))})
+		c.floors = append(c.floors, state.Mutation{Key: windowop.FloorKey(ns, fl.Operator, fl.KeyGroup), Value: windowop.EncodeFloor(fl.FloorMS)})
 	}
 	return c, nil
 }
@@ -617,7 +616,7 @@ func (r *Runtime) keepFloors(st state.Backend, c *floorCarry) error {
 	now := r.opts.Clock.Now().UnixMilli()
 	var keep []state.Mutation
 	for _, f := range c.floors {
-		local, ok := window.DecodeFloor(f.Value)
+		local, ok := windowop.DecodeFloor(f.Value)
 		if !ok {
 			continue
 		}
@@ -625,7 +624,7 @@ func (r *Runtime) keepFloors(st state.Backend, c *floorCarry) error {
 		if err != nil {
 			return fmt.Errorf("restore: reading the restored window floor of %s: %w", f.Key.Operator, err)
 		}
-		if restored, ok := window.DecodeFloor(v); found && ok && restored >= local {
+		if restored, ok := windowop.DecodeFloor(v); found && ok && restored >= local {
 			continue
 		}
 		keep = append(keep, f)

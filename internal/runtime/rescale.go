@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -9,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // A rescale (R-JOB-3) runs a job whose state was written at one
@@ -174,7 +173,7 @@ func (r *Runtime) relayout(st state.Backend, m *checkpoint.Manifest) error {
 func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, newPar int) error {
 	ns := stateJob(r.g.Spec)
 	now := r.opts.Clock.Now().UnixMilli()
-	floorNS := window.FloorKey(ns, op, 0).Namespace
+	floorNS := windowop.FloorKey(ns, op, 0).Namespace
 	old := map[int]int64{} // old subtask → floor
 	var muts []state.Mutation
 	all := state.Scope{Job: ns, Operator: op, Groups: job.KeyGroupRange{Start: 0, End: maxPar - 1}}
@@ -182,7 +181,7 @@ func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, ne
 		k := e.Key
 		k.User = append([]byte(nil), k.User...)
 		muts = append(muts, state.Mutation{Key: k, Delete: true})
-		wm, ok := window.DecodeFloor(e.Value)
+		wm, ok := windowop.DecodeFloor(e.Value)
 		s := job.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
 		if ok && job.RangeFor(maxPar, oldPar, s).Start == e.Key.KeyGroup {
 			old[s] = wm
@@ -206,7 +205,7 @@ func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, ne
 			}
 		}
 		if found {
-			muts = append(muts, state.Mutation{Key: window.FloorKey(ns, op, rg.Start), Value: binary.BigEndian.AppendUint64(nil, uint64(low))})
+			muts = append(muts, state.Mutation{Key: windowop.FloorKey(ns, op, rg.Start), Value: windowop.EncodeFloor(low)})
 		}
 	}
 	if len(muts) == 0 {

@@ -1,4 +1,4 @@
-package window_test
+package windowop_test
 
 // One test per rule of R-TIME (requirements.md), named after it, asserting
 // the exact outcome; and the window operator's validation errors (R-VAL-1).
@@ -20,6 +20,7 @@ import (
 
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -155,7 +156,7 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 	wantRows(t, "late sink", rowsOf(t, res.late), []string{`{"k":"a","ts":null,"v":1}`, `{"k":"b","ts":null,"v":3}`})
 	wantRows(t, "window output", rowsOf(t, res.out), []string{winRow("a", "00:00:00.000", "00:00:01.000", `"n":1,"total":2`, false)})
 	g := res.gauges
-	if g[window.MetricNullRouted] != 2 || g[window.MetricNullDropped] != 0 || g[window.MetricLateRouted] != 0 || g[window.MetricOpenWindows] != 0 {
+	if g[windowop.MetricNullRouted] != 2 || g[windowop.MetricNullDropped] != 0 || g[windowop.MetricLateRouted] != 0 || g[windowop.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }
@@ -176,13 +177,13 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 			schema := mustSchema(t, "k:string ts:timestamp_ms v:int64")
 			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"), time: opts})
 			s.push(`{"k":"a","v":1}`, `{"k":"b","ts":null,"v":2}`)
-			s.waitGauge(window.MetricNullDropped, 2)
-			if open := s.gauge(window.MetricOpenWindows); open != 0 {
+			s.waitGauge(windowop.MetricNullDropped, 2)
+			if open := s.gauge(windowop.MetricOpenWindows); open != 0 {
 				t.Fatalf("open_windows = %d after null event times only", open)
 			}
 			s.push(`{"k":"a","ts":5,"v":3}`, `{"k":"c","v":4}`)
-			s.waitGauge(window.MetricNullDropped, 3)
-			if open := s.gauge(window.MetricOpenWindows); open != 1 {
+			s.waitGauge(windowop.MetricNullDropped, 3)
+			if open := s.gauge(windowop.MetricOpenWindows); open != 1 {
 				t.Fatalf("open_windows = %d, want 1 (the window of ts=5 only)", open)
 			}
 			if err := s.finish(); err != nil {
@@ -196,7 +197,7 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 				t.Fatalf("source emitted %d rows, window received %d; want 4 and 4", in.RowsOut, w.RowsIn)
 			}
 			g := allMetrics(m.Operator("w"))
-			if g[window.MetricNullDropped] != 3 || g[window.MetricNullRouted] != 0 || g[window.MetricLateDropped] != 0 || g[window.MetricOpenWindows] != 0 {
+			if g[windowop.MetricNullDropped] != 3 || g[windowop.MetricNullRouted] != 0 || g[windowop.MetricLateDropped] != 0 || g[windowop.MetricOpenWindows] != 0 {
 				t.Fatalf("gauges %s", gaugeLine(g))
 			}
 			wantRows(t, "output", rowsOf(t, s.out.Records()), []string{winRow("a", "00:00:00.000", "00:00:01.000", `"n":1`, false)})
@@ -217,16 +218,16 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true})
 	s.push(`{"k":"a","ts":2100,"v":1}`, `{"k":"a","ts":100,"v":2}`)
 	wantRows(t, "late sink", s.waitRows(s.late, 1), []string{`{"k":"a","ts":100,"v":2}`})
-	s.waitGauge(window.MetricOpenWindows, 1)
-	if n := s.out.NumRows(); n != 0 || s.gauge(window.MetricWindowsFired) != 0 {
+	s.waitGauge(windowop.MetricOpenWindows, 1)
+	if n := s.out.NumRows(); n != 0 || s.gauge(windowop.MetricWindowsFired) != 0 {
 		t.Fatalf("%d rows emitted before any window could fire", n)
 	}
-	if g := allMetrics(s.window()); g[window.MetricLateRouted] != 1 || g[window.MetricLateDropped] != 0 {
+	if g := allMetrics(s.window()); g[windowop.MetricLateRouted] != 1 || g[windowop.MetricLateDropped] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 	// 2999 does not fire [2000, 3000); 3000 does.
 	s.push(`{"k":"b","ts":2999,"v":4}`)
-	if s.gauge(window.MetricWindowsFired) != 0 {
+	if s.gauge(windowop.MetricWindowsFired) != 0 {
 		t.Fatalf("a window fired at watermark 2999; state %s", s.state())
 	}
 	s.push(`{"k":"a","ts":3000,"v":8}`)
@@ -269,12 +270,12 @@ func TestRTime5LatePolicies(t *testing.T) {
 		out, late []string
 		gauge     string
 	}{
-		{"drop", nil, fired, nil, window.MetricLateDropped},
-		{"drop-within-lateness", []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}, fired, nil, window.MetricLateDropped},
-		{"route", []arkflow.TimeOption{arkflow.RouteLate("late")}, fired, []string{`{"k":"a","ts":600,"v":4}`}, window.MetricLateRouted},
-		{"update-past-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(500 * time.Millisecond)}, fired, nil, window.MetricLateDropped},
+		{"drop", nil, fired, nil, windowop.MetricLateDropped},
+		{"drop-within-lateness", []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}, fired, nil, windowop.MetricLateDropped},
+		{"route", []arkflow.TimeOption{arkflow.RouteLate("late")}, fired, []string{`{"k":"a","ts":600,"v":4}`}, windowop.MetricLateRouted},
+		{"update-past-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(500 * time.Millisecond)}, fired, nil, windowop.MetricLateDropped},
 		{"update-within-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(501 * time.Millisecond)},
-			[]string{fired[0], winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5`, true), fired[1]}, nil, window.MetricLateUpdated},
+			[]string{fired[0], winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5`, true), fired[1]}, nil, windowop.MetricLateUpdated},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{b1, b2, b3}}, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
@@ -284,7 +285,7 @@ func TestRTime5LatePolicies(t *testing.T) {
 			}
 			wantRows(t, "output", rowsOf(t, res.out), c.out)
 			wantRows(t, "late sink", rowsOf(t, res.late), c.late)
-			for _, g := range []string{window.MetricLateDropped, window.MetricLateRouted, window.MetricLateUpdated} {
+			for _, g := range []string{windowop.MetricLateDropped, windowop.MetricLateRouted, windowop.MetricLateUpdated} {
 				want := int64(0)
 				if g == c.gauge {
 					want = 1
@@ -528,21 +529,21 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 		def:  window.Tumbling(time.Second).Count("n").Sum("v", "total").Max("v", "hi"),
 		time: []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(time.Second)}})
 	s.push(`{"k":"a","ts":500,"v":1}`, `{"k":"b","ts":700,"v":10}`)
-	s.waitGauge(window.MetricOpenWindows, 2)
+	s.waitGauge(windowop.MetricOpenWindows, 2)
 	// Watermark 1500: [0, 1000) fires for a and b and is kept until 2000.
 	s.push(`{"k":"a","ts":1500,"v":2}`)
 	wantRows(t, "first firing", s.waitRows(s.out, 2), []string{
 		winRow("a", "00:00:00.000", "00:00:01.000", `"n":1,"total":1,"hi":1`, false),
 		winRow("b", "00:00:00.000", "00:00:01.000", `"n":1,"total":10,"hi":10`, false),
 	})
-	s.waitGauge(window.MetricOpenWindows, 3) // a and b in [0,1000) kept, a in [1000,2000)
+	s.waitGauge(windowop.MetricOpenWindows, 3) // a and b in [0,1000) kept, a in [1000,2000)
 	// A late row within the deadline: a's [0, 1000) is corrected and
 	// emitted again in full; b's is untouched.
 	s.push(`{"k":"a","ts":600,"v":4}`)
 	rows := s.waitRows(s.out, 3)
 	wantRows(t, "update", rows[2:], []string{winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5,"hi":4`, true)})
-	s.waitGauge(window.MetricLateUpdated, 1)
-	if open := s.gauge(window.MetricOpenWindows); open != 3 {
+	s.waitGauge(windowop.MetricLateUpdated, 1)
+	if open := s.gauge(windowop.MetricOpenWindows); open != 3 {
 		t.Fatalf("open_windows = %d after an update, want 3 (the update reuses the window)", open)
 	}
 	// Again: the same aggregate keeps accumulating.
@@ -554,11 +555,11 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	s.push(`{"k":"c","ts":2000,"v":100}`)
 	rows = s.waitRows(s.out, 5)
 	wantRows(t, "second firing", rows[4:], []string{winRow("a", "00:00:01.000", "00:00:02.000", `"n":1,"total":2,"hi":2`, false)})
-	s.waitGauge(window.MetricOpenWindows, 2) // a's [1000,2000) kept, c's [2000,3000) open
+	s.waitGauge(windowop.MetricOpenWindows, 2) // a's [1000,2000) kept, c's [2000,3000) open
 	// Past the deadline: dropped and counted, no output.
 	s.push(`{"k":"a","ts":100,"v":1000}`, `{"k":"b","ts":999,"v":1000}`)
-	s.waitGauge(window.MetricLateDropped, 2)
-	if s.gauge(window.MetricLateUpdated) != 2 || s.out.NumRows() != 5 {
+	s.waitGauge(windowop.MetricLateDropped, 2)
+	if s.gauge(windowop.MetricLateUpdated) != 2 || s.out.NumRows() != 5 {
 		t.Fatalf("rows past the deadline changed something: %s", s.state())
 	}
 	// Until watermark 3000, a's [1000, 2000) still takes updates.
@@ -570,17 +571,17 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	s.push(`{"k":"c","ts":3000,"v":1}`)
 	rows = s.waitRows(s.out, 7)
 	wantRows(t, "third firing", rows[6:], []string{winRow("c", "00:00:02.000", "00:00:03.000", `"n":1,"total":100,"hi":100`, false)})
-	s.waitGauge(window.MetricOpenWindows, 2) // c's [2000,3000) kept, c's [3000,4000) open
+	s.waitGauge(windowop.MetricOpenWindows, 2) // c's [2000,3000) kept, c's [3000,4000) open
 	s.push(`{"k":"a","ts":1500,"v":1}`)
-	s.waitGauge(window.MetricLateDropped, 3)
-	if s.gauge(window.MetricLateUpdated) != 3 || s.gauge(window.MetricOpenWindows) != 2 {
+	s.waitGauge(windowop.MetricLateDropped, 3)
+	if s.gauge(windowop.MetricLateUpdated) != 3 || s.gauge(windowop.MetricOpenWindows) != 2 {
 		t.Fatalf("a row for a freed window changed something: %s", s.state())
 	}
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
 	g := allMetrics(s.job.Metrics().Operator("w"))
-	if g[window.MetricOpenWindows] != 0 || g[window.MetricLateDropped] != 3 || g[window.MetricLateUpdated] != 3 || g[window.MetricWindowsFired] != 5 {
+	if g[windowop.MetricOpenWindows] != 0 || g[windowop.MetricLateDropped] != 3 || g[windowop.MetricLateUpdated] != 3 || g[windowop.MetricWindowsFired] != 5 {
 		t.Fatalf("final gauges %s", gaugeLine(g))
 	}
 }
@@ -608,19 +609,19 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 			var late []string
 			switch policy {
 			case "drop":
-				s.waitGauge(window.MetricLateDropped, 2)
+				s.waitGauge(windowop.MetricLateDropped, 2)
 			case "route":
-				s.waitGauge(window.MetricLateRouted, 2)
+				s.waitGauge(windowop.MetricLateRouted, 2)
 				late = []string{`{"k":"a","ts":600,"v":3}`, `{"k":"a","ts":700,"v":5}`}
 			case "update":
-				s.waitGauge(window.MetricLateDropped, 1)
+				s.waitGauge(windowop.MetricLateDropped, 1)
 			}
 			if policy == "update" {
-				s.waitGauge(window.MetricOpenWindows, 2) // [1000,2000) kept for updates, [2000,3000) open
+				s.waitGauge(windowop.MetricOpenWindows, 2) // [1000,2000) kept for updates, [2000,3000) open
 			} else {
 				// Under drop and route nothing can change a fired window,
 				// so it is freed when it fires: only [2000,3000) is open.
-				s.waitGauge(window.MetricOpenWindows, 1)
+				s.waitGauge(windowop.MetricOpenWindows, 1)
 			}
 			if err := s.finish(); err != nil {
 				t.Fatal(err)
@@ -632,7 +633,7 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 			}
 			want = append(want, winRow("a", "00:00:01.000", "00:00:02.000", `"n":1`, false), winRow("a", "00:00:02.000", "00:00:03.000", `"n":1`, false))
 			wantRows(t, "output", rowsOf(t, s.out.Records()), want)
-			if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricOpenWindows] != 0 {
+			if g := allMetrics(s.job.Metrics().Operator("w")); g[windowop.MetricOpenWindows] != 0 {
 				t.Fatalf("gauges at the end %s", gaugeLine(g))
 			}
 		})
@@ -651,10 +652,10 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 	s.push(`{"k":"a","ts":0,"v":1}`, `{"k":"a","ts":100,"v":2}`) // [0, 400)
 	s.push(`{"k":"a","ts":650,"v":4}`, `{"k":"b","ts":720,"v":64}`)
 	s.push(`{"k":"a","ts":800,"v":8}`) // [650, 1100)
-	s.waitGauge(window.MetricOpenWindows, 3)
+	s.waitGauge(windowop.MetricOpenWindows, 3)
 	s.push(`{"k":"a","ts":375,"v":16}`) // [375, 675) bridges both
-	s.waitGauge(window.MetricOpenWindows, 2)
-	if s.gauge(window.MetricWindowsFired) != 0 {
+	s.waitGauge(windowop.MetricOpenWindows, 2)
+	if s.gauge(windowop.MetricWindowsFired) != 0 {
 		t.Fatalf("fired early: %s", s.state())
 	}
 	// Watermark 1100 (2100 - 1000): a's merged session [0, 1100) fires.
@@ -676,7 +677,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 	if n != 1 || len(rows) != 3 {
 		t.Fatalf("key a emitted %d times (want once); rows %q", n, rows)
 	}
-	if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricWindowsFired] != 3 || g[window.MetricOpenWindows] != 0 {
+	if g := allMetrics(s.job.Metrics().Operator("w")); g[windowop.MetricWindowsFired] != 3 || g[windowop.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }
@@ -692,7 +693,7 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 	s.push(`{"k":"a","ts":500,"v":2}`)  // fires [0,300)
 	s.push(`{"k":"a","ts":2000,"v":4}`) // fires [500,800)
 	s.waitRows(s.out, 2)
-	s.waitGauge(window.MetricOpenWindows, 3)
+	s.waitGauge(windowop.MetricOpenWindows, 3)
 	s.push(`{"k":"a","ts":250,"v":8}`) // bridges [0,300) and [500,800)
 	rows := s.waitRows(s.out, 3)
 	wantRows(t, "output", rows, []string{
@@ -700,11 +701,11 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 		winRow("a", "00:00:00.500", "00:00:00.800", `"n":1,"total":2`, false),
 		winRow("a", "00:00:00.000", "00:00:00.800", `"n":3,"total":11`, true),
 	})
-	s.waitGauge(window.MetricOpenWindows, 2) // the merged session and [2000, 2300)
+	s.waitGauge(windowop.MetricOpenWindows, 2) // the merged session and [2000, 2300)
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
-	if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricLateUpdated] != 1 || g[window.MetricOpenWindows] != 0 {
+	if g := allMetrics(s.job.Metrics().Operator("w")); g[windowop.MetricLateUpdated] != 1 || g[windowop.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }
@@ -724,7 +725,7 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 	s := startStream(t, p)
 	for i, st := range steps {
 		s.push(st.row)
-		if got := s.gauge(window.MetricWindowsFired); got != st.fired {
+		if got := s.gauge(windowop.MetricWindowsFired); got != st.fired {
 			t.Fatalf("step %d (%s): windows_fired = %d, want %d", i, st.row, got, st.fired)
 		}
 	}
@@ -773,7 +774,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 		{`{"k":"a","ts":1000,"v":1}`, 1},
 		{`{"k":"a","ts":999,"v":1}`, 1}, // late
 	})
-	s.waitGauge(window.MetricLateDropped, 1)
+	s.waitGauge(windowop.MetricLateDropped, 1)
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}

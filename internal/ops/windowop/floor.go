@@ -1,10 +1,11 @@
-package window
+package windowop
 
 import (
 	"encoding/binary"
 	"sync"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
 
@@ -27,6 +28,9 @@ func DecodeFloor(v []byte) (int64, bool) {
 	}
 	return int64(binary.BigEndian.Uint64(v)), true
 }
+
+// EncodeFloor is the value of a floor entry holding wm.
+func EncodeFloor(wm int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(wm)) }
 
 // floor persists the watermark of acknowledged firings. After a restart
 // the operator starts at it: the input replayed from the committed
@@ -92,16 +96,16 @@ func newFloor(store state.Backend, jobID, op string, group int) *floor {
 	return &floor{store: store, key: FloorKey(jobID, op, group), pending: map[uint64]floorWrite{}}
 }
 
-// load returns the persisted floor, or NoWatermark.
+// load returns the persisted floor, or eventtime.NoWatermark.
 func (f *floor) load(now int64) (int64, error) {
 	v, _, ok, err := f.store.Get(f.key, now)
 	if err != nil || !ok {
-		return NoWatermark, err
+		return eventtime.NoWatermark, err
 	}
 	if wm, ok := DecodeFloor(v); ok {
 		return wm, nil
 	}
-	return NoWatermark, nil
+	return eventtime.NoWatermark, nil
 }
 
 // firing returns an acknowledgement for a firing at wm: when it and every
@@ -135,7 +139,7 @@ func (f *floor) firing(wm int64, keys []state.Mutation) *ack.Node {
 		if moved {
 			// The acknowledgement itself has succeeded; a failed write
 			// is not reported (it leaves the floor where it was).
-			muts = append(muts, state.Mutation{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))})
+			muts = append(muts, state.Mutation{Key: f.key, Value: EncodeFloor(top)})
 			_ = f.store.Apply(muts)
 		}
 	})

@@ -1,4 +1,4 @@
-package window
+package windowop
 
 // White-box tests of the window operator driven directly (Process,
 // Watermark, Close), for what the public API cannot observe: when each
@@ -17,6 +17,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
@@ -51,7 +52,7 @@ func newInstanceOn(t *testing.T, d Definition, policy string, lateness int64, st
 		Edges:     []job.Edge{{ID: "in-w", From: "in", To: "w", Partitioned: true}},
 		Sources:   []job.Source{{OperatorID: "in", InputType: "memory", Time: tm}},
 	}
-	built, err := buildOperator(ops.Context{JobID: "j", Spec: spec, Op: &spec.Operators[1], Input: inputSchema, Keyed: true})
+	built, err := Build(ops.Context{JobID: "j", Spec: spec, Op: &spec.Operators[1], Input: inputSchema, Keyed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
 			var out collector
 			watermark(t, inst, &out, 0)
 			fl := newFloor(store, "j", "w", 0)
-			floorAtAck := int64(NoWatermark)
+			floorAtAck := int64(eventtime.NoWatermark)
 			acked := false
 			node := ack.New(func(err error) {
 				if err != nil {
@@ -336,7 +337,7 @@ func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
 			out.write()
 			tr.wantDone(t, "update written", nil)
 			// The end of the input frees everything.
-			watermark(t, inst, &out, EndOfTime)
+			watermark(t, inst, &out, eventtime.EndOfTime)
 			out.write()
 			if c, g := inst.(ops.Gauger).Counters(), inst.(ops.Gauger).Gauges(); g[MetricOpenWindows] != 0 || c[MetricLateUpdated] != 1 {
 				t.Fatalf("counters %v, gauges %v", c, g)
@@ -346,7 +347,7 @@ func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
 }
 
 // An event time too close to the ends of int64 for its windows fails the
-// batch with a *TimeError naming the field, and the batch's
+// batch with a *eventtime.TimeError naming the field, and the batch's
 // acknowledgement with it; no panic, no wrap-around.
 func TestEventTimeOutOfRangeFailsTheBatch(t *testing.T) {
 	for name, d := range definitions() {
@@ -355,10 +356,10 @@ func TestEventTimeOutOfRangeFailsTheBatch(t *testing.T) {
 			defer inst.Close()
 			var out collector
 			tr := newTracked()
-			err := inst.Process(context.Background(), ops.Batch{Rec: record(row{k: "a", ts: at(EndOfTime - 10), v: 1}), Ack: tr.node}, &out)
-			var te *TimeError
+			err := inst.Process(context.Background(), ops.Batch{Rec: record(row{k: "a", ts: at(eventtime.EndOfTime - 10), v: 1}), Ack: tr.node}, &out)
+			var te *eventtime.TimeError
 			if !errors.As(err, &te) || te.Field != "ts" {
-				t.Fatalf("got %v, want a *TimeError for ts", err)
+				t.Fatalf("got %v, want a *eventtime.TimeError for ts", err)
 			}
 			tr.wantDone(t, "failed batch", te)
 		})

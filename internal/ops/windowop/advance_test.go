@@ -1,4 +1,4 @@
-package window_test
+package windowop_test
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package window_test
+package windowop_test
 
 // Data-driven golden tests (github.com/cockroachdb/datadriven) of window
 // operators run end to end: a memory source → KeyBy → Window → memory sink,
