@@ -34,7 +34,11 @@ type AggregateConfig struct {
 }
 
 // BuildAggregate is the factory of aggregate operators.
-func BuildAggregate(c Context) (Built, error) { return buildAggregate(c) }
+func BuildAggregate(c Context) (Built, error) {
+	b, err := buildAggregate(c)
+	b.State = true
+	return b, err
+}
 
 // KeyColumn checks an operator's key_field against its input schema and
 // returns the column index.

@@ -67,8 +67,13 @@ type FilterConfig struct {
 	Function string `json:"function,omitempty"`
 }
 
-// BuildMap is the factory of map and udf operators.
-func BuildMap(c Context) (Built, error) { return buildMap(c) }
+// BuildMap is the factory of map and udf operators. A udf keeps keyed
+// state (a Process function reads and writes it).
+func BuildMap(c Context) (Built, error) {
+	b, err := buildMap(c)
+	b.State = c.Op.Kind == job.KindUDF
+	return b, err
+}
 
 // BuildFilter is the factory of filter operators.
 func BuildFilter(c Context) (Built, error) { return buildFilter(c) }

@@ -119,6 +119,40 @@ type Built struct {
 	// Extra holds kind-specific information for the runtime (for example a
 	// window's late-row route).
 	Extra any
+	// State says the operator keeps keyed state in the store whatever the
+	// spec's stateful flag: its state is checkpointed, restored and
+	// rescaled by key group.
+	State bool
+	// Timed says the operator is driven by its input watermark (it fires
+	// windows): a processing-time source upstream of it sends the clock as
+	// its watermark.
+	Timed bool
+	// Carry is the per-subtask mark the operator keeps across a restore,
+	// or nil (see Carrier).
+	Carry Carrier
+}
+
+// Carrier describes a mark an operator keeps per subtask, outside its
+// keyed state, that outlives the state it was written with: an int64
+// that only grows (a window's watermark floor), stored under the first
+// key group of the subtask. The runtime, not the operator, handles it
+// across restores and rescales, knowing only this:
+//
+//   - a restore from a checkpoint that the local store ran on from keeps
+//     the higher of the local mark and the restored one (R-CKPT-1);
+//   - a rescale gives each new subtask the lowest mark of the old subtasks
+//     whose key groups it takes (R-JOB-3);
+//   - a restore that may be interrupted saves the marks beside the store
+//     as numbers (MarkKey's namespace and user key are not saved).
+type Carrier interface {
+	// MarkKey is the state key of the mark of the subtask of operator op
+	// whose key groups start at group, in the state namespace jobNS.
+	MarkKey(jobNS, op string, group int) state.Key
+	// DecodeMark returns the mark a stored value holds; ok is false for a
+	// value that is not one.
+	DecodeMark(v []byte) (mark int64, ok bool)
+	// EncodeMark returns the stored value of mark.
+	EncodeMark(mark int64) []byte
 }
 
 // Task is what an operator subtask gets when it is created.

@@ -85,7 +85,7 @@ func windowStarts(t *testing.T, sink *mem.Sink) []int64 {
 }
 
 // The window floor a run acknowledged after the checkpoint it restarts
-// from is kept (windowop.floor, carriedFloors): the window that fired and
+// from is kept (windowop.floor, carriedMarks): the window that fired and
 // was acknowledged after the checkpoint is not written again by the
 // restarted run, and the window that was open at the kill fires whole.
 // Without the store's note of the checkpoint it ran on from (the control
@@ -172,8 +172,8 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				carry, err := rt.carriedFloors(st, m)
-				if err != nil || carry == nil || len(carry.floors) != 1 {
+				carry, err := rt.carriedMarks(st, m)
+				if err != nil || carry == nil || len(carry.marks) != 1 {
 					t.Fatalf("carried floors: %+v, %v", carry, err)
 				}
 				if err := rt.saveCarry(carry); err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
-	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -18,11 +18,11 @@ import (
 // stored by key group, so every key group is restored as it is and read
 // by the subtask that owns it now. What is stored per subtask — under its
 // first key group — is redistributed by the restore: the positions a
-// stateful operator has applied (state.Relayout) and the window floors
-// (relayoutFloors). Sources get every position of their operator and keep
-// the partitions they read (connectors: partition p belongs to subtask
-// p % P), and write-ahead logs are redistributed by partition
-// (internal/durable).
+// stateful operator has applied (state.Relayout) and the marks operators
+// carry, such as the window floors (relayoutMarks). Sources get every
+// position of their operator and keep the partitions they read
+// (connectors: partition p belongs to subtask p % P), and write-ahead
+// logs are redistributed by partition (internal/durable).
 //
 // Only a restore from a checkpoint or a savepoint rescales: it starts
 // from a consistent cut. A restart from the local store alone at another
@@ -40,7 +40,7 @@ type layout struct {
 func (r *Runtime) planLayout() layout {
 	l := layout{MaxParallelism: r.g.Spec.MaxParallelism, Parallelism: map[string]int{}}
 	for _, op := range r.g.Spec.Operators {
-		if statefulOp(&op) {
+		if r.statefulOp(&op) {
 			l.Parallelism[op.ID] = r.g.Spec.OperatorParallelism(&op)
 		}
 	}
@@ -57,7 +57,7 @@ func (r *Runtime) manifestLayout(m *checkpoint.Manifest) layout {
 	}
 	for _, t := range m.PlannedTasks {
 		if op, _, ok := splitTask(t); ok {
-			if o, _ := r.g.Spec.Operator(op); o != nil && statefulOp(o) {
+			if o, _ := r.g.Spec.Operator(op); o != nil && r.statefulOp(o) {
 				l.Parallelism[op]++
 			}
 		}
@@ -154,8 +154,8 @@ func (r *Runtime) relayout(st state.Backend, m *checkpoint.Manifest) error {
 		if err := state.Relayout(st, ns, op, to.MaxParallelism, oldPar, newPar); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
-		if o, _ := r.g.Spec.Operator(op); o != nil && o.Kind == job.KindWindow {
-			if err := r.relayoutFloors(st, op, to.MaxParallelism, oldPar, newPar); err != nil {
+		if c := r.carrier(op); c != nil {
+			if err := r.relayoutMarks(st, c, op, to.MaxParallelism, oldPar, newPar); err != nil {
 				return err
 			}
 		}
@@ -163,17 +163,17 @@ func (r *Runtime) relayout(st state.Backend, m *checkpoint.Manifest) error {
 	return nil
 }
 
-// relayoutFloors moves the window floors of op (one per subtask, under
-// its first key group) to the subtasks of newPar: each gets the lowest
-// floor of the old subtasks whose key groups it takes. A restore starts
-// the operator at the checkpoint's watermark, which is at or above every
-// floor the checkpoint holds, so the floors decide nothing until the
-// operator has fired again; the lowest cannot make a row late that was
-// not.
-func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, newPar int) error {
+// relayoutMarks moves the marks of op (ops.Carrier: one per subtask,
+// under its first key group; a window's floors) to the subtasks of
+// newPar: each gets the lowest mark of the old subtasks whose key groups
+// it takes. A restore starts a window operator at the checkpoint's
+// watermark, which is at or above every floor the checkpoint holds, so the
+// floors decide nothing until the operator has fired again; the lowest
+// cannot make a row late that was not.
+func (r *Runtime) relayoutMarks(st state.Backend, c ops.Carrier, op string, maxPar, oldPar, newPar int) error {
 	ns := stateJob(r.g.Spec)
 	now := r.opts.Clock.Now().UnixMilli()
-	floorNS := windowop.FloorKey(ns, op, 0).Namespace
+	floorNS := c.MarkKey(ns, op, 0).Namespace
 	old := map[int]int64{} // old subtask → floor
 	var muts []state.Mutation
 	all := state.Scope{Job: ns, Operator: op, Groups: job.KeyGroupRange{Start: 0, End: maxPar - 1}}
@@ -181,7 +181,7 @@ func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, ne
 		k := e.Key
 		k.User = append([]byte(nil), k.User...)
 		muts = append(muts, state.Mutation{Key: k, Delete: true})
-		wm, ok := windowop.DecodeFloor(e.Value)
+		wm, ok := c.DecodeMark(e.Value)
 		s := job.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
 		if ok && job.RangeFor(maxPar, oldPar, s).Start == e.Key.KeyGroup {
 			old[s] = wm
@@ -205,7 +205,7 @@ func (r *Runtime) relayoutFloors(st state.Backend, op string, maxPar, oldPar, ne
 			}
 		}
 		if found {
-			muts = append(muts, state.Mutation{Key: windowop.FloorKey(ns, op, rg.Start), Value: windowop.EncodeFloor(low)})
+			muts = append(muts, state.Mutation{Key: c.MarkKey(ns, op, rg.Start), Value: c.EncodeMark(low)})
 		}
 	}
 	if len(muts) == 0 {

@@ -114,7 +114,7 @@ type Runtime struct {
 	opts Options
 	log  *slog.Logger
 	// run identifies this run in the attempt ids of the checkpoints it
-	// cuts (see carriedFloors).
+	// cuts (see carriedMarks).
 	run string
 
 	mu       sync.Mutex
@@ -1302,8 +1302,9 @@ type taskMetrics struct {
 	task, op                               string
 	rowsIn, rowsOut, batchesIn, batchesOut atomic.Int64
 	watermark                              atomic.Int64
-	// finite is the last watermark below the end of time (eventtime.NoWatermark:
-	// none): what a checkpoint records after an input ended or drained.
+	// finite is the last watermark below the end of time
+	// (eventtime.NoWatermark: none): what a checkpoint records after an
+	// input ended or drained.
 	finite atomic.Int64
 	gauges ops.Gauger
 }
@@ -1345,7 +1346,7 @@ func (r *Runtime) StateBytes() map[string]int64 {
 func (r *Runtime) stateBytes(st state.Backend) map[string]int64 {
 	out := map[string]int64{}
 	for _, op := range r.g.Spec.Operators {
-		if op.Stateful || op.Kind == job.KindAggregate || op.Kind == job.KindWindow {
+		if op.Stateful || r.g.Ops[op.ID].State {
 			if n, err := st.Size(stateJob(r.g.Spec), op.ID); err == nil {
 				out[op.ID] = n
 			}

@@ -144,7 +144,7 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 		}
 		return st, nil
 	}
-	if windowDownstream(spec, opID) {
+	if r.timedDownstream(opID) {
 		return &sourceTime{processing: true, interval: r.opts.ProcessingTimeInterval}, nil
 	}
 	return nil, nil
@@ -155,9 +155,10 @@ func mustOperator(s *job.Spec, id string) *job.Operator {
 	return op
 }
 
-// windowDownstream reports whether a window operator consumes the rows of
-// a source.
-func windowDownstream(s *job.Spec, src string) bool {
+// timedDownstream reports whether an operator driven by its input
+// watermark (ops.Built.Timed: a window) consumes the rows of a source.
+func (r *Runtime) timedDownstream(src string) bool {
+	s := r.g.Spec
 	out := map[string][]string{}
 	for _, e := range s.Edges {
 		out[e.From] = append(out[e.From], e.To)
@@ -167,7 +168,7 @@ func windowDownstream(s *job.Spec, src string) bool {
 	for len(todo) > 0 {
 		n := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		if op, _ := s.Operator(n); op != nil && op.Kind == job.KindWindow {
+		if r.g.Ops[n].Timed {
 			return true
 		}
 		for _, m := range out[n] {

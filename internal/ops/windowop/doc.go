@@ -25,7 +25,8 @@
 // Input acknowledgements are held until every window a batch fed has
 // fired and its output was acknowledged; the watermark floor (floor.go)
 // makes rows replayed after a restart late for windows that already
-// fired. The runtime keeps the floors across restores and rescales.
+// fired. The runtime keeps the floors across restores and rescales
+// through ops.Carrier, which Build's result carries.
 //
 // The rules in full are in ARCHITECTURE.md ("Event time").
 package windowop

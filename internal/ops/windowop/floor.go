@@ -32,6 +32,16 @@ func DecodeFloor(v []byte) (int64, bool) {
 // EncodeFloor is the value of a floor entry holding wm.
 func EncodeFloor(wm int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(wm)) }
 
+// floorCarrier tells the runtime where the floors are and how to read
+// them, so that it keeps them across restores and rescales (ops.Carrier).
+type floorCarrier struct{}
+
+func (floorCarrier) MarkKey(jobNS, op string, group int) state.Key {
+	return FloorKey(jobNS, op, group)
+}
+func (floorCarrier) DecodeMark(v []byte) (int64, bool) { return DecodeFloor(v) }
+func (floorCarrier) EncodeMark(wm int64) []byte        { return EncodeFloor(wm) }
+
 // floor persists the watermark of acknowledged firings. After a restart
 // the operator starts at it: the input replayed from the committed
 // positions can hold rows of windows that fired and were emitted before
@@ -54,7 +64,7 @@ func EncodeFloor(wm int64) []byte { return binary.BigEndian.AppendUint64(nil, ui
 // snapshot, and the input replayed from the checkpoint's positions then
 // fires again every window acknowledged since. The runtime keeps the
 // floor of the local store instead when that store ran on from exactly
-// the restored checkpoint (internal/runtime: carriedFloors): the windows
+// the restored checkpoint (internal/runtime: carriedMarks, through ops.Carrier): the windows
 // up to it were acknowledged, so their output is where the sink put it,
 // and the rows of every window above it lie at or after the checkpoint's
 // positions (an input row commits only once every window it fed has

@@ -85,7 +85,7 @@ func timingOf(s *job.Spec, opID string) (timing, error) {
 // Build is the factory of window operators (job.KindWindow): it checks the
 // config and the sources' time declaration, derives the output schema and
 // returns a Built whose instances restore kept windows and the watermark
-// floor.
+// floor. The Built carries the floor to the runtime (ops.Carrier).
 func Build(c ops.Context) (ops.Built, error) {
 	var cfg Config
 	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
@@ -148,7 +148,7 @@ func Build(c ops.Context) (ops.Built, error) {
 	spec := cfg.Window
 	meta := ops.MetaColumnsOf(c.Input)
 	warn := newDropWarner(c.Spec, c.Op.ID) // shared by the subtasks
-	return ops.Built{Output: out, New: func(info ops.Task) (ops.Instance, error) {
+	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: func(info ops.Task) (ops.Instance, error) {
 		t, err := keys.NewTable(key.Type)
 		if err != nil {
 			return nil, err
