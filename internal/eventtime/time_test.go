@@ -47,6 +47,7 @@ func millis(t *testing.T, col arrow.Array) ([]int64, []bool, bool, error) {
 // milliseconds for the same instant. Sub-millisecond digits are floored
 // (towards the past, also for negative instants).
 func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		ms   int64 // the instant in ms (whole seconds for the s column)
@@ -77,6 +78,7 @@ func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
 // R-TIME-2: digits below the millisecond are floored with Euclidean
 // division, consistently with window boundaries.
 func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		unit arrow.TimeUnit
 		in   []int64
@@ -107,6 +109,7 @@ func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
 // values are not converted (a null slot holding an out-of-range value is no
 // error).
 func TestRTime2MillisNulls(t *testing.T) {
+	t.Parallel()
 	col := timestampArray(arrow.Second, []int64{5, 0, 7}, []bool{true, false, true})
 	defer col.Release()
 	got, valid, nulls, err := millis(t, col)
@@ -133,6 +136,7 @@ func TestRTime2MillisNulls(t *testing.T) {
 // R-TIME-2: a Timestamp(s) whose milliseconds overflow int64 is a
 // *eventtime.TimeError naming the field, never a wrap-around or a panic.
 func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
+	t.Parallel()
 	for _, v := range []int64{math.MaxInt64/1000 + 1, math.MinInt64/1000 - 1, math.MaxInt64, math.MinInt64} {
 		col := timestampArray(arrow.Second, []int64{0, v}, nil)
 		dst, valid := make([]int64, 2), make([]bool, 2)
@@ -154,6 +158,7 @@ func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
 // R-TIME-2: a column that cannot hold event time is an error naming the
 // field; Supported tells which types can.
 func TestRTime2MillisUnsupportedType(t *testing.T) {
+	t.Parallel()
 	b := array.NewStringBuilder(memory.DefaultAllocator)
 	b.Append("1")
 	col := b.NewArray()
@@ -184,6 +189,7 @@ func TestRTime2MillisUnsupportedType(t *testing.T) {
 // R-TIME-2: window boundaries floor negative times: -1 ms with size 1000 is
 // in [-1000, 0), -1000 too, -1001 in [-2000, -1000).
 func TestRTime2NegativeTumblingStarts(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ t, size, want int64 }{
 		{-1, 1000, -1000},
 		{-1000, 1000, -1000},
@@ -210,6 +216,7 @@ func TestRTime2NegativeTumblingStarts(t *testing.T) {
 // R-TIME-7: SlidingStarts enumerates every start whose window contains t,
 // also when size is not a multiple of slide.
 func TestRTime7SlidingStartsExamples(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		t, size, slide int64
 		want           []int64
@@ -256,6 +263,7 @@ func bruteStarts(t, size, slide int64) []int64 {
 // R-TIME-7: property test against a brute-force enumeration, for random t
 // (negative too), sizes and slides (slide <= size).
 func TestRTime7SlidingStartsProperty(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := 0; i < 20000; i++ {
 		size := 1 + r.Int64N(50)
@@ -284,6 +292,7 @@ func TestRTime7SlidingStartsProperty(t *testing.T) {
 
 // InRange: windows this close to the ends of int64 cannot be computed.
 func TestInRange(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		t, span int64
 		ok      bool

@@ -61,6 +61,7 @@ const none = eventtime.NoWatermark
 // R-TIME-1: the watermark is the minimum over active partitions of max
 // event time - out_of_orderness.
 func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(bounded(100, 0), []int{0, 1, 2}, 0)
 	if tr.Watermark() != none || tr.IdleTimeout() != 0 {
 		t.Fatalf("new tracker: watermark %d idle timeout %d", tr.Watermark(), tr.IdleTimeout())
@@ -81,6 +82,7 @@ func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
 // R-TIME-10: the monotonous strategy uses the max event time itself, with
 // no out_of_orderness subtracted (even if one is set).
 func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 500}, []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 1000, now: 0, wm: 1000, advanced: true},
@@ -104,6 +106,7 @@ func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
 // watermark back until it turns idle (idle_timeout_ms after the tracker was
 // created); once idle it stops holding it back.
 func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 1000), []int{0, 1}, 10_000)
 	if tr.IdleTimeout() != 1000 {
 		t.Fatalf("IdleTimeout() = %d", tr.IdleTimeout())
@@ -123,6 +126,7 @@ func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
 // watermark never moves backwards, also when a rejoining partition is
 // behind.
 func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 500), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 1000, now: 0, wm: none},
@@ -150,6 +154,7 @@ func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
 // R-TIME-1: Touch (a batch with only null event times) keeps a partition
 // active without moving its candidate.
 func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 50, now: 0, wm: none},
@@ -169,6 +174,7 @@ func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
 // watermark does not jump to the newest candidate nor follow the clock; it
 // stays where it is until data arrives.
 func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 1000, now: 0, wm: none},
@@ -193,6 +199,7 @@ func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
 // R-TIME-1: a partition the tracker was not created with joins with its
 // first data (a source that discovers partitions).
 func TestRTime1UnknownPartitionJoins(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 0), []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 100, now: 0, wm: 100, advanced: true},
@@ -213,6 +220,7 @@ func TestRTime1UnknownPartitionJoins(t *testing.T) {
 // R-TIME-1: out_of_orderness near the ends of int64 saturates instead of
 // wrapping around.
 func TestRTime1CandidateSaturates(t *testing.T) {
+	t.Parallel()
 	tr := eventtime.NewTracker(bounded(1000, 0), []int{0}, 0)
 	wm, adv := tr.Observe(0, math.MinInt64+10, 0)
 	if wm != none || adv {
@@ -228,6 +236,7 @@ func TestRTime1CandidateSaturates(t *testing.T) {
 // equals the minimum candidate over active partitions when that minimum is
 // ahead, under any random sequence of calls (checked against a model).
 func TestRTime1WatermarkPropertyAgainstModel(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 5))
 	for run := 0; run < 300; run++ {
 		parts := 1 + r.IntN(4)
@@ -313,6 +322,7 @@ func perRow(ooo int64) *job.Watermark {
 // behind the watermark its earlier rows give; in-order rows never cause a
 // cut, and a cut needs the watermark to have moved since the last one.
 func TestPerRowCuts(t *testing.T) {
+	t.Parallel()
 	const null = math.MinInt64 // marks a null event time below
 	for _, c := range []struct {
 		name  string
@@ -376,6 +386,7 @@ func TestPerRowCuts(t *testing.T) {
 // otherwise. Observing the whole batch after gives the one-at-a-time
 // tracker's watermark.
 func TestPerRowCutsAgainstOneRowAtATime(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(17, 4))
 	totalCuts := 0 // the runs must exercise cuts, not only in-order batches
 	defer func() {
@@ -453,6 +464,7 @@ func TestPerRowCutsAgainstOneRowAtATime(t *testing.T) {
 // delivers again is active: the clock no longer moves the watermark, and
 // its older events do not move it back.
 func TestAllIdleAdvanceFollowsTheClock(t *testing.T) {
+	t.Parallel()
 	advance := func(w *job.Watermark, delay int64) *job.Watermark {
 		w.AllIdle, w.AllIdleDelayMS = job.AllIdleAdvance, delay
 		return w

@@ -185,6 +185,7 @@ func definitions() map[string]Definition {
 // update its acknowledgement completes during Process, before any
 // watermark; under route it completes once the late sink wrote the rows.
 func TestRTime3NullTimestampAckCompletesAtOnce(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		for _, policy := range []string{job.LateDrop, job.LateUpdate, job.LateRoute} {
 			t.Run(name+"/"+policy, func(t *testing.T) {
@@ -218,6 +219,7 @@ func TestRTime3NullTimestampAckCompletesAtOnce(t *testing.T) {
 // window its rows went into has fired and its output was written (not
 // before); late rows that are dropped do not hold anything.
 func TestAckHeldUntilWindowsFire(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateDrop, 0)
@@ -254,6 +256,7 @@ func TestAckHeldUntilWindowsFire(t *testing.T) {
 // restart reopens those windows with only the rows it still replays, and
 // emits them again with part of their rows.
 func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			store := state.NewMemory()
@@ -294,6 +297,7 @@ func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
 // Close releases the acknowledgements still held with ErrAbandoned, so
 // their rows are replayed on restart.
 func TestCloseAbandonsHeldAcks(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateDrop, 0)
@@ -311,6 +315,7 @@ func TestCloseAbandonsHeldAcks(t *testing.T) {
 // R-TIME-8: a late update's output carries the late batch's
 // acknowledgement; the batch is acknowledged once the update is written.
 func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateUpdate, 10_000)
@@ -350,6 +355,7 @@ func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
 // batch with a *eventtime.TimeError naming the field, and the batch's
 // acknowledgement with it; no panic, no wrap-around.
 func TestEventTimeOutOfRangeFailsTheBatch(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateDrop, 0)

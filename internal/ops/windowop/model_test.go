@@ -280,6 +280,7 @@ func sameRows(a, b []string) bool {
 }
 
 func TestOperatorsAgainstModel(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(2024, 6))
 	keys := []string{"a", "b", "c"}
 	for run := 0; run < 600; run++ {

@@ -145,6 +145,7 @@ func wantRows(t *testing.T, what string, got, want []string) {
 // (with its original columns), counted as null_timestamp_routed; it never
 // opens or joins a window.
 func TestRTime3NullTimestampRouted(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	rec := batchOf(t, schema, `{"k":"a","ts":null,"v":1}`, `{"k":"a","ts":10,"v":2}`, `{"k":"b","v":3}`)
 	defer rec.Release()
@@ -168,6 +169,7 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 // held: while the job runs, with only null event times received, no window
 // is open.
 func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"drop", "update"} {
 		t.Run(policy, func(t *testing.T) {
 			opts := []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}
@@ -213,6 +215,7 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 // future: it is held (open_windows 1, nothing emitted) and emitted when its
 // window fires.
 func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
 		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true})
@@ -253,6 +256,7 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 // late policy: drop (counted), route (to the late sink, original columns)
 // or update (which can only update within the lateness: past it, dropped).
 func TestRTime5LatePolicies(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	b1 := batchOf(t, schema, `{"k":"a","ts":500,"v":1}`)
 	b2 := batchOf(t, schema, `{"k":"a","ts":1500,"v":2}`)
@@ -336,6 +340,7 @@ func castInts(t *testing.T, col *array.Int64, to arrow.DataType) arrow.Array {
 // or all-null group gives null (not 0, not a sentinel). NaN: sum and avg
 // propagate it; min and max ignore it unless every value is NaN.
 func TestRTime6OutputTypesAndNulls(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 i:int64 f64:float64 f32:float32 at:timestamp_us")
 	ints := []struct {
 		name string
@@ -497,6 +502,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 // R-TIME-6: NaN as documented in internal/agg: sum and avg propagate it;
 // min and max ignore it unless every non-null value is NaN.
 func TestRTime6NaN(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []string{"float64", "float32"} {
 		schema := mustSchema(t, "k:string ts:int64 v:"+typ)
 		rec := batchOf(t, schema,
@@ -524,6 +530,7 @@ func TestRTime6NaN(t *testing.T) {
 // allowed_lateness the window's state is freed (open_windows, read while
 // the job runs), and later rows for it are dropped and counted.
 func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema,
 		def:  window.Tumbling(time.Second).Count("n").Sum("v", "total").Max("v", "hi"),
@@ -590,6 +597,7 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 // drop → dropped and counted; route → routed (inside the lateness too:
 // allowed lateness only matters to update).
 func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"drop", "route", "update"} {
 		t.Run(policy, func(t *testing.T) {
 			opts := []arkflow.TimeOption{arkflow.AllowedLateness(time.Second)}
@@ -646,6 +654,7 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 // session fires once, with count and sum equal to the sums of both plus
 // the bridging event.
 func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond).Count("n").Sum("v", "total").Min("v", "lo").Max("v", "hi"),
 		time: outOfOrderness(1000)})
@@ -686,6 +695,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 // under update merges the two fired sessions and re-emits the merged
 // session with update = true and the combined aggregate.
 func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond).Count("n").Sum("v", "total"),
 		time: []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(10 * time.Second)}})
@@ -735,6 +745,7 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 // R-TIME-10: windows are half-open (an event at exactly end belongs to the
 // next window) and fire once the watermark >= end.
 func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := firing(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n").Sum("v", "total")}, []step{
 		{`{"k":"a","ts":0,"v":1}`, 0},
@@ -755,6 +766,7 @@ func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 // R-TIME-10: out_of_orderness delays firing by that much; monotonous uses
 // the max event time.
 func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	def := window.Tumbling(time.Second).Count("n")
 	s := firing(t, pipeline{schema: schema, def: def, time: outOfOrderness(250)}, []step{
@@ -784,6 +796,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 // the window's end, whether or not the window held data; the operator
 // watermark never moves backwards (an older batch does not lower it).
 func TestRTime10LateForEmptyWindow(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"),
 		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true})
@@ -805,6 +818,7 @@ func TestRTime10LateForEmptyWindow(t *testing.T) {
 // Determinism: the same input in the same order gives byte-identical
 // output, for every window kind and policy, over several partitions.
 func TestDeterminismSameInputSameOutput(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(42, 1))
 	schema := mustSchema(t, "k:string ts:int64 v:float64")
 	const parts = 3
@@ -960,6 +974,7 @@ func wantProblem(t *testing.T, err error, op, field, reason string) {
 }
 
 func TestRVal1BaseSpecIsValid(t *testing.T) {
+	t.Parallel()
 	if err := validate(t, func(map[string]any) {}); err != nil {
 		t.Fatalf("the base spec does not validate: %v", err)
 	}
@@ -967,6 +982,7 @@ func TestRVal1BaseSpecIsValid(t *testing.T) {
 
 // R-VAL-1: window size 0.
 func TestRVal1WindowSizeZero(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}
 	})
@@ -975,6 +991,7 @@ func TestRVal1WindowSizeZero(t *testing.T) {
 
 // R-VAL-1: a slide larger than the size; a negative gap.
 func TestRVal1SlideLargerThanSize(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "sliding", "size_ms": 1000, "slide_ms": 2000}
 	})
@@ -987,6 +1004,7 @@ func TestRVal1SlideLargerThanSize(t *testing.T) {
 
 // R-VAL-1: an unknown aggregate function.
 func TestRVal1UnknownAggregateFunction(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "count", "as": "n"}, map[string]any{"function": "median", "field": "v"}}
 	})
@@ -995,6 +1013,7 @@ func TestRVal1UnknownAggregateFunction(t *testing.T) {
 
 // R-VAL-1: sum of a string column.
 func TestRVal1SumOfStringField(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "sum", "field": "s", "as": "total"}}
 	})
@@ -1003,6 +1022,7 @@ func TestRVal1SumOfStringField(t *testing.T) {
 
 // R-VAL-1: an event-time field of a non-time type.
 func TestRVal1TimestampFieldNotATime(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) { sourceTime(m)["timestamp_field"] = "s" })
 	wantProblem(t, err, "in", "sources[0].time.timestamp_field", `column "s" has type utf8; event time needs int64 (milliseconds) or a timestamp`)
 	err = validate(t, func(m map[string]any) { sourceTime(m)["timestamp_field"] = "nope" })
@@ -1011,6 +1031,7 @@ func TestRVal1TimestampFieldNotATime(t *testing.T) {
 
 // R-VAL-1: a window with parallelism 2 not fed by a keyed edge.
 func TestRVal1WindowNotKeyed(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowOp(m)["parallelism"] = 2
 		m["edges"].([]any)[0].(map[string]any)["partitioned"] = false
@@ -1024,6 +1045,7 @@ func TestRVal1WindowNotKeyed(t *testing.T) {
 
 // R-VAL-1: the route policy naming an operator that is not a sink, or none.
 func TestRVal1RouteToNonSink(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		sourceTime(m)["late_event_policy"] = "route"
 		sourceTime(m)["late_event_route"] = "tag"
@@ -1040,6 +1062,7 @@ func TestRVal1RouteToNonSink(t *testing.T) {
 
 // R-VAL-1: every problem is reported at once.
 func TestRVal1AllProblemsAtOnce(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "median", "field": "v"}, map[string]any{"function": "sum", "field": "s"}}

@@ -17,6 +17,7 @@ import (
 // ms, µs and ns lands in the same window, and -1 ms (in every unit that can
 // express it) lands in [-1000, 0).
 func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
+	t.Parallel()
 	const instant = 1_704_164_645_000 // 2024-01-02T03:04:05Z
 	inputs := []struct {
 		typ    string
@@ -54,6 +55,7 @@ func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
 // R-TIME-2, end to end: a Timestamp(s) value whose milliseconds overflow
 // int64 fails the job with an error naming the field; nothing is emitted.
 func TestRTime2OverflowFailsTheJobNamingTheField(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string happened_at:timestamp_s")
 	ok := batchOf(t, schema, `{"k":"a","happened_at":1}`)
 	bad := batchOf(t, schema, `{"k":"a","happened_at":2}`, `{"k":"a","happened_at":9223372036854776}`)
@@ -78,6 +80,7 @@ func TestRTime2OverflowFailsTheJobNamingTheField(t *testing.T) {
 
 // Spec.Check reports every problem with its path.
 func TestSpecCheck(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		spec windowop.Spec
 		want []string
