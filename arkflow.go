@@ -13,9 +13,9 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // Job is a built, validated job, ready to run once in this process.
@@ -323,7 +323,7 @@ func (j *Job) Metrics() Metrics {
 // summedGauges are the gauges whose sum over an operator's tasks means
 // something. A WAL's wal_cursor and wal_last are sequence numbers of one
 // subtask's log: their sum is no position of anything.
-var summedGauges = map[string]bool{window.MetricOpenWindows: true}
+var summedGauges = map[string]bool{windowop.MetricOpenWindows: true}
 
 // Operator returns an operator's metrics over all its tasks: the rows and
 // batches and every counter summed; the watermark, the minimum over its

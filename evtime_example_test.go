@@ -68,7 +68,7 @@ func ExamplePerRowWatermark() {
 		if err := j.Run(context.Background()); err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("per row %v: %d late\n", perRow, j.Metrics().Operator("per-second").Counters[window.MetricLateDropped])
+		fmt.Printf("per row %v: %d late\n", perRow, j.Metrics().Operator("per-second").Counters["late_dropped"])
 		printWindows(out)
 	}
 	// Output:

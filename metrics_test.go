@@ -67,9 +67,9 @@ func ExampleMetrics_Operator() {
 		log.Fatal(err)
 	}
 	w := j.Metrics().Operator("w")
-	fmt.Println("windows fired:", w.Counters[window.MetricWindowsFired])
-	fmt.Println("late rows dropped:", w.Counters[window.MetricLateDropped])
-	fmt.Println("open windows:", w.Gauges[window.MetricOpenWindows])
+	fmt.Println("windows fired:", w.Counters["windows_fired"])
+	fmt.Println("late rows dropped:", w.Counters["late_dropped"])
+	fmt.Println("open windows:", w.Gauges["open_windows"])
 	fmt.Println("input ended:", w.Watermark == math.MaxInt64)
 	// Output:
 	// windows fired: 3
@@ -157,7 +157,7 @@ func TestMetricsCountersAndGauges(t *testing.T) {
 		t.Errorf("no metrics for %v", slices.Sorted(maps.Keys(want)))
 	}
 	w := j.Metrics().Operator("w")
-	if w.Counters[window.MetricWindowsFired] != 3 || w.Counters[window.MetricLateDropped] != 1 || w.Watermark != math.MaxInt64 {
+	if w.Counters["windows_fired"] != 3 || w.Counters["late_dropped"] != 1 || w.Watermark != math.MaxInt64 {
 		t.Errorf("w: %+v", w)
 	}
 }

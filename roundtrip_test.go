@@ -18,6 +18,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -245,7 +246,7 @@ var roundTripConfigs = map[string]reflect.Type{
 	job.KindMap:       reflect.TypeOf(ops.MapConfig{}),
 	job.KindFilter:    reflect.TypeOf(ops.FilterConfig{}),
 	job.KindAggregate: reflect.TypeOf(ops.AggregateConfig{}),
-	job.KindWindow:    reflect.TypeOf(window.Config{}),
+	job.KindWindow:    reflect.TypeOf(windowop.Config{}),
 	// A udf reads only function (ops.MapConfig's other keys are refused).
 	job.KindUDF: reflect.TypeOf(struct {
 		Function string `json:"function"`

@@ -1745,7 +1745,7 @@ func runEOSExample(t *testing.T, brokers, spec string, l3 bool) {
 // kafkaCheckWindowTail checks the tail bound of the window variants: a
 // restart writes again only the last firing the run before it wrote. A
 // restore from a checkpoint keeps the window floor the killed run had
-// acknowledged since (window.floor, internal/runtime carriedFloors), so
+// acknowledged since (windowop.floor, internal/runtime carriedMarks), so
 // the windows acknowledged after the checkpoint are not fired again; what
 // is left is the firing whose transaction committed just before the kill,
 // before its acknowledgement wrote the floor. It is asserted for L3 (the

@@ -20,10 +20,19 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
-	// Window operators register their factory with ops.
-	_ "github.com/arkflow-rs/arkflow-go/window"
 )
+
+// factories are the operator kinds this program implements (sources and
+// sinks are connectors; join has no implementation yet).
+var factories = map[string]ops.Factory{
+	job.KindMap:       ops.BuildMap,
+	job.KindUDF:       ops.BuildMap,
+	job.KindFilter:    ops.BuildFilter,
+	job.KindAggregate: ops.BuildAggregate,
+	job.KindWindow:    windowop.Build,
+}
 
 // Env carries what a program adds to a spec: Go values bound to operators
 // by the builder (memory sources and sinks, functions).
@@ -225,7 +234,7 @@ func (b *builder) operators() {
 			b.sink(op, in)
 			continue
 		}
-		f, ok := ops.Lookup(op.Kind)
+		f, ok := factories[op.Kind]
 		if !ok {
 			if op.Kind != job.KindJoin && slicesContains(job.Kinds, op.Kind) {
 				b.p.Add(op.ID, at+".kind", "kind %q has no implementation in this program", op.Kind)

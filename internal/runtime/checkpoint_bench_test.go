@@ -827,7 +827,7 @@ func discardSnapshots(b *testing.B, r *Runtime) int64 {
 	spec := r.g.Spec
 	var n int64
 	for _, t := range r.g.Plan.Tasks {
-		if op, _ := spec.Operator(t.OperatorID); op == nil || !statefulOp(op) {
+		if op, _ := spec.Operator(t.OperatorID); op == nil || !r.statefulOp(op) {
 			continue
 		}
 		info, err := fr.Snapshot(io.Discard, statestore.Scope{Job: stateJob(spec), Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, r.opts.Clock.Now().UnixMilli())

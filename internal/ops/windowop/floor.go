@@ -1,10 +1,11 @@
-package window
+package windowop
 
 import (
 	"encoding/binary"
 	"sync"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -28,6 +29,19 @@ func DecodeFloor(v []byte) (int64, bool) {
 	return int64(binary.BigEndian.Uint64(v)), true
 }
 
+// EncodeFloor is the value of a floor entry holding wm.
+func EncodeFloor(wm int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(wm)) }
+
+// floorCarrier tells the runtime where the floors are and how to read
+// them, so that it keeps them across restores and rescales (ops.Carrier).
+type floorCarrier struct{}
+
+func (floorCarrier) MarkKey(jobNS, op string, group int) statestore.Key {
+	return FloorKey(jobNS, op, group)
+}
+func (floorCarrier) DecodeMark(v []byte) (int64, bool) { return DecodeFloor(v) }
+func (floorCarrier) EncodeMark(wm int64) []byte        { return EncodeFloor(wm) }
+
 // floor persists the watermark of acknowledged firings. After a restart
 // the operator starts at it: the input replayed from the committed
 // positions can hold rows of windows that fired and were emitted before
@@ -50,7 +64,7 @@ func DecodeFloor(v []byte) (int64, bool) {
 // snapshot, and the input replayed from the checkpoint's positions then
 // fires again every window acknowledged since. The runtime keeps the
 // floor of the local store instead when that store ran on from exactly
-// the restored checkpoint (internal/runtime: carriedFloors): the windows
+// the restored checkpoint (internal/runtime: carriedMarks, through ops.Carrier): the windows
 // up to it were acknowledged, so their output is where the sink put it,
 // and the rows of every window above it lie at or after the checkpoint's
 // positions (an input row commits only once every window it fed has
@@ -92,16 +106,16 @@ func newFloor(store statestore.Backend, jobID, op string, group int) *floor {
 	return &floor{store: store, key: FloorKey(jobID, op, group), pending: map[uint64]floorWrite{}}
 }
 
-// load returns the persisted floor, or NoWatermark.
+// load returns the persisted floor, or eventtime.NoWatermark.
 func (f *floor) load(now int64) (int64, error) {
 	v, _, ok, err := f.store.Get(f.key, now)
 	if err != nil || !ok {
-		return NoWatermark, err
+		return eventtime.NoWatermark, err
 	}
 	if wm, ok := DecodeFloor(v); ok {
 		return wm, nil
 	}
-	return NoWatermark, nil
+	return eventtime.NoWatermark, nil
 }
 
 // firing returns an acknowledgement for a firing at wm: when it and every
@@ -135,7 +149,7 @@ func (f *floor) firing(wm int64, keys []statestore.Mutation) *ack.Node {
 		if moved {
 			// The acknowledgement itself has succeeded; a failed write
 			// is not reported (it leaves the floor where it was).
-			muts = append(muts, statestore.Mutation{Key: f.key, Value: binary.BigEndian.AppendUint64(nil, uint64(top))})
+			muts = append(muts, statestore.Mutation{Key: f.key, Value: EncodeFloor(top)})
 			_ = f.store.Apply(muts)
 		}
 	})

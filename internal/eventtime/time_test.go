@@ -1,4 +1,4 @@
-package window_test
+package eventtime_test
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/arkflow-rs/arkflow-go/window"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 )
 
 func timestampArray(unit arrow.TimeUnit, vals []int64, valid []bool) arrow.Array {
@@ -35,11 +35,11 @@ func int64Array(vals []int64, valid []bool) arrow.Array {
 	return b.NewArray()
 }
 
-// millis runs window.Millis on a column.
+// millis runs eventtime.Millis on a column.
 func millis(t *testing.T, col arrow.Array) ([]int64, []bool, bool, error) {
 	t.Helper()
 	dst, valid := make([]int64, col.Len()), make([]bool, col.Len())
-	nulls, err := window.Millis(col, "ts", dst, valid)
+	nulls, err := eventtime.Millis(col, "ts", dst, valid)
 	return dst, valid, nulls, err
 }
 
@@ -47,6 +47,7 @@ func millis(t *testing.T, col arrow.Array) ([]int64, []bool, bool, error) {
 // milliseconds for the same instant. Sub-millisecond digits are floored
 // (towards the past, also for negative instants).
 func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		ms   int64 // the instant in ms (whole seconds for the s column)
@@ -77,6 +78,7 @@ func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
 // R-TIME-2: digits below the millisecond are floored with Euclidean
 // division, consistently with window boundaries.
 func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		unit arrow.TimeUnit
 		in   []int64
@@ -84,7 +86,7 @@ func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
 	}{
 		{arrow.Microsecond, []int64{1, 999, 1000, 1999, -1, -999, -1000, -1001}, []int64{0, 0, 1, 1, -1, -1, -1, -2}},
 		{arrow.Nanosecond, []int64{1, 999_999, 1_000_000, -1, -999_999, -1_000_000, -1_000_001, math.MinInt64, math.MaxInt64},
-			[]int64{0, 0, 1, -1, -1, -1, -2, window.FloorDiv(math.MinInt64, 1_000_000), math.MaxInt64 / 1_000_000}},
+			[]int64{0, 0, 1, -1, -1, -1, -2, eventtime.FloorDiv(math.MinInt64, 1_000_000), math.MaxInt64 / 1_000_000}},
 		{arrow.Second, []int64{-1, 1, math.MaxInt64 / 1000, math.MinInt64 / 1000}, []int64{-1000, 1000, math.MaxInt64 / 1000 * 1000, math.MinInt64 / 1000 * 1000}},
 	}
 	for _, c := range cases {
@@ -98,7 +100,7 @@ func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
 			t.Errorf("%s: Millis(%v) = %v, want %v", c.unit, c.in, got, c.want)
 		}
 	}
-	if got := window.FloorDiv(math.MinInt64, 1_000_000); got != -9223372036855 {
+	if got := eventtime.FloorDiv(math.MinInt64, 1_000_000); got != -9223372036855 {
 		t.Errorf("FloorDiv(MinInt64, 1e6) = %d, want -9223372036855", got)
 	}
 }
@@ -107,6 +109,7 @@ func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
 // values are not converted (a null slot holding an out-of-range value is no
 // error).
 func TestRTime2MillisNulls(t *testing.T) {
+	t.Parallel()
 	col := timestampArray(arrow.Second, []int64{5, 0, 7}, []bool{true, false, true})
 	defer col.Release()
 	got, valid, nulls, err := millis(t, col)
@@ -131,16 +134,17 @@ func TestRTime2MillisNulls(t *testing.T) {
 }
 
 // R-TIME-2: a Timestamp(s) whose milliseconds overflow int64 is a
-// *window.TimeError naming the field, never a wrap-around or a panic.
+// *eventtime.TimeError naming the field, never a wrap-around or a panic.
 func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
+	t.Parallel()
 	for _, v := range []int64{math.MaxInt64/1000 + 1, math.MinInt64/1000 - 1, math.MaxInt64, math.MinInt64} {
 		col := timestampArray(arrow.Second, []int64{0, v}, nil)
 		dst, valid := make([]int64, 2), make([]bool, 2)
-		_, err := window.Millis(col, "event_at", dst, valid)
+		_, err := eventtime.Millis(col, "event_at", dst, valid)
 		col.Release()
-		var te *window.TimeError
+		var te *eventtime.TimeError
 		if !errors.As(err, &te) {
-			t.Fatalf("value %d s: got %v, want a *window.TimeError", v, err)
+			t.Fatalf("value %d s: got %v, want a *eventtime.TimeError", v, err)
 		}
 		if te.Field != "event_at" || te.Row != 1 || te.Value != v || te.Unit != "s" {
 			t.Errorf("value %d s: TimeError %+v", v, te)
@@ -154,12 +158,13 @@ func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
 // R-TIME-2: a column that cannot hold event time is an error naming the
 // field; Supported tells which types can.
 func TestRTime2MillisUnsupportedType(t *testing.T) {
+	t.Parallel()
 	b := array.NewStringBuilder(memory.DefaultAllocator)
 	b.Append("1")
 	col := b.NewArray()
 	b.Release()
 	defer col.Release()
-	_, err := window.Millis(col, "when", make([]int64, 1), make([]bool, 1))
+	_, err := eventtime.Millis(col, "when", make([]int64, 1), make([]bool, 1))
 	if err == nil || !strings.Contains(err.Error(), `"when"`) {
 		t.Fatalf("got %v, want an error naming the field", err)
 	}
@@ -175,7 +180,7 @@ func TestRTime2MillisUnsupportedType(t *testing.T) {
 		{arrow.BinaryTypes.String, false},
 		{arrow.FixedWidthTypes.Date32, false},
 	} {
-		if got := window.Supported(c.t); got != c.ok {
+		if got := eventtime.Supported(c.t); got != c.ok {
 			t.Errorf("Supported(%s) = %v, want %v", c.t, got, c.ok)
 		}
 	}
@@ -184,6 +189,7 @@ func TestRTime2MillisUnsupportedType(t *testing.T) {
 // R-TIME-2: window boundaries floor negative times: -1 ms with size 1000 is
 // in [-1000, 0), -1000 too, -1001 in [-2000, -1000).
 func TestRTime2NegativeTumblingStarts(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ t, size, want int64 }{
 		{-1, 1000, -1000},
 		{-1000, 1000, -1000},
@@ -194,85 +200,23 @@ func TestRTime2NegativeTumblingStarts(t *testing.T) {
 		{-1, 1, -1},
 		{-7, 3, -9},
 	} {
-		if got := window.TumblingStart(c.t, c.size); got != c.want {
+		if got := eventtime.TumblingStart(c.t, c.size); got != c.want {
 			t.Errorf("TumblingStart(%d, %d) = %d, want %d", c.t, c.size, got, c.want)
 		}
 	}
 	for _, c := range []struct{ a, b, want int64 }{
 		{7, 2, 3}, {-7, 2, -4}, {-8, 2, -4}, {0, 5, 0}, {-1, 1000, -1}, {1, 1000, 0}, {-1000, 1000, -1}, {-1001, 1000, -2},
 	} {
-		if got := window.FloorDiv(c.a, c.b); got != c.want {
+		if got := eventtime.FloorDiv(c.a, c.b); got != c.want {
 			t.Errorf("FloorDiv(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
 		}
-	}
-}
-
-// R-TIME-2, end to end: the same instant in Int64 ms and in Timestamp s,
-// ms, µs and ns lands in the same window, and -1 ms (in every unit that can
-// express it) lands in [-1000, 0).
-func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
-	const instant = 1_704_164_645_000 // 2024-01-02T03:04:05Z
-	inputs := []struct {
-		typ    string
-		v, neg int64 // the instant, and -1 ms (or -1 s for seconds)
-		negWin string
-	}{
-		{"int64", instant, -1, "1969-12-31T23:59:59.000Z"},
-		{"timestamp_s", instant / 1000, -1, "1969-12-31T23:59:59.000Z"},
-		{"timestamp_ms", instant, -1, "1969-12-31T23:59:59.000Z"},
-		{"timestamp_us", instant * 1000, -1, "1969-12-31T23:59:59.000Z"},
-		{"timestamp_ns", instant * 1_000_000, -1, "1969-12-31T23:59:59.000Z"},
-	}
-	for _, in := range inputs {
-		schema := mustSchema(t, "k:string ts:"+in.typ)
-		rec := batchOf(t, schema,
-			`{"k":"neg","ts":`+itoa(in.neg)+`}`,
-			`{"k":"a","ts":`+itoa(in.v)+`}`)
-		res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{rec}}, def: window.Tumbling(1e9).Count("n"),
-			time: outOfOrderness(instant + 10_000)}.run(t)
-		rec.Release()
-		if res.err != nil {
-			t.Fatalf("%s: %v", in.typ, res.err)
-		}
-		got := rowsOf(t, res.out)
-		want := []string{
-			`{"k":"neg","window_start":"` + in.negWin + `","window_end":"1970-01-01T00:00:00.000Z","n":1,"__arkflow_window_update":false}`,
-			`{"k":"a","window_start":"2024-01-02T03:04:05.000Z","window_end":"2024-01-02T03:04:06.000Z","n":1,"__arkflow_window_update":false}`,
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s:\n got %q\nwant %q", in.typ, got, want)
-		}
-	}
-}
-
-// R-TIME-2, end to end: a Timestamp(s) value whose milliseconds overflow
-// int64 fails the job with an error naming the field; nothing is emitted.
-func TestRTime2OverflowFailsTheJobNamingTheField(t *testing.T) {
-	schema := mustSchema(t, "k:string happened_at:timestamp_s")
-	ok := batchOf(t, schema, `{"k":"a","happened_at":1}`)
-	bad := batchOf(t, schema, `{"k":"a","happened_at":2}`, `{"k":"a","happened_at":9223372036854776}`)
-	defer ok.Release()
-	defer bad.Release()
-	res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{ok, bad}}, field: "happened_at",
-		def: window.Tumbling(1e9).Count("n")}.run(t)
-	if res.err == nil {
-		t.Fatal("the job succeeded; want an error naming the field")
-	}
-	var te *window.TimeError
-	if !errors.As(res.err, &te) || te.Field != "happened_at" || te.Value != 9223372036854776 || te.Unit != "s" {
-		t.Fatalf("got %v (%T), want a *window.TimeError for happened_at", res.err, res.err)
-	}
-	if !strings.Contains(res.err.Error(), `"happened_at"`) {
-		t.Fatalf("the error does not name the field: %v", res.err)
-	}
-	if rows := rowsOf(t, res.out); len(rows) != 0 {
-		t.Fatalf("a failed job emitted windows: %q", rows)
 	}
 }
 
 // R-TIME-7: SlidingStarts enumerates every start whose window contains t,
 // also when size is not a multiple of slide.
 func TestRTime7SlidingStartsExamples(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		t, size, slide int64
 		want           []int64
@@ -289,13 +233,13 @@ func TestRTime7SlidingStartsExamples(t *testing.T) {
 		{-1, 3, 3, []int64{-3}},
 		{0, 1, 1, []int64{0}},
 	} {
-		got := window.SlidingStarts(nil, c.t, c.size, c.slide)
+		got := eventtime.SlidingStarts(nil, c.t, c.size, c.slide)
 		if !slices.Equal(got, c.want) {
 			t.Errorf("SlidingStarts(t=%d, size=%d, slide=%d) = %v, want %v", c.t, c.size, c.slide, got, c.want)
 		}
 	}
 	// It appends to dst.
-	got := window.SlidingStarts([]int64{99}, 4, 5, 2)
+	got := eventtime.SlidingStarts([]int64{99}, 4, 5, 2)
 	if !slices.Equal(got, []int64{99, 0, 2, 4}) {
 		t.Errorf("SlidingStarts appends: got %v", got)
 	}
@@ -319,6 +263,7 @@ func bruteStarts(t, size, slide int64) []int64 {
 // R-TIME-7: property test against a brute-force enumeration, for random t
 // (negative too), sizes and slides (slide <= size).
 func TestRTime7SlidingStartsProperty(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := 0; i < 20000; i++ {
 		size := 1 + r.Int64N(50)
@@ -327,7 +272,7 @@ func TestRTime7SlidingStartsProperty(t *testing.T) {
 		if i%10 == 0 {
 			tm = r.Int64N(1<<40) - 1<<39
 		}
-		got := window.SlidingStarts(nil, tm, size, slide)
+		got := eventtime.SlidingStarts(nil, tm, size, slide)
 		want := bruteStarts(tm, size, slide)
 		if !slices.Equal(got, want) {
 			t.Fatalf("SlidingStarts(t=%d, size=%d, slide=%d) = %v, brute force %v", tm, size, slide, got, want)
@@ -339,7 +284,7 @@ func TestRTime7SlidingStartsProperty(t *testing.T) {
 			t.Fatalf("t=%d size=%d slide=%d: %d windows, want %d..%d", tm, size, slide, n, lo, hi)
 		}
 		// Tumbling is the sliding case slide == size.
-		if window.TumblingStart(tm, size) != window.SlidingStarts(nil, tm, size, size)[0] {
+		if eventtime.TumblingStart(tm, size) != eventtime.SlidingStarts(nil, tm, size, size)[0] {
 			t.Fatalf("TumblingStart(%d, %d) disagrees with SlidingStarts", tm, size)
 		}
 	}
@@ -347,6 +292,7 @@ func TestRTime7SlidingStartsProperty(t *testing.T) {
 
 // InRange: windows this close to the ends of int64 cannot be computed.
 func TestInRange(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		t, span int64
 		ok      bool
@@ -359,37 +305,8 @@ func TestInRange(t *testing.T) {
 		{math.MinInt64 + 2000, 1000, false},
 		{math.MinInt64 + 2001, 1000, true},
 	} {
-		if got := window.InRange(c.t, c.span); got != c.ok {
+		if got := eventtime.InRange(c.t, c.span); got != c.ok {
 			t.Errorf("InRange(%d, %d) = %v, want %v", c.t, c.span, got, c.ok)
-		}
-	}
-}
-
-// Spec.Check reports every problem with its path.
-func TestSpecCheck(t *testing.T) {
-	for _, c := range []struct {
-		spec window.Spec
-		want []string
-	}{
-		{window.Spec{Type: "tumbling", SizeMS: 1000}, nil},
-		{window.Spec{Type: "tumbling"}, []string{"w.size_ms: must be > 0 (got 0)"}},
-		{window.Spec{Type: "tumbling", SizeMS: -5}, []string{"w.size_ms: must be > 0 (got -5)"}},
-		{window.Spec{Type: "sliding", SizeMS: 5, SlideMS: 2}, nil},
-		{window.Spec{Type: "sliding", SizeMS: 5, SlideMS: 5}, nil},
-		{window.Spec{Type: "sliding", SizeMS: 5, SlideMS: 6}, []string{"w.slide_ms: must be <= size_ms=5 (got 6): a slide larger than the window would skip events"}},
-		{window.Spec{Type: "sliding", SizeMS: 5}, []string{"w.slide_ms: must be > 0 (got 0)"}},
-		{window.Spec{Type: "sliding", SizeMS: 100000, SlideMS: 10}, nil},
-		{window.Spec{Type: "sliding", SizeMS: 100010, SlideMS: 10}, []string{"w.slide_ms: size_ms/slide_ms = 10001 windows per event is more than 10000"}},
-		{window.Spec{Type: "session", GapMS: 10}, nil},
-		{window.Spec{Type: "session"}, []string{"w.gap_ms: must be > 0 (got 0)"}},
-		{window.Spec{Type: "hopping", SizeMS: 1}, []string{`w.type: must be tumbling, sliding or session (got "hopping")`}},
-	} {
-		var got []string
-		for _, e := range c.spec.Check("w") {
-			got = append(got, e.Error())
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("%+v: got %q, want %q", c.spec, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package window
+package windowop
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 // warnInterval ms of the clock given, each warning with the count since
 // the previous one; flush reports what is left.
 func TestDropWarnerRateLimit(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey {

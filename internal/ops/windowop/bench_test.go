@@ -1,4 +1,4 @@
-package window_test
+package windowop_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -205,7 +206,7 @@ func runHand(data []arrow.RecordBatch, size, slide int64) totals {
 		for i, v := range ts {
 			k := users.Value(i)
 			h := maphash.String(seed, k)
-			for s := window.FloorDiv(v, slide) * slide; s > v-size; s -= slide {
+			for s := eventtime.FloorDiv(v, slide) * slide; s > v-size; s -= slide {
 				if s+size <= wm {
 					continue // late
 				}

@@ -1,4 +1,4 @@
-package window
+package windowop
 
 import (
 	"github.com/apache/arrow-go/v18/arrow"

@@ -1,4 +1,4 @@
-package window
+package windowop
 
 import (
 	"time"
@@ -16,6 +16,7 @@ import (
 // were never acknowledged) and must all count again, although some lie
 // below the floor. The floor marks what fired; an open session did not.
 func TestFloorKeepsRowsOfOpenSessions(t *testing.T) {
+	t.Parallel()
 	store := statestore.NewMemory()
 	d := Session(500 * time.Millisecond).Count("n")
 	inst := newInstanceOn(t, d, job.LateDrop, 0, store)

@@ -1,4 +1,4 @@
-package window
+package windowop
 
 import (
 	"cmp"
@@ -18,13 +18,12 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/agg"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
-
-func init() { ops.Register(job.KindWindow, buildOperator) }
 
 // Metric names reported by window operators (Job.Metrics):
 // MetricOpenWindows is a gauge (TaskMetrics.Gauges), the number of windows
@@ -32,8 +31,7 @@ func init() { ops.Register(job.KindWindow, buildOperator) }
 // the task started. MetricLateDropped counts rows dropped because the
 // watermark had passed their window (late_event_policy drop, or update
 // past the deadline) and MetricNullDropped rows dropped for a null event
-// time; both are also warned about in the job's log (see the package
-// doc, "Seeing late data"). MetricLateRouted and MetricNullRouted count
+// time; both are also warned about in the job's log (dropWarner). MetricLateRouted and MetricNullRouted count
 // rows sent to the late sink (route), MetricLateUpdated late rows that
 // updated a fired window.
 const (
@@ -84,7 +82,11 @@ func timingOf(s *job.Spec, opID string) (timing, error) {
 	return tm, nil
 }
 
-func buildOperator(c ops.Context) (ops.Built, error) {
+// Build is the factory of window operators (job.KindWindow): it checks the
+// config and the sources' time declaration, derives the output schema and
+// returns a Built whose instances restore kept windows and the watermark
+// floor. The Built carries the floor to the runtime (ops.Carrier).
+func Build(c ops.Context) (ops.Built, error) {
 	var cfg Config
 	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
 		return ops.Built{}, ops.PrefixErrors("config", err)
@@ -116,7 +118,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 		switch {
 		case len(idx) == 0:
 			errs = append(errs, ops.Errf("config", "the event-time field %q of its source is not in the rows it receives (columns: %s)", tm.field, ops.ColumnList(c.Input)))
-		case !Supported(c.Input.Field(idx[0]).Type):
+		case !eventtime.Supported(c.Input.Field(idx[0]).Type):
 			errs = append(errs, ops.Errf("config", "the event-time field %q has type %s; it must be int64 (milliseconds) or a timestamp", tm.field, c.Input.Field(idx[0]).Type))
 		default:
 			tsCol = idx[0]
@@ -146,7 +148,7 @@ func buildOperator(c ops.Context) (ops.Built, error) {
 	spec := cfg.Window
 	meta := ops.MetaColumnsOf(c.Input)
 	warn := newDropWarner(c.Spec, c.Op.ID) // shared by the subtasks
-	return ops.Built{Output: out, New: func(info ops.Task) (ops.Instance, error) {
+	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: func(info ops.Task) (ops.Instance, error) {
 		t, err := keys.NewTable(key.Type)
 		if err != nil {
 			return nil, err
@@ -301,7 +303,7 @@ func (b *base) prepare(rec arrow.RecordBatch) error {
 	}
 	b.ts, b.valid, b.kid = b.ts[:n], b.valid[:n], b.kid[:n]
 	if b.tm.event {
-		if _, err := Millis(rec.Column(b.tsCol), b.tm.field, b.ts, b.valid); err != nil {
+		if _, err := eventtime.Millis(rec.Column(b.tsCol), b.tm.field, b.ts, b.valid); err != nil {
 			return err
 		}
 	} else {
@@ -320,7 +322,7 @@ func (b *base) keeps() bool { return b.tm.policy == job.LateUpdate && b.tm.laten
 
 // rangeError is an event whose windows would leave the int64 range.
 func (b *base) rangeError(row int, t, span int64) error {
-	return &TimeError{Field: b.tm.field, Row: row, Value: t, Unit: "ms", Span: span}
+	return &eventtime.TimeError{Field: b.tm.field, Row: row, Value: t, Unit: "ms", Span: span}
 }
 
 // lateRow records a row no window accepted because it was late or had no
@@ -493,7 +495,7 @@ func sortResults(rs []result) {
 // windows. It consumes the batch's record and acknowledgement reference.
 func finishBatch(ctx context.Context, b ops.Batch, out ops.Emitter, updates, routed []arrow.RecordBatch, hold *heldHeap, maxEnd int64) error {
 	refs := len(updates) + len(routed)
-	if maxEnd != NoWatermark {
+	if maxEnd != eventtime.NoWatermark {
 		refs++
 	}
 	if refs == 0 {
@@ -502,7 +504,7 @@ func finishBatch(ctx context.Context, b ops.Batch, out ops.Emitter, updates, rou
 		return nil
 	}
 	b.Ack.Retain(refs - 1)
-	if maxEnd != NoWatermark {
+	if maxEnd != eventtime.NoWatermark {
 		heap.Push(hold, heldAck{maxEnd: maxEnd, node: b.Ack})
 	}
 	b.Rec.Release()

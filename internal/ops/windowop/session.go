@@ -1,4 +1,4 @@
-package window
+package windowop
 
 import (
 	"container/heap"
@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -92,7 +93,7 @@ func newSessions(b base, gap int64, ckptWM func() (int64, bool)) *sessions {
 	if b.tm.policy != job.LateUpdate {
 		// The operator-wide floor would make early rows of sessions
 		// still open at the crash late; each key's floor is used instead.
-		w.perKey, w.wm = true, NoWatermark
+		w.perKey, w.wm = true, eventtime.NoWatermark
 	}
 	return w
 }
@@ -148,12 +149,12 @@ func (w *sessions) sessionFloorKey(key int32) statestore.Key {
 	return k
 }
 
-// firedUpTo returns key's floor (NoWatermark: none).
+// firedUpTo returns key's floor (eventtime.NoWatermark: none).
 func (w *sessions) firedUpTo(key int32) int64 {
 	if v, ok := w.firedTo[key]; ok {
 		return v
 	}
-	return NoWatermark
+	return eventtime.NoWatermark
 }
 
 func (w *sessions) newGroup() int32 { return w.acc.Alloc() }
@@ -234,7 +235,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 			continue
 		}
 		t := w.ts[r]
-		if !InRange(t, w.gap) {
+		if !eventtime.InRange(t, w.gap) {
 			return fail(w.rangeError(r, t, w.gap))
 		}
 		k := w.kid[r]
@@ -402,7 +403,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	// closedTo is, at the end of time (an input that ended, or a drain),
 	// the furthest deadline of the sessions it closes: the floor it
 	// persists instead of the end of time (see aligned.floorAt).
-	closedTo, closes := max(w.wm, NoWatermark), false
+	closedTo, closes := max(w.wm, eventtime.NoWatermark), false
 	w.wm = wm
 	var fired []*session
 	var acks []*ack.Node
@@ -451,7 +452,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		s.emitted = true
 		if w.perKey {
 			last := s.last
-			if wm == EndOfTime {
+			if wm == eventtime.EndOfTime {
 				// The end of time closes the session for good: a row
 				// after a restart that would have joined it (before its
 				// end) is late, as for aligned windows, instead of
@@ -482,7 +483,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		acks = append(acks, ack.New(fe.Done))
 	}
 	fl := wm
-	if wm == EndOfTime {
+	if wm == eventtime.EndOfTime {
 		fl = closedTo
 	} else {
 		closes = false

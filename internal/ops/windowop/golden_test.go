@@ -1,4 +1,4 @@
-package window_test
+package windowop_test
 
 // Data-driven golden tests (github.com/cockroachdb/datadriven) of window
 // operators run end to end: a memory source → KeyBy → Window → memory sink,
@@ -528,6 +528,7 @@ func skipIfRewriting(t *testing.T) {
 // TestGolden runs every case of window/testdata/*.txt and compares its
 // output with the expected one (-rewrite rewrites them).
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	runGolden(t, func(t *testing.T, _ *datadriven.TestData, c goldenCase) string {
 		return c.output(t, "")
 	})
@@ -536,6 +537,7 @@ func TestGolden(t *testing.T) {
 // TestGoldenBadger: the same golden files hold with state in Badger
 // (R-STATE-1): the window operator's output does not depend on the backend.
 func TestGoldenBadger(t *testing.T) {
+	t.Parallel()
 	skipIfRewriting(t)
 	runGolden(t, func(t *testing.T, _ *datadriven.TestData, c goldenCase) string {
 		return c.output(t, t.TempDir())
@@ -546,6 +548,7 @@ func TestGoldenBadger(t *testing.T) {
 // byte-identical output: the same input in the same order gives the same
 // output.
 func TestGoldenDeterministic(t *testing.T) {
+	t.Parallel()
 	skipIfRewriting(t)
 	runGolden(t, func(t *testing.T, _ *datadriven.TestData, c goldenCase) string {
 		a, b := c.output(t, ""), c.output(t, "")

@@ -1,4 +1,4 @@
-package window_test
+package windowop_test
 
 import (
 	"strings"
@@ -16,6 +16,7 @@ import (
 // window updated by two late rows of one batch is emitted once, by two
 // one-row batches twice, whatever the advance.
 func TestPerRowIsOneRowAtATime(t *testing.T) {
+	t.Parallel()
 	skipIfRewriting(t)
 	compared := 0
 	runGolden(t, func(t *testing.T, d *datadriven.TestData, c goldenCase) string {

@@ -1,4 +1,4 @@
-package window
+package windowop
 
 // A differential test: window operators driven with random batches and
 // watermarks, compared after every call with a small reference model of
@@ -20,6 +20,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -177,9 +178,9 @@ func (m *model) process(rows []mrow) (out, late []string) {
 		}
 		var starts []int64
 		if m.kind == TypeTumbling {
-			starts = []int64{TumblingStart(t, m.size)}
+			starts = []int64{eventtime.TumblingStart(t, m.size)}
 		} else {
-			starts = SlidingStarts(nil, t, m.size, m.slide)
+			starts = eventtime.SlidingStarts(nil, t, m.size, m.slide)
 		}
 		accepted, isLate, updated := false, false, false
 		for _, s := range starts {
@@ -279,11 +280,12 @@ func sameRows(a, b []string) bool {
 }
 
 func TestOperatorsAgainstModel(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(2024, 6))
 	keys := []string{"a", "b", "c"}
 	for run := 0; run < 600; run++ {
 		var d Definition
-		m := &model{wm: NoWatermark}
+		m := &model{wm: eventtime.NoWatermark}
 		switch run % 3 {
 		case 0:
 			m.kind, m.size = TypeTumbling, 1+r.Int64N(20)
@@ -359,11 +361,11 @@ func TestOperatorsAgainstModel(t *testing.T) {
 			wantOut, wantLate := m.process(mrows)
 			check("process "+describeRows(mrows), wantOut, wantLate)
 		}
-		if err := inst.Watermark(context.Background(), EndOfTime, &c); err != nil {
+		if err := inst.Watermark(context.Background(), eventtime.EndOfTime, &c); err != nil {
 			fail("end: %v", err)
 		}
 		log = append(log, "watermark end")
-		check("watermark end", m.watermark(EndOfTime), nil)
+		check("watermark end", m.watermark(eventtime.EndOfTime), nil)
 		if g := inst.(ops.Gauger).Gauges(); g[MetricOpenWindows] != 0 {
 			fail("open windows at the end: %v", g)
 		}

@@ -1,4 +1,4 @@
-package window_test
+package windowop_test
 
 // One test per rule of R-TIME (requirements.md), named after it, asserting
 // the exact outcome; and the window operator's validation errors (R-VAL-1).
@@ -20,6 +20,7 @@ import (
 
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -144,6 +145,7 @@ func wantRows(t *testing.T, what string, got, want []string) {
 // (with its original columns), counted as null_timestamp_routed; it never
 // opens or joins a window.
 func TestRTime3NullTimestampRouted(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	rec := batchOf(t, schema, `{"k":"a","ts":null,"v":1}`, `{"k":"a","ts":10,"v":2}`, `{"k":"b","v":3}`)
 	defer rec.Release()
@@ -155,7 +157,7 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 	wantRows(t, "late sink", rowsOf(t, res.late), []string{`{"k":"a","ts":null,"v":1}`, `{"k":"b","ts":null,"v":3}`})
 	wantRows(t, "window output", rowsOf(t, res.out), []string{winRow("a", "00:00:00.000", "00:00:01.000", `"n":1,"total":2`, false)})
 	g := res.gauges
-	if g[window.MetricNullRouted] != 2 || g[window.MetricNullDropped] != 0 || g[window.MetricLateRouted] != 0 || g[window.MetricOpenWindows] != 0 {
+	if g[windowop.MetricNullRouted] != 2 || g[windowop.MetricNullDropped] != 0 || g[windowop.MetricLateRouted] != 0 || g[windowop.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }
@@ -167,6 +169,7 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 // held: while the job runs, with only null event times received, no window
 // is open.
 func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"drop", "update"} {
 		t.Run(policy, func(t *testing.T) {
 			opts := []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}
@@ -176,13 +179,13 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 			schema := mustSchema(t, "k:string ts:timestamp_ms v:int64")
 			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"), time: opts})
 			s.push(`{"k":"a","v":1}`, `{"k":"b","ts":null,"v":2}`)
-			s.waitGauge(window.MetricNullDropped, 2)
-			if open := s.gauge(window.MetricOpenWindows); open != 0 {
+			s.waitGauge(windowop.MetricNullDropped, 2)
+			if open := s.gauge(windowop.MetricOpenWindows); open != 0 {
 				t.Fatalf("open_windows = %d after null event times only", open)
 			}
 			s.push(`{"k":"a","ts":5,"v":3}`, `{"k":"c","v":4}`)
-			s.waitGauge(window.MetricNullDropped, 3)
-			if open := s.gauge(window.MetricOpenWindows); open != 1 {
+			s.waitGauge(windowop.MetricNullDropped, 3)
+			if open := s.gauge(windowop.MetricOpenWindows); open != 1 {
 				t.Fatalf("open_windows = %d, want 1 (the window of ts=5 only)", open)
 			}
 			if err := s.finish(); err != nil {
@@ -196,7 +199,7 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 				t.Fatalf("source emitted %d rows, window received %d; want 4 and 4", in.RowsOut, w.RowsIn)
 			}
 			g := allMetrics(m.Operator("w"))
-			if g[window.MetricNullDropped] != 3 || g[window.MetricNullRouted] != 0 || g[window.MetricLateDropped] != 0 || g[window.MetricOpenWindows] != 0 {
+			if g[windowop.MetricNullDropped] != 3 || g[windowop.MetricNullRouted] != 0 || g[windowop.MetricLateDropped] != 0 || g[windowop.MetricOpenWindows] != 0 {
 				t.Fatalf("gauges %s", gaugeLine(g))
 			}
 			wantRows(t, "output", rowsOf(t, s.out.Records()), []string{winRow("a", "00:00:00.000", "00:00:01.000", `"n":1`, false)})
@@ -212,21 +215,22 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 // future: it is held (open_windows 1, nothing emitted) and emitted when its
 // window fires.
 func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
 		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true})
 	s.push(`{"k":"a","ts":2100,"v":1}`, `{"k":"a","ts":100,"v":2}`)
 	wantRows(t, "late sink", s.waitRows(s.late, 1), []string{`{"k":"a","ts":100,"v":2}`})
-	s.waitGauge(window.MetricOpenWindows, 1)
-	if n := s.out.NumRows(); n != 0 || s.gauge(window.MetricWindowsFired) != 0 {
+	s.waitGauge(windowop.MetricOpenWindows, 1)
+	if n := s.out.NumRows(); n != 0 || s.gauge(windowop.MetricWindowsFired) != 0 {
 		t.Fatalf("%d rows emitted before any window could fire", n)
 	}
-	if g := allMetrics(s.window()); g[window.MetricLateRouted] != 1 || g[window.MetricLateDropped] != 0 {
+	if g := allMetrics(s.window()); g[windowop.MetricLateRouted] != 1 || g[windowop.MetricLateDropped] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 	// 2999 does not fire [2000, 3000); 3000 does.
 	s.push(`{"k":"b","ts":2999,"v":4}`)
-	if s.gauge(window.MetricWindowsFired) != 0 {
+	if s.gauge(windowop.MetricWindowsFired) != 0 {
 		t.Fatalf("a window fired at watermark 2999; state %s", s.state())
 	}
 	s.push(`{"k":"a","ts":3000,"v":8}`)
@@ -252,6 +256,7 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 // late policy: drop (counted), route (to the late sink, original columns)
 // or update (which can only update within the lateness: past it, dropped).
 func TestRTime5LatePolicies(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	b1 := batchOf(t, schema, `{"k":"a","ts":500,"v":1}`)
 	b2 := batchOf(t, schema, `{"k":"a","ts":1500,"v":2}`)
@@ -269,12 +274,12 @@ func TestRTime5LatePolicies(t *testing.T) {
 		out, late []string
 		gauge     string
 	}{
-		{"drop", nil, fired, nil, window.MetricLateDropped},
-		{"drop-within-lateness", []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}, fired, nil, window.MetricLateDropped},
-		{"route", []arkflow.TimeOption{arkflow.RouteLate("late")}, fired, []string{`{"k":"a","ts":600,"v":4}`}, window.MetricLateRouted},
-		{"update-past-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(500 * time.Millisecond)}, fired, nil, window.MetricLateDropped},
+		{"drop", nil, fired, nil, windowop.MetricLateDropped},
+		{"drop-within-lateness", []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}, fired, nil, windowop.MetricLateDropped},
+		{"route", []arkflow.TimeOption{arkflow.RouteLate("late")}, fired, []string{`{"k":"a","ts":600,"v":4}`}, windowop.MetricLateRouted},
+		{"update-past-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(500 * time.Millisecond)}, fired, nil, windowop.MetricLateDropped},
 		{"update-within-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(501 * time.Millisecond)},
-			[]string{fired[0], winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5`, true), fired[1]}, nil, window.MetricLateUpdated},
+			[]string{fired[0], winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5`, true), fired[1]}, nil, windowop.MetricLateUpdated},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{b1, b2, b3}}, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
@@ -284,7 +289,7 @@ func TestRTime5LatePolicies(t *testing.T) {
 			}
 			wantRows(t, "output", rowsOf(t, res.out), c.out)
 			wantRows(t, "late sink", rowsOf(t, res.late), c.late)
-			for _, g := range []string{window.MetricLateDropped, window.MetricLateRouted, window.MetricLateUpdated} {
+			for _, g := range []string{windowop.MetricLateDropped, windowop.MetricLateRouted, windowop.MetricLateUpdated} {
 				want := int64(0)
 				if g == c.gauge {
 					want = 1
@@ -335,6 +340,7 @@ func castInts(t *testing.T, col *array.Int64, to arrow.DataType) arrow.Array {
 // or all-null group gives null (not 0, not a sentinel). NaN: sum and avg
 // propagate it; min and max ignore it unless every value is NaN.
 func TestRTime6OutputTypesAndNulls(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 i:int64 f64:float64 f32:float32 at:timestamp_us")
 	ints := []struct {
 		name string
@@ -496,6 +502,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 // R-TIME-6: NaN as documented in internal/agg: sum and avg propagate it;
 // min and max ignore it unless every non-null value is NaN.
 func TestRTime6NaN(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []string{"float64", "float32"} {
 		schema := mustSchema(t, "k:string ts:int64 v:"+typ)
 		rec := batchOf(t, schema,
@@ -523,26 +530,27 @@ func TestRTime6NaN(t *testing.T) {
 // allowed_lateness the window's state is freed (open_windows, read while
 // the job runs), and later rows for it are dropped and counted.
 func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema,
 		def:  window.Tumbling(time.Second).Count("n").Sum("v", "total").Max("v", "hi"),
 		time: []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(time.Second)}})
 	s.push(`{"k":"a","ts":500,"v":1}`, `{"k":"b","ts":700,"v":10}`)
-	s.waitGauge(window.MetricOpenWindows, 2)
+	s.waitGauge(windowop.MetricOpenWindows, 2)
 	// Watermark 1500: [0, 1000) fires for a and b and is kept until 2000.
 	s.push(`{"k":"a","ts":1500,"v":2}`)
 	wantRows(t, "first firing", s.waitRows(s.out, 2), []string{
 		winRow("a", "00:00:00.000", "00:00:01.000", `"n":1,"total":1,"hi":1`, false),
 		winRow("b", "00:00:00.000", "00:00:01.000", `"n":1,"total":10,"hi":10`, false),
 	})
-	s.waitGauge(window.MetricOpenWindows, 3) // a and b in [0,1000) kept, a in [1000,2000)
+	s.waitGauge(windowop.MetricOpenWindows, 3) // a and b in [0,1000) kept, a in [1000,2000)
 	// A late row within the deadline: a's [0, 1000) is corrected and
 	// emitted again in full; b's is untouched.
 	s.push(`{"k":"a","ts":600,"v":4}`)
 	rows := s.waitRows(s.out, 3)
 	wantRows(t, "update", rows[2:], []string{winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5,"hi":4`, true)})
-	s.waitGauge(window.MetricLateUpdated, 1)
-	if open := s.gauge(window.MetricOpenWindows); open != 3 {
+	s.waitGauge(windowop.MetricLateUpdated, 1)
+	if open := s.gauge(windowop.MetricOpenWindows); open != 3 {
 		t.Fatalf("open_windows = %d after an update, want 3 (the update reuses the window)", open)
 	}
 	// Again: the same aggregate keeps accumulating.
@@ -554,11 +562,11 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	s.push(`{"k":"c","ts":2000,"v":100}`)
 	rows = s.waitRows(s.out, 5)
 	wantRows(t, "second firing", rows[4:], []string{winRow("a", "00:00:01.000", "00:00:02.000", `"n":1,"total":2,"hi":2`, false)})
-	s.waitGauge(window.MetricOpenWindows, 2) // a's [1000,2000) kept, c's [2000,3000) open
+	s.waitGauge(windowop.MetricOpenWindows, 2) // a's [1000,2000) kept, c's [2000,3000) open
 	// Past the deadline: dropped and counted, no output.
 	s.push(`{"k":"a","ts":100,"v":1000}`, `{"k":"b","ts":999,"v":1000}`)
-	s.waitGauge(window.MetricLateDropped, 2)
-	if s.gauge(window.MetricLateUpdated) != 2 || s.out.NumRows() != 5 {
+	s.waitGauge(windowop.MetricLateDropped, 2)
+	if s.gauge(windowop.MetricLateUpdated) != 2 || s.out.NumRows() != 5 {
 		t.Fatalf("rows past the deadline changed something: %s", s.state())
 	}
 	// Until watermark 3000, a's [1000, 2000) still takes updates.
@@ -570,17 +578,17 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	s.push(`{"k":"c","ts":3000,"v":1}`)
 	rows = s.waitRows(s.out, 7)
 	wantRows(t, "third firing", rows[6:], []string{winRow("c", "00:00:02.000", "00:00:03.000", `"n":1,"total":100,"hi":100`, false)})
-	s.waitGauge(window.MetricOpenWindows, 2) // c's [2000,3000) kept, c's [3000,4000) open
+	s.waitGauge(windowop.MetricOpenWindows, 2) // c's [2000,3000) kept, c's [3000,4000) open
 	s.push(`{"k":"a","ts":1500,"v":1}`)
-	s.waitGauge(window.MetricLateDropped, 3)
-	if s.gauge(window.MetricLateUpdated) != 3 || s.gauge(window.MetricOpenWindows) != 2 {
+	s.waitGauge(windowop.MetricLateDropped, 3)
+	if s.gauge(windowop.MetricLateUpdated) != 3 || s.gauge(windowop.MetricOpenWindows) != 2 {
 		t.Fatalf("a row for a freed window changed something: %s", s.state())
 	}
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
 	g := allMetrics(s.job.Metrics().Operator("w"))
-	if g[window.MetricOpenWindows] != 0 || g[window.MetricLateDropped] != 3 || g[window.MetricLateUpdated] != 3 || g[window.MetricWindowsFired] != 5 {
+	if g[windowop.MetricOpenWindows] != 0 || g[windowop.MetricLateDropped] != 3 || g[windowop.MetricLateUpdated] != 3 || g[windowop.MetricWindowsFired] != 5 {
 		t.Fatalf("final gauges %s", gaugeLine(g))
 	}
 }
@@ -589,6 +597,7 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 // drop → dropped and counted; route → routed (inside the lateness too:
 // allowed lateness only matters to update).
 func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"drop", "route", "update"} {
 		t.Run(policy, func(t *testing.T) {
 			opts := []arkflow.TimeOption{arkflow.AllowedLateness(time.Second)}
@@ -608,19 +617,19 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 			var late []string
 			switch policy {
 			case "drop":
-				s.waitGauge(window.MetricLateDropped, 2)
+				s.waitGauge(windowop.MetricLateDropped, 2)
 			case "route":
-				s.waitGauge(window.MetricLateRouted, 2)
+				s.waitGauge(windowop.MetricLateRouted, 2)
 				late = []string{`{"k":"a","ts":600,"v":3}`, `{"k":"a","ts":700,"v":5}`}
 			case "update":
-				s.waitGauge(window.MetricLateDropped, 1)
+				s.waitGauge(windowop.MetricLateDropped, 1)
 			}
 			if policy == "update" {
-				s.waitGauge(window.MetricOpenWindows, 2) // [1000,2000) kept for updates, [2000,3000) open
+				s.waitGauge(windowop.MetricOpenWindows, 2) // [1000,2000) kept for updates, [2000,3000) open
 			} else {
 				// Under drop and route nothing can change a fired window,
 				// so it is freed when it fires: only [2000,3000) is open.
-				s.waitGauge(window.MetricOpenWindows, 1)
+				s.waitGauge(windowop.MetricOpenWindows, 1)
 			}
 			if err := s.finish(); err != nil {
 				t.Fatal(err)
@@ -632,7 +641,7 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 			}
 			want = append(want, winRow("a", "00:00:01.000", "00:00:02.000", `"n":1`, false), winRow("a", "00:00:02.000", "00:00:03.000", `"n":1`, false))
 			wantRows(t, "output", rowsOf(t, s.out.Records()), want)
-			if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricOpenWindows] != 0 {
+			if g := allMetrics(s.job.Metrics().Operator("w")); g[windowop.MetricOpenWindows] != 0 {
 				t.Fatalf("gauges at the end %s", gaugeLine(g))
 			}
 		})
@@ -645,16 +654,17 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 // session fires once, with count and sum equal to the sums of both plus
 // the bridging event.
 func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond).Count("n").Sum("v", "total").Min("v", "lo").Max("v", "hi"),
 		time: outOfOrderness(1000)})
 	s.push(`{"k":"a","ts":0,"v":1}`, `{"k":"a","ts":100,"v":2}`) // [0, 400)
 	s.push(`{"k":"a","ts":650,"v":4}`, `{"k":"b","ts":720,"v":64}`)
 	s.push(`{"k":"a","ts":800,"v":8}`) // [650, 1100)
-	s.waitGauge(window.MetricOpenWindows, 3)
+	s.waitGauge(windowop.MetricOpenWindows, 3)
 	s.push(`{"k":"a","ts":375,"v":16}`) // [375, 675) bridges both
-	s.waitGauge(window.MetricOpenWindows, 2)
-	if s.gauge(window.MetricWindowsFired) != 0 {
+	s.waitGauge(windowop.MetricOpenWindows, 2)
+	if s.gauge(windowop.MetricWindowsFired) != 0 {
 		t.Fatalf("fired early: %s", s.state())
 	}
 	// Watermark 1100 (2100 - 1000): a's merged session [0, 1100) fires.
@@ -676,7 +686,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 	if n != 1 || len(rows) != 3 {
 		t.Fatalf("key a emitted %d times (want once); rows %q", n, rows)
 	}
-	if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricWindowsFired] != 3 || g[window.MetricOpenWindows] != 0 {
+	if g := allMetrics(s.job.Metrics().Operator("w")); g[windowop.MetricWindowsFired] != 3 || g[windowop.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }
@@ -685,6 +695,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 // under update merges the two fired sessions and re-emits the merged
 // session with update = true and the combined aggregate.
 func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond).Count("n").Sum("v", "total"),
 		time: []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(10 * time.Second)}})
@@ -692,7 +703,7 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 	s.push(`{"k":"a","ts":500,"v":2}`)  // fires [0,300)
 	s.push(`{"k":"a","ts":2000,"v":4}`) // fires [500,800)
 	s.waitRows(s.out, 2)
-	s.waitGauge(window.MetricOpenWindows, 3)
+	s.waitGauge(windowop.MetricOpenWindows, 3)
 	s.push(`{"k":"a","ts":250,"v":8}`) // bridges [0,300) and [500,800)
 	rows := s.waitRows(s.out, 3)
 	wantRows(t, "output", rows, []string{
@@ -700,11 +711,11 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 		winRow("a", "00:00:00.500", "00:00:00.800", `"n":1,"total":2`, false),
 		winRow("a", "00:00:00.000", "00:00:00.800", `"n":3,"total":11`, true),
 	})
-	s.waitGauge(window.MetricOpenWindows, 2) // the merged session and [2000, 2300)
+	s.waitGauge(windowop.MetricOpenWindows, 2) // the merged session and [2000, 2300)
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
-	if g := allMetrics(s.job.Metrics().Operator("w")); g[window.MetricLateUpdated] != 1 || g[window.MetricOpenWindows] != 0 {
+	if g := allMetrics(s.job.Metrics().Operator("w")); g[windowop.MetricLateUpdated] != 1 || g[windowop.MetricOpenWindows] != 0 {
 		t.Fatalf("gauges %s", gaugeLine(g))
 	}
 }
@@ -724,7 +735,7 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 	s := startStream(t, p)
 	for i, st := range steps {
 		s.push(st.row)
-		if got := s.gauge(window.MetricWindowsFired); got != st.fired {
+		if got := s.gauge(windowop.MetricWindowsFired); got != st.fired {
 			t.Fatalf("step %d (%s): windows_fired = %d, want %d", i, st.row, got, st.fired)
 		}
 	}
@@ -734,6 +745,7 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 // R-TIME-10: windows are half-open (an event at exactly end belongs to the
 // next window) and fire once the watermark >= end.
 func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := firing(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n").Sum("v", "total")}, []step{
 		{`{"k":"a","ts":0,"v":1}`, 0},
@@ -754,6 +766,7 @@ func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 // R-TIME-10: out_of_orderness delays firing by that much; monotonous uses
 // the max event time.
 func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	def := window.Tumbling(time.Second).Count("n")
 	s := firing(t, pipeline{schema: schema, def: def, time: outOfOrderness(250)}, []step{
@@ -773,7 +786,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 		{`{"k":"a","ts":1000,"v":1}`, 1},
 		{`{"k":"a","ts":999,"v":1}`, 1}, // late
 	})
-	s.waitGauge(window.MetricLateDropped, 1)
+	s.waitGauge(windowop.MetricLateDropped, 1)
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
@@ -783,6 +796,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 // the window's end, whether or not the window held data; the operator
 // watermark never moves backwards (an older batch does not lower it).
 func TestRTime10LateForEmptyWindow(t *testing.T) {
+	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"),
 		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true})
@@ -804,6 +818,7 @@ func TestRTime10LateForEmptyWindow(t *testing.T) {
 // Determinism: the same input in the same order gives byte-identical
 // output, for every window kind and policy, over several partitions.
 func TestDeterminismSameInputSameOutput(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(42, 1))
 	schema := mustSchema(t, "k:string ts:int64 v:float64")
 	const parts = 3
@@ -959,6 +974,7 @@ func wantProblem(t *testing.T, err error, op, field, reason string) {
 }
 
 func TestRVal1BaseSpecIsValid(t *testing.T) {
+	t.Parallel()
 	if err := validate(t, func(map[string]any) {}); err != nil {
 		t.Fatalf("the base spec does not validate: %v", err)
 	}
@@ -966,6 +982,7 @@ func TestRVal1BaseSpecIsValid(t *testing.T) {
 
 // R-VAL-1: window size 0.
 func TestRVal1WindowSizeZero(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}
 	})
@@ -974,6 +991,7 @@ func TestRVal1WindowSizeZero(t *testing.T) {
 
 // R-VAL-1: a slide larger than the size; a negative gap.
 func TestRVal1SlideLargerThanSize(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "sliding", "size_ms": 1000, "slide_ms": 2000}
 	})
@@ -986,6 +1004,7 @@ func TestRVal1SlideLargerThanSize(t *testing.T) {
 
 // R-VAL-1: an unknown aggregate function.
 func TestRVal1UnknownAggregateFunction(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "count", "as": "n"}, map[string]any{"function": "median", "field": "v"}}
 	})
@@ -994,6 +1013,7 @@ func TestRVal1UnknownAggregateFunction(t *testing.T) {
 
 // R-VAL-1: sum of a string column.
 func TestRVal1SumOfStringField(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "sum", "field": "s", "as": "total"}}
 	})
@@ -1002,6 +1022,7 @@ func TestRVal1SumOfStringField(t *testing.T) {
 
 // R-VAL-1: an event-time field of a non-time type.
 func TestRVal1TimestampFieldNotATime(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) { sourceTime(m)["timestamp_field"] = "s" })
 	wantProblem(t, err, "in", "sources[0].time.timestamp_field", `column "s" has type utf8; event time needs int64 (milliseconds) or a timestamp`)
 	err = validate(t, func(m map[string]any) { sourceTime(m)["timestamp_field"] = "nope" })
@@ -1010,6 +1031,7 @@ func TestRVal1TimestampFieldNotATime(t *testing.T) {
 
 // R-VAL-1: a window with parallelism 2 not fed by a keyed edge.
 func TestRVal1WindowNotKeyed(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowOp(m)["parallelism"] = 2
 		m["edges"].([]any)[0].(map[string]any)["partitioned"] = false
@@ -1023,6 +1045,7 @@ func TestRVal1WindowNotKeyed(t *testing.T) {
 
 // R-VAL-1: the route policy naming an operator that is not a sink, or none.
 func TestRVal1RouteToNonSink(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		sourceTime(m)["late_event_policy"] = "route"
 		sourceTime(m)["late_event_route"] = "tag"
@@ -1039,6 +1062,7 @@ func TestRVal1RouteToNonSink(t *testing.T) {
 
 // R-VAL-1: every problem is reported at once.
 func TestRVal1AllProblemsAtOnce(t *testing.T) {
+	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "median", "field": "v"}, map[string]any{"function": "sum", "field": "s"}}

@@ -1,4 +1,4 @@
-package window_test
+package eventtime_test
 
 import (
 	"math"
@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 func bounded(ooo int64, idle int64) *job.Watermark {
@@ -29,7 +29,7 @@ type wmStep struct {
 	idle     []int // idle partitions after the call
 }
 
-func runSteps(t *testing.T, tr *window.Tracker, steps []wmStep) {
+func runSteps(t *testing.T, tr *eventtime.Tracker, steps []wmStep) {
 	t.Helper()
 	for i, s := range steps {
 		var wm int64
@@ -56,12 +56,13 @@ func runSteps(t *testing.T, tr *window.Tracker, steps []wmStep) {
 	}
 }
 
-const none = window.NoWatermark
+const none = eventtime.NoWatermark
 
 // R-TIME-1: the watermark is the minimum over active partitions of max
 // event time - out_of_orderness.
 func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
-	tr := window.NewTracker(bounded(100, 0), []int{0, 1, 2}, 0)
+	t.Parallel()
+	tr := eventtime.NewTracker(bounded(100, 0), []int{0, 1, 2}, 0)
 	if tr.Watermark() != none || tr.IdleTimeout() != 0 {
 		t.Fatalf("new tracker: watermark %d idle timeout %d", tr.Watermark(), tr.IdleTimeout())
 	}
@@ -81,19 +82,20 @@ func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
 // R-TIME-10: the monotonous strategy uses the max event time itself, with
 // no out_of_orderness subtracted (even if one is set).
 func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
-	tr := window.NewTracker(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 500}, []int{0}, 0)
+	t.Parallel()
+	tr := eventtime.NewTracker(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 500}, []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 1000, now: 0, wm: 1000, advanced: true},
 		{op: "observe", part: 0, maxEvent: 999, now: 0, wm: 1000},
 		{op: "observe", part: 0, maxEvent: 1001, now: 0, wm: 1001, advanced: true},
 	})
 	// Bounded: max - out_of_orderness.
-	tr = window.NewTracker(bounded(500, 0), []int{0}, 0)
+	tr = eventtime.NewTracker(bounded(500, 0), []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 1000, now: 0, wm: 500, advanced: true},
 	})
 	// No declaration at all (nil): out_of_orderness 0, never idle.
-	tr = window.NewTracker(nil, []int{0}, 0)
+	tr = eventtime.NewTracker(nil, []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 7, now: 0, wm: 7, advanced: true},
 		{op: "tick", now: math.MaxInt64 / 2, wm: 7},
@@ -104,7 +106,8 @@ func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
 // watermark back until it turns idle (idle_timeout_ms after the tracker was
 // created); once idle it stops holding it back.
 func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
-	tr := window.NewTracker(bounded(0, 1000), []int{0, 1}, 10_000)
+	t.Parallel()
+	tr := eventtime.NewTracker(bounded(0, 1000), []int{0, 1}, 10_000)
 	if tr.IdleTimeout() != 1000 {
 		t.Fatalf("IdleTimeout() = %d", tr.IdleTimeout())
 	}
@@ -123,7 +126,8 @@ func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
 // watermark never moves backwards, also when a rejoining partition is
 // behind.
 func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
-	tr := window.NewTracker(bounded(0, 500), []int{0, 1}, 0)
+	t.Parallel()
+	tr := eventtime.NewTracker(bounded(0, 500), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 1000, now: 0, wm: none},
 		{op: "observe", part: 1, maxEvent: 200, now: 0, wm: 200, advanced: true},
@@ -150,7 +154,8 @@ func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
 // R-TIME-1: Touch (a batch with only null event times) keeps a partition
 // active without moving its candidate.
 func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
-	tr := window.NewTracker(bounded(0, 100), []int{0, 1}, 0)
+	t.Parallel()
+	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 50, now: 0, wm: none},
 		{op: "touch", part: 1, now: 90, wm: none},
@@ -169,7 +174,8 @@ func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
 // watermark does not jump to the newest candidate nor follow the clock; it
 // stays where it is until data arrives.
 func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
-	tr := window.NewTracker(bounded(0, 100), []int{0, 1}, 0)
+	t.Parallel()
+	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 1000, now: 0, wm: none},
 		{op: "observe", part: 1, maxEvent: 400, now: 0, wm: 400, advanced: true},
@@ -184,7 +190,7 @@ func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
 	})
 	// A tracker whose partitions all turn idle before any data keeps
 	// NoWatermark.
-	tr = window.NewTracker(bounded(0, 10), []int{0, 1}, 0)
+	tr = eventtime.NewTracker(bounded(0, 10), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "tick", now: 10, wm: none, idle: []int{0, 1}},
 	})
@@ -193,7 +199,8 @@ func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
 // R-TIME-1: a partition the tracker was not created with joins with its
 // first data (a source that discovers partitions).
 func TestRTime1UnknownPartitionJoins(t *testing.T) {
-	tr := window.NewTracker(bounded(0, 0), []int{0}, 0)
+	t.Parallel()
+	tr := eventtime.NewTracker(bounded(0, 0), []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 100, now: 0, wm: 100, advanced: true},
 		{op: "observe", part: 7, maxEvent: 50, now: 0, wm: 100},
@@ -202,7 +209,7 @@ func TestRTime1UnknownPartitionJoins(t *testing.T) {
 	})
 	// Touch of an unknown partition: it joins without a candidate and
 	// holds the watermark (NoWatermark) until it has data.
-	tr = window.NewTracker(bounded(0, 0), []int{0}, 0)
+	tr = eventtime.NewTracker(bounded(0, 0), []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "touch", part: 3, now: 0, wm: none},
 		{op: "observe", part: 0, maxEvent: 100, now: 0, wm: none},
@@ -213,7 +220,8 @@ func TestRTime1UnknownPartitionJoins(t *testing.T) {
 // R-TIME-1: out_of_orderness near the ends of int64 saturates instead of
 // wrapping around.
 func TestRTime1CandidateSaturates(t *testing.T) {
-	tr := window.NewTracker(bounded(1000, 0), []int{0}, 0)
+	t.Parallel()
+	tr := eventtime.NewTracker(bounded(1000, 0), []int{0}, 0)
 	wm, adv := tr.Observe(0, math.MinInt64+10, 0)
 	if wm != none || adv {
 		t.Fatalf("min event - ooo: watermark %d advanced %v, want NoWatermark", wm, adv)
@@ -228,6 +236,7 @@ func TestRTime1CandidateSaturates(t *testing.T) {
 // equals the minimum candidate over active partitions when that minimum is
 // ahead, under any random sequence of calls (checked against a model).
 func TestRTime1WatermarkPropertyAgainstModel(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 5))
 	for run := 0; run < 300; run++ {
 		parts := 1 + r.IntN(4)
@@ -242,7 +251,7 @@ func TestRTime1WatermarkPropertyAgainstModel(t *testing.T) {
 		for i := range ids {
 			ids[i] = i
 		}
-		tr := window.NewTracker(w, ids, 0)
+		tr := eventtime.NewTracker(w, ids, 0)
 		type mp struct {
 			cand     int64
 			last     int64
@@ -313,36 +322,37 @@ func perRow(ooo int64) *job.Watermark {
 // behind the watermark its earlier rows give; in-order rows never cause a
 // cut, and a cut needs the watermark to have moved since the last one.
 func TestPerRowCuts(t *testing.T) {
+	t.Parallel()
 	const null = math.MinInt64 // marks a null event time below
 	for _, c := range []struct {
 		name  string
 		w     *job.Watermark
-		setup func(*window.Tracker)
+		setup func(*eventtime.Tracker)
 		ts    []int64
-		want  []window.Cut
+		want  []eventtime.Cut
 	}{
-		{name: "R-TIME-4's batch", w: perRow(0), ts: []int64{2100, 100}, want: []window.Cut{{Row: 1, WM: 2100}}},
+		{name: "R-TIME-4's batch", w: perRow(0), ts: []int64{2100, 100}, want: []eventtime.Cut{{Row: 1, WM: 2100}}},
 		{name: "in order", w: perRow(0), ts: []int64{100, 200, 999, 1000, 2100}},
 		{name: "equal times", w: perRow(0), ts: []int64{500, 500, 500}},
 		{name: "two steps back", w: perRow(0), ts: []int64{100, 2100, 150, 2200, 160, 170},
-			want: []window.Cut{{Row: 2, WM: 2100}, {Row: 4, WM: 2200}}},
-		{name: "nulls neither cut nor move", w: perRow(0), ts: []int64{2100, null, 100}, want: []window.Cut{{Row: 2, WM: 2100}}},
+			want: []eventtime.Cut{{Row: 2, WM: 2100}, {Row: 4, WM: 2200}}},
+		{name: "nulls neither cut nor move", w: perRow(0), ts: []int64{2100, null, 100}, want: []eventtime.Cut{{Row: 2, WM: 2100}}},
 		{name: "within out_of_orderness", w: perRow(500), ts: []int64{2100, 1700, 1600}},
-		{name: "beyond out_of_orderness", w: perRow(500), ts: []int64{2100, 1000}, want: []window.Cut{{Row: 1, WM: 1600}}},
+		{name: "beyond out_of_orderness", w: perRow(500), ts: []int64{2100, 1000}, want: []eventtime.Cut{{Row: 1, WM: 1600}}},
 		{name: "monotonous ignores out_of_orderness", w: &job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 500, Advance: job.AdvancePerRow},
-			ts: []int64{2100, 2000}, want: []window.Cut{{Row: 1, WM: 2100}}},
+			ts: []int64{2100, 2000}, want: []eventtime.Cut{{Row: 1, WM: 2100}}},
 		{name: "behind the watermark before the batch", w: perRow(0),
-			setup: func(tr *window.Tracker) { tr.Observe(0, 5000, 0) }, ts: []int64{100, 200}},
+			setup: func(tr *eventtime.Tracker) { tr.Observe(0, 5000, 0) }, ts: []int64{100, 200}},
 		{name: "a partition without data holds it", w: perRow(0),
-			setup: func(tr *window.Tracker) { tr.Touch(1, 0) }, ts: []int64{2100, 100}},
+			setup: func(tr *eventtime.Tracker) { tr.Touch(1, 0) }, ts: []int64{2100, 100}},
 		{name: "another partition completes it", w: perRow(0),
-			setup: func(tr *window.Tracker) { tr.Observe(1, 1000, 0) }, ts: []int64{2100, 100}, want: []window.Cut{{Row: 1, WM: 1000}}},
+			setup: func(tr *eventtime.Tracker) { tr.Observe(1, 1000, 0) }, ts: []int64{2100, 100}, want: []eventtime.Cut{{Row: 1, WM: 1000}}},
 		{name: "another partition bounds it", w: perRow(0),
-			setup: func(tr *window.Tracker) { tr.Observe(1, 1500, 0); tr.Observe(0, 1000, 0) },
-			ts:    []int64{2100, 100}, want: []window.Cut{{Row: 1, WM: 1500}}},
+			setup: func(tr *eventtime.Tracker) { tr.Observe(1, 1500, 0); tr.Observe(0, 1000, 0) },
+			ts:    []int64{2100, 100}, want: []eventtime.Cut{{Row: 1, WM: 1500}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tr := window.NewTracker(c.w, []int{0}, 0)
+			tr := eventtime.NewTracker(c.w, []int{0}, 0)
 			if !tr.PerRow() {
 				t.Fatal("PerRow() is false")
 			}
@@ -364,7 +374,7 @@ func TestPerRowCuts(t *testing.T) {
 			}
 		})
 	}
-	if window.NewTracker(bounded(0, 0), nil, 0).PerRow() {
+	if eventtime.NewTracker(bounded(0, 0), nil, 0).PerRow() {
 		t.Fatal("PerRow() without advance per_row")
 	}
 }
@@ -376,6 +386,7 @@ func TestPerRowCuts(t *testing.T) {
 // otherwise. Observing the whole batch after gives the one-at-a-time
 // tracker's watermark.
 func TestPerRowCutsAgainstOneRowAtATime(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(17, 4))
 	totalCuts := 0 // the runs must exercise cuts, not only in-order batches
 	defer func() {
@@ -395,7 +406,7 @@ func TestPerRowCutsAgainstOneRowAtATime(t *testing.T) {
 		for i := 0; i < parts; i++ {
 			ids = append(ids, i)
 		}
-		a, b := window.NewTracker(w, ids, 0), window.NewTracker(w, ids, 0)
+		a, b := eventtime.NewTracker(w, ids, 0), eventtime.NewTracker(w, ids, 0)
 		now := int64(0)
 		for step := 0; step < 30; step++ {
 			now += r.Int64N(10)
@@ -453,11 +464,12 @@ func TestPerRowCutsAgainstOneRowAtATime(t *testing.T) {
 // delivers again is active: the clock no longer moves the watermark, and
 // its older events do not move it back.
 func TestAllIdleAdvanceFollowsTheClock(t *testing.T) {
+	t.Parallel()
 	advance := func(w *job.Watermark, delay int64) *job.Watermark {
 		w.AllIdle, w.AllIdleDelayMS = job.AllIdleAdvance, delay
 		return w
 	}
-	tr := window.NewTracker(advance(bounded(200, 1000), 5000), []int{0, 1}, 0)
+	tr := eventtime.NewTracker(advance(bounded(200, 1000), 5000), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 10_000, now: 0, wm: none},
 		{op: "observe", part: 1, maxEvent: 12_000, now: 0, wm: 9800, advanced: true},
@@ -475,12 +487,12 @@ func TestAllIdleAdvanceFollowsTheClock(t *testing.T) {
 		{op: "observe", part: 0, maxEvent: 16_000, now: 20_600, wm: 15_800, advanced: true, idle: []int{1}},
 	})
 	// Monotonous: no out_of_orderness.
-	tr = window.NewTracker(advance(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 200, IdleTimeoutMS: ptr(int64(10))}, 5000), []int{0}, 0)
+	tr = eventtime.NewTracker(advance(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 200, IdleTimeoutMS: ptr(int64(10))}, 5000), []int{0}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "tick", now: 10, wm: 10 - 5000, advanced: true, idle: []int{0}},
 	})
 	// hold: the same sequence leaves it where the data put it.
-	tr = window.NewTracker(bounded(200, 1000), []int{0, 1}, 0)
+	tr = eventtime.NewTracker(bounded(200, 1000), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
 		{op: "observe", part: 0, maxEvent: 10_000, now: 0, wm: none},
 		{op: "observe", part: 1, maxEvent: 12_000, now: 0, wm: 9800, advanced: true},

@@ -1,4 +1,4 @@
-package window
+package windowop
 
 import (
 	"container/heap"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -59,7 +60,7 @@ type touch struct {
 
 func newAligned(b base, size, slide int64) *aligned {
 	n := int((size + slide - 1) / slide)
-	return &aligned{base: b, size: size, slide: slide, perEvent: n, wins: map[int64]*win{}, lastStart: NoWatermark}
+	return &aligned{base: b, size: size, slide: slide, perEvent: n, wins: map[int64]*win{}, lastStart: eventtime.NoWatermark}
 }
 
 // window finds or opens the window starting at start. late marks a window
@@ -115,7 +116,7 @@ func (w *aligned) close(x *win) {
 	w.m.open.Add(-int64(len(x.members)))
 	delete(w.wins, x.start)
 	if w.lastWin == x {
-		w.lastWin, w.lastStart = nil, NoWatermark
+		w.lastWin, w.lastStart = nil, eventtime.NoWatermark
 	}
 }
 
@@ -151,7 +152,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 	}
 	route := w.route[:n]
 	anyRoute := false
-	maxEnd := int64(NoWatermark)
+	maxEnd := int64(eventtime.NoWatermark)
 	w.touched = w.touched[:0]
 	update := w.tm.policy == job.LateUpdate
 	wm := w.wm
@@ -164,13 +165,13 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 			continue
 		}
 		t := w.ts[r]
-		if !InRange(t, w.size) {
+		if !eventtime.InRange(t, w.size) {
 			return fail(w.rangeError(r, t, w.size))
 		}
 		if w.slide == w.size {
-			w.starts = append(w.starts[:0], TumblingStart(t, w.size))
+			w.starts = append(w.starts[:0], eventtime.TumblingStart(t, w.size))
 		} else {
-			w.starts = SlidingStarts(w.starts[:0], t, w.size, w.slide)
+			w.starts = eventtime.SlidingStarts(w.starts[:0], t, w.size, w.slide)
 		}
 		accepted, late, updated := false, false, false
 		for k, s := range w.starts {
@@ -339,10 +340,10 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 // time making every later row late. closes reports an end of time that
 // frees kept windows, whose floor must be written even if nothing fires.
 func (w *aligned) floorAt(prev, wm int64, firing []*win) (fl int64, closes bool) {
-	if wm != EndOfTime {
+	if wm != eventtime.EndOfTime {
 		return wm, false
 	}
-	fl = max(prev, NoWatermark)
+	fl = max(prev, eventtime.NoWatermark)
 	deadline := func(start int64) int64 {
 		end := satAdd(start, w.size)
 		if w.keeps() {
@@ -387,8 +388,8 @@ func (w *aligned) Close() error {
 }
 
 func satAdd(a, b int64) int64 {
-	if b > 0 && a > EndOfTime-b {
-		return EndOfTime
+	if b > 0 && a > eventtime.EndOfTime-b {
+		return eventtime.EndOfTime
 	}
 	return a + b
 }

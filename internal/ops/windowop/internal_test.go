@@ -1,4 +1,4 @@
-package window
+package windowop
 
 // White-box tests of the window operator driven directly (Process,
 // Watermark, Close), for what the public API cannot observe: when each
@@ -17,6 +17,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -51,7 +52,7 @@ func newInstanceOn(t *testing.T, d Definition, policy string, lateness int64, st
 		Edges:     []job.Edge{{ID: "in-w", From: "in", To: "w", Partitioned: true}},
 		Sources:   []job.Source{{OperatorID: "in", InputType: "memory", Time: tm}},
 	}
-	built, err := buildOperator(ops.Context{JobID: "j", Spec: spec, Op: &spec.Operators[1], Input: inputSchema, Keyed: true})
+	built, err := Build(ops.Context{JobID: "j", Spec: spec, Op: &spec.Operators[1], Input: inputSchema, Keyed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +185,7 @@ func definitions() map[string]Definition {
 // update its acknowledgement completes during Process, before any
 // watermark; under route it completes once the late sink wrote the rows.
 func TestRTime3NullTimestampAckCompletesAtOnce(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		for _, policy := range []string{job.LateDrop, job.LateUpdate, job.LateRoute} {
 			t.Run(name+"/"+policy, func(t *testing.T) {
@@ -217,6 +219,7 @@ func TestRTime3NullTimestampAckCompletesAtOnce(t *testing.T) {
 // window its rows went into has fired and its output was written (not
 // before); late rows that are dropped do not hold anything.
 func TestAckHeldUntilWindowsFire(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateDrop, 0)
@@ -253,6 +256,7 @@ func TestAckHeldUntilWindowsFire(t *testing.T) {
 // restart reopens those windows with only the rows it still replays, and
 // emits them again with part of their rows.
 func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			store := statestore.NewMemory()
@@ -261,7 +265,7 @@ func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
 			var out collector
 			watermark(t, inst, &out, 0)
 			fl := newFloor(store, "j", "w", 0)
-			floorAtAck := int64(NoWatermark)
+			floorAtAck := int64(eventtime.NoWatermark)
 			acked := false
 			node := ack.New(func(err error) {
 				if err != nil {
@@ -293,6 +297,7 @@ func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
 // Close releases the acknowledgements still held with ErrAbandoned, so
 // their rows are replayed on restart.
 func TestCloseAbandonsHeldAcks(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateDrop, 0)
@@ -310,6 +315,7 @@ func TestCloseAbandonsHeldAcks(t *testing.T) {
 // R-TIME-8: a late update's output carries the late batch's
 // acknowledgement; the batch is acknowledged once the update is written.
 func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateUpdate, 10_000)
@@ -336,7 +342,7 @@ func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
 			out.write()
 			tr.wantDone(t, "update written", nil)
 			// The end of the input frees everything.
-			watermark(t, inst, &out, EndOfTime)
+			watermark(t, inst, &out, eventtime.EndOfTime)
 			out.write()
 			if c, g := inst.(ops.Gauger).Counters(), inst.(ops.Gauger).Gauges(); g[MetricOpenWindows] != 0 || c[MetricLateUpdated] != 1 {
 				t.Fatalf("counters %v, gauges %v", c, g)
@@ -346,19 +352,20 @@ func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
 }
 
 // An event time too close to the ends of int64 for its windows fails the
-// batch with a *TimeError naming the field, and the batch's
+// batch with a *eventtime.TimeError naming the field, and the batch's
 // acknowledgement with it; no panic, no wrap-around.
 func TestEventTimeOutOfRangeFailsTheBatch(t *testing.T) {
+	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {
 			inst := newInstance(t, d, job.LateDrop, 0)
 			defer inst.Close()
 			var out collector
 			tr := newTracked()
-			err := inst.Process(context.Background(), ops.Batch{Rec: record(row{k: "a", ts: at(EndOfTime - 10), v: 1}), Ack: tr.node}, &out)
-			var te *TimeError
+			err := inst.Process(context.Background(), ops.Batch{Rec: record(row{k: "a", ts: at(eventtime.EndOfTime - 10), v: 1}), Ack: tr.node}, &out)
+			var te *eventtime.TimeError
 			if !errors.As(err, &te) || te.Field != "ts" {
-				t.Fatalf("got %v, want a *TimeError for ts", err)
+				t.Fatalf("got %v, want a *eventtime.TimeError for ts", err)
 			}
 			tr.wantDone(t, "failed batch", te)
 		})
