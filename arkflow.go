@@ -11,9 +11,10 @@ import (
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // Job is a built, validated job, ready to run once in this process.
@@ -66,7 +67,7 @@ func (o *options) check(spec *job.Spec) job.ValidationErrors {
 		// The runtime would start from scratch as if it were not given.
 		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
 			Reason: fmt.Sprintf("the job has no checkpoint block, so it has no savepoint %q to start from", name)})
-	case checkpoint.ValidKey(name) != nil || strings.Contains(name, "/"):
+	case ckptstore.ValidKey(name) != nil || strings.Contains(name, "/"):
 		out = append(out, &job.ValidationError{Job: spec.ID, Field: "WithSavepoint(name)",
 			Reason: fmt.Sprintf("savepoint name %q: use letters, digits, '-', '_' and '.'", name)})
 	}
@@ -92,7 +93,7 @@ func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: o.store, Connectors: o.connectors}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: ckptstore.StoreOptions(o.store), Connectors: o.connectors}
 }
 
 type optionFunc func(*options)
@@ -178,7 +179,7 @@ func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error
 	if err != nil {
 		return nil, err
 	}
-	ro := runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: o.store}
+	ro := runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: ckptstore.StoreOptions(o.store)}
 	for _, f := range o.tune {
 		f(&ro)
 	}
@@ -310,7 +311,7 @@ func (j *Job) Metrics() Metrics {
 // summedGauges are the gauges whose sum over an operator's tasks means
 // something. A WAL's wal_cursor and wal_last are sequence numbers of one
 // subtask's log: their sum is no position of anything.
-var summedGauges = map[string]bool{window.MetricOpenWindows: true}
+var summedGauges = map[string]bool{windowop.MetricOpenWindows: true}
 
 // Operator returns an operator's metrics over all its tasks: the rows and
 // batches and every counter summed; the watermark, the minimum over its

@@ -136,110 +136,97 @@ func WithParallelism(n int) OperatorOption {
 	})
 }
 
-// TimeOption tunes a source's event time; the functions below make them.
-type TimeOption interface{ applyTime(*job.Time) }
+// EventTime is a SourceOption: the source's rows carry their event time in
+// Field (int64 milliseconds or a timestamp column), and each partition of
+// the source has its own watermark, the source's being their minimum. Zero
+// fields are the defaults: bounded out-of-orderness of 0, no idle timeout,
+// the watermark moving with whole batches, no allowed lateness, late rows
+// dropped (counted, and warned about). Durations are whole milliseconds in
+// the spec: one between 0 and 1 ms is a mistake Build reports.
+type EventTime struct {
+	// Field is the event-time column (required).
+	Field string
+	// OutOfOrderness lets rows arrive up to this far behind the newest row
+	// of their partition before they count as late: the watermark is the
+	// largest event time seen minus OutOfOrderness.
+	OutOfOrderness time.Duration
+	// Monotonous declares event times that never decrease within a
+	// partition: the watermark is the largest event time seen (no
+	// OutOfOrderness with it).
+	Monotonous bool
+	// IdleTimeout lets a partition that delivered nothing for this long
+	// stop holding the watermark back until it delivers again. Without
+	// one, a partition that never gets a row holds every window back.
+	IdleTimeout time.Duration
+	// PerRow classifies each row against the watermark in force before it
+	// (spec: watermark.advance "per_row", an arkflow-go extension) instead
+	// of ArkFlow's rule, where the watermark moves with the whole batch
+	// before its rows are classified (so with OutOfOrderness 0 an in-order
+	// row sharing a batch with a later row across a window boundary is
+	// late). In-order input is then never late, however it is batched;
+	// rows out of order by more than OutOfOrderness still are. A batch
+	// with rows behind the watermark is split before them, without
+	// copying.
+	PerRow bool
+	// AdvanceWhenIdle, when above 0, lets the watermark follow the clock
+	// while every partition of the source is idle (spec: watermark.all_idle
+	// "advance" and all_idle_delay_ms, an arkflow-go extension), so a
+	// quiet source still closes its last windows: at each check the
+	// watermark becomes max(watermark, now − AdvanceWhenIdle −
+	// OutOfOrderness). It needs IdleTimeout. It assumes event times are
+	// wall-clock times and that AdvanceWhenIdle bounds how long a row takes
+	// to reach the source; do not use it to replay old data. Without it the
+	// watermark holds while all partitions are idle, and open windows wait
+	// for new rows, the end of the input or Job.Drain.
+	AdvanceWhenIdle time.Duration
+	// AllowedLateness keeps fired windows this long so that late rows can
+	// still update them (with LateUpdate).
+	AllowedLateness time.Duration
+	// LateUpdate makes late rows within AllowedLateness update their
+	// window, which is emitted again with window.ColumnUpdate true.
+	LateUpdate bool
+	// RouteLate names a sink (see LateSink) that receives late rows, and
+	// rows without an event time, with their original columns.
+	RouteLate string
+}
 
-type timeOption func(*job.Time)
-
-func (f timeOption) applyTime(t *job.Time) { f(t) }
-
-// EventTime declares that a source's rows carry their event time in field
-// (int64 milliseconds or a timestamp column), with per-partition
-// watermarks: by default bounded out-of-orderness of 0, no idle timeout, no
-// allowed lateness, late events dropped. Only valid on a Source.
-func EventTime(field string, opts ...TimeOption) SourceOption {
-	return sourceOption(func(s *opSettings) {
-		t := &job.Time{Mode: job.EventTime, TimestampField: field, LateEventPolicy: job.LateDrop,
-			Watermark: &job.Watermark{Strategy: job.BoundedOutOfOrderness}}
-		for _, o := range opts {
-			if o != nil {
-				o.applyTime(t)
-			}
+func (e EventTime) applySource(s *opSettings) {
+	t := &job.Time{Mode: job.EventTime, TimestampField: e.Field, LateEventPolicy: job.LateDrop,
+		Watermark:         &job.Watermark{Strategy: job.BoundedOutOfOrderness, OutOfOrdernessMS: e.OutOfOrderness.Milliseconds()},
+		AllowedLatenessMS: e.AllowedLateness.Milliseconds()}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"OutOfOrderness", e.OutOfOrderness}, {"IdleTimeout", e.IdleTimeout}, {"AdvanceWhenIdle", e.AdvanceWhenIdle}, {"AllowedLateness", e.AllowedLateness}} {
+		if d.v > 0 && d.v < time.Millisecond {
+			s.problems = append(s.problems, [2]string{"EventTime{" + d.name + "}", fmt.Sprintf("must be 0 or at least 1ms (got %s): the spec keeps milliseconds", d.v)})
 		}
-		s.time = t
-	})
-}
-
-// OutOfOrderness lets events arrive up to d behind the newest one of their
-// partition before they count as late: the watermark is the largest event
-// time seen minus d.
-func OutOfOrderness(d time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) {
-		t.Watermark.Strategy = job.BoundedOutOfOrderness
-		t.Watermark.OutOfOrdernessMS = d.Milliseconds()
-	})
-}
-
-// Monotonous declares event times that never decrease within a partition:
-// the watermark is the largest event time seen.
-func Monotonous() TimeOption {
-	return timeOption(func(t *job.Time) { t.Watermark.Strategy, t.Watermark.OutOfOrdernessMS = job.Monotonous, 0 })
-}
-
-// IdleTimeout lets a partition that delivered nothing for d stop holding
-// the watermark back until it delivers again.
-func IdleTimeout(d time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) {
-		ms := d.Milliseconds()
+	}
+	if e.Monotonous {
+		if e.OutOfOrderness != 0 {
+			s.problems = append(s.problems, [2]string{"EventTime{Monotonous}", fmt.Sprintf("monotonous event times have no out-of-orderness (got OutOfOrderness %s)", e.OutOfOrderness)})
+		}
+		t.Watermark.Strategy = job.Monotonous
+	}
+	if e.IdleTimeout != 0 {
+		ms := e.IdleTimeout.Milliseconds()
 		t.Watermark.IdleTimeoutMS = &ms
-	})
-}
-
-// PerRowWatermark classifies each row against the watermark in force
-// before it (spec: watermark.advance "per_row", an arkflow-go
-// extension) instead of ArkFlow's rule (the default: the
-// watermark moves with the whole batch before its rows are classified,
-// so with OutOfOrderness 0 an in-order row sharing a batch with a later
-// row across a window boundary is late). The watermark in force before a
-// row is the one the rows before it gave, in its batch and its partition
-// before: in-order input is never late, however it is batched. Rows out
-// of order by more than the out-of-orderness are still late. The
-// watermark after each batch is the same as without it.
-//
-// A batch whose rows are in order goes on whole; one with rows behind
-// the watermark is split before them (without copying), the watermark
-// moving between the parts.
-func PerRowWatermark() TimeOption {
-	return timeOption(func(t *job.Time) { t.Watermark.Advance = job.AdvancePerRow })
-}
-
-// AdvanceWhenIdle lets the watermark follow the clock while every
-// partition of the source is idle (spec: watermark.all_idle "advance" and
-// all_idle_delay_ms, an arkflow-go extension), so a quiet source
-// still closes its last windows: at each check it becomes max(watermark,
-// now − delay − out-of-orderness). It needs IdleTimeout (partitions turn
-// idle only after it) and a delay of at least 1ms; Build reports either
-// missing.
-//
-// It assumes event times are wall-clock times and delay bounds how long
-// an event takes from its timestamp to the source: an event slower than
-// that, arriving after a quiet spell, may be late. Do not use it to
-// replay old data: once the watermark follows the clock, every older
-// event is late. The default (without it) holds the watermark while all
-// partitions are idle: open windows wait for new data or the end of the
-// input (or Job.Drain).
-func AdvanceWhenIdle(delay time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) {
-		t.Watermark.AllIdle, t.Watermark.AllIdleDelayMS = job.AllIdleAdvance, delay.Milliseconds()
-	})
-}
-
-// AllowedLateness keeps fired windows for d so late events can still update
-// them (with LateUpdate).
-func AllowedLateness(d time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) { t.AllowedLatenessMS = d.Milliseconds() })
-}
-
-// LateUpdate makes late events within the allowed lateness update their
-// window, which is emitted again with __arkflow_window_update = true.
-func LateUpdate() TimeOption {
-	return timeOption(func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateUpdate, "" })
-}
-
-// RouteLate sends late events (and events without an event time) to the
-// sink operator sink, with their original columns.
-func RouteLate(sink string) TimeOption {
-	return timeOption(func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateRoute, sink })
+	}
+	if e.PerRow {
+		t.Watermark.Advance = job.AdvancePerRow
+	}
+	if e.AdvanceWhenIdle != 0 {
+		t.Watermark.AllIdle, t.Watermark.AllIdleDelayMS = job.AllIdleAdvance, e.AdvanceWhenIdle.Milliseconds()
+	}
+	switch {
+	case e.LateUpdate && e.RouteLate != "":
+		s.problems = append(s.problems, [2]string{"EventTime{LateUpdate, RouteLate}", "late rows either update their window or go to a sink: set one of the two"})
+	case e.LateUpdate:
+		t.LateEventPolicy = job.LateUpdate
+	case e.RouteLate != "":
+		t.LateEventPolicy, t.LateEventRoute = job.LateRoute, e.RouteLate
+	}
+	s.time = t
 }
 
 // SourceComponent is a source configuration: a value whose JSON encoding is
@@ -709,20 +696,20 @@ var builderCalls = []struct{ path, call string }{
 	{"max_parallelism", ".MaxParallelism(n)"},
 	{"state", ".State(job.State{...})"},
 	{"checkpoint", ".Checkpoint(job.Checkpoint{...})"},
-	{"durability", ".Durability(arkflow.Durability{...})"},
+	{"durability", ".Durability(job.Durability{...})"},
 	{"sources", ".Source(...)"},
 	{"sinks", ".Sink(...)"},
 	{"operators[].parallelism", "WithParallelism(n)"},
-	{"sources[].time", "EventTime(...)"},
-	{"sources[].time.timestamp_field", "EventTime(field)"},
-	{"sources[].time.watermark.out_of_orderness_ms", "OutOfOrderness(d)"},
-	{"sources[].time.watermark.idle_timeout_ms", "IdleTimeout(d)"},
-	{"sources[].time.watermark.advance", "PerRowWatermark()"},
-	{"sources[].time.watermark.all_idle", "AdvanceWhenIdle(delay)"},
-	{"sources[].time.watermark.all_idle_delay_ms", "AdvanceWhenIdle(delay)"},
-	{"sources[].time.allowed_lateness_ms", "AllowedLateness(d)"},
-	{"sources[].time.late_event_route", "RouteLate(sink)"},
-	{"sources[].durability", "Durable(arkflow.Durability{...})"},
+	{"sources[].time", "EventTime{...}"},
+	{"sources[].time.timestamp_field", "EventTime{Field}"},
+	{"sources[].time.watermark.out_of_orderness_ms", "EventTime{OutOfOrderness}"},
+	{"sources[].time.watermark.idle_timeout_ms", "EventTime{IdleTimeout}"},
+	{"sources[].time.watermark.advance", "EventTime{PerRow}"},
+	{"sources[].time.watermark.all_idle", "EventTime{AdvanceWhenIdle}"},
+	{"sources[].time.watermark.all_idle_delay_ms", "EventTime{AdvanceWhenIdle}"},
+	{"sources[].time.allowed_lateness_ms", "EventTime{AllowedLateness}"},
+	{"sources[].time.late_event_route", "EventTime{RouteLate}"},
+	{"sources[].durability", "Durable(job.Durability{...})"},
 }
 
 // inBuilderTerms returns e with its spec path replaced by the Builder call

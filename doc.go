@@ -38,10 +38,10 @@
 //
 // EventTime declares a source's event-time field and watermark; windows
 // fire when the watermark passes their end (see package window). The
-// watermark moves with a whole batch by default; PerRowWatermark classifies
-// each row on its own, RouteLate keeps late rows, AdvanceWhenIdle lets a
-// quiet source's watermark follow the clock, and Job.Drain fires every
-// open window. Dropped rows are counted in Metrics and logged.
+// watermark moves with a whole batch by default; EventTime's PerRow
+// classifies each row on its own, RouteLate keeps late rows,
+// AdvanceWhenIdle lets a quiet source's watermark follow the clock, and
+// Job.Drain fires every open window. Dropped rows are counted in Metrics and logged.
 //
 // # Expressions
 //
@@ -63,7 +63,7 @@
 // both over Go structs (see Encode for how fields map to columns):
 //
 //	clicks := push.New(push.Config[Click]{})
-//	… Source("clicks", clicks, arkflow.Durable(arkflow.Durability{})) …
+//	… Source("clicks", clicks, arkflow.Durable(job.Durability{})) …
 //	… Sink("out", funcsink.Func[PerUser](store)) …
 //	err := clicks.Push(ctx, click) // with Durable: in the WAL, survives a crash
 //

@@ -9,7 +9,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // BenchmarkDurableIngest measures what a write-ahead log costs a pipeline:
@@ -20,7 +20,7 @@ import (
 // is new in every iteration, so nothing is skipped as already read.
 func BenchmarkDurableIngest(b *testing.B) {
 	events := float64(benchBatch * benchBatches)
-	for _, mode := range []string{"off", string(wal.SyncNone), string(wal.SyncPeriodic), string(wal.SyncGroupCommit), string(wal.SyncAlways)} {
+	for _, mode := range []string{"off", string(job.SyncNone), string(job.SyncPeriodic), string(job.SyncGroupCommit), string(job.SyncAlways)} {
 		b.Run("wal="+mode, func(b *testing.B) {
 			b.ReportAllocs()
 			sink := mem.NewSink()
@@ -29,7 +29,7 @@ func BenchmarkDurableIngest(b *testing.B) {
 				dir := filepath.Join(b.TempDir(), strconv.Itoa(i))
 				bl := arkflow.NewJob("bench")
 				if mode != "off" {
-					bl = bl.Durability(arkflow.Durability{Path: dir, Sync: wal.SyncMode(mode), Retain: true})
+					bl = bl.Durability(job.Durability{Path: dir, Sync: job.SyncMode(mode), Retain: true})
 				}
 				j, err := bl.Source("in", benchGenerate()).Sink("out", sink).Build()
 				if err != nil {

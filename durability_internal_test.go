@@ -1,50 +1,83 @@
 package arkflow
 
 import (
-	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// Every key of the spec's durability block can be set from Go: the
-// builder's Durability hand-writes the block, so a key added to
-// durable.Config without a field here fails this test (issue 18: the
-// builder had lost no_recycle).
-func TestDurabilityCoversEverySpecKey(t *testing.T) {
-	full := Durability{Path: "p", Sync: "always", SyncInterval: 1e6, ParkLease: 1e6, DrainTimeout: 1e6, SegmentBytes: 1, Retain: true, NoRecycle: true,
-		ObjectStore: &WALObjectStore{NodeID: "n", StreamID: "s", Prefix: "x", Bucket: "b", Endpoint: "e", Region: "r", AccessKeyID: "a", SecretAccessKey: "k", AllowHTTP: true}}
-	var got map[string]any
-	if err := json.Unmarshal(full.spec(), &got); err != nil {
-		t.Fatal(err)
+// resolve is what the deep build makes of the blocks the builder wrote.
+func resolve(t *testing.T, jobWide, own *job.Durability) *job.Durability {
+	t.Helper()
+	s := &job.Spec{ID: "j", Sources: []job.Source{{OperatorID: "in"}}}
+	if jobWide != nil {
+		s.Durability = durabilitySpec(*jobWide)
 	}
-	var walk func(prefix string, typ reflect.Type, m map[string]any)
-	walk = func(prefix string, typ reflect.Type, m map[string]any) {
-		for typ.Kind() == reflect.Pointer {
-			typ = typ.Elem()
-		}
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if key == "" || key == "-" || key == "enabled" || key == "type" {
-				continue // enabled: a block's presence; type: set with the backend
-			}
-			v, ok := m[key]
-			if !ok {
-				t.Errorf("durability.%s%s cannot be set through arkflow.Durability", prefix, key)
-				continue
-			}
-			if sub, ok := v.(map[string]any); ok {
-				walk(prefix+key+".", f.Type, sub)
-			}
-		}
+	if own != nil {
+		s.Sources[0].Durability = durabilitySpec(*own)
 	}
-	walk("", reflect.TypeOf(durable.Config{}), got)
-	// And the block decodes as the spec decoder reads it.
-	var cfg durable.Config
-	if err := json.Unmarshal(full.spec(), &cfg); err != nil || !cfg.NoRecycle || cfg.Backend == nil || cfg.Backend.S3 == nil || !cfg.Backend.S3.AllowHTTP {
-		t.Fatalf("the block does not decode into durable.Config: %v %+v", err, cfg)
+	cfg, probs := durable.Resolve(s, &s.Sources[0], "sources[0]")
+	if len(probs) > 0 {
+		t.Fatalf("problems: %v", probs)
+	}
+	return cfg
+}
+
+// The builder and the spec decoder share job.Durability (issue 18: the
+// builder had mirrored the decoder's type by hand and lost no_recycle):
+// every field the builder sets comes back from the decoder.
+func TestDurabilityBlockRoundTrips(t *testing.T) {
+	on := true
+	full := job.Durability{Enabled: &on, Path: "p", Sync: job.SyncPeriodic, SyncIntervalMS: 1, ParkLeaseMS: 2, DrainTimeoutMS: 3,
+		SegmentBytes: 4096, Retain: true, NoRecycle: true, Backend: &job.WALBackend{Type: job.WALBackendLocal}}
+	if got := resolve(t, nil, &full); !reflect.DeepEqual(*got, full) {
+		t.Errorf("local block: got %+v, want %+v", *got, full)
+	}
+	remote := job.Durability{Sync: job.SyncAlways, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n", StreamID: "s", Prefix: "x",
+		S3: &job.WALObjectStore{Bucket: "b", Endpoint: "http://e:9000", Region: "r", AccessKeyID: "a", SecretAccessKey: "k", AllowHTTP: true}}}
+	if got := resolve(t, &remote, nil); !reflect.DeepEqual(*got, remote) {
+		t.Errorf("object-store block: got %+v, want %+v", *got, remote)
+	}
+}
+
+// A source's block is merged over the job-wide one key by key: what it
+// sets wins, its zero fields inherit, inside the backend too; Enabled
+// false turns an inherited block off.
+func TestDurabilityMergesPerField(t *testing.T) {
+	jobWide := job.Durability{Sync: job.SyncAlways, Retain: true, DrainTimeoutMS: 10, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
+		S3: &job.WALObjectStore{Bucket: "b", Region: "r"}}}
+	own := job.Durability{ParkLeaseMS: 5, DrainTimeoutMS: 20, Backend: &job.WALBackend{S3: &job.WALObjectStore{Bucket: "mine"}}}
+	want := job.Durability{Sync: job.SyncAlways, Retain: true, ParkLeaseMS: 5, DrainTimeoutMS: 20, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
+		S3: &job.WALObjectStore{Bucket: "mine", Region: "r"}}}
+	if got := resolve(t, &jobWide, &own); !reflect.DeepEqual(*got, want) {
+		t.Errorf("merged: got %+v, want %+v", *got, want)
+	}
+	if got := resolve(t, &jobWide, nil); got.ParkLeaseMS != 0 || got.DrainTimeoutMS != 10 || got.Backend.S3.Bucket != "b" {
+		t.Errorf("inherited: %+v", *got)
+	}
+	off := false
+	if got := resolve(t, &jobWide, &job.Durability{Enabled: &off}); got != nil {
+		t.Errorf("Enabled false: got %+v, want no WAL", *got)
+	}
+	if got := resolve(t, nil, &job.Durability{}); got == nil || got.Sync != job.SyncGroupCommit {
+		t.Errorf("an empty block: got %+v, want a WAL with the default sync", got)
+	}
+}
+
+// The public sync modes are the log's: the durable wrapper converts one
+// into the other by value.
+func TestSyncModesAreTheLogs(t *testing.T) {
+	for _, p := range [][2]string{
+		{string(job.SyncAlways), string(walog.SyncAlways)},
+		{string(job.SyncGroupCommit), string(walog.SyncGroupCommit)},
+		{string(job.SyncPeriodic), string(walog.SyncPeriodic)},
+		{string(job.SyncNone), string(walog.SyncNone)},
+	} {
+		if p[0] != p[1] {
+			t.Errorf("wal sync mode %q, walog's %q", p[0], p[1])
+		}
 	}
 }

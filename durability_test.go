@@ -5,12 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
 // A durable source resumes after what its WAL holds: a second run of the
@@ -20,8 +18,8 @@ func TestDurableSourceResumes(t *testing.T) {
 	dir := t.TempDir()
 	build := func(out *mem.Sink) *arkflow.Job {
 		j, err := arkflow.NewJob("durable").
-			Durability(arkflow.Durability{Path: dir, Sync: wal.SyncAlways}).
-			Source("in", clickConfig(), arkflow.Durable(arkflow.Durability{Sync: wal.SyncGroupCommit})).
+			Durability(job.Durability{Path: dir, Sync: job.SyncAlways}).
+			Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: job.SyncGroupCommit})).
 			Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
 			Sink("out", out).
 			Build()
@@ -69,7 +67,7 @@ func TestDurableSourceResumes(t *testing.T) {
 // does not compile.)
 func TestDurableMistakes(t *testing.T) {
 	_, err := arkflow.NewJob("bad").
-		Source("in", clickConfig(), arkflow.Durable(arkflow.Durability{Sync: "sometimes"})).
+		Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: "sometimes"})).
 		Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
 		Sink("out", mem.NewSink()).
 		Build()
@@ -81,35 +79,36 @@ func TestDurableMistakes(t *testing.T) {
 		t.Fatalf("%T: %v", err, err)
 	}
 	text := err.Error()
-	for _, want := range []string{"Durable(arkflow.Durability{...}): sync: ", `"sometimes"`} {
+	for _, want := range []string{"Durable(job.Durability{...}): sync: ", `"sometimes"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("error does not mention %q:\n%s", want, text)
 		}
 	}
 }
 
-// A duration below the spec's millisecond used to become 0, the default
-// (SyncInterval 500µs ran with 100 ms); Build reports it instead.
-func TestDurabilitySubMillisecond(t *testing.T) {
+// A bad value is reported with the call and the field's spec key: the
+// same check, and the same key, as in a spec file.
+func TestDurabilityBadValues(t *testing.T) {
 	for _, tc := range []struct {
-		d    arkflow.Durability
+		d    job.Durability
 		want string
 	}{
-		{arkflow.Durability{Sync: wal.SyncPeriodic, SyncInterval: 500 * time.Microsecond}, "SyncInterval: must be 0 (the default) or at least 1ms (got 500µs)"},
-		{arkflow.Durability{ParkLease: time.Microsecond}, "ParkLease: must be 0 (the default) or at least 1ms (got 1µs)"},
-		{arkflow.Durability{DrainTimeout: time.Nanosecond}, "DrainTimeout: must be 0 (the default) or at least 1ms (got 1ns)"},
+		{job.Durability{Sync: job.SyncPeriodic, SyncIntervalMS: -1}, "sync_interval_ms: must not be negative (got -1)"},
+		{job.Durability{ParkLeaseMS: -2}, "park_lease_ms: must not be negative (got -2)"},
+		{job.Durability{DrainTimeoutMS: -3}, "drain_timeout_ms: must not be negative (got -3)"},
+		{job.Durability{SegmentBytes: 100}, "segment_bytes: must be at least 4096 (got 100)"},
 	} {
 		tc.d.Path = t.TempDir()
-		job := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(tc.d)
-		if _, err := job.Build(); err == nil || !strings.Contains(err.Error(), ".Durability(arkflow.Durability{...}): "+tc.want) {
+		j := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(tc.d)
+		if _, err := j.Build(); err == nil || !strings.Contains(err.Error(), ".Durability(job.Durability{...}): "+tc.want) {
 			t.Errorf("Durability: %v, want %q", err, tc.want)
 		}
 		src := arkflow.NewJob("j").Source("in", clickConfig(), arkflow.Durable(tc.d)).Sink("out", mem.NewSink())
-		if _, err := src.Build(); err == nil || !strings.Contains(err.Error(), `operator "in": Durable(arkflow.Durability{...}): `+tc.want) {
+		if _, err := src.Build(); err == nil || !strings.Contains(err.Error(), `operator "in": Durable(job.Durability{...}): `+tc.want) {
 			t.Errorf("Durable: %v, want %q", err, tc.want)
 		}
 	}
-	ok := arkflow.Durability{Path: t.TempDir(), Sync: wal.SyncPeriodic, SyncInterval: time.Millisecond}
+	ok := job.Durability{Path: t.TempDir(), Sync: job.SyncPeriodic, SyncIntervalMS: 1}
 	if _, err := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(ok).Build(); err != nil {
 		t.Errorf("1ms: %v", err)
 	}

@@ -13,10 +13,9 @@ var (
 	ErrNotRunning = runtime.ErrNotRunning
 	// ErrCorrupt matches, under errors.Is, every error about stored data
 	// that is not what was written: a checkpoint manifest or state object
-	// (checkpoint.CorruptError), a state snapshot or state directory
-	// (state.ErrCorruptSnapshot, state.ErrCorrupt), a WAL segment or
-	// cursor (wal.CorruptError). It is the same value as
-	// checkpoint.ErrCorrupt and wal.ErrCorrupt. A store that cannot be
-	// reached is not corruption.
+	// (checkpoint.CorruptError), a state snapshot or state directory, a
+	// WAL segment or cursor (the message names the segment and offset). It is the same
+	// value as checkpoint.ErrCorrupt and wal.ErrCorrupt. A store that
+	// cannot be reached is not corruption.
 	ErrCorrupt = checkpoint.ErrCorrupt
 )

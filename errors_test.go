@@ -11,7 +11,9 @@ import (
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
@@ -84,7 +86,7 @@ func TestOneFieldErrorType(t *testing.T) {
 // is not what was written matches arkflow.ErrCorrupt (the same value as
 // checkpoint.ErrCorrupt and wal.ErrCorrupt); I/O errors do not.
 func TestOneCorruptionMarker(t *testing.T) {
-	if arkflow.ErrCorrupt != checkpoint.ErrCorrupt || arkflow.ErrCorrupt != wal.ErrCorrupt {
+	if arkflow.ErrCorrupt != checkpoint.ErrCorrupt || arkflow.ErrCorrupt != wal.ErrCorrupt || arkflow.ErrCorrupt != walog.ErrCorrupt {
 		t.Fatal("ErrCorrupt is not one value")
 	}
 	provoke := func(f func() error) error { return f() }
@@ -92,7 +94,7 @@ func TestOneCorruptionMarker(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"checkpoint manifest that does not decode", provoke(func() error { _, err := checkpoint.DecodeManifest([]byte("{")); return err })},
+		{"checkpoint manifest that does not decode", provoke(func() error { _, err := ckptstore.DecodeManifest([]byte("{")); return err })},
 		{"checkpoint state object", fmt.Errorf("restoring: %w", &checkpoint.CorruptError{Key: "k", Reason: "the object has 3 bytes, its manifest entry says 4"})},
 		{"state snapshot", provoke(func() error {
 			_, err := statestore.NewMemory().Restore(strings.NewReader("not a snapshot"), statestore.Scope{Job: "j", Operator: "o", Groups: statestore.AllKeyGroups}, 0)
@@ -101,14 +103,14 @@ func TestOneCorruptionMarker(t *testing.T) {
 		{"state directory", fmt.Errorf("%w: dir: file x is missing", statestore.ErrCorrupt)},
 		{"wal segment", provoke(func() error {
 			// A record whose checksum fails, followed by a valid one: damage, not a torn tail.
-			b := wal.AppendRecord(nil, 1, []byte("a"))
+			b := walog.AppendRecord(nil, 1, []byte("a"))
 			b[len(b)-1] ^= 0xff
-			b = wal.AppendRecord(b, 2, []byte("b"))
-			_, err := wal.DecodeSegment("00000001.wal", b, 1)
+			b = walog.AppendRecord(b, 2, []byte("b"))
+			_, err := walog.DecodeSegment("00000001.wal", b, 1)
 			return err
 		})},
-		{"wal cursor", provoke(func() error { _, _, _, _, err := wal.DecodeCursor([]byte("junk")); return err })},
-		{"wal manifest", provoke(func() error { _, err := wal.DecodeManifest([]byte("{")); return err })},
+		{"wal cursor", provoke(func() error { _, _, _, _, err := walog.DecodeCursor([]byte("junk")); return err })},
+		{"wal manifest", provoke(func() error { _, err := walog.DecodeManifest([]byte("{")); return err })},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

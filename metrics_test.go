@@ -16,6 +16,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -54,7 +55,7 @@ func ExampleMetrics_Operator() {
 		[]any{"ann", 400},  // late: dropped
 	)
 	j, err := arkflow.NewJob("clicks").
-		Source("in", src, arkflow.EventTime("ts")).
+		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n"), arkflow.WithParallelism(2)).
 		Sink("out", mem.NewSink()).
@@ -66,9 +67,9 @@ func ExampleMetrics_Operator() {
 		log.Fatal(err)
 	}
 	w := j.Metrics().Operator("w")
-	fmt.Println("windows fired:", w.Counters[window.MetricWindowsFired])
-	fmt.Println("late rows dropped:", w.Counters[window.MetricLateDropped])
-	fmt.Println("open windows:", w.Gauges[window.MetricOpenWindows])
+	fmt.Println("windows fired:", w.Counters["windows_fired"])
+	fmt.Println("late rows dropped:", w.Counters["late_dropped"])
+	fmt.Println("open windows:", w.Gauges["open_windows"])
 	fmt.Println("input ended:", w.Watermark == math.MaxInt64)
 	// Output:
 	// windows fired: 3
@@ -122,8 +123,8 @@ func TestOperatorAggregatesTasks(t *testing.T) {
 func TestMetricsCountersAndGauges(t *testing.T) {
 	src := clicksAt([]any{"ann", 100, "bob", 300}, []any{"bob", 1500}, []any{"ann", 200})
 	j, err := arkflow.NewJob("kinds").
-		Durability(arkflow.Durability{Path: t.TempDir()}).
-		Source("in", src, arkflow.EventTime("ts")).
+		Durability(job.Durability{Path: t.TempDir()}).
+		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", mem.NewSink()).
@@ -156,7 +157,7 @@ func TestMetricsCountersAndGauges(t *testing.T) {
 		t.Errorf("no metrics for %v", slices.Sorted(maps.Keys(want)))
 	}
 	w := j.Metrics().Operator("w")
-	if w.Counters[window.MetricWindowsFired] != 3 || w.Counters[window.MetricLateDropped] != 1 || w.Watermark != math.MaxInt64 {
+	if w.Counters["windows_fired"] != 3 || w.Counters["late_dropped"] != 1 || w.Watermark != math.MaxInt64 {
 		t.Errorf("w: %+v", w)
 	}
 }

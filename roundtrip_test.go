@@ -19,10 +19,9 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
-	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -42,23 +41,27 @@ type rtClick struct {
 func roundTripJob(dir string) *arkflow.Builder {
 	// The two sources' blocks between them set every durability field:
 	// a local log needs a path, which the object store refuses.
-	local := arkflow.Durability{
-		Path:         filepath.Join(dir, "wal"),
-		Sync:         wal.SyncPeriodic,
-		SyncInterval: 50 * time.Millisecond,
-		ParkLease:    90 * time.Second,
-		DrainTimeout: 20 * time.Second,
-		SegmentBytes: 1 << 20,
-		Retain:       true,
-		NoRecycle:    true,
+	on := true
+	local := job.Durability{
+		Enabled:        &on,
+		Path:           filepath.Join(dir, "wal"),
+		Sync:           job.SyncPeriodic,
+		SyncIntervalMS: 50,
+		ParkLeaseMS:    90_000,
+		DrainTimeoutMS: 20_000,
+		SegmentBytes:   1 << 20,
+		Retain:         true,
+		NoRecycle:      true,
 	}
-	remote := arkflow.Durability{
-		Sync:      wal.SyncAlways,
-		ParkLease: 45 * time.Second,
-		ObjectStore: &arkflow.WALObjectStore{
-			NodeID: "node-1", StreamID: "rt", Prefix: "wal/rt", Bucket: "bucket",
-			Endpoint: "http://127.0.0.1:9", Region: "eu-west-1",
-			AccessKeyID: "key", SecretAccessKey: "secret", AllowHTTP: true,
+	remote := job.Durability{
+		Sync:        job.SyncAlways,
+		ParkLeaseMS: 45_000,
+		Backend: &job.WALBackend{
+			Type: job.WALBackendObjectStore, NodeID: "node-1", StreamID: "rt", Prefix: "wal/rt",
+			S3: &job.WALObjectStore{
+				Bucket: "bucket", Endpoint: "http://127.0.0.1:9", Region: "eu-west-1",
+				AccessKeyID: "key", SecretAccessKey: "secret", AllowHTTP: true,
+			},
 		},
 	}
 	views := generate.Config{Seed: 1, Count: 100, BatchSize: 10, Fields: []generate.Field{
@@ -77,17 +80,11 @@ func roundTripJob(dir string) *arkflow.Builder {
 		MaxParallelism(64).
 		State(job.State{Path: filepath.Join(dir, "state"), Namespace: "rt", TTLMS: &ns, FormatVersion: 1}).
 		Checkpoint(job.Checkpoint{IntervalMS: 5000, Retention: 5, ObjectStoreURI: "file://" + filepath.Join(dir, "ckpt")}).
-		Durability(arkflow.Durability{Sync: wal.SyncGroupCommit, DrainTimeout: 10 * time.Second}).
+		Durability(job.Durability{Sync: job.SyncGroupCommit, DrainTimeoutMS: 10_000}).
 		// Branch 1: a Go push source, every out-of-orderness option, late
 		// rows routed to a late sink, its own durability block.
 		Source("clicks", push.New(push.Config[rtClick]{Partitions: 2}),
-			arkflow.EventTime("ts",
-				arkflow.OutOfOrderness(2*time.Second),
-				arkflow.IdleTimeout(10*time.Second),
-				arkflow.PerRowWatermark(),
-				arkflow.AdvanceWhenIdle(time.Second),
-				arkflow.AllowedLateness(time.Minute),
-				arkflow.RouteLate("late")),
+			arkflow.EventTime{Field: "ts", OutOfOrderness: 2 * time.Second, IdleTimeout: 10 * time.Second, PerRow: true, AdvanceWhenIdle: time.Second, AllowedLateness: time.Minute, RouteLate: "late"},
 			arkflow.Durable(remote),
 			arkflow.WithParallelism(2)).
 		LateSink("late", mem.NewSink()).
@@ -124,7 +121,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 		// Branch 2: a declarative source, monotonous, late updates, a
 		// running aggregate with every function, emitting once at the end.
 		Source("views", views,
-			arkflow.EventTime("ts", arkflow.Monotonous(), arkflow.AllowedLateness(time.Second), arkflow.LateUpdate()),
+			arkflow.EventTime{Field: "ts", Monotonous: true, AllowedLateness: time.Second, LateUpdate: true},
 			arkflow.Durable(local)).
 		KeyBy("user").
 		Aggregate("totals", arkflow.Aggregates(
@@ -236,7 +233,6 @@ func TestRoundTripBuilderSpec(t *testing.T) {
 var roundTripUnset = map[string]string{
 	"recovery":             "no Builder call: restarts take the default latest_checkpoint; FromSavepoint is a run option",
 	"state.format_version": "only format 1 exists, so State(job.State{FormatVersion: 1}) writes the default",
-	"durability.enabled":   "a Durability block (job-wide or Durable on a source) is enabled by its presence; enabled: false exists to switch an inherited block off in a file",
 }
 
 // roundTripConfigs are the config types of the operator kinds with a
@@ -246,7 +242,7 @@ var roundTripConfigs = map[string]reflect.Type{
 	job.KindMap:       reflect.TypeOf(ops.MapConfig{}),
 	job.KindFilter:    reflect.TypeOf(ops.FilterConfig{}),
 	job.KindAggregate: reflect.TypeOf(ops.AggregateConfig{}),
-	job.KindWindow:    reflect.TypeOf(window.Config{}),
+	job.KindWindow:    reflect.TypeOf(windowop.Config{}),
 	// A udf reads only function (ops.MapConfig's other keys are refused).
 	job.KindUDF: reflect.TypeOf(struct {
 		Function string `json:"function"`
@@ -349,13 +345,13 @@ func (w *keyWalk) value(p string, v reflect.Value) {
 		if len(v.Bytes()) > 0 {
 			w.set[p] = true
 		}
-		// The durability blocks are walked as the Config they decode to,
-		// under one path: the job's and each source's block are the same
-		// vocabulary, written by the same arkflow.Durability, so a key
-		// set in any of them counts.
+		// The durability blocks are walked as the job.Durability they
+		// decode to, under one path: the job's and each source's block
+		// are the same vocabulary, written by the same job.Durability, so
+		// a key set in any of them counts.
 		if strings.HasSuffix(p, "durability") {
 			p = "durability"
-			var c durable.Config
+			var c job.Durability
 			if len(v.Bytes()) > 0 {
 				if err := json.Unmarshal(v.Bytes(), &c); err != nil {
 					panic(p + ": " + err.Error())

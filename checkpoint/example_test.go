@@ -1,74 +1,50 @@
 package checkpoint_test
 
 import (
-	"context"
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
 
+	arkflow "github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// A checkpoint is written and committed, then selected and read back.
-func ExampleCatalog() {
-	dir, _ := os.MkdirTemp("", "ckpt-example")
-	defer os.RemoveAll(dir)
-	ctx := context.Background()
+// A job that checkpoints to a MinIO bucket: the spec names the bucket and
+// prefix, StoreOptions name the endpoint and credentials. Validation
+// checks them without any I/O; the bucket must exist before the job runs.
+func ExampleStoreOptions() {
+	spec, err := job.Parse([]byte(`
+id: orders
+operators:
+  - {id: in, kind: source}
+  - {id: out, kind: sink}
+edges:
+  - {id: e, from: in, to: out}
+sources:
+  - {operator_id: in, input_type: generate, config: {count: 10, fields: [{name: n, type: int64}]}}
+sinks:
+  - {operator_id: out, output_type: drop}
+state: {backend: memory}
+checkpoint: {interval_ms: 10000, object_store_uri: "s3://arkflow/orders"}
+`))
+	if err != nil {
+		panic(err)
+	}
+	minio := checkpoint.StoreOptions{
+		Endpoint:        "http://127.0.0.1:9000", // plain HTTP only because it says so
+		AccessKeyID:     "minioadmin",
+		SecretAccessKey: "minioadmin",
+	}
+	fmt.Println("valid:", arkflow.Validate(spec, arkflow.WithCheckpointStore(minio)))
 
-	store, err := checkpoint.OpenStore(ctx, "file://"+dir, checkpoint.StoreOptions{})
-	if err != nil {
-		panic(err)
+	// A secret key without its key id is refused, not replaced by the
+	// environment's credentials.
+	err = arkflow.Validate(spec, arkflow.WithCheckpointStore(checkpoint.StoreOptions{Endpoint: "127.0.0.1:9000", SecretAccessKey: "minioadmin"}))
+	var ve job.ValidationErrors
+	if errors.As(err, &ve) {
+		fmt.Println("field:", ve[0].Field)
 	}
-	cat, err := checkpoint.NewCatalog(store, "orders", checkpoint.Options{Retention: 3})
-	if err != nil {
-		panic(err)
-	}
-	tasks := []string{"count-0", "src-0"}
-
-	id, _ := cat.NextID(ctx)
-	m := &checkpoint.Manifest{
-		CheckpointID:  id.String(),
-		Kind:          checkpoint.KindCheckpoint,
-		JobVersion:    1,
-		FormatVersion: 1,
-		PlannedTasks:  tasks,
-		TaskAttempts: []checkpoint.TaskAttempt{
-			{TaskID: "count-0", AttemptID: "count-0:node-a:1", NodeID: "node-a"},
-			{TaskID: "src-0", AttemptID: "src-0:node-a:1", NodeID: "node-a"},
-		},
-		SourcePositions: []checkpoint.SourcePosition{{TaskID: "src-0", Topic: "orders", Partition: 0, Offset: 42}},
-		WatermarksMS:    map[string]int64{"count-0": 1000},
-	}
-	entry, err := cat.PutState(ctx, checkpoint.KindCheckpoint, id.String(), "count-0", strings.NewReader("state bytes"))
-	if err != nil {
-		panic(err)
-	}
-	m.StateSnapshots = append(m.StateSnapshots, entry)
-	if err := cat.Commit(ctx, m); err != nil {
-		panic(err)
-	}
-
-	got, skipped, err := cat.Select(ctx, checkpoint.Want{
-		Target:        checkpoint.LatestCheckpoint,
-		JobVersion:    2, // an upgrade restores an older version's checkpoint
-		FormatVersion: 1,
-		PlannedTasks:  tasks,
-	})
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println("selected", got.CheckpointID, "skipped", len(skipped))
-	fmt.Println("resume src-0 at offset", got.SourcePositions[0].Offset)
-	r, err := cat.OpenState(ctx, got.StateSnapshots[0])
-	if err != nil {
-		panic(err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	fmt.Printf("%s: %q %v\n", got.StateSnapshots[0].URI, b, err)
 	// Output:
-	// selected 00000000000000000001 skipped 0
-	// resume src-0 at offset 42
-	// orders/checkpoints/00000000000000000001/state/count-0.snap: "state bytes" <nil>
+	// valid: <nil>
+	// field: checkpoint.object_store_uri
 }

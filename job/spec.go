@@ -41,9 +41,10 @@ type Spec struct {
 	Sinks     []Sink     `json:"sinks"`
 
 	State *State `json:"state,omitempty"`
-	// Durability is the job-wide write-ahead log block (extension): every
-	// source gets it, merged with the source's own durability block field by
-	// field. Nil: only sources with their own block have a WAL.
+	// Durability is the job-wide write-ahead log block (extension), a
+	// Durability as JSON: every source gets it, merged with the source's
+	// own durability block key by key. Nil: only sources with their own
+	// block have a WAL.
 	Durability json.RawMessage `json:"durability,omitempty"`
 	Checkpoint *Checkpoint     `json:"checkpoint,omitempty"`
 	// Recovery says where a restart takes its state from (default
@@ -112,10 +113,9 @@ type Source struct {
 	// processing_time.
 	Time *Time `json:"time,omitempty"`
 	// Durability turns on the write-ahead log for this source (extension;
-	// ArkFlow keeps it on the stream): {enabled, path, sync,
-	// sync_interval_ms, park_lease_ms, drain_timeout_ms, segment_bytes,
-	// retain, backend}. It is merged over the spec's job-wide block; nil
-	// inherits that block unchanged.
+	// ArkFlow keeps it on the stream), a Durability as JSON. It is merged
+	// over the spec's job-wide block key by key; nil inherits that block
+	// unchanged.
 	Durability json.RawMessage `json:"durability,omitempty"`
 }
 

@@ -1,58 +1,22 @@
-// Package wal is the write-ahead log that gives a source at-least-once
-// delivery: every batch is appended (durably, per the sync mode) before it
-// enters the pipeline, acknowledged once every sink has it, and replayed
-// after a restart if it was not.
+// Package wal is about the write-ahead log that can sit in front of a
+// source (job.Durability, arkflow.Durable): what each sync mode promises
+// in a crash, and ErrCorrupt, which matches a damaged log's errors.
 //
-// A log lives in a local directory (OpenDir, the default) or in an object
-// store (OpenObjectStore). Entries get sequence numbers from 1 in append
-// order and are acknowledged in any order. The cursor, the highest
-// contiguous acknowledged sequence, is what survives a restart: every entry
-// after it is replayed, so a crash causes duplicates, never loss.
+// A source with durability appends every batch it reads to its log, made
+// durable as the sync mode promises, before the batch enters the
+// pipeline; acknowledgements move the log's cursor over the contiguous
+// acknowledged prefix, and a restart replays every entry after the
+// cursor. A crash therefore causes duplicates, never loss, within what
+// the sync mode promises:
 //
-// # Usage
+//   - job.SyncAlways and job.SyncGroupCommit (the default) lose nothing
+//     an append returned, even on a power loss;
+//   - job.SyncPeriodic loses up to the sync interval of appends on a
+//     power loss;
+//   - job.SyncNone loses what the kernel had not written back.
 //
-//	l, err := wal.OpenDir("/var/lib/arkflow/wal/clicks-0", wal.LocalOptions{
-//		Options: wal.Options{Sync: wal.SyncGroupCommit},
-//	})
-//	if err != nil {
-//		return err // a *CorruptError names the segment and offset
-//	}
-//	defer l.Close()
-//
-//	// After a restart, deliver what was not acknowledged, in order.
-//	r, err := l.Replay()
-//	for e, err := r.Next(); err == nil; e, err = r.Next() {
-//		deliver(e.Seq, e.Payload)
-//	}
-//	r.Close()
-//
-//	seq, err := l.Append(ctx, payload) // durable as the sync mode promises
-//	deliver(seq, payload)
-//
-//	l.Ack(seq)              // a sink has it (any order, never blocks)
-//	err = l.Await(ctx, seq) // nil once the cursor has reached seq: commit the source's position
-//
-// # Guarantees
-//
-// In a local directory a process crash loses nothing Append returned, in
-// any sync mode. The modes differ on a power loss: always and
-// group_commit (the default) lose nothing Append returned; periodic loses
-// up to Options.SyncInterval of appends; none loses what the kernel had not
-// written back. The object-store backend keeps unsynced entries in memory,
-// so there a process crash loses what a power loss loses.
-//
-// Await parks while an earlier entry is unacknowledged and returns a
-// *ParkedError (retryable) after Options.ParkLease. Close gives parked
-// calls Options.DrainTimeout, then returns ErrClosedPending. Opening cuts a
-// torn tail off the newest segment; any other damage is a *CorruptError,
-// and the files are left as they were. With Options.Hold the log also
-// keeps entries the cursor has passed, from a floor the caller moves
-// (SetFloor), so ReplayFrom can deliver them again.
-//
-// All methods of a Log are safe for concurrent use. OpenDir takes an
-// exclusive lock on the directory and starts one goroutine, which Close
-// stops. Replay's entries alias a buffer valid until the next call to Next.
-//
-// The record and cursor formats, the directory layout, group commit and
-// the recovery rules are described in ARCHITECTURE.md ("Write-ahead log").
+// The object-store backend keeps unsynced entries in memory, so there a
+// process crash loses what a power loss loses. The log itself, its record
+// and cursor formats and its recovery rules are described in
+// ARCHITECTURE.md ("Write-ahead log").
 package wal

@@ -2,6 +2,7 @@ package window_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
-	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -44,7 +44,7 @@ func ExampleTumbling() {
 	}
 	out := mem.NewSink()
 	j, err := arkflow.NewJob("totals").
-		Source("payments", src, arkflow.EventTime("ts", arkflow.AllowedLateness(500*time.Millisecond), arkflow.LateUpdate())).
+		Source("payments", src, arkflow.EventTime{Field: "ts", AllowedLateness: 500 * time.Millisecond, LateUpdate: true}).
 		KeyBy("user").
 		Window("per-second", window.Tumbling(time.Second).Count("n").Sum("amount", "total")).
 		Sink("out", out).
@@ -71,36 +71,13 @@ func ExampleTumbling() {
 	// bob [00:00:01.000, +1s) n=1 total=3 update=false
 }
 
-// Where a batch splits under advance per_row: 100 comes after 2100 made
-// the watermark 2100, and 150 meets the same watermark, so one cut is
-// enough; the in-order rows around them need none.
-func ExampleTracker_Cuts() {
-	tr := window.NewTracker(&job.Watermark{Strategy: job.BoundedOutOfOrderness, Advance: job.AdvancePerRow}, []int{0}, 0)
-	fmt.Println("per row:", tr.PerRow())
-	ts := []int64{900, 2100, 100, 150, 2200}
-	valid := []bool{true, true, true, true, true}
-	for _, c := range tr.Cuts(0, ts, valid, nil) {
-		fmt.Printf("before row %d (ts %d): watermark %d\n", c.Row, ts[c.Row], c.WM)
+// A definition is written to a spec as the window operator's config.
+func ExampleDefinition_MarshalJSON() {
+	b, err := json.Marshal(window.Sliding(time.Minute, 10*time.Second).Count("n").Avg("amount", "mean"))
+	if err != nil {
+		log.Fatal(err)
 	}
-	wm, _ := tr.Observe(0, 2200, 0) // then the whole batch, as under advance batch
-	fmt.Println("after the batch:", wm)
+	fmt.Println(string(b))
 	// Output:
-	// per row: true
-	// before row 2 (ts 100): watermark 2100
-	// after the batch: 2200
-}
-
-// With all_idle advance, a tick while every partition is idle moves the
-// watermark to now - all_idle_delay_ms - out_of_orderness_ms.
-func ExampleTracker_Tick() {
-	idle := int64(1000)
-	tr := window.NewTracker(&job.Watermark{Strategy: job.BoundedOutOfOrderness, OutOfOrdernessMS: 200,
-		IdleTimeoutMS: &idle, AllIdle: job.AllIdleAdvance, AllIdleDelayMS: 5000}, []int{0}, 0)
-	fmt.Println(tr.Observe(0, 10_000, 0))
-	fmt.Println(tr.Tick(1_000))  // idle, but the clock is behind: held
-	fmt.Println(tr.Tick(20_000)) // 20,000 - 5,000 - 200
-	// Output:
-	// 9800 true
-	// 9800 false
-	// 14800 true
+	// {"window":{"type":"sliding","size_ms":60000,"slide_ms":10000},"aggregates":[{"function":"count","as":"n"},{"function":"avg","field":"amount","as":"mean"}]}
 }

@@ -107,7 +107,7 @@ func TestCheckpointSurvivesSIGKILL(t *testing.T) {
 // for 2 s every 200 rows, at a different row for each user, so sessions of
 // different keys open and close at different times: a firing moves the
 // watermark past the first rows of other users' sessions that are still
-// open, which a restore must not then drop as late (window.sessions'
+// open, which a restore must not then drop as late (windowop.sessions'
 // per-key floors; the checkpoint's watermark of its positions).
 func TestCheckpointSurvivesSIGKILLSessions(t *testing.T) {
 	dir := t.TempDir()

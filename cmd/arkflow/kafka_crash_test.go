@@ -26,9 +26,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	arkkafka "github.com/arkflow-rs/arkflow-go/connectors/kafka"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 )
 
 // The proofs of issue 7 (R-KAFKA-4, R-KAFKA-5, R-KAFKA-6): a Kafka →
@@ -821,7 +821,7 @@ func kafkaLatestCheckpoint(t *testing.T, dir string) (string, map[int32]int64) {
 	if err != nil {
 		t.Fatalf("LATEST names checkpoint %s: %v", id, err)
 	}
-	m, err := checkpoint.DecodeManifest(raw)
+	m, err := ckptstore.DecodeManifest(raw)
 	if err != nil {
 		t.Fatalf("checkpoint %s: %v", id, err)
 	}
@@ -1745,7 +1745,7 @@ func runEOSExample(t *testing.T, brokers, spec string, l3 bool) {
 // kafkaCheckWindowTail checks the tail bound of the window variants: a
 // restart writes again only the last firing the run before it wrote. A
 // restore from a checkpoint keeps the window floor the killed run had
-// acknowledged since (window.floor, internal/runtime carriedFloors), so
+// acknowledged since (windowop.floor, internal/runtime carriedMarks), so
 // the windows acknowledged after the checkpoint are not fired again; what
 // is left is the firing whose transaction committed just before the kill,
 // before its acknowledgement wrote the floor. It is asserted for L3 (the

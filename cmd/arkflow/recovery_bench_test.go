@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 )
 
 // BenchmarkRecoveryAfterSIGKILL measures end-to-end recovery of a job with
@@ -190,7 +190,7 @@ func (c *child) kill(b *testing.B) {
 
 // latestCheckpoint reads the manifest LATEST points to in a file://
 // store, or nil.
-func latestCheckpoint(b *testing.B, storeDir, jobID string) *checkpoint.Manifest {
+func latestCheckpoint(b *testing.B, storeDir, jobID string) *ckptstore.Manifest {
 	b.Helper()
 	raw, err := os.ReadFile(filepath.Join(storeDir, jobID, "checkpoints", "LATEST"))
 	if os.IsNotExist(err) {
@@ -199,7 +199,7 @@ func latestCheckpoint(b *testing.B, storeDir, jobID string) *checkpoint.Manifest
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, err := checkpoint.ParseID(strings.TrimSpace(string(raw)))
+	id, err := ckptstore.ParseID(strings.TrimSpace(string(raw)))
 	if err != nil {
 		return nil // being replaced
 	}
@@ -207,7 +207,7 @@ func latestCheckpoint(b *testing.B, storeDir, jobID string) *checkpoint.Manifest
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := checkpoint.DecodeManifest(body)
+	m, err := ckptstore.DecodeManifest(body)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func benchRecovery(b *testing.B, keys int64) {
 	}
 }
 
-func benchRestart(b *testing.B, dir string, m *checkpoint.Manifest, keys int64, empty bool) {
+func benchRestart(b *testing.B, dir string, m *ckptstore.Manifest, keys int64, empty bool) {
 	storeDir := filepath.Join(dir, "checkpoints")
 	var ckptBytes int64
 	for _, s := range m.StateSnapshots {

@@ -239,7 +239,7 @@ func TestBuilderWithGoStructs(t *testing.T) {
 		_, err := arkflow.NewJob("copy").
 			Source("in", SourceConfig{Brokers: []string{"b:9092"}, Topics: []string{"orders"}, ConsumerGroup: "copy",
 				Schema: conformance.Declared(), Properties: Properties{"security.protocol": "SSL"}},
-				arkflow.Durable(arkflow.Durability{})).
+				arkflow.Durable(job.Durability{})).
 			Sink("out", snk).
 			Build(arkflow.WithDataDir(t.TempDir()))
 		return err

@@ -7,6 +7,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Kafka → Kafka with exactly-once output, TLS to the brokers, and a
@@ -23,7 +24,7 @@ func Example() {
 			ConsumerGroup: "orders-copy",
 			Schema:        connectors.Schema{{Name: "id", Type: "int64"}, {Name: "amount", Type: "float64"}},
 			Properties:    tls,
-		}, arkflow.Durable(arkflow.Durability{})).
+		}, arkflow.Durable(job.Durability{})).
 		Sink("out", kafka.SinkConfig{
 			Brokers:         []string{"kafka-1.example.com:9093"},
 			Topic:           "orders-copy",

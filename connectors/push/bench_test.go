@@ -108,7 +108,7 @@ func handWindows(events []timedClick, emit func([]windowTotal)) {
 func pushWindows(b *testing.B, events []timedClick, emit func([]windowTotal)) {
 	in := push.New(push.Config[timedClick]{})
 	j, err := arkflow.NewJob("bench").
-		Source("clicks", in, arkflow.EventTime("TS", arkflow.PerRowWatermark())).
+		Source("clicks", in, arkflow.EventTime{Field: "TS", PerRow: true}).
 		// per_row: in-order rows that share a batch with a later window are not late.
 		KeyBy("User").
 		Window("w", window.Tumbling(embedWindow).Count("Clicks").Sum("Amount", "Total")).
@@ -182,7 +182,7 @@ func BenchmarkPushHeap(b *testing.B) {
 		var processed atomic.Int64
 		in := push.New(push.Config[timedClick]{})
 		j, err := arkflow.NewJob("heap").
-			Source("clicks", in, arkflow.EventTime("TS", arkflow.PerRowWatermark())).
+			Source("clicks", in, arkflow.EventTime{Field: "TS", PerRow: true}).
 			// per_row: in-order rows that share a batch with a later window are not late.
 			KeyBy("User").
 			Window("w", window.Tumbling(embedWindow).Count("Clicks").Sum("Amount", "Total")).

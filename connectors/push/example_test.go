@@ -28,7 +28,7 @@ func ExampleNew() {
 	}
 	clicks := push.New(push.Config[Click]{})
 	j, err := arkflow.NewJob("per-user").
-		Source("clicks", clicks, arkflow.EventTime("TS")).
+		Source("clicks", clicks, arkflow.EventTime{Field: "TS"}).
 		KeyBy("User").
 		Window("w", window.Tumbling(time.Minute).Count("Clicks").Sum("Amount", "Total")).
 		Sink("out", funcsink.Func[PerUser](func(_ context.Context, rows []PerUser) error {

@@ -174,7 +174,7 @@ func TestPushIntoAWindowLargerThanMaxPending(t *testing.T) {
 	in := push.New(push.Config[timedClick]{MaxPending: 16})
 	var out collector[windowTotal]
 	_, done := startJob(t, arkflow.NewJob("big-window").
-		Source("clicks", in, arkflow.EventTime("TS")).KeyBy("User").
+		Source("clicks", in, arkflow.EventTime{Field: "TS"}).KeyBy("User").
 		Window("w", window.Tumbling(time.Hour).Count("Clicks").Sum("Amount", "Total")).
 		Sink("out", out.sink()))
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)

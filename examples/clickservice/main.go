@@ -96,15 +96,15 @@ func run(addr, data string) error {
 			// A write-ahead log in front of the source: Push returns once
 			// the clicks are appended and fsynced (group commit), and a
 			// restart replays what the job had not finished with.
-			arkflow.Durable(arkflow.Durability{}),
+			arkflow.Durable(job.Durability{}),
 			// Event time is the TS column; clicks may arrive up to 2 s
 			// behind the newest one before they count as late (dropped).
-			// PerRowWatermark places each click against the watermark of
+			// PerRow places each click against the watermark of
 			// the clicks before it, so one request's clicks in order are
 			// never late, however far apart. (With wall-clock timestamps,
 			// IdleTimeout and AdvanceWhenIdle would also close the last
 			// windows when traffic stops.)
-			arkflow.EventTime("TS", arkflow.OutOfOrderness(2*time.Second), arkflow.PerRowWatermark())).
+			arkflow.EventTime{Field: "TS", OutOfOrderness: 2 * time.Second, PerRow: true}).
 		KeyBy("User").
 		Window("per-user", window.Tumbling(10*time.Second).Count("Clicks").Sum("Amount", "Total")).
 		Sink("results", funcsink.Func[Result](results.Write)).

@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 // not yet committed the operator's floor (window/floor.go) fires again:
 // at most the one firing in flight per kill, here at most 5 lines (one
 // window per user ends at each 10 s boundary), usually none. Should the
-// floors not carry across the restore (internal/runtime carriedFloors),
+// floors not carry across the restore (internal/runtime carriedMarks),
 // every window acknowledged since the restored checkpoint fires again.
 // Duplicate lines are counted and logged, not failed.
 func TestSIGKILLLosesNoAcceptedClick(t *testing.T) {

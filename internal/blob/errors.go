@@ -39,7 +39,8 @@ func (c Class) String() string {
 }
 
 // Classify returns the class of err, looking through wrapping for
-// ErrNotExist, ErrPreconditionFailed or a minio-go error response. The S3 code decides where there is one; the
+// ErrNotExist, ErrPreconditionFailed, ErrInvalidRange or a minio-go
+// error response. The S3 code decides where there is one; the
 // HTTP status decides otherwise (a HEAD's or a 412's body is empty).
 func Classify(err error) Class {
 	switch {
@@ -49,6 +50,8 @@ func Classify(err error) Class {
 		return NotFound
 	case errors.Is(err, ErrPreconditionFailed):
 		return PreconditionFailed
+	case errors.Is(err, ErrInvalidRange):
+		return InvalidRange
 	}
 	var r minio.ErrorResponse
 	if !errors.As(err, &r) {
@@ -104,10 +107,10 @@ var (
 		Credentials: "checkpoint.StoreOptions.AccessKeyID and SecretAccessKey (arkflow.WithCheckpointStore), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when they are empty",
 	}
 	// WALKeys are the WAL object backend's: the spec's durability.backend.s3
-	// block (arkflow.WALObjectStore), or wal.ObjectStoreOptions.
+	// block (job.WALObjectStore in Go).
 	WALKeys = Keys{
-		Bucket:      "durability.backend.s3.bucket (wal.ObjectStoreOptions.Bucket)",
-		Credentials: "durability.backend.s3.access_key_id and secret_access_key (wal.ObjectStoreOptions.AccessKey and SecretKey), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when they are empty",
+		Bucket:      "durability.backend.s3.bucket (job.WALObjectStore.Bucket)",
+		Credentials: "durability.backend.s3.access_key_id and secret_access_key (job.WALObjectStore.AccessKeyID and SecretAccessKey), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when they are empty",
 	}
 )
 

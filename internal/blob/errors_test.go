@@ -53,8 +53,8 @@ func TestHint(t *testing.T) {
 		k    Keys
 		want []string
 	}{
-		{"wal denied", denied, WALKeys, []string{"durability.backend.s3.access_key_id and secret_access_key", "wal.ObjectStoreOptions.AccessKey and SecretKey", "AWS_ACCESS_KEY_ID", `policy on bucket "b"`}},
-		{"wal bucket", noBucket, WALKeys, []string{`bucket "b" does not exist: create it first`, "durability.backend.s3.bucket", "wal.ObjectStoreOptions.Bucket"}},
+		{"wal denied", denied, WALKeys, []string{"durability.backend.s3.access_key_id and secret_access_key", "job.WALObjectStore.AccessKeyID and SecretAccessKey", "AWS_ACCESS_KEY_ID", `policy on bucket "b"`}},
+		{"wal bucket", noBucket, WALKeys, []string{`bucket "b" does not exist: create it first`, "durability.backend.s3.bucket", "job.WALObjectStore.Bucket"}},
 		{"checkpoint denied", denied, CheckpointKeys, []string{"checkpoint.StoreOptions.AccessKeyID and SecretAccessKey", "arkflow.WithCheckpointStore", "AWS_SECRET_ACCESS_KEY", `policy on bucket "b"`}},
 		{"checkpoint bucket", noBucket, CheckpointKeys, []string{`bucket "b" does not exist: create it first`, "checkpoint.object_store_uri"}},
 	} {

@@ -1,10 +1,13 @@
 package blob
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +49,69 @@ func (m *MemStorage) PutObject(_ context.Context, name string, data []byte, opts
 	}
 	m.objs[name] = slices.Clone(data)
 	return memETag(data), nil
+}
+
+// ReadRange returns a reader of a copy of the range.
+func (m *MemStorage) ReadRange(_ context.Context, name string, off, n int64) (io.ReadCloser, ObjectInfo, error) {
+	if n == 0 || off < 0 {
+		return nil, ObjectInfo{}, fmt.Errorf("blob: read %s: bad range (%d, %d)", name, off, n)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.objs[name]
+	if !ok {
+		return nil, ObjectInfo{}, fmt.Errorf("%s: %w", name, ErrNotExist)
+	}
+	size := int64(len(b))
+	if off > 0 && off >= size {
+		return nil, ObjectInfo{}, fmt.Errorf("%s: %w", name, ErrInvalidRange)
+	}
+	end := size
+	if n > 0 && off+n < size {
+		end = off + n
+	}
+	return io.NopCloser(bytes.NewReader(slices.Clone(b[off:end]))), ObjectInfo{ETag: memETag(b), Size: size}, nil
+}
+
+// CreateObject returns a writer that keeps the object in memory until
+// Close stores it (unless ctx is done by then).
+func (m *MemStorage) CreateObject(ctx context.Context, name string) (io.WriteCloser, error) {
+	return &memWriter{m: m, ctx: ctx, name: name}, nil
+}
+
+type memWriter struct {
+	m    *MemStorage
+	ctx  context.Context
+	name string
+	buf  bytes.Buffer
+	done bool
+}
+
+func (w *memWriter) Write(p []byte) (int, error) {
+	if w.done {
+		return 0, errors.New("blob: write after Close")
+	}
+	if err := w.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return w.buf.Write(p)
+}
+
+func (w *memWriter) Close() error {
+	if w.done {
+		return errors.New("blob: Close called twice")
+	}
+	w.done = true
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	if w.m.objs == nil {
+		w.m.objs = map[string][]byte{}
+	}
+	w.m.objs[w.name] = slices.Clone(w.buf.Bytes())
+	return nil
 }
 
 // List returns the names under prefix in ascending order.

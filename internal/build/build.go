@@ -13,17 +13,26 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
-	// Window operators register their factory with ops.
-	_ "github.com/arkflow-rs/arkflow-go/window"
 )
+
+// factories are the operator kinds this program implements (sources and
+// sinks are connectors; join has no implementation yet).
+var factories = map[string]ops.Factory{
+	job.KindMap:       ops.BuildMap,
+	job.KindUDF:       ops.BuildMap,
+	job.KindFilter:    ops.BuildFilter,
+	job.KindAggregate: ops.BuildAggregate,
+	job.KindWindow:    windowop.Build,
+}
 
 // Env carries what a program adds to a spec: Go values bound to operators
 // by the builder (memory sources and sinks, functions).
@@ -34,7 +43,7 @@ type Env struct {
 	// when none is given.
 	DataDir string
 	// CheckpointStore configures an s3:// checkpoint store.
-	CheckpointStore checkpoint.StoreOptions
+	CheckpointStore ckptstore.StoreOptions
 	// Connectors is where input and output types are found (nil: the
 	// global registry).
 	Connectors *connectors.Environment
@@ -63,7 +72,7 @@ type Graph struct {
 	InputSchemas map[string]*arrow.Schema
 	// Durability is the effective WAL configuration of each source that
 	// has one, by source operator ID.
-	Durability map[string]*durable.Config
+	Durability map[string]*job.Durability
 }
 
 // Build validates spec deeply and returns the built graph, or every problem
@@ -73,7 +82,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 	job.ApplyDefaults(s)
 	p := &job.Problems{Job: s.ID}
 	job.CheckStructure(s, p)
-	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}, Durability: map[string]*durable.Config{}}
+	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}, Durability: map[string]*job.Durability{}}
 	b := builder{s: s, p: p, g: g, env: env}
 	b.sources()
 	b.operators()
@@ -114,7 +123,7 @@ func (b *builder) report(op, base string, err error) {
 }
 
 func (b *builder) sources() {
-	reported := map[durable.Problem]bool{}
+	reported := map[job.FieldError]bool{}
 	for i, src := range b.s.Sources {
 		at := fmt.Sprintf("sources[%d]", i)
 		if op, _ := b.s.Operator(src.OperatorID); op == nil || op.Kind != job.KindSource {
@@ -123,15 +132,16 @@ func (b *builder) sources() {
 		cfg, probs := durable.Resolve(b.s, &src, at)
 		for _, pr := range probs {
 			op := src.OperatorID
-			if pr.JobWide {
-				// Once, not once per source that inherits it.
-				if reported[pr] {
+			if !strings.HasPrefix(pr.Path, at+".") {
+				// The job-wide block's: once, not once per source that
+				// inherits it, and without an operator.
+				if reported[*pr] {
 					continue
 				}
-				reported[pr] = true
+				reported[*pr] = true
 				op = ""
 			}
-			b.p.Add(op, pr.Field, "%s", pr.Reason)
+			b.p.Add(op, pr.Path, "%s", pr.Reason)
 		}
 		if cfg != nil {
 			b.g.Durability[src.OperatorID] = cfg
@@ -224,7 +234,7 @@ func (b *builder) operators() {
 			b.sink(op, in)
 			continue
 		}
-		f, ok := ops.Lookup(op.Kind)
+		f, ok := factories[op.Kind]
 		if !ok {
 			if op.Kind != job.KindJoin && slicesContains(job.Kinds, op.Kind) {
 				b.p.Add(op.ID, at+".kind", "kind %q has no implementation in this program", op.Kind)
@@ -425,7 +435,7 @@ func (b *builder) startChecks() {
 	jobWide := false
 	for i, src := range s.Sources {
 		cfg := b.g.Durability[src.OperatorID]
-		if cfg == nil || cfg.ObjectStore() || cfg.Path != "" || env.DataDir != "" {
+		if cfg == nil || durable.ObjectStore(cfg) || cfg.Path != "" || env.DataDir != "" {
 			continue
 		}
 		field, op := "durability.path", ""
@@ -440,7 +450,7 @@ func (b *builder) startChecks() {
 	}
 	cp := s.Checkpoint
 	if cp != nil && cp.ObjectStoreURI != "" {
-		if err := checkpoint.CheckStore(cp.ObjectStoreURI, env.CheckpointStore); err != nil {
+		if err := ckptstore.CheckStore(cp.ObjectStoreURI, env.CheckpointStore); err != nil {
 			b.p.Add("", "checkpoint.object_store_uri", "%s", strings.TrimPrefix(err.Error(), "checkpoint: "))
 		}
 	}

@@ -17,7 +17,7 @@ var Err = errors.New("arkflow: corrupt data")
 
 // Sentinel returns a new sentinel error with text msg that also matches
 // Err. It is for packages whose own corruption sentinels predate Err
-// (state.ErrCorrupt, state.ErrCorruptSnapshot) and keep their text.
+// (statestore.ErrCorrupt, statestore.ErrCorruptSnapshot) and keep their text.
 func Sentinel(msg string) error { return &sentinel{msg} }
 
 type sentinel struct{ msg string }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
 func boolp(b bool) *bool { return &b }
@@ -32,9 +32,9 @@ func specWith(jobBlock string, srcBlocks ...string) *job.Spec {
 	return s
 }
 
-func resolveAll(s *job.Spec) ([]*Config, [][]Problem) {
-	cfgs := make([]*Config, len(s.Sources))
-	probs := make([][]Problem, len(s.Sources))
+func resolveAll(s *job.Spec) ([]*job.Durability, [][]*job.FieldError) {
+	cfgs := make([]*job.Durability, len(s.Sources))
+	probs := make([][]*job.FieldError, len(s.Sources))
 	for i := range s.Sources {
 		cfgs[i], probs[i] = Resolve(s, &s.Sources[i], fmt.Sprintf("sources[%d]", i))
 	}
@@ -49,18 +49,18 @@ func TestResolveEffectiveConfig(t *testing.T) {
 		name     string
 		jobBlock string
 		src      []string
-		want     []*Config
+		want     []*job.Durability
 	}{
 		{
 			name: "no blocks: durability off",
 			src:  []string{"", ""},
-			want: []*Config{nil, nil},
+			want: []*job.Durability{nil, nil},
 		},
 		{
 			name:     "job-wide only: every source gets it",
 			jobBlock: `{"sync":"always","park_lease_ms":250}`,
 			src:      []string{"", ""},
-			want: []*Config{
+			want: []*job.Durability{
 				{Sync: "always", ParkLeaseMS: 250},
 				{Sync: "always", ParkLeaseMS: 250},
 			},
@@ -69,18 +69,18 @@ func TestResolveEffectiveConfig(t *testing.T) {
 			name:     "empty job-wide block: on with defaults",
 			jobBlock: `{}`,
 			src:      []string{""},
-			want:     []*Config{{Sync: "group_commit"}},
+			want:     []*job.Durability{{Sync: "group_commit"}},
 		},
 		{
 			name: "source block only: only that source",
 			src:  []string{"", `{"path":"/w"}`},
-			want: []*Config{nil, {Path: "/w", Sync: "group_commit"}},
+			want: []*job.Durability{nil, {Path: "/w", Sync: "group_commit"}},
 		},
 		{
 			name:     "source block merged over job-wide field by field",
 			jobBlock: `{"sync":"always","park_lease_ms":100,"drain_timeout_ms":7}`,
 			src:      []string{`{"path":"/x","park_lease_ms":200}`, ""},
-			want: []*Config{
+			want: []*job.Durability{
 				{Path: "/x", Sync: "always", ParkLeaseMS: 200, DrainTimeoutMS: 7},
 				{Sync: "always", ParkLeaseMS: 100, DrainTimeoutMS: 7},
 			},
@@ -89,63 +89,63 @@ func TestResolveEffectiveConfig(t *testing.T) {
 			name:     "source overrides a bad job-wide value",
 			jobBlock: `{"sync":"bogus"}`,
 			src:      []string{`{"sync":"none"}`},
-			want:     []*Config{{Sync: "none"}},
+			want:     []*job.Durability{{Sync: "none"}},
 		},
 		{
 			name:     "enabled false in a source block turns it off for that source only",
 			jobBlock: `{"sync":"always"}`,
 			src:      []string{`{"enabled":false}`, ""},
-			want:     []*Config{nil, {Sync: "always"}},
+			want:     []*job.Durability{nil, {Sync: "always"}},
 		},
 		{
 			name:     "enabled false job-wide, a source turns it back on",
 			jobBlock: `{"enabled":false,"sync":"periodic","sync_interval_ms":20}`,
 			src:      []string{"", `{"enabled":true}`},
-			want:     []*Config{nil, {Enabled: boolp(true), Sync: "periodic", SyncIntervalMS: 20}},
+			want:     []*job.Durability{nil, {Enabled: boolp(true), Sync: "periodic", SyncIntervalMS: 20}},
 		},
 		{
 			name: "per_entry is always",
 			src:  []string{`{"sync":"per_entry"}`},
-			want: []*Config{{Sync: "always"}},
+			want: []*job.Durability{{Sync: "always"}},
 		},
 		{
 			name: "every sync mode",
 			src:  []string{`{"sync":"always"}`, `{"sync":"group_commit"}`, `{"sync":"periodic"}`, `{"sync":"none"}`},
-			want: []*Config{{Sync: "always"}, {Sync: "group_commit"}, {Sync: "periodic"}, {Sync: "none"}},
+			want: []*job.Durability{{Sync: "always"}, {Sync: "group_commit"}, {Sync: "periodic"}, {Sync: "none"}},
 		},
 		{
 			name: "segment_bytes 4096 is the minimum",
 			src:  []string{`{"segment_bytes":4096,"retain":true}`},
-			want: []*Config{{Sync: "group_commit", SegmentBytes: 4096, Retain: true}},
+			want: []*job.Durability{{Sync: "group_commit", SegmentBytes: 4096, Retain: true}},
 		},
 		{
 			name: "no_recycle",
 			src:  []string{`{"no_recycle":true}`},
-			want: []*Config{{Sync: "group_commit", NoRecycle: true}},
+			want: []*job.Durability{{Sync: "group_commit", NoRecycle: true}},
 		},
 		{
 			name: "local backend named explicitly or defaulted",
 			src:  []string{`{"backend":{"type":"local"}}`, `{"backend":{}}`},
-			want: []*Config{
-				{Sync: "group_commit", Backend: &Backend{Type: BackendLocal}},
-				{Sync: "group_commit", Backend: &Backend{Type: BackendLocal}},
+			want: []*job.Durability{
+				{Sync: "group_commit", Backend: &job.WALBackend{Type: job.WALBackendLocal}},
+				{Sync: "group_commit", Backend: &job.WALBackend{Type: job.WALBackendLocal}},
 			},
 		},
 		{
 			name:     "object store, backend merged field by field",
 			jobBlock: `{"backend":{"type":"object_store","node_id":"n1","s3":{"bucket":"b","region":"r"}}}`,
 			src:      []string{`{"backend":{"stream_id":"st","s3":{"endpoint":"https://e"}}}`},
-			want: []*Config{{Sync: "group_commit", Backend: &Backend{
-				Type: BackendObjectStore, NodeID: "n1", StreamID: "st",
-				S3: &S3{Bucket: "b", Region: "r", Endpoint: "https://e"},
+			want: []*job.Durability{{Sync: "group_commit", Backend: &job.WALBackend{
+				Type: job.WALBackendObjectStore, NodeID: "n1", StreamID: "st",
+				S3: &job.WALObjectStore{Bucket: "b", Region: "r", Endpoint: "https://e"},
 			}}},
 		},
 		{
 			name: "plain-HTTP endpoint with allow_http",
 			src:  []string{`{"backend":{"type":"object_store","node_id":"n","s3":{"bucket":"b","endpoint":"http://minio:9000","allow_http":true}}}`},
-			want: []*Config{{Sync: "group_commit", Backend: &Backend{
-				Type: BackendObjectStore, NodeID: "n",
-				S3: &S3{Bucket: "b", Endpoint: "http://minio:9000", AllowHTTP: true},
+			want: []*job.Durability{{Sync: "group_commit", Backend: &job.WALBackend{
+				Type: job.WALBackendObjectStore, NodeID: "n",
+				S3: &job.WALObjectStore{Bucket: "b", Endpoint: "http://minio:9000", AllowHTTP: true},
 			}}},
 		},
 	}
@@ -164,7 +164,7 @@ func TestResolveEffectiveConfig(t *testing.T) {
 	}
 }
 
-func dump(c *Config) string {
+func dump(c *job.Durability) string {
 	if c == nil {
 		return "nil"
 	}
@@ -263,22 +263,22 @@ func TestResolveProblems(t *testing.T) {
 		{
 			name: "object_store without node_id",
 			src:  `{"backend":{"type":"object_store","s3":{"bucket":"b"}}}`,
-			want: []want{{"sources[0].durability.backend", false, "node_id"}},
+			want: []want{{"sources[0].durability.backend.node_id", false, "is required for object_store"}},
 		},
 		{
 			name: "object_store with an empty node_id",
 			src:  `{"backend":{"type":"object_store","node_id":"","s3":{"bucket":"b"}}}`,
-			want: []want{{"sources[0].durability.backend", false, "node_id is required"}},
+			want: []want{{"sources[0].durability.backend.node_id", false, "is required"}},
 		},
 		{
 			name: "object_store without s3",
 			src:  `{"backend":{"type":"object_store","node_id":"n"}}`,
-			want: []want{{"sources[0].durability.backend", false, "s3.bucket"}},
+			want: []want{{"sources[0].durability.backend.s3.bucket", false, "is required for object_store"}},
 		},
 		{
 			name: "object_store without s3.bucket",
 			src:  `{"backend":{"type":"object_store","node_id":"n","s3":{"region":"r"}}}`,
-			want: []want{{"sources[0].durability.backend", false, "s3.bucket"}},
+			want: []want{{"sources[0].durability.backend.s3.bucket", false, "is required for object_store"}},
 		},
 		{
 			name: "object_store with path",
@@ -288,7 +288,7 @@ func TestResolveProblems(t *testing.T) {
 		{
 			name:     "job-wide object_store without node_id",
 			jobBlock: `{"backend":{"type":"object_store","s3":{"bucket":"b"}}}`,
-			want:     []want{{"durability.backend", true, "node_id"}},
+			want:     []want{{"durability.backend.node_id", true, "is required"}},
 		},
 		{
 			name:     "source path over a job-wide object_store is the source's problem",
@@ -299,17 +299,17 @@ func TestResolveProblems(t *testing.T) {
 		{
 			name: "plain-HTTP endpoint without allow_http",
 			src:  `{"backend":{"type":"object_store","node_id":"n","s3":{"bucket":"b","endpoint":"http://minio:9000"}}}`,
-			want: []want{{"sources[0].durability.backend", false, "allow_http"}},
+			want: []want{{"sources[0].durability.backend.s3.endpoint", false, `"http://minio:9000" is plain HTTP: set allow_http`}},
 		},
 		{
 			name: "endpoint of another scheme",
 			src:  `{"backend":{"type":"object_store","node_id":"n","s3":{"bucket":"b","endpoint":"ftp://minio:9000"}}}`,
-			want: []want{{"sources[0].durability.backend", false, `backend.s3.endpoint "ftp://minio:9000": the scheme must be http or https`}},
+			want: []want{{"sources[0].durability.backend.s3.endpoint", false, `"ftp://minio:9000": the scheme must be http or https`}},
 		},
 		{
 			name: "unknown backend type",
 			src:  `{"backend":{"type":"nfs"}}`,
-			want: []want{{"sources[0].durability.backend", false, `local or object_store (got "nfs")`}},
+			want: []want{{"sources[0].durability.backend.type", false, `must be local or object_store (got "nfs")`}},
 		},
 	}
 	for _, tc := range cases {
@@ -324,9 +324,10 @@ func TestResolveProblems(t *testing.T) {
 			}
 			for i, w := range tc.want {
 				p := probs[i]
-				if p.Field != w.field || p.JobWide != w.jobWide || !strings.Contains(p.Reason, w.reason) {
-					t.Errorf("problem %d: got {Field:%q JobWide:%v Reason:%q}, want field %q jobWide %v reason containing %q",
-						i, p.Field, p.JobWide, p.Reason, w.field, w.jobWide, w.reason)
+				jobWide := strings.HasPrefix(p.Path, "durability.")
+				if p.Path != w.field || jobWide != w.jobWide || !strings.Contains(p.Reason, w.reason) {
+					t.Errorf("problem %d: got {Path:%q Reason:%q} (job-wide %v), want path %q jobWide %v reason containing %q",
+						i, p.Path, p.Reason, jobWide, w.field, w.jobWide, w.reason)
 				}
 			}
 		})
@@ -343,7 +344,7 @@ func TestResolveJobWideProblemIsIdenticalPerSource(t *testing.T) {
 		if len(probs[i]) != 1 {
 			t.Fatalf("source %d: problems %+v, want 1", i, probs[i])
 		}
-		if probs[i][0] != probs[0][0] {
+		if *probs[i][0] != *probs[0][0] {
 			t.Errorf("source %d reports %+v, source 0 %+v", i, probs[i][0], probs[0][0])
 		}
 	}
@@ -364,25 +365,25 @@ func TestResolveDoesNotAlias(t *testing.T) {
 	if cfgs[0].Backend == cfgs[1].Backend || cfgs[0].Backend.S3 == cfgs[1].Backend.S3 {
 		t.Fatal("sources share a backend value")
 	}
-	if !cfgs[0].ObjectStore() || !cfgs[1].ObjectStore() {
+	if !ObjectStore(cfgs[0]) || !ObjectStore(cfgs[1]) {
 		t.Fatal("ObjectStore() false for an object_store backend")
 	}
 }
 
 func TestDir(t *testing.T) {
-	dir, err := (&Config{Path: "/x"}).Dir("/data", "job1", "src", 3)
+	dir, err := Dir(&job.Durability{Path: "/x"}, "/data", "job1", "src", 3)
 	if err != nil || dir != filepath.Join("/x", "src", "3") {
 		t.Errorf("with path: %q, %v; want /x/src/3", dir, err)
 	}
-	dir, err = (&Config{Path: "/x"}).Dir("", "job1", "src", 0)
+	dir, err = Dir(&job.Durability{Path: "/x"}, "", "job1", "src", 0)
 	if err != nil || dir != filepath.Join("/x", "src", "0") {
 		t.Errorf("with path, no data dir: %q, %v; want /x/src/0", dir, err)
 	}
-	dir, err = (&Config{}).Dir("/data", "job1", "src", 2)
+	dir, err = Dir(&job.Durability{}, "/data", "job1", "src", 2)
 	if err != nil || dir != filepath.Join("/data", "job1", "wal", "src", "2") {
 		t.Errorf("from the data dir: %q, %v; want /data/job1/wal/src/2", dir, err)
 	}
-	_, err = (&Config{}).Dir("", "job1", "src", 0)
+	_, err = Dir(&job.Durability{}, "", "job1", "src", 0)
 	if err == nil {
 		t.Fatal("no path and no data dir: no error")
 	}
@@ -394,13 +395,13 @@ func TestDir(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	c := &Config{Sync: "periodic", SyncIntervalMS: 5, ParkLeaseMS: 6, DrainTimeoutMS: 7}
-	got := c.Options()
-	want := wal.Options{Sync: wal.SyncPeriodic, SyncInterval: 5 * time.Millisecond, ParkLease: 6 * time.Millisecond, DrainTimeout: 7 * time.Millisecond}
+	c := &job.Durability{Sync: "periodic", SyncIntervalMS: 5, ParkLeaseMS: 6, DrainTimeoutMS: 7}
+	got := Options(c)
+	want := walog.Options{Sync: walog.SyncPeriodic, SyncInterval: 5 * time.Millisecond, ParkLease: 6 * time.Millisecond, DrainTimeout: 7 * time.Millisecond}
 	if got.Sync != want.Sync || got.SyncInterval != want.SyncInterval || got.ParkLease != want.ParkLease || got.DrainTimeout != want.DrainTimeout {
 		t.Errorf("Options() = %+v, want %+v", got, want)
 	}
-	if (&Config{}).ObjectStore() || (&Config{Backend: &Backend{Type: BackendLocal}}).ObjectStore() {
+	if ObjectStore(&job.Durability{}) || ObjectStore(&job.Durability{Backend: &job.WALBackend{Type: job.WALBackendLocal}}) {
 		t.Error("ObjectStore() true for a local backend")
 	}
 }

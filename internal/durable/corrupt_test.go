@@ -6,14 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 )
 
 // Issue 18: unreadable cursor meta and an unreadable parallelism file are
 // corruption, under the one marker.
 func TestCorruptMetaMatchesErrCorrupt(t *testing.T) {
 	for _, b := range []string{"{", "[1"} {
-		if _, err := decodeMeta([]byte(b)); !errors.Is(err, wal.ErrCorrupt) {
+		if _, err := decodeMeta([]byte(b)); !errors.Is(err, walog.ErrCorrupt) {
 			t.Errorf("decodeMeta(%q) = %v, want ErrCorrupt", b, err)
 		}
 	}
@@ -24,7 +24,7 @@ func TestCorruptMetaMatchesErrCorrupt(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, parallelismFile), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := logParallelism(dir); !errors.Is(err, wal.ErrCorrupt) {
+	if _, _, err := logParallelism(dir); !errors.Is(err, walog.ErrCorrupt) {
 		t.Errorf("logParallelism = %v, want ErrCorrupt", err)
 	}
 }

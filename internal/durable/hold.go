@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 )
 
 // A source that cannot read its input again (connectors.Unrewindable)
@@ -15,7 +15,7 @@ import (
 // rows acknowledged after the checkpoint: the restore replaced the state
 // they went into, the WAL has let go of them behind its cursor, and the
 // source cannot read them again (issue 17). In a job that takes
-// checkpoints its log is therefore held (wal.Options.Hold):
+// checkpoints its log is therefore held (walog.Options.Hold):
 //
 //   - Every entry stays in the WAL, also once the cursor has passed it,
 //     until a completed checkpoint holds all of its rows: when the runtime
@@ -109,7 +109,7 @@ func (s *Source) scanHeld() (scanPlan, error) {
 		if err != nil {
 			return scanPlan{}, fmt.Errorf("source %s: reading the WAL: %w", s.task, err)
 		}
-		_, rec, err := wal.DecodeBatch(e.Payload, nil)
+		_, rec, err := walog.DecodeBatch(e.Payload, nil)
 		if err != nil {
 			return scanPlan{}, fmt.Errorf("source %s: WAL entry %d: %w", s.task, e.Seq, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // unrewindable is the fake as a source that cannot read its input again
@@ -32,11 +33,11 @@ var held = Job{Checkpoints: true}
 
 // oneEntryPerSegment makes every WAL entry a segment of its own, so that
 // what the WAL deletes is visible entry by entry.
-func oneEntryPerSegment() *Config {
-	return &Config{Sync: "group_commit", SegmentBytes: 1, DrainTimeoutMS: 50}
+func oneEntryPerSegment() *job.Durability {
+	return &job.Durability{Sync: "group_commit", SegmentBytes: 1, DrainTimeoutMS: 50}
 }
 
-func openJob(t *testing.T, cfg *Config, inner connectors.Source, dataDir string, job Job, lg *slog.Logger) *Source {
+func openJob(t *testing.T, cfg *job.Durability, inner connectors.Source, dataDir string, job Job, lg *slog.Logger) *Source {
 	t.Helper()
 	in := info()
 	if lg != nil {
@@ -413,7 +414,7 @@ type unrewindableNotPositioner struct{ notPositioner }
 func (unrewindableNotPositioner) Unrewindable() {}
 
 func TestHeldNeedsAPositioner(t *testing.T) {
-	_, err := Open(context.Background(), &Config{}, unrewindableNotPositioner{notPositioner{newFake()}}, t.TempDir(), info(), "src-0", held)
+	_, err := Open(context.Background(), &job.Durability{}, unrewindableNotPositioner{notPositioner{newFake()}}, t.TempDir(), info(), "src-0", held)
 	if err == nil || !strings.Contains(err.Error(), "connectors.Positioner") || !strings.Contains(err.Error(), "connectors.Unrewindable") {
 		t.Fatalf("Open: %v, want an error naming connectors.Unrewindable and connectors.Positioner", err)
 	}
@@ -424,7 +425,7 @@ func TestHeldNeedsAPositioner(t *testing.T) {
 // checkpoint replays, in the subtask that now reads their partition, the
 // ones the checkpoint does not hold (R-WAL-3, R-JOB-3).
 func TestHeldEntriesSurviveAReshard(t *testing.T) {
-	cfg := &Config{Sync: "always", DrainTimeoutMS: 20}
+	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	spans := partitionSpans(2, 3, 5) // partitions 0 and 1, offsets 0-14
 	if err := Reshard(cfg, dir, "j", "src", 2, slog.New(slog.DiscardHandler)); err != nil {
@@ -503,8 +504,8 @@ func TestHeldObjectStore(t *testing.T) {
 	if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{Sync: "always", DrainTimeoutMS: 50, Backend: &Backend{Type: BackendObjectStore, NodeID: "node-a",
-		S3: &S3{Bucket: bucket, Endpoint: "http://" + endpoint, AllowHTTP: true, AccessKeyID: access, SecretAccessKey: secret}}}
+	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 50, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "node-a",
+		S3: &job.WALObjectStore{Bucket: bucket, Endpoint: "http://" + endpoint, AllowHTTP: true, AccessKeyID: access, SecretAccessKey: secret}}}
 	data := uniform(6, 10)
 	s := openJob(t, cfg, unrewindable{newFake(data...)}, "", held, nil)
 	connect(t, s)

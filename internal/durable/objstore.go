@@ -8,7 +8,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/blob"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // objectCursorInterval is how often an object-store WAL writes its
@@ -18,11 +19,11 @@ const objectCursorInterval = time.Second
 
 // openObjectStore opens the object-store WAL of one source subtask: stream
 // {stream_id or job}.{source}.{subtask} in namespace {prefix}/{node_id}/.
-func openObjectStore(ctx context.Context, cfg *Config, opts wal.Options, info connectors.TaskInfo) (*wal.Log, error) {
+func openObjectStore(ctx context.Context, cfg *job.Durability, opts walog.Options, info connectors.TaskInfo) (*walog.Log, error) {
 	b := cfg.Backend
 	s3 := b.S3
 	if s3 == nil {
-		s3 = &S3{}
+		s3 = &job.WALObjectStore{}
 	}
 	if err := checkEndpoint(s3.Endpoint, s3.AllowHTTP); err != nil {
 		return nil, err
@@ -34,7 +35,7 @@ func openObjectStore(ctx context.Context, cfg *Config, opts wal.Options, info co
 	opts.CursorInterval = objectCursorInterval
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return wal.OpenObjectStore(ctx, wal.ObjectStoreOptions{
+	return walog.OpenObjectStore(ctx, walog.ObjectStoreOptions{
 		Options:   opts,
 		Endpoint:  s3.Endpoint,
 		AllowHTTP: s3.AllowHTTP,

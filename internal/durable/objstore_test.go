@@ -14,6 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // R-WAL-7 end to end: a job whose source keeps its WAL in a real MinIO
@@ -41,9 +42,9 @@ func TestObjectStoreDurableJob(t *testing.T) {
 	run := func() int64 {
 		out := mem.NewSink()
 		j, err := arkflow.NewJob("s3wal").
-			Durability(arkflow.Durability{ObjectStore: &arkflow.WALObjectStore{
-				NodeID: "node-a", Bucket: bucket, Endpoint: "http://" + endpoint, AllowHTTP: true,
-				AccessKeyID: access, SecretAccessKey: secret}}).
+			Durability(job.Durability{Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "node-a",
+				S3: &job.WALObjectStore{Bucket: bucket, Endpoint: "http://" + endpoint, AllowHTTP: true,
+					AccessKeyID: access, SecretAccessKey: secret}}}).
 			Source("in", src).
 			Sink("out", out).
 			Build()
@@ -76,11 +77,12 @@ func TestObjectStoreDurableJob(t *testing.T) {
 // Plain HTTP needs allow_http, and the error names the call and the field.
 func TestObjectStoreEndpointNeedsAllowHTTP(t *testing.T) {
 	_, err := arkflow.NewJob("s3wal").
-		Durability(arkflow.Durability{ObjectStore: &arkflow.WALObjectStore{NodeID: "n", Bucket: "b", Endpoint: "http://127.0.0.1:9"}}).
+		Durability(job.Durability{Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
+			S3: &job.WALObjectStore{Bucket: "b", Endpoint: "http://127.0.0.1:9"}}}).
 		Source("in", generate.Config{Count: 1, Fields: []generate.Field{{Name: "x", Type: "int64"}}}).
 		Sink("out", mem.NewSink()).
 		Build()
-	if err == nil || !strings.Contains(err.Error(), ".Durability(arkflow.Durability{...}): backend") || !strings.Contains(err.Error(), "allow_http") {
+	if err == nil || !strings.Contains(err.Error(), ".Durability(job.Durability{...}): backend.s3.endpoint: ") || !strings.Contains(err.Error(), "allow_http") {
 		t.Fatalf("got %v", err)
 	}
 }

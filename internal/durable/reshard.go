@@ -18,7 +18,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // A source's local logs live in {path}/{source}/{subtask}, one per
@@ -48,14 +49,14 @@ const parallelismFile = "PARALLELISM"
 // (see above). It does nothing when they are already laid out so, or do
 // not exist yet, and for the object-store backend, which Open refuses to
 // use at another parallelism instead.
-func Reshard(cfg *Config, dataDir, jobID, source string, par int, lg *slog.Logger) error {
-	if cfg.ObjectStore() {
+func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *slog.Logger) error {
+	if ObjectStore(cfg) {
 		return nil
 	}
 	if lg == nil {
 		lg = slog.Default()
 	}
-	d0, err := cfg.Dir(dataDir, jobID, source, 0)
+	d0, err := Dir(cfg, dataDir, jobID, source, 0)
 	if err != nil {
 		return err
 	}
@@ -173,16 +174,16 @@ type reshardStats struct{ entries, rows, partitions int }
 
 // reshard writes the logs of dir's old subtasks into dir~rescale for par
 // subtasks, then swaps the directories.
-func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
+func reshard(cfg *job.Durability, dir string, oldPar, par int) (reshardStats, error) {
 	var stats reshardStats
 	staging := dir + "~rescale"
 	if err := os.RemoveAll(staging); err != nil {
 		return stats, err
 	}
-	lopts := func(o wal.Options) wal.LocalOptions {
-		return wal.LocalOptions{Options: o, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle}
+	lopts := func(o walog.Options) walog.LocalOptions {
+		return walog.LocalOptions{Options: o, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle}
 	}
-	var olds []*wal.Log
+	var olds []*walog.Log
 	defer func() {
 		for _, l := range olds {
 			l.Close()
@@ -193,16 +194,16 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 		if !exists(d) {
 			continue
 		}
-		l, err := wal.OpenDir(d, lopts(cfg.Options()))
+		l, err := walog.OpenDir(d, lopts(Options(cfg)))
 		if err != nil {
 			return stats, err
 		}
 		olds = append(olds, l)
 	}
 	// The new logs are written unsynced and synced once at the end.
-	nopts := cfg.Options()
-	nopts.Sync = wal.SyncNone
-	news := make([]*wal.Log, par)
+	nopts := Options(cfg)
+	nopts.Sync = walog.SyncNone
+	news := make([]*walog.Log, par)
 	defer func() {
 		for _, l := range news {
 			if l != nil {
@@ -211,7 +212,7 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 		}
 	}()
 	for k := range par {
-		l, err := wal.OpenDir(filepath.Join(staging, strconv.Itoa(k)), lopts(nopts))
+		l, err := walog.OpenDir(filepath.Join(staging, strconv.Itoa(k)), lopts(nopts))
 		if err != nil {
 			return stats, err
 		}
@@ -227,7 +228,7 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 	ctx := context.Background()
 	var buf []byte
 	for _, l := range olds {
-		var r *wal.Replayer
+		var r *walog.Replayer
 		var err error
 		if meta := l.CursorMeta(); len(meta) > 0 {
 			m, merr := decodeMeta(meta)
@@ -264,7 +265,7 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 				r.Close()
 				return stats, err
 			}
-			name, rec, err := wal.DecodeBatch(e.Payload, nil)
+			name, rec, err := walog.DecodeBatch(e.Payload, nil)
 			if err != nil {
 				r.Close()
 				return stats, fmt.Errorf("entry %d: %w", e.Seq, err)
@@ -279,7 +280,7 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 				if part == nil {
 					continue
 				}
-				buf, err = wal.EncodeBatch(buf[:0], name, part)
+				buf, err = walog.EncodeBatch(buf[:0], name, part)
 				stats.rows += int(part.NumRows())
 				pos, _ := positionsOf(part)
 				for pk := range pos {
@@ -331,7 +332,7 @@ func reshard(cfg *Config, dir string, oldPar, par int) (reshardStats, error) {
 		return stats, err
 	}
 	for _, l := range olds {
-		if err := l.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
+		if err := l.Close(); err != nil && !errors.Is(err, walog.ErrClosed) {
 			return stats, err
 		}
 	}

@@ -20,7 +20,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func infoOf(sub, par int) connectors.TaskInfo {
@@ -42,7 +43,7 @@ func partitionSpans(parts, n, size int) map[int32][]span {
 // writeLogs runs the source at parallelism par: subtask s reads the spans of
 // its partitions (p % par == s), and acknowledges the first acked batches of
 // each partition. It returns what every partition left unacknowledged.
-func writeLogs(t *testing.T, cfg *Config, dir string, par int, spans map[int32][]span, acked int) map[int32][]span {
+func writeLogs(t *testing.T, cfg *job.Durability, dir string, par int, spans map[int32][]span, acked int) map[int32][]span {
 	t.Helper()
 	if err := Reshard(cfg, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func writeLogs(t *testing.T, cfg *Config, dir string, par int, spans map[int32][
 			t.Fatal(err)
 		}
 		src.Close(context.Background())
-		if err := src.CloseWAL(); err != nil && !errors.Is(err, wal.ErrClosedPending) {
+		if err := src.CloseWAL(); err != nil && !errors.Is(err, walog.ErrClosedPending) {
 			t.Fatal(err)
 		}
 	}
@@ -94,7 +95,7 @@ func writeLogs(t *testing.T, cfg *Config, dir string, par int, spans map[int32][
 // replayAll opens every subtask of par over sources with no new input and
 // returns what each replays, by subtask and partition, and where each
 // sought its source.
-func replayAll(t *testing.T, cfg *Config, dir string, par int) (map[int]map[int32][]int64, map[int][]connectors.Position) {
+func replayAll(t *testing.T, cfg *job.Durability, dir string, par int) (map[int]map[int32][]int64, map[int][]connectors.Position) {
 	t.Helper()
 	rows := map[int]map[int32][]int64{}
 	sought := map[int][]connectors.Position{}
@@ -145,7 +146,7 @@ func offsetsOf(sps []span) []int64 {
 // partition, and each source resumes its partitions after what the logs
 // hold; through 2 → 3 → 1 → 4.
 func TestReshardReplaysEveryEntryByItsPartitionsOwner(t *testing.T) {
-	cfg := &Config{Sync: "always", DrainTimeoutMS: 20}
+	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	spans := partitionSpans(6, 4, 5) // partitions 0-5, offsets 0-19
 	left := writeLogs(t, cfg, dir, 2, spans, 2)
@@ -195,7 +196,7 @@ func TestReshardReplaysEveryEntryByItsPartitionsOwner(t *testing.T) {
 // was not redistributed (the object-store backend, or Reshard skipped),
 // naming both.
 func TestOpenRefusesALogOfAnotherParallelism(t *testing.T) {
-	cfg := &Config{Sync: "always", DrainTimeoutMS: 20}
+	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	writeLogs(t, cfg, dir, 2, partitionSpans(2, 1, 3), 1)
 	_, err := Open(context.Background(), cfg, newFake(), dir, infoOf(0, 3), "src-0", Job{})
@@ -223,7 +224,7 @@ func TestReshardSurvivesSIGKILL(t *testing.T) {
 			fmt.Println(step)
 			time.Sleep(time.Duration(rand.IntN(25)) * time.Millisecond)
 		}
-		if err := Reshard(&Config{Sync: "always"}, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
+		if err := Reshard(&job.Durability{Sync: "always"}, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -232,7 +233,7 @@ func TestReshardSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SIGKILL loop")
 	}
-	cfg := &Config{Sync: "always", DrainTimeoutMS: 20}
+	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	spans := partitionSpans(7, 40, 10)
 	left := writeLogs(t, cfg, dir, 2, spans, 10)

@@ -19,7 +19,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Source wraps a connector's source with a WAL. Read appends each batch
@@ -48,7 +49,7 @@ type Source struct {
 	inner connectors.Source
 	name  string // the source operator ID, written into every payload
 	task  string
-	log   *wal.Log
+	log   *walog.Log
 	lg    *slog.Logger
 	drain time.Duration
 
@@ -67,7 +68,7 @@ type Source struct {
 	replayFrom, redoUpTo uint64
 	warnedNoOffsets      bool
 
-	replay    *wal.Replayer
+	replay    *walog.Replayer
 	replaySet map[uint64]bool // entries Read must deliver again
 	buf       []byte
 
@@ -131,7 +132,7 @@ type Job struct {
 // Open opens the WAL of one source subtask and wraps the source with it.
 // The caller closes the returned Source (which closes inner) and then,
 // after the sinks, calls CloseWAL (R-WAL-6).
-func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string, job Job) (*Source, error) {
+func Open(ctx context.Context, cfg *job.Durability, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string, job Job) (*Source, error) {
 	s := &Source{
 		inner: inner, name: info.OperatorID, task: task,
 		lg:        info.Logger,
@@ -151,18 +152,18 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		}
 		s.hold = true
 	}
-	opts := cfg.Options()
+	opts := Options(cfg)
 	opts.Logger = s.lg
 	opts.CursorMeta = s.cursorMeta
 	opts.Hold = s.hold
 	var err error
-	if cfg.ObjectStore() {
+	if ObjectStore(cfg) {
 		s.log, err = openObjectStore(ctx, cfg, opts, info)
 	} else {
 		var dir string
-		dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask)
+		dir, err = Dir(cfg, dataDir, info.JobID, info.OperatorID, info.Subtask)
 		if err == nil {
-			s.log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
+			s.log, err = walog.OpenDir(dir, walog.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
 		}
 	}
 	if err != nil {
@@ -170,7 +171,7 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 	}
 	s.drain = opts.DrainTimeout
 	if s.drain <= 0 {
-		s.drain = wal.DefaultDrainTimeout
+		s.drain = walog.DefaultDrainTimeout
 	}
 	s.par = info.Parallelism
 	if meta := s.log.CursorMeta(); len(meta) > 0 {
@@ -183,7 +184,7 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 		if par != 0 && par != info.Parallelism {
 			s.log.Close()
 			where := "its local logs could not be redistributed"
-			if cfg.ObjectStore() {
+			if ObjectStore(cfg) {
 				where = "the object_store backend cannot redistribute its logs to another parallelism (the local backend does)"
 			}
 			return nil, fmt.Errorf("opening the WAL of source %s: it was written by %d subtasks and this start runs %d: %s; "+
@@ -200,7 +201,7 @@ func Open(ctx context.Context, cfg *Config, inner connectors.Source, dataDir str
 }
 
 // Log returns the WAL.
-func (s *Source) Log() *wal.Log { return s.log }
+func (s *Source) Log() *walog.Log { return s.log }
 
 // Seek records checkpoint positions to reconcile with the WAL on Connect.
 func (s *Source) Seek(ps []connectors.Position) error {
@@ -328,7 +329,7 @@ func encodeMeta(m walMeta) []byte {
 // decodeMeta reads a cursor's meta; parallelism 0 means not recorded.
 // Meta that does not decode is corruption (it passed the cursor's CRC, so
 // the bytes are what was written, but not by this code): its error
-// matches wal.ErrCorrupt.
+// matches walog.ErrCorrupt.
 func decodeMeta(b []byte) (walMeta, error) {
 	if len(b) > 0 && b[0] == '[' {
 		var ps []connectors.Position
@@ -363,7 +364,7 @@ func (s *Source) Connect(ctx context.Context) error {
 		return err
 	}
 	if len(s.replaySet) > 0 {
-		var r *wal.Replayer
+		var r *walog.Replayer
 		var err error
 		if s.replayFrom > 0 {
 			r, err = s.log.ReplayFrom(s.replayFrom)
@@ -433,7 +434,7 @@ func (s *Source) scan() (scanPlan, error) {
 		if err != nil {
 			return scanPlan{}, fmt.Errorf("source %s: reading the WAL: %w", s.task, err)
 		}
-		_, rec, err := wal.DecodeBatch(e.Payload, nil)
+		_, rec, err := walog.DecodeBatch(e.Payload, nil)
 		if err != nil {
 			return scanPlan{}, fmt.Errorf("source %s: WAL entry %d: %w", s.task, e.Seq, err)
 		}
@@ -486,7 +487,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 			continue
 		}
 		delete(s.replaySet, e.Seq)
-		_, rec, err := wal.DecodeBatch(e.Payload, nil)
+		_, rec, err := walog.DecodeBatch(e.Payload, nil)
 		if err != nil {
 			return connectors.Batch{}, fmt.Errorf("replaying WAL entry %d: %w", e.Seq, err)
 		}
@@ -501,7 +502,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 	if err != nil || b.Record == nil || b.Record.NumRows() == 0 {
 		return b, err
 	}
-	s.buf, err = wal.EncodeBatch(s.buf[:0], s.name, b.Record)
+	s.buf, err = walog.EncodeBatch(s.buf[:0], s.name, b.Record)
 	if err == nil {
 		var seq uint64
 		seq, err = s.log.Append(ctx, s.buf)
@@ -593,8 +594,8 @@ func (s *Source) commit(ctx context.Context) error {
 		seq := s.pending[0]
 		s.mu.Unlock()
 		err := s.log.Await(ctx, seq)
-		var parked *wal.ParkedError
-		var abandoned *wal.AbandonedError
+		var parked *walog.ParkedError
+		var abandoned *walog.AbandonedError
 		switch {
 		case err == nil:
 			s.settle(s.log.Cursor(), nil)
@@ -605,7 +606,7 @@ func (s *Source) commit(ctx context.Context) error {
 			// Never committed in this run; replayed after a restart.
 			s.settle(seq, err)
 		case ctx.Err() != nil:
-			return wal.ErrClosedPending
+			return walog.ErrClosedPending
 		default:
 			return err
 		}
@@ -866,12 +867,12 @@ func (h *seqHeap) pop() uint64 {
 // open at once (R-VAL-2). info names the source and its parallelism
 // (Subtask is ignored). Local logs written at another parallelism are
 // checked as they are: the start redistributes them first (Reshard).
-func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.TaskInfo) error {
-	opts := cfg.Options()
+func DryRun(ctx context.Context, cfg *job.Durability, dataDir string, info connectors.TaskInfo) error {
+	opts := Options(cfg)
 	opts.Logger = info.Logger
 	n := info.Parallelism
-	if !cfg.ObjectStore() {
-		d0, err := cfg.Dir(dataDir, info.JobID, info.OperatorID, 0)
+	if !ObjectStore(cfg) {
+		d0, err := Dir(cfg, dataDir, info.JobID, info.OperatorID, 0)
 		if err != nil {
 			return err
 		}
@@ -885,14 +886,14 @@ func DryRun(ctx context.Context, cfg *Config, dataDir string, info connectors.Ta
 	for sub := range n {
 		info := info
 		info.Subtask = sub
-		var log *wal.Log
+		var log *walog.Log
 		var err error
-		if cfg.ObjectStore() {
+		if ObjectStore(cfg) {
 			log, err = openObjectStore(ctx, cfg, opts, info)
 		} else {
 			var dir string
-			if dir, err = cfg.Dir(dataDir, info.JobID, info.OperatorID, info.Subtask); err == nil {
-				log, err = wal.OpenDir(dir, wal.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
+			if dir, err = Dir(cfg, dataDir, info.JobID, info.OperatorID, info.Subtask); err == nil {
+				log, err = walog.OpenDir(dir, walog.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
 			}
 		}
 		if err == nil {

@@ -21,7 +21,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/wal"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // ---------------------------------------------------------------------------
@@ -195,7 +196,7 @@ func info() connectors.TaskInfo {
 
 func walDir(dataDir string) string { return filepath.Join(dataDir, "j", "wal", "src", "0") }
 
-func openSource(t *testing.T, cfg *Config, inner connectors.Source, dataDir string) *Source {
+func openSource(t *testing.T, cfg *job.Durability, inner connectors.Source, dataDir string) *Source {
 	t.Helper()
 	s, err := Open(context.Background(), cfg, inner, dataDir, info(), "src-0", Job{})
 	if err != nil {
@@ -328,7 +329,7 @@ func (s *syncBuffer) String() string {
 // input, and the wrapped source resumes after what the WAL holds.
 func TestAppendBeforeReturnAndReplay(t *testing.T) {
 	data := uniform(5, 3) // offsets 0-2, 3-5, 6-8, 9-11, 12-14
-	cfg := &Config{Sync: "group_commit", DrainTimeoutMS: 50}
+	cfg := &job.Durability{Sync: "group_commit", DrainTimeoutMS: 50}
 	dir := t.TempDir()
 
 	fake := newFake(data...)
@@ -357,7 +358,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 	eventually(t, "native acks of batches 1 and 2", func() bool { return len(fake.nativeAcks()) == 2 })
 	// Entry 4's native ack waits on entry 3, which never comes: Close's
 	// drain window runs out (R-WAL-5) and entry 4 is never committed.
-	closeAll(t, s, wal.ErrClosedPending)
+	closeAll(t, s, walog.ErrClosedPending)
 	if got := ackStarts(fake.nativeAcks()); !reflect.DeepEqual(got, []int64{0, 3}) {
 		t.Errorf("native acks of batches starting at %v, want [0 3]", got)
 	}
@@ -411,7 +412,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 // acknowledgements run in sequence order.
 func TestNativeAcksWaitForTheCursor(t *testing.T) {
 	fake := newFake(uniform(2, 4)...)
-	s := openSource(t, &Config{Sync: "group_commit"}, fake, t.TempDir())
+	s := openSource(t, &job.Durability{Sync: "group_commit"}, fake, t.TempDir())
 	connect(t, s)
 	b1 := read(t, s, span{0, 0, 4})
 	b2 := read(t, s, span{0, 4, 4})
@@ -457,7 +458,7 @@ func TestNativeAcksWaitForTheCursor(t *testing.T) {
 func TestNativeAcksInOrderUnderRace(t *testing.T) {
 	const pairs = 300
 	fake := newFake(uniform(2*pairs, 1)...)
-	s := openSource(t, &Config{Sync: "none"}, fake, t.TempDir())
+	s := openSource(t, &job.Durability{Sync: "none"}, fake, t.TempDir())
 	connect(t, s)
 	inverted := 0
 	for i := 0; i < pairs; i++ {
@@ -485,7 +486,7 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 	data := uniform(3, 2)
 	dir := t.TempDir()
 	fake := newFake(data...)
-	s := openSource(t, &Config{Sync: "group_commit"}, fake, dir)
+	s := openSource(t, &job.Durability{Sync: "group_commit"}, fake, dir)
 	connect(t, s)
 	b1 := read(t, s, data[0])
 	b2 := read(t, s, data[1])
@@ -503,9 +504,9 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 	b2.Ack(nil)
 	eventually(t, "native ack of batch 2", func() bool { return len(fake.nativeAcks()) == 2 })
 	a := fake.nativeAcks()[1]
-	var abandoned *wal.AbandonedError
+	var abandoned *walog.AbandonedError
 	if a.start != 2 || !errors.As(a.err, &abandoned) {
-		t.Fatalf("native ack %+v, want batch at 2 with a *wal.AbandonedError", a)
+		t.Fatalf("native ack %+v, want batch at 2 with a *walog.AbandonedError", a)
 	}
 	if abandoned.Seq != 1 {
 		t.Errorf("AbandonedError names sequence %d, want 1", abandoned.Seq)
@@ -520,7 +521,7 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 
 	// Both are replayed after a restart, then the unread batch 3.
 	fake2 := newFake(data...)
-	s2 := openSource(t, &Config{Sync: "group_commit"}, fake2, dir)
+	s2 := openSource(t, &job.Durability{Sync: "group_commit"}, fake2, dir)
 	connect(t, s2)
 	read(t, s2, data[0])
 	read(t, s2, data[1])
@@ -540,7 +541,7 @@ func TestParkedLease(t *testing.T) {
 	fake := newFake(uniform(2, 1)...)
 	in := info()
 	in.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	s, err := Open(context.Background(), &Config{Sync: "group_commit", ParkLeaseMS: 20}, fake, t.TempDir(), in, "src-0", Job{})
+	s, err := Open(context.Background(), &job.Durability{Sync: "group_commit", ParkLeaseMS: 20}, fake, t.TempDir(), in, "src-0", Job{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +581,7 @@ func TestParkedLease(t *testing.T) {
 func TestDrainWindow(t *testing.T) {
 	data := uniform(2, 2)
 	dir := t.TempDir()
-	cfg := &Config{Sync: "group_commit", DrainTimeoutMS: 50}
+	cfg := &job.Durability{Sync: "group_commit", DrainTimeoutMS: 50}
 	fake := newFake(data...)
 	s := openSource(t, cfg, fake, dir)
 	connect(t, s)
@@ -589,8 +590,8 @@ func TestDrainWindow(t *testing.T) {
 	b2.Ack(nil)
 
 	err := s.Close(context.Background())
-	if !errors.Is(err, wal.ErrClosedPending) {
-		t.Fatalf("Close: %v, want wal.ErrClosedPending", err)
+	if !errors.Is(err, walog.ErrClosedPending) {
+		t.Fatalf("Close: %v, want walog.ErrClosedPending", err)
 	}
 	if !strings.Contains(err.Error(), "WAL closed while acknowledgement was pending") {
 		t.Errorf("Close error %q does not contain the exact message", err)
@@ -619,7 +620,7 @@ func TestDrainWindow(t *testing.T) {
 func TestDrainAllAcked(t *testing.T) {
 	data := uniform(3, 2)
 	fake := newFake(data...)
-	s := openSource(t, &Config{Sync: "group_commit", DrainTimeoutMS: 50}, fake, t.TempDir())
+	s := openSource(t, &job.Durability{Sync: "group_commit", DrainTimeoutMS: 50}, fake, t.TempDir())
 	connect(t, s)
 	var bs []connectors.Batch
 	for _, sp := range data {
@@ -650,7 +651,7 @@ func TestDrainAllAcked(t *testing.T) {
 func TestCheckpointReconciliation(t *testing.T) {
 	data := uniform(4, 10) // offsets 0-9, 10-19, 20-29, 30-39
 	dir := t.TempDir()
-	cfg := &Config{Sync: "group_commit"}
+	cfg := &job.Durability{Sync: "group_commit"}
 
 	fake := newFake(data...)
 	s := openSource(t, cfg, fake, dir)
@@ -742,7 +743,7 @@ func TestCheckpointReconciliation(t *testing.T) {
 func TestOlderCheckpointResetsPositions(t *testing.T) {
 	data := uniform(4, 10)
 	dir := t.TempDir()
-	cfg := &Config{Sync: "group_commit"}
+	cfg := &job.Durability{Sync: "group_commit"}
 
 	fake := newFake(data...)
 	s := openSource(t, cfg, fake, dir)
@@ -789,7 +790,7 @@ func TestOlderCheckpointResetsPositions(t *testing.T) {
 func TestCheckpointRecordsPartitionsTheCursorDoesNotCoverYet(t *testing.T) {
 	data := []span{{0, 0, 10}, {0, 10, 10}, {1, 0, 10}, {1, 10, 10}}
 	dir := t.TempDir()
-	cfg := &Config{Sync: "group_commit"}
+	cfg := &job.Durability{Sync: "group_commit"}
 
 	fake := newFake(data...)
 	s := openSource(t, cfg, fake, dir)
@@ -840,7 +841,7 @@ func TestPositionsPerPartition(t *testing.T) {
 	data := []span{{0, 0, 3}, {1, 100, 2}, {0, 3, 3}, {1, 102, 2}}
 	dir := t.TempDir()
 	fake := newFake(data...)
-	s := openSource(t, &Config{Sync: "group_commit"}, fake, dir)
+	s := openSource(t, &job.Durability{Sync: "group_commit"}, fake, dir)
 	connect(t, s)
 	var bs []connectors.Batch
 	for _, sp := range data {
@@ -860,7 +861,7 @@ func TestPositionsPerPartition(t *testing.T) {
 
 	// Stored with the cursor: a restart resumes both partitions after them.
 	fake2 := newFake(data...)
-	s2 := openSource(t, &Config{Sync: "group_commit"}, fake2, dir)
+	s2 := openSource(t, &job.Durability{Sync: "group_commit"}, fake2, dir)
 	connect(t, s2)
 	if got, want := fake2.sought(), [][]connectors.Position{{pos(0, 6), pos(1, 104)}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("sought to %v, want %v", got, want)
@@ -919,7 +920,7 @@ func TestCrashWithoutClose(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			fake := newFake(data...)
-			s := openSource(t, &Config{Sync: "group_commit", DrainTimeoutMS: 50}, fake, dir)
+			s := openSource(t, &job.Durability{Sync: "group_commit", DrainTimeoutMS: 50}, fake, dir)
 			connect(t, s)
 			var bs []connectors.Batch
 			for _, sp := range data {
@@ -937,7 +938,7 @@ func TestCrashWithoutClose(t *testing.T) {
 			defer closeAll(t, s, nil)
 
 			fake2 := newFake(data...)
-			s2 := openSource(t, &Config{Sync: "group_commit"}, fake2, crashed)
+			s2 := openSource(t, &job.Durability{Sync: "group_commit"}, fake2, crashed)
 			connect(t, s2)
 			if got, want := fake2.sought(), [][]connectors.Position{{pos(0, tc.seek)}}; !reflect.DeepEqual(got, want) {
 				t.Errorf("sought to %v, want %v", got, want)
@@ -959,7 +960,7 @@ func TestCrashWithoutClose(t *testing.T) {
 // naming the lock.
 func TestDryRunThenOpenAndLock(t *testing.T) {
 	dir := t.TempDir()
-	cfg := &Config{Sync: "group_commit"}
+	cfg := &job.Durability{Sync: "group_commit"}
 	if err := DryRun(context.Background(), cfg, dir, info()); err != nil {
 		t.Fatalf("DryRun: %v", err)
 	}
@@ -985,11 +986,11 @@ func TestDryRunThenOpenAndLock(t *testing.T) {
 }
 
 func TestOpenWithoutWALPath(t *testing.T) {
-	_, err := Open(context.Background(), &Config{}, newFake(), "", info(), "src-0", Job{})
+	_, err := Open(context.Background(), &job.Durability{}, newFake(), "", info(), "src-0", Job{})
 	if err == nil || !strings.Contains(err.Error(), "durability.path") {
 		t.Fatalf("Open with no path and no data dir: %v, want an error naming durability.path", err)
 	}
-	if err := DryRun(context.Background(), &Config{}, "", info()); err == nil || !strings.Contains(err.Error(), "durability.path") {
+	if err := DryRun(context.Background(), &job.Durability{}, "", info()); err == nil || !strings.Contains(err.Error(), "durability.path") {
 		t.Fatalf("DryRun with no path and no data dir: %v, want an error naming durability.path", err)
 	}
 }
@@ -997,7 +998,7 @@ func TestOpenWithoutWALPath(t *testing.T) {
 // An explicit path puts the WAL at {path}/{source}/{subtask}.
 func TestOpenWithPath(t *testing.T) {
 	base := t.TempDir()
-	s := openSource(t, &Config{Path: base}, newFake(span{0, 0, 1}), "")
+	s := openSource(t, &job.Durability{Path: base}, newFake(span{0, 0, 1}), "")
 	connect(t, s)
 	read(t, s, span{0, 0, 1}).Ack(nil)
 	closeAll(t, s, nil)
@@ -1011,7 +1012,7 @@ func TestOpenWithPath(t *testing.T) {
 type notPositioner struct{ connectors.Source }
 
 func TestSeekNeedsAPositioner(t *testing.T) {
-	s := openSource(t, &Config{}, notPositioner{newFake()}, t.TempDir())
+	s := openSource(t, &job.Durability{}, notPositioner{newFake()}, t.TempDir())
 	err := s.Seek([]connectors.Position{pos(0, 1)})
 	if err == nil || !strings.Contains(err.Error(), "connectors.Positioner") {
 		t.Errorf("Seek: %v, want an error naming connectors.Positioner", err)
@@ -1040,7 +1041,7 @@ func TestFakeSourceSeek(t *testing.T) {
 func TestEmptyCheckpointPositionsRewind(t *testing.T) {
 	data := uniform(3, 10)
 	dir := t.TempDir()
-	cfg := &Config{Sync: "group_commit"}
+	cfg := &job.Durability{Sync: "group_commit"}
 	fake := newFake(data...)
 	s := openSource(t, cfg, fake, dir)
 	connect(t, s)

@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -11,9 +10,9 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/agg"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
-	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Aggregate emit modes.
@@ -34,7 +33,12 @@ type AggregateConfig struct {
 	Emit string `json:"emit,omitempty"`
 }
 
-func init() { Register(job.KindAggregate, buildAggregate) }
+// BuildAggregate is the factory of aggregate operators.
+func BuildAggregate(c Context) (Built, error) {
+	b, err := buildAggregate(c)
+	b.State = true
+	return b, err
+}
 
 // KeyColumn checks an operator's key_field against its input schema and
 // returns the column index.
@@ -215,7 +219,7 @@ func (a *aggregate) build(groups []int32) arrow.RecordBatch {
 const maxOutputRows = 4096
 
 func (a *aggregate) Watermark(ctx context.Context, wm int64, out Emitter) error {
-	if !a.final || wm != math.MaxInt64 || a.keys.Len() == 0 {
+	if !a.final || wm != eventtime.EndOfTime || a.keys.Len() == 0 {
 		return nil
 	}
 	n := a.keys.Len()

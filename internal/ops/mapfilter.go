@@ -67,11 +67,16 @@ type FilterConfig struct {
 	Function string `json:"function,omitempty"`
 }
 
-func init() {
-	Register(job.KindMap, buildMap)
-	Register(job.KindUDF, buildMap)
-	Register(job.KindFilter, buildFilter)
+// BuildMap is the factory of map and udf operators. A udf keeps keyed
+// state (a Process function reads and writes it).
+func BuildMap(c Context) (Built, error) {
+	b, err := buildMap(c)
+	b.State = c.Op.Kind == job.KindUDF
+	return b, err
 }
+
+// BuildFilter is the factory of filter operators.
+func BuildFilter(c Context) (Built, error) { return buildFilter(c) }
 
 func exprErr(path string, err error) error {
 	if e, ok := err.(*expr.Error); ok && e.Pos > 0 {

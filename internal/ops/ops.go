@@ -1,6 +1,7 @@
 // Package ops defines the operators the runtime executes between sources
 // and sinks, and builds them from a spec: map, filter, udf and aggregate
-// here; window in the window package through the same registry.
+// here, window in internal/ops/windowop. Each kind has a Factory;
+// internal/build maps kinds to factories.
 //
 // An operator is built once per job (Factory: config checked, output schema
 // derived, no side effects) and instantiated once per subtask (Instance).
@@ -20,9 +21,7 @@ package ops
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -78,7 +77,7 @@ type Instance interface {
 	// Process handles one input batch (see Ownership).
 	Process(ctx context.Context, b Batch, out Emitter) error
 	// Watermark tells the instance its input watermark advanced to wm (ms);
-	// math.MaxInt64 means the input ended and everything may be flushed.
+	// eventtime.EndOfTime means the input ended and everything may be flushed.
 	// What it emits goes downstream before the watermark does.
 	Watermark(ctx context.Context, wm int64, out Emitter) error
 	// Close releases the instance's resources. Held batches' acks are
@@ -120,6 +119,40 @@ type Built struct {
 	// Extra holds kind-specific information for the runtime (for example a
 	// window's late-row route).
 	Extra any
+	// State says the operator keeps keyed state in the store whatever the
+	// spec's stateful flag: its state is checkpointed, restored and
+	// rescaled by key group.
+	State bool
+	// Timed says the operator is driven by its input watermark (it fires
+	// windows): a processing-time source upstream of it sends the clock as
+	// its watermark.
+	Timed bool
+	// Carry is the per-subtask mark the operator keeps across a restore,
+	// or nil (see Carrier).
+	Carry Carrier
+}
+
+// Carrier describes a mark an operator keeps per subtask, outside its
+// keyed state, that outlives the state it was written with: an int64
+// that only grows (a window's watermark floor), stored under the first
+// key group of the subtask. The runtime, not the operator, handles it
+// across restores and rescales, knowing only this:
+//
+//   - a restore from a checkpoint that the local store ran on from keeps
+//     the higher of the local mark and the restored one (R-CKPT-1);
+//   - a rescale gives each new subtask the lowest mark of the old subtasks
+//     whose key groups it takes (R-JOB-3);
+//   - a restore that may be interrupted saves the marks beside the store
+//     as numbers (MarkKey's namespace and user key are not saved).
+type Carrier interface {
+	// MarkKey is the state key of the mark of the subtask of operator op
+	// whose key groups start at group, in the state namespace jobNS.
+	MarkKey(jobNS, op string, group int) statestore.Key
+	// DecodeMark returns the mark a stored value holds; ok is false for a
+	// value that is not one.
+	DecodeMark(v []byte) (mark int64, ok bool)
+	// EncodeMark returns the stored value of mark.
+	EncodeMark(mark int64) []byte
 }
 
 // Task is what an operator subtask gets when it is created.
@@ -145,41 +178,6 @@ type Task struct {
 // Factory builds an operator. Errors name their field relative to the
 // operator (e.g. "config.expr") through a FieldPath method.
 type Factory func(c Context) (Built, error)
-
-var registry = struct {
-	sync.RWMutex
-	m map[string]Factory
-}{m: map[string]Factory{}}
-
-// Register makes a factory available for an operator kind.
-func Register(kind string, f Factory) {
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.m[kind]; dup {
-		panic("ops: kind registered twice: " + kind)
-	}
-	registry.m[kind] = f
-}
-
-// Lookup returns the factory of a kind.
-func Lookup(kind string) (Factory, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	f, ok := registry.m[kind]
-	return f, ok
-}
-
-// Kinds lists registered kinds.
-func Kinds() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	var ks []string
-	for k := range registry.m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
 
 // Errf returns a *job.FieldError at a path relative to the operator.
 func Errf(path, format string, args ...any) error {

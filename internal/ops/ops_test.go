@@ -115,7 +115,7 @@ type opSpec struct {
 }
 
 func (o opSpec) build() (Built, error) {
-	f, ok := Lookup(o.kind)
+	f, ok := map[string]Factory{job.KindMap: BuildMap, job.KindUDF: BuildMap, job.KindFilter: BuildFilter, job.KindAggregate: BuildAggregate}[o.kind]
 	if !ok {
 		panic("no factory for " + o.kind)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // A checkpoint's synchronous phase is a cut through the running graph
@@ -176,18 +176,18 @@ func (r *Runtime) cut(ctx context.Context) (*cut, error) {
 	}
 	for _, m := range tasks {
 		wm := m.watermark.Load()
-		if wm == maxWatermark {
+		if wm == eventtime.EndOfTime {
 			// An input that ended (or drained) fired every window with
 			// +∞; that is no point in event time to resume at, the last
 			// watermark before it is (the windows it fired lie behind
-			// their floors: see window.floor).
+			// their floors: see windowop.floor).
 			wm = m.finite.Load()
 		}
-		if wm != minWatermark {
+		if wm != eventtime.NoWatermark {
 			if capped && capWM < wm {
 				wm = capWM
 			}
-			if wm != minWatermark && wm != window.NoWatermark {
+			if wm != eventtime.NoWatermark {
 				c.Watermarks[m.task] = wm
 			}
 		}

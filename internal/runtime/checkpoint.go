@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +15,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // CheckpointStatus is a runtime's checkpoint health and recovery progress.
@@ -58,33 +57,32 @@ type RecoveryProgress struct {
 // has no checkpoint block.
 var ErrNoCheckpoints = errors.New("the job has no checkpoint block (spec.checkpoint with an object_store_uri)")
 
-// statefulTask reports whether a task's operator may keep keyed state, so
-// that checkpoints snapshot it.
-func statefulOp(op *job.Operator) bool {
+// statefulOp reports whether an operator may keep keyed state, so that
+// checkpoints snapshot it: its factory says it does (ops.Built.State), or
+// the spec marks it stateful or keyed.
+func (r *Runtime) statefulOp(op *job.Operator) bool {
 	switch op.Kind {
 	case job.KindSource, job.KindSink:
 		return false
-	case job.KindAggregate, job.KindWindow, job.KindUDF:
-		return true
 	}
-	return op.Stateful || op.KeyField != ""
+	return r.g.Ops[op.ID].State || op.Stateful || op.KeyField != ""
 }
 
 // openCatalog opens the checkpoint store of the spec, or returns nil when
 // checkpoints are off.
-func (r *Runtime) openCatalog(ctx context.Context) (*checkpoint.Catalog, error) {
+func (r *Runtime) openCatalog(ctx context.Context) (*ckptstore.Catalog, error) {
 	cp := r.g.Spec.Checkpoint
 	if cp == nil {
 		return nil, nil
 	}
-	store, err := checkpoint.OpenStore(ctx, cp.ObjectStoreURI, r.opts.CheckpointStore)
+	store, err := ckptstore.OpenStore(ctx, cp.ObjectStoreURI, r.opts.CheckpointStore)
 	if err != nil {
 		return nil, fmt.Errorf("opening the checkpoint store: %w", err)
 	}
 	if r.opts.WrapStore != nil {
 		store = r.opts.WrapStore(store)
 	}
-	return checkpoint.NewCatalog(store, r.g.Spec.ID, checkpoint.Options{Retention: cp.Retention, Logger: r.log})
+	return ckptstore.NewCatalog(store, r.g.Spec.ID, ckptstore.Options{Retention: cp.Retention, Logger: r.log})
 }
 
 func (r *Runtime) formatVersion() int {
@@ -113,21 +111,21 @@ func (r *Runtime) plannedTasks() []string {
 // verifies each state object as it reads it, and on a missing or corrupt
 // one selects again with the artifact excluded (see restore), so that
 // every state byte is downloaded and hashed once.
-func (r *Runtime) selectRestore(ctx context.Context, cat *checkpoint.Catalog) (*checkpoint.Manifest, error) {
+func (r *Runtime) selectRestore(ctx context.Context, cat *ckptstore.Catalog) (*ckptstore.Manifest, error) {
 	return r.selectRestoreExcluding(ctx, cat, nil)
 }
 
 // selectRestoreExcluding is selectRestore passing over the artifacts in
 // exclude.
-func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Catalog, exclude []string) (*checkpoint.Manifest, error) {
+func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Catalog, exclude []string) (*ckptstore.Manifest, error) {
 	spec := r.g.Spec
-	want := checkpoint.Want{Target: checkpoint.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
+	want := ckptstore.Want{Target: ckptstore.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
 		MaxParallelism: spec.MaxParallelism, DeferStateChecks: true, Exclude: exclude}
 	switch {
 	case r.opts.FromSavepoint != "":
-		want.Target, want.Name = checkpoint.NamedSavepoint, r.opts.FromSavepoint
+		want.Target, want.Name = ckptstore.NamedSavepoint, r.opts.FromSavepoint
 	case spec.Recovery == job.RecoverLatestSavepoint:
-		want.Target = checkpoint.LatestSavepoint
+		want.Target = ckptstore.LatestSavepoint
 	}
 	m, skipped, err := cat.Select(ctx, want)
 	for _, s := range skipped {
@@ -164,7 +162,7 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *checkpoint.Ca
 // fresh says st was created empty by this start: it holds no floors to
 // carry and nothing to empty, so the first attempt does not wait for a
 // store still opening in the background.
-func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st statestore.Backend, m *checkpoint.Manifest, fresh bool) (map[string][]connectors.Position, error) {
+func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) (map[string][]connectors.Position, error) {
 	spec := r.g.Spec
 	var exclude []string
 	// A restore that fails leaves no partial state behind: the next
@@ -177,12 +175,12 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	}
 	// Read before the restore empties the store, and kept beside it
 	// until the restore is done: a kill in between must not lose them.
-	var carry *floorCarry
+	var carry *markCarry
 	// After a rescale the local store's floors belong to other subtasks:
 	// they are not carried (the windows acknowledged since m fire again).
 	if !fresh && len(rescaled(r.manifestLayout(m), r.planLayout())) == 0 {
 		var err error
-		if carry, err = r.carriedFloors(st, m); err != nil {
+		if carry, err = r.carriedMarks(st, m); err != nil {
 			return nil, err
 		}
 		if err := r.saveCarry(carry); err != nil {
@@ -201,7 +199,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		}
 		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "id", m.CheckpointID, "error", err)
 		id := m.CheckpointID
-		if m.Kind == checkpoint.KindSavepoint {
+		if m.Kind == ckptstore.KindSavepoint {
 			id = m.Name
 		}
 		exclude = append(exclude, id)
@@ -223,7 +221,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 		}
 	}
 	if carry != nil && carry.id == m.CheckpointID {
-		if err := r.keepFloors(st, carry); err != nil {
+		if err := r.keepMarks(st, carry); err != nil {
 			return fail(err)
 		}
 	}
@@ -236,7 +234,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 	if err := r.saveLayout(); err != nil {
 		return fail(err)
 	}
-	if m.Kind == checkpoint.KindCheckpoint && len(m.TaskAttempts) > 0 {
+	if m.Kind == ckptstore.KindCheckpoint && len(m.TaskAttempts) > 0 {
 		// The restored state is m's: a restore of m again may keep
 		// what this run acknowledges on top of it.
 		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
@@ -299,7 +297,7 @@ func (r *Runtime) restore(ctx context.Context, cat *checkpoint.Catalog, st state
 // is), or statestore.BulkRestorer when the store holds nothing else, each
 // object's SHA-256 checked by the pass that parses it; otherwise one by
 // one through Backend.Restore.
-func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st statestore.Backend, m *checkpoint.Manifest, fresh bool) error {
+func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) error {
 	spec := r.g.Spec
 	ns := stateJob(spec)
 	if !fresh {
@@ -322,7 +320,7 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 	r.ckpt.mu.Unlock()
 	now := r.opts.Clock.Now().UnixMilli()
 	var (
-		snaps  []checkpoint.StateSnapshot
+		snaps  []ckptstore.StateSnapshot
 		scopes []statestore.Scope
 	)
 	for _, s := range m.StateSnapshots {
@@ -337,7 +335,7 @@ func (r *Runtime) restoreState(ctx context.Context, cat *checkpoint.Catalog, st 
 		snaps = append(snaps, s)
 		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
 	}
-	progress := func(s checkpoint.StateSnapshot, info statestore.RestoreInfo) {
+	progress := func(s ckptstore.StateSnapshot, info statestore.RestoreInfo) {
 		r.ckpt.mu.Lock()
 		p := &r.ckpt.status.Recovery
 		p.BytesRestored += info.Bytes
@@ -402,35 +400,48 @@ const runtimeStateOp = "__arkflow_runtime"
 // lineageKey holds the checkpoints cut from this store's state since it
 // was last restored, one per line ("id run", the run's token is also in
 // the checkpoint's attempt ids), oldest first, at most lineageLen (see
-// carriedFloors).
+// carriedMarks).
 func lineageKey(ns string) statestore.Key {
 	return statestore.Key{Job: ns, Operator: runtimeStateOp, Namespace: "lineage", User: []byte("checkpoints")}
 }
 
 const lineageLen = 64
 
-// floorCarry is what carriedFloors read: the window floors of the local
-// store, valid on top of checkpoint id.
-type floorCarry struct {
+// markCarry is what carriedMarks read: the marks (ops.Carrier) of the
+// local store, valid on top of checkpoint id.
+type markCarry struct {
 	id, run string
-	floors  []statestore.Mutation
+	marks   []statestore.Mutation
 }
 
-// carriedFloors reads the window floors the local store holds when they
-// may be kept across the restore of m (see window.floor): m is a
-// checkpoint (not a savepoint, not chosen by the caller) a run cut from
-// this very store's state (its note names m's id and the run token of m's
-// attempt ids, so a checkpoint of the same id cut elsewhere does not
-// match), so every floor write in the store since
-// happened on top of m's state; and no source routes or updates late
-// rows (a replayed row of an acknowledged window would then be routed or
-// emitted as a late update instead of dropped as it was when the window
-// fired). Otherwise, and when the store has no floor newer than the
-// snapshot's, the restore rolls the floors back with the rest of the
-// state, and the windows acknowledged since m fire again (the L2 bound).
-func (r *Runtime) carriedFloors(st statestore.Backend, m *checkpoint.Manifest) (*floorCarry, error) {
+// carrier returns the Carrier of operator op, or nil.
+func (r *Runtime) carrier(op string) ops.Carrier { return r.g.Ops[op].Carry }
+
+// decodeMark decodes a mark stored under k (ok false when k's operator
+// carries none or v is not a mark).
+func (r *Runtime) decodeMark(k statestore.Key, v []byte) (int64, bool) {
+	c := r.carrier(k.Operator)
+	if c == nil {
+		return 0, false
+	}
+	return c.DecodeMark(v)
+}
+
+// carriedMarks reads the marks (a window's floor: see windowop.floor)
+// the local store holds when they may be kept across the restore of m:
+// m is a checkpoint (not a savepoint, not chosen by the caller) a run cut
+// from this very store's state (its note names m's id and the run token
+// of m's attempt ids, so a checkpoint of the same id cut elsewhere does
+// not match), so every mark write in the store since happened on top of
+// m's state; and no source routes or updates late rows (a replayed row of
+// an acknowledged window would then be routed or emitted as a late update
+// instead of dropped as it was when the window fired). Otherwise, and when
+// the store has no mark newer than the snapshot's, the restore rolls the
+// marks back with the rest of the state, and the windows acknowledged
+// since m fire again (the L2 bound).
+func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*markCarry, error) {
 	spec := r.g.Spec
-	if m.Kind != checkpoint.KindCheckpoint || r.opts.FromSavepoint != "" || spec.Recovery == job.RecoverLatestSavepoint {
+	if m.Kind != ckptstore.KindCheckpoint || r.opts.FromSavepoint != "" || spec.Recovery == job.RecoverLatestSavepoint {
 		return nil, nil
 	}
 	for _, s := range spec.Sources {
@@ -443,9 +454,9 @@ func (r *Runtime) carriedFloors(st statestore.Backend, m *checkpoint.Manifest) (
 	matches := func(line string) bool {
 		id, run, _ := strings.Cut(line, " ")
 		return id == m.CheckpointID && run != "" && len(m.TaskAttempts) > 0 &&
-			!slices.ContainsFunc(m.TaskAttempts, func(a checkpoint.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) })
+			!slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) })
 	}
-	// A restore of m killed after it emptied the store left the floors
+	// A restore of m killed after it emptied the store left the marks
 	// it carried beside the store.
 	saved, err := r.loadCarry(matches)
 	if err != nil {
@@ -463,18 +474,19 @@ func (r *Runtime) carriedFloors(st statestore.Backend, m *checkpoint.Manifest) (
 	}
 	if !noted {
 		if saved != nil {
-			r.log.Info("restore: keeping the window floors a restore of this checkpoint carried before it was interrupted", "id", m.CheckpointID, "floors", len(saved.floors))
+			r.log.Info("restore: keeping the window floors a restore of this checkpoint carried before it was interrupted", "id", m.CheckpointID, "floors", len(saved.marks))
 			return saved, nil
 		}
 		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "id", m.CheckpointID)
 		return nil, nil
 	}
-	c := &floorCarry{id: m.CheckpointID, run: saved.runOr(m)}
+	c := &markCarry{id: m.CheckpointID, run: saved.runOr(m)}
 	for _, t := range r.g.Plan.Tasks {
-		if op, _ := spec.Operator(t.OperatorID); op == nil || op.Kind != job.KindWindow {
+		carrier := r.carrier(t.OperatorID)
+		if carrier == nil {
 			continue
 		}
-		k := window.FloorKey(ns, t.OperatorID, t.KeyGroups().Start)
+		k := carrier.MarkKey(ns, t.OperatorID, t.KeyGroups().Start)
 		v, _, ok, err := st.Get(k, now)
 		if err != nil {
 			return nil, fmt.Errorf("restore: reading the window floor of %s: %w", t.ID, err)
@@ -483,18 +495,18 @@ func (r *Runtime) carriedFloors(st statestore.Backend, m *checkpoint.Manifest) (
 			continue
 		}
 		// The higher of the store's and an interrupted restore's.
-		if prev := saved.floor(k); prev != nil {
-			a, okA := window.DecodeFloor(v)
-			b, okB := window.DecodeFloor(prev)
+		if prev := saved.mark(k); prev != nil {
+			a, okA := carrier.DecodeMark(v)
+			b, okB := carrier.DecodeMark(prev)
 			if okB && (!okA || b > a) {
 				v = prev
 			}
 		}
-		c.floors = append(c.floors, statestore.Mutation{Key: k, Value: append([]byte(nil), v...)})
+		c.marks = append(c.marks, statestore.Mutation{Key: k, Value: append([]byte(nil), v...)})
 	}
-	for _, f := range saved.floorsOf() {
-		if !slices.ContainsFunc(c.floors, func(g statestore.Mutation) bool { return sameKey(g.Key, f.Key) }) {
-			c.floors = append(c.floors, f)
+	for _, f := range saved.marksOf() {
+		if !slices.ContainsFunc(c.marks, func(g statestore.Mutation) bool { return sameKey(g.Key, f.Key) }) {
+			c.marks = append(c.marks, f)
 		}
 	}
 	return c, nil
@@ -505,21 +517,22 @@ func sameKey(a, b statestore.Key) bool {
 }
 
 // carryFile is the JSON of the carry file: the checkpoint ("id run")
-// and the floors, by key.
+// and the marks, by operator and key group (the names say floors: the
+// window's floors were the first marks).
 type carryFile struct {
-	Checkpoint string       `json:"checkpoint"`
-	Floors     []carryFloor `json:"floors"`
+	Checkpoint string      `json:"checkpoint"`
+	Marks      []carryMark `json:"floors"`
 }
 
-type carryFloor struct {
+type carryMark struct {
 	Operator string `json:"operator"`
 	KeyGroup int    `json:"key_group"`
-	FloorMS  int64  `json:"floor_ms"`
+	Mark     int64  `json:"floor_ms"`
 }
 
 // runOr returns the run token of c's checkpoint line, else that of m's
 // attempts.
-func (c *floorCarry) runOr(m *checkpoint.Manifest) string {
+func (c *markCarry) runOr(m *ckptstore.Manifest) string {
 	if c != nil && c.run != "" {
 		return c.run
 	}
@@ -530,11 +543,11 @@ func (c *floorCarry) runOr(m *checkpoint.Manifest) string {
 	return ""
 }
 
-func (c *floorCarry) floor(k statestore.Key) []byte {
+func (c *markCarry) mark(k statestore.Key) []byte {
 	if c == nil {
 		return nil
 	}
-	for _, f := range c.floors {
+	for _, f := range c.marks {
 		if sameKey(f.Key, k) {
 			return f.Value
 		}
@@ -542,26 +555,26 @@ func (c *floorCarry) floor(k statestore.Key) []byte {
 	return nil
 }
 
-func (c *floorCarry) floorsOf() []statestore.Mutation {
+func (c *markCarry) marksOf() []statestore.Mutation {
 	if c == nil {
 		return nil
 	}
-	return c.floors
+	return c.marks
 }
 
 // saveCarry writes the carry file before the restore empties the store
 // (nothing for a memory store, or nothing to carry).
-func (r *Runtime) saveCarry(c *floorCarry) error {
-	if r.stateDir == "" || c == nil || len(c.floors) == 0 {
+func (r *Runtime) saveCarry(c *markCarry) error {
+	if r.stateDir == "" || c == nil || len(c.marks) == 0 {
 		return nil
 	}
 	f := carryFile{Checkpoint: c.id + " " + c.run}
-	for _, m := range c.floors {
-		wm, ok := window.DecodeFloor(m.Value)
+	for _, m := range c.marks {
+		wm, ok := r.decodeMark(m.Key, m.Value)
 		if !ok {
 			continue
 		}
-		f.Floors = append(f.Floors, carryFloor{Operator: m.Key.Operator, KeyGroup: m.Key.KeyGroup, FloorMS: wm})
+		f.Marks = append(f.Marks, carryMark{Operator: m.Key.Operator, KeyGroup: m.Key.KeyGroup, Mark: wm})
 	}
 	data, err := json.Marshal(f)
 	if err != nil {
@@ -574,8 +587,9 @@ func (r *Runtime) saveCarry(c *floorCarry) error {
 }
 
 // loadCarry reads the carry file when its checkpoint line matches; a
-// missing, unreadable or other checkpoint's file is nil.
-func (r *Runtime) loadCarry(matches func(string) bool) (*floorCarry, error) {
+// missing, unreadable or other checkpoint's file is nil. Marks of
+// operators that carry none (any more) are left out.
+func (r *Runtime) loadCarry(matches func(string) bool) (*markCarry, error) {
 	if r.stateDir == "" {
 		return nil, nil
 	}
@@ -592,15 +606,19 @@ func (r *Runtime) loadCarry(matches func(string) bool) (*floorCarry, error) {
 		return nil, nil
 	}
 	id, run, _ := strings.Cut(f.Checkpoint, " ")
-	c := &floorCarry{id: id, run: run}
+	c := &markCarry{id: id, run: run}
 	ns := stateJob(r.g.Spec)
-	for _, fl := range f.Floors {
-		c.floors = append(c.floors, statestore.Mutation{Key: window.FloorKey(ns, fl.Operator, fl.KeyGroup), Value: binary.BigEndian.AppendUint64(nil, uint64(fl.FloorMS))})
+	for _, fl := range f.Marks {
+		carrier := r.carrier(fl.Operator)
+		if carrier == nil {
+			continue
+		}
+		c.marks = append(c.marks, statestore.Mutation{Key: carrier.MarkKey(ns, fl.Operator, fl.KeyGroup), Value: carrier.EncodeMark(fl.Mark)})
 	}
 	return c, nil
 }
 
-// dropCarry removes the carry file after a restore kept its floors (or
+// dropCarry removes the carry file after a restore kept its marks (or
 // found none to keep).
 func (r *Runtime) dropCarry() {
 	if r.stateDir == "" {
@@ -611,13 +629,13 @@ func (r *Runtime) dropCarry() {
 	}
 }
 
-// keepFloors writes back each carried floor that is ahead of the restored
+// keepMarks writes back each carried mark that is ahead of the restored
 // one.
-func (r *Runtime) keepFloors(st statestore.Backend, c *floorCarry) error {
+func (r *Runtime) keepMarks(st statestore.Backend, c *markCarry) error {
 	now := r.opts.Clock.Now().UnixMilli()
 	var keep []statestore.Mutation
-	for _, f := range c.floors {
-		local, ok := window.DecodeFloor(f.Value)
+	for _, f := range c.marks {
+		local, ok := r.decodeMark(f.Key, f.Value)
 		if !ok {
 			continue
 		}
@@ -625,7 +643,7 @@ func (r *Runtime) keepFloors(st statestore.Backend, c *floorCarry) error {
 		if err != nil {
 			return fmt.Errorf("restore: reading the restored window floor of %s: %w", f.Key.Operator, err)
 		}
-		if restored, ok := window.DecodeFloor(v); found && ok && restored >= local {
+		if restored, ok := r.decodeMark(f.Key, v); found && ok && restored >= local {
 			continue
 		}
 		keep = append(keep, f)
@@ -641,7 +659,7 @@ func (r *Runtime) keepFloors(st statestore.Backend, c *floorCarry) error {
 }
 
 // noteCut records in the local store that checkpoint id was cut from its
-// state (see carriedFloors); restored says the store was just filled from
+// state (see carriedMarks); restored says the store was just filled from
 // that checkpoint, which starts the list again. A failed write only costs
 // a later restore the floors it could have kept.
 func (r *Runtime) noteCut(st statestore.Backend, id, run string, restored bool) {
@@ -686,7 +704,7 @@ func (r *Runtime) emptyState(st statestore.Backend) error {
 		return fmt.Errorf("restore: emptying the runtime's state: %w", err)
 	}
 	for _, op := range r.g.Spec.Operators {
-		if statefulOp(&op) {
+		if r.statefulOp(&op) {
 			if err := drop.Drop(statestore.Scope{Job: ns, Operator: op.ID, Groups: statestore.AllKeyGroups}); err != nil {
 				return fmt.Errorf("restore: emptying the state of %s: %w", op.ID, err)
 			}
@@ -698,7 +716,7 @@ func (r *Runtime) emptyState(st statestore.Backend) error {
 // restoreCorrupt reports whether a restore failed because of the
 // artifact (a state object missing, of the wrong size or hash, or not a
 // valid snapshot) rather than the store or the disk. Every store marks
-// its corruption with the one marker, checkpoint.ErrCorrupt; the
+// its corruption with the one marker, ckptstore.ErrCorrupt; the
 // exception is the local state directory (statestore.ErrCorrupt, which
 // matches the marker too): it is not the artifact's fault, and falling
 // back past every checkpoint would start the job without its state.
@@ -706,7 +724,7 @@ func restoreCorrupt(err error) bool {
 	if errors.Is(err, statestore.ErrCorrupt) {
 		return false
 	}
-	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNotFound)
+	return errors.Is(err, ckptstore.ErrCorrupt) || errors.Is(err, ckptstore.ErrNotFound)
 }
 
 // splitTask splits "op-3" into ("op", 3).
@@ -746,7 +764,7 @@ type ckptState struct {
 
 	mu      sync.Mutex
 	status  CheckpointStatus
-	catalog *checkpoint.Catalog
+	catalog *ckptstore.Catalog
 	round   sync.Mutex // one round at a time
 }
 
@@ -759,7 +777,7 @@ func (r *Runtime) CheckpointStatus() CheckpointStatus {
 
 // Checkpoint takes a checkpoint now and returns its id.
 func (r *Runtime) Checkpoint(ctx context.Context) (string, error) {
-	m, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, "")
+	m, err := r.takeCheckpoint(ctx, ckptstore.KindCheckpoint, "")
 	if err != nil {
 		return "", err
 	}
@@ -772,10 +790,10 @@ func (r *Runtime) Savepoint(ctx context.Context, name string) error {
 	if name == "" {
 		return errors.New("a savepoint needs a name")
 	}
-	if err := checkpoint.ValidKey(name); err != nil || strings.Contains(name, "/") {
+	if err := ckptstore.ValidKey(name); err != nil || strings.Contains(name, "/") {
 		return fmt.Errorf("savepoint name %q: use letters, digits, '-', '_' and '.'", name)
 	}
-	_, err := r.takeCheckpoint(ctx, checkpoint.KindSavepoint, name)
+	_, err := r.takeCheckpoint(ctx, ckptstore.KindSavepoint, name)
 	return err
 }
 
@@ -783,7 +801,7 @@ func (r *Runtime) Savepoint(ctx context.Context, name string) error {
 // then the snapshots stream from the frozen state to the store while the
 // pipeline runs, then the manifest commits. A failed round leaves the
 // previous checkpoint in place and marks the health degraded.
-func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name string) (m *checkpoint.Manifest, err error) {
+func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name string) (m *ckptstore.Manifest, err error) {
 	r.ckpt.mu.Lock()
 	cat := r.ckpt.catalog
 	r.ckpt.mu.Unlock()
@@ -819,7 +837,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		r.log.Info("checkpoint completed", "kind", kind, "id", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
 	}()
 	id := name
-	if kind == checkpoint.KindCheckpoint {
+	if kind == ckptstore.KindCheckpoint {
 		next, err := cat.NextID(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
@@ -831,7 +849,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		return nil, err
 	}
 	defer c.Frozen.Close()
-	if kind == checkpoint.KindCheckpoint {
+	if kind == ckptstore.KindCheckpoint {
 		// Before the commit: a kill between the two must not cost the
 		// restore of this checkpoint its floors.
 		r.mu.Lock()
@@ -845,12 +863,12 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 	ns := stateJob(spec)
 	now := r.opts.Clock.Now().UnixMilli()
 	type result struct {
-		snap checkpoint.StateSnapshot
+		snap ckptstore.StateSnapshot
 		err  error
 	}
 	var tasks []job.Task
 	for _, t := range plan.Tasks {
-		if op, _ := spec.Operator(t.OperatorID); op != nil && statefulOp(op) {
+		if op, _ := spec.Operator(t.OperatorID); op != nil && r.statefulOp(op) {
 			tasks = append(tasks, t)
 		}
 	}
@@ -881,14 +899,14 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 		}(i, t)
 	}
 	wg.Wait()
-	m = &checkpoint.Manifest{
+	m = &ckptstore.Manifest{
 		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version,
 		FormatVersion: r.formatVersion(), Kind: kind, Name: name,
 		CreatedMS: time.Now().UnixMilli(), PlannedTasks: r.plannedTasks(), PlanDigest: plan.Digest,
 		MaxParallelism: spec.MaxParallelism, WatermarksMS: c.Watermarks,
 	}
 	for _, t := range m.PlannedTasks {
-		m.TaskAttempts = append(m.TaskAttempts, checkpoint.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
+		m.TaskAttempts = append(m.TaskAttempts, ckptstore.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
 	}
 	for _, res := range results {
 		if res.err != nil {
@@ -904,7 +922,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 	sort.Strings(srcTasks)
 	for _, t := range srcTasks {
 		for _, p := range c.Positions[t] {
-			m.SourcePositions = append(m.SourcePositions, checkpoint.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
+			m.SourcePositions = append(m.SourcePositions, ckptstore.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
 		}
 	}
 	if err := cat.Commit(ctx, m); err != nil {
@@ -921,11 +939,11 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind checkpoint.Kind, name
 
 // restartKind is the kind of artifact a restart restores: savepoints with
 // recovery latest_savepoint, else checkpoints.
-func (r *Runtime) restartKind() checkpoint.Kind {
+func (r *Runtime) restartKind() ckptstore.Kind {
 	if r.g.Spec.Recovery == job.RecoverLatestSavepoint {
-		return checkpoint.KindSavepoint
+		return ckptstore.KindSavepoint
 	}
-	return checkpoint.KindCheckpoint
+	return ckptstore.KindCheckpoint
 }
 
 // checkpointCompleted tells every source behind a WAL that an artifact a
@@ -965,7 +983,7 @@ func (r *Runtime) checkpointLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, ""); err != nil && ctx.Err() != nil {
+			if _, err := r.takeCheckpoint(ctx, ckptstore.KindCheckpoint, ""); err != nil && ctx.Err() != nil {
 				return
 			}
 		}

@@ -25,9 +25,9 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/memstat"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
@@ -92,7 +92,7 @@ func benchGraph(tb testing.TB, spec string, bindings map[string]any) *build.Grap
 
 // benchS3 connects to ARKFLOW_TEST_S3_* and creates a bucket removed (with
 // its objects) after the benchmark, or skips.
-func benchS3(b *testing.B) (*minio.Client, string, checkpoint.StoreOptions) {
+func benchS3(b *testing.B) (*minio.Client, string, ckptstore.StoreOptions) {
 	b.Helper()
 	endpoint := os.Getenv("ARKFLOW_TEST_S3_ENDPOINT")
 	if endpoint == "" {
@@ -120,7 +120,7 @@ func benchS3(b *testing.B) (*minio.Client, string, checkpoint.StoreOptions) {
 			b.Logf("removing bucket %s: %v", bucket, err)
 		}
 	})
-	return c, bucket, checkpoint.StoreOptions{Endpoint: "http://" + endpoint, AccessKeyID: access, SecretAccessKey: secret}
+	return c, bucket, ckptstore.StoreOptions{Endpoint: "http://" + endpoint, AccessKeyID: access, SecretAccessKey: secret}
 }
 
 func benchStateSizes() []int64 {
@@ -296,7 +296,7 @@ func (d *rawData) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // latestManifest reads the manifest LATEST points to, raw.
-func latestManifest(b *testing.B, c *minio.Client, bucket, prefix, jobID string) *checkpoint.Manifest {
+func latestManifest(b *testing.B, c *minio.Client, bucket, prefix, jobID string) *ckptstore.Manifest {
 	b.Helper()
 	ctx := context.Background()
 	get := func(key string) []byte {
@@ -312,11 +312,11 @@ func latestManifest(b *testing.B, c *minio.Client, bucket, prefix, jobID string)
 		return body
 	}
 	latest := strings.TrimSpace(string(get(jobID + "/checkpoints/LATEST")))
-	id, err := checkpoint.ParseID(latest)
+	id, err := ckptstore.ParseID(latest)
 	if err != nil {
 		b.Fatalf("LATEST holds %q: %v", latest, err)
 	}
-	m, err := checkpoint.DecodeManifest(get(jobID + "/checkpoints/" + id.String() + "/manifest.json"))
+	m, err := ckptstore.DecodeManifest(get(jobID + "/checkpoints/" + id.String() + "/manifest.json"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 		b.ReportMetric(float64(bytes)/1e6/produce.Seconds(), "snapshot-MB/s")
 	})
 	j.stop(b)
-	if upload != checkpoint.DefaultUploadConcurrency {
+	if upload != ckptstore.DefaultUploadConcurrency {
 		return // the restore does not depend on the upload concurrency
 	}
 
@@ -507,15 +507,15 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 
 			// Catalog.Select alone (the runtime's first step), for the
 			// breakdown.
-			store, err := checkpoint.OpenStore(ctx, "s3://"+bucket+"/ckb", storeOpts)
+			store, err := ckptstore.OpenStore(ctx, "s3://"+bucket+"/ckb", storeOpts)
 			if err != nil {
 				b.Fatal(err)
 			}
-			cat, err := checkpoint.NewCatalog(store, "ckb", checkpoint.Options{})
+			cat, err := ckptstore.NewCatalog(store, "ckb", ckptstore.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			want := checkpoint.Want{Target: checkpoint.LatestCheckpoint, JobVersion: m.JobVersion, FormatVersion: m.FormatVersion, PlannedTasks: m.PlannedTasks, DeferStateChecks: true}
+			want := ckptstore.Want{Target: ckptstore.LatestCheckpoint, JobVersion: m.JobVersion, FormatVersion: m.FormatVersion, PlannedTasks: m.PlannedTasks, DeferStateChecks: true}
 			start := time.Now()
 			got, _, err := cat.Select(ctx, want)
 			if err != nil || got == nil || got.CheckpointID != m.CheckpointID {
@@ -827,7 +827,7 @@ func discardSnapshots(b *testing.B, r *Runtime) int64 {
 	spec := r.g.Spec
 	var n int64
 	for _, t := range r.g.Plan.Tasks {
-		if op, _ := spec.Operator(t.OperatorID); op == nil || !statefulOp(op) {
+		if op, _ := spec.Operator(t.OperatorID); op == nil || !r.statefulOp(op) {
 			continue
 		}
 		info, err := fr.Snapshot(io.Discard, statestore.Scope{Job: stateJob(spec), Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, r.opts.Clock.Now().UnixMilli())

@@ -12,9 +12,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
-	"github.com/arkflow-rs/arkflow-go/checkpoint/checkpointtest"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore/ckpttest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -151,10 +151,10 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	hist := &history{}
 	store := t.TempDir()
 	spec := ckptSpec(store, `"state":{"backend":"memory"}`, 1, false)
-	var fault *checkpointtest.FaultStore
-	wrap := func(s checkpoint.Store) checkpoint.Store {
+	var fault *ckpttest.FaultStore
+	wrap := func(s ckptstore.Store) ckptstore.Store {
 		if fault == nil {
-			fault = checkpointtest.NewFaultStore(s)
+			fault = ckpttest.NewFaultStore(s)
 		}
 		return fault
 	}
@@ -167,8 +167,8 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fault.Fail(checkpointtest.OpPut, errors.New("store unreachable"))
-	fault.Fail(checkpointtest.OpCreate, errors.New("store unreachable"))
+	fault.Fail(ckpttest.OpPut, errors.New("store unreachable"))
+	fault.Fail(ckpttest.OpCreate, errors.New("store unreachable"))
 	r.feed(2, []string{"ann"}, []int64{100})
 	if _, err := r.rt.Checkpoint(context.Background()); err == nil {
 		t.Fatal("a checkpoint succeeded with the store down")
@@ -253,15 +253,15 @@ func TestSavepointUpgradeAndRefusals(t *testing.T) {
 
 	before := dirBytes(t, stateDir)
 	_, err = startCkpt(t, v1, Options{FromSavepoint: "v2"}, hist)
-	var inc *checkpoint.IncompatibleError
-	if !errors.As(err, &inc) || inc.Reason != checkpoint.IncompatibleDowngrade {
+	var inc *ckptstore.IncompatibleError
+	if !errors.As(err, &inc) || inc.Reason != ckptstore.IncompatibleDowngrade {
 		t.Fatalf("downgrade: %v", err)
 	}
 	if after := dirBytes(t, stateDir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatal("the refused downgrade changed the state files")
 	}
 	_, err = startCkpt(t, ckptSpec(store, badger(2), 2, true), Options{FromSavepoint: "v2"}, hist)
-	if !errors.As(err, &inc) || inc.Reason != checkpoint.IncompatibleFormat {
+	if !errors.As(err, &inc) || inc.Reason != ckptstore.IncompatibleFormat {
 		t.Fatalf("format change: %v", err)
 	}
 	if after := dirBytes(t, stateDir); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -271,7 +271,7 @@ func TestSavepointUpgradeAndRefusals(t *testing.T) {
 	// checkpoint is chosen; a refusal leaves no directory behind.
 	newDir := filepath.Join(t.TempDir(), "new-node", "state")
 	_, err = startCkpt(t, ckptSpec(store, fmt.Sprintf(`"state":{"backend":"badger","path":%q}`, newDir), 1, false), Options{FromSavepoint: "v2"}, hist)
-	if !errors.As(err, &inc) || inc.Reason != checkpoint.IncompatibleDowngrade {
+	if !errors.As(err, &inc) || inc.Reason != ckptstore.IncompatibleDowngrade {
 		t.Fatalf("downgrade on a new node: %v", err)
 	}
 	if _, err := os.Lstat(newDir); !errors.Is(err, os.ErrNotExist) {

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // floorSpec is a keyed tumbling window of 100 ms over an event-time
@@ -85,7 +85,7 @@ func windowStarts(t *testing.T, sink *mem.Sink) []int64 {
 }
 
 // The window floor a run acknowledged after the checkpoint it restarts
-// from is kept (window.floor, carriedFloors): the window that fired and
+// from is kept (windowop.floor, carriedMarks): the window that fired and
 // was acknowledged after the checkpoint is not written again by the
 // restarted run, and the window that was open at the kill fires whole.
 // Without the store's note of the checkpoint it ran on from (the control
@@ -172,8 +172,8 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				carry, err := rt.carriedFloors(st, m)
-				if err != nil || carry == nil || len(carry.floors) != 1 {
+				carry, err := rt.carriedMarks(st, m)
+				if err != nil || carry == nil || len(carry.marks) != 1 {
 					t.Fatalf("carried floors: %+v, %v", carry, err)
 				}
 				if err := rt.saveCarry(carry); err != nil {
@@ -349,8 +349,8 @@ func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
 	}
 	waitFor(t, "50 sessions fired", func() bool { return r.sink.NumRows() == 50 })
 	waitFor(t, "their firing acknowledged", func() bool {
-		v, _, ok, _ := r.rt.store.Get(window.FloorKey("sg", "w", 0), 0)
-		wm, okV := window.DecodeFloor(v)
+		v, _, ok, _ := r.rt.store.Get(windowop.FloorKey("sg", "w", 0), 0)
+		wm, okV := windowop.DecodeFloor(v)
 		return ok && okV && wm == 1000
 	})
 	r.kill()
@@ -371,8 +371,8 @@ func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
 	waitFor(t, "y's and x's sessions", func() bool { return r.sink.NumRows() == 2 })
 	floorAt := func(want int64) func() bool {
 		return func() bool {
-			v, _, ok, _ := r.rt.store.Get(window.FloorKey("sg", "w", 0), 0)
-			wm, okV := window.DecodeFloor(v)
+			v, _, ok, _ := r.rt.store.Get(windowop.FloorKey("sg", "w", 0), 0)
+			wm, okV := windowop.DecodeFloor(v)
 			return ok && okV && wm == want
 		}
 	}

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -29,12 +28,6 @@ const (
 	// channel was sent before the cut.
 	msgBarrier
 )
-
-// maxWatermark is the watermark of an ended input: every window fires.
-const maxWatermark = math.MaxInt64
-
-// minWatermark is the watermark before any is known.
-const minWatermark = math.MinInt64
 
 type message struct {
 	kind kind

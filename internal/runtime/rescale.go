@@ -1,17 +1,16 @@
 package runtime
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // A rescale (R-JOB-3) runs a job whose state was written at one
@@ -19,11 +18,11 @@ import (
 // stored by key group, so every key group is restored as it is and read
 // by the subtask that owns it now. What is stored per subtask — under its
 // first key group — is redistributed by the restore: the positions a
-// stateful operator has applied (statestore.Relayout) and the window floors
-// (relayoutFloors). Sources get every position of their operator and keep
-// the partitions they read (connectors: partition p belongs to subtask
-// p % P), and write-ahead logs are redistributed by partition
-// (internal/durable).
+// stateful operator has applied (statestore.Relayout) and the marks operators
+// carry, such as the window floors (relayoutMarks). Sources get every
+// position of their operator and keep the partitions they read
+// (connectors: partition p belongs to subtask p % P), and write-ahead
+// logs are redistributed by partition (internal/durable).
 //
 // Only a restore from a checkpoint or a savepoint rescales: it starts
 // from a consistent cut. A restart from the local store alone at another
@@ -41,7 +40,7 @@ type layout struct {
 func (r *Runtime) planLayout() layout {
 	l := layout{MaxParallelism: r.g.Spec.MaxParallelism, Parallelism: map[string]int{}}
 	for _, op := range r.g.Spec.Operators {
-		if statefulOp(&op) {
+		if r.statefulOp(&op) {
 			l.Parallelism[op.ID] = r.g.Spec.OperatorParallelism(&op)
 		}
 	}
@@ -51,14 +50,14 @@ func (r *Runtime) planLayout() layout {
 // manifestLayout is the layout of the state m holds: the parallelism of
 // each of the plan's stateful operators when it was cut (operators the
 // checkpoint does not have are left out).
-func (r *Runtime) manifestLayout(m *checkpoint.Manifest) layout {
+func (r *Runtime) manifestLayout(m *ckptstore.Manifest) layout {
 	l := layout{MaxParallelism: m.MaxParallelism, Parallelism: map[string]int{}}
 	if l.MaxParallelism == 0 {
 		l.MaxParallelism = r.g.Spec.MaxParallelism // not recorded: Select took it as equal
 	}
 	for _, t := range m.PlannedTasks {
 		if op, _, ok := splitTask(t); ok {
-			if o, _ := r.g.Spec.Operator(op); o != nil && statefulOp(o) {
+			if o, _ := r.g.Spec.Operator(op); o != nil && r.statefulOp(o) {
 				l.Parallelism[op]++
 			}
 		}
@@ -146,7 +145,7 @@ func (r *Runtime) saveLayout() error {
 // relayout redistributes what the restored state of m stores per subtask
 // to the plan's parallelism, for every stateful operator whose
 // parallelism changed.
-func (r *Runtime) relayout(st statestore.Backend, m *checkpoint.Manifest) error {
+func (r *Runtime) relayout(st statestore.Backend, m *ckptstore.Manifest) error {
 	from, to := r.manifestLayout(m), r.planLayout()
 	ns := stateJob(r.g.Spec)
 	for _, op := range rescaled(from, to) {
@@ -155,8 +154,8 @@ func (r *Runtime) relayout(st statestore.Backend, m *checkpoint.Manifest) error 
 		if err := statestore.Relayout(st, ns, op, to.MaxParallelism, oldPar, newPar); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
-		if o, _ := r.g.Spec.Operator(op); o != nil && o.Kind == job.KindWindow {
-			if err := r.relayoutFloors(st, op, to.MaxParallelism, oldPar, newPar); err != nil {
+		if c := r.carrier(op); c != nil {
+			if err := r.relayoutMarks(st, c, op, to.MaxParallelism, oldPar, newPar); err != nil {
 				return err
 			}
 		}
@@ -164,17 +163,17 @@ func (r *Runtime) relayout(st statestore.Backend, m *checkpoint.Manifest) error 
 	return nil
 }
 
-// relayoutFloors moves the window floors of op (one per subtask, under
-// its first key group) to the subtasks of newPar: each gets the lowest
-// floor of the old subtasks whose key groups it takes. A restore starts
-// the operator at the checkpoint's watermark, which is at or above every
-// floor the checkpoint holds, so the floors decide nothing until the
-// operator has fired again; the lowest cannot make a row late that was
-// not.
-func (r *Runtime) relayoutFloors(st statestore.Backend, op string, maxPar, oldPar, newPar int) error {
+// relayoutMarks moves the marks of op (ops.Carrier: one per subtask,
+// under its first key group; a window's floors) to the subtasks of
+// newPar: each gets the lowest mark of the old subtasks whose key groups
+// it takes. A restore starts a window operator at the checkpoint's
+// watermark, which is at or above every floor the checkpoint holds, so the
+// floors decide nothing until the operator has fired again; the lowest
+// cannot make a row late that was not.
+func (r *Runtime) relayoutMarks(st statestore.Backend, c ops.Carrier, op string, maxPar, oldPar, newPar int) error {
 	ns := stateJob(r.g.Spec)
 	now := r.opts.Clock.Now().UnixMilli()
-	floorNS := window.FloorKey(ns, op, 0).Namespace
+	floorNS := c.MarkKey(ns, op, 0).Namespace
 	old := map[int]int64{} // old subtask → floor
 	var muts []statestore.Mutation
 	all := statestore.Scope{Job: ns, Operator: op, Groups: job.KeyGroupRange{Start: 0, End: maxPar - 1}}
@@ -182,7 +181,7 @@ func (r *Runtime) relayoutFloors(st statestore.Backend, op string, maxPar, oldPa
 		k := e.Key
 		k.User = append([]byte(nil), k.User...)
 		muts = append(muts, statestore.Mutation{Key: k, Delete: true})
-		wm, ok := window.DecodeFloor(e.Value)
+		wm, ok := c.DecodeMark(e.Value)
 		s := job.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
 		if ok && job.RangeFor(maxPar, oldPar, s).Start == e.Key.KeyGroup {
 			old[s] = wm
@@ -206,7 +205,7 @@ func (r *Runtime) relayoutFloors(st statestore.Backend, op string, maxPar, oldPa
 			}
 		}
 		if found {
-			muts = append(muts, statestore.Mutation{Key: window.FloorKey(ns, op, rg.Start), Value: binary.BigEndian.AppendUint64(nil, uint64(low))})
+			muts = append(muts, statestore.Mutation{Key: c.MarkKey(ns, op, rg.Start), Value: c.EncodeMark(low)})
 		}
 	}
 	if len(muts) == 0 {

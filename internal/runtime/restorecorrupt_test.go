@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -18,8 +18,8 @@ func TestRestoreCorruptUsesTheMarker(t *testing.T) {
 		want bool
 	}{
 		{fmt.Errorf("op-0: %w", statestore.ErrCorruptSnapshot), true},
-		{fmt.Errorf("get: %w", &checkpoint.CorruptError{Key: "k", Reason: "size"}), true},
-		{fmt.Errorf("get: %w", checkpoint.ErrNotFound), true},
+		{fmt.Errorf("get: %w", &ckptstore.CorruptError{Key: "k", Reason: "size"}), true},
+		{fmt.Errorf("get: %w", ckptstore.ErrNotFound), true},
 		{fmt.Errorf("%w: dir: file x is missing", statestore.ErrCorrupt), false},
 		{fmt.Errorf("get: %w", os.ErrPermission), false},
 		{errors.New("boom"), false},

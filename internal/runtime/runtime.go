@@ -27,11 +27,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
@@ -93,15 +94,15 @@ type Options struct {
 	DataDir string
 	// CheckpointStore configures an s3:// checkpoint store (endpoint,
 	// credentials); empty fields come from the environment.
-	CheckpointStore checkpoint.StoreOptions
+	CheckpointStore ckptstore.StoreOptions
 	// FromSavepoint starts the job from this savepoint instead of
 	// following spec.recovery.
 	FromSavepoint string
 	// NodeID names this process in checkpoint manifests (default local).
 	NodeID string
 	// WrapStore, if set, wraps the checkpoint store (fault injection in
-	// tests, with checkpointtest.FaultStore).
-	WrapStore func(checkpoint.Store) checkpoint.Store
+	// tests, with ckpttest.FaultStore).
+	WrapStore func(ckptstore.Store) ckptstore.Store
 	// StartPositions makes source subtasks (by task ID) resume from these
 	// positions instead of their configured start (restores, restarts).
 	StartPositions map[string][]connectors.Position
@@ -113,7 +114,7 @@ type Runtime struct {
 	opts Options
 	log  *slog.Logger
 	// run identifies this run in the attempt ids of the checkpoints it
-	// cuts (see carriedFloors).
+	// cuts (see carriedMarks).
 	run string
 
 	mu       sync.Mutex
@@ -381,7 +382,7 @@ func (r *Runtime) finalCheckpoint(ctx context.Context) error {
 	r.mu.Lock()
 	r.finalCut = true
 	r.mu.Unlock()
-	m, err := r.takeCheckpoint(ctx, checkpoint.KindCheckpoint, "")
+	m, err := r.takeCheckpoint(ctx, ckptstore.KindCheckpoint, "")
 	if err != nil {
 		return err
 	}
@@ -442,7 +443,7 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	var restoreFrom *checkpoint.Manifest
+	var restoreFrom *ckptstore.Manifest
 	var st statestore.Backend
 	fresh := false // st was created empty by this start
 	if cat != nil {
@@ -780,8 +781,8 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 				op, _ := spec.Operator(opID)
 				task := job.TaskID(opID, sub)
 				m := &taskMetrics{task: task, op: opID}
-				m.watermark.Store(minWatermark)
-				m.finite.Store(minWatermark)
+				m.watermark.Store(eventtime.NoWatermark)
+				m.finite.Store(eventtime.NoWatermark)
 				n := &node{task: task, opID: opID, m: m}
 				switch op.Kind {
 				case job.KindSource:
@@ -965,10 +966,10 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 	}
 	wms := make([]int64, n)
 	for i := range wms {
-		wms[i] = minWatermark
+		wms[i] = eventtime.NoWatermark
 	}
-	current := int64(minWatermark)
-	if wm, ok := c.restoredWM[c.head.task]; ok && wm != minWatermark {
+	current := int64(eventtime.NoWatermark)
+	if wm, ok := c.restoredWM[c.head.task]; ok && wm != eventtime.NoWatermark {
 		for i := range wms {
 			wms[i] = wm
 		}
@@ -1066,7 +1067,7 @@ func (n *node) watermark(ctx context.Context, wm int64) error {
 		return fmt.Errorf("task %s: %w", n.task, err)
 	}
 	n.m.watermark.Store(wm)
-	if wm != maxWatermark {
+	if wm != eventtime.EndOfTime {
 		n.m.finite.Store(wm)
 	}
 	for port := range n.children {
@@ -1301,8 +1302,9 @@ type taskMetrics struct {
 	task, op                               string
 	rowsIn, rowsOut, batchesIn, batchesOut atomic.Int64
 	watermark                              atomic.Int64
-	// finite is the last watermark below the end of time (minWatermark:
-	// none): what a checkpoint records after an input ended or drained.
+	// finite is the last watermark below the end of time
+	// (eventtime.NoWatermark: none): what a checkpoint records after an
+	// input ended or drained.
 	finite atomic.Int64
 	gauges ops.Gauger
 }
@@ -1344,7 +1346,7 @@ func (r *Runtime) StateBytes() map[string]int64 {
 func (r *Runtime) stateBytes(st statestore.Backend) map[string]int64 {
 	out := map[string]int64{}
 	for _, op := range r.g.Spec.Operators {
-		if op.Stateful || op.Kind == job.KindAggregate || op.Kind == job.KindWindow {
+		if op.Stateful || r.g.Ops[op.ID].State {
 			if n, err := st.Size(stateJob(r.g.Spec), op.ID); err == nil {
 				out[op.ID] = n
 			}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/job"
-	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // Clock is the runtime's time source.
@@ -46,7 +46,7 @@ type sourceTime struct {
 	// event time: the column and a tracker of per-partition progress.
 	col     int
 	field   string
-	tracker *window.Tracker
+	tracker *eventtime.Tracker
 	// parts and ooo are the subtask's partitions and out-of-orderness, for
 	// watermark advances without data (Advance).
 	parts []int
@@ -56,7 +56,7 @@ type sourceTime struct {
 	interval   time.Duration
 	ts         []int64
 	valid      []bool
-	cuts       []window.Cut // advance per_row: where the batch splits
+	cuts       []eventtime.Cut // advance per_row: where the batch splits
 	// restored is the watermark a checkpoint restored (NoWatermark: none);
 	// the source sends it before its first row.
 	restored int64
@@ -133,7 +133,7 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 			}
 		}
 		now := r.opts.Clock.Now().UnixMilli()
-		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: window.NewTracker(t.Watermark, parts, now), restored: window.NoWatermark, parts: parts,
+		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: eventtime.NewTracker(t.Watermark, parts, now), restored: eventtime.NoWatermark, parts: parts,
 			log: r.log.With("task", job.TaskID(opID, sub))}
 		if w := t.Watermark; w != nil && w.Strategy != job.Monotonous {
 			st.ooo = w.OutOfOrdernessMS
@@ -144,7 +144,7 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 		}
 		return st, nil
 	}
-	if windowDownstream(spec, opID) {
+	if r.timedDownstream(opID) {
 		return &sourceTime{processing: true, interval: r.opts.ProcessingTimeInterval}, nil
 	}
 	return nil, nil
@@ -155,9 +155,10 @@ func mustOperator(s *job.Spec, id string) *job.Operator {
 	return op
 }
 
-// windowDownstream reports whether a window operator consumes the rows of
-// a source.
-func windowDownstream(s *job.Spec, src string) bool {
+// timedDownstream reports whether an operator driven by its input
+// watermark (ops.Built.Timed: a window) consumes the rows of a source.
+func (r *Runtime) timedDownstream(src string) bool {
+	s := r.g.Spec
 	out := map[string][]string{}
 	for _, e := range s.Edges {
 		out[e.From] = append(out[e.From], e.To)
@@ -167,7 +168,7 @@ func windowDownstream(s *job.Spec, src string) bool {
 	for len(todo) > 0 {
 		n := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		if op, _ := s.Operator(n); op != nil && op.Kind == job.KindWindow {
+		if r.g.Ops[n].Timed {
 			return true
 		}
 		for _, m := range out[n] {
@@ -219,7 +220,7 @@ func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{},
 	}()
 	src := c.source
 	st := src.time
-	if st != nil && !st.processing && st.restored != window.NoWatermark {
+	if st != nil && !st.processing && st.restored != eventtime.NoWatermark {
 		if err := c.head.watermark(ctx, st.restored); err != nil {
 			return err
 		}
@@ -319,7 +320,7 @@ func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Ba
 	switch {
 	case err == nil:
 	case errors.Is(err, connectors.ErrEndOfInput):
-		if err := c.head.watermark(ctx, maxWatermark); err != nil {
+		if err := c.head.watermark(ctx, eventtime.EndOfTime); err != nil {
 			return true, err
 		}
 		return true, c.head.end(ctx)
@@ -334,7 +335,7 @@ func (c *chainInstance) handleRead(ctx, readCtx context.Context, b connectors.Ba
 		if src.draining.Load() {
 			// Drain: the input ends here as a bounded one does, and
 			// every open window fires.
-			if err := c.head.watermark(ctx, maxWatermark); err != nil {
+			if err := c.head.watermark(ctx, eventtime.EndOfTime); err != nil {
 				return true, err
 			}
 		}
@@ -400,7 +401,7 @@ func (st *sourceTime) times(rec arrow.RecordBatch) (ts []int64, valid []bool, er
 		st.ts, st.valid = make([]int64, n), make([]bool, n)
 	}
 	ts, valid = st.ts[:n], st.valid[:n]
-	if _, err := window.Millis(rec.Column(st.col), st.field, ts, valid); err != nil {
+	if _, err := eventtime.Millis(rec.Column(st.col), st.field, ts, valid); err != nil {
 		return nil, nil, err
 	}
 	return ts, valid, nil
@@ -409,7 +410,7 @@ func (st *sourceTime) times(rec arrow.RecordBatch) (ts []int64, valid []bool, er
 // observe gives the tracker a batch of partition p: its largest event
 // time, or, without any, the partition's activity.
 func (st *sourceTime) observe(p int, ts []int64, valid []bool, now int64) (int64, bool) {
-	maxTS, any := int64(window.NoWatermark), false
+	maxTS, any := int64(eventtime.NoWatermark), false
 	for i, t := range ts {
 		if valid[i] && (!any || t > maxTS) {
 			maxTS, any = t, true
@@ -446,7 +447,7 @@ func (st *sourceTime) warnStarved(now int64) {
 	}
 	st.starvedWarned = true
 	st.log.Warn("event time: partitions of this source that have had no row yet hold its watermark back, so no window downstream fires until they get one; "+
-		"if they may stay empty, set the source's watermark.idle_timeout_ms (EventTime(field, IdleTimeout(d)) in Go)",
+		"if they may stay empty, set the source's watermark.idle_timeout_ms (arkflow.EventTime{IdleTimeout: d} in Go)",
 		"partitions", parts, "watermark", st.tracker.Watermark())
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"go/types"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -104,4 +106,137 @@ func TestIsPublic(t *testing.T) {
 			t.Errorf("isPublic(%q, %q) = %v, want %v", c.rel, c.name, got, c.want)
 		}
 	}
+}
+
+// TestInternalImportsOnlySPI checks the layering rule of issue 18: no
+// package under internal/ depends, directly or not, on a public package
+// of the module other than job (the spec) and connectors (the SPI).
+func TestInternalImportsOnlySPI(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./internal/...")
+	cmd.Dir = moduleRoot
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./internal/...: %v", err)
+	}
+	const mod = "github.com/arkflow-rs/arkflow-go"
+	for _, p := range strings.Fields(string(out)) {
+		if p != mod && !strings.HasPrefix(p, mod+"/") {
+			continue
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, mod), "/")
+		if rel == "job" || rel == "connectors" || rel == "internal" || strings.HasPrefix(rel, "internal/") {
+			continue
+		}
+		t.Errorf("an internal package depends on the public package %s", p)
+	}
+}
+
+// TestNoInternalTypeInPublicAPI checks that no exported declaration of a
+// public package mentions a type of an internal package: go doc would show
+// a name the user cannot import.
+func TestNoInternalTypeInPublicAPI(t *testing.T) {
+	for _, p := range packages(t) {
+		scope := p.Types.Scope()
+		for _, name := range scope.Names() {
+			obj := scope.Lookup(name)
+			if !obj.Exported() {
+				continue
+			}
+			check := func(what string, typ types.Type) {
+				if path := internalIn(typ, map[types.Type]bool{}); path != "" {
+					t.Errorf("%s: %s mentions a type of %s", p.ImportPath, what, path)
+				}
+			}
+			if tn, ok := obj.(*types.TypeName); ok {
+				if tn.IsAlias() {
+					check(name, obj.Type())
+					continue
+				}
+				named, ok := obj.Type().(*types.Named)
+				if !ok {
+					continue
+				}
+				if st, ok := named.Underlying().(*types.Struct); ok {
+					for i := 0; i < st.NumFields(); i++ {
+						if f := st.Field(i); f.Exported() {
+							check(name+"."+f.Name(), f.Type())
+						}
+					}
+				} else {
+					check(name, named.Underlying())
+				}
+				for i := 0; i < named.NumMethods(); i++ {
+					if m := named.Method(i); m.Exported() {
+						check(name+"."+m.Name(), m.Type())
+					}
+				}
+				continue
+			}
+			check(name, obj.Type())
+		}
+	}
+}
+
+// internalIn returns the import path of an internal package whose named
+// type occurs in typ, or "".
+func internalIn(typ types.Type, seen map[types.Type]bool) string {
+	if seen[typ] {
+		return ""
+	}
+	seen[typ] = true
+	switch t := typ.(type) {
+	case *types.Named:
+		if pkg := t.Obj().Pkg(); pkg != nil && strings.Contains(pkg.Path()+"/", "/internal/") {
+			return pkg.Path()
+		}
+		if args := t.TypeArgs(); args != nil {
+			for i := 0; i < args.Len(); i++ {
+				if p := internalIn(args.At(i), seen); p != "" {
+					return p
+				}
+			}
+		}
+		return ""
+	case *types.Alias:
+		return internalIn(types.Unalias(t), seen)
+	case *types.Pointer:
+		return internalIn(t.Elem(), seen)
+	case *types.Slice:
+		return internalIn(t.Elem(), seen)
+	case *types.Array:
+		return internalIn(t.Elem(), seen)
+	case *types.Map:
+		if p := internalIn(t.Key(), seen); p != "" {
+			return p
+		}
+		return internalIn(t.Elem(), seen)
+	case *types.Chan:
+		return internalIn(t.Elem(), seen)
+	case *types.Signature:
+		for _, tup := range []*types.Tuple{t.Params(), t.Results()} {
+			for i := 0; i < tup.Len(); i++ {
+				if p := internalIn(tup.At(i).Type(), seen); p != "" {
+					return p
+				}
+			}
+		}
+	case *types.Struct:
+		for i := 0; i < t.NumFields(); i++ {
+			if f := t.Field(i); f.Exported() {
+				if p := internalIn(f.Type(), seen); p != "" {
+					return p
+				}
+			}
+		}
+	case *types.Interface:
+		for i := 0; i < t.NumMethods(); i++ {
+			if !t.Method(i).Exported() {
+				continue // not part of what a user sees or calls
+			}
+			if p := internalIn(t.Method(i).Type(), seen); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }

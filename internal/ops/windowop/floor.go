@@ -1,0 +1,156 @@
+package windowop
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+)
+
+// floorNamespace holds, per operator subtask, the watermark below which
+// every window that fired had its output acknowledged.
+const floorNamespace = "__arkflow_window_floor"
+
+// FloorKey is the state key of the watermark floor of the window operator
+// subtask whose key groups start at group, in the state namespace jobNS.
+// The runtime reads it to keep a floor across a checkpoint restore (see
+// floor).
+func FloorKey(jobNS, op string, group int) statestore.Key {
+	return statestore.Key{Job: jobNS, Operator: op, Namespace: floorNamespace, KeyGroup: group, User: []byte("wm")}
+}
+
+// DecodeFloor returns the watermark a floor entry holds.
+func DecodeFloor(v []byte) (int64, bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
+}
+
+// EncodeFloor is the value of a floor entry holding wm.
+func EncodeFloor(wm int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(wm)) }
+
+// floorCarrier tells the runtime where the floors are and how to read
+// them, so that it keeps them across restores and rescales (ops.Carrier).
+type floorCarrier struct{}
+
+func (floorCarrier) MarkKey(jobNS, op string, group int) statestore.Key {
+	return FloorKey(jobNS, op, group)
+}
+func (floorCarrier) DecodeMark(v []byte) (int64, bool) { return DecodeFloor(v) }
+func (floorCarrier) EncodeMark(wm int64) []byte        { return EncodeFloor(wm) }
+
+// floor persists the watermark of acknowledged firings. After a restart
+// the operator starts at it: the input replayed from the committed
+// positions can hold rows of windows that fired and were emitted before
+// the crash (an input batch commits only once every window it fed has
+// fired, so a batch straddling a fired and an open window is replayed in
+// full). Those rows are late against the floor, as they were when the
+// window fired, instead of reopening the window with part of its rows.
+// Windows whose output was not acknowledged lie above the floor, and all
+// their rows are replayed (no batch holding one of them has committed), so
+// they fire again whole. That holds only if the floor is written before
+// the input a firing releases commits its state: a firing's
+// acknowledgement runs the floor's first (ack.Derive releases its parents
+// in order). A crash between the two writes then leaves the floor ahead of
+// the committed positions, which only makes replayed rows of fired windows
+// late; the other way round it would leave committed positions past rows
+// of windows above the floor, which a restart would reopen with part of
+// their rows.
+//
+// A restore from a checkpoint rolls the floor back to the one in its
+// snapshot, and the input replayed from the checkpoint's positions then
+// fires again every window acknowledged since. The runtime keeps the
+// floor of the local store instead when that store ran on from exactly
+// the restored checkpoint (internal/runtime: carriedMarks, through ops.Carrier): the windows
+// up to it were acknowledged, so their output is where the sink put it,
+// and the rows of every window above it lie at or after the checkpoint's
+// positions (an input row commits only once every window it fed has
+// fired). What is written again after a crash is then only what was
+// acknowledged after the last floor write: the firing whose sink write
+// completed just before the kill.
+type floor struct {
+	mu      sync.Mutex
+	store   statestore.Backend
+	key     statestore.Key
+	next    uint64                // sequence of the next firing
+	done    uint64                // firings acknowledged in order
+	pending map[uint64]floorWrite // acknowledged out of order, by seq
+}
+
+// floorWrite is what one acknowledged firing persists: its watermark and
+// the per-key floors of session windows (see sessionFloorNamespace).
+type floorWrite struct {
+	wm   int64
+	keys []statestore.Mutation
+}
+
+// sessionFloorNamespace holds, per key of a session window operator, the
+// last event time of the last session of that key whose firing was
+// acknowledged. A session's extent depends on its rows, so the
+// operator-wide floor cannot tell a replayed row of a fired session from
+// an early row of a session still open when another key's session fired
+// (and moved the floor past it): with it, a restart dropped those rows as
+// late and the open session fired with part of them. A replayed row of
+// key k at or before its floor belonged to a fired session (or was late
+// when it first came: a row at or before the last event of a fired
+// session is behind that session's end, which the watermark had passed);
+// every other row is processed as it was the first time. A session fired
+// by the end of time (an input that ended, or a drain) gets its end − 1
+// instead: after a restart, a row that would have joined it is late.
+const sessionFloorNamespace = "__arkflow_session_floor"
+
+func newFloor(store statestore.Backend, jobID, op string, group int) *floor {
+	return &floor{store: store, key: FloorKey(jobID, op, group), pending: map[uint64]floorWrite{}}
+}
+
+// load returns the persisted floor, or eventtime.NoWatermark.
+func (f *floor) load(now int64) (int64, error) {
+	v, _, ok, err := f.store.Get(f.key, now)
+	if err != nil || !ok {
+		return eventtime.NoWatermark, err
+	}
+	if wm, ok := DecodeFloor(v); ok {
+		return wm, nil
+	}
+	return eventtime.NoWatermark, nil
+}
+
+// firing returns an acknowledgement for a firing at wm: when it and every
+// earlier firing are acknowledged, wm is persisted, with keys (per-key
+// floors of session windows) in the same write.
+func (f *floor) firing(wm int64, keys []statestore.Mutation) *ack.Node {
+	f.mu.Lock()
+	seq := f.next
+	f.next++
+	f.mu.Unlock()
+	return ack.New(func(err error) {
+		if err != nil {
+			return // the job fails; the floor stays where it was
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.pending[seq] = floorWrite{wm: wm, keys: keys}
+		var top int64
+		var muts []statestore.Mutation
+		moved := false
+		for {
+			w, ok := f.pending[f.done]
+			if !ok {
+				break
+			}
+			delete(f.pending, f.done)
+			f.done++
+			top, moved = w.wm, true
+			muts = append(muts, w.keys...) // later firings' last: they win
+		}
+		if moved {
+			// The acknowledgement itself has succeeded; a failed write
+			// is not reported (it leaves the floor where it was).
+			muts = append(muts, statestore.Mutation{Key: f.key, Value: EncodeFloor(top)})
+			_ = f.store.Apply(muts)
+		}
+	})
+}

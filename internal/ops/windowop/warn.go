@@ -1,0 +1,114 @@
+package windowop
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// warnInterval is how often, at most, a window operator logs that it
+// dropped rows, in ms of the runtime's clock. Rows dropped in
+// between are counted and reported with the next warning, or when the
+// operator closes.
+const warnInterval = 10_000
+
+// dropWarner makes late data visible in the log: the first rows a window
+// operator drops (late, or without an event time) log a warning at once,
+// and later ones at most every warnInterval, with the count dropped since
+// the previous warning. One warner serves all subtasks of an operator, so
+// the rate holds per (sources, window operator), whatever the
+// parallelism. The counts are also the operator's late_dropped and
+// null_timestamp_dropped counters (totals, in Job.Metrics).
+type dropWarner struct {
+	op      string
+	sources string // the upstream source operators, comma-separated
+	lateFix string // what to change, for late rows
+	nullFix string // for rows without an event time
+
+	mu         sync.Mutex
+	warned     bool
+	last       int64 // ms of the last warning
+	late, null int64 // dropped since the last warning
+}
+
+func newDropWarner(s *job.Spec, op string) *dropWarner {
+	d := &dropWarner{op: op}
+	var names, ooo, perRow, route []string
+	field := ""
+	for _, src := range job.UpstreamSources(s, op, nil) {
+		_, i := s.Source(src.OperatorID)
+		at := fmt.Sprintf("sources[%d].time", i)
+		names = append(names, src.OperatorID)
+		route = append(route, at+".late_event_policy")
+		t := src.Time
+		if t == nil || t.Mode != job.EventTime || t.Watermark == nil {
+			continue
+		}
+		field = t.TimestampField
+		ooo = append(ooo, fmt.Sprintf("%s.watermark.out_of_orderness_ms (%d)", at, t.Watermark.OutOfOrdernessMS))
+		if t.Watermark.Advance != job.AdvancePerRow {
+			perRow = append(perRow, at+".watermark.advance")
+		}
+	}
+	d.sources = strings.Join(names, ",")
+	var fix []string
+	if len(ooo) > 0 {
+		fix = append(fix, "raise "+strings.Join(ooo, ", ")+" above the event-time span of a batch and the disorder of the input (arkflow.OutOfOrderness)")
+	}
+	if len(perRow) > 0 {
+		fix = append(fix, "set "+strings.Join(perRow, ", ")+" to per_row so that in-order rows are never late whatever the batching (arkflow.PerRowWatermark)")
+	}
+	fix = append(fix, "route late rows to a sink: "+strings.Join(route, ", ")+" route (arkflow.RouteLate)")
+	d.lateFix = strings.Join(fix, "; or ")
+	d.nullFix = fmt.Sprintf("give every row its event time %q, or route rows without one to a sink: %s route (arkflow.RouteLate)", field, strings.Join(route, ", "))
+	return d
+}
+
+// dropped records rows dropped by one batch, at time now (ms of the
+// runtime's clock), and warns on log when the last warning is
+// warnInterval old.
+func (d *dropWarner) dropped(log *slog.Logger, now int64, late, null int64) {
+	if d == nil || (late == 0 && null == 0) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.late += late
+	d.null += null
+	if d.warned && now-d.last < warnInterval {
+		return
+	}
+	d.warned, d.last = true, now
+	d.warnLocked(log)
+}
+
+// flush warns about rows dropped since the last warning, if any: the
+// operator is closing, and they would not be reported otherwise.
+func (d *dropWarner) flush(log *slog.Logger) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.warnLocked(log)
+}
+
+func (d *dropWarner) warnLocked(log *slog.Logger) {
+	late, null := d.late, d.null
+	d.late, d.null = 0, 0
+	if log == nil || (late == 0 && null == 0) {
+		return
+	}
+	attrs := []any{"window", d.op, "source", d.sources}
+	if late > 0 {
+		log.Warn("window dropped late rows (event time behind the watermark; counted in its late_dropped metric)",
+			append(attrs, "dropped", late, "fix", d.lateFix)...)
+	}
+	if null > 0 {
+		log.Warn("window dropped rows without an event time (counted in its null_timestamp_dropped metric)",
+			append(attrs, "dropped", null, "fix", d.nullFix)...)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package walog
+
+const raceEnabled = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package wal
-
-// raceEnabled: the race detector makes sync.Pool drop items at random, so
-// allocation counts mean nothing under it.
-const raceEnabled = true
