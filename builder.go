@@ -108,6 +108,7 @@ type opSettings struct {
 	op         *job.Operator
 	time       *job.Time
 	durability json.RawMessage
+	schema     *arrow.Schema // WithSchema
 	// problems are mistakes in the options' arguments, as {call, reason}.
 	problems [][2]string
 }
@@ -133,6 +134,20 @@ func WithParallelism(n int) OperatorOption {
 			return
 		}
 		s.op.Parallelism = n
+	})
+}
+
+// WithSchema declares the rows a Map or Process function emits when
+// their schema is not its input's, so that the operators after it are
+// checked against them at Build. Build reports it on other operators.
+func WithSchema(schema *arrow.Schema) OperatorOption {
+	return opOption(func(s *opSettings) {
+		switch s.op.Kind {
+		case job.KindMap, job.KindUDF:
+			s.schema = schema
+		default:
+			s.problems = append(s.problems, [2]string{"WithSchema(schema)", "only a Map or Process function declares its output schema"})
+		}
 	})
 }
 
@@ -386,153 +401,60 @@ func (b *Builder) Connect(from, to string, keyed bool) *Builder {
 	return b
 }
 
-// Mapper is what Map accepts: Columns (declarative expressions), a MapFunc,
-// or a MapTo.
-type Mapper interface {
-	mapSpec(id string) (cfg any, bound any)
-}
-
-// MapFunc transforms a batch in Go, returning rows of the same schema (use
-// MapTo for another schema). It must not keep rec; the returned record is
-// owned by the runtime. A batch with no rows, or nil, emits nothing.
+// MapFunc transforms a batch in Go, returning rows of the same schema
+// (give Map WithSchema for another). It must not keep rec; the returned
+// record is owned by the runtime. A batch with no rows, or nil, emits
+// nothing.
 type MapFunc func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
 
-func (f MapFunc) mapSpec(id string) (any, any) {
-	return ops.MapConfig{Function: id}, ops.MapBinding{Name: id, Fn: ops.MapFunc(f)}
-}
-
-// MapTo is a Go transformation whose output has another schema, declared
-// here so that downstream operators are checked against it at Build.
-type MapTo struct {
-	Schema *arrow.Schema
-	Fn     MapFunc
-}
-
-func (m MapTo) mapSpec(id string) (any, any) {
-	return ops.MapConfig{Function: id}, ops.MapBinding{Name: id, Fn: ops.MapFunc(m.Fn), Output: m.Schema}
-}
-
-// Column is a computed column: Name = Expr. See the package
-// documentation for the expression language.
-type Column struct {
-	Name string `json:"name"`
-	Expr string `json:"expr"`
-}
-
-// Columns is a declarative map: Set adds or replaces columns (in order,
-// each seeing the previous), then Drop removes columns, then Select keeps
-// only the listed ones (metadata columns are always kept).
-type Columns struct {
-	Set    []Column `json:"set,omitempty"`
-	Drop   []string `json:"drop,omitempty"`
-	Select []string `json:"select,omitempty"`
-}
-
-func (c Columns) mapSpec(string) (any, any) {
-	cfg := ops.MapConfig{Drop: c.Drop, Select: c.Select}
-	for _, s := range c.Set {
-		cfg.Set = append(cfg.Set, ops.Assign{Name: s.Name, Expr: s.Expr})
-	}
-	return cfg, nil
-}
-
-// Set is a Columns that computes one column.
-func Set(name, expr string) Columns { return Columns{Set: []Column{{Name: name, Expr: expr}}} }
-
-// Map adds a transformation.
-func (b *Builder) Map(id string, m Mapper, opts ...OperatorOption) *Builder {
-	if m == nil {
-		b.problem(id, "Map(%q) needs a mapper (Columns, MapFunc or MapTo)", id)
+// Map adds a Go transformation. It runs only in the program that defines
+// f; in the spec it is a map operator naming its function.
+func (b *Builder) Map(id string, f MapFunc, opts ...OperatorOption) *Builder {
+	if f == nil {
+		b.problem(id, "Map(%q) needs a MapFunc", id)
 		return b
 	}
-	cfg, bound := m.mapSpec(id)
-	b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, cfg)}, opts)
-	if bound != nil {
-		b.bindings[id] = bound
-	}
+	set := b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
+	b.bindings[id] = ops.MapBinding{Name: id, Fn: ops.MapFunc(f), Output: set.schema}
 	return b
 }
 
-// Predicate is what Filter accepts: Where (an expression) or a FilterFunc.
-type Predicate interface {
-	filterSpec(id string) (cfg any, bound any)
+// Columns adds a declarative map: computed columns, drops and a
+// selection, in the expression language (see the package documentation).
+func (b *Builder) Columns(id string, c job.Columns, opts ...OperatorOption) *Builder {
+	if set := b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.NewMapConfig(c))}, opts); set.schema != nil {
+		b.callProblem(id, "WithSchema(schema)", "a Columns map computes its output schema from its expressions")
+	}
+	return b
 }
-
-// Where keeps the rows for which the boolean expression is true (null
-// counts as false), e.g. Where("amount > 10 and country == 'DE'").
-type Where string
-
-func (w Where) filterSpec(string) (any, any) { return ops.FilterConfig{Expr: string(w)}, nil }
 
 // FilterFunc returns, for each row of rec, whether to keep it.
 type FilterFunc func(ctx context.Context, rec arrow.RecordBatch) ([]bool, error)
 
-func (f FilterFunc) filterSpec(id string) (any, any) {
-	return ops.FilterConfig{Function: id}, ops.FilterBinding{Name: id, Fn: ops.FilterFunc(f)}
-}
-
-// Filter adds a filter.
-func (b *Builder) Filter(id string, p Predicate, opts ...OperatorOption) *Builder {
-	if p == nil {
-		b.problem(id, "Filter(%q) needs a predicate (Where or FilterFunc)", id)
+// Filter adds a Go filter. It runs only in the program that defines f.
+func (b *Builder) Filter(id string, f FilterFunc, opts ...OperatorOption) *Builder {
+	if f == nil {
+		b.problem(id, "Filter(%q) needs a FilterFunc", id)
 		return b
 	}
-	cfg, bound := p.filterSpec(id)
-	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, cfg)}, opts)
-	if bound != nil {
-		b.bindings[id] = bound
-	}
+	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Function: id})}, opts)
+	b.bindings[id] = ops.FilterBinding{Name: id, Fn: ops.FilterFunc(f)}
 	return b
 }
 
-// AggregateSpec is one aggregate: function over field, output column as.
-type AggregateSpec = job.Aggregate
-
-// Count counts rows.
-func Count(as string) AggregateSpec { return AggregateSpec{Function: "count", As: as} }
-
-// Sum sums a numeric field.
-func Sum(field, as string) AggregateSpec { return AggregateSpec{Function: "sum", Field: field, As: as} }
-
-// Min is the smallest value of a numeric or timestamp field.
-func Min(field, as string) AggregateSpec { return AggregateSpec{Function: "min", Field: field, As: as} }
-
-// Max is the largest value of a numeric or timestamp field.
-func Max(field, as string) AggregateSpec { return AggregateSpec{Function: "max", Field: field, As: as} }
-
-// Avg is the mean of a numeric field (Float64).
-func Avg(field, as string) AggregateSpec { return AggregateSpec{Function: "avg", Field: field, As: as} }
-
-// First is the first non-null value of a field.
-func First(field, as string) AggregateSpec {
-	return AggregateSpec{Function: "first", Field: field, As: as}
+// Where adds a filter that keeps the rows for which the boolean
+// expression expr is true (null counts as false), e.g.
+// Where("big-de", "amount > 10 and country == 'DE'").
+func (b *Builder) Where(id, expr string, opts ...OperatorOption) *Builder {
+	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Expr: expr})}, opts)
+	return b
 }
 
-// Last is the last non-null value of a field.
-func Last(field, as string) AggregateSpec {
-	return AggregateSpec{Function: "last", Field: field, As: as}
-}
-
-// Aggregation configures a keyed running aggregate (no window): per key,
-// aggregates over every row seen so far.
-type Aggregation struct {
-	Aggregates []AggregateSpec `json:"aggregates"`
-	// Emit is "updates" (default: after each input batch, the new values of
-	// the keys it touched) or "final" (every key once, when the input
-	// ends).
-	Emit string `json:"emit,omitempty"`
-}
-
-// Aggregates returns an Aggregation emitting updates.
-func Aggregates(specs ...AggregateSpec) Aggregation { return Aggregation{Aggregates: specs} }
-
-// Final makes the aggregation emit each key once, at the end of a bounded
-// input.
-func (a Aggregation) Final() Aggregation { a.Emit = "final"; return a }
-
-// Aggregate adds a keyed running aggregate. It must be keyed: use KeyBy
-// before it, or run it with parallelism 1.
-func (b *Builder) Aggregate(id string, a Aggregation, opts ...OperatorOption) *Builder {
+// Aggregate adds a keyed running aggregate (no window): per key, the
+// aggregates over every row seen so far, e.g.
+// job.Aggregation{Aggregates: []job.Aggregate{job.Sum("amount", "total")}}.
+// It must be keyed: use KeyBy before it, or run it with parallelism 1.
+func (b *Builder) Aggregate(id string, a job.Aggregation, opts ...OperatorOption) *Builder {
 	op := job.Operator{ID: id, Kind: job.KindAggregate, Stateful: true, Config: b.config(id, a)}
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Aggregate(%q) needs a key: call KeyBy(field) before it", id)
@@ -570,21 +492,9 @@ func (pc *ProcessContext) State(row int) (*state.Keyed, error) {
 }
 
 // ProcessFunc is a Go function over a batch with keyed state. It returns
-// the rows to emit (nil or empty: none), of the input schema (ProcessTo for
-// another). It must not keep rec.
+// the rows to emit (nil or empty: none), of the input schema (give Process
+// WithSchema for another). It must not keep rec.
 type ProcessFunc func(ctx context.Context, pc *ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error)
-
-// ProcessTo is a ProcessFunc whose output has another schema, declared
-// here so downstream operators are checked against it at Build.
-type ProcessTo struct {
-	Schema *arrow.Schema
-	Fn     ProcessFunc
-}
-
-// Processor is what Process accepts: a ProcessFunc or a ProcessTo.
-type Processor interface {
-	processSpec(id string) (any, ops.ProcessBinding)
-}
 
 func wrapProcess(f ProcessFunc) ops.ProcessFunc {
 	return func(ctx context.Context, keyed func(int) (*statestore.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error) {
@@ -592,29 +502,21 @@ func wrapProcess(f ProcessFunc) ops.ProcessFunc {
 	}
 }
 
-func (f ProcessFunc) processSpec(id string) (any, ops.ProcessBinding) {
-	return ops.MapConfig{Function: id}, ops.ProcessBinding{Name: id, Fn: wrapProcess(f)}
-}
-
-func (p ProcessTo) processSpec(id string) (any, ops.ProcessBinding) {
-	return ops.MapConfig{Function: id}, ops.ProcessBinding{Name: id, Fn: wrapProcess(p.Fn), Output: p.Schema}
-}
-
 // Process adds a keyed, stateful Go operator (a stateful "udf" in the
 // spec): call KeyBy before it; the function reads and writes the state of
 // each row's key with state.Value and state.Map. State lives in the job's
-// state backend (the spec's state block; in memory without one).
-func (b *Builder) Process(id string, p Processor, opts ...OperatorOption) *Builder {
-	if p == nil {
-		b.problem(id, "Process(%q) needs a ProcessFunc or ProcessTo", id)
+// state backend (the spec's state block; in memory without one). Give it
+// WithSchema when its rows have another schema than its input.
+func (b *Builder) Process(id string, f ProcessFunc, opts ...OperatorOption) *Builder {
+	if f == nil {
+		b.problem(id, "Process(%q) needs a ProcessFunc", id)
 		return b
 	}
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Process(%q) needs a key: call KeyBy(field) before it", id)
 	}
-	cfg, bound := p.processSpec(id)
-	b.add(job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, cfg)}, opts)
-	b.bindings[id] = bound
+	set := b.add(job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
+	b.bindings[id] = ops.ProcessBinding{Name: id, Fn: wrapProcess(f), Output: set.schema}
 	return b
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
@@ -30,7 +31,7 @@ func TestBuilderCheckpointDefaultsToBadger(t *testing.T) {
 	b := arkflow.NewJob("ckpt").
 		Source("in", clickConfig()).
 		KeyBy("user").
-		Aggregate("n", arkflow.Aggregates(arkflow.Count("n"))).
+		Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}}).
 		Sink("out", mem.NewSink()).
 		Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "store")})
 	if st := b.Spec().State; st == nil || st.Backend != job.BackendBadger {
@@ -54,7 +55,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 	j, err := arkflow.NewJob("st").
 		Source("in", clickConfig()).
 		KeyBy("user").
-		Aggregate("n", arkflow.Aggregates(arkflow.Count("n"))).
+		Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}}).
 		Sink("out", mem.NewSink()).
 		State(job.State{Path: dir}).
 		Build()
@@ -78,7 +79,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 func TestBuilderErrorsNameTheCall(t *testing.T) {
 	src := func(opts ...arkflow.SourceOption) *arkflow.Builder {
 		return arkflow.NewJob("j").Source("in", tsConfig(), opts...).KeyBy("user").
-			Aggregate("n", arkflow.Aggregates(arkflow.Count("n")))
+			Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}})
 	}
 	job1 := func(b *arkflow.Builder) *arkflow.Builder { return b.Sink("out", mem.NewSink()) }
 	uri := "file://" + t.TempDir()
@@ -103,7 +104,7 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 		{"Durability", job1(src()).Durability(job.Durability{Sync: "sometimes", Path: t.TempDir()}), ".Durability(job.Durability{...}): sync", "", "durability.sync"},
 		{"Durable", job1(src(arkflow.Durable(job.Durability{Sync: "sometimes", Path: t.TempDir()}))), "Durable(job.Durability{...}): sync", "", "sources[0].durability.sync"},
 		{"no source", arkflow.NewJob("j"), ".Source(...)", "a job needs at least one source", "sources"},
-		{"no sink", arkflow.NewJob("j").Source("in", clickConfig()).Map("m", arkflow.Set("x", "1")), ".Sink(...)", "a job needs at least one sink", "sinks"},
+		{"no sink", arkflow.NewJob("j").Source("in", clickConfig()).Columns("m", job.Columns{Set: []job.Column{{Name: "x", Expr: "1"}}}), ".Sink(...)", "a job needs at least one sink", "sinks"},
 		{"WithParallelism(0)", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(0)), "WithParallelism(n)", "must be >= 1 (got 0)", ""},
 		{"WithParallelism too large", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(500)), "WithParallelism(n)", "must be in [1, max_parallelism=128] (got 500)", "operators[2].parallelism"},
 		{"EventTime field", job1(src(arkflow.EventTime{Field: ""})), "EventTime{Field}", "an event_time source needs timestamp_field", "sources[0].time.timestamp_field"},
@@ -111,6 +112,8 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 		{"IdleTimeout", job1(src(arkflow.EventTime{Field: "ts", IdleTimeout: -time.Second})), "EventTime{IdleTimeout}", "must be > 0 (got -1000)", "sources[0].time.watermark.idle_timeout_ms"},
 		{"AllowedLateness", job1(src(arkflow.EventTime{Field: "ts", AllowedLateness: -time.Second})), "EventTime{AllowedLateness}", "must be >= 0 (got -1000)", "sources[0].time.allowed_lateness_ms"},
 		{"RouteLate", job1(src(arkflow.EventTime{Field: "ts", RouteLate: "ghost"})), "EventTime{RouteLate}", `unknown operator "ghost"`, "sources[0].time.late_event_route"},
+		{"WithSchema on a filter", job1(src().Where("w", "n > 1", arkflow.WithSchema(arrow.NewSchema(nil, nil)))), "WithSchema(schema)", "only a Map or Process function declares its output schema", ""},
+		{"WithSchema on Columns", job1(src().Columns("c", job.Columns{Drop: []string{"n"}}, arkflow.WithSchema(arrow.NewSchema(nil, nil)))), "WithSchema(schema)", "a Columns map computes its output schema", ""},
 		{"EventTime below 1ms", job1(src(arkflow.EventTime{Field: "ts", OutOfOrderness: time.Microsecond})), "EventTime{OutOfOrderness}", "must be 0 or at least 1ms (got 1µs)", ""},
 		{"Monotonous with OutOfOrderness", job1(src(arkflow.EventTime{Field: "ts", Monotonous: true, OutOfOrderness: time.Second})), "EventTime{Monotonous}", "monotonous event times have no out-of-orderness", ""},
 		{"LateUpdate and RouteLate", job1(src(arkflow.EventTime{Field: "ts", LateUpdate: true, RouteLate: "out"})), "EventTime{LateUpdate, RouteLate}", "late rows either update their window or go to a sink", ""},

@@ -11,9 +11,9 @@
 //
 //	j, err := arkflow.NewJob("clicks").
 //		Source("in", generate.Config{Count: 1_000_000, Fields: fields}).
-//		Filter("engaged", arkflow.Where("action != 'view'")).
+//		Where("engaged", "action != 'view'").
 //		KeyBy("user").
-//		Aggregate("per-user", arkflow.Aggregates(arkflow.Count("n"), arkflow.Sum("amount", "spent")).Final()).
+//		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("amount", "spent")}, Emit: job.EmitFinal}).
 //		Sink("out", stdout.Config{}).
 //		Build()
 //	if err != nil {
@@ -45,17 +45,18 @@
 //
 // # Expressions
 //
-// Declarative maps and filters use a small expression language, evaluated
+// Builder.Columns and Builder.Where (and the spec's map and filter
+// operators) use a small expression language, evaluated
 // a column at a time: arithmetic, comparisons, and/or/not with SQL null
 // semantics, "is [not] null", "[not] in (…)", and functions such as lower,
 // upper, length, concat, contains, starts_with, abs, round, coalesce, if,
 // to_int, to_float, to_string and to_millis:
 //
-//	arkflow.Set("cents", "to_int(round(price * 100))")
-//	arkflow.Where("amount > 10 and country in ('DE', 'FR')")
+//	Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(round(price * 100))"}}})
+//	Where("eu", "amount > 10 and country in ('DE', 'FR')")
 //
-// Go functions (MapFunc, MapTo, FilterFunc) work too, but only in the
-// program that defines them.
+// Go functions (Map, Filter, Process) work too, but only in the program
+// that defines them.
 //
 // # Connectors
 //

@@ -20,7 +20,7 @@ func TestDurableSourceResumes(t *testing.T) {
 		j, err := arkflow.NewJob("durable").
 			Durability(job.Durability{Path: dir, Sync: job.SyncAlways}).
 			Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: job.SyncGroupCommit})).
-			Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
+			Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(amount * 100)"}}}).
 			Sink("out", out).
 			Build()
 		if err != nil {
@@ -68,7 +68,7 @@ func TestDurableSourceResumes(t *testing.T) {
 func TestDurableMistakes(t *testing.T) {
 	_, err := arkflow.NewJob("bad").
 		Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: "sometimes"})).
-		Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
+		Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(amount * 100)"}}}).
 		Sink("out", mem.NewSink()).
 		Build()
 	if err == nil {

@@ -30,7 +30,7 @@ var countSchema = arrow.NewSchema([]arrow.Field{
 
 // runningCount emits, for every input row, its user and how many rows
 // that user has had so far, keeping the count in keyed state.
-var runningCount = arkflow.ProcessTo{Schema: countSchema, Fn: func(_ context.Context, pc *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+func runningCount(_ context.Context, pc *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	users := rec.Column(rec.Schema().FieldIndices("user")[0]).(*array.String)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, countSchema)
 	defer b.Release()
@@ -51,7 +51,7 @@ var runningCount = arkflow.ProcessTo{Schema: countSchema, Fn: func(_ context.Con
 		b.Field(1).(*array.Int64Builder).Append(n)
 	}
 	return b.NewRecordBatch(), nil
-}}
+}
 
 // A Process function keeps a running count per key in state.Value. Its
 // writes commit when the rows it emitted have been written by the sink.
@@ -68,7 +68,7 @@ func ExampleProcessFunc() {
 	j, err := arkflow.NewJob("visits").
 		Source("in", src).
 		KeyBy("user").
-		Process("count", runningCount). // a ProcessFunc if the rows keep their schema
+		Process("count", runningCount, arkflow.WithSchema(countSchema)). // its rows have another schema than its input
 		Sink("out", out).
 		Build()
 	if err != nil {
@@ -114,7 +114,7 @@ func ExampleJob_Savepoint() {
 			Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "checkpoints")}).
 			Source("visits", in).
 			KeyBy("user").
-			Process("count", runningCount).
+			Process("count", runningCount, arkflow.WithSchema(countSchema)).
 			Sink("out", funcsink.Func[Count](func(_ context.Context, rows []Count) error {
 				for _, r := range rows {
 					fmt.Printf("v%d: %s %d\n", version, r.User, r.N)

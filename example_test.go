@@ -30,9 +30,9 @@ func ExampleNewJob() {
 
 	j, err := arkflow.NewJob("spend").
 		Source("payments", src).
-		Filter("real", arkflow.Where("amount >= 1")).
+		Where("real", "amount >= 1").
 		KeyBy("user").
-		Aggregate("per-user", arkflow.Aggregates(arkflow.Count("payments"), arkflow.Sum("amount", "total")).Final()).
+		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("payments"), job.Sum("amount", "total")}, Emit: job.EmitFinal}).
 		Sink("out", out).
 		Build()
 	if err != nil {

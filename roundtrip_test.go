@@ -88,12 +88,12 @@ func roundTripJob(dir string) *arkflow.Builder {
 			arkflow.Durable(remote),
 			arkflow.WithParallelism(2)).
 		LateSink("late", mem.NewSink()).
-		Map("cols", arkflow.Columns{
-			Set:    []arkflow.Column{{Name: "cents", Expr: "amount * 100"}},
+		Columns("cols", job.Columns{
+			Set:    []job.Column{{Name: "cents", Expr: "amount * 100"}},
 			Drop:   []string{"cents"},
 			Select: []string{"user", "amount", "ts"},
 		}).
-		Filter("big", arkflow.Where("amount > 1")).
+		Where("big", "amount > 1").
 		KeyBy("user").
 		Window("tumbling", win(window.Tumbling(time.Minute))).
 		Sink("tumbling-out", mem.NewSink()).
@@ -124,11 +124,9 @@ func roundTripJob(dir string) *arkflow.Builder {
 			arkflow.EventTime{Field: "ts", Monotonous: true, AllowedLateness: time.Second, LateUpdate: true},
 			arkflow.Durable(local)).
 		KeyBy("user").
-		Aggregate("totals", arkflow.Aggregates(
-			arkflow.Count("n"), arkflow.Sum("amount", "total"), arkflow.Min("amount", "lo"),
-			arkflow.Max("amount", "hi"), arkflow.Avg("amount", "mean"),
-			arkflow.First("amount", "first"), arkflow.Last("amount", "last"),
-		).Final()).
+		Aggregate("totals", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("amount", "total"), job.Min("amount", "lo"),
+			job.Max("amount", "hi"), job.Avg("amount", "mean"),
+			job.First("amount", "first"), job.Last("amount", "last")}, Emit: job.EmitFinal}).
 		Sink("totals-out", file.SinkConfig{Path: filepath.Join(dir, "totals-{subtask}.jsonl")})
 }
 

@@ -422,7 +422,7 @@ func ExampleOutput_Rows() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Click]()
 	arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in).
-		Filter("no-bots", arkflow.Where("user != 'bot'")).
+		Where("no-bots", "user != 'bot'").
 		Sink("out", out))
 	in.Push(0, Click{"ann", 1}, Click{"bot", 2}, Click{"bob", 3})
 	fmt.Println(out.Rows())

@@ -175,7 +175,7 @@ func firstVisits(_ context.Context, pc *arkflow.ProcessContext, rec arrow.Record
 func firstVisitsJob(in *arkflowtest.Input[visit], out *arkflowtest.Output[visit]) *arkflow.Builder {
 	schema, _ := arkflow.SchemaOf[visit]()
 	return arkflow.NewJob("visits").Source("in", in).KeyBy("user").
-		Process("first", arkflow.ProcessTo{Schema: schema, Fn: firstVisits}).Sink("out", out)
+		Process("first", firstVisits, arkflow.WithSchema(schema)).Sink("out", out)
 }
 
 // Process with state.Value and state.Map, read back for a key.

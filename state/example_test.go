@@ -74,7 +74,7 @@ func Example() {
 	j, err := arkflow.NewJob("views").
 		Source("in", src).
 		KeyBy("user").
-		Process("count", arkflow.ProcessTo{Schema: schema, Fn: countViews}).
+		Process("count", countViews, arkflow.WithSchema(schema)).
 		Sink("out", funcsink.Func[count](func(_ context.Context, rows []count) error {
 			for _, c := range rows {
 				fmt.Printf("%s %s views=%d pages=%d\n", c.User, c.Page, c.Views, c.Pages)

@@ -73,7 +73,7 @@ func ExampleSource_PushWait() {
 	orders := push.New(push.Config[Order]{})
 	j, err := arkflow.NewJob("orders").
 		Source("orders", orders).
-		Filter("big", arkflow.Where("Total > 100")).
+		Where("big", "Total > 100").
 		Sink("out", funcsink.Func[Order](func(_ context.Context, rows []Order) error {
 			fmt.Println("stored", rows)
 			return nil

@@ -205,7 +205,7 @@ func TestPushAfterRestoreSkipsNothing(t *testing.T) {
 		j, done := startJob(t, arkflow.NewJob("restore").
 			Checkpoint(job.Checkpoint{IntervalMS: 3_600_000, ObjectStoreURI: "file://" + filepath.Join(dir, "store")}).
 			Source("clicks", in).KeyBy("User").
-			Aggregate("per-user", arkflow.Aggregates(arkflow.Count("Clicks"), arkflow.Sum("Amount", "Total"))).
+			Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("Clicks"), job.Sum("Amount", "Total")}}).
 			Sink("out", out.sink()), arkflow.WithDataDir(dir))
 		ctx := context.Background()
 		for _, r := range rows {

@@ -354,7 +354,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 		mapped = append(mapped, arrow.Field{Name: c.name, Type: c.t, Nullable: true})
 	}
 	mappedSchema := arrow.NewSchema(mapped, nil)
-	widen := arkflow.MapTo{Schema: mappedSchema, Fn: func(_ context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	widen := func(_ context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		cols := make([]arrow.Array, 0, len(mapped))
 		for i := range schema.NumFields() {
 			c := rec.Column(i)
@@ -369,7 +369,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 			c.Release()
 		}
 		return out, nil
-	}}
+	}
 	def := window.Tumbling(time.Second).Count("n")
 	type col struct {
 		name string
@@ -416,7 +416,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 	out := mem.NewSink()
 	j, err := arkflow.NewJob("types").
 		Source("in", src, arkflow.EventTime{Field: "ts", OutOfOrderness: time.Hour}).
-		Map("widen", widen).
+		Map("widen", widen, arkflow.WithSchema(mappedSchema)).
 		KeyBy("k").
 		Window("w", def).
 		Sink("out", out).Build()
