@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
@@ -145,12 +144,13 @@ func WithDataDir(dir string) Option { return optionFunc(func(o *options) { o.dat
 // on some of them (WithDataDir decides where a state block or a
 // durability block without a path keeps its files).
 func Validate(spec *job.Spec, opts ...Option) error {
-	_, err := Compile(spec, opts...)
+	_, err := compile(spec, opts...)
 	return err
 }
 
-// Compile validates a spec, as Validate does, and returns its plan.
-func Compile(spec *job.Spec, opts ...Option) (*job.Plan, error) {
+// compile validates a spec, as Validate does, and returns its plan
+// (cmd/arkflow's plan command reaches it through internal/harness).
+func compile(spec *job.Spec, opts ...Option) (*job.Plan, error) {
 	o := newOptions(nil, opts)
 	g, err := o.build(spec)
 	if err != nil {
@@ -190,7 +190,8 @@ func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error
 // Spec returns the job's canonical spec (defaults filled in).
 func (j *Job) Spec() *job.Spec { return j.spec.Clone() }
 
-// Plan returns the job's physical plan.
+// Plan returns the job's physical plan: its subtasks, their chains, key
+// groups and placement units. Its String is what "arkflow plan" prints.
 func (j *Job) Plan() *job.Plan { return j.plan }
 
 // Run starts the job and blocks until it ends: every bounded source was
@@ -202,12 +203,6 @@ func (j *Job) Plan() *job.Plan { return j.plan }
 // moves; if one fails to connect, the ones already connected are closed and
 // Run returns the error with the job in state Failed.
 func (j *Job) Run(ctx context.Context) error { return j.rt.Run(ctx) }
-
-// DryRun opens and closes every write-ahead log the job would use, without
-// connecting anything: it reports a WAL held by another process, one that
-// cannot be reached or one that is corrupt. The WALs are free again when it
-// returns, so Run can follow at once.
-func (j *Job) DryRun(ctx context.Context) error { return j.rt.DryRun(ctx) }
 
 // Stop stops a running job gracefully: sources stop reading, rows in
 // flight are written and acknowledged, then sources, sinks and state are
@@ -238,13 +233,6 @@ func (j *Job) Stop(ctx context.Context) error { return j.rt.Stop(ctx) }
 // Run. It is idempotent and safe to call from any goroutine; of Stop and
 // Drain, the first to reach a source decides how its input ends.
 func (j *Job) Drain(ctx context.Context) error { return j.rt.Drain(ctx) }
-
-// StopWithin is Stop with a timeout.
-func (j *Job) StopWithin(d time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return j.Stop(ctx)
-}
 
 // Done is closed when Run has returned.
 func (j *Job) Done() <-chan struct{} { return j.rt.Done() }
@@ -364,6 +352,3 @@ func (m Metrics) Operator(id string) TaskMetrics {
 	}
 	return out
 }
-
-// String names the job and its plan digest: job <id> (<digest>).
-func (j *Job) String() string { return fmt.Sprintf("job %s (%s)", j.spec.ID, j.plan.Digest) }

@@ -36,10 +36,10 @@ func clickBuilder(out arkflow.SinkComponent) *arkflow.Builder {
 	return arkflow.NewJob("clicks").
 		Parallelism(2).
 		Source("in", clickConfig()).
-		Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
-		Filter("some", arkflow.Where("cents > 10")).
+		Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(amount * 100)"}}}).
+		Where("some", "cents > 10").
 		KeyBy("user").
-		Aggregate("per-user", arkflow.Aggregates(arkflow.Count("n"), arkflow.Sum("cents", "total")).Final()).
+		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("cents", "total")}, Emit: job.EmitFinal}).
 		Sink("out", out, arkflow.WithParallelism(1))
 }
 
@@ -57,7 +57,7 @@ func TestBuilderAndJSONCompileToSamePlan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the builder's spec does not parse: %v\n%s", err, raw)
 	}
-	plan, err := arkflow.Compile(spec)
+	plan, err := compile(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestBuilderAndJSONCompileToSamePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	yp, err := arkflow.Compile(ys)
+	yp, err := compile(ys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestValidateDeep(t *testing.T) {
 				s = strings.Replace(s, `{"id":"deep",`, `{"id":"deep","parallelism":2,`, 1)
 			}
 			err := arkflow.Validate(parse(s))
-			for _, e := range arkflow.AsValidationErrors(err) {
+			for _, e := range job.AsValidationErrors(err) {
 				if e.Job == "deep" && e.Operator == c.op && e.Field == c.field && strings.Contains(e.Reason, c.reason) {
 					return
 				}
@@ -203,18 +203,18 @@ func TestBuilderMistakesNeverPanic(t *testing.T) {
 	_, err := arkflow.NewJob("bad id!").
 		Map("m", nil).
 		KeyBy("").
-		Filter("f", arkflow.Where("nope >")).
+		Where("f", "nope >").
 		Source("s", nil).
 		Sink("out", sink).
 		Sink("out", sink).
 		From("ghost").
 		KeyBy("x").
 		Build()
-	errs := arkflow.AsValidationErrors(err)
+	errs := job.AsValidationErrors(err)
 	if len(errs) < 5 {
 		t.Fatalf("want every mistake reported, got %d:\n%v", len(errs), err)
 	}
-	for _, want := range []string{`Map("m") needs a mapper`, "KeyBy needs a field name", `operator "out" is added twice`, `From("ghost"): no such operator`, `KeyBy("x") is not followed by an operator`, "must be 1-128"} {
+	for _, want := range []string{`Map("m") needs a MapFunc`, "KeyBy needs a field name", `operator "out" is added twice`, `From("ghost"): no such operator`, `KeyBy("x") is not followed by an operator`, "must be 1-128"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
 		}
@@ -255,14 +255,14 @@ func TestMapToSchemaIsChecked(t *testing.T) {
 	sink := mem.NewSink()
 	_, err := arkflow.NewJob("count-batches").
 		Source("in", clickConfig()).
-		Map("count", arkflow.MapTo{Schema: out, Fn: fn}).
+		Map("count", fn, arkflow.WithSchema(out)).
 		KeyBy("user").
 		Sink("out", sink).
 		Build()
 	if err == nil || !strings.Contains(err.Error(), `operator "out": operators[2].key_field: unknown column "user" (columns: n)`) {
 		t.Fatalf("want key_field error against the declared schema, got %v", err)
 	}
-	j, err := arkflow.NewJob("count-batches").Source("in", clickConfig()).Map("count", arkflow.MapTo{Schema: out, Fn: fn}).Sink("out", sink).Build()
+	j, err := arkflow.NewJob("count-batches").Source("in", clickConfig()).Map("count", fn, arkflow.WithSchema(out)).Sink("out", sink).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,3 +287,12 @@ func TestMapToSchemaIsChecked(t *testing.T) {
 }
 
 var _ = connectors.MetaPartition
+
+// compile validates spec as a job with opts and returns its plan.
+func compile(spec *job.Spec, opts ...arkflow.Option) (*job.Plan, error) {
+	j, err := arkflow.FromSpec(spec, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return j.Plan(), nil
+}

@@ -58,7 +58,8 @@ func (b *Builder) callProblem(op, call, format string, args ...any) {
 }
 
 // Version sets the job's version number (default 1; 0 is a mistake Build
-// reports, not the default).
+// reports, not the default). A new version of a job that starts from a
+// savepoint of the previous one keeps its ID and raises its version.
 func (b *Builder) Version(v uint64) *Builder {
 	if v == 0 {
 		b.callProblem("", ".Version(v)", "must be >= 1 (got 0); leave Version out for the default 1")
@@ -107,6 +108,7 @@ type opSettings struct {
 	op         *job.Operator
 	time       *job.Time
 	durability json.RawMessage
+	schema     *arrow.Schema // WithSchema
 	// problems are mistakes in the options' arguments, as {call, reason}.
 	problems [][2]string
 }
@@ -135,110 +137,111 @@ func WithParallelism(n int) OperatorOption {
 	})
 }
 
-// TimeOption tunes a source's event time; the functions below make them.
-type TimeOption interface{ applyTime(*job.Time) }
-
-type timeOption func(*job.Time)
-
-func (f timeOption) applyTime(t *job.Time) { f(t) }
-
-// EventTime declares that a source's rows carry their event time in field
-// (int64 milliseconds or a timestamp column), with per-partition
-// watermarks: by default bounded out-of-orderness of 0, no idle timeout, no
-// allowed lateness, late events dropped. Only valid on a Source.
-func EventTime(field string, opts ...TimeOption) SourceOption {
-	return sourceOption(func(s *opSettings) {
-		t := &job.Time{Mode: job.EventTime, TimestampField: field, LateEventPolicy: job.LateDrop,
-			Watermark: &job.Watermark{Strategy: job.BoundedOutOfOrderness}}
-		for _, o := range opts {
-			if o != nil {
-				o.applyTime(t)
-			}
+// WithSchema declares the rows a Map or Process function emits when
+// their schema is not its input's, so that the operators after it are
+// checked against them at Build. Build reports it on other operators.
+func WithSchema(schema *arrow.Schema) OperatorOption {
+	return opOption(func(s *opSettings) {
+		switch s.op.Kind {
+		case job.KindMap, job.KindUDF:
+			s.schema = schema
+		default:
+			s.problems = append(s.problems, [2]string{"WithSchema(schema)", "only a Map or Process function declares its output schema"})
 		}
-		s.time = t
 	})
 }
 
-// OutOfOrderness lets events arrive up to d behind the newest one of their
-// partition before they count as late: the watermark is the largest event
-// time seen minus d.
-func OutOfOrderness(d time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) {
-		t.Watermark.Strategy = job.BoundedOutOfOrderness
-		t.Watermark.OutOfOrdernessMS = d.Milliseconds()
-	})
+// EventTime is a SourceOption: the source's rows carry their event time in
+// Field (int64 milliseconds or a timestamp column), and each partition of
+// the source has its own watermark, the source's being their minimum. Zero
+// fields are the defaults: bounded out-of-orderness of 0, no idle timeout,
+// the watermark moving with whole batches, no allowed lateness, late rows
+// dropped (counted, and warned about). Durations are whole milliseconds in
+// the spec: one between 0 and 1 ms is a mistake Build reports.
+type EventTime struct {
+	// Field is the event-time column (required).
+	Field string
+	// OutOfOrderness lets rows arrive up to this far behind the newest row
+	// of their partition before they count as late: the watermark is the
+	// largest event time seen minus OutOfOrderness.
+	OutOfOrderness time.Duration
+	// Monotonous declares event times that never decrease within a
+	// partition: the watermark is the largest event time seen (no
+	// OutOfOrderness with it).
+	Monotonous bool
+	// IdleTimeout lets a partition that delivered nothing for this long
+	// stop holding the watermark back until it delivers again. Without
+	// one, a partition that never gets a row holds every window back.
+	IdleTimeout time.Duration
+	// PerRow classifies each row against the watermark in force before it
+	// (spec: watermark.advance "per_row", an arkflow-go extension) instead
+	// of ArkFlow's rule, where the watermark moves with the whole batch
+	// before its rows are classified (so with OutOfOrderness 0 an in-order
+	// row sharing a batch with a later row across a window boundary is
+	// late). In-order input is then never late, however it is batched;
+	// rows out of order by more than OutOfOrderness still are. A batch
+	// with rows behind the watermark is split before them, without
+	// copying.
+	PerRow bool
+	// AdvanceWhenIdle, when above 0, lets the watermark follow the clock
+	// while every partition of the source is idle (spec: watermark.all_idle
+	// "advance" and all_idle_delay_ms, an arkflow-go extension), so a
+	// quiet source still closes its last windows: at each check the
+	// watermark becomes max(watermark, now − AdvanceWhenIdle −
+	// OutOfOrderness). It needs IdleTimeout. It assumes event times are
+	// wall-clock times and that AdvanceWhenIdle bounds how long a row takes
+	// to reach the source; do not use it to replay old data. Without it the
+	// watermark holds while all partitions are idle, and open windows wait
+	// for new rows, the end of the input or Job.Drain.
+	AdvanceWhenIdle time.Duration
+	// AllowedLateness keeps fired windows this long so that late rows can
+	// still update them (with LateUpdate).
+	AllowedLateness time.Duration
+	// LateUpdate makes late rows within AllowedLateness update their
+	// window, which is emitted again with window.ColumnUpdate true.
+	LateUpdate bool
+	// RouteLate names a sink (see LateSink) that receives late rows, and
+	// rows without an event time, with their original columns.
+	RouteLate string
 }
 
-// Monotonous declares event times that never decrease within a partition:
-// the watermark is the largest event time seen.
-func Monotonous() TimeOption {
-	return timeOption(func(t *job.Time) { t.Watermark.Strategy, t.Watermark.OutOfOrdernessMS = job.Monotonous, 0 })
-}
-
-// IdleTimeout lets a partition that delivered nothing for d stop holding
-// the watermark back until it delivers again.
-func IdleTimeout(d time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) {
-		ms := d.Milliseconds()
+func (e EventTime) applySource(s *opSettings) {
+	t := &job.Time{Mode: job.EventTime, TimestampField: e.Field, LateEventPolicy: job.LateDrop,
+		Watermark:         &job.Watermark{Strategy: job.BoundedOutOfOrderness, OutOfOrdernessMS: e.OutOfOrderness.Milliseconds()},
+		AllowedLatenessMS: e.AllowedLateness.Milliseconds()}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"OutOfOrderness", e.OutOfOrderness}, {"IdleTimeout", e.IdleTimeout}, {"AdvanceWhenIdle", e.AdvanceWhenIdle}, {"AllowedLateness", e.AllowedLateness}} {
+		if d.v > 0 && d.v < time.Millisecond {
+			s.problems = append(s.problems, [2]string{"EventTime{" + d.name + "}", fmt.Sprintf("must be 0 or at least 1ms (got %s): the spec keeps milliseconds", d.v)})
+		}
+	}
+	if e.Monotonous {
+		if e.OutOfOrderness != 0 {
+			s.problems = append(s.problems, [2]string{"EventTime{Monotonous}", fmt.Sprintf("monotonous event times have no out-of-orderness (got OutOfOrderness %s)", e.OutOfOrderness)})
+		}
+		t.Watermark.Strategy = job.Monotonous
+	}
+	if e.IdleTimeout != 0 {
+		ms := e.IdleTimeout.Milliseconds()
 		t.Watermark.IdleTimeoutMS = &ms
-	})
-}
-
-// PerRowWatermark classifies each row against the watermark in force
-// before it (spec: watermark.advance "per_row", an arkflow-go
-// extension) instead of ArkFlow's rule (the default: the
-// watermark moves with the whole batch before its rows are classified,
-// so with OutOfOrderness 0 an in-order row sharing a batch with a later
-// row across a window boundary is late). The watermark in force before a
-// row is the one the rows before it gave, in its batch and its partition
-// before: in-order input is never late, however it is batched. Rows out
-// of order by more than the out-of-orderness are still late. The
-// watermark after each batch is the same as without it.
-//
-// A batch whose rows are in order goes on whole; one with rows behind
-// the watermark is split before them (without copying), the watermark
-// moving between the parts.
-func PerRowWatermark() TimeOption {
-	return timeOption(func(t *job.Time) { t.Watermark.Advance = job.AdvancePerRow })
-}
-
-// AdvanceWhenIdle lets the watermark follow the clock while every
-// partition of the source is idle (spec: watermark.all_idle "advance" and
-// all_idle_delay_ms, an arkflow-go extension), so a quiet source
-// still closes its last windows: at each check it becomes max(watermark,
-// now − delay − out-of-orderness). It needs IdleTimeout (partitions turn
-// idle only after it) and a delay of at least 1ms; Build reports either
-// missing.
-//
-// It assumes event times are wall-clock times and delay bounds how long
-// an event takes from its timestamp to the source: an event slower than
-// that, arriving after a quiet spell, may be late. Do not use it to
-// replay old data: once the watermark follows the clock, every older
-// event is late. The default (without it) holds the watermark while all
-// partitions are idle: open windows wait for new data or the end of the
-// input (or Job.Drain).
-func AdvanceWhenIdle(delay time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) {
-		t.Watermark.AllIdle, t.Watermark.AllIdleDelayMS = job.AllIdleAdvance, delay.Milliseconds()
-	})
-}
-
-// AllowedLateness keeps fired windows for d so late events can still update
-// them (with LateUpdate).
-func AllowedLateness(d time.Duration) TimeOption {
-	return timeOption(func(t *job.Time) { t.AllowedLatenessMS = d.Milliseconds() })
-}
-
-// LateUpdate makes late events within the allowed lateness update their
-// window, which is emitted again with __arkflow_window_update = true.
-func LateUpdate() TimeOption {
-	return timeOption(func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateUpdate, "" })
-}
-
-// RouteLate sends late events (and events without an event time) to the
-// sink operator sink, with their original columns.
-func RouteLate(sink string) TimeOption {
-	return timeOption(func(t *job.Time) { t.LateEventPolicy, t.LateEventRoute = job.LateRoute, sink })
+	}
+	if e.PerRow {
+		t.Watermark.Advance = job.AdvancePerRow
+	}
+	if e.AdvanceWhenIdle != 0 {
+		t.Watermark.AllIdle, t.Watermark.AllIdleDelayMS = job.AllIdleAdvance, e.AdvanceWhenIdle.Milliseconds()
+	}
+	switch {
+	case e.LateUpdate && e.RouteLate != "":
+		s.problems = append(s.problems, [2]string{"EventTime{LateUpdate, RouteLate}", "late rows either update their window or go to a sink: set one of the two"})
+	case e.LateUpdate:
+		t.LateEventPolicy = job.LateUpdate
+	case e.RouteLate != "":
+		t.LateEventPolicy, t.LateEventRoute = job.LateRoute, e.RouteLate
+	}
+	s.time = t
 }
 
 // SourceComponent is a source configuration: a value whose JSON encoding is
@@ -398,153 +401,60 @@ func (b *Builder) Connect(from, to string, keyed bool) *Builder {
 	return b
 }
 
-// Mapper is what Map accepts: Columns (declarative expressions), a MapFunc,
-// or a MapTo.
-type Mapper interface {
-	mapSpec(id string) (cfg any, bound any)
-}
-
-// MapFunc transforms a batch in Go, returning rows of the same schema (use
-// MapTo for another schema). It must not keep rec; the returned record is
-// owned by the runtime. A batch with no rows, or nil, emits nothing.
+// MapFunc transforms a batch in Go, returning rows of the same schema
+// (give Map WithSchema for another). It must not keep rec; the returned
+// record is owned by the runtime. A batch with no rows, or nil, emits
+// nothing.
 type MapFunc func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
 
-func (f MapFunc) mapSpec(id string) (any, any) {
-	return ops.MapConfig{Function: id}, ops.MapBinding{Name: id, Fn: ops.MapFunc(f)}
-}
-
-// MapTo is a Go transformation whose output has another schema, declared
-// here so that downstream operators are checked against it at Build.
-type MapTo struct {
-	Schema *arrow.Schema
-	Fn     MapFunc
-}
-
-func (m MapTo) mapSpec(id string) (any, any) {
-	return ops.MapConfig{Function: id}, ops.MapBinding{Name: id, Fn: ops.MapFunc(m.Fn), Output: m.Schema}
-}
-
-// Column is a computed column: Name = Expr. See the package
-// documentation for the expression language.
-type Column struct {
-	Name string `json:"name"`
-	Expr string `json:"expr"`
-}
-
-// Columns is a declarative map: Set adds or replaces columns (in order,
-// each seeing the previous), then Drop removes columns, then Select keeps
-// only the listed ones (metadata columns are always kept).
-type Columns struct {
-	Set    []Column `json:"set,omitempty"`
-	Drop   []string `json:"drop,omitempty"`
-	Select []string `json:"select,omitempty"`
-}
-
-func (c Columns) mapSpec(string) (any, any) {
-	cfg := ops.MapConfig{Drop: c.Drop, Select: c.Select}
-	for _, s := range c.Set {
-		cfg.Set = append(cfg.Set, ops.Assign{Name: s.Name, Expr: s.Expr})
-	}
-	return cfg, nil
-}
-
-// Set is a Columns that computes one column.
-func Set(name, expr string) Columns { return Columns{Set: []Column{{Name: name, Expr: expr}}} }
-
-// Map adds a transformation.
-func (b *Builder) Map(id string, m Mapper, opts ...OperatorOption) *Builder {
-	if m == nil {
-		b.problem(id, "Map(%q) needs a mapper (Columns, MapFunc or MapTo)", id)
+// Map adds a Go transformation. It runs only in the program that defines
+// f; in the spec it is a map operator naming its function.
+func (b *Builder) Map(id string, f MapFunc, opts ...OperatorOption) *Builder {
+	if f == nil {
+		b.problem(id, "Map(%q) needs a MapFunc", id)
 		return b
 	}
-	cfg, bound := m.mapSpec(id)
-	b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, cfg)}, opts)
-	if bound != nil {
-		b.bindings[id] = bound
-	}
+	set := b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
+	b.bindings[id] = ops.MapBinding{Name: id, Fn: ops.MapFunc(f), Output: set.schema}
 	return b
 }
 
-// Predicate is what Filter accepts: Where (an expression) or a FilterFunc.
-type Predicate interface {
-	filterSpec(id string) (cfg any, bound any)
+// Columns adds a declarative map: computed columns, drops and a
+// selection, in the expression language (see the package documentation).
+func (b *Builder) Columns(id string, c job.Columns, opts ...OperatorOption) *Builder {
+	if set := b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.NewMapConfig(c))}, opts); set.schema != nil {
+		b.callProblem(id, "WithSchema(schema)", "a Columns map computes its output schema from its expressions")
+	}
+	return b
 }
-
-// Where keeps the rows for which the boolean expression is true (null
-// counts as false), e.g. Where("amount > 10 and country == 'DE'").
-type Where string
-
-func (w Where) filterSpec(string) (any, any) { return ops.FilterConfig{Expr: string(w)}, nil }
 
 // FilterFunc returns, for each row of rec, whether to keep it.
 type FilterFunc func(ctx context.Context, rec arrow.RecordBatch) ([]bool, error)
 
-func (f FilterFunc) filterSpec(id string) (any, any) {
-	return ops.FilterConfig{Function: id}, ops.FilterBinding{Name: id, Fn: ops.FilterFunc(f)}
-}
-
-// Filter adds a filter.
-func (b *Builder) Filter(id string, p Predicate, opts ...OperatorOption) *Builder {
-	if p == nil {
-		b.problem(id, "Filter(%q) needs a predicate (Where or FilterFunc)", id)
+// Filter adds a Go filter. It runs only in the program that defines f.
+func (b *Builder) Filter(id string, f FilterFunc, opts ...OperatorOption) *Builder {
+	if f == nil {
+		b.problem(id, "Filter(%q) needs a FilterFunc", id)
 		return b
 	}
-	cfg, bound := p.filterSpec(id)
-	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, cfg)}, opts)
-	if bound != nil {
-		b.bindings[id] = bound
-	}
+	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Function: id})}, opts)
+	b.bindings[id] = ops.FilterBinding{Name: id, Fn: ops.FilterFunc(f)}
 	return b
 }
 
-// AggregateSpec is one aggregate: function over field, output column as.
-type AggregateSpec = job.Aggregate
-
-// Count counts rows.
-func Count(as string) AggregateSpec { return AggregateSpec{Function: "count", As: as} }
-
-// Sum sums a numeric field.
-func Sum(field, as string) AggregateSpec { return AggregateSpec{Function: "sum", Field: field, As: as} }
-
-// Min is the smallest value of a numeric or timestamp field.
-func Min(field, as string) AggregateSpec { return AggregateSpec{Function: "min", Field: field, As: as} }
-
-// Max is the largest value of a numeric or timestamp field.
-func Max(field, as string) AggregateSpec { return AggregateSpec{Function: "max", Field: field, As: as} }
-
-// Avg is the mean of a numeric field (Float64).
-func Avg(field, as string) AggregateSpec { return AggregateSpec{Function: "avg", Field: field, As: as} }
-
-// First is the first non-null value of a field.
-func First(field, as string) AggregateSpec {
-	return AggregateSpec{Function: "first", Field: field, As: as}
+// Where adds a filter that keeps the rows for which the boolean
+// expression expr is true (null counts as false), e.g.
+// Where("big-de", "amount > 10 and country == 'DE'").
+func (b *Builder) Where(id, expr string, opts ...OperatorOption) *Builder {
+	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Expr: expr})}, opts)
+	return b
 }
 
-// Last is the last non-null value of a field.
-func Last(field, as string) AggregateSpec {
-	return AggregateSpec{Function: "last", Field: field, As: as}
-}
-
-// Aggregation configures a keyed running aggregate (no window): per key,
-// aggregates over every row seen so far.
-type Aggregation struct {
-	Aggregates []AggregateSpec `json:"aggregates"`
-	// Emit is "updates" (default: after each input batch, the new values of
-	// the keys it touched) or "final" (every key once, when the input
-	// ends).
-	Emit string `json:"emit,omitempty"`
-}
-
-// Aggregates returns an Aggregation emitting updates.
-func Aggregates(specs ...AggregateSpec) Aggregation { return Aggregation{Aggregates: specs} }
-
-// Final makes the aggregation emit each key once, at the end of a bounded
-// input.
-func (a Aggregation) Final() Aggregation { a.Emit = "final"; return a }
-
-// Aggregate adds a keyed running aggregate. It must be keyed: use KeyBy
-// before it, or run it with parallelism 1.
-func (b *Builder) Aggregate(id string, a Aggregation, opts ...OperatorOption) *Builder {
+// Aggregate adds a keyed running aggregate (no window): per key, the
+// aggregates over every row seen so far, e.g.
+// job.Aggregation{Aggregates: []job.Aggregate{job.Sum("amount", "total")}}.
+// It must be keyed: use KeyBy before it, or run it with parallelism 1.
+func (b *Builder) Aggregate(id string, a job.Aggregation, opts ...OperatorOption) *Builder {
 	op := job.Operator{ID: id, Kind: job.KindAggregate, Stateful: true, Config: b.config(id, a)}
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Aggregate(%q) needs a key: call KeyBy(field) before it", id)
@@ -582,21 +492,9 @@ func (pc *ProcessContext) State(row int) (*state.Keyed, error) {
 }
 
 // ProcessFunc is a Go function over a batch with keyed state. It returns
-// the rows to emit (nil or empty: none), of the input schema (ProcessTo for
-// another). It must not keep rec.
+// the rows to emit (nil or empty: none), of the input schema (give Process
+// WithSchema for another). It must not keep rec.
 type ProcessFunc func(ctx context.Context, pc *ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error)
-
-// ProcessTo is a ProcessFunc whose output has another schema, declared
-// here so downstream operators are checked against it at Build.
-type ProcessTo struct {
-	Schema *arrow.Schema
-	Fn     ProcessFunc
-}
-
-// Processor is what Process accepts: a ProcessFunc or a ProcessTo.
-type Processor interface {
-	processSpec(id string) (any, ops.ProcessBinding)
-}
 
 func wrapProcess(f ProcessFunc) ops.ProcessFunc {
 	return func(ctx context.Context, keyed func(int) (*statestore.Keyed, error), rec arrow.RecordBatch) (arrow.RecordBatch, error) {
@@ -604,40 +502,21 @@ func wrapProcess(f ProcessFunc) ops.ProcessFunc {
 	}
 }
 
-func (f ProcessFunc) processSpec(id string) (any, ops.ProcessBinding) {
-	return ops.MapConfig{Function: id}, ops.ProcessBinding{Name: id, Fn: wrapProcess(f)}
-}
-
-func (p ProcessTo) processSpec(id string) (any, ops.ProcessBinding) {
-	return ops.MapConfig{Function: id}, ops.ProcessBinding{Name: id, Fn: wrapProcess(p.Fn), Output: p.Schema}
-}
-
 // Process adds a keyed, stateful Go operator (a stateful "udf" in the
 // spec): call KeyBy before it; the function reads and writes the state of
 // each row's key with state.Value and state.Map. State lives in the job's
-// state backend (the spec's state block; in memory without one).
-func (b *Builder) Process(id string, p Processor, opts ...OperatorOption) *Builder {
-	if p == nil {
-		b.problem(id, "Process(%q) needs a ProcessFunc or ProcessTo", id)
+// state backend (the spec's state block; in memory without one). Give it
+// WithSchema when its rows have another schema than its input.
+func (b *Builder) Process(id string, f ProcessFunc, opts ...OperatorOption) *Builder {
+	if f == nil {
+		b.problem(id, "Process(%q) needs a ProcessFunc", id)
 		return b
 	}
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Process(%q) needs a key: call KeyBy(field) before it", id)
 	}
-	cfg, bound := p.processSpec(id)
-	b.add(job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, cfg)}, opts)
-	b.bindings[id] = bound
-	return b
-}
-
-// Add appends an operator given in spec form, connected from the current
-// operator: the way to use kinds the builder has no method for. bound is
-// an optional Go value for its factory.
-func (b *Builder) Add(op job.Operator, bound any) *Builder {
-	b.add(op, nil)
-	if bound != nil {
-		b.bindings[op.ID] = bound
-	}
+	set := b.add(job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
+	b.bindings[id] = ops.ProcessBinding{Name: id, Fn: wrapProcess(f), Output: set.schema}
 	return b
 }
 
@@ -678,14 +557,6 @@ func (b *Builder) Spec() *job.Spec {
 	return s
 }
 
-// Validate reports every problem of the job, as Build with the same
-// options does, without returning the job. Give it the options Build
-// will get: what a start checks depends on some of them.
-func (b *Builder) Validate(opts ...Option) error {
-	_, err := b.Build(opts...)
-	return err
-}
-
 // Build validates the job (the builder's own checks plus the deep build of
 // every component) and returns it ready to run, or every problem found as
 // ValidationErrors.
@@ -721,8 +592,8 @@ func (b *Builder) Build(opts ...Option) (*Job, error) {
 // builderCalls are the spec paths a Builder writes and the calls that
 // write them; "[]" stands for any index. The longest matching path wins.
 var builderCalls = []struct{ path, call string }{
-	{"id", "NewJob(id)"},
 	{"version", ".Version(v)"},
+	{"id", "NewJob(id)"},
 	{"parallelism", ".Parallelism(n)"},
 	{"max_parallelism", ".MaxParallelism(n)"},
 	{"state", ".State(job.State{...})"},
@@ -731,15 +602,15 @@ var builderCalls = []struct{ path, call string }{
 	{"sources", ".Source(...)"},
 	{"sinks", ".Sink(...)"},
 	{"operators[].parallelism", "WithParallelism(n)"},
-	{"sources[].time", "EventTime(...)"},
-	{"sources[].time.timestamp_field", "EventTime(field)"},
-	{"sources[].time.watermark.out_of_orderness_ms", "OutOfOrderness(d)"},
-	{"sources[].time.watermark.idle_timeout_ms", "IdleTimeout(d)"},
-	{"sources[].time.watermark.advance", "PerRowWatermark()"},
-	{"sources[].time.watermark.all_idle", "AdvanceWhenIdle(delay)"},
-	{"sources[].time.watermark.all_idle_delay_ms", "AdvanceWhenIdle(delay)"},
-	{"sources[].time.allowed_lateness_ms", "AllowedLateness(d)"},
-	{"sources[].time.late_event_route", "RouteLate(sink)"},
+	{"sources[].time", "EventTime{...}"},
+	{"sources[].time.timestamp_field", "EventTime{Field}"},
+	{"sources[].time.watermark.out_of_orderness_ms", "EventTime{OutOfOrderness}"},
+	{"sources[].time.watermark.idle_timeout_ms", "EventTime{IdleTimeout}"},
+	{"sources[].time.watermark.advance", "EventTime{PerRow}"},
+	{"sources[].time.watermark.all_idle", "EventTime{AdvanceWhenIdle}"},
+	{"sources[].time.watermark.all_idle_delay_ms", "EventTime{AdvanceWhenIdle}"},
+	{"sources[].time.allowed_lateness_ms", "EventTime{AllowedLateness}"},
+	{"sources[].time.late_event_route", "EventTime{RouteLate}"},
 	{"sources[].durability", "Durable(job.Durability{...})"},
 }
 

@@ -40,7 +40,7 @@ func TestInBuilderTerms(t *testing.T) {
 		}
 	}
 	// The longest path wins.
-	if got := b.inBuilderTerms(&job.ValidationError{Field: "sources[0].time.watermark.idle_timeout_ms"}); got.Field != "IdleTimeout(d)" {
+	if got := b.inBuilderTerms(&job.ValidationError{Field: "sources[0].time.watermark.idle_timeout_ms"}); got.Field != "EventTime{IdleTimeout}" {
 		t.Errorf("idle timeout: %q", got.Field)
 	}
 	// A State the Builder filled in for Checkpoint names Checkpoint.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
@@ -30,7 +31,7 @@ func TestBuilderCheckpointDefaultsToBadger(t *testing.T) {
 	b := arkflow.NewJob("ckpt").
 		Source("in", clickConfig()).
 		KeyBy("user").
-		Aggregate("n", arkflow.Aggregates(arkflow.Count("n"))).
+		Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}}).
 		Sink("out", mem.NewSink()).
 		Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "store")})
 	if st := b.Spec().State; st == nil || st.Backend != job.BackendBadger {
@@ -54,7 +55,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 	j, err := arkflow.NewJob("st").
 		Source("in", clickConfig()).
 		KeyBy("user").
-		Aggregate("n", arkflow.Aggregates(arkflow.Count("n"))).
+		Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}}).
 		Sink("out", mem.NewSink()).
 		State(job.State{Path: dir}).
 		Build()
@@ -78,7 +79,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 func TestBuilderErrorsNameTheCall(t *testing.T) {
 	src := func(opts ...arkflow.SourceOption) *arkflow.Builder {
 		return arkflow.NewJob("j").Source("in", tsConfig(), opts...).KeyBy("user").
-			Aggregate("n", arkflow.Aggregates(arkflow.Count("n")))
+			Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}})
 	}
 	job1 := func(b *arkflow.Builder) *arkflow.Builder { return b.Sink("out", mem.NewSink()) }
 	uri := "file://" + t.TempDir()
@@ -103,21 +104,26 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 		{"Durability", job1(src()).Durability(job.Durability{Sync: "sometimes", Path: t.TempDir()}), ".Durability(job.Durability{...}): sync", "", "durability.sync"},
 		{"Durable", job1(src(arkflow.Durable(job.Durability{Sync: "sometimes", Path: t.TempDir()}))), "Durable(job.Durability{...}): sync", "", "sources[0].durability.sync"},
 		{"no source", arkflow.NewJob("j"), ".Source(...)", "a job needs at least one source", "sources"},
-		{"no sink", arkflow.NewJob("j").Source("in", clickConfig()).Map("m", arkflow.Set("x", "1")), ".Sink(...)", "a job needs at least one sink", "sinks"},
+		{"no sink", arkflow.NewJob("j").Source("in", clickConfig()).Columns("m", job.Columns{Set: []job.Column{{Name: "x", Expr: "1"}}}), ".Sink(...)", "a job needs at least one sink", "sinks"},
 		{"WithParallelism(0)", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(0)), "WithParallelism(n)", "must be >= 1 (got 0)", ""},
 		{"WithParallelism too large", src().Sink("out", mem.NewSink(), arkflow.WithParallelism(500)), "WithParallelism(n)", "must be in [1, max_parallelism=128] (got 500)", "operators[2].parallelism"},
-		{"EventTime field", job1(src(arkflow.EventTime(""))), "EventTime(field)", "an event_time source needs timestamp_field", "sources[0].time.timestamp_field"},
-		{"OutOfOrderness", job1(src(arkflow.EventTime("ts", arkflow.OutOfOrderness(-time.Second)))), "OutOfOrderness(d)", "must be >= 0 (got -1000)", "sources[0].time.watermark.out_of_orderness_ms"},
-		{"IdleTimeout", job1(src(arkflow.EventTime("ts", arkflow.IdleTimeout(0)))), "IdleTimeout(d)", "must be > 0 (got 0)", "sources[0].time.watermark.idle_timeout_ms"},
-		{"AllowedLateness", job1(src(arkflow.EventTime("ts", arkflow.AllowedLateness(-time.Second)))), "AllowedLateness(d)", "must be >= 0 (got -1000)", "sources[0].time.allowed_lateness_ms"},
-		{"RouteLate", job1(src(arkflow.EventTime("ts", arkflow.RouteLate("ghost")))), "RouteLate(sink)", `unknown operator "ghost"`, "sources[0].time.late_event_route"},
-		{"AdvanceWhenIdle(0)", job1(src(arkflow.EventTime("ts", arkflow.IdleTimeout(time.Second), arkflow.AdvanceWhenIdle(0)))), "AdvanceWhenIdle(delay)", `must be > 0 with all_idle "advance"`, "sources[0].time.watermark.all_idle_delay_ms"},
-		{"AdvanceWhenIdle without IdleTimeout", job1(src(arkflow.EventTime("ts", arkflow.AdvanceWhenIdle(time.Second)))), "AdvanceWhenIdle(delay)", `"advance" needs watermark.idle_timeout_ms`, "sources[0].time.watermark.all_idle"},
+		{"EventTime field", job1(src(arkflow.EventTime{Field: ""})), "EventTime{Field}", "an event_time source needs timestamp_field", "sources[0].time.timestamp_field"},
+		{"OutOfOrderness", job1(src(arkflow.EventTime{Field: "ts", OutOfOrderness: -time.Second})), "EventTime{OutOfOrderness}", "must be >= 0 (got -1000)", "sources[0].time.watermark.out_of_orderness_ms"},
+		{"IdleTimeout", job1(src(arkflow.EventTime{Field: "ts", IdleTimeout: -time.Second})), "EventTime{IdleTimeout}", "must be > 0 (got -1000)", "sources[0].time.watermark.idle_timeout_ms"},
+		{"AllowedLateness", job1(src(arkflow.EventTime{Field: "ts", AllowedLateness: -time.Second})), "EventTime{AllowedLateness}", "must be >= 0 (got -1000)", "sources[0].time.allowed_lateness_ms"},
+		{"RouteLate", job1(src(arkflow.EventTime{Field: "ts", RouteLate: "ghost"})), "EventTime{RouteLate}", `unknown operator "ghost"`, "sources[0].time.late_event_route"},
+		{"WithSchema on a filter", job1(src().Where("w", "n > 1", arkflow.WithSchema(arrow.NewSchema(nil, nil)))), "WithSchema(schema)", "only a Map or Process function declares its output schema", ""},
+		{"WithSchema on Columns", job1(src().Columns("c", job.Columns{Drop: []string{"n"}}, arkflow.WithSchema(arrow.NewSchema(nil, nil)))), "WithSchema(schema)", "a Columns map computes its output schema", ""},
+		{"EventTime below 1ms", job1(src(arkflow.EventTime{Field: "ts", OutOfOrderness: time.Microsecond})), "EventTime{OutOfOrderness}", "must be 0 or at least 1ms (got 1µs)", ""},
+		{"Monotonous with OutOfOrderness", job1(src(arkflow.EventTime{Field: "ts", Monotonous: true, OutOfOrderness: time.Second})), "EventTime{Monotonous}", "monotonous event times have no out-of-orderness", ""},
+		{"LateUpdate and RouteLate", job1(src(arkflow.EventTime{Field: "ts", LateUpdate: true, RouteLate: "out"})), "EventTime{LateUpdate, RouteLate}", "late rows either update their window or go to a sink", ""},
+		{"AdvanceWhenIdle < 0", job1(src(arkflow.EventTime{Field: "ts", IdleTimeout: time.Second, AdvanceWhenIdle: -time.Second})), "EventTime{AdvanceWhenIdle}", `must be > 0 with all_idle "advance"`, "sources[0].time.watermark.all_idle_delay_ms"},
+		{"AdvanceWhenIdle without IdleTimeout", job1(src(arkflow.EventTime{Field: "ts", AdvanceWhenIdle: time.Second})), "EventTime{AdvanceWhenIdle}", `"advance" needs watermark.idle_timeout_ms`, "sources[0].time.watermark.all_idle"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.b.Validate()
-			var found *arkflow.ValidationError
-			for _, e := range arkflow.AsValidationErrors(err) {
+			_, err := tc.b.Build()
+			var found *job.ValidationError
+			for _, e := range job.AsValidationErrors(err) {
 				if e.Field == tc.field && strings.HasPrefix(e.Reason, tc.reason) {
 					found = e
 				}
@@ -132,7 +138,7 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 				return
 			}
 			var fromSpec bool
-			for _, e := range arkflow.AsValidationErrors(arkflow.Validate(tc.b.Spec())) {
+			for _, e := range job.AsValidationErrors(arkflow.Validate(tc.b.Spec())) {
 				fromSpec = fromSpec || e.Field == tc.specField && strings.HasPrefix(e.Reason, tc.reason)
 			}
 			if !fromSpec {
@@ -151,12 +157,11 @@ func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
 	for _, n := range []int{0, -1} {
 		opt := arkflow.WithChannelCapacity(n)
 		for name, err := range map[string]error{
-			"Build":            func() error { _, err := b().Build(opt); return err }(),
-			"Builder.Validate": b().Validate(opt),
-			"Validate":         arkflow.Validate(b().Spec(), opt),
-			"FromSpec":         func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
+			"Build":    func() error { _, err := b().Build(opt); return err }(),
+			"Validate": arkflow.Validate(b().Spec(), opt),
+			"FromSpec": func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
 		} {
-			errs := arkflow.AsValidationErrors(err)
+			errs := job.AsValidationErrors(err)
 			if len(errs) != 1 || errs[0].Field != "WithChannelCapacity(n)" || !strings.HasPrefix(errs[0].Reason, "must be >= 1") {
 				t.Errorf("%s with WithChannelCapacity(%d): %v", name, n, err)
 			}
@@ -164,7 +169,7 @@ func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
 	}
 	// With the spec's own mistakes, both are reported.
 	_, err := arkflow.NewJob("cap").Source("in", clickConfig()).Build(arkflow.WithChannelCapacity(0))
-	if errs := arkflow.AsValidationErrors(err); len(errs) < 2 || errs[0].Field != "WithChannelCapacity(n)" || !strings.Contains(err.Error(), "a job needs at least one sink") {
+	if errs := job.AsValidationErrors(err); len(errs) < 2 || errs[0].Field != "WithChannelCapacity(n)" || !strings.Contains(err.Error(), "a job needs at least one sink") {
 		t.Errorf("want the option's and the spec's problems, got:\n%v", err)
 	}
 	j, err := b().Build(arkflow.WithChannelCapacity(1))
@@ -188,13 +193,13 @@ func TestSavepointNeedsACheckpointBlock(t *testing.T) {
 		"Validate": arkflow.Validate(b().Spec(), opt),
 		"FromSpec": func() error { _, err := arkflow.FromSpec(b().Spec(), opt); return err }(),
 	} {
-		errs := arkflow.AsValidationErrors(err)
+		errs := job.AsValidationErrors(err)
 		if len(errs) != 1 || errs[0].Field != "WithSavepoint(name)" || !strings.Contains(errs[0].Reason, `no checkpoint block, so it has no savepoint "v1"`) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	withCheckpoints := b().Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + t.TempDir()})
-	if err := withCheckpoints.Validate(opt, arkflow.WithDataDir(t.TempDir())); err != nil {
+	if _, err := withCheckpoints.Build(opt, arkflow.WithDataDir(t.TempDir())); err != nil {
 		t.Errorf("with a checkpoint block: %v", err)
 	}
 }

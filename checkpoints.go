@@ -84,7 +84,3 @@ func (j *Job) Checkpoint(ctx context.Context) (string, error) { return j.rt.Chec
 // version WithSavepoint(name); to roll back, start the old version from its
 // own savepoint.
 func (j *Job) Savepoint(ctx context.Context, name string) error { return j.rt.Savepoint(ctx, name) }
-
-// CheckpointStatus returns the job's checkpoint health and recovery
-// progress.
-func (j *Job) CheckpointStatus() CheckpointStatus { return checkpointStatus(j.rt.CheckpointStatus()) }

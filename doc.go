@@ -11,9 +11,9 @@
 //
 //	j, err := arkflow.NewJob("clicks").
 //		Source("in", generate.Config{Count: 1_000_000, Fields: fields}).
-//		Filter("engaged", arkflow.Where("action != 'view'")).
+//		Where("engaged", "action != 'view'").
 //		KeyBy("user").
-//		Aggregate("per-user", arkflow.Aggregates(arkflow.Count("n"), arkflow.Sum("amount", "spent")).Final()).
+//		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("amount", "spent")}, Emit: job.EmitFinal}).
 //		Sink("out", stdout.Config{}).
 //		Build()
 //	if err != nil {
@@ -38,33 +38,34 @@
 //
 // EventTime declares a source's event-time field and watermark; windows
 // fire when the watermark passes their end (see package window). The
-// watermark moves with a whole batch by default; PerRowWatermark classifies
-// each row on its own, RouteLate keeps late rows, AdvanceWhenIdle lets a
-// quiet source's watermark follow the clock, and Job.Drain fires every
-// open window. Dropped rows are counted in Metrics and logged.
+// watermark moves with a whole batch by default; EventTime's PerRow
+// classifies each row on its own, RouteLate keeps late rows,
+// AdvanceWhenIdle lets a quiet source's watermark follow the clock, and
+// Job.Drain fires every open window. Dropped rows are counted in Metrics and logged.
 //
 // # Expressions
 //
-// Declarative maps and filters use a small expression language, evaluated
+// Builder.Columns and Builder.Where (and the spec's map and filter
+// operators) use a small expression language, evaluated
 // a column at a time: arithmetic, comparisons, and/or/not with SQL null
 // semantics, "is [not] null", "[not] in (…)", and functions such as lower,
 // upper, length, concat, contains, starts_with, abs, round, coalesce, if,
 // to_int, to_float, to_string and to_millis:
 //
-//	arkflow.Set("cents", "to_int(round(price * 100))")
-//	arkflow.Where("amount > 10 and country in ('DE', 'FR')")
+//	Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(round(price * 100))"}}})
+//	Where("eu", "amount > 10 and country in ('DE', 'FR')")
 //
-// Go functions (MapFunc, MapTo, FilterFunc) work too, but only in the
-// program that defines them.
+// Go functions (Map, Filter, Process) work too, but only in the program
+// that defines them.
 //
 // # Connectors
 //
-// A service feeds a job with NewPush and takes its results with SinkFunc,
+// A service feeds a job with push.New and takes its results with funcsink.Func,
 // both over Go structs (see Encode for how fields map to columns):
 //
-//	clicks := arkflow.NewPush(arkflow.PushConfig[Click]{})
+//	clicks := push.New(push.Config[Click]{})
 //	… Source("clicks", clicks, arkflow.Durable(job.Durability{})) …
-//	… Sink("out", arkflow.SinkFunc[PerUser](store)) …
+//	… Sink("out", funcsink.Func[PerUser](store)) …
 //	err := clicks.Push(ctx, click) // with Durable: in the WAL, survives a crash
 //
 // Built in besides: memory, generate, file (JSON lines), stdout and drop.

@@ -20,7 +20,7 @@ func TestDurableSourceResumes(t *testing.T) {
 		j, err := arkflow.NewJob("durable").
 			Durability(job.Durability{Path: dir, Sync: job.SyncAlways}).
 			Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: job.SyncGroupCommit})).
-			Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
+			Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(amount * 100)"}}}).
 			Sink("out", out).
 			Build()
 		if err != nil {
@@ -68,7 +68,7 @@ func TestDurableSourceResumes(t *testing.T) {
 func TestDurableMistakes(t *testing.T) {
 	_, err := arkflow.NewJob("bad").
 		Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: "sometimes"})).
-		Map("cents", arkflow.Set("cents", "to_int(amount * 100)")).
+		Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(amount * 100)"}}}).
 		Sink("out", mem.NewSink()).
 		Build()
 	if err == nil {
@@ -100,16 +100,16 @@ func TestDurabilityBadValues(t *testing.T) {
 	} {
 		tc.d.Path = t.TempDir()
 		j := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(tc.d)
-		if err := j.Validate(); err == nil || !strings.Contains(err.Error(), ".Durability(job.Durability{...}): "+tc.want) {
+		if _, err := j.Build(); err == nil || !strings.Contains(err.Error(), ".Durability(job.Durability{...}): "+tc.want) {
 			t.Errorf("Durability: %v, want %q", err, tc.want)
 		}
 		src := arkflow.NewJob("j").Source("in", clickConfig(), arkflow.Durable(tc.d)).Sink("out", mem.NewSink())
-		if err := src.Validate(); err == nil || !strings.Contains(err.Error(), `operator "in": Durable(job.Durability{...}): `+tc.want) {
+		if _, err := src.Build(); err == nil || !strings.Contains(err.Error(), `operator "in": Durable(job.Durability{...}): `+tc.want) {
 			t.Errorf("Durable: %v, want %q", err, tc.want)
 		}
 	}
 	ok := job.Durability{Path: t.TempDir(), Sync: job.SyncPeriodic, SyncIntervalMS: 1}
-	if err := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(ok).Validate(); err != nil {
+	if _, err := arkflow.NewJob("j").Source("in", clickConfig()).Sink("out", mem.NewSink()).Durability(ok).Build(); err != nil {
 		t.Errorf("1ms: %v", err)
 	}
 }

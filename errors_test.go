@@ -60,7 +60,7 @@ func TestOneFieldErrorType(t *testing.T) {
 			}
 			// A validation holds several problems: look at each.
 			errs := []error{c.err}
-			if ves := arkflow.AsValidationErrors(c.err); ves != nil {
+			if ves := job.AsValidationErrors(c.err); ves != nil {
 				errs = errs[:0]
 				for _, ve := range ves {
 					errs = append(errs, ve)
@@ -68,7 +68,7 @@ func TestOneFieldErrorType(t *testing.T) {
 			}
 			var paths []string
 			for _, err := range errs {
-				var fe *arkflow.FieldError
+				var fe *job.FieldError
 				if !errors.As(err, &fe) {
 					t.Fatalf("%T (%v) holds no *job.FieldError", err, err)
 				}

@@ -43,21 +43,17 @@ func printWindows(out *mem.Sink) {
 
 // In-order clicks, batched so that one batch crosses a window boundary.
 // With the default rule the watermark moves with the whole batch first, so
-// 100 and 900 meet the watermark 1100 and are late; PerRowWatermark
+// 100 and 900 meet the watermark 1100 and are late; PerRow
 // classifies each row against the watermark before it.
-func ExamplePerRowWatermark() {
+func ExampleEventTime_perRow() {
 	for _, perRow := range []bool{false, true} {
 		src, err := mem.NewSourceFrom([]arrow.RecordBatch{annAt(100, 900, 1100), annAt(1900, 2100)})
 		if err != nil {
 			log.Fatal(err)
 		}
-		opts := []arkflow.TimeOption{}
-		if perRow {
-			opts = append(opts, arkflow.PerRowWatermark())
-		}
 		out := mem.NewSink()
 		j, err := arkflow.NewJob("clicks").
-			Source("in", src, arkflow.EventTime("ts", opts...)).
+			Source("in", src, arkflow.EventTime{Field: "ts", PerRow: perRow}).
 			KeyBy("user").
 			Window("per-second", window.Tumbling(time.Second).Count("clicks")).
 			Sink("out", out).
@@ -84,12 +80,11 @@ func ExamplePerRowWatermark() {
 // A source that goes quiet: its last window fires once every partition
 // has been idle and the clock has moved past the window's end by the
 // delay, without new clicks and without the end of the input.
-func ExampleAdvanceWhenIdle() {
+func ExampleEventTime_advanceWhenIdle() {
 	src := mem.NewSource(annRows, 1) // never closed: an unbounded input
 	out := mem.NewSink()
 	j, err := arkflow.NewJob("quiet").
-		Source("in", src, arkflow.EventTime("ts",
-			arkflow.IdleTimeout(20*time.Millisecond), arkflow.AdvanceWhenIdle(50*time.Millisecond))).
+		Source("in", src, arkflow.EventTime{Field: "ts", IdleTimeout: 20 * time.Millisecond, AdvanceWhenIdle: 50 * time.Millisecond}).
 		KeyBy("user").
 		Window("per-100ms", window.Tumbling(100*time.Millisecond).Count("clicks")).
 		Sink("out", out).
@@ -123,7 +118,7 @@ func ExampleJob_Drain() {
 	src := mem.NewSource(annRows, 1) // never closed: an unbounded input
 	out := mem.NewSink()
 	j, err := arkflow.NewJob("clicks").
-		Source("in", src, arkflow.EventTime("ts")).
+		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("per-second", window.Tumbling(time.Second).Count("clicks")).
 		Sink("out", out).

@@ -53,8 +53,7 @@ func TestEventTimeOptionsInYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	built := arkflow.NewJob("evtime").
-		Source("in", tsConfig(), arkflow.EventTime("ts",
-			arkflow.PerRowWatermark(), arkflow.IdleTimeout(time.Minute), arkflow.AdvanceWhenIdle(5*time.Second))).
+		Source("in", tsConfig(), arkflow.EventTime{Field: "ts", PerRow: true, IdleTimeout: time.Minute, AdvanceWhenIdle: 5 * time.Second}).
 		Sink("out", mem.NewSink()).Spec()
 	if got, want := spec.Sources[0].Time, built.Sources[0].Time; !reflect.DeepEqual(got, want) {
 		t.Fatalf("YAML time %+v %+v, the Builder's %+v %+v", got, got.Watermark, want, want.Watermark)

@@ -124,7 +124,7 @@ func ExampleDecode() {
 	}
 	out := mem.NewSink()
 	j, err := arkflow.NewJob("clicks").
-		Source("clicks", src, arkflow.EventTime("ts")).
+		Source("clicks", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("per-minute", window.Tumbling(time.Minute).Count("clicks").Sum("amount", "total")).
 		Sink("out", out).

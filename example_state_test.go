@@ -12,7 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -28,7 +30,7 @@ var countSchema = arrow.NewSchema([]arrow.Field{
 
 // runningCount emits, for every input row, its user and how many rows
 // that user has had so far, keeping the count in keyed state.
-var runningCount = arkflow.ProcessTo{Schema: countSchema, Fn: func(_ context.Context, pc *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+func runningCount(_ context.Context, pc *arkflow.ProcessContext, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	users := rec.Column(rec.Schema().FieldIndices("user")[0]).(*array.String)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, countSchema)
 	defer b.Release()
@@ -49,7 +51,7 @@ var runningCount = arkflow.ProcessTo{Schema: countSchema, Fn: func(_ context.Con
 		b.Field(1).(*array.Int64Builder).Append(n)
 	}
 	return b.NewRecordBatch(), nil
-}}
+}
 
 // A Process function keeps a running count per key in state.Value. Its
 // writes commit when the rows it emitted have been written by the sink.
@@ -66,7 +68,7 @@ func ExampleProcessFunc() {
 	j, err := arkflow.NewJob("visits").
 		Source("in", src).
 		KeyBy("user").
-		Process("count", runningCount). // a ProcessFunc if the rows keep their schema
+		Process("count", runningCount, arkflow.WithSchema(countSchema)). // its rows have another schema than its input
 		Sink("out", out).
 		Build()
 	if err != nil {
@@ -105,15 +107,15 @@ func ExampleJob_Savepoint() {
 		N    int64  `arkflow:"n"`
 	}
 	// start builds and runs one version of the job.
-	start := func(version uint64, opts ...arkflow.Option) (*arkflow.Job, *arkflow.Push[Visit], chan error) {
-		in := arkflow.NewPush(arkflow.PushConfig[Visit]{})
+	start := func(version uint64, opts ...arkflow.Option) (*arkflow.Job, *push.Source[Visit], chan error) {
+		in := push.New(push.Config[Visit]{})
 		j, err := arkflow.NewJob("visits").
 			Version(version).
 			Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "checkpoints")}).
 			Source("visits", in).
 			KeyBy("user").
-			Process("count", runningCount).
-			Sink("out", arkflow.SinkFunc[Count](func(_ context.Context, rows []Count) error {
+			Process("count", runningCount, arkflow.WithSchema(countSchema)).
+			Sink("out", funcsink.Func[Count](func(_ context.Context, rows []Count) error {
 				for _, r := range rows {
 					fmt.Printf("v%d: %s %d\n", version, r.User, r.N)
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func ExampleNewJob() {
@@ -29,9 +30,9 @@ func ExampleNewJob() {
 
 	j, err := arkflow.NewJob("spend").
 		Source("payments", src).
-		Filter("real", arkflow.Where("amount >= 1")).
+		Where("real", "amount >= 1").
 		KeyBy("user").
-		Aggregate("per-user", arkflow.Aggregates(arkflow.Count("payments"), arkflow.Sum("amount", "total")).Final()).
+		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("payments"), job.Sum("amount", "total")}, Emit: job.EmitFinal}).
 		Sink("out", out).
 		Build()
 	if err != nil {
@@ -70,7 +71,7 @@ func ExampleLoad() {
 func ExampleValidate() {
 	j, err := arkflow.Load("testdata/broken.yaml")
 	fmt.Println(j == nil)
-	for _, e := range arkflow.AsValidationErrors(err) {
+	for _, e := range job.AsValidationErrors(err) {
 		fmt.Println(e)
 	}
 	// Output:

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -31,7 +30,7 @@ func FuzzSpec(f *testing.F) {
 			}
 			return
 		}
-		plan, err := arkflow.Compile(spec)
+		plan, err := compile(spec)
 		if err != nil {
 			return
 		}
@@ -43,7 +42,7 @@ func FuzzSpec(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a valid spec's JSON does not parse: %v\n%s", err, raw)
 		}
-		if _, err := arkflow.Compile(again); err != nil {
+		if _, err := compile(again); err != nil {
 			t.Fatalf("a valid spec's JSON does not validate: %v\n%s", err, raw)
 		}
 	})

@@ -55,7 +55,7 @@ func ExampleMetrics_Operator() {
 		[]any{"ann", 400},  // late: dropped
 	)
 	j, err := arkflow.NewJob("clicks").
-		Source("in", src, arkflow.EventTime("ts")).
+		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n"), arkflow.WithParallelism(2)).
 		Sink("out", mem.NewSink()).
@@ -124,7 +124,7 @@ func TestMetricsCountersAndGauges(t *testing.T) {
 	src := clicksAt([]any{"ann", 100, "bob", 300}, []any{"bob", 1500}, []any{"ann", 200})
 	j, err := arkflow.NewJob("kinds").
 		Durability(job.Durability{Path: t.TempDir()}).
-		Source("in", src, arkflow.EventTime("ts")).
+		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", mem.NewSink()).

@@ -15,8 +15,10 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/file"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -81,23 +83,17 @@ func roundTripJob(dir string) *arkflow.Builder {
 		Durability(job.Durability{Sync: job.SyncGroupCommit, DrainTimeoutMS: 10_000}).
 		// Branch 1: a Go push source, every out-of-orderness option, late
 		// rows routed to a late sink, its own durability block.
-		Source("clicks", arkflow.NewPush(arkflow.PushConfig[rtClick]{Partitions: 2}),
-			arkflow.EventTime("ts",
-				arkflow.OutOfOrderness(2*time.Second),
-				arkflow.IdleTimeout(10*time.Second),
-				arkflow.PerRowWatermark(),
-				arkflow.AdvanceWhenIdle(time.Second),
-				arkflow.AllowedLateness(time.Minute),
-				arkflow.RouteLate("late")),
+		Source("clicks", push.New(push.Config[rtClick]{Partitions: 2}),
+			arkflow.EventTime{Field: "ts", OutOfOrderness: 2 * time.Second, IdleTimeout: 10 * time.Second, PerRow: true, AdvanceWhenIdle: time.Second, AllowedLateness: time.Minute, RouteLate: "late"},
 			arkflow.Durable(remote),
 			arkflow.WithParallelism(2)).
 		LateSink("late", mem.NewSink()).
-		Map("cols", arkflow.Columns{
-			Set:    []arkflow.Column{{Name: "cents", Expr: "amount * 100"}},
+		Columns("cols", job.Columns{
+			Set:    []job.Column{{Name: "cents", Expr: "amount * 100"}},
 			Drop:   []string{"cents"},
 			Select: []string{"user", "amount", "ts"},
 		}).
-		Filter("big", arkflow.Where("amount > 1")).
+		Where("big", "amount > 1").
 		KeyBy("user").
 		Window("tumbling", win(window.Tumbling(time.Minute))).
 		Sink("tumbling-out", mem.NewSink()).
@@ -121,18 +117,16 @@ func roundTripJob(dir string) *arkflow.Builder {
 			rec.Retain()
 			return rec, nil
 		}), arkflow.WithParallelism(1)).
-		Sink("fn-out", arkflow.SinkFunc[rtClick](func(context.Context, []rtClick) error { return nil })).
+		Sink("fn-out", funcsink.Func[rtClick](func(context.Context, []rtClick) error { return nil })).
 		// Branch 2: a declarative source, monotonous, late updates, a
 		// running aggregate with every function, emitting once at the end.
 		Source("views", views,
-			arkflow.EventTime("ts", arkflow.Monotonous(), arkflow.AllowedLateness(time.Second), arkflow.LateUpdate()),
+			arkflow.EventTime{Field: "ts", Monotonous: true, AllowedLateness: time.Second, LateUpdate: true},
 			arkflow.Durable(local)).
 		KeyBy("user").
-		Aggregate("totals", arkflow.Aggregates(
-			arkflow.Count("n"), arkflow.Sum("amount", "total"), arkflow.Min("amount", "lo"),
-			arkflow.Max("amount", "hi"), arkflow.Avg("amount", "mean"),
-			arkflow.First("amount", "first"), arkflow.Last("amount", "last"),
-		).Final()).
+		Aggregate("totals", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("amount", "total"), job.Min("amount", "lo"),
+			job.Max("amount", "hi"), job.Avg("amount", "mean"),
+			job.First("amount", "first"), job.Last("amount", "last")}, Emit: job.EmitFinal}).
 		Sink("totals-out", file.SinkConfig{Path: filepath.Join(dir, "totals-{subtask}.jsonl")})
 }
 
@@ -143,7 +137,7 @@ var roundTripGoOperators = []string{"clicks", "gofn", "gofilter", "proc", "fn-ou
 func TestRoundTripBuilderSpec(t *testing.T) {
 	dir := t.TempDir()
 	b := roundTripJob(dir)
-	if err := b.Validate(arkflow.WithDataDir(filepath.Join(dir, "data"))); err != nil {
+	if _, err := b.Build(arkflow.WithDataDir(filepath.Join(dir, "data"))); err != nil {
 		t.Fatalf("the round-trip job does not validate with its bindings:\n%v", err)
 	}
 	built := b.Spec()

@@ -93,7 +93,7 @@ func firstVisitsJobFrom(t *testing.T, sourceID string, src *mem.Source, out *mem
 	b := arkflow.NewJob("first-visits").
 		Source(sourceID, src).
 		KeyBy("user").
-		Process("first", arkflow.ProcessTo{Schema: visitSchema, Fn: firstVisits}).
+		Process("first", firstVisits, arkflow.WithSchema(visitSchema)).
 		Sink("out", out)
 	if st != nil {
 		b.State(*st)

@@ -112,7 +112,7 @@ func TestValidateRefusesWhatStartRefuses(t *testing.T) {
 			sp := spec(t, c.edit)
 			verr := arkflow.Validate(sp, opts...)
 			found := false
-			for _, e := range arkflow.AsValidationErrors(verr) {
+			for _, e := range job.AsValidationErrors(verr) {
 				found = found || (e.Field == c.field && strings.Contains(e.Reason, c.reason))
 			}
 			if !found {

@@ -25,7 +25,7 @@
 //	func TestCounts(t *testing.T) {
 //		in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 //		h := arkflowtest.New(t, arkflow.NewJob("clicks").
-//			Source("in", in, arkflow.EventTime("ts")).
+//			Source("in", in, arkflow.EventTime{Field: "ts"}).
 //			KeyBy("user").
 //			Window("w", window.Tumbling(10*time.Second).Count("n")).
 //			Sink("out", out))

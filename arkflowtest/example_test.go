@@ -78,7 +78,7 @@ func TestMain(m *testing.M) {
 func Example() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(10*time.Second).Count("n")).
 		Sink("out", out))
@@ -99,7 +99,7 @@ func ExampleNew() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	in.Push(0, Click{"ann", 500}) // waits for the job
 	arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -129,7 +129,7 @@ func ExampleRestore() {
 	build := func() (*arkflowtest.Input[Click], *arkflowtest.Output[Count], *arkflow.Builder) {
 		in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 		return in, out, arkflow.NewJob("clicks").
-			Source("in", in, arkflow.EventTime("ts")).
+			Source("in", in, arkflow.EventTime{Field: "ts"}).
 			KeyBy("user").
 			Window("w", window.Tumbling(10*time.Second).Count("n")).
 			Sink("out", out)
@@ -151,7 +151,7 @@ func ExampleRestore() {
 func ExampleHarness_AdvanceWatermark() {
 	in, out := arkflowtest.NewInput[Click](2), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -167,7 +167,7 @@ func ExampleHarness_AdvanceWatermark() {
 func ExampleHarness_AdvanceClock() {
 	in, out := arkflowtest.NewInput[Click](2), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts", arkflow.IdleTimeout(time.Second))).
+		Source("in", in, arkflow.EventTime{Field: "ts", IdleTimeout: time.Second}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -191,7 +191,7 @@ func ExampleHarness_Now() {
 func ExampleHarness_Counter() {
 	in, late := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Click]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts", arkflow.RouteLate("late"))).
+		Source("in", in, arkflow.EventTime{Field: "ts", RouteLate: "late"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", arkflowtest.NewOutput[Count]()).
@@ -204,7 +204,7 @@ func ExampleHarness_Counter() {
 func ExampleHarness_Finish() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Session(time.Minute).Count("n")).
 		Sink("out", out))
@@ -231,14 +231,14 @@ func ExampleHarness_Settle() {
 		panic(err)
 	}
 	h.Settle()
-	fmt.Println(out.Rows(), h.Job().CheckpointStatus().Completed)
+	fmt.Println(out.Rows(), h.Job().Metrics().Checkpoints.Completed)
 	// Output: [{ann 1}] 1
 }
 
 func ExampleHarness_Snapshot() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	b := arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out)
@@ -256,7 +256,7 @@ func ExampleHarness_Snapshot() {
 func ExampleHarness_Stop() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -355,7 +355,7 @@ func ExampleNewInput() {
 func ExampleInput_Push() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -367,7 +367,7 @@ func ExampleInput_Push() {
 func ExampleInput_AdvanceWatermark() {
 	in, out := arkflowtest.NewInput[Click](2), arkflowtest.NewOutput[Count]()
 	arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -386,7 +386,7 @@ func ExampleInput_InputType() {
 func ExampleOutput() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -408,7 +408,7 @@ func ExampleNewOutput() {
 	}
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[perUser]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", in, arkflow.EventTime("ts")).
+		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
 		Window("w", window.Tumbling(time.Second).Count("n")).
 		Sink("out", out))
@@ -422,7 +422,7 @@ func ExampleOutput_Rows() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Click]()
 	arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in).
-		Filter("no-bots", arkflow.Where("user != 'bot'")).
+		Where("no-bots", "user != 'bot'").
 		Sink("out", out))
 	in.Push(0, Click{"ann", 1}, Click{"bot", 2}, Click{"bob", 3})
 	fmt.Println(out.Rows())

@@ -217,7 +217,7 @@ func (h *Harness) cleanup() {
 		return
 	}
 	h.stopped = true
-	if err := h.job.StopWithin(settleTimeout); err != nil {
+	if err := h.stopWithin(settleTimeout); err != nil {
 		h.t.Errorf("arkflowtest: stopping the job: %v", err)
 	} else if err := h.job.Err(); err != nil && !h.failed {
 		h.t.Errorf("arkflowtest: the job failed: %v", err)
@@ -369,7 +369,7 @@ func (h *Harness) Finish() {
 func (h *Harness) Stop() {
 	h.t.Helper()
 	h.stopped = true
-	if err := h.job.StopWithin(settleTimeout); err != nil {
+	if err := h.stopWithin(settleTimeout); err != nil {
 		h.t.Fatalf("arkflowtest: stopping the job: %v", err)
 	}
 	h.wait("stop")
@@ -421,4 +421,11 @@ func (h *Harness) Snapshot() *Snapshot {
 		s.cores[id] = in
 	}
 	return s
+}
+
+// stopWithin stops the job gracefully, giving up after d.
+func (h *Harness) stopWithin(d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return h.job.Stop(ctx)
 }

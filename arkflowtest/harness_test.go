@@ -42,8 +42,8 @@ func (c count) String() string {
 }
 
 // counts is a job counting the clicks of each user per window w.
-func counts(in *arkflowtest.Input[click], w window.Definition, out *arkflowtest.Output[count], opts ...arkflow.TimeOption) *arkflow.Builder {
-	return arkflow.NewJob("clicks").Source("in", in, arkflow.EventTime("ts", opts...)).
+func counts(in *arkflowtest.Input[click], w window.Definition, out *arkflowtest.Output[count], opts ...timeOpt) *arkflow.Builder {
+	return arkflow.NewJob("clicks").Source("in", in, eventTime("ts", opts...)).
 		KeyBy("user").Window("w", w.Count("n")).Sink("out", out)
 }
 
@@ -84,7 +84,7 @@ func TestSliding(t *testing.T) {
 // R-TIME-9: sessions merge when an event bridges two of them.
 func TestSession(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Session(time.Second), out, arkflow.OutOfOrderness(2*time.Second)))
+	h := arkflowtest.New(t, counts(in, window.Session(time.Second), out, ooo(2*time.Second)))
 	in.Push(0, click{"ann", 0}, click{"bob", 100}, click{"ann", 1500})
 	in.Push(0, click{"ann", 900}) // bridges [0,1000) and [1500,2500)
 	h.AdvanceWatermark(2400)
@@ -108,7 +108,7 @@ func TestLateDrop(t *testing.T) {
 // R-TIME-5: route sends late events, as they came, to the late sink.
 func TestLateRoute(t *testing.T) {
 	in, out, late := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count](), arkflowtest.NewOutput[click]()
-	arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, arkflow.RouteLate("late")).LateSink("late", late))
+	arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, routeLate("late")).LateSink("late", late))
 	in.Push(0, click{"ann", 100})
 	in.Push(0, click{"bob", 1500}, click{"ann", 200})
 	expect(t, out.Take(), "ann[0,1000)=1")
@@ -118,7 +118,7 @@ func TestLateRoute(t *testing.T) {
 // R-TIME-8: update re-emits the corrected window until its deadline.
 func TestLateUpdate(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, arkflow.AllowedLateness(time.Second), arkflow.LateUpdate()))
+	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, lateness(time.Second), lateUpdate()))
 	in.Push(0, click{"ann", 100})
 	in.Push(0, click{"bob", 1500}, click{"ann", 200})
 	expect(t, out.Take(), "ann[0,1000)=1; ann[0,1000)=2 update")
@@ -175,7 +175,7 @@ func firstVisits(_ context.Context, pc *arkflow.ProcessContext, rec arrow.Record
 func firstVisitsJob(in *arkflowtest.Input[visit], out *arkflowtest.Output[visit]) *arkflow.Builder {
 	schema, _ := arkflow.SchemaOf[visit]()
 	return arkflow.NewJob("visits").Source("in", in).KeyBy("user").
-		Process("first", arkflow.ProcessTo{Schema: schema, Fn: firstVisits}).Sink("out", out)
+		Process("first", firstVisits, arkflow.WithSchema(schema)).Sink("out", out)
 }
 
 // Process with state.Value and state.Map, read back for a key.
@@ -241,7 +241,7 @@ func TestProcessingTime(t *testing.T) {
 // has been idle for the idle timeout.
 func TestIdlePartition(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](2), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, arkflow.IdleTimeout(time.Second)))
+	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, idle(time.Second)))
 	in.Push(0, click{"ann", 100}, click{"ann", 1500})
 	h.AdvanceClock(600 * time.Millisecond)
 	in.Push(0, click{"ann", 1600}) // partition 0 stays active
@@ -394,3 +394,33 @@ func (c *countingTB) Helper()                           {}
 func (c *countingTB) Fatal(args ...any)                 { c.fatalTB.Fatal(args...) }
 func (c *countingTB) Fatalf(format string, args ...any) { c.fatalTB.Fatalf(format, args...) }
 func (c *countingTB) Errorf(string, ...any)             { c.errors++ }
+
+// timeOpt sets one field of an arkflow.EventTime, so that tests can list
+// the event-time settings they vary.
+type timeOpt func(*arkflow.EventTime)
+
+func ooo(d time.Duration) timeOpt { return func(e *arkflow.EventTime) { e.OutOfOrderness = d } }
+func monotonous() timeOpt {
+	return func(e *arkflow.EventTime) { e.Monotonous, e.OutOfOrderness = true, 0 }
+}
+func idle(d time.Duration) timeOpt { return func(e *arkflow.EventTime) { e.IdleTimeout = d } }
+func advanceIdle(d time.Duration) timeOpt {
+	return func(e *arkflow.EventTime) { e.AdvanceWhenIdle = d }
+}
+func perRow() timeOpt                  { return func(e *arkflow.EventTime) { e.PerRow = true } }
+func lateness(d time.Duration) timeOpt { return func(e *arkflow.EventTime) { e.AllowedLateness = d } }
+func lateUpdate() timeOpt {
+	return func(e *arkflow.EventTime) { e.LateUpdate, e.RouteLate = true, "" }
+}
+func routeLate(sink string) timeOpt {
+	return func(e *arkflow.EventTime) { e.RouteLate, e.LateUpdate = sink, false }
+}
+
+// eventTime is the EventTime of field with opts applied in order.
+func eventTime(field string, opts ...timeOpt) arkflow.EventTime {
+	e := arkflow.EventTime{Field: field}
+	for _, o := range opts {
+		o(&e)
+	}
+	return e
+}

@@ -40,7 +40,7 @@ checkpoint: {interval_ms: 10000, object_store_uri: "s3://arkflow/orders"}
 	// A secret key without its key id is refused, not replaced by the
 	// environment's credentials.
 	err = arkflow.Validate(spec, arkflow.WithCheckpointStore(checkpoint.StoreOptions{Endpoint: "127.0.0.1:9000", SecretAccessKey: "minioadmin"}))
-	var ve arkflow.ValidationErrors
+	var ve job.ValidationErrors
 	if errors.As(err, &ve) {
 		fmt.Println("field:", ve[0].Field)
 	}

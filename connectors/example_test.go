@@ -77,7 +77,7 @@ func ExampleRegisterInput() {
 	})
 
 	// A bad config is reported by Build and Validate, with its path.
-	err := arkflow.NewJob("empty").Source("in", LinesConfig{}).Sink("out", stdout.Config{}).Validate()
+	_, err := arkflow.NewJob("empty").Source("in", LinesConfig{}).Sink("out", stdout.Config{}).Build()
 	fmt.Println(err)
 
 	j, err := arkflow.NewJob("lines").

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/state"
 )
@@ -73,8 +74,8 @@ func Example() {
 	j, err := arkflow.NewJob("views").
 		Source("in", src).
 		KeyBy("user").
-		Process("count", arkflow.ProcessTo{Schema: schema, Fn: countViews}).
-		Sink("out", arkflow.SinkFunc[count](func(_ context.Context, rows []count) error {
+		Process("count", countViews, arkflow.WithSchema(schema)).
+		Sink("out", funcsink.Func[count](func(_ context.Context, rows []count) error {
 			for _, c := range rows {
 				fmt.Printf("%s %s views=%d pages=%d\n", c.User, c.Page, c.Views, c.Pages)
 			}

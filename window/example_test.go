@@ -44,7 +44,7 @@ func ExampleTumbling() {
 	}
 	out := mem.NewSink()
 	j, err := arkflow.NewJob("totals").
-		Source("payments", src, arkflow.EventTime("ts", arkflow.AllowedLateness(500*time.Millisecond), arkflow.LateUpdate())).
+		Source("payments", src, arkflow.EventTime{Field: "ts", AllowedLateness: 500 * time.Millisecond, LateUpdate: true}).
 		KeyBy("user").
 		Window("per-second", window.Tumbling(time.Second).Count("n").Sum("amount", "total")).
 		Sink("out", out).

@@ -3,7 +3,7 @@
 // arkflow.Builder.Window.
 //
 //	arkflow.NewJob("clicks").
-//		Source("in", src, arkflow.EventTime("ts", arkflow.OutOfOrderness(2*time.Second))).
+//		Source("in", src, arkflow.EventTime{Field: "ts", OutOfOrderness: 2*time.Second}).
 //		KeyBy("user").
 //		Window("per-minute", window.Tumbling(time.Minute).Count("n").Sum("amount", "total")).
 //		Sink("out", sink)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/internal/harness"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -215,7 +216,11 @@ func compile(args []string, f *jobFlags, stderr io.Writer) (*job.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arkflow.Compile(spec, f.options(f.logger(stderr))...)
+	j, err := arkflow.FromSpec(spec, f.options(f.logger(stderr))...)
+	if err != nil {
+		return nil, err
+	}
+	return j.Plan(), nil
 }
 
 func validateCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
@@ -268,7 +273,7 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			return err
 		}
 		if f.dryRun {
-			return j.DryRun(context.Background())
+			return harness.RuntimeOf(j).DryRun(context.Background())
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -280,7 +280,7 @@ func benchEngine(b *testing.B, in, format, srcExtra, sinkExtra string, par int, 
 		waitOutput(b, out, benchPartitions, benchRecords)
 	}
 	elapsed := time.Since(start)
-	if err := j.StopWithin(time.Minute); err != nil {
+	if err := stopWithin(j, time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	if err := <-done; err != nil {

@@ -226,7 +226,7 @@ func TestValidationNamesSpecField(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := arkflow.Compile(spec, arkflow.WithDataDir(t.TempDir())); err != nil {
+		if _, err := compile(spec, arkflow.WithDataDir(t.TempDir())); err != nil {
 			t.Errorf("event time on %s: %v", field, err)
 		}
 	}
@@ -253,4 +253,13 @@ func TestBuilderWithGoStructs(t *testing.T) {
 			t.Errorf("got %v\nwant %s", err, want)
 		}
 	}
+}
+
+// compile validates spec as a job with opts and returns its plan.
+func compile(spec *job.Spec, opts ...arkflow.Option) (*job.Plan, error) {
+	j, err := arkflow.FromSpec(spec, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return j.Plan(), nil
 }

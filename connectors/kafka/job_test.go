@@ -64,7 +64,7 @@ func runJob(t *testing.T, spec string, opts ...arkflow.Option) func() error {
 			return nil
 		}
 		stopped = true
-		if err := j.StopWithin(30 * time.Second); err != nil {
+		if err := stopWithin(j, 30*time.Second); err != nil {
 			return err
 		}
 		return <-done
@@ -166,4 +166,11 @@ func TestJobExactlyOnceRestart(t *testing.T) {
 		want[id] = true
 	}
 	checkOutput(t, recs, want)
+}
+
+// stopWithin stops j gracefully, giving up after d.
+func stopWithin(j *arkflow.Job, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return j.Stop(ctx)
 }

@@ -2,7 +2,7 @@
 // examples: a partitioned Source fed with Arrow batches (all at once, or
 // appended while the job runs), and a Sink that captures what a job writes.
 //
-// A service that feeds a job from Go uses arkflow.NewPush instead: it
+// A service that feeds a job from Go uses push.New instead: it
 // blocks under backpressure, acknowledges durably, keeps nothing once
 // processed, and its offsets carry across process restarts. A memory
 // Source keeps every batch, and its offsets count from 0 in every process,
@@ -61,7 +61,7 @@ type SourceConfig struct {
 // connects is refused while the Source is open (NewSource): the position
 // was written for other rows, and seeking there would skip rows appended
 // after the connect. A service whose rows arrive while the job runs uses
-// arkflow.NewPush instead, whose offsets carry across restarts. It is safe
+// push.New instead, whose offsets carry across restarts. It is safe
 // for concurrent use.
 type Source struct {
 	schema *arrow.Schema
@@ -250,7 +250,7 @@ func (r *reader) Connect(context.Context) error {
 			r.src.mu.Unlock()
 			return fmt.Errorf("memory source %s: restoring partition %d to offset %d, but this Source holds only %d rows of it: "+
 				"the position was written for other rows (another process), and seeking there would skip rows appended from now on; "+
-				"a memory Source's rows do not outlive its process: feed services through arkflow.NewPush, or start without restoring", r.op, p, off, held)
+				"a memory Source's rows do not outlive its process: feed services through push.New, or start without restoring", r.op, p, off, held)
 		}
 	}
 	r.src.mu.Unlock()

@@ -806,7 +806,7 @@ func TestRestoredOpenSourceRefusesPositionsItNeverDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := open(fresh, 5)
-	if err == nil || !strings.Contains(err.Error(), "holds only 2 rows") || !strings.Contains(err.Error(), "arkflow.NewPush") {
+	if err == nil || !strings.Contains(err.Error(), "holds only 2 rows") || !strings.Contains(err.Error(), "push.New") {
 		t.Fatalf("restore of a fresh open source: %v, want a refusal naming why", err)
 	}
 	// Given the input again (a replay, or the same Source in-process), it

@@ -3,7 +3,7 @@
 // 10 seconds of event time, and each window's result is appended to a file
 // that GET /results serves.
 //
-//	HTTP POST /clicks → Push → KeyBy user → 10 s window → SinkFunc → results.jsonl
+//	HTTP POST /clicks → Push → KeyBy user → 10 s window → funcsink.Func → results.jsonl
 //
 // A 200 from POST /clicks means the clicks are in the job's write-ahead log,
 // on disk: kill the process with SIGKILL, start it again on the same -data
@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -87,7 +89,7 @@ func run(addr, data string) error {
 
 	// The source the HTTP handler feeds. One partition: clicks are read in
 	// the order Push calls return, under one watermark.
-	clicks := arkflow.NewPush(arkflow.PushConfig[Click]{})
+	clicks := push.New(push.Config[Click]{})
 
 	j, err := arkflow.NewJob("clicks").
 		Source("clicks", clicks,
@@ -97,15 +99,15 @@ func run(addr, data string) error {
 			arkflow.Durable(job.Durability{}),
 			// Event time is the TS column; clicks may arrive up to 2 s
 			// behind the newest one before they count as late (dropped).
-			// PerRowWatermark places each click against the watermark of
+			// PerRow places each click against the watermark of
 			// the clicks before it, so one request's clicks in order are
 			// never late, however far apart. (With wall-clock timestamps,
 			// IdleTimeout and AdvanceWhenIdle would also close the last
 			// windows when traffic stops.)
-			arkflow.EventTime("TS", arkflow.OutOfOrderness(2*time.Second), arkflow.PerRowWatermark())).
+			arkflow.EventTime{Field: "TS", OutOfOrderness: 2 * time.Second, PerRow: true}).
 		KeyBy("User").
 		Window("per-user", window.Tumbling(10*time.Second).Count("Clicks").Sum("Amount", "Total")).
-		Sink("results", arkflow.SinkFunc[Result](results.Write)).
+		Sink("results", funcsink.Func[Result](results.Write)).
 		// Checkpoints of the window state every 2 s: a restart restores
 		// the newest one and replays only the log after it.
 		Checkpoint(job.Checkpoint{IntervalMS: 2000, ObjectStoreURI: "file://" + filepath.Join(data, "checkpoints")}).
@@ -129,7 +131,7 @@ func run(addr, data string) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		_ = j.StopWithin(30 * time.Second)
+		stopWithin(j, 30*time.Second)
 		return err
 	}
 	serveDone := make(chan error, 1)
@@ -145,7 +147,7 @@ func run(addr, data string) error {
 		srv.Close()
 		return fmt.Errorf("job: %w", err)
 	case err := <-serveDone:
-		_ = j.StopWithin(30 * time.Second)
+		stopWithin(j, 30*time.Second)
 		return err
 	}
 
@@ -175,7 +177,7 @@ func run(addr, data string) error {
 
 // clickHandler accepts one click or an array of clicks as JSON and pushes
 // them to the job.
-func clickHandler(clicks *arkflow.Push[Click]) http.HandlerFunc {
+func clickHandler(clicks *push.Source[Click]) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		batch, err := decodeClicks(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil {
@@ -195,7 +197,7 @@ func clickHandler(clicks *arkflow.Push[Click]) http.HandlerFunc {
 		case err == nil:
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, "{\"accepted\":%d}\n", len(batch))
-		case errors.Is(err, arkflow.ErrPushStopped):
+		case errors.Is(err, push.ErrStopped):
 			// The job stopped before taking the clicks: none of them was
 			// processed, so the client can safely send them again.
 			w.Header().Set("Retry-After", "1")
@@ -287,7 +289,7 @@ func openResults(path string) (*resultFile, error) {
 	return &resultFile{path: path, f: f}, nil
 }
 
-// Write is the SinkFunc. Its nil return acknowledges the rows: the job may
+// Write is the funcsink.Func. Its nil return acknowledges the rows: the job may
 // then move the write-ahead log past their input and forget it. So it
 // returns only once the lines are on disk (fsync): durable before the
 // acknowledgement is the sink's half of "nothing accepted is lost".
@@ -340,4 +342,11 @@ func cutTornLine(f *os.File) error {
 		return nil
 	}
 	return f.Truncate(keep)
+}
+
+// stopWithin stops the job gracefully, giving up after d.
+func stopWithin(j *arkflow.Job, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_ = j.Stop(ctx)
 }

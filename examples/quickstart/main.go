@@ -26,6 +26,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func main() {
@@ -46,14 +47,12 @@ func main() {
 	j, err := arkflow.NewJob("quickstart").
 		Parallelism(2).
 		Source("clicks", clicks).
-		Map("value", arkflow.Set("cents", "if(action == 'buy', to_int(round(price * 100)), 0)")).
-		Filter("engaged", arkflow.Where("action != 'view'")).
+		Columns("value", job.Columns{Set: []job.Column{{Name: "cents", Expr: "if(action == 'buy', to_int(round(price * 100)), 0)"}}}).
+		Where("engaged", "action != 'view'").
 		KeyBy("user").
-		Aggregate("per-user", arkflow.Aggregates(
-			arkflow.Count("actions"),
-			arkflow.Sum("cents", "spent_cents"),
-			arkflow.Max("ts", "last_seen"),
-		).Final()).
+		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("actions"),
+			job.Sum("cents", "spent_cents"),
+			job.Max("ts", "last_seen")}, Emit: job.EmitFinal}).
 		Sink("results", results, arkflow.WithParallelism(1)).
 		Build()
 	if err != nil {

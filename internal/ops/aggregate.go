@@ -13,25 +13,18 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Aggregate emit modes.
 const (
-	// EmitUpdates emits, after every input batch, the current aggregates of
-	// the keys it touched (a changelog: the latest row per key is the
-	// current value).
-	EmitUpdates = "updates"
-	// EmitFinal emits every key's aggregates once, when the input ends.
-	EmitFinal = "final"
+	EmitUpdates = job.EmitUpdates
+	EmitFinal   = job.EmitFinal
 )
 
 // AggregateConfig configures a keyed running aggregate (kind "aggregate"):
-// aggregates over all rows of each key, with no window.
-type AggregateConfig struct {
-	Aggregates []agg.Spec `json:"aggregates"`
-	// Emit is "updates" (default) or "final".
-	Emit string `json:"emit,omitempty"`
-}
+// the spec block job.Aggregation.
+type AggregateConfig = job.Aggregation
 
 // BuildAggregate is the factory of aggregate operators.
 func BuildAggregate(c Context) (Built, error) {

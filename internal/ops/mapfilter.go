@@ -37,26 +37,24 @@ type FilterBinding struct {
 	Fn   FilterFunc
 }
 
-// MapConfig configures a map operator. Either Function, or any of Set,
-// Drop and Select (applied in that order).
+// MapConfig configures a map operator. Either Function, or the fields
+// of the declarative job.Columns (Set, Drop and Select, applied in that
+// order; see NewMapConfig).
 type MapConfig struct {
-	// Set adds or replaces columns, in order; each expression sees the
-	// columns set before it.
-	Set []Assign `json:"set,omitempty"`
-	// Drop removes columns.
-	Drop []string `json:"drop,omitempty"`
-	// Select keeps only these columns, in this order (__meta_* columns are
-	// kept after them: sinks and exactly-once outputs need them).
-	Select []string `json:"select,omitempty"`
+	Set    []job.Column `json:"set,omitempty"`
+	Drop   []string     `json:"drop,omitempty"`
+	Select []string     `json:"select,omitempty"`
 	// Function names a Go function bound by the program (builder only).
 	Function string `json:"function,omitempty"`
 }
 
-// Assign is one computed column.
-type Assign struct {
-	Name string `json:"name"`
-	Expr string `json:"expr"`
+// NewMapConfig is the config of the declarative map c.
+func NewMapConfig(c job.Columns) MapConfig {
+	return MapConfig{Set: c.Set, Drop: c.Drop, Select: c.Select}
 }
+
+// Assign is one computed column.
+type Assign = job.Column
 
 // FilterConfig configures a filter operator: exactly one of Expr and
 // Function.

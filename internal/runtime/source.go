@@ -447,7 +447,7 @@ func (st *sourceTime) warnStarved(now int64) {
 	}
 	st.starvedWarned = true
 	st.log.Warn("event time: partitions of this source that have had no row yet hold its watermark back, so no window downstream fires until they get one; "+
-		"if they may stay empty, set the source's watermark.idle_timeout_ms (EventTime(field, IdleTimeout(d)) in Go)",
+		"if they may stay empty, set the source's watermark.idle_timeout_ms (arkflow.EventTime{IdleTimeout: d} in Go)",
 		"partitions", parts, "watermark", st.tracker.Watermark())
 }
 

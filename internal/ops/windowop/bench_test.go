@@ -82,7 +82,7 @@ func runEngineState(b *testing.B, data []arrow.RecordBatch, def window.Definitio
 	}
 	sink := mem.NewSink()
 	jb := arkflow.NewJob("bench").
-		Source("in", src, arkflow.EventTime("ts", arkflow.OutOfOrderness(benchOOO*time.Millisecond))).
+		Source("in", src, arkflow.EventTime{Field: "ts", OutOfOrderness: benchOOO * time.Millisecond}).
 		KeyBy("user").
 		Window("w", def).
 		Sink("out", sink)

@@ -186,8 +186,8 @@ func rowsOf(t testing.TB, recs []arrow.RecordBatch) []string {
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // outOfOrderness is the time options of a bounded out-of-orderness source.
-func outOfOrderness(ms int64) []arkflow.TimeOption {
-	return []arkflow.TimeOption{arkflow.OutOfOrderness(time.Duration(ms) * time.Millisecond)}
+func outOfOrderness(ms int64) []timeOpt {
+	return []timeOpt{ooo(time.Duration(ms) * time.Millisecond)}
 }
 
 // pipeline describes a source → KeyBy → Window → sink job.
@@ -197,7 +197,7 @@ type pipeline struct {
 	key    string                // default "k"
 	field  string                // default "ts"
 	def    window.Definition
-	time   []arkflow.TimeOption
+	time   []timeOpt
 	perRow bool // advance per_row (PerRowWatermark after time)
 	route  bool // add the LateSink "late" (use with RouteLate("late"))
 	// stateDir, when set, keeps the job's state in Badger there instead
@@ -223,7 +223,7 @@ func (p pipeline) builder(src *mem.Source, out, late *mem.Sink) *arkflow.Builder
 		field = "ts"
 	}
 	b := arkflow.NewJob("golden").
-		Source("in", src, arkflow.EventTime(field, p.timeOptions()...)).
+		Source("in", src, eventTime(field, p.timeOptions()...)).
 		KeyBy(key).
 		Window("w", p.def).
 		Sink("out", out)
@@ -279,7 +279,7 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 	p := &c.p
 	var kind string
 	var size, slide, gap time.Duration
-	var opts []arkflow.TimeOption
+	var opts []timeOpt
 	parts := 1
 	for _, a := range d.CmdArgs {
 		if len(a.Vals) != 1 {
@@ -311,17 +311,17 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 		case "field":
 			p.field = v
 		case "ooo":
-			opts = append(opts, arkflow.OutOfOrderness(ms))
+			opts = append(opts, ooo(ms))
 		case "strategy":
 			switch v {
 			case "bounded":
 			case "monotonous":
-				opts = append(opts, arkflow.Monotonous())
+				opts = append(opts, monotonous())
 			default:
 				return c, fmt.Errorf("strategy %q", v)
 			}
 		case "lateness":
-			opts = append(opts, arkflow.AllowedLateness(ms))
+			opts = append(opts, lateness(ms))
 		case "policy":
 			c.policy = v
 		case "partitions":
@@ -436,9 +436,9 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 	switch c.policy {
 	case "drop":
 	case "update":
-		opts = append(opts, arkflow.LateUpdate())
+		opts = append(opts, lateUpdate())
 	case "route":
-		opts = append(opts, arkflow.RouteLate("late"))
+		opts = append(opts, routeLate("late"))
 		p.route = true
 	default:
 		return c, fmt.Errorf("policy %q", c.policy)
@@ -584,10 +584,40 @@ func gaugeLine(g map[string]int64) string {
 }
 
 // timeOptions are the pipeline's event-time options, with its advance.
-func (p pipeline) timeOptions() []arkflow.TimeOption {
-	opts := append([]arkflow.TimeOption(nil), p.time...)
+func (p pipeline) timeOptions() []timeOpt {
+	opts := append([]timeOpt(nil), p.time...)
 	if p.perRow {
-		opts = append(opts, arkflow.PerRowWatermark())
+		opts = append(opts, perRow())
 	}
 	return opts
+}
+
+// timeOpt sets one field of an arkflow.EventTime, so that tests can list
+// the event-time settings they vary.
+type timeOpt func(*arkflow.EventTime)
+
+func ooo(d time.Duration) timeOpt { return func(e *arkflow.EventTime) { e.OutOfOrderness = d } }
+func monotonous() timeOpt {
+	return func(e *arkflow.EventTime) { e.Monotonous, e.OutOfOrderness = true, 0 }
+}
+func idle(d time.Duration) timeOpt { return func(e *arkflow.EventTime) { e.IdleTimeout = d } }
+func advanceIdle(d time.Duration) timeOpt {
+	return func(e *arkflow.EventTime) { e.AdvanceWhenIdle = d }
+}
+func perRow() timeOpt                  { return func(e *arkflow.EventTime) { e.PerRow = true } }
+func lateness(d time.Duration) timeOpt { return func(e *arkflow.EventTime) { e.AllowedLateness = d } }
+func lateUpdate() timeOpt {
+	return func(e *arkflow.EventTime) { e.LateUpdate, e.RouteLate = true, "" }
+}
+func routeLate(sink string) timeOpt {
+	return func(e *arkflow.EventTime) { e.RouteLate, e.LateUpdate = sink, false }
+}
+
+// eventTime is the EventTime of field with opts applied in order.
+func eventTime(field string, opts ...timeOpt) arkflow.EventTime {
+	e := arkflow.EventTime{Field: field}
+	for _, o := range opts {
+		o(&e)
+	}
+	return e
 }

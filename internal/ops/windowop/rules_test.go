@@ -150,7 +150,7 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 	rec := batchOf(t, schema, `{"k":"a","ts":null,"v":1}`, `{"k":"a","ts":10,"v":2}`, `{"k":"b","v":3}`)
 	defer rec.Release()
 	res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{rec}}, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
-		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true}.run(t)
+		time: []timeOpt{routeLate("late")}, route: true}.run(t)
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -172,9 +172,9 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"drop", "update"} {
 		t.Run(policy, func(t *testing.T) {
-			opts := []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}
+			opts := []timeOpt{lateness(time.Hour)}
 			if policy == "update" {
-				opts = append(opts, arkflow.LateUpdate())
+				opts = append(opts, lateUpdate())
 			}
 			schema := mustSchema(t, "k:string ts:timestamp_ms v:int64")
 			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"), time: opts})
@@ -218,7 +218,7 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
-		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true})
+		time: []timeOpt{routeLate("late")}, route: true})
 	s.push(`{"k":"a","ts":2100,"v":1}`, `{"k":"a","ts":100,"v":2}`)
 	wantRows(t, "late sink", s.waitRows(s.late, 1), []string{`{"k":"a","ts":100,"v":2}`})
 	s.waitGauge(windowop.MetricOpenWindows, 1)
@@ -270,15 +270,15 @@ func TestRTime5LatePolicies(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name      string
-		opts      []arkflow.TimeOption
+		opts      []timeOpt
 		out, late []string
 		gauge     string
 	}{
 		{"drop", nil, fired, nil, windowop.MetricLateDropped},
-		{"drop-within-lateness", []arkflow.TimeOption{arkflow.AllowedLateness(time.Hour)}, fired, nil, windowop.MetricLateDropped},
-		{"route", []arkflow.TimeOption{arkflow.RouteLate("late")}, fired, []string{`{"k":"a","ts":600,"v":4}`}, windowop.MetricLateRouted},
-		{"update-past-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(500 * time.Millisecond)}, fired, nil, windowop.MetricLateDropped},
-		{"update-within-lateness", []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(501 * time.Millisecond)},
+		{"drop-within-lateness", []timeOpt{lateness(time.Hour)}, fired, nil, windowop.MetricLateDropped},
+		{"route", []timeOpt{routeLate("late")}, fired, []string{`{"k":"a","ts":600,"v":4}`}, windowop.MetricLateRouted},
+		{"update-past-lateness", []timeOpt{lateUpdate(), lateness(500 * time.Millisecond)}, fired, nil, windowop.MetricLateDropped},
+		{"update-within-lateness", []timeOpt{lateUpdate(), lateness(501 * time.Millisecond)},
 			[]string{fired[0], winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5`, true), fired[1]}, nil, windowop.MetricLateUpdated},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -354,7 +354,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 		mapped = append(mapped, arrow.Field{Name: c.name, Type: c.t, Nullable: true})
 	}
 	mappedSchema := arrow.NewSchema(mapped, nil)
-	widen := arkflow.MapTo{Schema: mappedSchema, Fn: func(_ context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	widen := func(_ context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		cols := make([]arrow.Array, 0, len(mapped))
 		for i := range schema.NumFields() {
 			c := rec.Column(i)
@@ -369,7 +369,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 			c.Release()
 		}
 		return out, nil
-	}}
+	}
 	def := window.Tumbling(time.Second).Count("n")
 	type col struct {
 		name string
@@ -415,8 +415,8 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 	}
 	out := mem.NewSink()
 	j, err := arkflow.NewJob("types").
-		Source("in", src, arkflow.EventTime("ts", arkflow.OutOfOrderness(time.Hour))).
-		Map("widen", widen).
+		Source("in", src, arkflow.EventTime{Field: "ts", OutOfOrderness: time.Hour}).
+		Map("widen", widen, arkflow.WithSchema(mappedSchema)).
 		KeyBy("k").
 		Window("w", def).
 		Sink("out", out).Build()
@@ -534,7 +534,7 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema,
 		def:  window.Tumbling(time.Second).Count("n").Sum("v", "total").Max("v", "hi"),
-		time: []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(time.Second)}})
+		time: []timeOpt{lateUpdate(), lateness(time.Second)}})
 	s.push(`{"k":"a","ts":500,"v":1}`, `{"k":"b","ts":700,"v":10}`)
 	s.waitGauge(windowop.MetricOpenWindows, 2)
 	// Watermark 1500: [0, 1000) fires for a and b and is kept until 2000.
@@ -600,12 +600,12 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"drop", "route", "update"} {
 		t.Run(policy, func(t *testing.T) {
-			opts := []arkflow.TimeOption{arkflow.AllowedLateness(time.Second)}
+			opts := []timeOpt{lateness(time.Second)}
 			switch policy {
 			case "route":
-				opts = append(opts, arkflow.RouteLate("late"))
+				opts = append(opts, routeLate("late"))
 			case "update":
-				opts = append(opts, arkflow.LateUpdate())
+				opts = append(opts, lateUpdate())
 			}
 			schema := mustSchema(t, "k:string ts:int64 v:int64")
 			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"), time: opts, route: policy == "route"})
@@ -698,7 +698,7 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond).Count("n").Sum("v", "total"),
-		time: []arkflow.TimeOption{arkflow.LateUpdate(), arkflow.AllowedLateness(10 * time.Second)}})
+		time: []timeOpt{lateUpdate(), lateness(10 * time.Second)}})
 	s.push(`{"k":"a","ts":0,"v":1}`)
 	s.push(`{"k":"a","ts":500,"v":2}`)  // fires [0,300)
 	s.push(`{"k":"a","ts":2000,"v":4}`) // fires [500,800)
@@ -780,7 +780,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
-	s = firing(t, pipeline{schema: schema, def: def, time: []arkflow.TimeOption{arkflow.OutOfOrderness(time.Hour), arkflow.Monotonous()}}, []step{
+	s = firing(t, pipeline{schema: schema, def: def, time: []timeOpt{ooo(time.Hour), monotonous()}}, []step{
 		{`{"k":"a","ts":10,"v":1}`, 0},
 		{`{"k":"a","ts":999,"v":1}`, 0},
 		{`{"k":"a","ts":1000,"v":1}`, 1},
@@ -799,7 +799,7 @@ func TestRTime10LateForEmptyWindow(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"),
-		time: []arkflow.TimeOption{arkflow.RouteLate("late")}, route: true})
+		time: []timeOpt{routeLate("late")}, route: true})
 	s.push(`{"k":"a","ts":5000,"v":1}`)
 	s.push(`{"k":"b","ts":4000,"v":2}`) // [4000,5000) is empty and late at watermark 5000
 	s.push(`{"k":"b","ts":5999,"v":3}`)
@@ -855,12 +855,12 @@ func TestDeterminismSameInputSameOutput(t *testing.T) {
 		d = d.Count("n").Sum("v", "s").Avg("v", "a").Min("v", "lo").Max("v", "hi").First("v", "f").Last("v", "l")
 		for _, policy := range []string{"drop", "route", "update"} {
 			t.Run(name+"/"+policy, func(t *testing.T) {
-				opts := []arkflow.TimeOption{arkflow.OutOfOrderness(400 * time.Millisecond), arkflow.AllowedLateness(time.Second)}
+				opts := []timeOpt{ooo(400 * time.Millisecond), lateness(time.Second)}
 				switch policy {
 				case "route":
-					opts = append(opts, arkflow.RouteLate("late"))
+					opts = append(opts, routeLate("late"))
 				case "update":
-					opts = append(opts, arkflow.LateUpdate())
+					opts = append(opts, lateUpdate())
 				}
 				p := pipeline{schema: schema, parts: batches, def: d, time: opts, route: policy == "route"}
 				var first string

@@ -1,4 +1,15 @@
-package arkflow
+// Package push is the source a Go service feeds: its handlers push typed
+// rows (structs mapped to columns as arkflow.Encode maps them) and the job
+// reads them. With arkflow.Durable on the source, a nil return from Push
+// means the rows are in the write-ahead log and survive a crash.
+//
+//	clicks := push.New[Click](push.Config[Click]{Partitions: 4})
+//	j, err := arkflow.NewJob("clicks").
+//		Source("clicks", clicks, arkflow.Durable(job.Durability{})).
+//		...
+//	// in an HTTP handler:
+//	err := clicks.Push(r.Context(), click)
+package push
 
 import (
 	"context"
@@ -10,22 +21,22 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/internal/push"
+	queue "github.com/arkflow-rs/arkflow-go/internal/push"
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// ErrPushStopped is returned by Push for rows the job did not take because
+// ErrStopped is returned by Push for rows the job did not take because
 // it had stopped (or stopped while they waited). Nothing of them was
 // processed; a service answers its caller with a retryable error.
-var ErrPushStopped = push.ErrStopped
+var ErrStopped = queue.ErrStopped
 
-// ErrPushClosed is returned by Push after Close.
-var ErrPushClosed = push.ErrClosed
+// ErrClosed is returned by Push after Close.
+var ErrClosed = queue.ErrClosed
 
-// PushConfig configures a Push source. The zero value is one partition,
+// Config configures a Push source. The zero value is one partition,
 // round-robin, with at most DefaultMaxPending rows waiting.
-type PushConfig[T any] struct {
+type Config[T any] struct {
 	// Partitions is the number of source partitions (default 1). Each
 	// partition is read in push order by one source subtask. Give as many
 	// as the source's parallelism, or more.
@@ -34,7 +45,7 @@ type PushConfig[T any] struct {
 	// source's is their minimum: a partition that gets no rows holds every
 	// window back, and windows never fire. When some partitions may stay
 	// empty (a PartitionKey over few keys, pushes that stop), give
-	// EventTime an IdleTimeout, after which a partition without rows stops
+	// arkflow.EventTime an IdleTimeout, after which a partition without rows stops
 	// holding the others back. (Without one, the source logs a warning
 	// when a partition that never had a row has held the watermark back
 	// for 10 s while others have rows.)
@@ -52,17 +63,17 @@ type PushConfig[T any] struct {
 	MaxPending int
 }
 
-// DefaultMaxPending is the default PushConfig.MaxPending.
-const DefaultMaxPending = push.DefaultMaxPending
+// DefaultMaxPending is the default Config.MaxPending.
+const DefaultMaxPending = queue.DefaultMaxPending
 
 // Push is a source that a Go service feeds: its handlers call Push with
 // rows of type T, and the job reads them. Create it with
-// NewPush, give it to the Builder's Source, and push while the job runs.
+// New, give it to the Builder's Source, and push while the job runs.
 //
 // What a nil return from Push promises depends on the source's
 // durability:
 //
-//   - with Durable(...) on the source, the rows are in the write-ahead log:
+//   - with arkflow.Durable(...) on the source, the rows are in the write-ahead log:
 //     they survive a crash (SIGKILL) of the process, and are replayed after
 //     a restart until processed. A handler may answer "accepted" after Push.
 //   - without it, the job has taken the rows into its pipeline. A crash
@@ -88,34 +99,34 @@ const DefaultMaxPending = push.DefaultMaxPending
 //
 // A Push is meant for one job at a time. Rows pushed before the job starts
 // wait for it (Push blocks until they are taken); rows pushed after the job
-// stopped fail with ErrPushStopped until a job using the source starts
+// stopped fail with ErrStopped until a job using the source starts
 // again. It is safe for concurrent use.
-type Push[T any] struct {
-	cfg   PushConfig[T]
+type Source[T any] struct {
+	cfg   Config[T]
 	codec *typed.Codec[T]
 	err   error
-	q     *push.Queue
+	q     *queue.Queue
 	turn  atomic.Uint64
 }
 
-// NewPush returns a push source for rows of type T, a struct whose fields
-// map to columns as described at Encode. A T that cannot map is reported by
+// New returns a push source for rows of type T, a struct whose fields
+// map to columns as described at arkflow.Encode. A T that cannot map is reported by
 // the Builder that receives the source, and by every Push.
-func NewPush[T any](cfg PushConfig[T]) *Push[T] {
-	p := &Push[T]{cfg: cfg}
+func New[T any](cfg Config[T]) *Source[T] {
+	p := &Source[T]{cfg: cfg}
 	p.codec, p.err = typed.For[T]()
 	if p.err == nil {
-		p.q = push.New(p.codec.Schema(), cfg.Partitions, cfg.MaxPending)
+		p.q = queue.New(p.codec.Schema(), cfg.Partitions, cfg.MaxPending)
 	}
 	return p
 }
 
-// InputType implements SourceComponent.
-func (p *Push[T]) InputType() string { return pushInputType }
+// InputType implements arkflow.SourceComponent.
+func (p *Source[T]) InputType() string { return pushInputType }
 
 // MarshalJSON writes the source's spec config: its schema and partition
 // count (the rows themselves stay in Go).
-func (p *Push[T]) MarshalJSON() ([]byte, error) {
+func (p *Source[T]) MarshalJSON() ([]byte, error) {
 	var cfg pushSpec
 	cfg.Partitions = max(p.cfg.Partitions, 1)
 	if p.err == nil {
@@ -129,7 +140,7 @@ func (p *Push[T]) MarshalJSON() ([]byte, error) {
 }
 
 // Schema returns the Arrow schema of T's rows (nil when T cannot map).
-func (p *Push[T]) Schema() *arrow.Schema {
+func (p *Source[T]) Schema() *arrow.Schema {
 	if p.err != nil {
 		return nil
 	}
@@ -139,10 +150,10 @@ func (p *Push[T]) Schema() *arrow.Schema {
 // Push hands rows to the job and returns once it took them (see Push for
 // what that promises with and without durability). It blocks while
 // MaxPending rows wait to be taken, returns ctx's error when ctx ends first
-// (the rows may then still be taken), ErrPushStopped when the job stopped
-// before taking them, and ErrPushClosed after Close. Rows of one call keep
+// (the rows may then still be taken), ErrStopped when the job stopped
+// before taking them, and ErrClosed after Close. Rows of one call keep
 // their order within a partition.
-func (p *Push[T]) Push(ctx context.Context, rows ...T) error {
+func (p *Source[T]) Push(ctx context.Context, rows ...T) error {
 	return p.push(ctx, false, rows)
 }
 
@@ -150,28 +161,28 @@ func (p *Push[T]) Push(ctx context.Context, rows ...T) error {
 // acknowledged by every sink they reached, or filtered away. It returns the
 // error that kept them from being processed (a failed sink write, the job
 // stopping first).
-func (p *Push[T]) PushWait(ctx context.Context, rows ...T) error {
+func (p *Source[T]) PushWait(ctx context.Context, rows ...T) error {
 	return p.push(ctx, true, rows)
 }
 
 // Close ends the input: the job reads what is queued, then sees the end of
 // its input, fires every open window and ends (as a bounded source would).
-// Later pushes fail with ErrPushClosed.
-func (p *Push[T]) Close() {
+// Later pushes fail with ErrClosed.
+func (p *Source[T]) Close() {
 	if p.q != nil {
 		p.q.Close()
 	}
 }
 
 // Pending returns the number of rows pushed and not yet taken by the job.
-func (p *Push[T]) Pending() int64 {
+func (p *Source[T]) Pending() int64 {
 	if p.q == nil {
 		return 0
 	}
 	return p.q.Pending()
 }
 
-func (p *Push[T]) push(ctx context.Context, processed bool, rows []T) error {
+func (p *Source[T]) push(ctx context.Context, processed bool, rows []T) error {
 	if p.err != nil {
 		return fmt.Errorf("arkflow: push: %w", p.err)
 	}
@@ -214,7 +225,7 @@ func (p *Push[T]) push(ctx context.Context, processed bool, rows []T) error {
 	return first
 }
 
-func (p *Push[T]) pushPart(ctx context.Context, processed bool, part int, rows []T) error {
+func (p *Source[T]) pushPart(ctx context.Context, processed bool, part int, rows []T) error {
 	w, err := p.enqueue(ctx, processed, part, rows)
 	if err != nil {
 		return err
@@ -224,7 +235,7 @@ func (p *Push[T]) pushPart(ctx context.Context, processed bool, part int, rows [
 
 // enqueue encodes rows and queues them; the channel reports acceptance
 // (or processing, when processed).
-func (p *Push[T]) enqueue(ctx context.Context, processed bool, part int, rows []T) (chan error, error) {
+func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows []T) (chan error, error) {
 	rec, err := p.codec.Encode(nil, rows)
 	if err != nil {
 		return nil, fmt.Errorf("arkflow: push: %w", err)
@@ -271,12 +282,12 @@ type pushSpec struct {
 	Partitions int               `json:"partitions,omitempty"`
 }
 
-// pushInput is what the push factory needs of a bound *Push[T].
+// pushInput is what the push factory needs of a bound *Source[T].
 type pushInput interface {
 	input() (connectors.Input, error)
 }
 
-func (p *Push[T]) input() (connectors.Input, error) {
+func (p *Source[T]) input() (connectors.Input, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -291,7 +302,7 @@ func init() {
 		}
 		p, ok := bc.Bound.(pushInput)
 		if !ok {
-			return nil, fmt.Errorf("input type %q is fed by Go code: give an arkflow.NewPush value to the Builder's Source; a spec alone cannot run it", pushInputType)
+			return nil, fmt.Errorf("input type %q is fed by Go code: give a push.New value to the Builder's Source; a spec alone cannot run it", pushInputType)
 		}
 		return p.input()
 	})

@@ -1,4 +1,4 @@
-package arkflow_test
+package push_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -26,13 +28,13 @@ type userTotal struct {
 	Total  int64
 }
 
-// collector is a SinkFunc target safe for concurrent calls.
+// collector is a funcsink.Func target safe for concurrent calls.
 type collector[T any] struct {
 	mu   sync.Mutex
 	rows []T
 }
 
-func (c *collector[T]) sink() arkflow.SinkFunc[T] {
+func (c *collector[T]) sink() funcsink.Func[T] {
 	return func(_ context.Context, rows []T) error {
 		c.mu.Lock()
 		c.rows = append(c.rows, rows...)
@@ -62,7 +64,7 @@ func startJob(t *testing.T, b *arkflow.Builder, opts ...arkflow.Option) (*arkflo
 // PushWait returns once the sink acknowledged the rows; the rows arrive
 // typed; Close ends the job (R-EMBED-2, R-EMBED-3).
 func TestPushToSinkFunc(t *testing.T) {
-	in := arkflow.NewPush(arkflow.PushConfig[click]{Partitions: 3, PartitionKey: func(c click) string { return c.User }})
+	in := push.New(push.Config[click]{Partitions: 3, PartitionKey: func(c click) string { return c.User }})
 	var out collector[click]
 	_, done := startJob(t, arkflow.NewJob("push").Parallelism(3).
 		Source("clicks", in).Sink("out", out.sink()))
@@ -96,16 +98,16 @@ func TestPushToSinkFunc(t *testing.T) {
 	if n := in.Pending(); n != 0 {
 		t.Fatalf("%d rows still pending after the job ended", n)
 	}
-	if err := in.Push(ctx, click{User: "late"}); !errors.Is(err, arkflow.ErrPushClosed) {
-		t.Fatalf("Push after Close: %v, want ErrPushClosed", err)
+	if err := in.Push(ctx, click{User: "late"}); !errors.Is(err, push.ErrClosed) {
+		t.Fatalf("Push after Close: %v, want ErrClosed", err)
 	}
 }
 
 // Push blocks while the job does not take rows (its sink is stuck, and
 // MaxPending rows wait), and gives back ctx's error; rows pushed after the
-// job stopped fail with ErrPushStopped.
+// job stopped fail with ErrStopped.
 func TestPushBackpressureAndStop(t *testing.T) {
-	in := arkflow.NewPush(arkflow.PushConfig[click]{MaxPending: 2})
+	in := push.New(push.Config[click]{MaxPending: 2})
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	var out collector[click]
@@ -121,7 +123,7 @@ func TestPushBackpressureAndStop(t *testing.T) {
 		}
 		return out.sink()(ctx, rows)
 	}
-	j, done := startJob(t, arkflow.NewJob("bp").Source("clicks", in).Sink("out", arkflow.SinkFunc[click](sink)))
+	j, done := startJob(t, arkflow.NewJob("bp").Source("clicks", in).Sink("out", funcsink.Func[click](sink)))
 	ctx := context.Background()
 	if err := in.Push(ctx, click{"a", 1}, click{"b", 2}, click{"c", 3}, click{"d", 4}); err != nil {
 		t.Fatal(err)
@@ -150,8 +152,8 @@ func TestPushBackpressureAndStop(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := in.Push(ctx, click{"i", 9}); !errors.Is(err, arkflow.ErrPushStopped) {
-		t.Fatalf("Push after Stop: %v, want ErrPushStopped", err)
+	if err := in.Push(ctx, click{"i", 9}); !errors.Is(err, push.ErrStopped) {
+		t.Fatalf("Push after Stop: %v, want ErrStopped", err)
 	}
 	var users []string
 	for _, c := range out.get() {
@@ -169,10 +171,10 @@ func TestPushBackpressureAndStop(t *testing.T) {
 // one window without stopping Push (which would stop the input that moves
 // the watermark, and the job with it).
 func TestPushIntoAWindowLargerThanMaxPending(t *testing.T) {
-	in := arkflow.NewPush(arkflow.PushConfig[timedClick]{MaxPending: 16})
+	in := push.New(push.Config[timedClick]{MaxPending: 16})
 	var out collector[windowTotal]
 	_, done := startJob(t, arkflow.NewJob("big-window").
-		Source("clicks", in, arkflow.EventTime("TS")).KeyBy("User").
+		Source("clicks", in, arkflow.EventTime{Field: "TS"}).KeyBy("User").
 		Window("w", window.Tumbling(time.Hour).Count("Clicks").Sum("Amount", "Total")).
 		Sink("out", out.sink()))
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -199,11 +201,11 @@ func TestPushAfterRestoreSkipsNothing(t *testing.T) {
 	dir := t.TempDir()
 	var out collector[userTotal]
 	run := func(rows []click) {
-		in := arkflow.NewPush(arkflow.PushConfig[click]{Partitions: 2, PartitionKey: func(c click) string { return c.User }})
+		in := push.New(push.Config[click]{Partitions: 2, PartitionKey: func(c click) string { return c.User }})
 		j, done := startJob(t, arkflow.NewJob("restore").
 			Checkpoint(job.Checkpoint{IntervalMS: 3_600_000, ObjectStoreURI: "file://" + filepath.Join(dir, "store")}).
 			Source("clicks", in).KeyBy("User").
-			Aggregate("per-user", arkflow.Aggregates(arkflow.Count("Clicks"), arkflow.Sum("Amount", "Total"))).
+			Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("Clicks"), job.Sum("Amount", "Total")}}).
 			Sink("out", out.sink()), arkflow.WithDataDir(dir))
 		ctx := context.Background()
 		for _, r := range rows {
@@ -247,7 +249,7 @@ func TestPushAfterRestoreSkipsNothing(t *testing.T) {
 	}
 }
 
-// A SinkFunc whose T does not fit the rows is refused at Build, naming the
+// A funcsink.Func whose T does not fit the rows is refused at Build, naming the
 // field; a spec naming the push or func types without Go values is refused
 // with the reason.
 func TestPushAndSinkFuncBuildErrors(t *testing.T) {
@@ -255,25 +257,25 @@ func TestPushAndSinkFuncBuildErrors(t *testing.T) {
 		User    string
 		Missing float64
 	}
-	in := arkflow.NewPush(arkflow.PushConfig[click]{})
-	_, err := arkflow.NewJob("bad").Source("clicks", in).Sink("out", arkflow.SinkFunc[wrong](func(context.Context, []wrong) error { return nil })).Build()
+	in := push.New(push.Config[click]{})
+	_, err := arkflow.NewJob("bad").Source("clicks", in).Sink("out", funcsink.Func[wrong](func(context.Context, []wrong) error { return nil })).Build()
 	if err == nil || !strings.Contains(err.Error(), "Missing") {
-		t.Fatalf("Build with a SinkFunc field the rows lack: %v, want an error naming Missing", err)
+		t.Fatalf("Build with a funcsink.Func field the rows lack: %v, want an error naming Missing", err)
 	}
 	type nested struct {
 		Geo struct{ Lat float64 }
 	}
-	bad := arkflow.NewPush(arkflow.PushConfig[nested]{})
-	_, err = arkflow.NewJob("bad").Source("clicks", bad).Sink("out", arkflow.RecordSinkFunc(nil)).Build()
-	if err == nil || !strings.Contains(err.Error(), "Geo") || !strings.Contains(err.Error(), "RecordSinkFunc is nil") {
+	bad := push.New(push.Config[nested]{})
+	_, err = arkflow.NewJob("bad").Source("clicks", bad).Sink("out", funcsink.RecordFunc(nil)).Build()
+	if err == nil || !strings.Contains(err.Error(), "Geo") || !strings.Contains(err.Error(), "funcsink.RecordFunc is nil") {
 		t.Fatalf("Build with a nested struct and a nil sink: %v, want both reported", err)
 	}
 	if err := bad.Push(context.Background(), nested{}); err == nil || !strings.Contains(err.Error(), "Geo") {
 		t.Fatalf("Push of a type that cannot map: %v", err)
 	}
-	spec := arkflow.NewJob("decl").Source("clicks", in).Sink("out", arkflow.SinkFunc[click](func(context.Context, []click) error { return nil })).Spec()
+	spec := arkflow.NewJob("decl").Source("clicks", in).Sink("out", funcsink.Func[click](func(context.Context, []click) error { return nil })).Spec()
 	err = arkflow.Validate(spec)
-	if err == nil || !strings.Contains(err.Error(), "arkflow.NewPush") || !strings.Contains(err.Error(), "arkflow.SinkFunc") {
+	if err == nil || !strings.Contains(err.Error(), "push.New") || !strings.Contains(err.Error(), "funcsink.Func") {
 		t.Fatalf("Validate of a spec with push and func but no Go values: %v", err)
 	}
 }

@@ -1,4 +1,16 @@
-package arkflow
+// Package funcsink delivers a job's output to a Go function: Func[T]
+// decodes each batch into structs of type T (as arkflow.Decode does),
+// RecordFunc passes the Arrow batch as it is. A nil return acknowledges
+// the rows; an error fails the job with them unacknowledged. Nothing is
+// retained after the call.
+//
+//	j, err := arkflow.NewJob("totals").
+//		...
+//		Sink("db", funcsink.Func[Total](func(ctx context.Context, rows []Total) error {
+//			return store.Upsert(ctx, rows)
+//		})).
+//		Build()
+package funcsink
 
 import (
 	"context"
@@ -12,9 +24,9 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
 )
 
-// SinkFunc is a sink that calls a Go function with the rows of every batch
+// Func is a sink that calls a Go function with the rows of every batch
 // a job writes, decoded into []T. T's fields are matched to the
-// sink's input columns by name as described at Decode; a field the input
+// sink's input columns by name as described at arkflow.Decode; a field the input
 // has no column for, or cannot be stored in, is reported when the job is
 // built. Columns T has no field for are ignored, so a window's results
 // decode into
@@ -30,21 +42,21 @@ import (
 // with durability, the WAL). An error fails the job: the rows stay
 // unacknowledged, so a restart reads them again (from the WAL, or from a
 // source that can re-read). The function may be called by several sink
-// subtasks at once (WithParallelism on the sink); each call's rows are in
+// subtasks at once (arkflow.WithParallelism on the sink); each call's rows are in
 // the order that subtask received them. The rows slice is the function's to
 // keep; the sink retains nothing after it returns.
-type SinkFunc[T any] func(ctx context.Context, rows []T) error
+type Func[T any] func(ctx context.Context, rows []T) error
 
-// OutputType implements SinkComponent.
-func (f SinkFunc[T]) OutputType() string { return funcOutputType }
+// OutputType implements arkflow.SinkComponent.
+func (f Func[T]) OutputType() string { return funcOutputType }
 
 // MarshalJSON writes the sink's spec config, which is empty: the function
 // exists only in the program that defines it.
-func (f SinkFunc[T]) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }
+func (f Func[T]) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }
 
-func (f SinkFunc[T]) output(schema *arrow.Schema) (connectors.Output, error) {
+func (f Func[T]) output(schema *arrow.Schema) (connectors.Output, error) {
 	if f == nil {
-		return nil, fmt.Errorf("the SinkFunc is nil")
+		return nil, fmt.Errorf("the funcsink.Func is nil")
 	}
 	codec, err := typed.For[T]()
 	if err != nil {
@@ -75,21 +87,21 @@ func checkDecode[T any](codec *typed.Codec[T], schema *arrow.Schema) error {
 	return err
 }
 
-// RecordSinkFunc is the untyped form of SinkFunc: it is called with every
+// RecordFunc is the untyped form of Func: it is called with every
 // batch a job writes, without the __meta_* columns. The batch is valid
 // only during the call (Retain it to keep it). A nil return acknowledges
-// the rows; an error fails the job, as for SinkFunc.
-type RecordSinkFunc func(ctx context.Context, rec arrow.RecordBatch) error
+// the rows; an error fails the job, as for Func.
+type RecordFunc func(ctx context.Context, rec arrow.RecordBatch) error
 
-// OutputType implements SinkComponent.
-func (f RecordSinkFunc) OutputType() string { return funcOutputType }
+// OutputType implements arkflow.SinkComponent.
+func (f RecordFunc) OutputType() string { return funcOutputType }
 
 // MarshalJSON writes the sink's spec config, which is empty.
-func (f RecordSinkFunc) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }
+func (f RecordFunc) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }
 
-func (f RecordSinkFunc) output(*arrow.Schema) (connectors.Output, error) {
+func (f RecordFunc) output(*arrow.Schema) (connectors.Output, error) {
 	if f == nil {
-		return nil, fmt.Errorf("the RecordSinkFunc is nil")
+		return nil, fmt.Errorf("the funcsink.RecordFunc is nil")
 	}
 	return funcOutput(func(connectors.TaskInfo) connectors.Sink {
 		return &funcSink{write: func(ctx context.Context, rec arrow.RecordBatch) error {
@@ -100,7 +112,7 @@ func (f RecordSinkFunc) output(*arrow.Schema) (connectors.Output, error) {
 	}), nil
 }
 
-// funcOutputType is the output type of SinkFunc and RecordSinkFunc.
+// funcOutputType is the output type of Func and RecordFunc.
 const funcOutputType = "func"
 
 type funcBinding interface {
@@ -128,7 +140,7 @@ func init() {
 		}
 		f, ok := bc.Bound.(funcBinding)
 		if !ok {
-			return nil, fmt.Errorf("output type %q is a Go function: give an arkflow.SinkFunc to the Builder's Sink; a spec alone cannot run it", funcOutputType)
+			return nil, fmt.Errorf("output type %q is a Go function: give a funcsink.Func or funcsink.RecordFunc to the Builder's Sink; a spec alone cannot run it", funcOutputType)
 		}
 		return f.output(schema)
 	})

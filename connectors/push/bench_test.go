@@ -1,4 +1,4 @@
-package arkflow_test
+package push_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -102,15 +104,15 @@ func handWindows(events []timedClick, emit func([]windowTotal)) {
 }
 
 // pushWindows runs the same through the engine: Push → keyed tumbling
-// count and sum → SinkFunc.
+// count and sum → funcsink.Func.
 func pushWindows(b *testing.B, events []timedClick, emit func([]windowTotal)) {
-	in := arkflow.NewPush(arkflow.PushConfig[timedClick]{})
+	in := push.New(push.Config[timedClick]{})
 	j, err := arkflow.NewJob("bench").
-		Source("clicks", in, arkflow.EventTime("TS", arkflow.PerRowWatermark())).
+		Source("clicks", in, arkflow.EventTime{Field: "TS", PerRow: true}).
 		// per_row: in-order rows that share a batch with a later window are not late.
 		KeyBy("User").
 		Window("w", window.Tumbling(embedWindow).Count("Clicks").Sum("Amount", "Total")).
-		Sink("out", arkflow.SinkFunc[windowTotal](func(_ context.Context, rows []windowTotal) error { emit(rows); return nil })).
+		Sink("out", funcsink.Func[windowTotal](func(_ context.Context, rows []windowTotal) error { emit(rows); return nil })).
 		Build()
 	if err != nil {
 		b.Fatal(err)
@@ -129,7 +131,7 @@ func pushWindows(b *testing.B, events []timedClick, emit func([]windowTotal)) {
 	}
 }
 
-// BenchmarkPushWindow compares Push → keyed tumbling window → SinkFunc with
+// BenchmarkPushWindow compares Push → keyed tumbling window → funcsink.Func with
 // a hand-written goroutine + channel + map loop over the same structs
 // (issue 17: target ≥ 0.5 at 100 k keys). Both must produce the same
 // totals.
@@ -168,7 +170,7 @@ func BenchmarkPushWindow(b *testing.B) {
 }
 
 // BenchmarkPushHeap pushes 10 M rows through
-// Push → keyed tumbling window → SinkFunc and reports the largest live heap
+// Push → keyed tumbling window → funcsink.Func and reports the largest live heap
 // seen after each million (issue 17: the heap stays within a constant
 // bound, whatever the volume).
 func BenchmarkPushHeap(b *testing.B) {
@@ -178,13 +180,13 @@ func BenchmarkPushHeap(b *testing.B) {
 	for b.Loop() {
 		var maxHeap, firstHeap uint64
 		var processed atomic.Int64
-		in := arkflow.NewPush(arkflow.PushConfig[timedClick]{})
+		in := push.New(push.Config[timedClick]{})
 		j, err := arkflow.NewJob("heap").
-			Source("clicks", in, arkflow.EventTime("TS", arkflow.PerRowWatermark())).
+			Source("clicks", in, arkflow.EventTime{Field: "TS", PerRow: true}).
 			// per_row: in-order rows that share a batch with a later window are not late.
 			KeyBy("User").
 			Window("w", window.Tumbling(embedWindow).Count("Clicks").Sum("Amount", "Total")).
-			Sink("out", arkflow.SinkFunc[windowTotal](func(_ context.Context, rs []windowTotal) error {
+			Sink("out", funcsink.Func[windowTotal](func(_ context.Context, rs []windowTotal) error {
 				for _, r := range rs {
 					processed.Add(r.Clicks)
 				}
