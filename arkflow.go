@@ -93,7 +93,7 @@ func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: ckptstore.StoreOptions(o.store), Connectors: o.connectors}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: storeOptions(o.store), Connectors: o.connectors}
 }
 
 type optionFunc func(*options)
@@ -179,7 +179,7 @@ func newJob(spec *job.Spec, bindings map[string]any, opts []Option) (*Job, error
 	if err != nil {
 		return nil, err
 	}
-	ro := runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: ckptstore.StoreOptions(o.store)}
+	ro := runtime.Options{Logger: o.logger, ChannelCapacity: o.capacity, DataDir: o.dataDir, FromSavepoint: o.fromSavepoint, CheckpointStore: storeOptions(o.store)}
 	for _, f := range o.tune {
 		f(&ro)
 	}

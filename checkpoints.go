@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
 
@@ -84,3 +86,13 @@ func (j *Job) Checkpoint(ctx context.Context) (string, error) { return j.rt.Chec
 // version WithSavepoint(name); to roll back, start the old version from its
 // own savepoint.
 func (j *Job) Savepoint(ctx context.Context, name string) error { return j.rt.Savepoint(ctx, name) }
+
+// storeOptions is the engine's form of a checkpoint.StoreOptions.
+func storeOptions(o checkpoint.StoreOptions) ckptstore.StoreOptions {
+	return ckptstore.StoreOptions{
+		Options: blob.Options{Endpoint: o.Endpoint, Region: o.Region, AccessKeyID: o.AccessKeyID,
+			SecretAccessKey: o.SecretAccessKey, AllowHTTP: o.AllowHTTP},
+		Client: o.Client, PartSize: o.PartSize,
+		UploadConcurrency: o.UploadConcurrency, DownloadConcurrency: o.DownloadConcurrency,
+	}
+}

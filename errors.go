@@ -13,7 +13,7 @@ var (
 	ErrNotRunning = runtime.ErrNotRunning
 	// ErrCorrupt matches, under errors.Is, every error about stored data
 	// that is not what was written: a checkpoint manifest or state object
-	// (checkpoint.CorruptError), a state snapshot or state directory, a
+	// (the message names its key), a state snapshot or state directory, a
 	// WAL segment or cursor (the message names the segment and offset). It is the same
 	// value as checkpoint.ErrCorrupt and wal.ErrCorrupt. A store that
 	// cannot be reached is not corruption.

@@ -95,7 +95,7 @@ func TestOneCorruptionMarker(t *testing.T) {
 		err  error
 	}{
 		{"checkpoint manifest that does not decode", provoke(func() error { _, err := ckptstore.DecodeManifest([]byte("{")); return err })},
-		{"checkpoint state object", fmt.Errorf("restoring: %w", &checkpoint.CorruptError{Key: "k", Reason: "the object has 3 bytes, its manifest entry says 4"})},
+		{"checkpoint state object", fmt.Errorf("restoring: %w", &ckptstore.CorruptError{Key: "k", Reason: "the object has 3 bytes, its manifest entry says 4"})},
 		{"state snapshot", provoke(func() error {
 			_, err := statestore.NewMemory().Restore(strings.NewReader("not a snapshot"), statestore.Scope{Job: "j", Operator: "o", Groups: statestore.AllKeyGroups}, 0)
 			return err

@@ -12,6 +12,7 @@ import (
 	_ "github.com/arkflow-rs/arkflow-go/connectors/drop"
 	_ "github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
@@ -359,12 +360,12 @@ func TestBuildStartChecks(t *testing.T) {
 		{name: "file checkpoint store", extra: ck("file:///tmp/ck")},
 		{name: "relative file checkpoint store", extra: ck("file://tmp/ck"),
 			want: []string{` | checkpoint.object_store_uri | object store URI "file://tmp/ck": a file URI needs an absolute path, file:///absolute/dir (the part after file:// is read as a host)`}},
-		{name: "s3 store", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Endpoint: "localhost:9000", AccessKeyID: "k", SecretAccessKey: "s"}}},
-		{name: "s3 endpoint scheme", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Endpoint: "ftp://h", AccessKeyID: "k"}},
+		{name: "s3 store", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Options: blob.Options{Endpoint: "localhost:9000", AccessKeyID: "k", SecretAccessKey: "s"}}}},
+		{name: "s3 endpoint scheme", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Options: blob.Options{Endpoint: "ftp://h", AccessKeyID: "k"}}},
 			want: []string{` | checkpoint.object_store_uri | object store "s3://bucket/prefix": endpoint "ftp://h": the scheme must be http or https`}},
-		{name: "s3 secret without key", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Endpoint: "localhost:9000", SecretAccessKey: "s"}},
+		{name: "s3 secret without key", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Options: blob.Options{Endpoint: "localhost:9000", SecretAccessKey: "s"}}},
 			want: []string{` | checkpoint.object_store_uri | object store "s3://bucket/prefix": a secret access key is set without an access key id`}},
-		{name: "s3 part size", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Endpoint: "localhost:9000", AccessKeyID: "k", PartSize: 1}},
+		{name: "s3 part size", extra: s3, env: build.Env{CheckpointStore: ckptstore.StoreOptions{Options: blob.Options{Endpoint: "localhost:9000", AccessKeyID: "k"}, PartSize: 1}},
 			want: []string{` | checkpoint.object_store_uri | object store "s3://bucket/prefix": part size 1 is below S3's minimum of 5 MiB`}},
 	}
 	for _, c := range cases {

@@ -116,17 +116,6 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // Is makes a *CorruptError match ErrCorrupt.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
-// AsPublic, when set, fills a target of errors.As that is not a
-// **CorruptError from e and reports whether it did. The public package
-// checkpoint sets it in its init, so that errors.As finds a
-// *checkpoint.CorruptError in an error of this package without this
-// package importing checkpoint.
-var AsPublic func(e *CorruptError, target any) bool
-
-// As lets errors.As fill the public *checkpoint.CorruptError (see
-// AsPublic).
-func (e *CorruptError) As(target any) bool { return AsPublic != nil && AsPublic(e, target) }
-
 // IsCorruption reports whether err is or wraps a *CorruptError (or any
 // other error marked as corruption): errors.Is(err, ErrCorrupt).
 func IsCorruption(err error) bool { return errors.Is(err, ErrCorrupt) }

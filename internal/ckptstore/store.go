@@ -53,21 +53,9 @@ const DefaultPartSize = blob.DefaultPartSize
 // StoreOptions configure OpenStore's s3:// backend; the file:// backend
 // ignores them. The zero value takes everything from the environment.
 type StoreOptions struct {
-	// Endpoint is the S3 API's address: "host[:port]" or
-	// "http(s)://host[:port]". An explicit "http://" means plain HTTP; a
-	// bare host uses TLS unless AllowHTTP is set. Default: the
-	// AWS_ENDPOINT_URL environment variable, else "s3.amazonaws.com".
-	Endpoint string
-	// AccessKeyID and SecretAccessKey are static credentials. When
-	// AccessKeyID is empty, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the
-	// MinIO variables, the AWS credentials file and the instance's IAM role
-	// are tried in turn.
-	AccessKeyID, SecretAccessKey string
-	// Region is the bucket's region (default: AWS_REGION, else discovered).
-	Region string
-	// AllowHTTP makes a bare "host:port" Endpoint use plain HTTP (default
-	// false: TLS).
-	AllowHTTP bool
+	// Options are the endpoint, region, credentials and TLS (the module's
+	// one S3 options type; see checkpoint.StoreOptions for the defaults).
+	blob.Options
 	// Client, if set, is used instead of one built from the fields above.
 	// It is borrowed: the store never closes it.
 	Client *minio.Client
@@ -158,7 +146,7 @@ func CheckStore(uri string, opts StoreOptions) error {
 		return err
 	}
 	if opts.Client == nil {
-		if err := blob.Check(opts.blobOptions()); err != nil {
+		if err := blob.Check(opts.Options); err != nil {
 			return fmt.Errorf("checkpoint: object store %q: %w", s.uri, err)
 		}
 	}

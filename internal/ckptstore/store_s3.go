@@ -36,7 +36,7 @@ func openS3Store(ctx context.Context, uri string, u *url.URL, opts StoreOptions)
 	}
 	c := opts.Client
 	if c == nil {
-		if c, err = blob.NewClient(opts.blobOptions()); err != nil {
+		if c, err = blob.NewClient(opts.Options); err != nil {
 			return nil, fmt.Errorf("checkpoint: object store %q: %w", uri, err)
 		}
 	}
@@ -112,17 +112,6 @@ func s3Settings(uri string, u *url.URL, opts StoreOptions) (*s3Store, error) {
 		s.uri += "/" + prefix
 	}
 	return s, nil
-}
-
-// blobOptions are the client settings of opts, for internal/blob.
-func (opts StoreOptions) blobOptions() blob.Options {
-	return blob.Options{
-		Endpoint:        opts.Endpoint,
-		Region:          opts.Region,
-		AccessKeyID:     opts.AccessKeyID,
-		SecretAccessKey: opts.SecretAccessKey,
-		AllowHTTP:       opts.AllowHTTP,
-	}
 }
 
 func (s *s3Store) URI() string { return s.uri }

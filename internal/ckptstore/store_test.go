@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -291,9 +292,7 @@ func TestOpenStoreS3(t *testing.T) {
 	}
 	// Explicit options, with an http:// endpoint.
 	s, err := OpenStore(ctx, "s3://"+bucket+"/p/", StoreOptions{
-		Endpoint:        "http://" + endpoint,
-		AccessKeyID:     os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"),
-		SecretAccessKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"),
+		Options: blob.Options{Endpoint: "http://" + endpoint, AccessKeyID: os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), SecretAccessKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +316,7 @@ func TestOpenStoreS3(t *testing.T) {
 		t.Fatalf("through the environment, Get = %q", got)
 	}
 	// A bare host:port means TLS unless AllowHTTP.
-	if _, err := OpenStore(ctx, "s3://"+bucket, StoreOptions{Endpoint: endpoint, AllowHTTP: true}); err != nil {
+	if _, err := OpenStore(ctx, "s3://"+bucket, StoreOptions{Options: blob.Options{Endpoint: endpoint, AllowHTTP: true}}); err != nil {
 		t.Fatalf("AllowHTTP: %v", err)
 	}
 }
@@ -448,11 +447,11 @@ func TestCheckStoreMatchesOpenStore(t *testing.T) {
 		{"s3:///prefix", StoreOptions{}, "no bucket"},
 		{"s3://user@bucket/p", StoreOptions{}, "use s3://bucket/prefix"},
 		{"s3://bucket/a//b", StoreOptions{}, "empty segment"},
-		{"s3://bucket/p", StoreOptions{Endpoint: "ftp://h:1"}, "the scheme must be http or https"},
-		{"s3://bucket/p", StoreOptions{Endpoint: "http://h:1/path"}, "give only scheme://host[:port]"},
-		{"s3://bucket/p", StoreOptions{Endpoint: "h:1", SecretAccessKey: "s"}, "a secret access key is set without an access key id"},
-		{"s3://bucket/p", StoreOptions{Endpoint: "h:1", UploadConcurrency: -1}, "must not be negative"},
-		{"s3://bucket/p", StoreOptions{Endpoint: "h:1", PartSize: 1 << 20}, "below S3's minimum"},
+		{"s3://bucket/p", StoreOptions{Options: blob.Options{Endpoint: "ftp://h:1"}}, "the scheme must be http or https"},
+		{"s3://bucket/p", StoreOptions{Options: blob.Options{Endpoint: "http://h:1/path"}}, "give only scheme://host[:port]"},
+		{"s3://bucket/p", StoreOptions{Options: blob.Options{Endpoint: "h:1", SecretAccessKey: "s"}}, "a secret access key is set without an access key id"},
+		{"s3://bucket/p", StoreOptions{Options: blob.Options{Endpoint: "h:1"}, UploadConcurrency: -1}, "must not be negative"},
+		{"s3://bucket/p", StoreOptions{Options: blob.Options{Endpoint: "h:1"}, PartSize: 1 << 20}, "below S3's minimum"},
 	}
 	for _, c := range cases {
 		err := CheckStore(c.uri, c.opts)

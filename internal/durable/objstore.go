@@ -36,17 +36,19 @@ func openObjectStore(ctx context.Context, cfg *job.Durability, opts walog.Option
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return walog.OpenObjectStore(ctx, walog.ObjectStoreOptions{
-		Options:   opts,
-		Endpoint:  s3.Endpoint,
-		AllowHTTP: s3.AllowHTTP,
-		Bucket:    s3.Bucket,
-		Region:    s3.Region,
-		Prefix:    b.Prefix,
-		NodeID:    b.NodeID,
-		Stream:    fmt.Sprintf("%s.%s.%d", stream, info.OperatorID, info.Subtask),
-		AccessKey: envOr(s3.AccessKeyID, "AWS_ACCESS_KEY_ID"),
-		SecretKey: envOr(s3.SecretAccessKey, "AWS_SECRET_ACCESS_KEY"),
-		Retain:    cfg.Retain,
+		Options: opts,
+		S3: blob.Options{
+			Endpoint:        s3.Endpoint,
+			AllowHTTP:       s3.AllowHTTP,
+			Region:          s3.Region,
+			AccessKeyID:     envOr(s3.AccessKeyID, "AWS_ACCESS_KEY_ID"),
+			SecretAccessKey: envOr(s3.SecretAccessKey, "AWS_SECRET_ACCESS_KEY"),
+		},
+		Bucket: s3.Bucket,
+		Prefix: b.Prefix,
+		NodeID: b.NodeID,
+		Stream: fmt.Sprintf("%s.%s.%d", stream, info.OperatorID, info.Subtask),
+		Retain: cfg.Retain,
 	})
 }
 

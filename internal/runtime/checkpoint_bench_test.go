@@ -26,6 +26,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/blob"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
@@ -120,7 +121,7 @@ func benchS3(b *testing.B) (*minio.Client, string, ckptstore.StoreOptions) {
 			b.Logf("removing bucket %s: %v", bucket, err)
 		}
 	})
-	return c, bucket, ckptstore.StoreOptions{Endpoint: "http://" + endpoint, AccessKeyID: access, SecretAccessKey: secret}
+	return c, bucket, ckptstore.StoreOptions{Options: blob.Options{Endpoint: "http://" + endpoint, AccessKeyID: access, SecretAccessKey: secret}}
 }
 
 func benchStateSizes() []int64 {

@@ -50,12 +50,9 @@ const (
 // ObjectStoreOptions configure a log in an S3-compatible object store.
 type ObjectStoreOptions struct {
 	Options
-	// Endpoint is the S3 API's address: "host[:port]", e.g.
-	// "s3.amazonaws.com" or "minio:9000", or "http(s)://host[:port]". An
-	// explicit scheme decides TLS; a bare host uses TLS unless AllowHTTP
-	// is set. Default: the AWS_ENDPOINT_URL environment variable, else
-	// "s3.amazonaws.com". Ignored when Client is set.
-	Endpoint string
+	// S3 is the bucket's endpoint, region, credentials and TLS (the
+	// module's one S3 options type). Ignored when Client is set.
+	S3 blob.Options
 	// Bucket holds the log. Required; it must exist.
 	Bucket string
 	// Prefix is the key prefix of every namespace (default "arkflow/wal").
@@ -70,21 +67,10 @@ type ObjectStoreOptions struct {
 	NodeID string
 	// Stream names the log inside the node's namespace. Required.
 	Stream string
-	// AccessKey and SecretKey are static credentials. When AccessKey is
-	// empty the AWS environment variables, the MinIO ones, the AWS
-	// credentials file and the instance's IAM role are tried in turn.
-	AccessKey, SecretKey string
-	// Region is the bucket's region (default: AWS_REGION, else
-	// discovered).
-	Region string
-	// AllowHTTP makes a bare "host[:port]" Endpoint use plain HTTP
-	// (default false: TLS, as for checkpoint.StoreOptions).
-	AllowHTTP bool
 	// Retain keeps segments the cursor has passed instead of deleting them
 	// (for debugging; the manifest and the bucket then grow without bound).
 	Retain bool
-	// Client, if set, is used instead of a client built from Endpoint,
-	// AccessKey, SecretKey, Region and AllowHTTP. It is borrowed: the log
+	// Client, if set, is used instead of a client built from S3. It is borrowed: the log
 	// does not close it.
 	Client *minio.Client
 	// SegmentBytes bounds the in-memory buffer (default 8 MiB). When a
@@ -120,7 +106,7 @@ func (o *ObjectStoreOptions) validate() error {
 		errs = append(errs, errors.New("wal: ObjectStoreOptions.Bucket is required"))
 	}
 	if o.Client == nil {
-		switch err := blob.Check(o.blobOptions()); {
+		switch err := blob.Check(o.S3); {
 		case errors.Is(err, blob.ErrSecretWithoutKey):
 			errs = append(errs, errors.New("wal: ObjectStoreOptions.SecretKey is set but ObjectStoreOptions.AccessKey is empty"))
 		case err != nil:
@@ -137,17 +123,6 @@ func (o *ObjectStoreOptions) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// blobOptions are the client settings of o, for internal/blob.
-func (o *ObjectStoreOptions) blobOptions() blob.Options {
-	return blob.Options{
-		Endpoint:        o.Endpoint,
-		Region:          o.Region,
-		AccessKeyID:     o.AccessKey,
-		SecretAccessKey: o.SecretKey,
-		AllowHTTP:       o.AllowHTTP,
-	}
 }
 
 // OpenObjectStore opens the log of opts.NodeID and opts.Stream in an
@@ -204,7 +179,7 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 	client := opts.Client
 	if client == nil {
 		var err error
-		if client, err = blob.NewClient(opts.blobOptions()); err != nil {
+		if client, err = blob.NewClient(opts.S3); err != nil {
 			return nil, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err)
 		}
 	}

@@ -17,11 +17,11 @@ import (
 func memOpen(t *testing.T, st blob.Storage) *Log {
 	t.Helper()
 	opts := ObjectStoreOptions{
-		Options:  Options{Logger: slog.New(slog.DiscardHandler)},
-		Bucket:   "mem",
-		NodeID:   "node-0",
-		Stream:   "orders",
-		Endpoint: "unused:1",
+		S3:      blob.Options{Endpoint: "unused:1"},
+		Options: Options{Logger: slog.New(slog.DiscardHandler)},
+		Bucket:  "mem",
+		NodeID:  "node-0",
+		Stream:  "orders",
 	}
 	if err := opts.validate(); err != nil {
 		t.Fatal(err)

@@ -185,7 +185,7 @@ func objSegNames(idx ...int) []string {
 
 // Validation needs no server.
 func TestObjectStoreOptionsValidation(t *testing.T) {
-	ok := ObjectStoreOptions{Endpoint: "127.0.0.1:1", Bucket: "b", NodeID: "n", Stream: "s"}
+	ok := ObjectStoreOptions{S3: blob.Options{Endpoint: "127.0.0.1:1"}, Bucket: "b", NodeID: "n", Stream: "s"}
 	for _, c := range []struct {
 		name   string
 		change func(*ObjectStoreOptions)
@@ -197,8 +197,8 @@ func TestObjectStoreOptionsValidation(t *testing.T) {
 		{"stream missing", func(o *ObjectStoreOptions) { o.Stream = "" }, []string{"ObjectStoreOptions.Stream is required"}},
 		{"stream dot-dot", func(o *ObjectStoreOptions) { o.Stream = ".." }, []string{"ObjectStoreOptions.Stream \"..\""}},
 		{"bucket missing", func(o *ObjectStoreOptions) { o.Bucket = "" }, []string{"ObjectStoreOptions.Bucket is required"}},
-		{"endpoint of another scheme", func(o *ObjectStoreOptions) { o.Endpoint = "ftp://h:1" }, []string{"ObjectStoreOptions.Endpoint", "the scheme must be http or https"}},
-		{"secret without access key", func(o *ObjectStoreOptions) { o.SecretKey = "x" }, []string{"ObjectStoreOptions.SecretKey is set but ObjectStoreOptions.AccessKey is empty"}},
+		{"endpoint of another scheme", func(o *ObjectStoreOptions) { o.S3.Endpoint = "ftp://h:1" }, []string{"ObjectStoreOptions.Endpoint", "the scheme must be http or https"}},
+		{"secret without access key", func(o *ObjectStoreOptions) { o.S3.SecretAccessKey = "x" }, []string{"ObjectStoreOptions.SecretKey is set but ObjectStoreOptions.AccessKey is empty"}},
 		{"bad sync mode", func(o *ObjectStoreOptions) { o.Sync = "fsync" }, []string{`sync "fsync"`}},
 		{"all at once", func(o *ObjectStoreOptions) { o.NodeID, o.Stream, o.Bucket = "", "", "" },
 			[]string{"ObjectStoreOptions.NodeID", "ObjectStoreOptions.Stream", "ObjectStoreOptions.Bucket"}},
@@ -550,17 +550,17 @@ func TestObjectStoreTLSByDefault(t *testing.T) {
 		o      ObjectStoreOptions
 		scheme string
 	}{
-		{ObjectStoreOptions{Endpoint: "h:1"}, "https"},
-		{ObjectStoreOptions{Endpoint: "h:1", AllowHTTP: true}, "http"},
-		{ObjectStoreOptions{Endpoint: "http://h:1"}, "http"},
-		{ObjectStoreOptions{Endpoint: "https://h:1", AllowHTTP: true}, "https"},
+		{ObjectStoreOptions{S3: blob.Options{Endpoint: "h:1"}}, "https"},
+		{ObjectStoreOptions{S3: blob.Options{Endpoint: "h:1", AllowHTTP: true}}, "http"},
+		{ObjectStoreOptions{S3: blob.Options{Endpoint: "http://h:1"}}, "http"},
+		{ObjectStoreOptions{S3: blob.Options{Endpoint: "https://h:1", AllowHTTP: true}}, "https"},
 	} {
-		cl, err := blob.NewClient(c.o.blobOptions())
+		cl, err := blob.NewClient(c.o.S3)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if u := cl.EndpointURL(); u.Scheme != c.scheme || u.Host != "h:1" {
-			t.Errorf("Endpoint %q, AllowHTTP %v: client at %v, want %s://h:1", c.o.Endpoint, c.o.AllowHTTP, u, c.scheme)
+			t.Errorf("Endpoint %q, AllowHTTP %v: client at %v, want %s://h:1", c.o.S3.Endpoint, c.o.S3.AllowHTTP, u, c.scheme)
 		}
 	}
 }
@@ -570,13 +570,11 @@ func TestObjectStoreTLSByDefault(t *testing.T) {
 func TestObjectStoreEndpointAllowHTTP(t *testing.T) {
 	_, bucket := objBucket(t)
 	opts := ObjectStoreOptions{
-		Options:   Options{Logger: slog.New(slog.DiscardHandler)},
-		Endpoint:  os.Getenv("ARKFLOW_TEST_S3_ENDPOINT"),
-		AccessKey: os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"),
-		SecretKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY"),
-		Bucket:    bucket,
-		NodeID:    "node-0",
-		Stream:    "orders",
+		S3:      blob.Options{Endpoint: os.Getenv("ARKFLOW_TEST_S3_ENDPOINT"), AccessKeyID: os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), SecretAccessKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY")},
+		Options: Options{Logger: slog.New(slog.DiscardHandler)},
+		Bucket:  bucket,
+		NodeID:  "node-0",
+		Stream:  "orders",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -584,7 +582,7 @@ func TestObjectStoreEndpointAllowHTTP(t *testing.T) {
 		l.Close()
 		t.Fatal("TLS to a plain-HTTP MinIO succeeded: is TLS not the default?")
 	}
-	opts.AllowHTTP = true
+	opts.S3.AllowHTTP = true
 	l, err := OpenObjectStore(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
