@@ -1,0 +1,406 @@
+package runtime
+
+// This file holds the restore at start: selecting the checkpoint or
+// savepoint (falling back past corrupt artifacts), emptying and refilling
+// the state store from its snapshots (with the relayout of rescale.go when
+// the parallelism changed), the positions the sources resume from and the
+// watermarks the operators resume at.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// selectRestore picks the checkpoint or savepoint to start from
+// (spec.recovery, or Options.FromSavepoint), or nil. It runs before the
+// state store is opened: a checkpoint that must not be used (downgrade,
+// format change) fails the start with the state untouched, byte for byte
+// (R-CKPT-6).
+//
+// Select checks manifests only (Want.DeferStateChecks): the restore
+// verifies each state object as it reads it, and on a missing or corrupt
+// one selects again with the artifact excluded (see restore), so that
+// every state byte is downloaded and hashed once.
+func (r *Runtime) selectRestore(ctx context.Context, cat *ckptstore.Catalog) (*ckptstore.Manifest, error) {
+	return r.selectRestoreExcluding(ctx, cat, nil)
+}
+
+// selectRestoreExcluding is selectRestore passing over the artifacts in
+// exclude.
+func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Catalog, exclude []string) (*ckptstore.Manifest, error) {
+	spec := r.g.Spec
+	want := ckptstore.Want{Target: ckptstore.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
+		MaxParallelism: spec.MaxParallelism, DeferStateChecks: true, Exclude: exclude}
+	switch {
+	case r.opts.FromSavepoint != "":
+		want.Target, want.Name = ckptstore.NamedSavepoint, r.opts.FromSavepoint
+	case spec.Recovery == job.RecoverLatestSavepoint:
+		want.Target = ckptstore.LatestSavepoint
+	}
+	m, skipped, err := cat.Select(ctx, want)
+	for _, s := range skipped {
+		r.log.Warn("checkpoint not usable", "kind", s.Kind, "id", s.ID, "reason", s.Reason)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("selecting a checkpoint to restore: %w", err)
+	}
+	if m == nil {
+		if r.opts.FromSavepoint != "" {
+			return nil, fmt.Errorf("savepoint %q was not found or is not usable in %s", r.opts.FromSavepoint, cat.Store().URI())
+		}
+		return nil, nil
+	}
+	if spec.Recovery == job.RecoverFail && r.opts.FromSavepoint == "" {
+		return nil, fmt.Errorf("recovery is %q and %s %s exists: start from it with recovery latest_checkpoint, from a savepoint, or remove it", job.RecoverFail, m.Kind, m.CheckpointID)
+	}
+	return m, nil
+}
+
+// restore fills st from the selected manifest and returns the source
+// positions to resume from. It runs before any operator is created and
+// before any source connects: state and positions first, then input
+// (R-CKPT-1, R-CKPT-8).
+//
+// A state object that is missing or corrupt (wrong size or SHA-256, or a
+// snapshot that does not parse) makes the artifact unusable, as Select
+// would have found had it read the objects: what was restored is
+// discarded and the next valid artifact is selected and restored
+// instead (R-CKPT-8); if there is none, the job starts without state, as
+// when Select finds nothing usable. Other failures (the store, the disk)
+// fail the start.
+//
+// fresh says st was created empty by this start: it holds no floors to
+// carry and nothing to empty, so the first attempt does not wait for a
+// store still opening in the background.
+func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) (map[string][]connectors.Position, error) {
+	spec := r.g.Spec
+	var exclude []string
+	// A restore that fails leaves no partial state behind: the next
+	// start may restore nothing (another checkpoint, none at all).
+	fail := func(err error) (map[string][]connectors.Position, error) {
+		if derr := r.emptyState(st); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	// Read before the restore empties the store, and kept beside it
+	// until the restore is done: a kill in between must not lose them.
+	var carry *markCarry
+	// After a rescale the local store's floors belong to other subtasks:
+	// they are not carried (the windows acknowledged since m fire again).
+	if !fresh && len(rescaled(r.manifestLayout(m), r.planLayout())) == 0 {
+		var err error
+		if carry, err = r.carriedMarks(st, m); err != nil {
+			return nil, err
+		}
+		if err := r.saveCarry(carry); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
+		err := r.restoreState(ctx, cat, st, m, fresh)
+		fresh = false // a failed attempt may have left entries
+		if err == nil {
+			break
+		}
+		if !restoreCorrupt(err) {
+			return fail(err)
+		}
+		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "id", m.CheckpointID, "error", err)
+		id := m.CheckpointID
+		if m.Kind == ckptstore.KindSavepoint {
+			id = m.Name
+		}
+		exclude = append(exclude, id)
+		if m, err = r.selectRestoreExcluding(ctx, cat, exclude); err != nil {
+			return fail(err)
+		}
+		if m == nil {
+			if err := r.emptyState(st); err != nil {
+				return nil, err
+			}
+			if err := r.saveLayout(); err != nil {
+				return nil, err
+			}
+			r.ckpt.mu.Lock()
+			r.ckpt.status.Recovery = RecoveryProgress{Done: true}
+			r.ckpt.mu.Unlock()
+			r.log.Warn("no usable checkpoint left; starting without restored state")
+			return nil, nil
+		}
+	}
+	if carry != nil && carry.id == m.CheckpointID {
+		if err := r.keepMarks(st, carry); err != nil {
+			return fail(err)
+		}
+	}
+	if m.MaxParallelism == 0 {
+		r.log.Warn("restore: the checkpoint does not record its max_parallelism (it was written by an older arkflow-go); its state is restored as if cut with this job's", "kind", m.Kind, "id", m.CheckpointID, "max_parallelism", spec.MaxParallelism)
+	}
+	if err := r.relayout(st, m); err != nil {
+		return fail(err)
+	}
+	if err := r.saveLayout(); err != nil {
+		return fail(err)
+	}
+	if m.Kind == ckptstore.KindCheckpoint && len(m.TaskAttempts) > 0 {
+		// The restored state is m's: a restore of m again may keep
+		// what this run acknowledges on top of it.
+		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
+		r.noteCut(st, m.CheckpointID, run, true)
+	}
+	r.dropCarry()
+	r.ckpt.mu.Lock()
+	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
+	r.ckpt.mu.Unlock()
+	oldPar := map[string]int{}
+	for _, t := range m.PlannedTasks {
+		if op, _, ok := splitTask(t); ok {
+			oldPar[op]++
+		}
+	}
+	r.restoredWatermarks = restoredWatermarks(spec, r.g.Plan, m.WatermarksMS, oldPar)
+	r.ckpt.mu.Lock()
+	r.ckpt.watermarks = m.WatermarksMS
+	r.ckpt.mu.Unlock()
+	// Positions by source task: a task that recorded its own gets them;
+	// after a parallelism change every subtask gets all of its operator's
+	// (each keeps the partitions it reads).
+	byTask := map[string][]connectors.Position{}
+	byOp := map[string][]connectors.Position{}
+	for _, p := range m.SourcePositions {
+		op, _, ok := splitTask(p.TaskID)
+		if !ok {
+			continue
+		}
+		pos := connectors.Position{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset}
+		byTask[p.TaskID] = append(byTask[p.TaskID], pos)
+		byOp[op] = append(byOp[op], pos)
+	}
+	// Every source task gets its entry, empty when it had consumed nothing
+	// at the checkpoint: that is a position too (the configured start), and
+	// a WAL that has moved on since must not be trusted over it.
+	out := map[string][]connectors.Position{}
+	for _, t := range r.g.Plan.Tasks {
+		if o, _ := spec.Operator(t.OperatorID); o != nil && o.Kind == job.KindSource {
+			out[t.ID] = []connectors.Position{}
+		}
+		if oldPar[t.OperatorID] == t.Parallelism {
+			if ps, ok := byTask[t.ID]; ok {
+				out[t.ID] = ps
+			}
+		} else if ps, ok := byOp[t.OperatorID]; ok {
+			out[t.ID] = ps
+		}
+	}
+	return out, nil
+}
+
+// restoreState empties the state of every stateful operator of the plan
+// and fills it from the manifest's snapshots. Snapshots are restored into
+// the key groups of the task that wrote them, so a changed parallelism
+// needs nothing more: all subtasks share the store.
+//
+// The snapshots go in at once through statestore.LayerRestorer (Badger: each
+// snapshot becomes a read-only layer under the store, downloaded as it
+// is), or statestore.BulkRestorer when the store holds nothing else, each
+// object's SHA-256 checked by the pass that parses it; otherwise one by
+// one through Backend.Restore.
+func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) error {
+	spec := r.g.Spec
+	ns := stateJob(spec)
+	if !fresh {
+		if err := r.emptyState(st); err != nil {
+			return err
+		}
+	}
+	oldPar := map[string]int{}
+	for _, t := range m.PlannedTasks {
+		if op, _, ok := splitTask(t); ok {
+			oldPar[op]++
+		}
+	}
+	var total int64
+	for _, s := range m.StateSnapshots {
+		total += s.Bytes
+	}
+	r.ckpt.mu.Lock()
+	r.ckpt.status.Recovery = RecoveryProgress{BytesTotal: total, SnapshotsTotal: len(m.StateSnapshots)}
+	r.ckpt.mu.Unlock()
+	now := r.opts.Clock.Now().UnixMilli()
+	var (
+		snaps  []ckptstore.StateSnapshot
+		scopes []statestore.Scope
+	)
+	for _, s := range m.StateSnapshots {
+		op, sub, ok := splitTask(s.TaskID)
+		if !ok {
+			return fmt.Errorf("restore: state snapshot of task %q: not an operator-subtask id", s.TaskID)
+		}
+		if o, _ := spec.Operator(op); o == nil {
+			r.log.Warn("restore: the job no longer has this operator; its state is not restored", "task", s.TaskID)
+			continue
+		}
+		snaps = append(snaps, s)
+		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
+	}
+	progress := func(s ckptstore.StateSnapshot, info statestore.RestoreInfo) {
+		r.ckpt.mu.Lock()
+		p := &r.ckpt.status.Recovery
+		p.BytesRestored += info.Bytes
+		p.KeysRestored += info.Entries
+		p.SnapshotsRestored++
+		done := p.BytesRestored
+		r.ckpt.mu.Unlock()
+		r.log.Info("restore progress", "task", s.TaskID, "keys", info.Entries, "bytes_restored", done, "bytes_total", total)
+	}
+	var restoreAll func([]statestore.RestoreSource, int64, func(int, statestore.RestoreInfo)) ([]statestore.RestoreInfo, error)
+	if lr, ok := st.(statestore.LayerRestorer); ok {
+		restoreAll = lr.RestoreLayers
+	} else if bulk, ok := st.(statestore.BulkRestorer); ok {
+		restoreAll = bulk.RestoreEmpty
+	}
+	if restoreAll != nil && len(snaps) > 0 {
+		srcs := make([]statestore.RestoreSource, len(snaps))
+		for i, s := range snaps {
+			srcs[i] = statestore.RestoreSource{Scope: scopes[i], Checksum: s.Checksum,
+				Open: func() (io.ReadCloser, error) { return cat.OpenStateSized(ctx, s) }}
+		}
+		_, err := restoreAll(srcs, now, func(i int, info statestore.RestoreInfo) { progress(snaps[i], info) })
+		switch {
+		case err == nil:
+			r.ckpt.mu.Lock()
+			r.ckpt.status.Recovery.Done = true
+			r.ckpt.mu.Unlock()
+			return nil
+		case errors.Is(err, statestore.ErrNotEmpty):
+			r.log.Info("restore: the state store holds other entries; restoring snapshot by snapshot")
+		default:
+			var re *statestore.RestoreError
+			if errors.As(err, &re) && re.Index >= 0 && re.Index < len(snaps) {
+				return fmt.Errorf("restore: state of %s: %w", snaps[re.Index].TaskID, err)
+			}
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	for i, s := range snaps {
+		scope := scopes[i]
+		rc, err := cat.OpenState(ctx, s)
+		if err != nil {
+			return fmt.Errorf("restore: opening the state of %s: %w", s.TaskID, err)
+		}
+		info, err := st.Restore(rc, scope, now)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("restore: state of %s: %w", s.TaskID, err)
+		}
+		progress(s, info)
+	}
+	r.ckpt.mu.Lock()
+	r.ckpt.status.Recovery.Done = true
+	r.ckpt.mu.Unlock()
+	return nil
+}
+
+// emptyState deletes the state of every stateful operator of the spec,
+// and the runtime's own entries.
+func (r *Runtime) emptyState(st statestore.Backend) error {
+	drop, ok := st.(statestore.Dropper)
+	if !ok {
+		return fmt.Errorf("the state backend cannot be emptied for a restore")
+	}
+	ns := stateJob(r.g.Spec)
+	if err := drop.Drop(statestore.Scope{Job: ns, Operator: runtimeStateOp, Groups: statestore.AllKeyGroups}); err != nil {
+		return fmt.Errorf("restore: emptying the runtime's state: %w", err)
+	}
+	for _, op := range r.g.Spec.Operators {
+		if r.statefulOp(&op) {
+			if err := drop.Drop(statestore.Scope{Job: ns, Operator: op.ID, Groups: statestore.AllKeyGroups}); err != nil {
+				return fmt.Errorf("restore: emptying the state of %s: %w", op.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// restoreCorrupt reports whether a restore failed because of the
+// artifact (a state object missing, of the wrong size or hash, or not a
+// valid snapshot) rather than the store or the disk. Every store marks
+// its corruption with the one marker, ckptstore.ErrCorrupt; the
+// exception is the local state directory (statestore.ErrCorrupt, which
+// matches the marker too): it is not the artifact's fault, and falling
+// back past every checkpoint would start the job without its state.
+func restoreCorrupt(err error) bool {
+	if errors.Is(err, statestore.ErrCorrupt) {
+		return false
+	}
+	return errors.Is(err, ckptstore.ErrCorrupt) || errors.Is(err, ckptstore.ErrNotFound)
+}
+
+// restoredWatermarks picks the checkpoint's watermarks a restart starts
+// from. Operators behind the sources resume at theirs: rows replayed from
+// the positions that belong to windows which had fired before the
+// checkpoint are late again, as they were then, instead of reopening those
+// windows with part of their rows.
+//
+// A source does not resume at its own: its watermark at the cut was
+// reached by rows after its position, which are read again, so another
+// input of a shared operator could otherwise let that operator's
+// watermark pass rows not yet re-read. A source chained with operators (a
+// single input) resumes at theirs, which is no later than what they had
+// seen.
+//
+// After a rescale (the operator's parallelism differs from oldPar's,
+// which counts the checkpoint's tasks by operator) each task of the
+// operator resumes at the lowest watermark the operator's tasks recorded:
+// at a cut every subtask behind a keyed edge has seen the same watermarks
+// (it receives from every upstream subtask), and the lowest makes no
+// replayed row late that was not late then.
+func restoredWatermarks(spec *job.Spec, plan *job.Plan, wms map[string]int64, oldPar map[string]int) map[string]int64 {
+	out := map[string]int64{}
+	low := map[string]int64{}
+	for task, wm := range wms {
+		if op, _, ok := splitTask(task); ok {
+			if cur, seen := low[op]; !seen || wm < cur {
+				low[op] = wm
+			}
+		}
+	}
+	for _, t := range plan.Tasks {
+		if o, _ := spec.Operator(t.OperatorID); o == nil || o.Kind == job.KindSource {
+			continue
+		}
+		if oldPar[t.OperatorID] == t.Parallelism {
+			if wm, ok := wms[t.ID]; ok {
+				out[t.ID] = wm
+			}
+		} else if wm, ok := low[t.OperatorID]; ok {
+			out[t.ID] = wm
+		}
+	}
+	for _, c := range plan.Chains {
+		if o, _ := spec.Operator(c.Head); o == nil || o.Kind != job.KindSource {
+			continue
+		}
+		for sub := 0; sub < c.Parallelism; sub++ {
+			low, found := int64(0), false
+			for _, op := range c.Operators[1:] {
+				if wm, ok := out[job.TaskID(op, sub)]; ok && (!found || wm < low) {
+					low, found = wm, true
+				}
+			}
+			if found {
+				out[job.TaskID(c.Head, sub)] = low
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+package runtime
+
+// This file holds one checkpoint round, takeCheckpoint: the cut through
+// the running graph (barrier.go) freezes the state, each stateful task's
+// key-group scope is snapshotted from the frozen view and uploaded to the
+// catalog, and the manifest (planned tasks, attempts, positions,
+// watermarks) is committed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+func (r *Runtime) formatVersion() int {
+	if s := r.g.Spec.State; s != nil && s.FormatVersion > 0 {
+		return s.FormatVersion
+	}
+	return job.DefaultStateFormatVersion
+}
+
+func (r *Runtime) plannedTasks() []string {
+	var ts []string
+	for _, t := range r.g.Plan.Tasks {
+		ts = append(ts, t.ID)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+// takeCheckpoint runs one round: the cut (synchronous, sources paused),
+// then the snapshots stream from the frozen state to the store while the
+// pipeline runs, then the manifest commits. A failed round leaves the
+// previous checkpoint in place and marks the health degraded.
+func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name string) (m *ckptstore.Manifest, err error) {
+	r.ckpt.mu.Lock()
+	cat := r.ckpt.catalog
+	r.ckpt.mu.Unlock()
+	if cat == nil {
+		if r.g.Spec.Checkpoint == nil {
+			return nil, ErrNoCheckpoints
+		}
+		return nil, errNoCut
+	}
+	r.ckpt.round.Lock()
+	defer r.ckpt.round.Unlock()
+	start := time.Now()
+	var pause time.Duration
+	var bytes int64
+	defer func() {
+		r.ckpt.mu.Lock()
+		defer r.ckpt.mu.Unlock()
+		s := &r.ckpt.status
+		if err != nil {
+			if errors.Is(err, errNoCut) {
+				return
+			}
+			s.Healthy = false
+			s.Failures++
+			s.LastError = err.Error()
+			r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "error", err)
+			return
+		}
+		s.Healthy = true
+		s.LastError = ""
+		s.Completed++
+		s.LastID, s.LastDuration, s.LastPause, s.LastBytes = m.CheckpointID, time.Since(start), pause, bytes
+		r.log.Info("checkpoint completed", "kind", kind, "id", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
+	}()
+	id := name
+	if kind == ckptstore.KindCheckpoint {
+		next, err := cat.NextID(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		id = next.String()
+	}
+	c, err := r.cut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Frozen.Close()
+	if kind == ckptstore.KindCheckpoint {
+		// Before the commit: a kill between the two must not cost the
+		// restore of this checkpoint its floors.
+		r.mu.Lock()
+		st := r.store
+		r.mu.Unlock()
+		r.noteCut(st, id, r.run, false)
+	}
+	pause = c.Pause
+
+	spec, plan := r.g.Spec, r.g.Plan
+	ns := stateJob(spec)
+	now := r.opts.Clock.Now().UnixMilli()
+	type result struct {
+		snap ckptstore.StateSnapshot
+		err  error
+	}
+	var tasks []job.Task
+	for _, t := range plan.Tasks {
+		if op, _ := spec.Operator(t.OperatorID); op != nil && r.statefulOp(op) {
+			tasks = append(tasks, t)
+		}
+	}
+	results := make([]result, len(tasks))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, t := range tasks {
+		wg.Add(1)
+		go func(i int, t job.Task) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			pr, pw := io.Pipe()
+			produced := make(chan statestore.SnapshotInfo, 1)
+			go func() {
+				info, err := c.Frozen.Snapshot(pw, statestore.Scope{Job: ns, Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
+				produced <- info
+				pw.CloseWithError(err)
+			}()
+			// The snapshot hashes the object as it writes it; the
+			// catalog records that hash instead of hashing it again.
+			snap, err := cat.PutStateSum(ctx, kind, id, t.ID, pr, func() (string, int64, error) {
+				info := <-produced
+				return info.ObjectCRC64, info.Bytes, nil
+			})
+			pr.CloseWithError(errors.New("upload ended"))
+			results[i] = result{snap, err}
+		}(i, t)
+	}
+	wg.Wait()
+	m = &ckptstore.Manifest{
+		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version,
+		FormatVersion: r.formatVersion(), Kind: kind, Name: name,
+		CreatedMS: time.Now().UnixMilli(), PlannedTasks: r.plannedTasks(), PlanDigest: plan.Digest,
+		MaxParallelism: spec.MaxParallelism, WatermarksMS: c.Watermarks,
+	}
+	for _, t := range m.PlannedTasks {
+		m.TaskAttempts = append(m.TaskAttempts, ckptstore.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
+	}
+	for _, res := range results {
+		if res.err != nil {
+			return nil, fmt.Errorf("%s %s: uploading state: %w", kind, id, res.err)
+		}
+		m.StateSnapshots = append(m.StateSnapshots, res.snap)
+		bytes += res.snap.Bytes
+	}
+	var srcTasks []string
+	for t := range c.Positions {
+		srcTasks = append(srcTasks, t)
+	}
+	sort.Strings(srcTasks)
+	for _, t := range srcTasks {
+		for _, p := range c.Positions[t] {
+			m.SourcePositions = append(m.SourcePositions, ckptstore.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
+		}
+	}
+	if err := cat.Commit(ctx, m); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	r.ckpt.mu.Lock()
+	r.ckpt.watermarks = m.WatermarksMS
+	r.ckpt.mu.Unlock()
+	if kind == r.restartKind() {
+		r.checkpointCompleted(c.Positions)
+	}
+	return m, nil
+}
+
+func (r *Runtime) nodeID() string {
+	if r.opts.NodeID != "" {
+		return r.opts.NodeID
+	}
+	return "local"
+}
