@@ -655,7 +655,7 @@ func checkJob(v connectors.JobView) []connectors.JobProblem {
 		c := o.cfg
 		for _, id := range jo.Sources {
 			if ji, ok := inputs[id]; ok && !ji.Durable {
-				add(jo.OperatorID, jo.Path+".config.exactly_once", "requires durability on its input: source %q (%s) has no durability block; add durability (to the job or to %s): exactly-once stands on at-least-once ingestion (R-KAFKA-4)", id, ji.Path, ji.Path)
+				add(jo.OperatorID, jo.Path+".config.exactly_once", "requires durability on its input: source %q (%s) has no durability block; add durability (to the job or to %s): exactly-once stands on at-least-once ingestion", id, ji.Path, ji.Path)
 			}
 		}
 		if t := c.TransactionTimeoutMS(); v.CheckpointIntervalMS > 0 && t <= v.CheckpointIntervalMS {
