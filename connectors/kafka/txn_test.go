@@ -99,7 +99,7 @@ func TestL3ValidationErrors(t *testing.T) {
 			`sinks[0].config.offset_commit_group: requires exactly_once: true (the input's offsets are committed inside the output's transactions)`,
 		}},
 		{"exactly_once without durability", "", txnInput, pair, []string{
-			`job "l3": operator "out": sinks[0].config.exactly_once: requires durability on its input: source "in" (sources[0]) has no durability block; add durability (to the job or to sources[0]): exactly-once stands on at-least-once ingestion (R-KAFKA-4)`,
+			`job "l3": operator "out": sinks[0].config.exactly_once: requires durability on its input: source "in" (sources[0]) has no durability block; add durability (to the job or to sources[0]): exactly-once stands on at-least-once ingestion`,
 		}},
 		{"default transaction.timeout.ms vs checkpoint interval", ckpt(60000) + "\n" + durable, "", eos, []string{
 			`job "l3": operator "out": sinks[0].config.properties.transaction.timeout.ms: transaction.timeout.ms (60000, librdkafka's default) must exceed checkpoint.interval_ms (60000): raise properties.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms) or lower checkpoint.interval_ms`,
