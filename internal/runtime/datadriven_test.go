@@ -12,10 +12,11 @@ package runtime
 //
 // # The job
 //
-//	job sources=<a>[,<b>...] [partitions=<n>] [parallelism=<n>] [gate=<source>]
+//	job sources=<a>[,<b>...] [partitions=<n>] [readers=<n>] [parallelism=<n>] [gate=<source>]
 //
 // Every source is a memory source of (user, amount) rows with n partitions
-// (default 1), read by one subtask. All of them feed, by key, a running
+// (default 1), read by readers subtasks (default 1; subtask s reads the
+// partitions p with p % readers == s). All of them feed, by key, a running
 // sum of amount per user (operator sum, parallelism n, default 1) that
 // writes every updated total to a memory sink (out). gate=<source> puts a
 // Go map function (operator gate, not chained to the source) between that
@@ -46,7 +47,8 @@ package runtime
 //	checkpoint manual    starts a cut driven step by step, as Runtime.cut
 //	                     would run it: the test sends each source its barrier
 //	barrier <source>     that source's barrier request: the source passes the
-//	                     barrier on behind what it sent and pauses
+//	                     barrier on behind what it sent and pauses; a task
+//	                     ID (in-1) sends it to one subtask
 //	cut                  waits until the barrier has reached the sink, records
 //	                     the sources' positions, freezes the state, prints
 //	                     both, and resumes the sources
@@ -82,6 +84,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func TestDataDriven(t *testing.T) {
@@ -109,6 +112,7 @@ type ddJob struct {
 
 	sources    []string
 	partitions int
+	readers    int // subtasks of each source
 	par        int
 	gated      string
 
@@ -130,7 +134,7 @@ type ddCut struct {
 	id       uint64
 	resume   chan struct{}
 	all      <-chan struct{}
-	injected map[string]bool
+	injected map[string]bool // source tasks that passed the barrier on
 }
 
 // ddGate is the map function between a source and sum.
@@ -191,7 +195,7 @@ const ddWait = 20 * time.Second
 func (d *ddJob) spec() string {
 	var opsJSON, edges, srcs []string
 	for _, s := range d.sources {
-		opsJSON = append(opsJSON, fmt.Sprintf(`{"id":%q,"kind":"source","parallelism":1}`, s))
+		opsJSON = append(opsJSON, fmt.Sprintf(`{"id":%q,"kind":"source","parallelism":%d}`, s, d.readers))
 		srcs = append(srcs, fmt.Sprintf(`{"operator_id":%q,"input_type":"memory"}`, s))
 		if s == d.gated {
 			opsJSON = append(opsJSON, `{"id":"gate","kind":"map","key_field":"user","parallelism":1,"config":{"function":"gate"}}`)
@@ -264,9 +268,20 @@ func (d *ddJob) close() {
 	}
 }
 
-// free reports whether the rows pushed to a source flow now.
-func (d *ddJob) free(source string) bool {
-	if d.cut != nil && d.cut.injected[source] {
+// task is the source subtask that reads a partition.
+func (d *ddJob) task(source string, part int) string {
+	return job.TaskID(source, part%d.readers)
+}
+
+// paused reports whether the subtask reading a partition has passed the
+// current cut's barrier on.
+func (d *ddJob) paused(source string, part int) bool {
+	return d.cut != nil && d.cut.injected[d.task(source, part)]
+}
+
+// free reports whether the rows pushed to a partition flow now.
+func (d *ddJob) free(source string, part int) bool {
+	if d.paused(source, part) {
 		return false
 	}
 	if source == d.gated {
@@ -282,8 +297,8 @@ func (d *ddJob) settle() {
 	d.t.Helper()
 	want := map[string]map[int32]int64{}
 	for _, p := range d.pushes {
-		if d.free(p.source) {
-			task := p.source + "-0"
+		if d.free(p.source, p.part) {
+			task := d.task(p.source, p.part)
 			if want[task] == nil {
 				want[task] = map[int32]int64{}
 			}
@@ -314,7 +329,7 @@ func (d *ddJob) run(td *datadriven.TestData) string {
 	t.Helper()
 	switch td.Cmd {
 	case "job":
-		d.sources, d.partitions, d.par = nil, 1, 1
+		d.sources, d.partitions, d.readers, d.par = nil, 1, 1, 1
 		for _, a := range td.CmdArgs {
 			switch a.Key {
 			case "sources":
@@ -325,6 +340,8 @@ func (d *ddJob) run(td *datadriven.TestData) string {
 				d.partitions = d.intArg(td, a.Key)
 			case "parallelism":
 				d.par = d.intArg(td, a.Key)
+			case "readers":
+				d.readers = d.intArg(td, a.Key)
 			case "gate":
 				d.gated = a.Vals[0]
 			default:
@@ -363,7 +380,7 @@ func (d *ddJob) run(td *datadriven.TestData) string {
 		d.pushes = append(d.pushes, ddPush{source: src, part: part, rec: rec})
 		// The gate's first batch: wait until it is held there.
 		var entered bool
-		if src == d.gated && !d.free(src) && (d.cut == nil || !d.cut.injected[src]) {
+		if src == d.gated && !d.free(src, part) && !d.paused(src, part) {
 			if _, holding := d.gate.isClosed(); !holding {
 				entered = true
 			}
@@ -372,8 +389,8 @@ func (d *ddJob) run(td *datadriven.TestData) string {
 			t.Fatal(err)
 		}
 		switch {
-		case d.cut != nil && d.cut.injected[src]:
-			return "held: " + src + " is paused"
+		case d.paused(src, part):
+			return "held: " + d.task(src, part) + " is paused"
 		case entered:
 			select {
 			case <-d.gate.entered:
@@ -381,7 +398,7 @@ func (d *ddJob) run(td *datadriven.TestData) string {
 				t.Fatal("the batch did not reach the gate")
 			}
 			return "held by the gate"
-		case !d.free(src):
+		case !d.free(src, part):
 			return "held by the gate"
 		}
 		d.settle()
@@ -524,7 +541,7 @@ func (d *ddJob) barrier(source string) string {
 	r.mu.Unlock()
 	var tasks []string
 	for _, s := range sources {
-		if op, _, ok := splitTask(s.task); !ok || op != source {
+		if op, _, ok := splitTask(s.task); s.task != source && (!ok || op != source) {
 			continue
 		}
 		req := barrierReq{id: d.cut.id, injected: make(chan error, 1), resume: d.cut.resume}
@@ -546,7 +563,9 @@ func (d *ddJob) barrier(source string) string {
 	if len(tasks) == 0 {
 		d.t.Fatalf("no source %q", source)
 	}
-	d.cut.injected[source] = true
+	for _, task := range tasks {
+		d.cut.injected[task] = true
+	}
 	return fmt.Sprintf("%s passed the barrier on and pauses", strings.Join(tasks, ","))
 }
 
