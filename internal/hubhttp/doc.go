@@ -20,4 +20,21 @@
 //   - Session tokens are 128 random bits, stored only as their SHA-256 and
 //     compared in constant time (ArkFlow's are node-session-N).
 //   - Generated correlation ids are random, not a process counter.
+//   - Every error is an envelope, including 413 and 415, which ArkFlow
+//     answers as plain text.
+//
+// A Hub's handler is typically
+//
+//	Correlation(Recover(logger)(mux))
+//
+// with each operator route wrapped in auth.Require(action, resource) and
+// RegisterHealth on the same mux. Agent routes do not use Require: they
+// call SessionCredentials (or QuerySessionCredentials) and check the
+// token against the stored SecretHash of the session.
+//
+// JSON bodies: DecodeJSON ignores unknown fields, as ArkFlow's serde
+// does, so a v1 Agent or client that sends fields we do not model keeps
+// working; DecodeJSONStrict refuses them (422 naming the field) for
+// operator mutations where a misspelt field would otherwise be dropped
+// silently.
 package hubhttp
