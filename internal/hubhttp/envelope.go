@@ -148,6 +148,11 @@ func WriteError(w http.ResponseWriter, r *http.Request, e *Error) {
 	if out.CorrelationID == "" {
 		out.CorrelationID = responseCorrelationID(w, r)
 	}
+	if out.Details != nil {
+		if _, err := json.Marshal(out.Details); err != nil {
+			out.Details = nil // keep the envelope (and its correlation id)
+		}
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	WriteJSON(w, out.Status, &out)
 }

@@ -96,3 +96,16 @@ func TestErrorString(t *testing.T) {
 	var _ error = Internal()
 	_ = http.StatusOK
 }
+
+func TestWriteErrorUnencodableDetailsKeepsEnvelope(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest("GET", "/", nil),
+		ValidationFailed("x", "bad").WithStreamID("n1/s1").WithDetails(map[string]any{"f": func() {}}))
+	e := envelope(t, rec)
+	if rec.Code != 422 || e.StreamID != "n1/s1" || e.Details != nil || e.Field != "x" {
+		t.Errorf("%d %+v", rec.Code, e)
+	}
+	if s := (Scope{ResourceJob, "j1"}).String(); s != "job=j1" {
+		t.Errorf("scope string %q", s)
+	}
+}

@@ -58,3 +58,15 @@ func TestRecoverKeepsFlusher(t *testing.T) {
 	}))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 }
+
+func TestRecoverAfterWrite(t *testing.T) {
+	h := Recover(nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("partial"))
+		panic("late")
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 || rec.Body.String() != "partial" {
+		t.Errorf("%d %q", rec.Code, rec.Body)
+	}
+}
