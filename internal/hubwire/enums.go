@@ -258,7 +258,17 @@ const (
 	CodeSavepointNotReady       = "savepoint_not_ready"
 	CodeStateFormatIncompatible = "state_format_incompatible"
 	CodeNoPreviousJobVersion    = "no_previous_job_version"
+
+	// CodeStaleGeneration rejects an Agent's result or observation of a
+	// generation older than the current one (R-HUB-2). Extension: v1
+	// ignores such bodies silently or folds them into
+	// agent_request_rejected.
+	CodeStaleGeneration = "stale_generation"
 )
+
+// InvalidQueryMessage is the message of the invalid_query envelope the Hub
+// substitutes for a 400 body that is not an ApiError (A.0).
+const InvalidQueryMessage = "Request query or body is invalid"
 
 // Audit failure codes (B.7) besides unauthorized and forbidden.
 const (

@@ -63,9 +63,13 @@ func FuzzNodeReport(f *testing.F) {
 		}
 		fixedPoint(t, &r)
 		_ = FilterCapabilities(r.Capabilities)
-		v, next := CheckReport(ReportCursor{Session: "s", BootID: r.BootID, Seq: r.ReportSeq}, "s", r.BootID, r.ReportSeq)
-		if r.BootID != "" && (v != ReportStale || next.Seq != r.ReportSeq) {
+		stored := ReportCursor{Session: 2, BootID: r.BootID, Seq: r.ReportSeq}
+		v, next := CheckReport(stored, 2, r.BootID, r.ReportSeq)
+		if r.BootID != "" && (v != ReportStale || next != stored) {
 			t.Fatalf("a replay of the stored report is %v", v)
+		}
+		if v, next := CheckReport(stored, 1, r.BootID, r.ReportSeq+1); v != ReportOldSession || next != stored {
+			t.Fatalf("a report of an older session is %v", v)
 		}
 	})
 }

@@ -60,6 +60,10 @@ var goldens = map[string]func() any{
 	"savepoint_request.json":                 func() any { return new(SavepointRequest) },
 	"job_upgrade_request.json":               func() any { return new(UpgradeRequest) },
 	"job_upgrade_response.json":              func() any { return new(UpgradeResponse) },
+	"system.json":                            func() any { return new(SystemResponse) },
+	"health.json":                            func() any { return new(HealthResponse) },
+	"readiness.json":                         func() any { return new(ReadinessResponse) },
+	"liveness.json":                          func() any { return new(LivenessResponse) },
 }
 
 // Payloads nested in commands and errors are checked through their own

@@ -188,35 +188,37 @@ func TestOperationStateTerminal(t *testing.T) {
 }
 
 func TestCheckReport(t *testing.T) {
-	s1 := NewSessionCursor("s1")
-	at := func(session, boot string, seq uint64) ReportCursor { return ReportCursor{session, boot, seq} }
+	at := func(session uint64, boot string, seq uint64) ReportCursor { return ReportCursor{session, boot, seq} }
 	for _, c := range []struct {
 		name    string
 		stored  ReportCursor
-		session string
+		session uint64
 		boot    string
 		seq     uint64
 		want    ReportVerdict
 		next    ReportCursor
 	}{
-		{"first report of a session, seq 0 (R-HUB-4)", s1, "s1", "b1", 0, ReportNewBoot, at("s1", "b1", 0)},
-		{"first report of a session, seq 1 (Rust Agent)", s1, "s1", "b1", 1, ReportNewBoot, at("s1", "b1", 1)},
-		{"first report, process-wide counter", s1, "s1", "b1", 900, ReportNewBoot, at("s1", "b1", 900)},
-		{"next in order", at("s1", "b1", 4), "s1", "b1", 5, ReportInOrder, at("s1", "b1", 5)},
-		{"gap in order", at("s1", "b1", 4), "s1", "b1", 9, ReportInOrder, at("s1", "b1", 9)},
-		{"replay", at("s1", "b1", 4), "s1", "b1", 4, ReportStale, at("s1", "b1", 4)},
-		{"late", at("s1", "b1", 4), "s1", "b1", 3, ReportStale, at("s1", "b1", 4)},
-		{"no boot id is accepted", at("s1", "b1", 4), "s1", "", 1, ReportUnordered, at("s1", "b1", 4)},
-		{"no boot id on a fresh session", s1, "s1", "", 0, ReportUnordered, s1},
-		{"boot changes within a session", at("s1", "b1", 4), "s1", "b2", 10, ReportBootChanged, at("s1", "b1", 4)},
-		{"old session with a higher seq", at("s2", "b2", 1), "s1", "b1", 100, ReportOldSession, at("s2", "b2", 1)},
-		{"old session without boot id", at("s2", "b2", 1), "s1", "", 100, ReportOldSession, at("s2", "b2", 1)},
+		{"first report ever, seq 0 (R-HUB-4)", ReportCursor{}, 1, "b1", 0, ReportSessionStart, at(1, "b1", 0)},
+		{"new session, seq 1 below the old max (Rust Agent)", at(1, "b1", 40), 2, "b1", 1, ReportSessionStart, at(2, "b1", 1)},
+		{"new session, new boot", at(1, "b1", 40), 2, "b2", 0, ReportSessionStart, at(2, "b2", 0)},
+		{"new session, process-wide counter", at(1, "b1", 40), 2, "b1", 41, ReportSessionStart, at(2, "b1", 41)},
+		{"new session, no boot id", at(1, "b1", 40), 2, "", 0, ReportUnordered, at(2, "", 0)},
+		{"next in order", at(1, "b1", 4), 1, "b1", 5, ReportInOrder, at(1, "b1", 5)},
+		{"gap in order", at(1, "b1", 4), 1, "b1", 9, ReportInOrder, at(1, "b1", 9)},
+		{"replay", at(1, "b1", 4), 1, "b1", 4, ReportStale, at(1, "b1", 4)},
+		{"late", at(1, "b1", 4), 1, "b1", 3, ReportStale, at(1, "b1", 4)},
+		{"no boot id is accepted", at(1, "b1", 4), 1, "", 1, ReportUnordered, at(1, "b1", 4)},
+		{"first boot id of the session", at(1, "", 0), 1, "b1", 7, ReportSessionStart, at(1, "b1", 7)},
+		{"boot changes within a session", at(1, "b1", 4), 1, "b2", 10, ReportBootChanged, at(1, "b1", 4)},
+		{"old session with a higher seq", at(2, "b2", 1), 1, "b1", 100, ReportOldSession, at(2, "b2", 1)},
+		{"old session with a new boot id", at(2, "b2", 1), 1, "b3", 100, ReportOldSession, at(2, "b2", 1)},
+		{"old session without boot id", at(2, "b2", 1), 1, "", 100, ReportOldSession, at(2, "b2", 1)},
 	} {
 		got, next := CheckReport(c.stored, c.session, c.boot, c.seq)
 		if got != c.want || next != c.next {
 			t.Errorf("%s: CheckReport = %v %+v, want %v %+v", c.name, got, next, c.want, c.next)
 		}
-		wantFresh := c.want == ReportInOrder || c.want == ReportNewBoot || c.want == ReportUnordered
+		wantFresh := c.want == ReportInOrder || c.want == ReportSessionStart || c.want == ReportUnordered
 		if got.Fresh() != wantFresh {
 			t.Errorf("%s: %v.Fresh() = %v", c.name, got, got.Fresh())
 		}
@@ -224,61 +226,57 @@ func TestCheckReport(t *testing.T) {
 }
 
 // TestCheckReportSessions plays R-HUB-4's scenario: an Agent reports, is
-// killed and restarted (new boot, new session, sequence from 0), and a late
-// report of the dead session arrives after the new session's reports. The
-// new snapshot is never rolled back. The same holds for a reconnect of the
-// same process (same boot id, sequence restarting at 1 as the Rust Agent
-// does), which v1 drops until the sequence passes the old maximum.
+// SIGKILLed and restarted (new boot, new session, sequence from 0), and
+// late reports of the dead session arrive after the new session's. The new
+// snapshot is never rolled back. The same holds for a reconnect of one
+// process (same boot id, sequence restarting at 1 as the Rust Agent does),
+// whose reports v1 drops until the sequence passes the old maximum. The
+// cursor is never reset: newer sessions win by comparison.
 func TestCheckReportSessions(t *testing.T) {
-	type report struct {
-		session, boot string
-		seq           uint64
-		fresh         bool
+	steps := []struct {
+		session uint64
+		boot    string
+		seq     uint64
+		fresh   bool
+	}{
+		{1, "boot-a", 0, true},
+		{1, "boot-a", 1, true},
+		{1, "boot-a", 2, true},
+		// SIGKILL; the new process registers: session 2.
+		{2, "boot-b", 0, true},
+		{1, "boot-a", 3, false}, // late report of the dead process
+		{2, "boot-b", 1, true},
+		{1, "boot-a", 99, false},
+		// The same process reconnects: session 3, same boot, seq from 1.
+		{3, "boot-b", 1, true},
+		{2, "boot-b", 2, false}, // late report of the replaced session
+		{3, "boot-b", 2, true},
+		{3, "boot-b", 2, false}, // replay
 	}
-	cur := NewSessionCursor("s1")
-	steps := []report{
-		{"s1", "boot-a", 0, true},
-		{"s1", "boot-a", 1, true},
-		{"s1", "boot-a", 2, true},
-		// SIGKILL; the new process registers: session s2.
-		{"reset:s2", "", 0, false},
-		{"s2", "boot-b", 0, true},
-		{"s1", "boot-a", 3, false}, // late report of the dead process
-		{"s2", "boot-b", 1, true},
-		{"s1", "boot-a", 99, false},
-		// The same process reconnects: session s3, same boot, seq from 1.
-		{"reset:s3", "", 0, false},
-		{"s3", "boot-b", 1, true},
-		{"s2", "boot-b", 2, false}, // late report of the replaced session
-		{"s3", "boot-b", 2, true},
-	}
-	var applied []uint64
+	var cur ReportCursor
+	applied := 0
 	for i, r := range steps {
-		if s, ok := strings.CutPrefix(r.session, "reset:"); ok {
-			cur = NewSessionCursor(s)
-			continue
-		}
 		v, next := CheckReport(cur, r.session, r.boot, r.seq)
 		if v.Fresh() != r.fresh {
 			t.Fatalf("step %d %+v: verdict %v", i, r, v)
 		}
 		if v.Fresh() {
-			applied = append(applied, r.seq)
+			applied++
 		}
 		cur = next
 	}
-	if got := cur; got != (ReportCursor{"s3", "boot-b", 2}) {
-		t.Errorf("final cursor %+v", got)
+	if cur != (ReportCursor{3, "boot-b", 2}) {
+		t.Errorf("final cursor %+v", cur)
 	}
-	if len(applied) != 7 {
-		t.Errorf("applied %v", applied)
+	if applied != 7 {
+		t.Errorf("applied %d reports, want 7", applied)
 	}
 }
 
 func TestReportVerdictString(t *testing.T) {
 	for v, s := range map[ReportVerdict]string{
 		ReportStale: "stale", ReportOldSession: "old_session", ReportBootChanged: "boot_changed",
-		ReportInOrder: "in_order", ReportNewBoot: "new_boot", ReportUnordered: "unordered", ReportVerdict(99): "unknown",
+		ReportInOrder: "in_order", ReportSessionStart: "session_start", ReportUnordered: "unordered", ReportVerdict(99): "unknown",
 	} {
 		if v.String() != s {
 			t.Errorf("%d.String() = %q, want %q", v, v.String(), s)

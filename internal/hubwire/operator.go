@@ -157,3 +157,45 @@ type StreamDesiredStateRequest struct {
 	ConfigVersion string `json:"config_version,omitempty"`
 	ActionID      string `json:"action_id,omitempty"`
 }
+
+// SystemResponse is the body of GET /system.
+type SystemResponse struct {
+	// ID is "arkflow-control-hub"; State is "running".
+	ID           string   `json:"id"`
+	Version      string   `json:"version"`
+	State        string   `json:"state"`
+	NodeCount    uint64   `json:"node_count"`
+	OnlineNodes  uint64   `json:"online_nodes"`
+	Capabilities []string `json:"capabilities"`
+}
+
+// MarshalJSON encodes nil slices as [].
+func (r SystemResponse) MarshalJSON() ([]byte, error) {
+	type plain SystemResponse
+	p := plain(r)
+	p.Capabilities = strs(p.Capabilities)
+	return json.Marshal(p)
+}
+
+// HealthResponse is the body of GET /health: 200 healthy, 503 degraded.
+type HealthResponse struct {
+	Status string `json:"status"`
+	Nodes  uint64 `json:"nodes"`
+	Ready  bool   `json:"ready"`
+}
+
+// ReadinessResponse is the body of GET /readiness: 200 {status:"ready",
+// ready:true}, or 503 {status:"not_ready", ready:false, reason} with reason
+// startup_recovery or storage_unavailable.
+type ReadinessResponse struct {
+	Status string `json:"status"`
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// LivenessResponse is the body of GET /liveness: {status:"alive",
+// alive:true}.
+type LivenessResponse struct {
+	Status string `json:"status"`
+	Alive  bool   `json:"alive"`
+}
