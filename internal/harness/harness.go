@@ -8,7 +8,10 @@
 // package cannot import arkflow (arkflow imports it).
 package harness
 
-import "github.com/arkflow-rs/arkflow-go/internal/runtime"
+import (
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
 
 var (
 	// RuntimeOf returns the runtime of an *arkflow.Job.
@@ -20,4 +23,9 @@ var (
 	// Option returns an arkflow.Option that lets f change the runtime
 	// options the job is created with.
 	Option func(f func(*runtime.Options)) any
+	// NewJob builds an *arkflow.Job from spec with Go values bound to
+	// operator IDs (as a Builder binds them) and arkflow.Options (opts
+	// holds arkflow.Option values). hubclient runs Hub-shipped specs
+	// through it.
+	NewJob func(spec *job.Spec, bindings map[string]any, opts []any) (any, error)
 )

@@ -1,0 +1,31 @@
+// Package hubclient makes a Go service an Agent of an ArkFlow Hub: the
+// service registers with the Hub, and runs the jobs the Hub assigns to it
+// with the same runtime as arkflow.Job, next to its own code.
+//
+//	agent, err := hubclient.New(hubclient.Config{
+//		HubURL:    "http://hub.internal:8080",
+//		NodeID:    "orders-7", // stable across restarts, unique in the fleet
+//		NodeToken: os.Getenv("ARKFLOW_NODE_TOKEN"),
+//		DataDir:   "/var/lib/orders/arkflow",
+//		Jobs:      []*arkflow.Builder{clicksJob}, // Go functions and push sources the Hub's specs name
+//	})
+//	...
+//	err = agent.Run(ctx) // until ctx ends; stops its jobs cleanly
+//
+// The Agent speaks ArkFlow v1's agent protocol: it registers with its
+// capabilities and a random boot id per process, heartbeats on its own
+// goroutine at a third of the Hub's lease (a long start, checkpoint or
+// restore never lets the lease lapse), polls for commands and runs each on
+// its own goroutine, and reports its jobs. Job commands are fenced by
+// generation: a command older than the job it would touch is refused, and
+// every result carries the command's generation back. A failed call to the
+// Hub ends the session after a few attempts; the Agent registers again
+// with a jittered backoff (250 ms doubling to 10 s) while its jobs keep
+// running.
+//
+// A Hub-shipped spec names Go code by operator ID, as a Builder's spec
+// does: give the Agent the Builder of each such job (Config.Jobs), and the
+// spec's operators bind to the Builder's Go values (MapFunc, FilterFunc,
+// ProcessFunc, push sources, func sinks) by ID. Connectors come from
+// Config.Environment.
+package hubclient
