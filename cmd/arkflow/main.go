@@ -73,6 +73,13 @@ var commands = []*command{
 		setup: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			return controlCmd("savepoint", fs)
 		}},
+	{name: "agent", args: "--hub URL [flags]", short: "join a Hub's fleet and run the jobs it assigns to this node, until SIGINT/SIGTERM",
+		long: "Agent registers this process with the Hub at URL as node --node-id and runs\n" +
+			"the jobs the Hub assigns to it, with the connectors compiled into this\n" +
+			"program, until SIGINT/SIGTERM; then it stops them gracefully. It heartbeats\n" +
+			"at a third of the Hub's lease and registers again, with a backoff, when the\n" +
+			"Hub cannot be reached; the jobs keep running meanwhile.",
+		setup: agentCmd},
 	{name: "version", args: "", short: "print the version of this program",
 		long: "Version prints the version of this program.",
 		setup: func(*flag.FlagSet) func([]string, io.Writer, io.Writer) error {

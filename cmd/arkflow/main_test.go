@@ -159,3 +159,23 @@ func TestRunWindowSpec(t *testing.T) {
 		t.Fatalf("want 4 window rows and 1 routed late row, got:\n%s", out.String())
 	}
 }
+
+// agent refuses a missing --hub or --node-id as a usage mistake naming
+// what is missing, before it contacts anything.
+func TestAgentUsage(t *testing.T) {
+	t.Setenv("ARKFLOW_NODE_ID", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent"}, "--hub URL is required"},
+		{[]string{"agent", "--hub", "http://127.0.0.1:1"}, "NodeID: required"},
+		{[]string{"agent", "--hub", "ftp://x", "--node-id", "n"}, "HubURL: want http(s)://host[:port]"},
+		{[]string{"agent", "--hub", "http://127.0.0.1:1", "extra"}, "takes no arguments"},
+	} {
+		var stdout, stderr strings.Builder
+		if code := run(tc.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("arkflow %s: exit %d, stderr %q; want 2 and %q", strings.Join(tc.args, " "), code, stderr.String(), tc.want)
+		}
+	}
+}
