@@ -2,6 +2,7 @@ package hubstore
 
 import (
 	"context"
+	"database/sql"
 	"sort"
 	"time"
 )
@@ -138,32 +139,41 @@ func AggregateObserved(jobID string, generation int64, target ObservedState, exp
 }
 
 // ObserveJob aggregates the job's current generation: its assignments and
-// the commands of operation sent for them. target is the state that
-// success means (running for a start, stopped for a stop).
+// the commands of operation sent for them, read in one snapshot. target is
+// the state that success means (running for a start, stopped for a stop).
 func (s *Store) ObserveJob(ctx context.Context, jobID, operation string, target ObservedState) (Aggregate, error) {
-	j, err := s.GetJob(ctx, jobID)
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Aggregate{}, err
 	}
-	as, err := s.Assignments(ctx, jobID, j.Generation)
+	defer tx.Rollback()
+	j, err := getJob(ctx, tx, jobID)
 	if err != nil {
 		return Aggregate{}, err
 	}
-	cmds, err := s.ListCommands(ctx, jobID, j.Generation)
+	as, err := listAssignments(ctx, tx, jobID, j.Generation)
 	if err != nil {
 		return Aggregate{}, err
 	}
-	var outs []Outcome
+	rows, err := tx.QueryContext(ctx, "SELECT "+commandCols+" FROM commands WHERE job_id = ? AND generation = ? AND operation = ? AND assignment_id != '' ORDER BY seq",
+		jobID, j.Generation, operation)
+	if err != nil {
+		return Aggregate{}, err
+	}
+	cmds, err := collectCommands(rows)
+	if err != nil {
+		return Aggregate{}, err
+	}
+	outs := make([]Outcome, 0, len(cmds))
 	for i, c := range cmds {
-		if c.Operation != operation || c.AssignmentID == "" {
-			continue
-		}
 		o := Outcome{AssignmentID: c.AssignmentID, NodeID: c.NodeID, CommandID: c.ID, Generation: c.Generation, State: c.State,
 			At: time.Unix(0, int64(i+1))} // queue order, not wall time: a retry's command wins over the one it retried
 		if c.State.Terminal() {
-			if r, err := terminalResult(ctx, s.r, c.ID); err != nil {
+			r, err := terminalResult(ctx, tx, c.ID)
+			if err != nil {
 				return Aggregate{}, err
-			} else if r != nil {
+			}
+			if r != nil {
 				o.FailureClass, o.Error = r.FailureClass, r.Error
 			}
 		}

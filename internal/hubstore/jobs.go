@@ -70,15 +70,23 @@ type SubmitResult struct {
 	NewJob     bool
 }
 
-func getJob(ctx context.Context, q queryer, jobID string) (Job, error) {
+const jobCols = "job_id, desired_state, generation, current_version, action_id, created_at_ms, updated_at_ms, updated_by, correlation_id"
+
+func scanJob(sc interface{ Scan(...any) error }) (Job, error) {
 	var j Job
 	var created, updated int64
-	err := q.QueryRowContext(ctx, `SELECT job_id, desired_state, generation, current_version, action_id, created_at_ms, updated_at_ms, updated_by, correlation_id
-		FROM jobs WHERE job_id = ?`, jobID).Scan(&j.JobID, &j.DesiredState, &j.Generation, &j.CurrentVersion, &j.ActionID, &created, &updated, &j.UpdatedBy, &j.CorrelationID)
+	if err := sc.Scan(&j.JobID, &j.DesiredState, &j.Generation, &j.CurrentVersion, &j.ActionID, &created, &updated, &j.UpdatedBy, &j.CorrelationID); err != nil {
+		return Job{}, err
+	}
+	j.CreatedAt, j.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	return j, nil
+}
+
+func getJob(ctx context.Context, q queryer, jobID string) (Job, error) {
+	j, err := scanJob(q.QueryRowContext(ctx, "SELECT "+jobCols+" FROM jobs WHERE job_id = ?", jobID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
-	j.CreatedAt, j.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
 	return j, err
 }
 
@@ -89,32 +97,20 @@ func (s *Store) GetJob(ctx context.Context, jobID string) (Job, error) {
 
 // ListJobs returns every job ordered by id.
 func (s *Store) ListJobs(ctx context.Context) ([]Job, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT job_id FROM jobs ORDER BY job_id")
+	rows, err := s.r.QueryContext(ctx, "SELECT "+jobCols+" FROM jobs ORDER BY job_id")
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	defer rows.Close()
+	var out []Job
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]Job, 0, len(ids))
-	for _, id := range ids {
-		j, err := s.GetJob(ctx, id)
+		j, err := scanJob(rows)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, j)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 const versionCols = "job_id, version_id, number, spec_json, plan_json, digest, created_at_ms, created_by"
