@@ -302,6 +302,14 @@ type ReportOutcome struct {
 // new session restarts the sequence, so an agent that resets report_seq
 // on reconnect (ArkFlow's pitfall) is not dropped.
 func (s *Store) RecordReport(ctx context.Context, rep Report) (ReportOutcome, error) {
+	if err := checkJSON("report", rep.Snapshot); err != nil {
+		return ReportOutcome{}, err
+	}
+	for _, o := range rep.Jobs {
+		if err := checkJSON("job observation", o.Snapshot); err != nil {
+			return ReportOutcome{}, err
+		}
+	}
 	var out ReportOutcome
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		epoch, err := authSession(ctx, tx, rep.NodeID, rep.SessionToken)
@@ -353,6 +361,9 @@ func (s *Store) RecordReport(ctx context.Context, rep Report) (ReportOutcome, er
 // name the job's current generation (else ErrStaleGeneration), and it
 // never replaces an observation written by a newer session.
 func (s *Store) RecordJobObservation(ctx context.Context, nodeID, token string, o JobObservation) error {
+	if err := checkJSON("job observation", o.Snapshot); err != nil {
+		return err
+	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		epoch, err := authSession(ctx, tx, nodeID, token)
 		if err != nil {

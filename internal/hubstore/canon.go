@@ -31,6 +31,15 @@ func canonicalJSON(b []byte) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// checkJSON rejects a malformed JSON value (empty means absent), so that
+// nothing the store hands back as json.RawMessage breaks an encoder.
+func checkJSON(what string, b []byte) error {
+	if len(b) != 0 && !json.Valid(b) {
+		return invalidf("%s is not JSON", what)
+	}
+	return nil
+}
+
 // SpecDigest returns the content address of a spec: "sha256:" and the hex
 // SHA-256 of its canonical JSON. It is the version id.
 func SpecDigest(spec []byte) (string, []byte, error) {
@@ -42,11 +51,13 @@ func SpecDigest(spec []byte) (string, []byte, error) {
 	return "sha256:" + hex.EncodeToString(h[:]), c, nil
 }
 
-func requestHash(v any) string {
+// requestHash fingerprints a request for Idempotency-Key comparison. It
+// fails only on a malformed json.RawMessage inside the request.
+func requestHash(v any) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // only store-defined request structs get here
+		return "", invalidf("request: %v", err)
 	}
 	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	return hex.EncodeToString(h[:]), nil
 }

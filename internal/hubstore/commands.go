@@ -133,6 +133,9 @@ func (s *Store) insertCommand(ctx context.Context, tx *sql.Tx, c *Command, now i
 	if c.NodeID == "" || c.Operation == "" {
 		return invalidf("command needs node_id and operation")
 	}
+	if err := checkJSON("command payload", c.Payload); err != nil {
+		return err
+	}
 	if c.ID == "" {
 		c.ID = "cmd-" + uuid.NewString()
 	}
@@ -340,6 +343,9 @@ func (s *Store) RecordCommandResult(ctx context.Context, nodeID, token string, r
 	}
 	if r.State.rank() < CommandAcknowledged.rank() {
 		return ResultOutcome{}, invalidf("result state %q is not a result", r.State)
+	}
+	if err := checkJSON("result details", r.Details); err != nil {
+		return ResultOutcome{}, err
 	}
 	var out ResultOutcome
 	err := s.write(ctx, func(tx *sql.Tx) error {

@@ -170,10 +170,16 @@ func (s *Store) SubmitJob(ctx context.Context, req SubmitRequest) (SubmitResult,
 	if len(plan) == 0 {
 		plan = []byte("null")
 	}
-	hash := requestHash(struct {
+	if !json.Valid(plan) {
+		return SubmitResult{}, invalidf("plan is not JSON")
+	}
+	hash, err := requestHash(struct {
 		Job, Digest string
 		Plan        []byte
 	}{req.JobID, digest, plan})
+	if err != nil {
+		return SubmitResult{}, err
+	}
 	var out SubmitResult
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		if found, err := idemLookup(ctx, tx, "submit:"+req.JobID, req.Actor, req.IdempotencyKey, hash, &out); found || err != nil {
@@ -281,10 +287,13 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 	}
 	hashed := ch
 	hashed.CorrelationID, hashed.IdempotencyKey, hashed.Actor = "", "", ""
-	hash := requestHash(hashed)
+	hash, err := requestHash(hashed)
+	if err != nil {
+		return DesiredResult{}, err
+	}
 	scope := "desired:" + ch.JobID
 	var out DesiredResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		if found, err := idemLookup(ctx, tx, scope, ch.Actor, ch.IdempotencyKey, hash, &out); found || err != nil {
 			out.Replayed = found
 			return err

@@ -30,6 +30,9 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, e OutboxEntry, now int64) err
 	if e.EventKey == "" || e.EventType == "" {
 		return invalidf("outbox entry needs event_key and event_type")
 	}
+	if err := checkJSON("outbox payload", e.Payload); err != nil {
+		return err
+	}
 	avail := timeMS(e.AvailableAt)
 	if avail == 0 {
 		avail = now

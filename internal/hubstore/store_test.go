@@ -271,6 +271,15 @@ func TestCommandResultsIdempotent(t *testing.T) {
 	if _, err := s.RecordCommandResult(ctx, "n1", n1.Token, CommandResult{CommandID: c.ID, State: CommandSucceeded, Generation: 2}); !errors.Is(err, ErrStaleGeneration) {
 		t.Fatalf("stale generation: %v", err)
 	}
+	if _, err := s.RecordCommandResult(ctx, "n1", n1.Token, CommandResult{CommandID: c.ID, State: CommandFailed, Details: json.RawMessage("{")}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("malformed details: %v", err)
+	}
+	if _, err := s.EnqueueCommand(ctx, Command{NodeID: "n1", Operation: "job_start", Payload: json.RawMessage("x")}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("malformed payload: %v", err)
+	}
+	if _, err := s.RecordReport(ctx, Report{NodeID: "n1", SessionToken: n1.Token, Seq: 1, Snapshot: json.RawMessage("[")}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("malformed report: %v", err)
+	}
 	if _, err := s.RecordCommandResult(ctx, "n1", n1.Token, CommandResult{CommandID: c.ID, State: CommandQueued}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("queued as result: %v", err)
 	}
@@ -373,6 +382,12 @@ func TestGenerationCAS(t *testing.T) {
 	}
 	if _, err := s.SetDesired(ctx, DesiredChange{JobID: "nope", DesiredState: DesiredStopped}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown job: %v", err)
+	}
+	if _, err := s.SetDesired(ctx, DesiredChange{JobID: "j1", DesiredState: DesiredStopped, Payload: json.RawMessage(`{`)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("malformed payload: %v", err)
+	}
+	if _, err := s.SubmitJob(ctx, SubmitRequest{JobID: "j1", Spec: spec("j1", 1), Plan: json.RawMessage(`nope`)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("malformed plan: %v", err)
 	}
 	if _, err := s.SetDesired(ctx, DesiredChange{JobID: "j1", DesiredState: "paused"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad state: %v", err)
