@@ -87,8 +87,14 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c Checkpoint) (Checkpoint,
 
 // FinishCheckpoint moves a pending record to completed (with its manifest
 // URI) or failed. A terminal record never changes: finishing it again the
-// same way is a no-op, another way is ErrConflict. The caller commits a
-// checkpoint only with the complete expected assignment set (R-HUB-5).
+// same way is a no-op, another way is ErrConflict.
+//
+// Completion requires the complete expected assignment set (R-HUB-5):
+// every assignment of the record's generation must have a succeeded
+// job_checkpoint / job_savepoint command for this checkpoint id (one
+// naming the assignment, or a per-node one naming none). Otherwise it is
+// ErrConflict and the record stays pending: partial results of offline
+// nodes are never published as recoverable.
 func (s *Store) FinishCheckpoint(ctx context.Context, jobID, checkpointID, status, manifestURI, errMsg string) (Checkpoint, error) {
 	if status != CheckpointCompleted && status != CheckpointFailed {
 		return Checkpoint{}, invalidf("checkpoint status %q is not terminal", status)
@@ -112,6 +118,15 @@ func (s *Store) FinishCheckpoint(ctx context.Context, jobID, checkpointID, statu
 			}
 			return fmt.Errorf("%w: checkpoint %s is already %s", ErrConflict, checkpointID, c.Status)
 		}
+		if status == CheckpointCompleted {
+			missing, err := uncoveredAssignments(ctx, tx, c)
+			if err != nil {
+				return err
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("%w: checkpoint %s lacks a succeeded result for assignments %v", ErrConflict, checkpointID, missing)
+			}
+		}
 		now := s.nowMS()
 		if _, err := tx.ExecContext(ctx, "UPDATE checkpoints SET status = ?, manifest_uri = ?, error = ?, updated_at_ms = ? WHERE job_id = ? AND checkpoint_id = ?",
 			status, manifestURI, errMsg, now, jobID, checkpointID); err != nil {
@@ -122,6 +137,31 @@ func (s *Store) FinishCheckpoint(ctx context.Context, jobID, checkpointID, statu
 		return nil
 	})
 	return out, err
+}
+
+func uncoveredAssignments(ctx context.Context, tx *sql.Tx, c Checkpoint) ([]string, error) {
+	op := OpJobCheckpoint
+	if c.Kind == KindSavepoint {
+		op = OpJobSavepoint
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT a.assignment_id FROM assignments a WHERE a.job_id = ? AND a.generation = ?
+		AND NOT EXISTS (SELECT 1 FROM commands m WHERE m.job_id = a.job_id AND m.generation = a.generation AND m.checkpoint_id = ?
+			AND m.operation = ? AND m.state = 'succeeded'
+			AND (m.assignment_id = a.assignment_id OR (m.assignment_id = '' AND m.node_id = a.node_id)))
+		ORDER BY a.assignment_id`, c.JobID, c.Generation, c.CheckpointID, op)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // GetCheckpoint returns one record or ErrNotFound.

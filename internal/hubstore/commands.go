@@ -53,6 +53,16 @@ func (s CommandState) rank() int {
 	return 4
 }
 
+// ArkFlow v1 job command operations.
+const (
+	OpJobStart            = "job_start"
+	OpJobStop             = "job_stop"
+	OpJobCheckpoint       = "job_checkpoint"
+	OpJobSavepoint        = "job_savepoint"
+	OpJobCheckpointCommit = "job_checkpoint_commit"
+	OpJobSavepointCommit  = "job_savepoint_commit"
+)
+
 // Command is one command for one agent.
 type Command struct {
 	ID            string

@@ -66,3 +66,33 @@ func TestPrune(t *testing.T) {
 		t.Fatal("intent pruned")
 	}
 }
+
+// R-HUB-5: a checkpoint completes only when every expected assignment has
+// a succeeded checkpoint result; an offline node's gap keeps it pending.
+func TestCheckpointNeedsEveryAssignment(t *testing.T) {
+	s, _, _ := openTest(t)
+	tok := map[string]string{}
+	for _, n := range []string{"n1", "n2"} {
+		tok[n] = register(t, s, n, "b").Token
+	}
+	submit(t, s, "j1")
+	d := must(s.SetDesired(ctx, DesiredChange{JobID: "j1", DesiredState: DesiredRunning, Assignments: []Assignment{
+		{AssignmentID: "map-0", NodeID: "n1"}, {AssignmentID: "map-1", NodeID: "n1"}, {AssignmentID: "sink-0", NodeID: "n2"}}}))
+	must(s.CreateCheckpoint(ctx, Checkpoint{JobID: "j1", CheckpointID: "cp", Kind: KindCheckpoint, Generation: d.Generation, VersionID: d.VersionID, FormatVersion: 1}))
+	// Per-node commands (v1 sends one per node, naming no assignment).
+	c1 := must(s.EnqueueCommand(ctx, Command{NodeID: "n1", Operation: OpJobCheckpoint, JobID: "j1", Generation: d.Generation, CheckpointID: "cp"}))
+	c2 := must(s.EnqueueCommand(ctx, Command{NodeID: "n2", Operation: OpJobCheckpoint, JobID: "j1", Generation: d.Generation, CheckpointID: "cp"}))
+	must(s.RecordCommandResult(ctx, "n1", tok["n1"], CommandResult{CommandID: c1.ID, State: CommandSucceeded}))
+	must(s.RecordCommandResult(ctx, "n2", tok["n2"], CommandResult{CommandID: c2.ID, State: CommandFailed, FailureClass: "node_unavailable"}))
+	if _, err := s.FinishCheckpoint(ctx, "j1", "cp", CheckpointCompleted, "s3://b/cp/manifest.json", ""); !errors.Is(err, ErrConflict) {
+		t.Fatalf("partial checkpoint completed: %v", err)
+	}
+	if cp := must(s.GetCheckpoint(ctx, "j1", "cp")); cp.Status != CheckpointPending {
+		t.Fatalf("%+v", cp)
+	}
+	retry := must(s.EnqueueCommand(ctx, Command{NodeID: "n2", Operation: OpJobCheckpoint, JobID: "j1", Generation: d.Generation, CheckpointID: "cp", AssignmentID: "sink-0"}))
+	must(s.RecordCommandResult(ctx, "n2", tok["n2"], CommandResult{CommandID: retry.ID, State: CommandSucceeded}))
+	if cp := must(s.FinishCheckpoint(ctx, "j1", "cp", CheckpointCompleted, "s3://b/cp/manifest.json", "")); cp.Status != CheckpointCompleted {
+		t.Fatalf("%+v", cp)
+	}
+}
