@@ -338,6 +338,14 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 			WHERE job_id = ? AND state IN ('accepted','converging','retrying')`, intentID, now, ch.JobID); err != nil {
 			return err
 		}
+		// Queued and delivered commands have no result yet (a result moves
+		// them to acknowledged or further), so theirs is result number 1.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO command_results(command_id, n, state, failure_class, error, received_at_ms)
+			SELECT command_id, 1, 'superseded', 'stale_generation', ?, ? FROM commands
+			WHERE job_id = ? AND generation < ? AND state IN ('queued','delivered')`,
+			fmt.Sprintf("superseded by generation %d", gen), now, ch.JobID, gen); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'superseded', finished_at_ms = ?, updated_at_ms = ?
 			WHERE job_id = ? AND generation < ? AND state IN ('queued','delivered')`, now, now, ch.JobID, gen); err != nil {
 			return err

@@ -418,6 +418,11 @@ func TestSupersedeOldGenerationCommands(t *testing.T) {
 	if got := must(s.ClaimCommands(ctx, "n1", sess.Token, time.Second, 10)); len(got) != 0 {
 		t.Fatalf("superseded command delivered: %+v", got)
 	}
+	// An agent that got it anyway learns it was superseded.
+	out := must(s.RecordCommandResult(ctx, "n1", sess.Token, CommandResult{CommandID: old.ID, State: CommandSucceeded}))
+	if !out.Duplicate || out.Terminal == nil || out.Terminal.State != CommandSuperseded || out.Terminal.FailureClass != "stale_generation" {
+		t.Fatalf("result for a superseded command: %+v %+v", out, out.Terminal)
+	}
 }
 
 func TestIdempotencyKeys(t *testing.T) {
