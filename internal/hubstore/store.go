@@ -10,6 +10,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 )
 
 // Options tune a Store. The zero value is usable.
@@ -33,9 +35,10 @@ type Store struct {
 	opts Options
 	now  func() time.Time
 
-	wmu sync.Mutex // serialises every write transaction
-	w   *sql.DB    // one connection: the only writer
-	r   *sql.DB    // read pool (query_only)
+	wmu    sync.Mutex   // serialises every write transaction
+	w      *sql.DB      // one connection: the only writer
+	r      *sql.DB      // read pool (query_only)
+	unlock func() error // releases path.lock
 }
 
 // Open opens (creating if needed) the store in the SQLite file at path and
@@ -56,6 +59,22 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.MaxReaders <= 0 {
 		opts.MaxReaders = 8
 	}
+	// One Hub per file: a second process (or Store) on the same file would
+	// be a second writer. The flock dies with the process.
+	unlock, err := fsutil.Lock(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("hubstore: %s is in use by another Hub: %w", path, err)
+	}
+	s, err := open(path, opts)
+	if err != nil {
+		_ = unlock()
+		return nil, err
+	}
+	s.unlock = unlock
+	return s, nil
+}
+
+func open(path string, opts Options) (*Store, error) {
 	busy := opts.BusyTimeout.Milliseconds()
 	// synchronous(FULL): in WAL mode NORMAL may lose the last commits on a
 	// power failure or OS crash (it only survives process crashes). The
@@ -108,7 +127,7 @@ func Open(path string, opts Options) (*Store, error) {
 func (s *Store) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.r.Close(), s.w.Close(), s.unlock())
 }
 
 func (s *Store) nowMS() int64 { return s.now().UnixMilli() }

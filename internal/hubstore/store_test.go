@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/fsutil"
 )
 
 func TestMigrationsFromEmptyAndIdempotent(t *testing.T) {
@@ -45,6 +47,14 @@ func TestMigrationsFromEmptyAndIdempotent(t *testing.T) {
 		}
 		s.Close()
 	}
+	// One Hub per file (where the platform has flock).
+	s = openAt(t, path, clk)
+	if _, err := fsutil.Lock(path + ".lock"); errors.Is(err, fsutil.ErrLocked) {
+		if _, err := Open(path, Options{Clock: clk.Now}); !errors.Is(err, fsutil.ErrLocked) {
+			t.Fatalf("second opener: %v", err)
+		}
+	}
+	s.Close()
 	// A database written by a newer Hub is refused, not silently used.
 	s = openAt(t, path, clk)
 	if _, err := s.w.Exec("INSERT INTO schema_version(version, applied_at_ms) VALUES (999, 0)"); err != nil {
