@@ -7,9 +7,10 @@
 //
 // One writer: every mutation is one BEGIN IMMEDIATE transaction on a
 // single connection, serialised by a mutex, so writes never race each
-// other or see SQLITE_BUSY from this process; reads use a separate
-// query-only pool and see the last committed state (WAL). Schema changes
-// are numbered migrations, each in its own transaction, recorded in
+// other or see SQLITE_BUSY from this process; an flock on <file>.lock
+// keeps a second process off the file. Reads use a separate query-only
+// pool and see the last committed state (WAL). Schema changes are
+// numbered migrations, each in its own transaction, recorded in
 // schema_version.
 //
 // Guarantees:
@@ -23,11 +24,17 @@
 //   - Command results are idempotent by command id: after a terminal
 //     result, a repeat changes nothing and returns the stored result.
 //   - Desired-state changes are generation CAS writes with Idempotency-Key
-//     replay; stale generations never overwrite newer intent.
+//     replay; a new generation supersedes older intents and undelivered
+//     commands, and stale-generation results and observations are refused.
 //   - Session tokens are 128 random bits; only their SHA-256 is stored.
-//     Reports are fresh only from the current session and with a higher
-//     sequence (or a new boot), so a late report of an old session never
-//     rolls back a newer one.
+//     Every registration starts a session whose report sequence restarts;
+//     reports are accepted only from the current session with a higher
+//     sequence (or a new boot id), so a late report of an old session
+//     never rolls back a newer one (R-HUB-4).
+//   - A checkpoint is completed only with a succeeded result for every
+//     expected assignment (R-HUB-5).
 //
-// Time comes from Options.Clock, so leases can be tested without sleeping.
+// Time comes from Options.Clock, so leases are tested without sleeping.
+// Errors are sentinels (ErrNotFound, ErrStaleSession, ...) and
+// *GenerationConflictError, for the HTTP layer to map with errors.Is.
 package hubstore
