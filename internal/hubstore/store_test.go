@@ -639,6 +639,7 @@ func TestConcurrentWritersSerialised(t *testing.T) {
 	errs := make(chan error, workers*4)
 	var mu sync.Mutex
 	wins := 0
+	delivered := map[string]int{}
 	for w := range workers {
 		wg.Add(3)
 		go func() { // CAS loop
@@ -678,13 +679,19 @@ func TestConcurrentWritersSerialised(t *testing.T) {
 				}
 			}
 		}()
-		go func() { // polls
+		go func() { // polls: within the lease no command goes out twice
 			defer wg.Done()
 			for range each {
-				if _, err := s.ClaimCommands(ctx, "n1", sess.Token, time.Hour, 4); err != nil {
+				got, err := s.ClaimCommands(ctx, "n1", sess.Token, time.Hour, 4)
+				if err != nil {
 					errs <- err
 					return
 				}
+				mu.Lock()
+				for _, c := range got {
+					delivered[c.ID]++
+				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -698,6 +705,11 @@ func TestConcurrentWritersSerialised(t *testing.T) {
 	}
 	if n := len(must(s.ListCommands(ctx, "jx", -1))); n != workers*each {
 		t.Fatalf("%d commands", n)
+	}
+	for id, n := range delivered {
+		if n != 1 {
+			t.Fatalf("command %s delivered %d times within its lease", id, n)
+		}
 	}
 	if is := must(s.ListIntents(ctx, "j1")); len(is) != workers*each || is[0].State != "accepted" || is[1].State != "superseded" {
 		t.Fatalf("%d intents", len(is))
