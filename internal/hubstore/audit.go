@@ -1,0 +1,63 @@
+package hubstore
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// AuditRecord is one audit log row.
+type AuditRecord struct {
+	ID            int64
+	Actor         string
+	Action        string
+	ResourceType  string
+	ResourceID    string
+	Outcome       string // accepted | rejected
+	FailureCode   string
+	Message       string // cut to 256 bytes
+	CorrelationID string
+	At            time.Time // set by the store
+}
+
+func (s *Store) audit(ctx context.Context, tx *sql.Tx, a AuditRecord) error {
+	if len(a.Message) > 256 {
+		a.Message = a.Message[:256]
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO audit_log(actor, action, resource_type, resource_id, outcome, failure_code, message, correlation_id, occurred_at_ms)
+		VALUES (?,?,?,?,?,?,?,?,?)`, a.Actor, a.Action, a.ResourceType, a.ResourceID, a.Outcome, a.FailureCode, a.Message, a.CorrelationID, s.nowMS())
+	return err
+}
+
+// Audit appends a row to the audit log (e.g. a denied request).
+func (s *Store) Audit(ctx context.Context, a AuditRecord) error {
+	if a.Outcome == "" {
+		a.Outcome = "accepted"
+	}
+	return s.write(ctx, func(tx *sql.Tx) error { return s.audit(ctx, tx, a) })
+}
+
+// ListAudit returns up to limit audit rows, newest first, for one resource
+// id ("" for all).
+func (s *Store) ListAudit(ctx context.Context, resourceID string, limit int) ([]AuditRecord, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT audit_id, actor, action, resource_type, resource_id, outcome, failure_code, message, correlation_id, occurred_at_ms
+		FROM audit_log WHERE (? = '' OR resource_id = ?) ORDER BY audit_id DESC LIMIT ?`, resourceID, resourceID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []AuditRecord
+	for rows.Next() {
+		var a AuditRecord
+		var at int64
+		if err := rows.Scan(&a.ID, &a.Actor, &a.Action, &a.ResourceType, &a.ResourceID, &a.Outcome, &a.FailureCode, &a.Message, &a.CorrelationID, &at); err != nil {
+			return nil, err
+		}
+		a.At = time.UnixMilli(at)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
