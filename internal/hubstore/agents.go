@@ -470,18 +470,5 @@ func (s *Store) GetAgent(ctx context.Context, nodeID string) (Agent, error) {
 
 // ListAgents returns every agent ordered by node id.
 func (s *Store) ListAgents(ctx context.Context) ([]Agent, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+agentCols+" FROM agents ORDER BY node_id")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, scanAgent, "SELECT "+agentCols+" FROM agents ORDER BY node_id")
 }

@@ -175,21 +175,8 @@ func (s *Store) GetCheckpoint(ctx context.Context, jobID, checkpointID string) (
 
 // ListCheckpoints lists a job's records of kind ("" for both), newest first.
 func (s *Store) ListCheckpoints(ctx context.Context, jobID, kind string) ([]Checkpoint, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+checkpointCols+` FROM checkpoints WHERE job_id = ? AND (? = '' OR kind = ?)
+	return queryAll(ctx, s.r, scanCheckpoint, "SELECT "+checkpointCols+` FROM checkpoints WHERE job_id = ? AND (? = '' OR kind = ?)
 		ORDER BY created_at_ms DESC, rowid DESC`, jobID, kind, kind)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Checkpoint
-	for rows.Next() {
-		c, err := scanCheckpoint(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // LatestCompleted returns the newest completed record of kind for the

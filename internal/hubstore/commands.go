@@ -405,18 +405,5 @@ func (s *Store) RecordCommandResult(ctx context.Context, nodeID, token string, r
 
 // CommandResults lists every result posted for a command, oldest first.
 func (s *Store) CommandResults(ctx context.Context, commandID string) ([]CommandResult, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+resultCols+" FROM command_results WHERE command_id = ? ORDER BY n", commandID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []CommandResult
-	for rows.Next() {
-		r, err := scanResult(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, scanResult, "SELECT "+resultCols+" FROM command_results WHERE command_id = ? ORDER BY n", commandID)
 }

@@ -97,20 +97,7 @@ func (s *Store) GetJob(ctx context.Context, jobID string) (Job, error) {
 
 // ListJobs returns every job ordered by id.
 func (s *Store) ListJobs(ctx context.Context) ([]Job, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+jobCols+" FROM jobs ORDER BY job_id")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, scanJob, "SELECT "+jobCols+" FROM jobs ORDER BY job_id")
 }
 
 const versionCols = "job_id, version_id, number, spec_json, plan_json, digest, created_at_ms, created_by"
@@ -137,20 +124,7 @@ func (s *Store) GetVersion(ctx context.Context, jobID, versionID string) (JobVer
 
 // ListVersions returns a job's versions, oldest first.
 func (s *Store) ListVersions(ctx context.Context, jobID string) ([]JobVersion, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+versionCols+" FROM job_versions WHERE job_id = ? ORDER BY number", jobID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []JobVersion
-	for rows.Next() {
-		v, err := scanVersion(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, scanVersion, "SELECT "+versionCols+" FROM job_versions WHERE job_id = ? ORDER BY number", jobID)
 }
 
 // SubmitJob stores a job version. Versions are immutable and content

@@ -239,20 +239,7 @@ func (s *Store) GetIntent(ctx context.Context, id string) (Intent, error) {
 
 // ListIntents returns a job's intents, newest generation first.
 func (s *Store) ListIntents(ctx context.Context, jobID string) ([]Intent, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+intentCols+" FROM intents WHERE job_id = ? ORDER BY generation DESC", jobID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Intent
-	for rows.Next() {
-		i, err := scanIntent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, i)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, scanIntent, "SELECT "+intentCols+" FROM intents WHERE job_id = ? ORDER BY generation DESC", jobID)
 }
 
 // IntentUpdate moves an intent. Retry, if set, also queues a retry_intent
