@@ -1,0 +1,202 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
+	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+)
+
+// outboxLease is how long the reconciler holds a claimed outbox entry; a
+// Hub that dies mid-way leaves it to be claimed again after it.
+const outboxLease = 30 * time.Second
+
+// reconcileLoop turns desired state into commands: it runs on every
+// change (poke) and every ReconcileInterval, until ctx ends.
+func (h *Hub) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(h.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		h.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-h.wake:
+		}
+	}
+}
+
+// reconcile is one pass: the expiry sweep, then every claimable outbox
+// entry.
+func (h *Hub) reconcile(ctx context.Context) {
+	if ids, err := h.store.ExpireCommands(ctx); err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("expiring commands", "error", err)
+		}
+	} else if len(ids) > 0 {
+		h.log.Warn("commands timed out", "commands", ids)
+	}
+	h.converge(ctx)
+	for ctx.Err() == nil {
+		entries, err := h.store.ClaimOutbox(ctx, "reconciler", outboxLease, 16)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Warn("claiming the outbox", "error", err)
+			}
+			return
+		}
+		if len(entries) == 0 {
+			return
+		}
+		for _, e := range entries {
+			if err := h.handleOutbox(ctx, e); err != nil && ctx.Err() == nil {
+				h.log.Warn("reconciling", "job", e.JobID, "intent", e.IntentID, "event", e.EventType, "error", err)
+				// Try again later rather than spin on it.
+				if err := h.store.DeferOutbox(ctx, e.ID, h.cfg.Clock().Add(h.cfg.ReconcileInterval*5)); err != nil {
+					h.log.Warn("deferring an outbox entry", "error", err)
+				}
+			}
+		}
+	}
+}
+
+// handleOutbox dispatches one intent: job_start of the generation's
+// assignments for desired running (and job_stop to nodes of the previous
+// generation that left the placement), job_stop to them for desired
+// stopped. Commands are queued and the entry completed in one
+// transaction.
+func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
+	if e.IntentID == "" || (e.EventType != "reconcile_intent" && e.EventType != "retry_intent" && e.EventType != "recovery") {
+		_, err := h.store.CompleteOutbox(ctx, e.ID)
+		return err
+	}
+	in, err := h.store.GetIntent(ctx, e.IntentID)
+	if errors.Is(err, hubstore.ErrNotFound) {
+		_, err = h.store.CompleteOutbox(ctx, e.ID)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	j, err := h.store.GetJob(ctx, in.JobID)
+	if err != nil {
+		return err
+	}
+	if in.Generation != j.Generation || in.State == "superseded" || in.State == "converged" {
+		_, err := h.store.CompleteOutbox(ctx, e.ID)
+		return err
+	}
+	as, err := h.store.Assignments(ctx, j.JobID, in.Generation)
+	if err != nil {
+		return err
+	}
+	prev, err := h.store.Assignments(ctx, j.JobID, in.Generation-1)
+	if err != nil {
+		return err
+	}
+	deadline := h.cfg.Clock().Add(h.cfg.CommandTimeout)
+	base := hubstore.Command{JobID: j.JobID, Generation: in.Generation, IntentID: in.IntentID, ActionID: in.ActionID,
+		CorrelationID: in.CorrelationID, ExpiresAt: deadline}
+	var cmds []hubstore.Command
+	if in.DesiredState == hubstore.DesiredRunning {
+		v, err := h.store.GetVersion(ctx, j.JobID, in.VersionID)
+		if err != nil {
+			return err
+		}
+		held := map[string]bool{}
+		for _, a := range as {
+			held[a.NodeID] = true
+			payload, err := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Spec: v.Spec, Plan: v.Plan,
+				Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: j.JobID, JobVersion: uint64(v.Number), TaskID: j.JobID,
+					Generation: uint64(in.Generation), NodeID: a.NodeID, State: hubwire.TaskQueued}},
+				Generation: uint64(in.Generation)})
+			if err != nil {
+				return err
+			}
+			c := base
+			c.ID, c.NodeID, c.Operation, c.AssignmentID, c.Payload = commandID(in, a.NodeID, "start"), a.NodeID, hubstore.OpJobStart, a.AssignmentID, payload
+			cmds = append(cmds, c)
+		}
+		for _, a := range prev {
+			if held[a.NodeID] {
+				continue
+			}
+			held[a.NodeID] = true
+			payload, _ := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID})
+			c := base
+			c.ID, c.NodeID, c.Operation, c.Payload = commandID(in, a.NodeID, "leave"), a.NodeID, hubstore.OpJobStop, payload
+			cmds = append(cmds, c)
+		}
+	} else {
+		for _, a := range as {
+			payload, _ := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Generation: uint64(in.Generation),
+				Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: j.JobID, TaskID: j.JobID,
+					Generation: uint64(in.Generation), NodeID: a.NodeID, State: hubwire.TaskStopping}}})
+			c := base
+			c.ID, c.NodeID, c.Operation, c.AssignmentID, c.Payload = commandID(in, a.NodeID, "stop"), a.NodeID, hubstore.OpJobStop, a.AssignmentID, payload
+			cmds = append(cmds, c)
+		}
+	}
+	queued, done, err := h.store.DispatchOutbox(ctx, e.ID, cmds)
+	if err != nil {
+		return err
+	}
+	if done {
+		h.log.Info("intent dispatched", "job", j.JobID, "generation", in.Generation, "desired", in.DesiredState, "commands", len(queued))
+		if err := h.store.UpdateIntent(ctx, hubstore.IntentUpdate{IntentID: in.IntentID, State: "converging", Convergence: hubwire.ConvergenceConverging}); err != nil &&
+			!errors.Is(err, hubstore.ErrStaleGeneration) {
+			return err
+		}
+	}
+	return nil
+}
+
+// commandID is deterministic per intent, node and role, so a dispatch
+// retried after a crash queues nothing twice.
+func commandID(in hubstore.Intent, node, role string) string {
+	return fmt.Sprintf("cmd-%s-%s-%s", in.IntentID, node, role)
+}
+
+// converge marks each job's open intent of the current generation
+// converged (or failed) once the observed state of every expected
+// assignment says so, so a Hub restart does not dispatch it again.
+func (h *Hub) converge(ctx context.Context) {
+	jobs, err := h.store.ListJobs(ctx)
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		ins, err := h.store.ListIntents(ctx, j.JobID)
+		if err != nil || len(ins) == 0 {
+			continue
+		}
+		in := ins[0]
+		if in.Generation != j.Generation || (in.State != "accepted" && in.State != "converging" && in.State != "retrying") {
+			continue
+		}
+		agg, err := h.observe(ctx, j)
+		if err != nil {
+			continue
+		}
+		u := hubstore.IntentUpdate{IntentID: in.IntentID}
+		switch {
+		case agg.State == hubstore.ObservedFailed:
+			u.State, u.Convergence = "failed", "failed"
+			if agg.Failure != nil {
+				u.FailureClass, u.Error = agg.Failure.FailureClass, agg.Failure.Message
+			}
+		case agg.State != hubstore.ObservedConverging && in.State == "converging":
+			u.State, u.Convergence = "converged", hubwire.ConvergenceInSync
+		default:
+			continue
+		}
+		if err := h.store.UpdateIntent(ctx, u); err != nil && !errors.Is(err, hubstore.ErrStaleGeneration) {
+			h.log.Warn("updating an intent", "intent", in.IntentID, "error", err)
+		}
+	}
+}
