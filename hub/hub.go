@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,7 +216,7 @@ func (h *Hub) storeError(w http.ResponseWriter, r *http.Request, err error, notF
 	case errors.As(err, &gc):
 		hubhttp.WriteError(w, r, hubhttp.GenerationPreconditionFailed(gc.Expected, gc.Current))
 	case errors.Is(err, hubstore.ErrNotFound):
-		hubhttp.WriteError(w, r, hubhttp.NotFound(notFoundCode, err.Error()))
+		hubhttp.WriteError(w, r, hubhttp.NotFound(notFoundCode, notFoundMessage(r, err)))
 	case errors.Is(err, hubstore.ErrUnauthorized), errors.Is(err, hubstore.ErrStaleSession), errors.Is(err, hubstore.ErrWrongNode):
 		hubhttp.WriteError(w, r, hubhttp.Unauthorized("session token refused: register again"))
 	case errors.Is(err, hubstore.ErrStaleGeneration):
@@ -226,6 +227,9 @@ func (h *Hub) storeError(w http.ResponseWriter, r *http.Request, err error, notF
 		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusUnprocessableEntity, hubhttp.CodeValidationFailed, err.Error()))
 	case errors.Is(err, hubstore.ErrConflict):
 		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, "conflict", err.Error()))
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusServiceUnavailable, "request_cancelled", "the request was cancelled"))
 	default:
 		h.log.Error("store", "error", err, "correlation_id", hubhttp.CorrelationID(r.Context()), "path", r.URL.Path)
 		hubhttp.WriteError(w, r, hubhttp.Internal())
@@ -237,4 +241,13 @@ func ms(t time.Time) uint64 {
 		return 0
 	}
 	return uint64(t.UnixMilli())
+}
+
+// notFoundMessage names what is missing: the job of the path, else the
+// store's own words.
+func notFoundMessage(r *http.Request, err error) string {
+	if id := r.PathValue("id"); id != "" && strings.Contains(r.URL.Path, "/jobs/") {
+		return "job " + id + " not found"
+	}
+	return strings.TrimPrefix(err.Error(), "hubstore: ")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 const (
@@ -103,8 +104,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 type row struct{ N int64 }
 
-func ticks(n *atomic.Int64) *arkflow.Builder {
+func ticks(n *atomic.Int64, checkpoints string) *arkflow.Builder {
 	return arkflow.NewJob("ticks").
+		Checkpoint(job.Checkpoint{IntervalMS: 60_000, Retention: 2, ObjectStoreURI: "file://" + checkpoints}).
 		Source("gen", generate.Config{RatePerSec: 2000, BatchSize: 50, Fields: []generate.Field{{Name: "N", Type: "int64", Sequence: true}}}).
 		Sink("out", funcsink.Func[row](func(_ context.Context, rows []row) error { n.Add(int64(len(rows))); return nil }))
 }
@@ -148,7 +150,7 @@ func TestEndToEnd(t *testing.T) {
 	api := srv.URL + "/api/v1"
 
 	var rows atomic.Int64
-	b := ticks(&rows)
+	b := ticks(&rows, t.TempDir())
 	agent, err := hubclient.New(hubclient.Config{HubURL: srv.URL, NodeID: "n1", NodeToken: nodeToken, DataDir: t.TempDir(),
 		Jobs: []*arkflow.Builder{b}, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -236,6 +238,21 @@ func TestEndToEnd(t *testing.T) {
 		len(detail.Job.NodeIDs) != 1 || len(detail.Operations) == 0 {
 		t.Fatalf("detail: %+v", detail)
 	}
+
+	// A named savepoint (R-CKPT-7): a job_savepoint to the assigned Agent,
+	// completed when its result arrives.
+	st, _, body = call(t, "POST", api+"/jobs/ticks/savepoints", operatorToken, hubwire.SavepointRequest{Name: "before-upgrade"})
+	if st != 202 {
+		t.Fatalf("savepoint: %d %s", st, body)
+	}
+	waitFor(t, "the savepoint completed", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/ticks/savepoints", viewerToken, nil)
+		cps := decode[[]hubwire.JobCheckpointRecord](t, body)
+		if len(cps) == 1 && cps[0].Status == hubwire.CheckpointFailed {
+			t.Fatalf("savepoint failed: %s", body)
+		}
+		return len(cps) == 1 && cps[0].Status == hubwire.CheckpointCompleted && cps[0].Kind == hubwire.KindSavepoint && cps[0].ManifestURI != ""
+	})
 
 	st, _, body = call(t, "PUT", api+"/jobs/ticks/desired-state", operatorToken, hubwire.JobDesiredStateRequest{State: "stopped"},
 		"If-Match", `"generation-2"`)

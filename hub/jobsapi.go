@@ -450,7 +450,7 @@ func (h *Hub) errorOf(r *http.Request, err error, notFound string) *hubhttp.Erro
 	case errors.As(err, &gc):
 		return hubhttp.GenerationPreconditionFailed(gc.Expected, gc.Current)
 	case errors.Is(err, hubstore.ErrNotFound):
-		return hubhttp.NotFound(notFound, err.Error())
+		return hubhttp.NotFound(notFound, notFoundMessage(r, err))
 	case errors.Is(err, hubstore.ErrIdempotencyKeyReused):
 		return hubhttp.IdempotencyKeyReused()
 	case errors.Is(err, hubstore.ErrInvalid):
