@@ -65,6 +65,9 @@ type Hub struct {
 	wake      chan struct{}
 	details   sync.Map // node id → *hubwire.CapabilityDetails (from register and heartbeats)
 
+	staleMu sync.Mutex
+	online  map[string]bool // node id → online at the last sweep
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -100,7 +103,7 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: operator tokens: %w", err)
 	}
-	h := &Hub{cfg: cfg, log: logger, wake: make(chan struct{}, 1)}
+	h := &Hub{cfg: cfg, log: logger, wake: make(chan struct{}, 1), online: map[string]bool{}}
 	if cfg.NodeToken != "" {
 		nt := hubhttp.HashSecret(cfg.NodeToken)
 		h.nodeToken = &nt

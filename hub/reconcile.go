@@ -41,6 +41,7 @@ func (h *Hub) reconcile(ctx context.Context) {
 	} else if len(ids) > 0 {
 		h.log.Warn("commands timed out", "commands", ids)
 	}
+	h.sweepAgents(ctx)
 	h.converge(ctx)
 	for ctx.Err() == nil {
 		entries, err := h.store.ClaimOutbox(ctx, "reconciler", outboxLease, 16)
@@ -198,5 +199,30 @@ func (h *Hub) converge(ctx context.Context) {
 		if err := h.store.UpdateIntent(ctx, u); err != nil && !errors.Is(err, hubstore.ErrStaleGeneration) {
 			h.log.Warn("updating an intent", "intent", in.IntentID, "error", err)
 		}
+	}
+}
+
+// sweepAgents logs Agents whose lease lapsed (and those back online).
+// A stale Agent gets no new placement; its queued commands wait for it
+// until their deadline. Moving its jobs elsewhere is not done yet.
+func (h *Hub) sweepAgents(ctx context.Context) {
+	agents, err := h.store.ListAgents(ctx)
+	if err != nil {
+		return
+	}
+	now := h.cfg.Clock()
+	h.staleMu.Lock()
+	defer h.staleMu.Unlock()
+	for _, a := range agents {
+		online := a.Online(now)
+		was, known := h.online[a.NodeID]
+		if known && was != online {
+			if online {
+				h.log.Info("agent back online", "node", a.NodeID)
+			} else {
+				h.log.Warn("agent stale: its lease lapsed", "node", a.NodeID, "last_seen", a.LastSeen)
+			}
+		}
+		h.online[a.NodeID] = online
 	}
 }

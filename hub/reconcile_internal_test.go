@@ -1,0 +1,109 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
+	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func serve(t *testing.T, h *Hub, method, path, token string, body any, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req := httptest.NewRequest(method, path, strings.NewReader(string(b)))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The reconciler turns desired running into one job_start for the only
+// fitting Agent, and its expiry sweep times the command out when the
+// Agent never takes it; the job is then still converging, not running.
+// Time moves by hand: nothing here waits for a lease.
+func TestReconcilerDispatchesAndExpires(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true, Clock: clock.now, ReconcileInterval: 5 * time.Millisecond,
+		CommandTimeout: time.Minute, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// n1 lacks state_backend: placement must skip it for n2.
+	for node, caps := range map[string][]string{"n1": {"job_runtime"}, "n2": {"job_runtime", "state_backend"}} {
+		if rec := serve(t, h, "POST", "/api/v1/agent/register", "", hubwire.RegisterRequest{NodeID: node, ProtocolVersion: "v1", Capabilities: caps}); rec.Code != 200 {
+			t.Fatalf("register %s: %d %s", node, rec.Code, rec.Body)
+		}
+	}
+	spec := json.RawMessage(`{"id":"j","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
+		"edges":[{"id":"e","from":"gen","to":"out"}],
+		"sources":[{"operator_id":"gen","input_type":"generate","config":{"fields":[{"name":"n","type":"int64"}]}}],
+		"sinks":[{"operator_id":"out","output_type":"drop"}]}`)
+	rec := serve(t, h, "POST", "/api/v1/jobs/validate", "", hubwire.ValidateJobRequest{Spec: spec})
+	var vr hubwire.ValidateJobResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &vr); err != nil || !vr.Valid || len(vr.Nodes) != 2 {
+		t.Fatalf("validate: %s", rec.Body)
+	}
+	for _, n := range vr.Nodes {
+		if n.NodeID == "n1" && (n.Compatible || len(n.MissingCapabilities) != 1 || n.MissingCapabilities[0] != "state_backend") {
+			t.Fatalf("n1 should miss state_backend: %+v", n)
+		}
+		if n.NodeID == "n2" && !n.Compatible {
+			t.Fatalf("n2 should fit: %+v", n)
+		}
+	}
+	if rec := serve(t, h, "POST", "/api/v1/jobs", "", hubwire.SubmitJobRequest{Spec: spec, DesiredState: "running"}); rec.Code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	ctx := context.Background()
+	var cmds []hubstore.Command
+	waitUntil(t, "the job_start queued", func() bool {
+		cmds, err = h.store.ListCommands(ctx, "j", -1)
+		return err == nil && len(cmds) == 1
+	})
+	if c := cmds[0]; c.NodeID != "n2" || c.Operation != hubstore.OpJobStart || c.Generation != 2 {
+		t.Fatalf("command: %+v", c)
+	}
+	clock.advance(2 * time.Minute)
+	h.poke()
+	waitUntil(t, "the command timed out", func() bool {
+		c, err := h.store.GetCommand(ctx, cmds[0].ID)
+		return err == nil && c.State == hubstore.CommandTimedOut
+	})
+	rec = serve(t, h, "GET", "/api/v1/jobs/j", "", nil)
+	var jr hubwire.JobRecord
+	if err := json.Unmarshal(rec.Body.Bytes(), &jr); err != nil || jr.ObservedState == hubwire.JobRunning {
+		t.Fatalf("job after the timeout: %s", rec.Body)
+	}
+}
