@@ -42,8 +42,9 @@ func (h *Hub) jobRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/nodes", read(h.listNodes))
 }
 
-// validateJob is POST /jobs/validate: the deep validation of the spec and
-// the fit of every known node.
+// validateJob is POST /jobs/validate: the deep validation of the spec (422
+// invalid_job_spec naming every problem's operator and field) and the fit
+// of every known node, naming what each lacks.
 func (h *Hub) validateJob(w http.ResponseWriter, r *http.Request) {
 	var req hubwire.ValidateJobRequest
 	if e := hubhttp.DecodeJSON(w, r, &req); e != nil {
@@ -55,13 +56,17 @@ func (h *Hub) validateJob(w http.ResponseWriter, r *http.Request) {
 		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusUnprocessableEntity, hubwire.CodeInvalidJobSpec, err.Error()).WithField("spec"))
 		return
 	}
+	if len(v.problems) > 0 {
+		hubhttp.WriteError(w, r, invalidSpec(v))
+		return
+	}
 	agents, err := h.store.ListAgents(r.Context())
 	if err != nil {
 		h.storeError(w, r, err, "")
 		return
 	}
 	planJSON, _ := json.Marshal(v.plan)
-	resp := hubwire.ValidateJobResponse{Valid: len(v.problems) == 0, Plan: planJSON,
+	resp := hubwire.ValidateJobResponse{Valid: true, Plan: planJSON,
 		RequiredCapabilities: v.plan.RequiredCapabilities, Nodes: []hubwire.NodeCompatibility{}, Warnings: v.warnings}
 	now := h.cfg.Clock()
 	for _, a := range agents {
@@ -70,7 +75,6 @@ func (h *Hub) validateJob(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Nodes = append(resp.Nodes, h.compatibility(a, v.plan, now))
 	}
-	resp.Warnings = append(resp.Warnings, v.problems...)
 	hubhttp.WriteJSON(w, http.StatusOK, resp)
 }
 

@@ -83,6 +83,13 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 			t.Fatalf("n2 should fit: %+v", n)
 		}
 	}
+	// The deep validation names the operator and the field (R-VAL-1).
+	bad := json.RawMessage(strings.Replace(string(spec), `"type":"int64"`, `"type":"int65"`, 1))
+	rec = serve(t, h, "POST", "/api/v1/jobs/validate", "", hubwire.ValidateJobRequest{Spec: bad})
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `"code":"invalid_job_spec"`) ||
+		!strings.Contains(rec.Body.String(), `operator \"gen\"`) {
+		t.Fatalf("invalid spec: %d %s", rec.Code, rec.Body)
+	}
 	if rec := serve(t, h, "POST", "/api/v1/jobs", "", hubwire.SubmitJobRequest{Spec: spec, DesiredState: "running"}); rec.Code != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
 	}
