@@ -382,11 +382,18 @@ func TestRestartKeepsJobsAndCommands(t *testing.T) {
 	if st != 204 {
 		t.Fatalf("heartbeat: %d %s", st, body)
 	}
-	rep := hubwire.NodeReport{NodeID: "n1", SessionToken: reg.SessionToken, State: "online", BootID: "b1", ReportSeq: 1}
+	// The job fails later on the Agent: its report says so, and the Hub
+	// shows the job failed with the Agent's error.
+	rep := hubwire.NodeReport{NodeID: "n1", SessionToken: reg.SessionToken, State: "online", BootID: "b1", ReportSeq: 1,
+		Jobs: []hubwire.JobStatus{{JobID: "files", Generation: 2, State: hubwire.JobFailed, Error: "disk full"}}}
 	for range 2 { // the replay is 204 too
 		if st, _, body = call(t, "POST", api+"/agent/report", "", rep); st != 204 {
 			t.Fatalf("report: %d %s", st, body)
 		}
+	}
+	st, _, body = call(t, "GET", api+"/jobs/files", viewerToken, nil)
+	if r := decode[hubwire.JobRecord](t, body); r.ObservedState != hubwire.JobFailed || !strings.Contains(r.LastError, "disk full") {
+		t.Fatalf("after the failure report: %d %s", st, body)
 	}
 	// An unknown route under the API is an envelope too.
 	st, hdr, body = call(t, "POST", api+"/jobs/files/upgrades", adminToken, map[string]any{})

@@ -229,6 +229,21 @@ func (h *Hub) jobRecord(ctx context.Context, id string) (hubwire.JobRecord, erro
 		}
 	}
 	sort.Strings(rec.NodeIDs)
+	// A job that started and failed later is known from the Agents'
+	// reports of this generation, not from its start command.
+	if agg.State == hubstore.ObservedRunning {
+		obs, err := h.store.JobObservations(ctx, id)
+		if err != nil {
+			return hubwire.JobRecord{}, err
+		}
+		for _, o := range obs {
+			if o.Generation == j.Generation && o.State == hubwire.JobFailed && containsStr(rec.NodeIDs, o.NodeID) {
+				rec.ObservedState, rec.Convergence = hubwire.JobFailed, hubwire.ConvergenceDegraded
+				rec.LastError = fmt.Sprintf("node %s reports the job failed: %s", o.NodeID, o.Error)
+				return rec, nil
+			}
+		}
+	}
 	switch {
 	case j.Generation <= 1 && agg.Expected == 0:
 		rec.ObservedState, rec.Convergence = hubwire.JobValidated, hubwire.ConvergencePending
@@ -272,13 +287,13 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := hubwire.JobDetail{Job: rec, Plan: v.Plan}
-	action := hubwire.OpJobStop
+	action, target := hubwire.OpJobStop, hubwire.JobStopped
 	if j.DesiredState == hubstore.DesiredRunning {
-		action = hubwire.OpJobStart
+		action, target = hubwire.OpJobStart, hubwire.JobRunning
 	}
 	now := h.cfg.Clock()
 	for _, a := range agg.Assignments {
-		state := map[string]string{"succeeded": string(agg.State), "pending": "pending", "degraded": "degraded", "failed": "failed"}[a.Status]
+		state := map[string]string{"succeeded": target, "pending": "pending", "degraded": "degraded", "failed": "failed"}[a.Status]
 		d.Tasks = append(d.Tasks, hubwire.TaskAttempt{ID: a.AssignmentID, JobID: id, JobVersion: uint64(v.Number), TaskID: id,
 			Generation: rec.Generation, NodeID: a.NodeID, State: state})
 		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
