@@ -253,6 +253,25 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return len(cps) == 1 && cps[0].Status == hubwire.CheckpointCompleted && cps[0].Kind == hubwire.KindSavepoint && cps[0].ManifestURI != ""
 	})
+	// And a checkpoint on demand; both routes list both kinds.
+	st, _, body = call(t, "POST", api+"/jobs/ticks/checkpoints", operatorToken, nil)
+	if st != 202 {
+		t.Fatalf("checkpoint: %d %s", st, body)
+	}
+	waitFor(t, "the checkpoint completed", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/ticks/checkpoints", viewerToken, nil)
+		cps := decode[[]hubwire.JobCheckpointRecord](t, body)
+		done := 0
+		for _, c := range cps {
+			if c.Status == hubwire.CheckpointFailed {
+				t.Fatalf("checkpoint failed: %s", body)
+			}
+			if c.Status == hubwire.CheckpointCompleted {
+				done++
+			}
+		}
+		return len(cps) == 2 && done == 2
+	})
 
 	st, _, body = call(t, "PUT", api+"/jobs/ticks/desired-state", operatorToken, hubwire.JobDesiredStateRequest{State: "stopped"},
 		"If-Match", `"generation-2"`)

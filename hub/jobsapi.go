@@ -36,7 +36,8 @@ func (h *Hub) jobRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/jobs/{id}/versions", read(h.jobVersions))
 	mux.Handle("PUT /api/v1/jobs/{id}/desired-state", operate(h.setDesired))
 	mux.Handle("POST /api/v1/jobs/{id}/actions/{action}", operate(h.jobAction))
-	mux.Handle("POST /api/v1/jobs/{id}/savepoints", operate(h.savepoint))
+	mux.Handle("POST /api/v1/jobs/{id}/savepoints", operate(func(w http.ResponseWriter, r *http.Request) { h.checkpoint(w, r, hubstore.KindSavepoint) }))
+	mux.Handle("POST /api/v1/jobs/{id}/checkpoints", operate(func(w http.ResponseWriter, r *http.Request) { h.checkpoint(w, r, hubstore.KindCheckpoint) }))
 	mux.Handle("GET /api/v1/jobs/{id}/savepoints", read(h.listCheckpoints))
 	mux.Handle("GET /api/v1/jobs/{id}/checkpoints", read(h.listCheckpoints))
 	mux.Handle("GET /api/v1/nodes", read(h.listNodes))
@@ -591,9 +592,11 @@ func (h *Hub) listNodes(w http.ResponseWriter, r *http.Request) {
 	hubhttp.WriteJSON(w, http.StatusOK, hubhttp.NewPage(pg, items, int64(len(agents))))
 }
 
-// savepoint is POST /jobs/{id}/savepoints: a pending savepoint record and a
-// job_savepoint command to every node of the running generation.
-func (h *Hub) savepoint(w http.ResponseWriter, r *http.Request) {
+// checkpoint is POST /jobs/{id}/savepoints (kind savepoint) and
+// /checkpoints (kind checkpoint): a pending record and a job_savepoint or
+// job_checkpoint command to every node of the running generation. The
+// record completes when every expected assignment succeeded.
+func (h *Hub) checkpoint(w http.ResponseWriter, r *http.Request, kind string) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	var req hubwire.SavepointRequest
@@ -614,15 +617,18 @@ func (h *Hub) savepoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if j.DesiredState != hubstore.DesiredRunning || agg.State != hubstore.ObservedRunning {
-		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeSavepointNotReady, "the job is not observed running"))
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeSavepointNotReady, "the job is not observed running: no "+kind+" can be taken"))
 		return
 	}
-	cpID := fmt.Sprintf("savepoint-%d-%d", j.Generation, h.cfg.Clock().UnixMilli())
-	name := req.Name
-	if name == "" {
-		name = cpID
+	cpID := fmt.Sprintf("%s-%d-%d", kind, j.Generation, h.cfg.Clock().UnixMilli())
+	name, op := "", hubstore.OpJobCheckpoint
+	if kind == hubstore.KindSavepoint {
+		name, op = req.Name, hubstore.OpJobSavepoint
+		if name == "" {
+			name = cpID
+		}
 	}
-	if _, err := h.store.CreateCheckpoint(ctx, hubstore.Checkpoint{JobID: id, CheckpointID: cpID, Kind: hubstore.KindSavepoint,
+	if _, err := h.store.CreateCheckpoint(ctx, hubstore.Checkpoint{JobID: id, CheckpointID: cpID, Kind: kind,
 		Generation: j.Generation, VersionID: j.CurrentVersion, FormatVersion: 1}); err != nil {
 		h.storeError(w, r, err, hubwire.CodeJobNotFound)
 		return
@@ -635,15 +641,15 @@ func (h *Hub) savepoint(w http.ResponseWriter, r *http.Request) {
 	for _, a := range as {
 		payload, _ := json.Marshal(hubwire.CheckpointPayload{JobID: id, CheckpointID: cpID, Name: name,
 			Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: id, TaskID: id, Generation: uint64(j.Generation), NodeID: a.NodeID}}})
-		if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{NodeID: a.NodeID, Operation: hubstore.OpJobSavepoint, JobID: id,
+		if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{NodeID: a.NodeID, Operation: op, JobID: id,
 			Generation: j.Generation, AssignmentID: a.AssignmentID, CheckpointID: cpID, CorrelationID: hubhttp.CorrelationID(ctx),
 			Payload: payload, ExpiresAt: h.cfg.Clock().Add(h.cfg.CommandTimeout)}); err != nil {
 			h.storeError(w, r, err, "")
 			return
 		}
 	}
-	if err := h.store.Audit(ctx, hubstore.AuditRecord{Actor: actorOf(r), Action: "job.savepoint", ResourceType: "job", ResourceID: id,
-		Outcome: "accepted", Message: "savepoint " + cpID + " (" + name + ")", CorrelationID: hubhttp.CorrelationID(ctx)}); err != nil {
+	if err := h.store.Audit(ctx, hubstore.AuditRecord{Actor: actorOf(r), Action: "job." + kind, ResourceType: "job", ResourceID: id,
+		Outcome: "accepted", Message: kind + " " + cpID + " " + name, CorrelationID: hubhttp.CorrelationID(ctx)}); err != nil {
 		h.log.Warn("writing an audit row", "error", err)
 	}
 	rec, err := h.jobRecord(ctx, id)
