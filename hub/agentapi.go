@@ -74,6 +74,9 @@ func (h *Hub) register(w http.ResponseWriter, r *http.Request) {
 		h.details.Store(req.NodeID, req.CapabilityDetails)
 	}
 	h.log.Info("agent registered", "node", req.NodeID, "boot_id", req.BootID, "epoch", s.Epoch, "new_boot", s.NewBoot)
+	if s.NewBoot && req.BootID != "" {
+		h.restartOnNewBoot(r.Context(), req.NodeID, req.BootID)
+	}
 	h.poke()
 	hubhttp.WriteJSON(w, http.StatusOK, hubwire.RegisterResponse{NodeID: req.NodeID, SessionToken: s.Token,
 		LeaseTTLMs: uint64(h.cfg.Lease.Milliseconds()), PollIntervalMs: uint64(h.cfg.PollInterval.Milliseconds()),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
@@ -43,6 +44,7 @@ func (h *Hub) reconcile(ctx context.Context) {
 	}
 	h.sweepAgents(ctx)
 	h.converge(ctx)
+	h.retry(ctx)
 	for ctx.Err() == nil {
 		entries, err := h.store.ClaimOutbox(ctx, "reconciler", outboxLease, 16)
 		if err != nil {
@@ -224,5 +226,109 @@ func (h *Hub) sweepAgents(ctx context.Context) {
 			}
 		}
 		h.online[a.NodeID] = online
+	}
+}
+
+// retryDelay is how long after a retryable failure the Hub sends the
+// command again.
+const retryDelay = 2 * time.Second
+
+// maxAttempts bounds the commands sent for one assignment of one
+// generation; after that the assignment stays degraded until an operator
+// sets the desired state again.
+const maxAttempts = 10
+
+// retry sends the command of an assignment again when its latest attempt
+// failed retryably (timed out, node unavailable, a temporary failure) and
+// its node is online: the job converges instead of staying degraded.
+func (h *Hub) retry(ctx context.Context) {
+	jobs, err := h.store.ListJobs(ctx)
+	if err != nil {
+		return
+	}
+	now := h.cfg.Clock()
+	for _, j := range jobs {
+		agg, err := h.observe(ctx, j)
+		if err != nil || agg.Degraded == 0 {
+			continue
+		}
+		cmds, err := h.store.ListCommands(ctx, j.JobID, j.Generation)
+		if err != nil {
+			continue
+		}
+		for _, a := range agg.Assignments {
+			if a.Status != "degraded" || a.CommandID == "" {
+				continue
+			}
+			last, err := h.store.GetCommand(ctx, a.CommandID)
+			if err != nil || !last.State.Terminal() || now.Before(last.FinishedAt.Add(retryDelay)) {
+				continue
+			}
+			if ag, err := h.store.GetAgent(ctx, a.NodeID); err != nil || !ag.Online(now) {
+				continue
+			}
+			attempts := 0
+			for _, c := range cmds {
+				if c.AssignmentID == a.AssignmentID && c.Operation == last.Operation {
+					attempts++
+				}
+			}
+			if attempts >= maxAttempts {
+				continue
+			}
+			h.resend(ctx, last, fmt.Sprintf("%s-retry%d", baseID(last.ID), attempts))
+		}
+	}
+}
+
+// baseID strips the retry or boot suffix of a command id.
+func baseID(id string) string {
+	for _, sep := range []string{"-retry", "-boot-"} {
+		if i := strings.Index(id, sep); i > 0 {
+			id = id[:i]
+		}
+	}
+	return id
+}
+
+// resend queues a copy of c under id (a no-op if id exists).
+func (h *Hub) resend(ctx context.Context, c hubstore.Command, id string) {
+	n := hubstore.Command{ID: id, NodeID: c.NodeID, Operation: c.Operation, JobID: c.JobID, Generation: c.Generation,
+		AssignmentID: c.AssignmentID, IntentID: c.IntentID, CheckpointID: c.CheckpointID, ActionID: c.ActionID,
+		CorrelationID: c.CorrelationID, Payload: c.Payload, ExpiresAt: h.cfg.Clock().Add(h.cfg.CommandTimeout)}
+	if _, err := h.store.EnqueueCommand(ctx, n); err != nil {
+		h.log.Warn("sending a command again", "command", id, "error", err)
+		return
+	}
+	h.log.Info("command sent again", "command", id, "node", c.NodeID, "job", c.JobID, "generation", c.Generation, "operation", c.Operation)
+}
+
+// restartOnNewBoot sends job_start again for every job desired running
+// with an assignment on node at its current generation: the node's
+// process restarted (a new boot id), so the jobs it ran are gone, though
+// their starts had succeeded.
+func (h *Hub) restartOnNewBoot(ctx context.Context, node, bootID string) {
+	jobs, err := h.store.ListJobs(ctx)
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		if j.DesiredState != hubstore.DesiredRunning {
+			continue
+		}
+		cmds, err := h.store.ListCommands(ctx, j.JobID, j.Generation)
+		if err != nil {
+			continue
+		}
+		var last *hubstore.Command
+		for i, c := range cmds {
+			if c.NodeID == node && c.Operation == hubstore.OpJobStart && c.AssignmentID != "" {
+				last = &cmds[i]
+			}
+		}
+		if last == nil || !last.State.Terminal() {
+			continue // not started yet there, or the start is still on its way
+		}
+		h.resend(ctx, *last, fmt.Sprintf("%s-boot-%s", baseID(last.ID), bootID))
 	}
 }

@@ -61,11 +61,20 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 	}
 	defer h.Close()
 	// n1 lacks state_backend: placement must skip it for n2.
-	for node, caps := range map[string][]string{"n1": {"job_runtime"}, "n2": {"job_runtime", "state_backend"}} {
-		if rec := serve(t, h, "POST", "/api/v1/agent/register", "", hubwire.RegisterRequest{NodeID: node, ProtocolVersion: "v1", Capabilities: caps}); rec.Code != 200 {
+	register := func(node, boot string, caps []string) string {
+		rec := serve(t, h, "POST", "/api/v1/agent/register", "", hubwire.RegisterRequest{NodeID: node, ProtocolVersion: "v1", Capabilities: caps, BootID: boot})
+		if rec.Code != 200 {
 			t.Fatalf("register %s: %d %s", node, rec.Code, rec.Body)
 		}
+		var r hubwire.RegisterResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.SessionToken
 	}
+	register("n1", "boot-a", []string{"job_runtime"})
+	caps := []string{"job_runtime", "state_backend"}
+	token := register("n2", "boot-1", caps)
 	spec := json.RawMessage(`{"id":"j","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
 		"edges":[{"id":"e","from":"gen","to":"out"}],
 		"sources":[{"operator_id":"gen","input_type":"generate","config":{"fields":[{"name":"n","type":"int64"}]}}],
@@ -112,5 +121,39 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 	var jr hubwire.JobRecord
 	if err := json.Unmarshal(rec.Body.Bytes(), &jr); err != nil || jr.ObservedState == hubwire.JobRunning {
 		t.Fatalf("job after the timeout: %s", rec.Body)
+	}
+
+	// The Agent is online, so the timed-out start is sent again after the
+	// retry delay.
+	clock.advance(retryDelay + time.Second)
+	h.poke()
+	waitUntil(t, "the start sent again", func() bool {
+		cmds, err = h.store.ListCommands(ctx, "j", -1)
+		return err == nil && len(cmds) == 2
+	})
+	if c := cmds[1]; c.ID != cmds[0].ID+"-retry1" || c.Operation != hubstore.OpJobStart || c.AssignmentID != cmds[0].AssignmentID {
+		t.Fatalf("retry: %+v", c)
+	}
+	claimed, err := h.store.ClaimCommands(ctx, "n2", token, time.Minute, 10)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %+v", err, claimed)
+	}
+	if _, err := h.store.RecordCommandResult(ctx, "n2", token, hubstore.CommandResult{CommandID: claimed[0].ID, Generation: 2,
+		State: hubstore.CommandSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(serve(t, h, "GET", "/api/v1/jobs/j", "", nil).Body.Bytes(), &jr); err != nil || jr.ObservedState != hubwire.JobRunning {
+		t.Fatalf("job after the retry succeeded: %+v %v", jr, err)
+	}
+
+	// The Agent's process restarts (a new boot id): its jobs are gone, so
+	// the Hub sends the start again and the job converges anew.
+	register("n2", "boot-2", caps)
+	cmds, err = h.store.ListCommands(ctx, "j", -1)
+	if err != nil || len(cmds) != 3 || cmds[2].ID != cmds[0].ID+"-boot-boot-2" {
+		t.Fatalf("after a new boot: %v %+v", err, cmds)
+	}
+	if err := json.Unmarshal(serve(t, h, "GET", "/api/v1/jobs/j", "", nil).Body.Bytes(), &jr); err != nil || jr.ObservedState != hubwire.JobStarting {
+		t.Fatalf("job after the agent restarted: %+v %v", jr, err)
 	}
 }
