@@ -434,3 +434,67 @@ func TestNoTokensRefusesEverything(t *testing.T) {
 	st, hdr, body := call(t, "GET", srv.URL+"/api/v1/jobs", "anything-at-all-1234", nil)
 	envelope(t, st, 401, hdr, body, "unauthorized")
 }
+
+// TestAgentRestartRestartsItsJobs: an Agent process that restarts (a new
+// boot id) gets the jobs it ran started again by the Hub, and rows flow
+// into the new process.
+func TestAgentRestartRestartsItsJobs(t *testing.T) {
+	h, err := hub.New(testConfig(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	api := srv.URL + "/api/v1"
+	dataDir, ckpts := t.TempDir(), t.TempDir()
+
+	startAgent := func(rows *atomic.Int64) (*arkflow.Builder, func()) {
+		b := ticks(rows, ckpts)
+		a, err := hubclient.New(hubclient.Config{HubURL: srv.URL, NodeID: "n1", NodeToken: nodeToken, DataDir: dataDir,
+			Jobs: []*arkflow.Builder{b}, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = a.Run(ctx) }()
+		return b, func() { cancel(); <-done }
+	}
+	var first, second atomic.Int64
+	b, stop := startAgent(&first)
+	waitFor(t, "the agent online", func() bool {
+		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)
+		p := decode[hubwire.Page[hubwire.HubNode]](t, body)
+		return len(p.Items) == 1 && p.Items[0].State == hubwire.NodeOnline
+	})
+	st, _, body := call(t, "POST", api+"/jobs", operatorToken, hubwire.SubmitJobRequest{Spec: specOf(t, b), DesiredState: "running"})
+	if st != 202 {
+		t.Fatalf("submit: %d %s", st, body)
+	}
+	waitFor(t, "rows in the first process", func() bool { return first.Load() > 0 })
+	waitFor(t, "the job observed running", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
+		return decode[hubwire.JobRecord](t, body).ObservedState == hubwire.JobRunning
+	})
+	stop()
+
+	_, stop = startAgent(&second)
+	defer stop()
+	waitFor(t, "rows in the restarted process", func() bool { return second.Load() > 0 })
+	waitFor(t, "the job observed running again", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
+		r := decode[hubwire.JobRecord](t, body)
+		return r.ObservedState == hubwire.JobRunning && r.Generation == 2
+	})
+	_, _, body = call(t, "GET", api+"/jobs/ticks/detail", viewerToken, nil)
+	starts := 0
+	for _, op := range decode[hubwire.JobDetail](t, body).Operations {
+		if op.Operation == hubwire.OpJobStart && op.State == hubwire.OpStateSucceeded {
+			starts++
+		}
+	}
+	if starts != 2 {
+		t.Fatalf("want a start per process, got %d: %s", starts, body)
+	}
+}
