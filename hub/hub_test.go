@@ -150,7 +150,8 @@ func TestEndToEnd(t *testing.T) {
 	api := srv.URL + "/api/v1"
 
 	var rows atomic.Int64
-	b := ticks(&rows, t.TempDir())
+	ckpts := t.TempDir()
+	b := ticks(&rows, ckpts)
 	agent, err := hubclient.New(hubclient.Config{HubURL: srv.URL, NodeID: "n1", NodeToken: nodeToken, DataDir: t.TempDir(),
 		Jobs: []*arkflow.Builder{b}, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -283,7 +284,6 @@ func TestEndToEnd(t *testing.T) {
 		r := decode[hubwire.JobRecord](t, body)
 		return r.Generation == 3 && r.ObservedState == hubwire.JobStopped
 	})
-	n := rows.Load()
 	st, _, body = call(t, "GET", api+"/jobs/ticks/versions", viewerToken, nil)
 	if vs := decode[[]hubwire.JobVersionRecord](t, body); st != 200 || len(vs) != 1 || vs[0].Digest == "" {
 		t.Fatalf("versions: %d %s", st, body)
@@ -294,9 +294,60 @@ func TestEndToEnd(t *testing.T) {
 	if r := decode[hubwire.JobRecord](t, body); st != 202 || r.Version != 1 || r.Digest != rec.Digest {
 		t.Fatalf("resubmit: %d %s", st, body)
 	}
-	if rows.Load() < n {
-		t.Fatal("rows went backwards")
+
+	// Upgrade (R-CKPT-7): version 2 of the job takes over the savepoint.
+	var spare atomic.Int64
+	v2 := specOf(t, ticks(&spare, ckpts).Version(2))
+	st, hdr, body = call(t, "POST", api+"/jobs/ticks/upgrades", operatorToken, hubwire.UpgradeRequest{Spec: v2, ExpectedGeneration: 2, SavepointID: "before-upgrade"})
+	envelope(t, st, 409, hdr, body, hubwire.CodeGenerationConflict)
+	st, hdr, body = call(t, "POST", api+"/jobs/ticks/upgrades", operatorToken, hubwire.UpgradeRequest{Spec: spec, ExpectedGeneration: 3, SavepointID: "before-upgrade"})
+	envelope(t, st, 400, hdr, body, hubwire.CodeInvalidJobVersion)
+	st, hdr, body = call(t, "POST", api+"/jobs/ticks/upgrades", operatorToken, hubwire.UpgradeRequest{Spec: v2, ExpectedGeneration: 3, SavepointID: "nope"})
+	envelope(t, st, 409, hdr, body, hubwire.CodeSavepointNotReady)
+	st, _, body = call(t, "POST", api+"/jobs/ticks/upgrades", operatorToken, hubwire.UpgradeRequest{Spec: v2, ExpectedGeneration: 3, SavepointID: "before-upgrade"})
+	up := decode[hubwire.UpgradeResponse](t, body)
+	if st != 202 || up.State != hubwire.ConvergencePendingRecovery || up.Job.Version != 2 || up.Job.Generation != 4 || up.Job.DesiredState != "stopped" {
+		t.Fatalf("upgrade: %d %s", st, body)
 	}
+	n := rows.Load()
+	st, _, body = call(t, "PUT", api+"/jobs/ticks/desired-state", operatorToken, hubwire.JobDesiredStateRequest{State: "running"},
+		"If-Match", `"generation-4"`)
+	if st != 200 {
+		t.Fatalf("running v2: %d %s", st, body)
+	}
+	waitFor(t, "version 2 running from the savepoint", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
+		r := decode[hubwire.JobRecord](t, body)
+		if r.ObservedState == hubwire.JobFailed {
+			t.Fatalf("version 2 failed: %s", body)
+		}
+		return r.ObservedState == hubwire.JobRunning && r.Version == 2 && rows.Load() > n
+	})
+	// Rollback needs the job stopped; then version 1 is current again.
+	st, hdr, body = call(t, "POST", api+"/jobs/ticks/upgrades/any/rollback", operatorToken, nil)
+	envelope(t, st, 409, hdr, body, hubwire.CodeJobMustBeStopped)
+	call(t, "PUT", api+"/jobs/ticks/desired-state", operatorToken, hubwire.JobDesiredStateRequest{State: "stopped"})
+	waitFor(t, "version 2 stopped", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
+		return decode[hubwire.JobRecord](t, body).ObservedState == hubwire.JobStopped
+	})
+	st, _, body = call(t, "POST", api+"/jobs/ticks/upgrades/any/rollback", operatorToken, nil)
+	if r := decode[hubwire.JobRecord](t, body); st != 202 || r.Version != 1 || r.DesiredState != "stopped" || r.Convergence != hubwire.ConvergencePendingRecovery {
+		t.Fatalf("rollback: %d %s", st, body)
+	}
+	st, _, body = call(t, "PUT", api+"/jobs/ticks/desired-state", operatorToken, hubwire.JobDesiredStateRequest{State: "running"})
+	if st != 200 {
+		t.Fatalf("running v1 again: %d %s", st, body)
+	}
+	n = rows.Load()
+	waitFor(t, "version 1 running again from its savepoint", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
+		r := decode[hubwire.JobRecord](t, body)
+		if r.ObservedState == hubwire.JobFailed {
+			t.Fatalf("version 1 failed: %s", body)
+		}
+		return r.ObservedState == hubwire.JobRunning && r.Version == 1 && rows.Load() > n
+	})
 }
 
 // TestRestartKeepsJobsAndCommands closes the Hub with a command queued
@@ -415,7 +466,7 @@ func TestRestartKeepsJobsAndCommands(t *testing.T) {
 		t.Fatalf("after the failure report: %d %s", st, body)
 	}
 	// An unknown route under the API is an envelope too.
-	st, hdr, body = call(t, "POST", api+"/jobs/files/upgrades", adminToken, map[string]any{})
+	st, hdr, body = call(t, "POST", api+"/jobs/files/rescale", adminToken, map[string]any{})
 	envelope(t, st, 404, hdr, body, "not_found")
 }
 

@@ -40,6 +40,8 @@ func (h *Hub) jobRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/jobs/{id}/checkpoints", operate(func(w http.ResponseWriter, r *http.Request) { h.checkpoint(w, r, hubstore.KindCheckpoint) }))
 	mux.Handle("GET /api/v1/jobs/{id}/savepoints", read(h.listCheckpoints))
 	mux.Handle("GET /api/v1/jobs/{id}/checkpoints", read(h.listCheckpoints))
+	mux.Handle("POST /api/v1/jobs/{id}/upgrades", h.auth.Require(hubhttp.ActionConfigure, jobResource)(http.HandlerFunc(h.upgrade)))
+	mux.Handle("POST /api/v1/jobs/{id}/upgrades/{upgrade}/rollback", operate(h.rollback))
 	mux.Handle("GET /api/v1/nodes", read(h.listNodes))
 }
 

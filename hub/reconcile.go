@@ -111,13 +111,17 @@ func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
 		if err != nil {
 			return err
 		}
+		recovery, err := h.pendingRecovery(ctx, in)
+		if err != nil {
+			return err
+		}
 		held := map[string]bool{}
 		for _, a := range as {
 			held[a.NodeID] = true
 			payload, err := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Spec: v.Spec, Plan: v.Plan,
 				Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: j.JobID, JobVersion: uint64(v.Number), TaskID: j.JobID,
 					Generation: uint64(in.Generation), NodeID: a.NodeID, State: hubwire.TaskQueued}},
-				Generation: uint64(in.Generation)})
+				Generation: uint64(in.Generation), Recovery: recovery})
 			if err != nil {
 				return err
 			}
@@ -329,6 +333,18 @@ func (h *Hub) restartOnNewBoot(ctx context.Context, node, bootID string) {
 		if last == nil || !last.State.Terminal() {
 			continue // not started yet there, or the start is still on its way
 		}
-		h.resend(ctx, *last, fmt.Sprintf("%s-boot-%s", baseID(last.ID), bootID))
+		again := *last
+		if last.State == hubstore.CommandSucceeded {
+			// The job ran: it restores from its own checkpoints now, not
+			// from the savepoint an upgrade started it from.
+			var p hubwire.JobCommandPayload
+			if err := json.Unmarshal(last.Payload, &p); err == nil && p.Recovery != nil {
+				p.Recovery = nil
+				if b, err := json.Marshal(p); err == nil {
+					again.Payload = b
+				}
+			}
+		}
+		h.resend(ctx, again, fmt.Sprintf("%s-boot-%s", baseID(last.ID), bootID))
 	}
 }
