@@ -465,6 +465,11 @@ func TestRestartKeepsJobsAndCommands(t *testing.T) {
 	if r := decode[hubwire.JobRecord](t, body); r.ObservedState != hubwire.JobFailed || !strings.Contains(r.LastError, "disk full") {
 		t.Fatalf("after the failure report: %d %s", st, body)
 	}
+	// Another spec for the running job is refused: it changes version
+	// through an upgrade.
+	other := json.RawMessage(strings.Replace(string(spec), `"output_type":"drop"`, `"output_type":"stdout"`, 1))
+	st, hdr, body = call(t, "POST", api+"/jobs", adminToken, hubwire.SubmitJobRequest{Spec: other})
+	envelope(t, st, 409, hdr, body, hubwire.CodeJobMustBeStopped)
 	// An unknown route under the API is an envelope too.
 	st, hdr, body = call(t, "POST", api+"/jobs/files/rescale", adminToken, map[string]any{})
 	envelope(t, st, 404, hdr, body, "not_found")

@@ -136,6 +136,23 @@ func (h *Hub) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.Info("job submitted", "job", v.spec.ID, "version", res.Version.Number, "digest", res.Version.VersionID, "new", res.NewVersion)
+	if !res.NewJob && res.Version.VersionID != res.Job.CurrentVersion {
+		// Another spec for an existing job replaces the current one only
+		// while the job is stopped (v1 replaces it silently); a running
+		// job changes version through an upgrade, from a savepoint.
+		if e := h.mustBeStopped(r.Context(), res.Job); e != nil {
+			e.Message = "job " + v.spec.ID + " runs another version: stop it first, or upgrade it from a savepoint (POST /jobs/{id}/upgrades)"
+			hubhttp.WriteError(w, r, e)
+			return
+		}
+		cur := res.Job.Generation
+		if _, err := h.store.SetDesired(r.Context(), hubstore.DesiredChange{JobID: v.spec.ID, DesiredState: hubstore.DesiredStopped,
+			VersionID: res.Version.VersionID, Kind: "replace", ExpectedGeneration: &cur, Actor: actor,
+			CorrelationID: hubhttp.CorrelationID(r.Context()), IdempotencyKey: key}); err != nil {
+			h.storeError(w, r, err, hubwire.CodeJobNotFound)
+			return
+		}
+	}
 	if req.DesiredState == hubstore.DesiredRunning {
 		if _, e := h.changeDesired(r, v.spec.ID, hubstore.DesiredRunning, nil, "", "set_state"); e != nil {
 			hubhttp.WriteError(w, r, e)

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,5 +156,37 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 	}
 	if err := json.Unmarshal(serve(t, h, "GET", "/api/v1/jobs/j", "", nil).Body.Bytes(), &jr); err != nil || jr.ObservedState != hubwire.JobStarting {
 		t.Fatalf("job after the agent restarted: %+v %v", jr, err)
+	}
+}
+
+// Submitting another spec for a stopped job makes it the current version
+// (v1 replaces it); for a running job it is 409 job_must_be_stopped.
+func TestSubmitReplacesAStoppedJob(t *testing.T) {
+	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	spec := func(rate int) json.RawMessage {
+		return json.RawMessage(`{"id":"j","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
+		"edges":[{"id":"e","from":"gen","to":"out"}],
+		"sources":[{"operator_id":"gen","input_type":"generate","config":{"rate_per_sec":` + fmt.Sprint(rate) + `,"fields":[{"name":"n","type":"int64"}]}}],
+		"sinks":[{"operator_id":"out","output_type":"drop"}]}`)
+	}
+	var jr hubwire.JobRecord
+	for i, rate := range []int{1, 2} {
+		rec := serve(t, h, "POST", "/api/v1/jobs", "", hubwire.SubmitJobRequest{Spec: spec(rate)})
+		if err := json.Unmarshal(rec.Body.Bytes(), &jr); err != nil || rec.Code != http.StatusAccepted || !strings.Contains(jr.SpecJSON, fmt.Sprintf(`"rate_per_sec":%d`, rate)) ||
+			jr.Generation != uint64(i+1) {
+			t.Fatalf("submit %d: %d %s", rate, rec.Code, rec.Body)
+		}
+	}
+	if rec := serve(t, h, "GET", "/api/v1/jobs/j/versions", "", nil); !strings.Contains(rec.Body.String(), `"version":2`) {
+		t.Fatalf("versions: %s", rec.Body)
+	}
+	// Desired running with no Agent: nothing can run it.
+	if rec := serve(t, h, "PUT", "/api/v1/jobs/j/desired-state", "", hubwire.JobDesiredStateRequest{State: "running"}); rec.Code != http.StatusConflict ||
+		!strings.Contains(rec.Body.String(), hubwire.CodeNodeUnavailable) {
+		t.Fatalf("running without agents: %d %s", rec.Code, rec.Body)
 	}
 }
