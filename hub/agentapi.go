@@ -166,7 +166,14 @@ func (h *Hub) commands(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]hubwire.AgentCommand, 0, len(cmds))
 	for _, c := range cmds {
-		out = append(out, agentCommand(c))
+		ac := agentCommand(c)
+		if c.Operation == hubstore.OpJobStart {
+			// Resolved at delivery, so the secret never lands in the
+			// store; a secret unset since validation stays a reference
+			// and fails the start on the Agent, naming it.
+			ac.Payload, _ = resolveSecrets(ac.Payload, h.cfg.Secrets)
+		}
+		out = append(out, ac)
 	}
 	hubhttp.WriteJSON(w, http.StatusOK, out)
 }

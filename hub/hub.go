@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ type Config struct {
 	// CommandTimeout is how long a command may wait for an Agent to take it
 	// before it times out (default 5 min).
 	CommandTimeout time.Duration
+	// Secrets resolves the ${secret:NAME} references of specs when a job
+	// is started on an Agent (default os.LookupEnv: the Hub's
+	// environment). Specs are stored with the references.
+	Secrets func(name string) (string, bool)
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives the Hub's logs (default: discarded).
@@ -94,6 +99,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.Secrets == nil {
+		cfg.Secrets = os.LookupEnv
 	}
 	logger := cfg.Logger
 	if logger == nil {

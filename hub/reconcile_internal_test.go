@@ -190,3 +190,49 @@ func TestSubmitReplacesAStoppedJob(t *testing.T) {
 		t.Fatalf("running without agents: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// ${secret:NAME} is resolved from the Hub's secrets only in the command an
+// Agent receives: the stored spec and command keep the reference, and
+// validation refuses a secret the Hub lacks (R-HUB-8).
+func TestSecretsResolvedOnDelivery(t *testing.T) {
+	secrets := map[string]string{}
+	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true, ReconcileInterval: 5 * time.Millisecond,
+		Secrets: func(n string) (string, bool) { v, ok := secrets[n]; return v, ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	spec := json.RawMessage(`{"id":"s","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
+		"edges":[{"id":"e","from":"gen","to":"out"}],
+		"sources":[{"operator_id":"gen","input_type":"generate","config":{"fields":[{"name":"${secret:COLUMN}","type":"int64"}]}}],
+		"sinks":[{"operator_id":"out","output_type":"drop"}]}`)
+	rec := serve(t, h, "POST", "/api/v1/jobs/validate", "", hubwire.ValidateJobRequest{Spec: spec})
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `secret \"COLUMN\"`) {
+		t.Fatalf("missing secret: %d %s", rec.Code, rec.Body)
+	}
+	secrets["COLUMN"] = "hidden_col"
+	rec = serve(t, h, "POST", "/api/v1/agent/register", "", hubwire.RegisterRequest{NodeID: "n1", ProtocolVersion: "v1"})
+	var reg hubwire.RegisterResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &reg); err != nil {
+		t.Fatal(err)
+	}
+	if rec := serve(t, h, "POST", "/api/v1/jobs", "", hubwire.SubmitJobRequest{Spec: spec, DesiredState: "running"}); rec.Code != http.StatusAccepted ||
+		strings.Contains(rec.Body.String(), "hidden_col") {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	var cmds []hubwire.AgentCommand
+	waitUntil(t, "the start delivered", func() bool {
+		rec := serve(t, h, "GET", "/api/v1/agent/commands?node_id=n1&session_token="+reg.SessionToken, "", nil)
+		if err := json.Unmarshal(rec.Body.Bytes(), &cmds); err != nil {
+			t.Fatal(err)
+		}
+		return len(cmds) == 1
+	})
+	if p := string(cmds[0].Payload); !strings.Contains(p, "hidden_col") || strings.Contains(p, "${secret:") {
+		t.Fatalf("delivered payload: %s", p)
+	}
+	stored, err := h.store.ListCommands(context.Background(), "s", -1)
+	if err != nil || len(stored) != 1 || strings.Contains(string(stored[0].Payload), "hidden_col") {
+		t.Fatalf("stored command: %v %s", err, stored[0].Payload)
+	}
+}

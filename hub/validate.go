@@ -93,7 +93,21 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	verr := arkflow.Validate(spec, arkflow.WithDataDir(dir))
+	// Validate what the Agent will get: the secrets resolved (in memory
+	// only). A secret the Hub does not have is a problem now.
+	checked := spec
+	if resolved, missing := resolveSecrets(v.specJSON, h.cfg.Secrets); len(missing) > 0 {
+		for _, name := range missing {
+			v.problems = append(v.problems, fmt.Sprintf("job %q: secret %q is not set in the Hub's environment", spec.ID, name))
+			v.fields = append(v.fields, "spec")
+		}
+		return v, nil
+	} else if string(resolved) != string(v.specJSON) {
+		if checked, err = job.Parse(resolved); err != nil {
+			return nil, err
+		}
+	}
+	verr := arkflow.Validate(checked, arkflow.WithDataDir(dir))
 	if verr == nil {
 		return v, nil
 	}
