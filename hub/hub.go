@@ -22,10 +22,11 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 )
 
-// Config configures a Hub. DataDir is required, and so are operator
-// Tokens unless InsecureNoAuth is set.
+// Config configures a Hub. Only DataDir is required; without Tokens the
+// Hub refuses every operator request unless InsecureNoAuth is set.
 type Config struct {
-	// DataDir holds the Hub's SQLite file (hub.db).
+	// DataDir holds the Hub's SQLite file (hub.db); it is created if
+	// missing. One Hub at a time may use it.
 	DataDir string
 	// Tokens are the operator bearer tokens, each "id|role|secret[|scopes]"
 	// with role admin, operator or viewer. With none, every operator
@@ -119,6 +120,9 @@ func New(cfg Config) (*Hub, error) {
 	h.auth, err = hubhttp.NewAuthenticator(hubhttp.AuthOptions{Tokens: tokens, InsecureNoAuth: cfg.InsecureNoAuth,
 		Logger: logger, OnDenied: h.denied})
 	if err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
 	h.store, err = hubstore.Open(filepath.Join(cfg.DataDir, "hub.db"), hubstore.Options{Clock: cfg.Clock, LeaseTTL: cfg.Lease})

@@ -11,7 +11,8 @@
 // every operator request is refused (401) unless --insecure-no-auth is
 // given, which lets everyone in as admin and is logged as a warning.
 // Agents register with --node-token (default $ARKFLOW_NODE_TOKEN); without
-// one any Agent may register.
+// one any Agent may register. A spec's ${secret:NAME} references are
+// resolved from this process's environment when a job is sent to an Agent.
 package main
 
 import (
