@@ -27,6 +27,7 @@ func capabilitiesOf(names []string, d *hubwire.CapabilityDetails) hubstore.Capab
 	c := hubstore.Capabilities{Features: hubwire.FilterCapabilities(names)}
 	if d != nil {
 		c.JobRuntimeVersion, c.StateBackends, c.CheckpointProtocol = d.JobRuntimeVersion, d.StateBackends, int(d.CheckpointProtocolVersion)
+		c.Connectors, c.Operators = d.Connectors, d.Operators
 	}
 	return c
 }
@@ -70,9 +71,6 @@ func (h *Hub) register(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err, "")
 		return
 	}
-	if req.CapabilityDetails != nil {
-		h.details.Store(req.NodeID, req.CapabilityDetails)
-	}
 	h.log.Info("agent registered", "node", req.NodeID, "boot_id", req.BootID, "epoch", s.Epoch, "new_boot", s.NewBoot)
 	if s.NewBoot && req.BootID != "" {
 		h.restartOnNewBoot(r.Context(), req.NodeID, req.BootID)
@@ -113,14 +111,20 @@ func (h *Hub) heartbeat(w http.ResponseWriter, r *http.Request) {
 	hb := hubstore.Heartbeat{State: state, SoftwareVersion: req.SoftwareVersion}
 	if len(req.Capabilities) > 0 || req.CapabilityDetails != nil {
 		c := capabilitiesOf(req.Capabilities, req.CapabilityDetails)
+		if req.CapabilityDetails == nil {
+			// A heartbeat without details (a v1 Agent, a draining one)
+			// keeps the details registered before.
+			if a, err := h.store.GetAgent(r.Context(), cred.NodeID); err == nil {
+				f := c.Features
+				c = a.Capabilities
+				c.Features = f
+			}
+		}
 		hb.Capabilities = &c
 	}
 	if _, err := h.store.Heartbeat(r.Context(), cred.NodeID, cred.SessionToken, hb); err != nil {
 		h.storeError(w, r, err, "")
 		return
-	}
-	if req.CapabilityDetails != nil {
-		h.details.Store(cred.NodeID, req.CapabilityDetails)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -69,7 +69,6 @@ type Hub struct {
 	nodeToken *hubhttp.SecretHash
 	handler   http.Handler
 	wake      chan struct{}
-	details   sync.Map // node id → *hubwire.CapabilityDetails (from register and heartbeats)
 
 	staleMu sync.Mutex
 	online  map[string]bool // node id → online at the last sweep

@@ -585,8 +585,9 @@ func (h *Hub) hubNode(a hubstore.Agent, now time.Time) hubwire.HubNode {
 	n := hubwire.HubNode{ID: a.NodeID, ProtocolVersion: a.ProtocolVersion, Version: a.SoftwareVersion, State: nodeState(a, now),
 		Capabilities: a.Capabilities.Features, LastSeenAtMs: ms(a.LastSeen), LeaseExpiresAtMs: ms(a.LeaseExpires),
 		MaintenanceState: a.MaintenanceState, BootID: a.BootID}
-	if v, ok := h.details.Load(a.NodeID); ok {
-		n.CapabilityDetails = v.(*hubwire.CapabilityDetails)
+	if c := a.Capabilities; c.JobRuntimeVersion != "" || len(c.StateBackends) > 0 || len(c.Connectors) > 0 || len(c.Operators) > 0 {
+		n.CapabilityDetails = &hubwire.CapabilityDetails{JobRuntimeVersion: c.JobRuntimeVersion, StateBackends: c.StateBackends,
+			CheckpointProtocolVersion: uint32(max(c.CheckpointProtocol, 0)), Connectors: c.Connectors, Operators: c.Operators}
 	}
 	return n
 }

@@ -236,3 +236,46 @@ func TestSecretsResolvedOnDelivery(t *testing.T) {
 		t.Fatalf("stored command: %v %s", err, stored[0].Payload)
 	}
 }
+
+// The capability details an Agent registered with are stored: after a Hub
+// restart a job naming the Agent's Go operator validates and places at
+// once, without waiting for a heartbeat (R-HUB-3).
+func TestCapabilitiesSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, InsecureNoAuth: true}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := serve(t, h, "POST", "/api/v1/agent/register", "", hubwire.RegisterRequest{NodeID: "n1", ProtocolVersion: "v1",
+		Capabilities: []string{"job_runtime", "state_backend"}, BootID: "b1",
+		CapabilityDetails: &hubwire.CapabilityDetails{StateBackends: []string{"memory"}, Connectors: []string{"input:generate", "output:func"},
+			Operators: []string{"g/out"}}})
+	if rec.Code != 200 {
+		t.Fatalf("register: %d %s", rec.Code, rec.Body)
+	}
+	h.Close()
+	if h, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	spec := json.RawMessage(`{"id":"g","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
+		"edges":[{"id":"e","from":"gen","to":"out"}],
+		"sources":[{"operator_id":"gen","input_type":"generate","config":{"fields":[{"name":"n","type":"int64"}]}}],
+		"sinks":[{"operator_id":"out","output_type":"func"}]}`)
+	rec = serve(t, h, "POST", "/api/v1/jobs/validate", "", hubwire.ValidateJobRequest{Spec: spec})
+	var vr hubwire.ValidateJobResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &vr); err != nil || !vr.Valid || len(vr.Nodes) != 1 || !vr.Nodes[0].Compatible {
+		t.Fatalf("validate after restart: %d %s", rec.Code, rec.Body)
+	}
+	// A badger job does not fit an Agent that offers only memory state.
+	badger := json.RawMessage(strings.Replace(string(spec), `"edges"`, `"state":{"backend":"badger"},"edges"`, 1))
+	rec = serve(t, h, "POST", "/api/v1/jobs/validate", "", hubwire.ValidateJobRequest{Spec: badger})
+	if err := json.Unmarshal(rec.Body.Bytes(), &vr); err != nil || len(vr.Nodes) != 1 || vr.Nodes[0].Compatible ||
+		!strings.Contains(rec.Body.String(), `"required":"badger"`) {
+		t.Fatalf("validate badger: %d %s", rec.Code, rec.Body)
+	}
+	if rec := serve(t, h, "POST", "/api/v1/jobs", "", hubwire.SubmitJobRequest{Spec: spec, DesiredState: "running"}); rec.Code != http.StatusAccepted {
+		t.Fatalf("submit after restart: %d %s", rec.Code, rec.Body)
+	}
+}

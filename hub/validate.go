@@ -111,7 +111,7 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 	if verr == nil {
 		return v, nil
 	}
-	bound, conns := h.agentOffers()
+	bound, conns := h.agentOffers(ctx)
 	for _, e := range job.AsValidationErrors(verr) {
 		if e.Operator != "" {
 			key := spec.ID + "/" + e.Operator
@@ -139,18 +139,20 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 
 // agentOffers returns the Go-bound operators ("job/op") and the connectors
 // the known Agents declared.
-func (h *Hub) agentOffers() (bound, conns map[string]bool) {
+func (h *Hub) agentOffers(ctx context.Context) (bound, conns map[string]bool) {
 	bound, conns = map[string]bool{}, map[string]bool{}
-	h.details.Range(func(_, v any) bool {
-		d := v.(*hubwire.CapabilityDetails)
-		for _, o := range d.Operators {
+	agents, err := h.store.ListAgents(ctx)
+	if err != nil {
+		return bound, conns
+	}
+	for _, a := range agents {
+		for _, o := range a.Capabilities.Operators {
 			bound[o] = true
 		}
-		for _, c := range d.Connectors {
+		for _, c := range a.Capabilities.Connectors {
 			conns[c] = true
 		}
-		return true
-	})
+	}
 	return bound, conns
 }
 
@@ -171,26 +173,18 @@ func (h *Hub) compatibility(a hubstore.Agent, p plan, now time.Time) hubwire.Nod
 		nc.Mismatches = append(nc.Mismatches, hubwire.CapabilityMismatch{Capability: hubwire.CapabilityStateBackend,
 			Required: p.StateBackend, Offered: a.Capabilities.StateBackends})
 	}
-	var d *hubwire.CapabilityDetails
-	if v, ok := h.details.Load(a.NodeID); ok {
-		d = v.(*hubwire.CapabilityDetails)
-	}
-	if d != nil && len(d.Connectors) > 0 {
+	if conns := a.Capabilities.Connectors; len(conns) > 0 {
 		for _, c := range p.Connectors {
-			if !slices.Contains(d.Connectors, c) {
+			if !slices.Contains(conns, c) {
 				nc.MissingCapabilities = append(nc.MissingCapabilities, "connector:"+c)
-				nc.Mismatches = append(nc.Mismatches, hubwire.CapabilityMismatch{Capability: "connector", Required: c, Offered: d.Connectors})
+				nc.Mismatches = append(nc.Mismatches, hubwire.CapabilityMismatch{Capability: "connector", Required: c, Offered: conns})
 			}
 		}
 	}
 	for _, o := range p.GoOperators {
-		if d == nil || !slices.Contains(d.Operators, o) {
+		if !slices.Contains(a.Capabilities.Operators, o) {
 			nc.MissingCapabilities = append(nc.MissingCapabilities, "operator:"+o)
-			var offered []string
-			if d != nil {
-				offered = d.Operators
-			}
-			nc.Mismatches = append(nc.Mismatches, hubwire.CapabilityMismatch{Capability: "operator", Required: o, Offered: offered})
+			nc.Mismatches = append(nc.Mismatches, hubwire.CapabilityMismatch{Capability: "operator", Required: o, Offered: a.Capabilities.Operators})
 		}
 	}
 	if len(p.NodeIDs) > 0 && !slices.Contains(p.NodeIDs, a.NodeID) {
