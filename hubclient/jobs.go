@@ -26,7 +26,7 @@ type runningJob struct {
 	cancel      context.CancelFunc
 	done        chan struct{} // closed when Run returned
 	err         error         // Run's error, once done
-	checkpoint  string        // the last checkpoint it completed on command
+	checkpoint  string        // the last checkpoint it completed on command; under Agent.mu
 }
 
 // status is the job's observation for a report.
@@ -364,15 +364,23 @@ func (a *Agent) checkpoint(ctx context.Context, c hubwire.AgentCommand, p hubwir
 		if err := r.job.Savepoint(ctx, name); err != nil {
 			return "", err
 		}
-		r.checkpoint = name
+		a.setCheckpoint(r, name)
 		return name, nil
 	}
 	id, err := r.job.Checkpoint(ctx)
 	if err != nil {
 		return "", err
 	}
-	r.checkpoint = id
+	a.setCheckpoint(r, id)
 	return id, nil
+}
+
+// setCheckpoint records the checkpoint r completed, under the lock its
+// status is read with.
+func (a *Agent) setCheckpoint(r *runningJob, id string) {
+	a.mu.Lock()
+	r.checkpoint = id
+	a.mu.Unlock()
 }
 
 // notify asks the poll loop to report soon.

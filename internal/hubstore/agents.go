@@ -23,6 +23,11 @@ type Capabilities struct {
 	CheckpointProtocol int `json:"checkpoint_protocol,omitempty"`
 	// Features are ArkFlow v1 capability strings ("stream_lifecycle", ...).
 	Features []string `json:"features,omitempty"`
+	// Connectors ("input:T", "output:T") and Operators ("job/op" bound to
+	// Go values) the Agent's process has, so placement survives a Hub
+	// restart without waiting for a heartbeat.
+	Connectors []string `json:"connectors,omitempty"`
+	Operators  []string `json:"operators,omitempty"`
 }
 
 // Registration is what an Agent sends to register.

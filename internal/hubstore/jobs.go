@@ -259,8 +259,10 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 		}
 		seen[a.AssignmentID] = true
 	}
+	// The hash identifies the client's request: the assignments are the
+	// Hub's placement, which may differ when the request is replayed.
 	hashed := ch
-	hashed.CorrelationID, hashed.IdempotencyKey, hashed.Actor = "", "", ""
+	hashed.CorrelationID, hashed.IdempotencyKey, hashed.Actor, hashed.Assignments = "", "", "", nil
 	hash, err := requestHash(hashed)
 	if err != nil {
 		return DesiredResult{}, err

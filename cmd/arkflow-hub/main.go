@@ -1,0 +1,131 @@
+// Command arkflow-hub runs an ArkFlow Hub: the control plane that keeps
+// jobs in a SQLite file under --data-dir and runs them on the Agents that
+// register with it (`arkflow agent --hub URL`, or a Go service using
+// package hubclient). Its API is ArkFlow v1's under /api/v1.
+//
+//	arkflow-hub --data-dir ./hub-data --token 'alice|operator|SECRET'
+//
+// Operator tokens are "id|role|secret[|scopes]" (role admin, operator or
+// viewer; secret at least 16 bytes), given by repeated --token flags or in
+// $ARKFLOW_OPERATOR_TOKENS separated by ';' or newlines. Without any token
+// every operator request is refused (401) unless --insecure-no-auth is
+// given, which lets everyone in as admin and is logged as a warning.
+// Agents register with --node-token (default $ARKFLOW_NODE_TOKEN); without
+// one any Agent may register. A spec's ${secret:NAME} references are
+// resolved from this process's environment when a job is sent to an Agent.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/hub"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr, nil)
+	stop()
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "arkflow-hub:", err)
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "arkflow-hub:", err)
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+// tokens is the repeatable --token flag.
+type tokens []string
+
+func (t *tokens) String() string     { return fmt.Sprintf("%d tokens", len(*t)) }
+func (t *tokens) Set(v string) error { *t = append(*t, v); return nil }
+
+// run parses args, opens the Hub and serves it until ctx ends. ready, if
+// set, gets the address it listens on.
+func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
+	fs := flag.NewFlagSet("arkflow-hub", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var toks tokens
+	dataDir := fs.String("data-dir", "./arkflow-hub-data", "keep the Hub's SQLite file (hub.db) in `DIR`")
+	listen := fs.String("listen", envOr("ARKFLOW_HUB_ADDRESS", "127.0.0.1:8080"), "listen on `ADDR` (default $ARKFLOW_HUB_ADDRESS or 127.0.0.1:8080)")
+	fs.Var(&toks, "token", "an operator token `id|role|secret[|scopes]`; repeatable (default $ARKFLOW_OPERATOR_TOKENS, ';'-separated)")
+	nodeToken := fs.String("node-token", "", "the secret Agents register with (default $ARKFLOW_NODE_TOKEN; a flag shows in the process list)")
+	insecure := fs.Bool("insecure-no-auth", false, "let every operator request in as admin (testing only)")
+	lease := fs.Duration("lease", 15*time.Second, "how long a heartbeat keeps an Agent online")
+	poll := fs.Duration("poll-interval", time.Second, "how often Agents poll for commands")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("takes no arguments (got %s)", strings.Join(fs.Args(), " "))}
+	}
+	if len(toks) == 0 {
+		toks = splitTokens(os.Getenv("ARKFLOW_OPERATOR_TOKENS"))
+	}
+	if *nodeToken == "" {
+		*nodeToken = os.Getenv("ARKFLOW_NODE_TOKEN")
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *insecure {
+		logger.Warn("--insecure-no-auth: every operator request is let in as admin; never use this outside a test")
+	}
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return err
+	}
+	h, err := hub.New(hub.Config{DataDir: *dataDir, Tokens: toks, InsecureNoAuth: *insecure, NodeToken: *nodeToken,
+		Lease: *lease, PollInterval: *poll, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	logger.Info("hub listening", "addr", ln.Addr().String(), "data_dir", *dataDir, "operator_tokens", len(toks), "node_token", *nodeToken != "")
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	return h.Run(ctx, ln)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// splitTokens splits $ARKFLOW_OPERATOR_TOKENS on ';' and newlines.
+func splitTokens(s string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == '\n' }) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

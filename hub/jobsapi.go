@@ -1,0 +1,712 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
+	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
+	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+)
+
+func jobResource(r *http.Request) hubhttp.Resource {
+	return hubhttp.Resource{Type: hubhttp.ResourceJob, ID: r.PathValue("id")}
+}
+
+func anyJob(*http.Request) hubhttp.Resource { return hubhttp.Resource{Type: hubhttp.ResourceJob} }
+
+func (h *Hub) jobRoutes(mux *http.ServeMux) {
+	read := func(f http.HandlerFunc) http.Handler { return h.auth.Require(hubhttp.ActionRead, nil)(f) }
+	operate := func(f http.HandlerFunc) http.Handler { return h.auth.Require(hubhttp.ActionOperate, jobResource)(f) }
+	configure := func(f http.HandlerFunc) http.Handler { return h.auth.Require(hubhttp.ActionConfigure, anyJob)(f) }
+
+	mux.Handle("POST /api/v1/jobs/validate", configure(h.validateJob))
+	mux.Handle("POST /api/v1/jobs", configure(h.submitJob))
+	mux.Handle("GET /api/v1/jobs", read(h.listJobs))
+	mux.Handle("GET /api/v1/jobs/{id}", read(h.getJob))
+	mux.Handle("GET /api/v1/jobs/{id}/status", read(h.getJob))
+	mux.Handle("GET /api/v1/jobs/{id}/plan", read(h.getPlan))
+	mux.Handle("GET /api/v1/jobs/{id}/detail", read(h.jobDetail))
+	mux.Handle("GET /api/v1/jobs/{id}/versions", read(h.jobVersions))
+	mux.Handle("PUT /api/v1/jobs/{id}/desired-state", operate(h.setDesired))
+	mux.Handle("POST /api/v1/jobs/{id}/actions/{action}", operate(h.jobAction))
+	mux.Handle("POST /api/v1/jobs/{id}/savepoints", operate(func(w http.ResponseWriter, r *http.Request) { h.checkpoint(w, r, hubstore.KindSavepoint) }))
+	mux.Handle("POST /api/v1/jobs/{id}/checkpoints", operate(func(w http.ResponseWriter, r *http.Request) { h.checkpoint(w, r, hubstore.KindCheckpoint) }))
+	mux.Handle("GET /api/v1/jobs/{id}/savepoints", read(h.listCheckpoints))
+	mux.Handle("GET /api/v1/jobs/{id}/checkpoints", read(h.listCheckpoints))
+	mux.Handle("POST /api/v1/jobs/{id}/upgrades", h.auth.Require(hubhttp.ActionConfigure, jobResource)(http.HandlerFunc(h.upgrade)))
+	mux.Handle("POST /api/v1/jobs/{id}/upgrades/{upgrade}/rollback", operate(h.rollback))
+	mux.Handle("GET /api/v1/nodes", read(h.listNodes))
+}
+
+// validateJob is POST /jobs/validate: the deep validation of the spec (422
+// invalid_job_spec naming every problem's operator and field) and the fit
+// of every known node, naming what each lacks.
+func (h *Hub) validateJob(w http.ResponseWriter, r *http.Request) {
+	var req hubwire.ValidateJobRequest
+	if e := hubhttp.DecodeJSON(w, r, &req); e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	v, err := h.validateSpec(r.Context(), req.Spec, req.NodeIDs)
+	if err != nil {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusUnprocessableEntity, hubwire.CodeInvalidJobSpec, err.Error()).WithField("spec"))
+		return
+	}
+	if len(v.problems) > 0 {
+		hubhttp.WriteError(w, r, invalidSpec(v))
+		return
+	}
+	agents, err := h.store.ListAgents(r.Context())
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	planJSON, _ := json.Marshal(v.plan)
+	resp := hubwire.ValidateJobResponse{Valid: true, Plan: planJSON,
+		RequiredCapabilities: v.plan.RequiredCapabilities, Nodes: []hubwire.NodeCompatibility{}, Warnings: v.warnings}
+	now := h.cfg.Clock()
+	for _, a := range agents {
+		if len(req.NodeIDs) > 0 && !containsStr(req.NodeIDs, a.NodeID) {
+			continue
+		}
+		resp.Nodes = append(resp.Nodes, h.compatibility(a, v.plan, now))
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, resp)
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidSpec is the 422 of a spec that failed validation: every problem,
+// each naming the operator and field.
+func invalidSpec(v *validation) *hubhttp.Error {
+	e := hubhttp.NewError(http.StatusUnprocessableEntity, hubwire.CodeInvalidJobSpec, strings.Join(v.problems, "; "))
+	if len(v.fields) > 0 && v.fields[0] != "" {
+		e.WithField(v.fields[0])
+	}
+	return e.WithDetails(map[string]any{"problems": v.problems})
+}
+
+// submitJob is POST /jobs: it stores the validated spec as an immutable,
+// content-addressed version. A new job starts stopped at generation 1;
+// desired_state running also sets it running.
+func (h *Hub) submitJob(w http.ResponseWriter, r *http.Request) {
+	var req hubwire.SubmitJobRequest
+	if e := hubhttp.DecodeJSON(w, r, &req); e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	if req.DesiredState != "" && req.DesiredState != hubstore.DesiredRunning && req.DesiredState != hubstore.DesiredStopped {
+		hubhttp.WriteError(w, r, hubhttp.InvalidQuery("desired_state", "desired_state must be running or stopped").WithField("desired_state"))
+		return
+	}
+	key, e := hubhttp.IdempotencyKey(r)
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	v, err := h.validateSpec(r.Context(), req.Spec, req.NodeIDs)
+	if err != nil {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusBadRequest, hubwire.CodeInvalidJobSpec, err.Error()).WithField("spec"))
+		return
+	}
+	if len(v.problems) > 0 {
+		hubhttp.WriteError(w, r, invalidSpec(v))
+		return
+	}
+	planJSON, _ := json.Marshal(v.plan)
+	actor := actorOf(r)
+	res, err := h.store.SubmitJob(r.Context(), hubstore.SubmitRequest{JobID: v.spec.ID, Spec: v.specJSON, Plan: planJSON,
+		Actor: actor, CorrelationID: hubhttp.CorrelationID(r.Context()), IdempotencyKey: key})
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	h.log.Info("job submitted", "job", v.spec.ID, "version", res.Version.Number, "digest", res.Version.VersionID, "new", res.NewVersion)
+	if !res.NewJob && res.Version.VersionID != res.Job.CurrentVersion {
+		// Another spec for an existing job replaces the current one only
+		// while the job is stopped (v1 replaces it silently); a running
+		// job changes version through an upgrade, from a savepoint.
+		if e := h.mustBeStopped(r.Context(), res.Job); e != nil {
+			e.Message = "job " + v.spec.ID + " runs another version: stop it first, or upgrade it from a savepoint (POST /jobs/{id}/upgrades)"
+			hubhttp.WriteError(w, r, e)
+			return
+		}
+		cur := res.Job.Generation
+		if _, err := h.store.SetDesired(r.Context(), hubstore.DesiredChange{JobID: v.spec.ID, DesiredState: hubstore.DesiredStopped,
+			VersionID: res.Version.VersionID, Kind: "replace", ExpectedGeneration: &cur, Actor: actor,
+			CorrelationID: hubhttp.CorrelationID(r.Context()), IdempotencyKey: key}); err != nil {
+			h.storeError(w, r, err, hubwire.CodeJobNotFound)
+			return
+		}
+	}
+	if req.DesiredState == hubstore.DesiredRunning {
+		if _, e := h.changeDesired(r, v.spec.ID, hubstore.DesiredRunning, nil, "", "set_state"); e != nil {
+			hubhttp.WriteError(w, r, e)
+			return
+		}
+	}
+	rec, err := h.jobRecord(r.Context(), v.spec.ID)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	hubhttp.SetETag(w, int64(rec.Generation))
+	hubhttp.WriteJSON(w, http.StatusAccepted, rec)
+}
+
+func actorOf(r *http.Request) string {
+	if p := hubhttp.PrincipalFrom(r.Context()); p != nil {
+		return p.ID
+	}
+	return ""
+}
+
+func (h *Hub) listJobs(w http.ResponseWriter, r *http.Request) {
+	jobs, err := h.store.ListJobs(r.Context())
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	out := make([]hubwire.JobRecord, 0, len(jobs))
+	for _, j := range jobs {
+		rec, err := h.jobRecord(r.Context(), j.JobID)
+		if err != nil {
+			h.storeError(w, r, err, hubwire.CodeJobNotFound)
+			return
+		}
+		out = append(out, rec)
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *Hub) getJob(w http.ResponseWriter, r *http.Request) {
+	rec, err := h.jobRecord(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	hubhttp.SetETag(w, int64(rec.Generation))
+	hubhttp.WriteJSON(w, http.StatusOK, rec)
+}
+
+func (h *Hub) getPlan(w http.ResponseWriter, r *http.Request) {
+	j, v, err := h.currentVersion(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, hubwire.JobPlanResponse{JobID: j.JobID, Version: uint64(v.Number), Plan: v.Plan})
+}
+
+func (h *Hub) currentVersion(ctx context.Context, id string) (hubstore.Job, hubstore.JobVersion, error) {
+	j, err := h.store.GetJob(ctx, id)
+	if err != nil {
+		return j, hubstore.JobVersion{}, err
+	}
+	v, err := h.store.GetVersion(ctx, id, j.CurrentVersion)
+	return j, v, err
+}
+
+// observe aggregates the job's current generation against its desired
+// state (R-HUB-5).
+func (h *Hub) observe(ctx context.Context, j hubstore.Job) (hubstore.Aggregate, error) {
+	if j.DesiredState == hubstore.DesiredRunning {
+		return h.store.ObserveJob(ctx, j.JobID, hubstore.OpJobStart, hubstore.ObservedRunning)
+	}
+	return h.store.ObserveJob(ctx, j.JobID, hubstore.OpJobStop, hubstore.ObservedStopped)
+}
+
+// jobRecord is the v1 JobRecord of a job, its observed state aggregated
+// from every expected assignment of the current generation.
+func (h *Hub) jobRecord(ctx context.Context, id string) (hubwire.JobRecord, error) {
+	j, v, err := h.currentVersion(ctx, id)
+	if err != nil {
+		return hubwire.JobRecord{}, err
+	}
+	agg, err := h.observe(ctx, j)
+	if err != nil {
+		return hubwire.JobRecord{}, err
+	}
+	rec := hubwire.JobRecord{JobID: j.JobID, Version: uint64(v.Number), SpecJSON: string(v.Spec), DesiredState: j.DesiredState,
+		Generation: uint64(max(j.Generation, 0)), NodeIDs: []string{}, UpdatedAtMs: ms(j.UpdatedAt), Digest: v.VersionID}
+	for _, a := range agg.Assignments {
+		if !containsStr(rec.NodeIDs, a.NodeID) {
+			rec.NodeIDs = append(rec.NodeIDs, a.NodeID)
+		}
+	}
+	sort.Strings(rec.NodeIDs)
+	// A job that started and failed later is known from the Agents'
+	// reports of this generation, not from its start command.
+	if agg.State == hubstore.ObservedRunning {
+		obs, err := h.store.JobObservations(ctx, id)
+		if err != nil {
+			return hubwire.JobRecord{}, err
+		}
+		for _, o := range obs {
+			if o.Generation == j.Generation && o.State == hubwire.JobFailed && containsStr(rec.NodeIDs, o.NodeID) {
+				rec.ObservedState, rec.Convergence = hubwire.JobFailed, hubwire.ConvergenceDegraded
+				rec.LastError = fmt.Sprintf("node %s reports the job failed: %s", o.NodeID, o.Error)
+				return rec, nil
+			}
+		}
+	}
+	switch {
+	case j.Generation <= 1 && agg.Expected == 0:
+		rec.ObservedState, rec.Convergence = hubwire.JobValidated, hubwire.ConvergencePending
+	case agg.State == hubstore.ObservedFailed:
+		rec.ObservedState, rec.Convergence = hubwire.JobFailed, hubwire.ConvergenceDegraded
+		if agg.Failure != nil {
+			rec.LastError = fmt.Sprintf("node %s, command %s: %s", agg.Failure.NodeID, agg.Failure.CommandID, agg.Failure.Message)
+		}
+	case agg.State == hubstore.ObservedConverging:
+		rec.ObservedState, rec.Convergence = hubwire.JobConverging, hubwire.ConvergenceReconciling
+		if j.DesiredState == hubstore.DesiredRunning {
+			rec.ObservedState = hubwire.JobStarting
+		} else {
+			rec.ObservedState = hubwire.JobStopping
+		}
+	default:
+		rec.ObservedState, rec.Convergence = string(agg.State), hubwire.ConvergenceConverged
+	}
+	return rec, nil
+}
+
+// jobDetail is GET /jobs/{id}/detail: the record, the plan, one task per
+// assignment with its observed state, the nodes, the current generation's
+// operations and the checkpoints.
+func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	rec, err := h.jobRecord(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	j, v, err := h.currentVersion(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	agg, err := h.observe(ctx, j)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	d := hubwire.JobDetail{Job: rec, Plan: v.Plan}
+	action, target := hubwire.OpJobStop, hubwire.JobStopped
+	if j.DesiredState == hubstore.DesiredRunning {
+		action, target = hubwire.OpJobStart, hubwire.JobRunning
+	}
+	now := h.cfg.Clock()
+	for _, a := range agg.Assignments {
+		state := map[string]string{"succeeded": target, "pending": "pending", "degraded": "degraded", "failed": "failed"}[a.Status]
+		d.Tasks = append(d.Tasks, hubwire.TaskAttempt{ID: a.AssignmentID, JobID: id, JobVersion: uint64(v.Number), TaskID: id,
+			Generation: rec.Generation, NodeID: a.NodeID, State: state})
+		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
+			State: state, CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
+		d.Assignments = append(d.Assignments, as)
+		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
+			d.Nodes = append(d.Nodes, h.hubNode(ag, now))
+		}
+	}
+	cmds, err := h.store.ListCommands(ctx, id, j.Generation)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	for _, c := range cmds {
+		var term *hubstore.CommandResult
+		if c.State.Terminal() {
+			if rs, err := h.store.CommandResults(ctx, c.ID); err == nil && len(rs) > 0 {
+				term = &rs[len(rs)-1]
+			}
+		}
+		d.Operations = append(d.Operations, h.operation(c, term))
+	}
+	cps, err := h.store.ListCheckpoints(ctx, id, "")
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	for _, c := range cps {
+		d.Checkpoints = append(d.Checkpoints, h.checkpointRecord(ctx, c))
+	}
+	hubhttp.SetETag(w, int64(rec.Generation))
+	hubhttp.WriteJSON(w, http.StatusOK, d)
+}
+
+func (h *Hub) jobVersions(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	vs, err := h.store.ListVersions(r.Context(), id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	if len(vs) == 0 {
+		hubhttp.WriteError(w, r, hubhttp.NotFound(hubwire.CodeJobNotFound, "job "+id+" not found"))
+		return
+	}
+	out := make([]hubwire.JobVersionRecord, 0, len(vs))
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := vs[i]
+		out = append(out, hubwire.JobVersionRecord{JobID: id, Version: uint64(v.Number), SpecJSON: string(v.Spec), PlanJSON: string(v.Plan),
+			CreatedAtMs: ms(v.CreatedAt), Digest: v.VersionID})
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, out)
+}
+
+// setDesired is PUT /jobs/{id}/desired-state: a generation CAS (If-Match,
+// 412 generation_conflict) with Idempotency-Key replay.
+func (h *Hub) setDesired(w http.ResponseWriter, r *http.Request) {
+	var req hubwire.JobDesiredStateRequest
+	if e := hubhttp.DecodeJSONStrict(w, r, &req); e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	if req.State != hubstore.DesiredRunning && req.State != hubstore.DesiredStopped {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusBadRequest, hubwire.CodeInvalidJobState, "state must be running or stopped").WithField("state"))
+		return
+	}
+	gen, present, e := hubhttp.IfMatch(r)
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	var expected *int64
+	if present {
+		expected = &gen
+	}
+	h.respondDesired(w, r, req.State, expected, "set_state")
+}
+
+// jobAction is POST /jobs/{id}/actions/{start|stop|restart}.
+func (h *Hub) jobAction(w http.ResponseWriter, r *http.Request) {
+	state, kind := "", ""
+	switch r.PathValue("action") {
+	case "start":
+		state, kind = hubstore.DesiredRunning, "set_state"
+	case "stop":
+		state, kind = hubstore.DesiredStopped, "set_state"
+	case "restart":
+		state, kind = hubstore.DesiredRunning, "restart"
+	default:
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusBadRequest, hubwire.CodeInvalidJobAction, "action must be start, stop or restart"))
+		return
+	}
+	gen, present, e := hubhttp.IfMatch(r)
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	var expected *int64
+	if present {
+		expected = &gen
+	}
+	h.respondDesired(w, r, state, expected, kind)
+}
+
+func (h *Hub) respondDesired(w http.ResponseWriter, r *http.Request, state string, expected *int64, kind string) {
+	id := r.PathValue("id")
+	key, e := hubhttp.IdempotencyKey(r)
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	if _, e := h.changeDesired(r, id, state, expected, key, kind); e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	rec, err := h.jobRecord(r.Context(), id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	hubhttp.SetETag(w, int64(rec.Generation))
+	hubhttp.WriteJSON(w, http.StatusOK, rec)
+}
+
+// changeDesired places the job and records the change as one store
+// transaction (CAS, idempotency, intent, outbox, audit), then wakes the
+// reconciler.
+func (h *Hub) changeDesired(r *http.Request, id, state string, expected *int64, key, kind string) (hubstore.DesiredResult, *hubhttp.Error) {
+	ctx := r.Context()
+	j, v, err := h.currentVersion(ctx, id)
+	if err != nil {
+		return hubstore.DesiredResult{}, h.errorOf(r, err, hubwire.CodeJobNotFound)
+	}
+	// Without a key, a stale If-Match is refused before placement; with
+	// one, the store answers a replay first.
+	if expected != nil && *expected != j.Generation && key == "" {
+		return hubstore.DesiredResult{}, hubhttp.GenerationPreconditionFailed(*expected, j.Generation)
+	}
+	next := j.Generation + 1
+	var assignments []hubstore.Assignment
+	if state == hubstore.DesiredRunning {
+		node, e := h.place(ctx, j, v)
+		if e != nil {
+			return hubstore.DesiredResult{}, e
+		}
+		assignments = []hubstore.Assignment{{AssignmentID: fmt.Sprintf("%s:%s:%d", id, node, next), NodeID: node}}
+	} else {
+		prev, err := h.store.Assignments(ctx, id, j.Generation)
+		if err != nil {
+			return hubstore.DesiredResult{}, h.errorOf(r, err, "")
+		}
+		if j.DesiredState == hubstore.DesiredRunning {
+			for _, a := range prev {
+				assignments = append(assignments, hubstore.Assignment{AssignmentID: fmt.Sprintf("%s:%s:%d", id, a.NodeID, next), NodeID: a.NodeID})
+			}
+		}
+	}
+	res, err := h.store.SetDesired(ctx, hubstore.DesiredChange{JobID: id, DesiredState: state, Kind: kind, ExpectedGeneration: expected,
+		Assignments: assignments, Actor: actorOf(r), CorrelationID: hubhttp.CorrelationID(ctx), IdempotencyKey: key})
+	if err != nil {
+		return res, h.errorOf(r, err, hubwire.CodeJobNotFound)
+	}
+	h.log.Info("job desired state", "job", id, "state", state, "generation", res.Generation, "replayed", res.Replayed)
+	h.poke()
+	return res, nil
+}
+
+// errorOf maps a store error like storeError, returning the envelope.
+func (h *Hub) errorOf(r *http.Request, err error, notFound string) *hubhttp.Error {
+	var gc *hubstore.GenerationConflictError
+	switch {
+	case errors.As(err, &gc):
+		return hubhttp.GenerationPreconditionFailed(gc.Expected, gc.Current)
+	case errors.Is(err, hubstore.ErrNotFound):
+		return hubhttp.NotFound(notFound, notFoundMessage(r, err))
+	case errors.Is(err, hubstore.ErrIdempotencyKeyReused):
+		return hubhttp.IdempotencyKeyReused()
+	case errors.Is(err, hubstore.ErrInvalid):
+		return hubhttp.NewError(http.StatusUnprocessableEntity, hubhttp.CodeValidationFailed, err.Error())
+	}
+	h.log.Error("store", "error", err, "correlation_id", hubhttp.CorrelationID(r.Context()), "path", r.URL.Path)
+	return hubhttp.Internal()
+}
+
+// place picks the node that runs the job: the node of the previous
+// generation if it is still online and fits, else the least-loaded online
+// Agent that fits. None fitting is 409 node_unavailable, naming what each
+// node lacks.
+func (h *Hub) place(ctx context.Context, j hubstore.Job, v hubstore.JobVersion) (string, *hubhttp.Error) {
+	var p plan
+	if err := json.Unmarshal(v.Plan, &p); err != nil {
+		return "", hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored plan does not decode")
+	}
+	agents, err := h.store.ListAgents(ctx)
+	if err != nil {
+		return "", hubhttp.Internal()
+	}
+	load, err := h.load(ctx)
+	if err != nil {
+		return "", hubhttp.Internal()
+	}
+	prev := map[string]bool{}
+	if as, err := h.store.Assignments(ctx, j.JobID, j.Generation); err == nil {
+		for _, a := range as {
+			prev[a.NodeID] = true
+		}
+	}
+	now := h.cfg.Clock()
+	best, why := "", []string{}
+	for _, a := range agents {
+		nc := h.compatibility(a, p, now)
+		if !nc.Compatible {
+			why = append(why, fmt.Sprintf("%s lacks %s", a.NodeID, strings.Join(nc.MissingCapabilities, ", ")))
+			continue
+		}
+		switch {
+		case best == "":
+			best = a.NodeID
+		case prev[a.NodeID] && !prev[best]:
+			best = a.NodeID
+		case prev[a.NodeID] == prev[best] && load[a.NodeID] < load[best]:
+			best = a.NodeID
+		}
+	}
+	if best == "" {
+		msg := "no online agent can run job " + j.JobID
+		if len(why) > 0 {
+			msg += ": " + strings.Join(why, "; ")
+		}
+		return "", hubhttp.NewError(http.StatusConflict, hubwire.CodeNodeUnavailable, msg).WithDetails(map[string]any{"nodes": why})
+	}
+	return best, nil
+}
+
+// load counts the jobs desired running on each node.
+func (h *Hub) load(ctx context.Context) (map[string]int, error) {
+	jobs, err := h.store.ListJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, j := range jobs {
+		if j.DesiredState != hubstore.DesiredRunning {
+			continue
+		}
+		as, err := h.store.Assignments(ctx, j.JobID, j.Generation)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			out[a.NodeID]++
+		}
+	}
+	return out, nil
+}
+
+func nodeState(a hubstore.Agent, now time.Time) string {
+	switch {
+	case !a.Online(now):
+		return hubwire.NodeStale
+	case a.State == hubwire.NodeDraining || a.MaintenanceState == hubstore.MaintenanceDraining:
+		return hubwire.NodeDraining
+	}
+	return hubwire.NodeOnline
+}
+
+func (h *Hub) hubNode(a hubstore.Agent, now time.Time) hubwire.HubNode {
+	n := hubwire.HubNode{ID: a.NodeID, ProtocolVersion: a.ProtocolVersion, Version: a.SoftwareVersion, State: nodeState(a, now),
+		Capabilities: a.Capabilities.Features, LastSeenAtMs: ms(a.LastSeen), LeaseExpiresAtMs: ms(a.LeaseExpires),
+		MaintenanceState: a.MaintenanceState, BootID: a.BootID}
+	if c := a.Capabilities; c.JobRuntimeVersion != "" || len(c.StateBackends) > 0 || len(c.Connectors) > 0 || len(c.Operators) > 0 {
+		n.CapabilityDetails = &hubwire.CapabilityDetails{JobRuntimeVersion: c.JobRuntimeVersion, StateBackends: c.StateBackends,
+			CheckpointProtocolVersion: uint32(max(c.CheckpointProtocol, 0)), Connectors: c.Connectors, Operators: c.Operators}
+	}
+	return n
+}
+
+// listNodes is GET /nodes, paged.
+func (h *Hub) listNodes(w http.ResponseWriter, r *http.Request) {
+	pg, e := hubhttp.ParsePaging(r)
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	agents, err := h.store.ListAgents(r.Context())
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	now := h.cfg.Clock()
+	var items []hubwire.HubNode
+	for i := int(pg.Offset()); i < len(agents) && len(items) < pg.PageSize; i++ {
+		items = append(items, h.hubNode(agents[i], now))
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, hubhttp.NewPage(pg, items, int64(len(agents))))
+}
+
+// checkpoint is POST /jobs/{id}/savepoints (kind savepoint) and
+// /checkpoints (kind checkpoint): a pending record and a job_savepoint or
+// job_checkpoint command to every node of the running generation. The
+// record completes when every expected assignment succeeded.
+func (h *Hub) checkpoint(w http.ResponseWriter, r *http.Request, kind string) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	var req hubwire.SavepointRequest
+	if r.ContentLength != 0 {
+		if e := hubhttp.DecodeJSON(w, r, &req); e != nil {
+			hubhttp.WriteError(w, r, e)
+			return
+		}
+	}
+	j, err := h.store.GetJob(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	agg, err := h.observe(ctx, j)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	if j.DesiredState != hubstore.DesiredRunning || agg.State != hubstore.ObservedRunning {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeSavepointNotReady, "the job is not observed running: no "+kind+" can be taken"))
+		return
+	}
+	cpID := fmt.Sprintf("%s-%d-%d", kind, j.Generation, h.cfg.Clock().UnixMilli())
+	name, op := "", hubstore.OpJobCheckpoint
+	if kind == hubstore.KindSavepoint {
+		name, op = req.Name, hubstore.OpJobSavepoint
+		if name == "" {
+			name = cpID
+		}
+	}
+	if _, err := h.store.CreateCheckpoint(ctx, hubstore.Checkpoint{JobID: id, CheckpointID: cpID, Kind: kind,
+		Generation: j.Generation, VersionID: j.CurrentVersion, FormatVersion: 1}); err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	as, err := h.store.Assignments(ctx, id, j.Generation)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	for _, a := range as {
+		payload, _ := json.Marshal(hubwire.CheckpointPayload{JobID: id, CheckpointID: cpID, Name: name,
+			Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: id, TaskID: id, Generation: uint64(j.Generation), NodeID: a.NodeID}}})
+		if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{NodeID: a.NodeID, Operation: op, JobID: id,
+			Generation: j.Generation, AssignmentID: a.AssignmentID, CheckpointID: cpID, CorrelationID: hubhttp.CorrelationID(ctx),
+			Payload: payload, ExpiresAt: h.cfg.Clock().Add(h.cfg.CommandTimeout)}); err != nil {
+			h.storeError(w, r, err, "")
+			return
+		}
+	}
+	if err := h.store.Audit(ctx, hubstore.AuditRecord{Actor: actorOf(r), Action: "job." + kind, ResourceType: "job", ResourceID: id,
+		Outcome: "accepted", Message: kind + " " + cpID + " " + name, CorrelationID: hubhttp.CorrelationID(ctx)}); err != nil {
+		h.log.Warn("writing an audit row", "error", err)
+	}
+	rec, err := h.jobRecord(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	rec.CheckpointID = cpID
+	hubhttp.WriteJSON(w, http.StatusAccepted, rec)
+}
+
+// listCheckpoints is GET /jobs/{id}/checkpoints and /savepoints: both
+// kinds, newest first, as v1 answers both routes.
+func (h *Hub) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := h.store.GetJob(r.Context(), id); err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	cps, err := h.store.ListCheckpoints(r.Context(), id, "")
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	out := make([]hubwire.JobCheckpointRecord, 0, len(cps))
+	for _, c := range cps {
+		out = append(out, h.checkpointRecord(r.Context(), c))
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *Hub) checkpointRecord(ctx context.Context, c hubstore.Checkpoint) hubwire.JobCheckpointRecord {
+	rec := hubwire.JobCheckpointRecord{JobID: c.JobID, CheckpointID: c.CheckpointID, Kind: c.Kind, Status: c.Status,
+		ManifestURI: c.ManifestURI, FormatVersion: uint32(max(c.FormatVersion, 0)), CreatedAtMs: ms(c.CreatedAt),
+		UpdatedAtMs: ms(c.UpdatedAt), Generation: uint64(max(c.Generation, 0)), Error: c.Error}
+	if v, err := h.store.GetVersion(ctx, c.JobID, c.VersionID); err == nil {
+		rec.JobVersion = uint64(v.Number)
+	}
+	return rec
+}
