@@ -325,6 +325,11 @@ func (b *badgerBackend) openDB(opts Options, t0 time.Time, loadLayers bool) erro
 		}
 		return err
 	}
+	if !opts.InMemory {
+		if err := removeEmptyMemtables(opts.Dir); err != nil {
+			return fail(fmt.Errorf("state: opening badger in %s: %w", opts.Dir, err))
+		}
+	}
 	db, err := badger.Open(badgerOptions(opts))
 	if err != nil {
 		if opts.InMemory {
@@ -1178,4 +1183,31 @@ func (b *badgerBackend) Size(jobName, operator string) (int64, error) {
 		})
 	})
 	return n, err
+}
+
+// removeEmptyMemtables deletes the memtable files of dir that have no
+// bytes. Badger creates a memtable's file and then extends it; a process
+// killed between the two leaves an empty file, on which Badger's Open fails
+// with "while opening memtables ... Create a new file" (dgraph-io/badger
+// issue 2207). An empty file holds no entry, so removing it loses nothing.
+func removeEmptyMemtables(dir string) error {
+	mems, err := filepath.Glob(filepath.Join(dir, "*.mem"))
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, m := range mems {
+		fi, err := os.Stat(m)
+		if err != nil || fi.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(m); err != nil {
+			return err
+		}
+		removed = true
+	}
+	if removed {
+		return fsutil.SyncDir(dir)
+	}
+	return nil
 }
