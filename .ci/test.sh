@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README gives it: starts the servers the
 # integration tests use (a MinIO S3 server and the kfake Kafka-protocol
-# broker, both on 127.0.0.1), then runs gofmt, go vet and every test with
-# -race. Tests that need a server find it through ARKFLOW_TEST_* variables;
+# broker, both on 127.0.0.1), installs Debian's chromium with apt-get when
+# missing (the Hub page's browser test), then runs gofmt, go vet and every
+# test with -race. Tests that need a server find it through ARKFLOW_TEST_* variables;
 # run without this script, they skip and say how to start it.
 #
 # Binaries are cached in ${ARKFLOW_CACHE:-$HOME/.cache/arkflow-go}: the
@@ -53,6 +54,19 @@ if [ ! -x "$kfake" ]; then
 fi
 "$kfake" >"$work/kfake.out" 2>"$work/kfake.log" &
 pids+=($!)
+
+# --- Chromium for the Hub page's browser test (Debian's package) ------------
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "installing Debian's chromium for the Hub page test..."
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -q chromium >"$work/apt.log" 2>&1 ||
+    { $sudo apt-get update -q >>"$work/apt.log" 2>&1 && $sudo apt-get install -y -q chromium >>"$work/apt.log" 2>&1; } ||
+    { echo "could not install chromium:"; tail -20 "$work/apt.log"; exit 1; }
+fi
+export ARKFLOW_TEST_CHROMIUM=$(command -v chromium)
+# Screenshots of the page tests land here (not committed).
+export ARKFLOW_TEST_ARTIFACTS=${ARKFLOW_TEST_ARTIFACTS:-$root/artifacts}
 
 # Wait for both.
 for _ in $(seq 1 100); do

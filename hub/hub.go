@@ -1,7 +1,9 @@
 // Package hub is the ArkFlow control plane: it keeps jobs, their versions
 // and desired state in a SQLite file, places each job on a fitting Agent
 // (see package hubclient) and turns desired state into commands the Agents
-// poll. Its HTTP API is ArkFlow v1's under /api/v1.
+// poll. Its HTTP API is ArkFlow v1's under /api/v1; a read-only operator
+// page at /ui/ shows jobs, versions, assignments, checkpoints, Agents and
+// the audit log over that API.
 package hub
 
 import (
@@ -147,7 +149,9 @@ func New(cfg Config) (*Hub, error) {
 }
 
 // Handler returns the Hub's HTTP handler: the agent and operator APIs
-// under /api/v1 and the health routes.
+// under /api/v1, the health routes and the operator page at /ui/ (/
+// redirects there; the page asks for an operator token and reads the API
+// with it).
 func (h *Hub) Handler() http.Handler { return h.handler }
 
 // Run serves the Hub on ln until ctx ends, then shuts the server down
@@ -216,6 +220,7 @@ func (h *Hub) routes() http.Handler {
 	}})
 	h.agentRoutes(mux)
 	h.jobRoutes(mux)
+	h.uiRoutes(mux)
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		hubhttp.WriteError(w, r, hubhttp.NotFound("", "no such route: "+r.Method+" "+r.URL.Path))
 	})

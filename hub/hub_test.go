@@ -554,3 +554,57 @@ func TestAgentRestartRestartsItsJobs(t *testing.T) {
 		t.Fatalf("want a start per process, got %d: %s", starts, body)
 	}
 }
+
+// TestAuditLog: GET /audit pages the audit log newest first, filters by
+// resource id, and records refused requests as well as accepted ones.
+func TestAuditLog(t *testing.T) {
+	h, err := hub.New(testConfig(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	api := srv.URL + "/api/v1"
+	// Two jobs of built-in connectors, which need no Agent to validate.
+	builtin := `{"id":"%s","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
+		"edges":[{"id":"e","from":"gen","to":"out"}],
+		"sources":[{"operator_id":"gen","input_type":"generate","config":{"fields":[{"name":"n","type":"int64"}]}}],
+		"sinks":[{"operator_id":"out","output_type":"drop"}]}`
+	for _, id := range []string{"a1", "a2"} {
+		st, _, body := call(t, "POST", api+"/jobs", operatorToken, map[string]any{"spec": json.RawMessage(strings.ReplaceAll(builtin, "%s", id))})
+		if st != 202 {
+			t.Fatalf("submit %s: %d %s", id, st, body)
+		}
+	}
+	st, _, body := call(t, "PUT", api+"/jobs/a1/desired-state", viewerToken, hubwire.JobDesiredStateRequest{State: "running"})
+	if st != 403 {
+		t.Fatalf("viewer set state: %d %s", st, body)
+	}
+
+	st, _, body = call(t, "GET", api+"/audit?resource_id=a1", viewerToken, nil)
+	if st != 200 {
+		t.Fatalf("audit: %d %s", st, body)
+	}
+	p := decode[hubwire.Page[hubwire.AuditRecord]](t, body)
+	if p.Total != 2 || len(p.Items) != 2 {
+		t.Fatalf("a1's audit: %s", body)
+	}
+	// Newest first: the refused change, then the submit.
+	if a := p.Items[0]; a.Outcome != "rejected" || a.FailureCode != "forbidden" || a.Actor != "eyes" || a.ResourceID != "a1" || a.CorrelationID == "" {
+		t.Fatalf("newest a1 row: %+v", a)
+	}
+	if a := p.Items[1]; a.Outcome != "accepted" || a.Action != "job.submit" || a.Actor != "ops" || p.Items[0].EventID <= a.EventID || a.OccurredAtMs == 0 {
+		t.Fatalf("older a1 row: %+v", a)
+	}
+	// Paging over everything: page 2 of size 1 is the second newest row.
+	_, _, body = call(t, "GET", api+"/audit", viewerToken, nil)
+	all := decode[hubwire.Page[hubwire.AuditRecord]](t, body)
+	_, _, body = call(t, "GET", api+"/audit?page=2&page_size=1", viewerToken, nil)
+	p2 := decode[hubwire.Page[hubwire.AuditRecord]](t, body)
+	if all.Total < 3 || p2.Total != all.Total || len(p2.Items) != 1 || p2.Items[0] != all.Items[1] {
+		t.Fatalf("paging: all %s, page 2 %s", mustJSON(t, all), body)
+	}
+	st, hdr, body := call(t, "GET", api+"/audit?page_size=x", viewerToken, nil)
+	envelope(t, st, 400, hdr, body, "invalid_query")
+}

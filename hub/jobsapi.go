@@ -43,6 +43,7 @@ func (h *Hub) jobRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/jobs/{id}/upgrades", h.auth.Require(hubhttp.ActionConfigure, jobResource)(http.HandlerFunc(h.upgrade)))
 	mux.Handle("POST /api/v1/jobs/{id}/upgrades/{upgrade}/rollback", operate(h.rollback))
 	mux.Handle("GET /api/v1/nodes", read(h.listNodes))
+	mux.Handle("GET /api/v1/audit", read(h.listAudit))
 }
 
 // validateJob is POST /jobs/validate: the deep validation of the spec (422
@@ -345,6 +346,7 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 	for _, c := range cps {
 		d.Checkpoints = append(d.Checkpoints, h.checkpointRecord(ctx, c))
 	}
+	d.CheckpointHealth = checkpointHealth(cps)
 	hubhttp.SetETag(w, int64(rec.Generation))
 	hubhttp.WriteJSON(w, http.StatusOK, d)
 }
@@ -585,11 +587,47 @@ func (h *Hub) hubNode(a hubstore.Agent, now time.Time) hubwire.HubNode {
 	n := hubwire.HubNode{ID: a.NodeID, ProtocolVersion: a.ProtocolVersion, Version: a.SoftwareVersion, State: nodeState(a, now),
 		Capabilities: a.Capabilities.Features, LastSeenAtMs: ms(a.LastSeen), LeaseExpiresAtMs: ms(a.LeaseExpires),
 		MaintenanceState: a.MaintenanceState, BootID: a.BootID}
+	n.StreamsTotal, n.StreamsRunning, n.StreamsFailed = reportedCounts(a.LastReport)
 	if c := a.Capabilities; c.JobRuntimeVersion != "" || len(c.StateBackends) > 0 || len(c.Connectors) > 0 || len(c.Operators) > 0 {
 		n.CapabilityDetails = &hubwire.CapabilityDetails{JobRuntimeVersion: c.JobRuntimeVersion, StateBackends: c.StateBackends,
 			CheckpointProtocolVersion: uint32(max(c.CheckpointProtocol, 0)), Connectors: c.Connectors, Operators: c.Operators}
 	}
 	return n
+}
+
+// reportedCounts counts the streams and jobs of an Agent's last report
+// (v1 reports streams, our Agents jobs): in all, running and failed.
+func reportedCounts(report json.RawMessage) (total, running, failed uint64) {
+	if len(report) == 0 {
+		return 0, 0, 0
+	}
+	var rep struct {
+		Streams []struct {
+			State string `json:"state"`
+		} `json:"streams"`
+		Jobs []struct {
+			State string `json:"state"`
+		} `json:"jobs"`
+	}
+	if json.Unmarshal(report, &rep) != nil {
+		return 0, 0, 0
+	}
+	count := func(state string) {
+		total++
+		switch state {
+		case hubwire.JobRunning:
+			running++
+		case hubwire.JobFailed:
+			failed++
+		}
+	}
+	for _, s := range rep.Streams {
+		count(s.State)
+	}
+	for _, j := range rep.Jobs {
+		count(j.State)
+	}
+	return total, running, failed
 }
 
 // listNodes is GET /nodes, paged.
@@ -709,4 +747,51 @@ func (h *Hub) checkpointRecord(ctx context.Context, c hubstore.Checkpoint) hubwi
 		rec.JobVersion = uint64(v.Number)
 	}
 	return rec
+}
+
+// checkpointHealth summarises the checkpoints (not savepoints) the Hub
+// recorded, newest first: degraded while the newest ones failed. Nil when
+// there are none.
+func checkpointHealth(newestFirst []hubstore.Checkpoint) *hubwire.CheckpointHealth {
+	var hl *hubwire.CheckpointHealth
+	for _, c := range newestFirst {
+		if c.Kind != hubstore.KindCheckpoint || c.Status == hubwire.CheckpointPending {
+			continue
+		}
+		if hl == nil {
+			hl = &hubwire.CheckpointHealth{State: "healthy"}
+		}
+		if c.Status == hubwire.CheckpointCompleted {
+			hl.LastCompletedCheckpointID, hl.LastCompletedAtMs = c.CheckpointID, ms(c.UpdatedAt)
+			break
+		}
+		hl.ConsecutiveFailures++
+		hl.State = "degraded"
+		if hl.LastError == "" {
+			hl.LastError = c.Error
+		}
+	}
+	return hl
+}
+
+// listAudit is GET /audit?resource_id: the audit log, newest first, paged.
+// Like v1 it needs only the read action.
+func (h *Hub) listAudit(w http.ResponseWriter, r *http.Request) {
+	pg, e := hubhttp.ParsePaging(r)
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	rows, total, err := h.store.AuditPage(r.Context(), r.URL.Query().Get("resource_id"), int(pg.Offset()), pg.PageSize)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	items := make([]hubwire.AuditRecord, 0, len(rows))
+	for _, a := range rows {
+		items = append(items, hubwire.AuditRecord{EventID: a.ID, Actor: a.Actor, Action: a.Action, ResourceType: a.ResourceType,
+			ResourceID: a.ResourceID, CorrelationID: a.CorrelationID, Outcome: a.Outcome, FailureCode: a.FailureCode,
+			Message: a.Message, OccurredAtMs: ms(a.At)})
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, hubhttp.NewPage(pg, items, total))
 }

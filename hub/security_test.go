@@ -41,6 +41,8 @@ var hubRoutes = map[string]struct {
 	"GET /health":    {public, "/health"},
 	"GET /readiness": {public, "/readiness"},
 	"GET /liveness":  {public, "/liveness"},
+	"GET /ui/":       {public, "/ui/"},
+	"GET /{$}":       {public, "/"},
 
 	"POST /api/v1/agent/register":             {agentReg, "/api/v1/agent/register"},
 	"POST /api/v1/agent/heartbeat":            {agentRPC, "/api/v1/agent/heartbeat"},
@@ -66,6 +68,7 @@ var hubRoutes = map[string]struct {
 	"POST /api/v1/jobs/{id}/upgrades":                    {opWrite, "/api/v1/jobs/sec/upgrades"},
 	"POST /api/v1/jobs/{id}/upgrades/{upgrade}/rollback": {opWrite, "/api/v1/jobs/sec/upgrades/u1/rollback"},
 	"GET /api/v1/nodes":                                  {opRead, "/api/v1/nodes"},
+	"GET /api/v1/audit":                                  {opRead, "/api/v1/audit"},
 	// The catch-all under the prefix answers 404 to anyone.
 	"/api/v1/": {public, "/api/v1/no-such-route"},
 }
@@ -192,7 +195,7 @@ func TestSecuritySweep(t *testing.T) {
 		t.Fatalf("result: %d %v", st, v)
 	}
 	for _, p := range []string{"/jobs", "/jobs/sec", "/jobs/sec/status", "/jobs/sec/plan", "/jobs/sec/detail", "/jobs/sec/versions",
-		"/jobs/sec/checkpoints", "/jobs/sec/savepoints", "/nodes"} {
+		"/jobs/sec/checkpoints", "/jobs/sec/savepoints", "/nodes", "/audit"} {
 		st, _, body := call(t, "GET", api+p, viewerToken, nil)
 		keep(st, body)
 		if st != 200 {

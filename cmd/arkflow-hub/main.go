@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	if err != nil {
 		return err
 	}
-	logger.Info("hub listening", "addr", ln.Addr().String(), "data_dir", *dataDir, "operator_tokens", len(toks), "node_token", *nodeToken != "")
+	logger.Info("hub listening", "addr", ln.Addr().String(), "page", "http://"+ln.Addr().String()+"/", "data_dir", *dataDir, "operator_tokens", len(toks), "node_token", *nodeToken != "")
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

@@ -43,10 +43,22 @@ func (s *Store) ListAudit(ctx context.Context, resourceID string, limit int) ([]
 	if limit <= 0 {
 		limit = 100
 	}
+	out, _, err := s.AuditPage(ctx, resourceID, 0, limit)
+	return out, err
+}
+
+// AuditPage returns the audit rows of one resource id ("" for all), newest
+// first, skipping offset and returning at most limit, and how many rows
+// match in all.
+func (s *Store) AuditPage(ctx context.Context, resourceID string, offset, limit int) ([]AuditRecord, int64, error) {
+	var total int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM audit_log WHERE (? = '' OR resource_id = ?)`, resourceID, resourceID).Scan(&total); err != nil {
+		return nil, 0, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT audit_id, actor, action, resource_type, resource_id, outcome, failure_code, message, correlation_id, occurred_at_ms
-		FROM audit_log WHERE (? = '' OR resource_id = ?) ORDER BY audit_id DESC LIMIT ?`, resourceID, resourceID, limit)
+		FROM audit_log WHERE (? = '' OR resource_id = ?) ORDER BY audit_id DESC LIMIT ? OFFSET ?`, resourceID, resourceID, limit, offset)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
 	var out []AuditRecord
@@ -54,10 +66,10 @@ func (s *Store) ListAudit(ctx context.Context, resourceID string, limit int) ([]
 		var a AuditRecord
 		var at int64
 		if err := rows.Scan(&a.ID, &a.Actor, &a.Action, &a.ResourceType, &a.ResourceID, &a.Outcome, &a.FailureCode, &a.Message, &a.CorrelationID, &at); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		a.At = time.UnixMilli(at)
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	return out, total, rows.Err()
 }

@@ -40,6 +40,7 @@ var goldens = map[string]func() any{
 	"hub_operation.json":                     func() any { return new(HubOperation) },
 	"operations_page.json":                   func() any { return new(Page[HubOperation]) },
 	"nodes_page.json":                        func() any { return new(Page[HubNode]) },
+	"audit_page.json":                        func() any { return new(Page[AuditRecord]) },
 	"accepted_intent.json":                   func() any { return new(AcceptedIntentResponse) },
 	"stream_desired_state.json":              func() any { return new(StreamDesiredStateRequest) },
 	"api_error_generation_conflict.json":     func() any { return new(ApiError) },

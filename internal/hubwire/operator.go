@@ -158,6 +158,26 @@ type StreamDesiredStateRequest struct {
 	ActionID      string `json:"action_id,omitempty"`
 }
 
+// AuditRecord is one row of the audit log (GET /audit, a
+// Page[AuditRecord], newest first): who did what to which resource, and
+// whether it was accepted or rejected. Denied requests are audited too.
+type AuditRecord struct {
+	EventID       int64  `json:"event_id"`
+	Actor         string `json:"actor"`
+	Action        string `json:"action"`
+	ResourceType  string `json:"resource_type"`
+	ResourceID    string `json:"resource_id"`
+	NodeID        string `json:"node_id,omitempty"`
+	StreamID      string `json:"stream_id,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// Outcome is accepted or rejected.
+	Outcome     string `json:"outcome"`
+	FailureCode string `json:"failure_code,omitempty"`
+	// Message is cut to 256 bytes.
+	Message      string `json:"message"`
+	OccurredAtMs uint64 `json:"occurred_at_ms"`
+}
+
 // SystemResponse is the body of GET /system.
 type SystemResponse struct {
 	// ID is "arkflow-control-hub"; State is "running".
