@@ -242,28 +242,9 @@ func (h *Hub) commandResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !out.Duplicate && out.Command.State.Terminal() {
-		h.finishCheckpoint(r, out.Command, req)
-		h.poke()
+		h.poke() // the reconciler moves checkpoints on (advanceCheckpoints)
 	}
 	hubhttp.WriteJSON(w, http.StatusOK, h.operation(out.Command, out.Terminal))
-}
-
-// finishCheckpoint completes or fails the record of a checkpoint or
-// savepoint command that ended.
-func (h *Hub) finishCheckpoint(r *http.Request, c hubstore.Command, res hubwire.CommandResult) {
-	if c.CheckpointID == "" || (c.Operation != hubstore.OpJobSavepoint && c.Operation != hubstore.OpJobCheckpoint) {
-		return
-	}
-	status, uri := hubstore.CheckpointFailed, ""
-	if c.State == hubstore.CommandSucceeded {
-		status, uri = hubstore.CheckpointCompleted, res.CheckpointManifestURI
-		if uri == "" {
-			uri = res.ObservedCheckpointID
-		}
-	}
-	if _, err := h.store.FinishCheckpoint(r.Context(), c.JobID, c.CheckpointID, status, uri, res.Error); err != nil {
-		h.log.Warn("finishing a checkpoint record", "job", c.JobID, "checkpoint", c.CheckpointID, "error", err)
-	}
 }
 
 // operation is the HubOperation view of a command.

@@ -73,7 +73,8 @@ type Hub struct {
 	wake      chan struct{}
 
 	staleMu sync.Mutex
-	online  map[string]bool // node id → online at the last sweep
+	online  map[string]bool   // node id → online at the last sweep
+	blocked map[string]string // job → why it cannot fail over (logged once)
 
 	mu     sync.Mutex
 	cancel context.CancelFunc

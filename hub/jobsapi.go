@@ -458,11 +458,10 @@ func (h *Hub) changeDesired(r *http.Request, id, state string, expected *int64, 
 	next := j.Generation + 1
 	var assignments []hubstore.Assignment
 	if state == hubstore.DesiredRunning {
-		node, e := h.place(ctx, j, v)
-		if e != nil {
+		var e *hubhttp.Error
+		if assignments, e = h.placement(ctx, j, v, next, nil); e != nil {
 			return hubstore.DesiredResult{}, e
 		}
-		assignments = []hubstore.Assignment{{AssignmentID: fmt.Sprintf("%s:%s:%d", id, node, next), NodeID: node}}
 	} else {
 		prev, err := h.store.Assignments(ctx, id, j.Generation)
 		if err != nil {
@@ -499,78 +498,6 @@ func (h *Hub) errorOf(r *http.Request, err error, notFound string) *hubhttp.Erro
 	}
 	h.log.Error("store", "error", err, "correlation_id", hubhttp.CorrelationID(r.Context()), "path", r.URL.Path)
 	return hubhttp.Internal()
-}
-
-// place picks the node that runs the job: the node of the previous
-// generation if it is still online and fits, else the least-loaded online
-// Agent that fits. None fitting is 409 node_unavailable, naming what each
-// node lacks.
-func (h *Hub) place(ctx context.Context, j hubstore.Job, v hubstore.JobVersion) (string, *hubhttp.Error) {
-	var p plan
-	if err := json.Unmarshal(v.Plan, &p); err != nil {
-		return "", hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored plan does not decode")
-	}
-	agents, err := h.store.ListAgents(ctx)
-	if err != nil {
-		return "", hubhttp.Internal()
-	}
-	load, err := h.load(ctx)
-	if err != nil {
-		return "", hubhttp.Internal()
-	}
-	prev := map[string]bool{}
-	if as, err := h.store.Assignments(ctx, j.JobID, j.Generation); err == nil {
-		for _, a := range as {
-			prev[a.NodeID] = true
-		}
-	}
-	now := h.cfg.Clock()
-	best, why := "", []string{}
-	for _, a := range agents {
-		nc := h.compatibility(a, p, now)
-		if !nc.Compatible {
-			why = append(why, fmt.Sprintf("%s lacks %s", a.NodeID, strings.Join(nc.MissingCapabilities, ", ")))
-			continue
-		}
-		switch {
-		case best == "":
-			best = a.NodeID
-		case prev[a.NodeID] && !prev[best]:
-			best = a.NodeID
-		case prev[a.NodeID] == prev[best] && load[a.NodeID] < load[best]:
-			best = a.NodeID
-		}
-	}
-	if best == "" {
-		msg := "no online agent can run job " + j.JobID
-		if len(why) > 0 {
-			msg += ": " + strings.Join(why, "; ")
-		}
-		return "", hubhttp.NewError(http.StatusConflict, hubwire.CodeNodeUnavailable, msg).WithDetails(map[string]any{"nodes": why})
-	}
-	return best, nil
-}
-
-// load counts the jobs desired running on each node.
-func (h *Hub) load(ctx context.Context) (map[string]int, error) {
-	jobs, err := h.store.ListJobs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	for _, j := range jobs {
-		if j.DesiredState != hubstore.DesiredRunning {
-			continue
-		}
-		as, err := h.store.Assignments(ctx, j.JobID, j.Generation)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range as {
-			out[a.NodeID]++
-		}
-	}
-	return out, nil
 }
 
 func nodeState(a hubstore.Agent, now time.Time) string {
@@ -669,41 +596,15 @@ func (h *Hub) checkpoint(w http.ResponseWriter, r *http.Request, kind string) {
 		h.storeError(w, r, err, hubwire.CodeJobNotFound)
 		return
 	}
-	agg, err := h.observe(ctx, j)
-	if err != nil {
-		h.storeError(w, r, err, "")
+	cpID, e := h.triggerCheckpoint(ctx, j, kind, req.Name, hubhttp.CorrelationID(ctx))
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
 		return
 	}
-	if j.DesiredState != hubstore.DesiredRunning || agg.State != hubstore.ObservedRunning {
-		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeSavepointNotReady, "the job is not observed running: no "+kind+" can be taken"))
-		return
-	}
-	cpID := fmt.Sprintf("%s-%d-%d", kind, j.Generation, h.cfg.Clock().UnixMilli())
-	name, op := "", hubstore.OpJobCheckpoint
+	name := ""
 	if kind == hubstore.KindSavepoint {
-		name, op = req.Name, hubstore.OpJobSavepoint
-		if name == "" {
+		if name = req.Name; name == "" {
 			name = cpID
-		}
-	}
-	if _, err := h.store.CreateCheckpoint(ctx, hubstore.Checkpoint{JobID: id, CheckpointID: cpID, Kind: kind,
-		Generation: j.Generation, VersionID: j.CurrentVersion, FormatVersion: 1}); err != nil {
-		h.storeError(w, r, err, hubwire.CodeJobNotFound)
-		return
-	}
-	as, err := h.store.Assignments(ctx, id, j.Generation)
-	if err != nil {
-		h.storeError(w, r, err, "")
-		return
-	}
-	for _, a := range as {
-		payload, _ := json.Marshal(hubwire.CheckpointPayload{JobID: id, CheckpointID: cpID, Name: name,
-			Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: id, TaskID: id, Generation: uint64(j.Generation), NodeID: a.NodeID}}})
-		if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{NodeID: a.NodeID, Operation: op, JobID: id,
-			Generation: j.Generation, AssignmentID: a.AssignmentID, CheckpointID: cpID, CorrelationID: hubhttp.CorrelationID(ctx),
-			Payload: payload, ExpiresAt: h.cfg.Clock().Add(h.cfg.CommandTimeout)}); err != nil {
-			h.storeError(w, r, err, "")
-			return
 		}
 	}
 	if err := h.store.Audit(ctx, hubstore.AuditRecord{Actor: actorOf(r), Action: "job." + kind, ResourceType: "job", ResourceID: id,

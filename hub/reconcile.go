@@ -45,6 +45,8 @@ func (h *Hub) reconcile(ctx context.Context) {
 	h.sweepAgents(ctx)
 	h.converge(ctx)
 	h.retry(ctx)
+	h.advanceCheckpoints(ctx)
+	h.periodicCheckpoints(ctx)
 	for ctx.Err() == nil {
 		entries, err := h.store.ClaimOutbox(ctx, "reconciler", outboxLease, 16)
 		if err != nil {
@@ -119,9 +121,8 @@ func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
 		for _, a := range as {
 			held[a.NodeID] = true
 			payload, err := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Spec: v.Spec, Plan: v.Plan,
-				Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: j.JobID, JobVersion: uint64(v.Number), TaskID: j.JobID,
-					Generation: uint64(in.Generation), NodeID: a.NodeID, State: hubwire.TaskQueued}},
-				Generation: uint64(in.Generation), Recovery: recovery})
+				Assignments: startAttempts(a, j.JobID, v.Number, in.Generation, hubwire.TaskQueued),
+				Generation:  uint64(in.Generation), Recovery: recovery})
 			if err != nil {
 				return err
 			}
@@ -142,8 +143,7 @@ func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
 	} else {
 		for _, a := range as {
 			payload, _ := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Generation: uint64(in.Generation),
-				Assignments: []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: j.JobID, TaskID: j.JobID,
-					Generation: uint64(in.Generation), NodeID: a.NodeID, State: hubwire.TaskStopping}}})
+				Assignments: startAttempts(a, j.JobID, 0, in.Generation, hubwire.TaskStopping)})
 			c := base
 			c.ID, c.NodeID, c.Operation, c.AssignmentID, c.Payload = commandID(in, a.NodeID, "stop"), a.NodeID, hubstore.OpJobStop, a.AssignmentID, payload
 			cmds = append(cmds, c)
@@ -208,19 +208,25 @@ func (h *Hub) converge(ctx context.Context) {
 	}
 }
 
-// sweepAgents logs Agents whose lease lapsed (and those back online).
-// A stale Agent gets no new placement; its queued commands wait for it
-// until their deadline. Moving its jobs elsewhere is not done yet.
+// sweepAgents logs Agents whose lease lapsed (and those back online),
+// and fails over the jobs that have assignments on lapsed ones. A stale
+// Agent gets no new placement; its queued commands wait for it until
+// their deadline.
 func (h *Hub) sweepAgents(ctx context.Context) {
 	agents, err := h.store.ListAgents(ctx)
 	if err != nil {
 		return
 	}
 	now := h.cfg.Clock()
+	stale := map[string]bool{}
+	defer func() { h.failover(ctx, stale) }()
 	h.staleMu.Lock()
 	defer h.staleMu.Unlock()
 	for _, a := range agents {
 		online := a.Online(now)
+		if !online {
+			stale[a.NodeID] = true
+		}
 		was, known := h.online[a.NodeID]
 		if known && was != online {
 			if online {

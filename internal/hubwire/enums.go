@@ -14,6 +14,11 @@ const (
 	CapabilityStreamLifecycle    = "stream_lifecycle"
 	CapabilityConfiguration      = "configuration"
 	CapabilityMetrics            = "metrics"
+	// CapabilityPlacementUnits (extension) says the Agent runs a part of a
+	// job: the tasks of the placement units its job_start assigns, with
+	// checkpoints cut in parts and committed by the Hub's
+	// job_checkpoint_commit. Agents without it get whole jobs.
+	CapabilityPlacementUnits = "placement_units"
 	// CapabilityOnlineLease is not declared by Agents: POST /jobs/validate
 	// lists it as missing for a node that is not online.
 	CapabilityOnlineLease = "online_lease"

@@ -1,0 +1,221 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
+	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
+	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// assignmentPayload is what the Hub keeps with an assignment: the plan
+// tasks (whole placement units) the node runs. Empty Tasks means the
+// whole job, for Agents that cannot run a part of one.
+type assignmentPayload struct {
+	Units []string `json:"units,omitempty"`
+	Tasks []string `json:"tasks,omitempty"`
+}
+
+func assignmentTasks(a hubstore.Assignment) assignmentPayload {
+	var p assignmentPayload
+	if len(a.Payload) > 0 {
+		_ = json.Unmarshal(a.Payload, &p) // written by placeUnits
+	}
+	return p
+}
+
+// physicalPlan is the job.Plan of a stored version: its tasks and
+// placement units.
+func physicalPlan(v hubstore.JobVersion) (*job.Plan, error) {
+	spec, err := job.Parse(v.Spec)
+	if err != nil {
+		return nil, err
+	}
+	return job.NewPlan(spec)
+}
+
+// candidate is an online Agent that fits a job.
+type candidate struct {
+	node  string
+	units bool // it can run a part of a job (placement units)
+	load  int  // units (or whole jobs) it runs now, other jobs included
+	prev  bool // it held an assignment of the job's previous generation
+}
+
+// placement puts the job's placement units on the online Agents that fit
+// (R-JOB-4): a unit is never split, units stay where they ran at the
+// previous generation when that node still fits, and the others go to the
+// least-loaded fitting Agent. A job of one unit, or without Agents that run
+// parts of jobs, goes whole onto one Agent. exclude names nodes that must
+// not be used (a failed-over node). None fitting is 409 node_unavailable,
+// naming what each node lacks.
+func (h *Hub) placement(ctx context.Context, j hubstore.Job, v hubstore.JobVersion, gen int64, exclude map[string]bool) ([]hubstore.Assignment, *hubhttp.Error) {
+	var hp plan
+	if err := json.Unmarshal(v.Plan, &hp); err != nil {
+		return nil, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored plan does not decode")
+	}
+	pp, err := physicalPlan(v)
+	if err != nil {
+		return nil, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored spec does not plan: "+err.Error())
+	}
+	agents, err := h.store.ListAgents(ctx)
+	if err != nil {
+		return nil, hubhttp.Internal()
+	}
+	load, err := h.load(ctx, j.JobID)
+	if err != nil {
+		return nil, hubhttp.Internal()
+	}
+	// Where each unit ran at the current generation.
+	unitNode := map[string]string{}
+	prevNodes := map[string]bool{}
+	if as, err := h.store.Assignments(ctx, j.JobID, j.Generation); err == nil && j.DesiredState == hubstore.DesiredRunning {
+		for _, a := range as {
+			prevNodes[a.NodeID] = true
+			for _, u := range assignmentTasks(a).Units {
+				unitNode[u] = a.NodeID
+			}
+		}
+	}
+	now := h.cfg.Clock()
+	var cands []candidate
+	var why []string
+	for _, a := range agents {
+		if exclude[a.NodeID] {
+			why = append(why, a.NodeID+" is failing over")
+			continue
+		}
+		nc := h.compatibility(a, hp, now)
+		if !nc.Compatible {
+			why = append(why, fmt.Sprintf("%s lacks %s", a.NodeID, strings.Join(nc.MissingCapabilities, ", ")))
+			continue
+		}
+		cands = append(cands, candidate{node: a.NodeID, units: slices.Contains(a.Capabilities.Features, hubwire.CapabilityPlacementUnits),
+			load: load[a.NodeID], prev: prevNodes[a.NodeID]})
+	}
+	if len(cands) == 0 {
+		msg := "no online agent can run job " + j.JobID
+		if len(why) > 0 {
+			msg += ": " + strings.Join(why, "; ")
+		}
+		return nil, hubhttp.NewError(http.StatusConflict, hubwire.CodeNodeUnavailable, msg).WithDetails(map[string]any{"nodes": why})
+	}
+	id := func(node string) string { return fmt.Sprintf("%s:%s:%d", j.JobID, node, gen) }
+	var split []candidate
+	for _, c := range cands {
+		if c.units {
+			split = append(split, c)
+		}
+	}
+	if len(pp.PlacementUnits) < 2 || len(split) == 0 {
+		// Whole: the previous node if it still fits, else the least loaded.
+		best := cands[0]
+		for _, c := range cands[1:] {
+			if (c.prev && !best.prev) || (c.prev == best.prev && c.load < best.load) {
+				best = c
+			}
+		}
+		var p assignmentPayload
+		if best.units {
+			for _, u := range pp.PlacementUnits {
+				p.Units = append(p.Units, u.ID)
+				p.Tasks = append(p.Tasks, u.Tasks...)
+			}
+		}
+		a := hubstore.Assignment{AssignmentID: id(best.node), NodeID: best.node}
+		if len(p.Tasks) > 0 {
+			a.Payload, _ = json.Marshal(p)
+		}
+		return []hubstore.Assignment{a}, nil
+	}
+	byNode := map[string]*assignmentPayload{}
+	fits := map[string]*candidate{}
+	for i := range split {
+		fits[split[i].node] = &split[i]
+	}
+	add := func(c *candidate, u job.PlacementUnit) {
+		p := byNode[c.node]
+		if p == nil {
+			p = &assignmentPayload{}
+			byNode[c.node] = p
+		}
+		p.Units = append(p.Units, u.ID)
+		p.Tasks = append(p.Tasks, u.Tasks...)
+		c.load++
+	}
+	var moved []job.PlacementUnit
+	for _, u := range pp.PlacementUnits {
+		if c := fits[unitNode[u.ID]]; c != nil {
+			add(c, u)
+			continue
+		}
+		moved = append(moved, u)
+	}
+	for _, u := range moved {
+		best := &split[0]
+		for i := range split[1:] {
+			if c := &split[i+1]; c.load < best.load || (c.load == best.load && c.node < best.node) {
+				best = c
+			}
+		}
+		add(best, u)
+	}
+	nodes := make([]string, 0, len(byNode))
+	for n := range byNode {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	out := make([]hubstore.Assignment, 0, len(nodes))
+	for _, n := range nodes {
+		b, _ := json.Marshal(byNode[n])
+		out = append(out, hubstore.Assignment{AssignmentID: id(n), NodeID: n, Payload: b})
+	}
+	return out, nil
+}
+
+// load counts, per node, the placement units (or whole jobs) of the jobs
+// desired running, except job skip.
+func (h *Hub) load(ctx context.Context, skip string) (map[string]int, error) {
+	jobs, err := h.store.ListJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, j := range jobs {
+		if j.DesiredState != hubstore.DesiredRunning || j.JobID == skip {
+			continue
+		}
+		as, err := h.store.Assignments(ctx, j.JobID, j.Generation)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			out[a.NodeID] += max(1, len(assignmentTasks(a).Units))
+		}
+	}
+	return out, nil
+}
+
+// startAttempts are the task attempts of a job_start: one per task of the
+// assignment, or, for an assignment of the whole job to an Agent that
+// cannot run parts, the v1 shape (one attempt named by the job).
+func startAttempts(a hubstore.Assignment, jobID string, version, gen int64, state string) []hubwire.TaskAttempt {
+	p := assignmentTasks(a)
+	if len(p.Tasks) == 0 {
+		return []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: jobID, JobVersion: uint64(max(version, 0)), TaskID: jobID,
+			Generation: uint64(max(gen, 0)), NodeID: a.NodeID, State: state}}
+	}
+	out := make([]hubwire.TaskAttempt, 0, len(p.Tasks))
+	for _, t := range p.Tasks {
+		out = append(out, hubwire.TaskAttempt{ID: fmt.Sprintf("%s:%s:%d", t, a.NodeID, gen), JobID: jobID, JobVersion: uint64(max(version, 0)),
+			TaskID: t, Generation: uint64(max(gen, 0)), NodeID: a.NodeID, State: state})
+	}
+	return out
+}
