@@ -23,7 +23,15 @@ type v1Agent struct {
 	api     string
 	nodeID  string
 	session string
-	seq     int // report_seq, restarting at 1 per session as the Rust agent does
+	seq     int   // report_seq, restarting at 1 per session as the Rust agent does
+	caps    []any // capabilities; nil: v1Capabilities
+}
+
+func (a *v1Agent) capabilities() []any {
+	if a.caps != nil {
+		return a.caps
+	}
+	return v1Capabilities
 }
 
 // v1Capabilities are the capabilities a [v1] Rust agent declares (§B.1).
@@ -72,7 +80,7 @@ func mustJSON(t *testing.T, v any) string {
 func (a *v1Agent) register() {
 	a.t.Helper()
 	st, v := a.raw("POST", "/agent/register", mustJSON(a.t, map[string]any{"node_id": a.nodeID, "node_token": nodeToken,
-		"protocol_version": "v1", "capabilities": v1Capabilities}))
+		"protocol_version": "v1", "capabilities": a.capabilities()}))
 	m, _ := v.(map[string]any)
 	if st != 200 || m["node_id"] != a.nodeID || m["protocol_version"] != "v1" {
 		a.t.Fatalf("register: %d %v", st, v)
@@ -87,7 +95,7 @@ func (a *v1Agent) register() {
 func (a *v1Agent) heartbeat(session string) int {
 	a.t.Helper()
 	st, _ := a.raw("POST", "/agent/heartbeat", mustJSON(a.t, map[string]any{"node_id": a.nodeID, "session_token": session,
-		"state": "online", "protocol_version": "v1", "software_version": "0.5.0", "capabilities": v1Capabilities}))
+		"state": "online", "protocol_version": "v1", "software_version": "0.5.0", "capabilities": a.capabilities()}))
 	return st
 }
 
