@@ -240,3 +240,95 @@ func TestFleetTasksMustBeWholeUnits(t *testing.T) {
 		t.Fatalf("an unknown task: %v", err)
 	}
 }
+
+// walFloor is the retention floor of source task's WAL.
+func walFloor(t *testing.T, rt *Runtime, task string) uint64 {
+	t.Helper()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, s := range rt.sources {
+		if s.task == task && s.wal != nil {
+			return s.wal.Log().Floor()
+		}
+	}
+	t.Fatalf("no WAL for %s", task)
+	return 0
+}
+
+// R-WAL-3, R-CKPT-5 (issue 20): with Hub-driven checkpoints, an
+// unrewindable source's WAL keeps the entries a part holds until a
+// checkpoint holding them is committed: not at the part, not when
+// another node merges the commit, but at the next part round after it
+// (or at once when this process merges it).
+func TestFleetWALReleasedOnlyAfterCommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := dir + "/ckpt"
+	spec := onceSpec(store, `"state":{"backend":"memory"}`, 3_600_000)
+	r := startOnce(t, spec, dir, Options{HubCheckpoints: true, NodeID: "n1"})
+	defer r.stop()
+	r.feed.Push([]string{"ann", "bob"}, []int64{5, 7})
+	r.waitFor("ann", 1, 5)
+	r.waitFor("bob", 1, 7)
+	floor0 := walFloor(t, r.rt, "in-0")
+	if _, err := r.rt.CheckpointPart(ctx, ckptstore.KindCheckpoint, "100"); err != nil {
+		t.Fatal(err)
+	}
+	if f := walFloor(t, r.rt, "in-0"); f != floor0 {
+		t.Fatalf("the WAL released entries of a part nobody committed: floor %d → %d", floor0, f)
+	}
+	// Another node merges the commit.
+	st, err := ckptstore.OpenStore(ctx, "file://"+store, ckptstore.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := ckptstore.NewCatalog(st, "once", ckptstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ckptstore.CommitParts(ctx, cat, ckptstore.Parts{Kind: ckptstore.KindCheckpoint, ID: "00000000000000000100", Nodes: []string{"n1"}, PlannedTasks: r.rt.plannedTasks()}); err != nil {
+		t.Fatal(err)
+	}
+	if f := walFloor(t, r.rt, "in-0"); f != floor0 {
+		t.Fatalf("floor moved before this process learnt of the commit: %d → %d", floor0, f)
+	}
+	r.feed.Push([]string{"ann"}, []int64{10})
+	r.waitFor("ann", 2, 15)
+	if _, err := r.rt.CheckpointPart(ctx, ckptstore.KindCheckpoint, "200"); err != nil {
+		t.Fatal(err)
+	}
+	floor1 := walFloor(t, r.rt, "in-0")
+	if floor1 <= floor0 {
+		t.Fatalf("the next part round did not release what checkpoint 100 holds: floor %d → %d", floor0, floor1)
+	}
+	if _, err := r.rt.CommitParts(ctx, ckptstore.KindCheckpoint, "200", []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := walFloor(t, r.rt, "in-0"); f <= floor1 {
+		t.Fatalf("merging checkpoint 200 here did not release what it holds: floor %d → %d", floor1, f)
+	}
+}
+
+// Issue 20: after a rescale, a process restores only the snapshots whose
+// key groups overlap those of its own tasks, so what it reads follows the
+// key groups it takes.
+func TestFleetRestoresOnlyOverlappingSnapshots(t *testing.T) {
+	spec := strings.Replace(ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), `"parallelism":2`, `"parallelism":2,"max_parallelism":120`, 1)
+	r := New(mustBuild(t, spec, map[string]any{"in": mem.NewSource(clickSchema, 2), "out": mem.NewSink()}), Options{})
+	r.local = map[string]bool{"sum-0": true} // key groups 0-59
+	for _, c := range []struct {
+		oldPar int
+		want   []bool
+	}{
+		{4, []bool{true, true, false, false}}, // 0-29, 30-59, 60-89, 90-119
+		{3, []bool{true, true, false}},        // 0-39, 40-79, 80-119
+		{2, []bool{true, false}},
+		{1, []bool{true}},
+	} {
+		for sub, want := range c.want {
+			if got := r.snapshotWanted("sum", sub, c.oldPar, 120); got != want {
+				t.Errorf("snapshot of sum-%d of %d subtasks: restored %v, want %v", sub, c.oldPar, got, want)
+			}
+		}
+	}
+}
