@@ -131,6 +131,27 @@ func TestFleetUnitsOnTwoAgents(t *testing.T) {
 		t.Fatalf("LATEST after the commit: %q %v", b, err)
 	}
 
+	// A savepoint in two parts, committed under its name.
+	for _, n := range []struct {
+		h  *fakeHub
+		id string
+	}{{ha, "a4s"}, {hb, "b4s"}} {
+		payload, _ := json.Marshal(hubwire.CheckpointPayload{JobID: "fleet", CheckpointID: "sp-7", Name: "before-upgrade"})
+		n.h.send(hubwire.AgentCommand{ID: n.id, Operation: hubwire.OpJobSavepoint, ResourceID: "fleet", Generation: 1, Payload: payload})
+		if res := succeeded(t, n.h, n.id); res.ObservedCheckpointID != "before-upgrade" || !strings.HasPrefix(res.CheckpointManifestURI, "fleet/savepoints/before-upgrade/manifests/") {
+			t.Fatalf("savepoint part: %+v", res)
+		}
+	}
+	spCommit := commitCommand("b4c", "before-upgrade", 1, "node-a", "node-b")
+	spCommit.Operation = hubwire.OpJobSavepointCommit
+	hb.send(spCommit)
+	if res := succeeded(t, hb, "b4c"); res.CheckpointManifestURI != "fleet/savepoints/before-upgrade/manifest.json" {
+		t.Fatalf("savepoint commit: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(store, "fleet", "savepoints", "before-upgrade", "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Generation 2 with the same units: adopted, not restarted.
 	before := hubclient.JobOf(a, "fleet")
 	ha.send(unitStart(t, "a5", b, "node-a", 2, id1, "gen-0", "out-0"))
