@@ -282,7 +282,7 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 			// moved others after a failure): the units are independent,
 			// so this node's keep running and adopt the generation.
 			a.mu.Lock()
-			old.generation, old.assignments = c.Generation, assignmentIDs(p)
+			old.generation, old.assignments, old.payload = c.Generation, assignmentIDs(p), p
 			a.mu.Unlock()
 			harness.RuntimeOf(old.job).SetGeneration(c.Generation)
 			a.log.Info("adopting a new generation without a restart", "job", p.JobID, "generation", c.Generation, "from", oldGen, "tasks", len(tasks))
