@@ -23,6 +23,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Config configures an Agent. HubURL, NodeID and DataDir are required.
@@ -66,6 +67,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	jobs    map[string]*runningJob               // by job ID
+	specs   map[string]*job.Spec                 // the last spec each job was started with (commits)
 	results map[string]hubwire.CommandResult     // terminal results by command id
 	active  map[string]bool                      // commands being executed
 	jobLock map[string]*sync.Mutex               // serialises the commands of one job
@@ -124,6 +126,7 @@ func New(cfg Config) (*Agent, error) {
 		bootID:   uuid.NewString(),
 		bindings: bindings,
 		jobs:     map[string]*runningJob{},
+		specs:    map[string]*job.Spec{},
 		results:  map[string]hubwire.CommandResult{},
 		active:   map[string]bool{},
 		jobLock:  map[string]*sync.Mutex{},

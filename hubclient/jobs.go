@@ -5,28 +5,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // runningJob is a job the Hub started on this Agent.
 type runningJob struct {
 	id          string
-	generation  uint64
+	generation  uint64 // under Agent.mu (adoption changes it)
 	job         *arkflow.Job
 	payload     hubwire.JobCommandPayload
-	assignments []string
-	cancel      context.CancelFunc
-	done        chan struct{} // closed when Run returned
-	err         error         // Run's error, once done
-	checkpoint  string        // the last checkpoint it completed on command; under Agent.mu
+	assignments []string // under Agent.mu
+	// tasks are the plan tasks this node runs when the Hub placed the
+	// job's units on several nodes (issue 20), sorted; nil when the node
+	// runs the whole job (a Hub that assigns the job, not its tasks).
+	tasks      []string
+	digest     string // the plan's digest
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when Run returned
+	err        error         // Run's error, once done
+	checkpoint string        // the last checkpoint it completed on command; under Agent.mu
 }
 
 // status is the job's observation for a report.
@@ -164,7 +172,16 @@ func (a *Agent) execute(ctx context.Context, s *session, c hubwire.AgentCommand)
 		if err := json.Unmarshal(c.Payload, &cp); err != nil {
 			return fail(hubwire.FailureValidation, "payload: %v", err)
 		}
-		res.ObservedCheckpointID, err = a.checkpoint(ctx, c, cp)
+		res.ObservedCheckpointID, res.CheckpointManifestURI, err = a.checkpoint(ctx, c, cp)
+	case hubwire.OpJobCheckpointCommit, hubwire.OpJobSavepointCommit:
+		var cp hubwire.CommitPayload
+		if err := json.Unmarshal(c.Payload, &cp); err != nil {
+			return fail(hubwire.FailureValidation, "payload: %v", err)
+		}
+		if cp.JobID == "" {
+			cp.JobID = p.JobID
+		}
+		res.ObservedCheckpointID, res.CheckpointManifestURI, err = a.commit(ctx, c, cp)
 	default:
 		return fail(hubwire.FailureValidation, "operation %q is not supported by this agent yet", c.Operation)
 	}
@@ -223,16 +240,17 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 	}
 	a.mu.Lock()
 	old := a.jobs[p.JobID]
+	var oldGen uint64
+	if old != nil {
+		oldGen = old.generation
+	}
 	a.mu.Unlock()
 	if old != nil {
-		if old.generation > c.Generation {
-			return &staleError{command: c.Generation, running: old.generation}
+		if oldGen > c.Generation {
+			return &staleError{command: c.Generation, running: oldGen}
 		}
-		if old.generation == c.Generation && running(old) {
+		if oldGen == c.Generation && running(old) {
 			return nil // a redelivered start of the job that runs
-		}
-		if err := a.stopJob(old); err != nil {
-			a.log.Warn("stopping the previous generation", "job", p.JobID, "generation", old.generation, "error", err)
 		}
 	}
 	if len(p.Spec) == 0 {
@@ -245,14 +263,56 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 	if spec.ID != p.JobID {
 		return fmt.Errorf("payload: the spec is of job %q, the command of %q", spec.ID, p.JobID)
 	}
+	plan, err := job.NewPlan(spec)
+	if err != nil {
+		return err
+	}
+	tasks := localTasks(plan, p.Assignments)
+	if tasks != nil {
+		if err := runtime.ValidateTasks(plan, tasks); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
+	a.specs[p.JobID] = spec
+	a.mu.Unlock()
+	if old != nil {
+		if running(old) && tasks != nil && old.tasks != nil && slices.Equal(old.tasks, tasks) && old.digest == plan.Digest {
+			// A newer generation of the same units on this node (the Hub
+			// moved others after a failure): the units are independent,
+			// so this node's keep running and adopt the generation.
+			a.mu.Lock()
+			old.generation, old.assignments, old.payload = c.Generation, assignmentIDs(p), p
+			a.mu.Unlock()
+			harness.RuntimeOf(old.job).SetGeneration(c.Generation)
+			a.log.Info("adopting a new generation without a restart", "job", p.JobID, "generation", c.Generation, "from", oldGen, "tasks", len(tasks))
+			a.notify()
+			return nil
+		}
+		if err := a.stopJob(old); err != nil {
+			a.log.Warn("stopping the previous generation", "job", p.JobID, "generation", oldGen, "error", err)
+		}
+	}
 	opts := []any{arkflow.WithDataDir(a.cfg.DataDir), arkflow.WithCheckpointStore(a.cfg.CheckpointStore),
 		arkflow.WithLogger(a.log.With("job", p.JobID, "generation", c.Generation))}
 	if a.cfg.Environment != nil {
 		opts = append(opts, arkflow.WithEnvironment(a.cfg.Environment))
 	}
-	if p.Recovery != nil && p.Recovery.Savepoint && p.Recovery.CheckpointID != "" {
-		opts = append(opts, arkflow.WithSavepoint(p.Recovery.CheckpointID))
+	from := ""
+	if p.Recovery != nil && p.Recovery.CheckpointID != "" {
+		if p.Recovery.Savepoint {
+			opts = append(opts, arkflow.WithSavepoint(p.Recovery.CheckpointID))
+		} else {
+			from = p.Recovery.CheckpointID
+		}
 	}
+	node, gen := a.cfg.NodeID, c.Generation
+	opts = append(opts, harness.Option(func(o *runtime.Options) {
+		o.NodeID, o.Generation, o.FromCheckpoint = node, gen, from
+		if tasks != nil {
+			o.Tasks, o.HubCheckpoints = tasks, true
+		}
+	}))
 	built, err := harness.NewJob(spec, a.bindings[spec.ID], opts)
 	if err != nil {
 		return err
@@ -260,7 +320,7 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 	j := built.(*arkflow.Job)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningJob{id: p.JobID, generation: c.Generation, job: j, payload: p, assignments: assignmentIDs(p),
-		cancel: cancel, done: make(chan struct{})}
+		tasks: tasks, digest: plan.Digest, cancel: cancel, done: make(chan struct{})}
 	a.mu.Lock()
 	a.jobs[p.JobID] = r
 	a.mu.Unlock()
@@ -289,6 +349,25 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 	}
 }
 
+// localTasks returns the plan tasks of assignments, sorted and each once,
+// or nil when the Hub assigned the whole job (no assignments, or one
+// whose task_id is not a task of the plan: a Hub that places jobs, not
+// units, names the job there).
+func localTasks(plan *job.Plan, assignments []hubwire.TaskAttempt) []string {
+	if len(assignments) == 0 {
+		return nil
+	}
+	var tasks []string
+	for _, t := range assignments {
+		if _, ok := plan.Task(t.TaskID); !ok {
+			return nil
+		}
+		tasks = append(tasks, t.TaskID)
+	}
+	slices.Sort(tasks)
+	return slices.Compact(tasks)
+}
+
 func running(r *runningJob) bool {
 	select {
 	case <-r.done:
@@ -305,12 +384,16 @@ const stopTimeout = 30 * time.Second
 func (a *Agent) stop(ctx context.Context, id string, generation uint64) error {
 	a.mu.Lock()
 	r := a.jobs[id]
+	var gen uint64
+	if r != nil {
+		gen = r.generation
+	}
 	a.mu.Unlock()
 	if r == nil {
 		return nil // nothing runs: stopped already
 	}
-	if r.generation > generation {
-		return &staleError{command: generation, running: r.generation}
+	if gen > generation {
+		return &staleError{command: generation, running: gen}
 	}
 	return a.stopJob(r)
 }
@@ -339,19 +422,28 @@ func (a *Agent) stopJob(r *runningJob) error {
 }
 
 // checkpoint takes a checkpoint or a named savepoint of the running job,
-// which must be of the command's generation.
-func (a *Agent) checkpoint(ctx context.Context, c hubwire.AgentCommand, p hubwire.CheckpointPayload) (string, error) {
+// which must be of the command's generation. It returns the id (or name)
+// and, for a job whose units run on several nodes, the key of this
+// node's part manifest: the Hub commits the parts (job_*_commit).
+func (a *Agent) checkpoint(ctx context.Context, c hubwire.AgentCommand, p hubwire.CheckpointPayload) (id, partKey string, err error) {
 	a.mu.Lock()
 	r := a.jobs[p.JobID]
+	var gen uint64
+	if r != nil {
+		gen = r.generation
+	}
 	a.mu.Unlock()
 	if r == nil || !running(r) {
-		return "", fmt.Errorf("job %q is not running on this agent", p.JobID)
+		return "", "", fmt.Errorf("job %q is not running on this agent", p.JobID)
 	}
-	if r.generation != c.Generation {
-		if r.generation > c.Generation {
-			return "", &staleError{command: c.Generation, running: r.generation}
+	if gen != c.Generation {
+		if gen > c.Generation {
+			return "", "", &staleError{command: c.Generation, running: gen}
 		}
-		return "", fmt.Errorf("checkpoint generation %d does not match the running job's %d", c.Generation, r.generation)
+		return "", "", fmt.Errorf("checkpoint generation %d does not match the running job's %d", c.Generation, gen)
+	}
+	if r.tasks != nil {
+		return a.checkpointPart(ctx, r, c, p)
 	}
 	if c.Operation == hubwire.OpJobSavepoint {
 		name := p.Name
@@ -359,20 +451,99 @@ func (a *Agent) checkpoint(ctx context.Context, c hubwire.AgentCommand, p hubwir
 			name = p.CheckpointID
 		}
 		if name == "" {
-			return "", errors.New("payload: a savepoint needs a name or checkpoint_id")
+			return "", "", errors.New("payload: a savepoint needs a name or checkpoint_id")
 		}
 		if err := r.job.Savepoint(ctx, name); err != nil {
-			return "", err
+			return "", "", err
 		}
 		a.setCheckpoint(r, name)
-		return name, nil
+		return name, "", nil
 	}
-	id, err := r.job.Checkpoint(ctx)
+	id, err = r.job.Checkpoint(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	a.setCheckpoint(r, id)
-	return id, nil
+	return id, "", nil
+}
+
+// checkpointPart cuts this node's tasks of r for the artifact the Hub
+// named and writes their part manifest (issue 20); it commits nothing.
+func (a *Agent) checkpointPart(ctx context.Context, r *runningJob, c hubwire.AgentCommand, p hubwire.CheckpointPayload) (string, string, error) {
+	kind, ref := ckptstore.KindCheckpoint, p.CheckpointID
+	if c.Operation == hubwire.OpJobSavepoint {
+		kind = ckptstore.KindSavepoint
+		if p.Name != "" {
+			ref = p.Name
+		}
+	}
+	if ref == "" {
+		return "", "", fmt.Errorf("payload: %s needs a checkpoint_id (the Hub chooses it when the job's units run on several nodes)", c.Operation)
+	}
+	// The command's assignments, when it names tasks, must be this
+	// node's: a part of other tasks would not match what the Hub merges.
+	if named := localTasks(r.job.Plan(), p.Assignments); named != nil && !slices.Equal(named, r.tasks) {
+		return "", "", fmt.Errorf("the command names tasks %s, this node runs %s", strings.Join(named, ","), strings.Join(r.tasks, ","))
+	}
+	key, err := harness.RuntimeOf(r.job).CheckpointPart(ctx, kind, ref)
+	if err != nil {
+		return "", "", err
+	}
+	return ref, key, nil
+}
+
+// commit merges the part manifests of the nodes the Hub names into the
+// artifact's manifest and commits it (issue 20, R-CKPT-5): a node's part
+// missing, or a task in two parts, fails it and LATEST stays. A node that
+// does not run the job commits with the last spec it was sent.
+func (a *Agent) commit(ctx context.Context, c hubwire.AgentCommand, p hubwire.CommitPayload) (id, uri string, err error) {
+	kind := ckptstore.KindCheckpoint
+	if c.Operation == hubwire.OpJobSavepointCommit {
+		kind = ckptstore.KindSavepoint
+	}
+	if p.CheckpointID == "" {
+		return "", "", errors.New("payload: a commit needs checkpoint_id (a savepoint's name for job_savepoint_commit)")
+	}
+	a.mu.Lock()
+	r := a.jobs[p.JobID]
+	spec := a.specs[p.JobID]
+	a.mu.Unlock()
+	var rt *runtime.Runtime
+	if r != nil {
+		rt = harness.RuntimeOf(r.job)
+	} else {
+		if spec == nil {
+			return "", "", fmt.Errorf("job %q: this agent was never sent its spec, so it does not know its checkpoint store", p.JobID)
+		}
+		opts := []any{arkflow.WithDataDir(a.cfg.DataDir), arkflow.WithCheckpointStore(a.cfg.CheckpointStore),
+			arkflow.WithLogger(a.log.With("job", p.JobID))}
+		if a.cfg.Environment != nil {
+			opts = append(opts, arkflow.WithEnvironment(a.cfg.Environment))
+		}
+		built, err := harness.NewJob(spec, a.bindings[spec.ID], opts)
+		if err != nil {
+			return "", "", err
+		}
+		rt = harness.RuntimeOf(built)
+	}
+	m, err := rt.CommitParts(ctx, kind, p.CheckpointID, p.ManifestNodes)
+	if err != nil {
+		return "", "", err
+	}
+	if r != nil {
+		a.setCheckpoint(r, p.CheckpointID)
+	}
+	key := m.CheckpointID
+	if kind == ckptstore.KindSavepoint {
+		key = m.Name
+	}
+	return p.CheckpointID, manifestKey(p.JobID, kind, key), nil
+}
+
+// manifestKey is the committed manifest's key in the checkpoint store
+// (ckptstore.Catalog.ManifestKey).
+func manifestKey(jobID string, kind ckptstore.Kind, dir string) string {
+	return jobID + "/" + string(kind) + "s/" + dir + "/manifest.json"
 }
 
 // setCheckpoint records the checkpoint r completed, under the lock its

@@ -584,6 +584,11 @@ const (
 	LatestSavepoint
 	// NamedSavepoint: the savepoint Want.Name.
 	NamedSavepoint
+	// ExactCheckpoint: the checkpoint whose id is Want.Name (a Hub's
+	// recovery names one, issue 20), if it was committed: an id above
+	// LATEST's never was. No fallback: the caller decides what to do when
+	// it is unusable.
+	ExactCheckpoint
 )
 
 // String describes the target for people, such as "latest checkpoint".
@@ -595,6 +600,8 @@ func (t Target) String() string {
 		return "latest savepoint"
 	case NamedSavepoint:
 		return "named savepoint"
+	case ExactCheckpoint:
+		return "checkpoint by id"
 	}
 	return fmt.Sprintf("Target(%d)", int(t))
 }
@@ -640,8 +647,12 @@ func (w Want) validate() error {
 		if err := validName("savepoint name", w.Name); err != nil {
 			errs = append(errs, err)
 		}
+	case ExactCheckpoint:
+		if _, err := ParseID(w.Name); err != nil {
+			errs = append(errs, err)
+		}
 	default:
-		errs = append(errs, fmt.Errorf("target %d is not LatestCheckpoint, LatestSavepoint or NamedSavepoint", int(w.Target)))
+		errs = append(errs, fmt.Errorf("target %d is not LatestCheckpoint, LatestSavepoint, NamedSavepoint or ExactCheckpoint", int(w.Target)))
 	}
 	if w.FormatVersion <= 0 {
 		errs = append(errs, fmt.Errorf("format version %d must be positive", w.FormatVersion))
@@ -813,6 +824,21 @@ func (c *Catalog) Select(ctx context.Context, want Want) (*Manifest, []Skipped, 
 			return nil, nil, nil
 		}
 		m, err := try(KindSavepoint, want.Name, nil)
+		if m != nil || err != nil {
+			return m, skippedOrNil(skipped, err), err
+		}
+	case ExactCheckpoint:
+		latest, corrupt, err := c.readLatest(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		id, _ := ParseID(want.Name)
+		if corrupt == nil && id > latest {
+			skipped = append(skipped, Skipped{Kind: KindCheckpoint, ID: want.Name,
+				Reason: fmt.Sprintf("not committed: LATEST names the older checkpoint %s", latest)})
+			return nil, skipped, nil
+		}
+		m, err := try(KindCheckpoint, want.Name, nil)
 		if m != nil || err != nil {
 			return m, skippedOrNil(skipped, err), err
 		}

@@ -79,10 +79,15 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 	}
 	ns := stateJob(spec)
 	now := r.opts.Clock.Now().UnixMilli()
+	// Only this process's tasks count: in a job whose units run on
+	// several nodes, the other tasks' attempts are other runs' (issue 20).
 	matches := func(line string) bool {
 		id, run, _ := strings.Cut(line, " ")
-		return id == m.CheckpointID && run != "" && len(m.TaskAttempts) > 0 &&
-			!slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool { return !strings.HasSuffix(a.AttemptID, ":"+run) })
+		_, anyLocal := r.localAttempt(m)
+		return id == m.CheckpointID && run != "" && anyLocal &&
+			!slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool {
+				return r.isLocal(a.TaskID) && !strings.HasSuffix(a.AttemptID, ":"+run)
+			})
 	}
 	// A restore of m killed after it emptied the store left the marks
 	// it carried beside the store.
@@ -108,10 +113,10 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "id", m.CheckpointID)
 		return nil, nil
 	}
-	c := &markCarry{id: m.CheckpointID, run: saved.runOr(m)}
+	c := &markCarry{id: m.CheckpointID, run: saved.runOr(r, m)}
 	for _, t := range r.g.Plan.Tasks {
 		carrier := r.carrier(t.OperatorID)
-		if carrier == nil {
+		if carrier == nil || !r.isLocal(t.ID) {
 			continue
 		}
 		k := carrier.MarkKey(ns, t.OperatorID, t.KeyGroups().Start)
@@ -160,15 +165,25 @@ type carryMark struct {
 
 // runOr returns the run token of c's checkpoint line, else that of m's
 // attempts.
-func (c *markCarry) runOr(m *ckptstore.Manifest) string {
+func (c *markCarry) runOr(r *Runtime, m *ckptstore.Manifest) string {
 	if c != nil && c.run != "" {
 		return c.run
 	}
-	if len(m.TaskAttempts) > 0 {
-		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
+	if a, ok := r.localAttempt(m); ok {
+		_, _, run := cutAttempt(a.AttemptID)
 		return run
 	}
 	return ""
+}
+
+// localAttempt returns m's first attempt of a task this process runs.
+func (r *Runtime) localAttempt(m *ckptstore.Manifest) (ckptstore.TaskAttempt, bool) {
+	for _, a := range m.TaskAttempts {
+		if r.isLocal(a.TaskID) {
+			return a, true
+		}
+	}
+	return ckptstore.TaskAttempt{}, false
 }
 
 func (c *markCarry) mark(k statestore.Key) []byte {

@@ -112,6 +112,9 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 		}
 		to := chainOfOp[e.To]
 		for t := 0; t < par[e.To]; t++ {
+			if !r.isLocal(job.TaskID(e.To, t)) {
+				continue // placement units are closed under edges
+			}
 			for f := 0; f < par[e.From]; f++ {
 				if e.Mode == job.EdgeForward && f != t {
 					continue
@@ -137,6 +140,11 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 	}
 	for _, c := range plan.Chains {
 		for sub := 0; sub < c.Parallelism; sub++ {
+			// A run of part of the job creates only its chain instances
+			// (a chain instance lies in one placement unit).
+			if !r.isLocal(job.TaskID(c.Head, sub)) {
+				continue
+			}
 			ci := &chainInstance{id: fmt.Sprintf("%s-%d", c.ID, sub), inbox: inboxes[key{c.ID, sub}], log: r.log.With("chain", fmt.Sprintf("%s-%d", c.ID, sub)), barriers: r.barriers, restoredWM: r.restoredWatermarks}
 			for _, opID := range c.Operators {
 				op, _ := spec.Operator(opID)
@@ -247,6 +255,9 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 	// Wire edges.
 	for _, e := range plan.Edges {
 		for f := 0; f < par[e.From]; f++ {
+			if !r.isLocal(job.TaskID(e.From, f)) {
+				continue
+			}
 			from := nodes[job.TaskID(e.From, f)]
 			port := ops.PortMain
 			if e.Port == job.PortLate {

@@ -80,7 +80,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	r.log.Info("job running", "chains", len(chains))
 	ckptCtx, stopCkpt := context.WithCancel(runCtx)
 	var ckptLoop sync.WaitGroup
-	if r.g.Spec.Checkpoint != nil {
+	if r.g.Spec.Checkpoint != nil && r.periodic() {
 		ckptLoop.Add(1)
 		go func() {
 			defer ckptLoop.Done()
@@ -115,7 +115,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	// A round in progress is abandoned: the previous checkpoint stays.
 	stopCkpt()
 	ckptLoop.Wait()
-	if firstErr == nil && ctx.Err() == nil && r.drained() && r.g.Spec.Checkpoint != nil {
+	if firstErr == nil && ctx.Err() == nil && r.drained() && r.g.Spec.Checkpoint != nil && r.periodic() {
 		// A drain ends with a checkpoint of where it left everything: the
 		// positions at the end of what was read, the windows it fired
 		// behind their floors. A restart from it neither fires them again
@@ -218,6 +218,11 @@ func (r *Runtime) Drain(ctx context.Context) error {
 	return nil
 }
 
+// periodic reports whether the runtime cuts checkpoints on its own (the
+// periodic loop, a drain's final one): not when the Hub drives them
+// (Options.HubCheckpoints), nor in a run of part of the job.
+func (r *Runtime) periodic() bool { return !r.opts.HubCheckpoints && r.local == nil }
+
 // drained reports whether Drain was called.
 func (r *Runtime) drained() bool {
 	select {
@@ -286,6 +291,11 @@ func (r *Runtime) closeAll(res []resource, reverse bool) error {
 // connected in reverse order, then what was never connected: every Source
 // and Sink is closed exactly once.
 func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, error) {
+	if len(r.opts.Tasks) > 0 {
+		if err := ValidateTasks(r.g.Plan, r.opts.Tasks); err != nil {
+			return nil, nil, err
+		}
+	}
 	// State first: operators restore from it when they are created, and it
 	// closes last, after the sinks (R-VAL-4, R-WAL-6).
 	// The checkpoint to restore is chosen before the state store opens,

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
@@ -38,13 +39,36 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 	spec := r.g.Spec
 	want := ckptstore.Want{Target: ckptstore.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
 		MaxParallelism: spec.MaxParallelism, DeferStateChecks: true, Exclude: exclude}
+	exact := ""
+	if r.opts.FromCheckpoint != "" && r.opts.FromSavepoint == "" {
+		id, err := NormalizeCheckpointRef(ckptstore.KindCheckpoint, r.opts.FromCheckpoint)
+		if err != nil {
+			return nil, fmt.Errorf("restoring checkpoint %q: %w", r.opts.FromCheckpoint, err)
+		}
+		if !slices.Contains(exclude, id) {
+			exact = id
+		}
+	}
 	switch {
 	case r.opts.FromSavepoint != "":
 		want.Target, want.Name = ckptstore.NamedSavepoint, r.opts.FromSavepoint
-	case spec.Recovery == job.RecoverLatestSavepoint:
+	case exact != "":
+		want.Target, want.Name = ckptstore.ExactCheckpoint, exact
+	case spec.Recovery == job.RecoverLatestSavepoint && r.opts.FromCheckpoint == "":
 		want.Target = ckptstore.LatestSavepoint
 	}
 	m, skipped, err := cat.Select(ctx, want)
+	if exact != "" && err == nil && m == nil {
+		// The checkpoint the Hub named is not usable: fall back as
+		// latest_checkpoint would, past it.
+		for _, s := range skipped {
+			r.log.Warn("checkpoint not usable", "kind", s.Kind, "id", s.ID, "reason", s.Reason)
+		}
+		r.log.Warn("the checkpoint to restore is not usable; falling back to the latest committed one before it", "id", exact)
+		want.Target, want.Name = ckptstore.LatestCheckpoint, ""
+		want.Exclude = append(slices.Clone(exclude), exact)
+		m, skipped, err = cat.Select(ctx, want)
+	}
 	for _, s := range skipped {
 		r.log.Warn("checkpoint not usable", "kind", s.Kind, "id", s.ID, "reason", s.Reason)
 	}
@@ -57,7 +81,7 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 		}
 		return nil, nil
 	}
-	if spec.Recovery == job.RecoverFail && r.opts.FromSavepoint == "" {
+	if spec.Recovery == job.RecoverFail && r.opts.FromSavepoint == "" && r.opts.FromCheckpoint == "" {
 		return nil, fmt.Errorf("recovery is %q and %s %s exists: start from it with recovery latest_checkpoint, from a savepoint, or remove it", job.RecoverFail, m.Kind, m.CheckpointID)
 	}
 	return m, nil
@@ -151,10 +175,10 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 	if err := r.saveLayout(); err != nil {
 		return fail(err)
 	}
-	if m.Kind == ckptstore.KindCheckpoint && len(m.TaskAttempts) > 0 {
+	if a, ok := r.localAttempt(m); m.Kind == ckptstore.KindCheckpoint && ok {
 		// The restored state is m's: a restore of m again may keep
 		// what this run acknowledges on top of it.
-		_, _, run := cutAttempt(m.TaskAttempts[0].AttemptID)
+		_, _, run := cutAttempt(a.AttemptID)
 		r.noteCut(st, m.CheckpointID, run, true)
 	}
 	r.dropCarry()
@@ -228,13 +252,6 @@ func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st s
 			oldPar[op]++
 		}
 	}
-	var total int64
-	for _, s := range m.StateSnapshots {
-		total += s.Bytes
-	}
-	r.ckpt.mu.Lock()
-	r.ckpt.status.Recovery = RecoveryProgress{BytesTotal: total, SnapshotsTotal: len(m.StateSnapshots)}
-	r.ckpt.mu.Unlock()
 	now := r.opts.Clock.Now().UnixMilli()
 	var (
 		snaps  []ckptstore.StateSnapshot
@@ -249,9 +266,19 @@ func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st s
 			r.log.Warn("restore: the job no longer has this operator; its state is not restored", "task", s.TaskID)
 			continue
 		}
+		if !r.snapshotWanted(op, sub, oldPar[op], spec.MaxParallelism) {
+			continue // another process's key groups (issue 20)
+		}
 		snaps = append(snaps, s)
 		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
 	}
+	var total int64
+	for _, s := range snaps {
+		total += s.Bytes
+	}
+	r.ckpt.mu.Lock()
+	r.ckpt.status.Recovery = RecoveryProgress{BytesTotal: total, SnapshotsTotal: len(snaps)}
+	r.ckpt.mu.Unlock()
 	progress := func(s ckptstore.StateSnapshot, info statestore.RestoreInfo) {
 		r.ckpt.mu.Lock()
 		p := &r.ckpt.status.Recovery

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -104,6 +105,27 @@ type Options struct {
 	// StartPositions makes source subtasks (by task ID) resume from these
 	// positions instead of their configured start (restores, restarts).
 	StartPositions map[string][]connectors.Position
+
+	// Tasks is the set of plan tasks this process runs (issue 20: a job
+	// whose placement units run on several nodes); empty runs them all.
+	// It must be a union of whole placement units (job.Plan's
+	// PlacementUnits), or Run fails naming the unit it splits
+	// (ValidateTasks). A run of a subset restores only its tasks' state,
+	// positions and watermarks, and its checkpoints are parts
+	// (CheckpointPart) that a commit merges (CommitParts).
+	Tasks []string
+	// HubCheckpoints turns the periodic checkpoint loop (and a drain's
+	// final checkpoint) off: checkpoints are cut only when asked
+	// (CheckpointPart, or Checkpoint/Savepoint of a run of every task).
+	// A run of a subset needs it: its rounds are the Hub's.
+	HubCheckpoints bool
+	// FromCheckpoint restores this checkpoint id (a Hub's recovery); if
+	// it is not usable (never committed, corrupt), the restore falls
+	// back as spec.recovery's latest_checkpoint would, past it.
+	FromCheckpoint string
+	// Generation is the deployment generation the manifests record (see
+	// SetGeneration).
+	Generation uint64
 }
 
 // Runtime runs one built job once.
@@ -148,6 +170,14 @@ type Runtime struct {
 	// journals are the state journals of tasks with user-visible keyed
 	// state (ops.Journaled), by task, for Journal.
 	journals map[string]*statestore.Journal
+
+	// local is Options.Tasks as a set; nil when every task runs here.
+	local      map[string]bool
+	generation atomic.Uint64
+	// parts are the artifacts (of the restart kind) this run wrote parts
+	// of whose commit it has not seen yet, oldest first (see
+	// releaseCommitted); guarded by ckpt.mu.
+	parts []string
 }
 
 // New returns a runtime for a built graph.
@@ -164,5 +194,16 @@ func New(g *build.Graph, opts Options) *Runtime {
 	if opts.ProcessingTimeInterval <= 0 {
 		opts.ProcessingTimeInterval = 200 * time.Millisecond
 	}
-	return &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), draining: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
+	r := &Runtime{g: g, opts: opts, log: opts.Logger.With("job", g.Spec.ID), run: uuid.NewString(), stopping: make(chan struct{}), draining: make(chan struct{}), done: make(chan struct{}), barriers: newBarriers()}
+	if len(opts.Tasks) > 0 {
+		r.local = map[string]bool{}
+		for _, t := range opts.Tasks {
+			r.local[t] = true
+		}
+		if len(r.local) == len(g.Plan.Tasks) && ValidateTasks(g.Plan, opts.Tasks) == nil {
+			r.local = nil // every task: a whole run
+		}
+	}
+	r.generation.Store(opts.Generation)
+	return r
 }

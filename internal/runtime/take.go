@@ -41,14 +41,27 @@ func (r *Runtime) plannedTasks() []string {
 // pipeline runs, then the manifest commits. A failed round leaves the
 // previous checkpoint in place and marks the health degraded.
 func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name string) (m *ckptstore.Manifest, err error) {
+	if r.local != nil {
+		return nil, errPartial
+	}
+	m, _, err = r.round(ctx, kind, "", name, false)
+	return m, err
+}
+
+// round runs one round of kind. A part round (part true: issue 20) cuts
+// this process's tasks under the id (or savepoint name) the Hub chose,
+// and writes their part manifest instead of committing (see
+// CheckpointPart); it returns the part's key. Otherwise id is empty, the
+// catalog issues the next id and the manifest commits.
+func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name string, part bool) (m *ckptstore.Manifest, partKey string, err error) {
 	r.ckpt.mu.Lock()
 	cat := r.ckpt.catalog
 	r.ckpt.mu.Unlock()
 	if cat == nil {
 		if r.g.Spec.Checkpoint == nil {
-			return nil, ErrNoCheckpoints
+			return nil, "", ErrNoCheckpoints
 		}
-		return nil, errNoCut
+		return nil, "", errNoCut
 	}
 	r.ckpt.round.Lock()
 	defer r.ckpt.round.Unlock()
@@ -73,19 +86,25 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name 
 		s.LastError = ""
 		s.Completed++
 		s.LastID, s.LastDuration, s.LastPause, s.LastBytes = m.CheckpointID, time.Since(start), pause, bytes
-		r.log.Info("checkpoint completed", "kind", kind, "id", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
+		what := "checkpoint completed"
+		if part {
+			what = "checkpoint part written (the Hub commits it)"
+		}
+		r.log.Info(what, "kind", kind, "id", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
 	}()
-	id := name
-	if kind == ckptstore.KindCheckpoint {
+	if !part {
+		id = name
+	}
+	if kind == ckptstore.KindCheckpoint && !part {
 		next, err := cat.NextID(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %w", err)
+			return nil, "", fmt.Errorf("checkpoint: %w", err)
 		}
 		id = next.String()
 	}
 	c, err := r.cut(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer c.Frozen.Close()
 	if kind == ckptstore.KindCheckpoint {
@@ -107,7 +126,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name 
 	}
 	var tasks []job.Task
 	for _, t := range plan.Tasks {
-		if op, _ := spec.Operator(t.OperatorID); op != nil && r.statefulOp(op) {
+		if op, _ := spec.Operator(t.OperatorID); op != nil && r.statefulOp(op) && r.isLocal(t.ID) {
 			tasks = append(tasks, t)
 		}
 	}
@@ -133,15 +152,22 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name 
 				info := <-produced
 				return info.ObjectCRC64, info.Bytes, nil
 			})
+			if part {
+				snap.NodeID = r.nodeID()
+			}
 			pr.CloseWithError(errors.New("upload ended"))
 			results[i] = result{snap, err}
 		}(i, t)
 	}
 	wg.Wait()
+	planned := r.plannedTasks()
+	if part {
+		planned = r.localTasks()
+	}
 	m = &ckptstore.Manifest{
-		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version,
+		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version, Generation: r.generation.Load(),
 		FormatVersion: r.formatVersion(), Kind: kind, Name: name,
-		CreatedMS: time.Now().UnixMilli(), PlannedTasks: r.plannedTasks(), PlanDigest: plan.Digest,
+		CreatedMS: time.Now().UnixMilli(), PlannedTasks: planned, PlanDigest: plan.Digest,
 		MaxParallelism: spec.MaxParallelism, WatermarksMS: c.Watermarks,
 	}
 	for _, t := range m.PlannedTasks {
@@ -149,7 +175,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name 
 	}
 	for _, res := range results {
 		if res.err != nil {
-			return nil, fmt.Errorf("%s %s: uploading state: %w", kind, id, res.err)
+			return nil, "", fmt.Errorf("%s %s: uploading state: %w", kind, id, res.err)
 		}
 		m.StateSnapshots = append(m.StateSnapshots, res.snap)
 		bytes += res.snap.Bytes
@@ -164,8 +190,23 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name 
 			m.SourcePositions = append(m.SourcePositions, ckptstore.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
 		}
 	}
+	if part {
+		key, err := cat.PutPart(ctx, m, r.nodeID())
+		if err != nil {
+			return nil, "", fmt.Errorf("%s %s: %w", kind, id, err)
+		}
+		if kind == r.restartKind() {
+			r.ckpt.mu.Lock()
+			r.parts = append(r.parts, id)
+			if len(r.parts) > maxPendingParts {
+				r.parts = r.parts[len(r.parts)-maxPendingParts:]
+			}
+			r.ckpt.mu.Unlock()
+		}
+		return m, key, nil
+	}
 	if err := cat.Commit(ctx, m); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", kind, id, err)
+		return nil, "", fmt.Errorf("%s %s: %w", kind, id, err)
 	}
 	r.ckpt.mu.Lock()
 	r.ckpt.watermarks = m.WatermarksMS
@@ -173,7 +214,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name 
 	if kind == r.restartKind() {
 		r.checkpointCompleted(c.Positions)
 	}
-	return m, nil
+	return m, "", nil
 }
 
 func (r *Runtime) nodeID() string {
