@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -246,33 +248,51 @@ func TestEndToEnd(t *testing.T) {
 	if st != 202 {
 		t.Fatalf("savepoint: %d %s", st, body)
 	}
-	waitFor(t, "the savepoint completed", func() bool {
-		_, _, body := call(t, "GET", api+"/jobs/ticks/savepoints", viewerToken, nil)
+	// The Agent cuts its part, then merges and commits it when the Hub
+	// says every part is in: the record completes with the manifest the
+	// commit wrote into the job's store.
+	record := func(route, id string) (hubwire.JobCheckpointRecord, []hubwire.JobCheckpointRecord) {
+		_, _, body := call(t, "GET", api+"/jobs/ticks/"+route, viewerToken, nil)
 		cps := decode[[]hubwire.JobCheckpointRecord](t, body)
-		if len(cps) == 1 && cps[0].Status == hubwire.CheckpointFailed {
-			t.Fatalf("savepoint failed: %s", body)
+		for _, c := range cps {
+			if c.Status == hubwire.CheckpointFailed {
+				t.Fatalf("%s %s failed: %s", c.Kind, c.CheckpointID, body)
+			}
+			if c.CheckpointID == id {
+				return c, cps
+			}
 		}
-		return len(cps) == 1 && cps[0].Status == hubwire.CheckpointCompleted && cps[0].Kind == hubwire.KindSavepoint && cps[0].ManifestURI != ""
+		return hubwire.JobCheckpointRecord{}, cps
+	}
+	spID := decode[hubwire.JobRecord](t, body).CheckpointID
+	waitFor(t, "the savepoint completed", func() bool {
+		sp, _ := record("savepoints", spID)
+		return sp.Status == hubwire.CheckpointCompleted && sp.Kind == hubwire.KindSavepoint && sp.ManifestURI == "ticks/savepoints/before-upgrade/manifest.json"
 	})
-	// And a checkpoint on demand; both routes list both kinds.
+	if _, err := os.Stat(filepath.Join(ckpts, "ticks", "savepoints", "before-upgrade", "manifest.json")); err != nil {
+		t.Fatalf("the savepoint's manifest is not in the store: %v", err)
+	}
+	// And a checkpoint on demand; both routes list both kinds. The job's
+	// periodic checkpoints are the Hub's too (its spec asks for one a
+	// minute, and the first is due when the job runs).
 	st, _, body = call(t, "POST", api+"/jobs/ticks/checkpoints", operatorToken, nil)
 	if st != 202 {
 		t.Fatalf("checkpoint: %d %s", st, body)
 	}
+	cpID := decode[hubwire.JobRecord](t, body).CheckpointID
 	waitFor(t, "the checkpoint completed", func() bool {
-		_, _, body := call(t, "GET", api+"/jobs/ticks/checkpoints", viewerToken, nil)
-		cps := decode[[]hubwire.JobCheckpointRecord](t, body)
-		done := 0
-		for _, c := range cps {
-			if c.Status == hubwire.CheckpointFailed {
-				t.Fatalf("checkpoint failed: %s", body)
-			}
-			if c.Status == hubwire.CheckpointCompleted {
-				done++
+		cp, all := record("checkpoints", cpID)
+		periodic := 0
+		for _, c := range all {
+			if c.Kind == hubwire.KindCheckpoint && c.CheckpointID != cpID && c.Status == hubwire.CheckpointCompleted {
+				periodic++
 			}
 		}
-		return len(cps) == 2 && done == 2
+		return cp.Status == hubwire.CheckpointCompleted && cp.ManifestURI == "ticks/checkpoints/"+cpID+"/manifest.json" && periodic >= 1
 	})
+	if _, err := os.Stat(filepath.Join(ckpts, "ticks", "checkpoints", cpID, "manifest.json")); err != nil {
+		t.Fatalf("the checkpoint's manifest is not in the store: %v", err)
+	}
 
 	st, _, body = call(t, "PUT", api+"/jobs/ticks/desired-state", operatorToken, hubwire.JobDesiredStateRequest{State: "stopped"},
 		"If-Match", `"generation-2"`)

@@ -644,6 +644,9 @@ func (h *Hub) checkpointRecord(ctx context.Context, c hubstore.Checkpoint) hubwi
 	rec := hubwire.JobCheckpointRecord{JobID: c.JobID, CheckpointID: c.CheckpointID, Kind: c.Kind, Status: c.Status,
 		ManifestURI: c.ManifestURI, FormatVersion: uint32(max(c.FormatVersion, 0)), CreatedAtMs: ms(c.CreatedAt),
 		UpdatedAtMs: ms(c.UpdatedAt), Generation: uint64(max(c.Generation, 0)), Error: c.Error}
+	if c.Kind == hubstore.KindSavepoint && c.Status == hubstore.CheckpointCompleted {
+		rec.Name = savepointName(c)
+	}
 	if v, err := h.store.GetVersion(ctx, c.JobID, c.VersionID); err == nil {
 		rec.JobVersion = uint64(v.Number)
 	}

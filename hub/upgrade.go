@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
@@ -207,6 +208,13 @@ func (h *Hub) latestSavepoint(ctx context.Context, jobID, version string) (hubst
 // report it as the observed checkpoint id, which the Hub keeps as the
 // record's manifest URI.
 func savepointName(c hubstore.Checkpoint) string {
+	// A committed savepoint's manifest is "{job}/savepoints/{name}/manifest.json"
+	// in the job's store; a whole-job Agent reports the name itself.
+	if rest, ok := strings.CutPrefix(c.ManifestURI, c.JobID+"/savepoints/"); ok {
+		if name, ok := strings.CutSuffix(rest, "/manifest.json"); ok && name != "" && !strings.Contains(name, "/") {
+			return name
+		}
+	}
 	if c.ManifestURI != "" {
 		return c.ManifestURI
 	}

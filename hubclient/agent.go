@@ -352,10 +352,12 @@ func (a *Agent) call(ctx context.Context, method, path, token string, body, out 
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
 }
 
-// The capabilities every Agent declares.
+// The capabilities every Agent declares. placement_units: it runs the
+// placement units a Hub assigns, with two-phase checkpoints.
 var capabilities = []string{
 	hubwire.CapabilityJobRuntime, hubwire.CapabilityStateBackend,
 	hubwire.CapabilityCheckpointRecovery, hubwire.CapabilityMetrics,
+	hubwire.CapabilityPlacementUnits,
 }
 
 // softwareVersion is reported as the Agent's version and job runtime.
