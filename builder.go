@@ -107,6 +107,7 @@ type OperatorOption interface {
 type opSettings struct {
 	op         *job.Operator
 	time       *job.Time
+	keyedBy    string
 	durability json.RawMessage
 	schema     *arrow.Schema // WithSchema
 	// problems are mistakes in the options' arguments, as {call, reason}.
@@ -123,6 +124,27 @@ func (f opOption) applySource(s *opSettings) { f(s) }
 type sourceOption func(*opSettings)
 
 func (f sourceOption) applySource(s *opSettings) { f(s) }
+
+// KeyedBy is a SourceOption promising that the source's input is already
+// partitioned by column field: all rows with one value of it are in one
+// partition (a Kafka topic whose producer keyed its messages by it), so
+// each source subtask reads every row of its keys. An operator keyed by
+// the same field (Window, Aggregate, Process with KeyBy's field) then runs
+// in the source's subtask without a partitioned edge: no shuffle, and its
+// placement units can run on different Agents of a Hub. Its state is kept
+// per subtask, so the parallelism of such a job cannot change across a
+// restore; re-key through a Kafka topic to change it (see
+// examples/rekey). A broken promise splits a key's results across
+// subtasks.
+func KeyedBy(field string) SourceOption {
+	return sourceOption(func(s *opSettings) {
+		if field == "" {
+			s.problems = append(s.problems, [2]string{"KeyedBy(field)", "needs the column the input is partitioned by"})
+			return
+		}
+		s.keyedBy = field
+	})
+}
 
 // WithParallelism runs the operator with n subtasks instead of the job's
 // parallelism. n must be at least 1 (Build reports a smaller one; leave
@@ -326,7 +348,8 @@ func (b *Builder) Source(id string, src SourceComponent, opts ...SourceOption) *
 		return b
 	}
 	set := b.addSource(job.Operator{ID: id, Kind: job.KindSource}, opts)
-	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src), Time: set.time, Durability: set.durability})
+	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src), Time: set.time,
+		Durability: set.durability, KeyedBy: set.keyedBy})
 	b.bindings[id] = src
 	return b
 }

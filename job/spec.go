@@ -117,6 +117,16 @@ type Source struct {
 	// over the spec's job-wide block key by key; nil inherits that block
 	// unchanged.
 	Durability json.RawMessage `json:"durability,omitempty"`
+	// KeyedBy (extension) promises that the input is partitioned by this
+	// column: every row of one value of it is in one partition of the
+	// input (a Kafka topic whose producer keyed its messages by it), so
+	// one source subtask reads all rows of its keys. A keyed operator
+	// downstream with this key_field then needs no partitioned edge: it
+	// runs in the source's subtask (co-partitioned, as Kafka Streams
+	// does), so its placement units can go to different Agents. Its
+	// state is kept per subtask and cannot be rescaled; see
+	// CoPartitioned.
+	KeyedBy string `json:"keyed_by,omitempty"`
 }
 
 // Sink binds an operator of kind "sink" to an external output.

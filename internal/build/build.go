@@ -162,6 +162,13 @@ func (b *builder) sources() {
 		b.g.Inputs[src.OperatorID] = in
 		b.g.Schemas[src.OperatorID] = in.Schema()
 		b.checkTime(src, at, in.Schema())
+		if src.KeyedBy != "" {
+			if idx := in.Schema().FieldIndices(src.KeyedBy); len(idx) == 0 {
+				b.p.Add(src.OperatorID, at+".keyed_by", "unknown column %q (columns: %s)", src.KeyedBy, ops.ColumnList(in.Schema()))
+			} else if t := in.Schema().Field(idx[0]).Type; !keys.Supported(t) {
+				b.p.Add(src.OperatorID, at+".keyed_by", "column %q has type %s, which cannot be a key", src.KeyedBy, t)
+			}
+		}
 	}
 }
 
@@ -202,6 +209,7 @@ func (b *builder) operators() {
 		incoming[e.To] = append(incoming[e.To], e)
 	}
 	b.late = late
+	coPart := s.CoPartitioned()
 	for _, id := range order {
 		op, i := s.Operator(id)
 		if op == nil || op.Kind == job.KindSource {
@@ -221,7 +229,7 @@ func (b *builder) operators() {
 		for _, e := range incoming[id] {
 			keyed = keyed && e.Partitioned
 		}
-		keyed = keyed || s.OperatorParallelism(op) == 1
+		keyed = keyed || s.OperatorParallelism(op) == 1 || s.CoPartitionedKeyed(op, coPart)
 		for _, e := range incoming[id] {
 			if in != nil && e.Partitioned && op.KeyField != "" {
 				if err := CheckKeyField(in, op.KeyField); err != nil {

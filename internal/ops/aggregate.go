@@ -48,7 +48,7 @@ func KeyColumn(c Context) (int, error) {
 		return -1, Errf("key_field", "column %q has type %s, which cannot be a key", c.Op.KeyField, t)
 	}
 	if !c.Keyed {
-		return -1, Errf("key_field", "rows of one key must all reach the same subtask: make every input edge of %q partitioned, or give it parallelism 1", c.Op.ID)
+		return -1, Errf("key_field", "rows of one key must all reach the same subtask: make every input edge of %q partitioned, give it parallelism 1, or (when the input is already partitioned by this key) declare the source's keyed_by %q", c.Op.ID, c.Op.KeyField)
 	}
 	return idx[0], nil
 }
