@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -322,7 +323,7 @@ func (b *Builder) addSource(op job.Operator, opts []SourceOption) opSettings {
 		default:
 			e := job.Edge{ID: b.cursor + "-" + op.ID, From: b.cursor, To: op.ID}
 			if b.keyBy != "" {
-				e.Partitioned = true
+				e.Partitioned = !b.coPartitioned(b.cursor, b.keyBy, &op)
 				if op.KeyField == "" {
 					op.KeyField = b.keyBy
 				} else if op.KeyField != b.keyBy {
@@ -339,6 +340,16 @@ func (b *Builder) addSource(op job.Operator, opts []SourceOption) opSettings {
 	b.cursor = op.ID
 	set.op = nil
 	return set
+}
+
+// coPartitioned reports whether the rows of from are partitioned by key
+// already (KeyedBy) and op runs with from's parallelism.
+func (b *Builder) coPartitioned(from, key string, op *job.Operator) bool {
+	if build.CoPartitioned(&b.spec)[from] != key {
+		return false
+	}
+	up, _ := b.spec.Operator(from)
+	return up != nil && b.spec.OperatorParallelism(up) == b.spec.OperatorParallelism(op)
 }
 
 // Source adds a source. A job may have several; each starts a branch.
@@ -390,7 +401,10 @@ func (b *Builder) LateSink(id string, snk SinkComponent) *Builder {
 
 // KeyBy partitions the edge to the next operator by field: every row goes
 // to the subtask that owns the key group of its field value, and the next
-// operator gets field as its key_field.
+// operator gets field as its key_field. When the rows are already
+// partitioned by field (a source with KeyedBy(field), through operators of
+// the same parallelism) and the next operator has that parallelism too,
+// the edge stays a forward one: the key needs no shuffle.
 func (b *Builder) KeyBy(field string) *Builder {
 	if field == "" {
 		b.problem(b.cursor, "KeyBy needs a field name")

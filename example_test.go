@@ -80,3 +80,32 @@ func ExampleValidate() {
 	// job "broken": operator "clicks": sources[0].config.schema[1].type: must be one of int64, float32, float64, string, bool, timestamp (got "text")
 	// job "broken": operator "out": sinks[0].output_type: unknown output type "stdoutt" (known: drop, file, func, memory, stdout)
 }
+
+// KeyedBy: the input's partitions are already keyed by user (as a Kafka
+// topic whose producer keyed its messages by user), so KeyBy("user")
+// needs no shuffle: the per-user aggregate runs in each source subtask,
+// and each subtask's chain is its own placement unit, which a Hub may put
+// on its own Agent.
+func ExampleKeyedBy() {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "user", Type: arrow.BinaryTypes.String},
+		{Name: "amount", Type: arrow.PrimitiveTypes.Float64},
+	}, nil)
+	j, err := arkflow.NewJob("spend").
+		Parallelism(3).
+		Source("payments", mem.NewSource(schema, 3), arkflow.KeyedBy("user")).
+		KeyBy("user"). // no shuffle: the rows are partitioned by user already
+		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Sum("amount", "total")}}).
+		Sink("out", mem.NewSink()).
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, u := range j.Plan().PlacementUnits {
+		fmt.Println(u.ID, u.Tasks)
+	}
+	// Output:
+	// unit-0 [out-0 payments-0 per-user-0]
+	// unit-1 [out-1 payments-1 per-user-1]
+	// unit-2 [out-2 payments-2 per-user-2]
+}

@@ -122,7 +122,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 		// running aggregate with every function, emitting once at the end.
 		Source("views", views,
 			arkflow.EventTime{Field: "ts", Monotonous: true, AllowedLateness: time.Second, LateUpdate: true},
-			arkflow.Durable(local)).
+			arkflow.Durable(local), arkflow.KeyedBy("user")).
 		KeyBy("user").
 		Aggregate("totals", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("amount", "total"), job.Min("amount", "lo"),
 			job.Max("amount", "hi"), job.Avg("amount", "mean"),

@@ -123,9 +123,11 @@ type Source struct {
 	// one source subtask reads all rows of its keys. A keyed operator
 	// downstream with this key_field then needs no partitioned edge: it
 	// runs in the source's subtask (co-partitioned, as Kafka Streams
-	// does), so its placement units can go to different Agents. Its
-	// state is kept per subtask and cannot be rescaled; see
-	// CoPartitioned.
+	// does), through operators of the same parallelism, so its placement
+	// units can go to different Agents. Its keyed state stays in its
+	// subtask's own key groups, so a restore cannot change its
+	// parallelism. A broken promise splits a key's results across
+	// subtasks.
 	KeyedBy string `json:"keyed_by,omitempty"`
 }
 

@@ -209,7 +209,7 @@ func (b *builder) operators() {
 		incoming[e.To] = append(incoming[e.To], e)
 	}
 	b.late = late
-	coPart := s.CoPartitioned()
+	coPart := CoPartitioned(s)
 	for _, id := range order {
 		op, i := s.Operator(id)
 		if op == nil || op.Kind == job.KindSource {
@@ -229,7 +229,7 @@ func (b *builder) operators() {
 		for _, e := range incoming[id] {
 			keyed = keyed && e.Partitioned
 		}
-		keyed = keyed || s.OperatorParallelism(op) == 1 || s.CoPartitionedKeyed(op, coPart)
+		keyed = keyed || s.OperatorParallelism(op) == 1 || CoPartitionedKeyed(s, op, coPart)
 		for _, e := range incoming[id] {
 			if in != nil && e.Partitioned && op.KeyField != "" {
 				if err := CheckKeyField(in, op.KeyField); err != nil {

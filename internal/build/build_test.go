@@ -203,6 +203,24 @@ func TestBuildReportsEveryProblem(t *testing.T) {
 			`a | operators[3].config.aggregates[0].field | unknown column "zz" (columns: user, amount, __meta_source, __meta_partition, __meta_offset)`,
 		},
 	}, {
+		// Issue 20: keyed_by names a column of the source; a keyed
+		// operator behind it needs no partitioned edge when keyed by the
+		// same column, and still does when keyed by another.
+		name: "keyed_by",
+		spec: `{"id":"j","parallelism":2,"operators":[{"id":"in","kind":"source"},{"id":"in2","kind":"source"},
+		  {"id":"a","kind":"aggregate","key_field":"user","config":{"aggregates":[{"function":"count"}]}},
+		  {"id":"b","kind":"aggregate","key_field":"amount","config":{"aggregates":[{"function":"count"}]}},
+		  {"id":"out","kind":"sink"},{"id":"out2","kind":"sink"},{"id":"out3","kind":"sink"}],
+		 "edges":[{"id":"e1","from":"in","to":"a"},{"id":"e2","from":"in","to":"b"},{"id":"e3","from":"a","to":"out"},{"id":"e4","from":"b","to":"out2"},
+		   {"id":"e5","from":"in2","to":"out3"}],
+		 "sources":[{"operator_id":"in","input_type":"memory","keyed_by":"user"},{"operator_id":"in2","input_type":"memory","keyed_by":"nope"}],
+		 "sinks":[{"operator_id":"out","output_type":"drop"},{"operator_id":"out2","output_type":"drop"},{"operator_id":"out3","output_type":"drop"}]}`,
+		bind: map[string]any{"in": memory.NewSource(userAmount, 2), "in2": memory.NewSource(userAmount, 2)},
+		want: []string{
+			`b | operators[3].key_field | rows of one key must all reach the same subtask: make every input edge of "b" partitioned, give it parallelism 1, or (when the input is already partitioned by this key) declare the source's keyed_by "amount"`,
+			`in2 | sources[1].keyed_by | unknown column "nope" (columns: user, amount, __meta_source, __meta_partition, __meta_offset)`,
+		},
+	}, {
 		name: "key field type, keyed routing, event time",
 		spec: `{"id":"j","parallelism":2,"operators":[{"id":"in","kind":"source"},
 		  {"id":"a","kind":"aggregate","key_field":"tags","config":{"aggregates":[{"function":"count"}]}},
@@ -216,7 +234,7 @@ func TestBuildReportsEveryProblem(t *testing.T) {
 			{Name: "user", Type: arrow.BinaryTypes.String}, {Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String)}}, nil), 1)},
 		want: []string{
 			`a | operators[1].key_field | column "tags" has type list<item: utf8, nullable>, which cannot be a key`,
-			`b | operators[2].key_field | rows of one key must all reach the same subtask: make every input edge of "b" partitioned, or give it parallelism 1`,
+			`b | operators[2].key_field | rows of one key must all reach the same subtask: make every input edge of "b" partitioned, give it parallelism 1, or (when the input is already partitioned by this key) declare the source's keyed_by "user"`,
 			`in | sources[0].time.timestamp_field | column "user" has type utf8; event time needs int64 (milliseconds) or a timestamp`,
 		},
 	}, {
@@ -378,3 +396,5 @@ func TestBuildStartChecks(t *testing.T) {
 		})
 	}
 }
+
+var userAmount = arrow.NewSchema([]arrow.Field{{Name: "user", Type: arrow.BinaryTypes.String}, {Name: "amount", Type: arrow.PrimitiveTypes.Int64}}, nil)

@@ -360,3 +360,24 @@ func RowBytes(col arrow.Array, i int) ([]byte, error) {
 
 // GroupOfBytes is the key group of key bytes for max parallelism m.
 func GroupOfBytes(b []byte, m int) int { return job.KeyGroup(b, m) }
+
+// Grouper maps a key to the key group its state is kept in: Base plus its
+// hash modulo Width. Keyed edges route by HashGrouper(max parallelism);
+// an operator keyed by co-partitioning (job.Source.KeyedBy) keeps its keys
+// in its own subtask's range instead (RangeGrouper), since its rows were
+// not routed by key group.
+type Grouper struct{ Base, Width int }
+
+// HashGrouper is the grouping of keyed edges: job.KeyGroup.
+func HashGrouper(maxParallelism int) Grouper { return Grouper{Width: maxParallelism} }
+
+// RangeGrouper keeps every key in r.
+func RangeGrouper(r job.KeyGroupRange) Grouper {
+	return Grouper{Base: r.Start, Width: r.End - r.Start + 1}
+}
+
+// Of is the key group of key bytes b.
+func (g Grouper) Of(b []byte) int { return g.Base + int(job.HashKey(b)%uint64(max(g.Width, 1))) }
+
+// GroupWith is the key group of key ID id under g.
+func (t *Table) GroupWith(id int32, g Grouper) int { return g.Of(t.Bytes(id)) }

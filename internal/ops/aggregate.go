@@ -100,7 +100,7 @@ func buildAggregate(c Context) (Built, error) {
 		}
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, t.MaxParallelism
-		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, maxPar: t.MaxParallelism}
+		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, groups: t.Grouper()}
 		if err := a.open(t); err != nil {
 			return nil, fmt.Errorf("operator %q: restoring state: %w", c.Op.ID, err)
 		}
@@ -141,7 +141,7 @@ type aggregate struct {
 	seen    []bool
 	journal *statestore.Journal
 	meta    MetaColumns
-	maxPar  int
+	groups  keys.Grouper
 	buf     []byte
 }
 
@@ -188,7 +188,7 @@ func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {
 	for _, id := range touched {
 		a.seen[id] = false
 		a.buf = a.state.Encode(a.buf[:0], int(id))
-		epoch.Put(aggNamespace, a.keys.Group(id, a.maxPar), a.keys.Bytes(id), a.buf, 0)
+		epoch.Put(aggNamespace, a.keys.GroupWith(id, a.groups), a.keys.Bytes(id), a.buf, 0)
 	}
 	if a.final {
 		// The rows are folded into state, but their results are not out

@@ -162,7 +162,7 @@ func TestAggregateConfigErrors(t *testing.T) {
 		{opSpec{keyField: "user", keyed: true, config: `{"emit":"sometimes",` + aggConfig + `}`}, `config.emit: must be "updates" or "final" (got "sometimes")`},
 		{opSpec{keyed: true, config: `{"aggregates":[{"function":"median","field":"amount"}]}`}, "key_field: the aggregate operator needs key_field\n" +
 			`config.aggregates[0].function: unknown aggregate function "median" (known: count, sum, min, max, avg, first, last)`},
-		{opSpec{keyField: "user", config: `{` + aggConfig + `}`}, `key_field: rows of one key must all reach the same subtask: make every input edge of "op" partitioned, or give it parallelism 1`},
+		{opSpec{keyField: "user", config: `{` + aggConfig + `}`}, `key_field: rows of one key must all reach the same subtask: make every input edge of "op" partitioned, give it parallelism 1, or (when the input is already partitioned by this key) declare the source's keyed_by "user"`},
 		{opSpec{keyField: "user", keyed: true, config: `{"aggregates":[{"function":"count","as":"user"}]}`}, `config.aggregates[0].as: output column "user" collides with the key column`},
 	}
 	for _, c := range cases {

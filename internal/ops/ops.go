@@ -28,6 +28,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -166,6 +167,9 @@ type Task struct {
 	KeyGroups job.KeyGroupRange
 	// MaxParallelism is the job's number of key groups.
 	MaxParallelism int
+	// Groups maps a key to the key group its state is kept in (zero:
+	// keys.HashGrouper(MaxParallelism); see Grouper).
+	Groups keys.Grouper
 	// Now is the wall clock in Unix ms (state TTL).
 	Now func() int64
 	// CheckpointWatermark returns the watermark the last completed
@@ -173,6 +177,14 @@ type Task struct {
 	// any later one, starts the task at); ok is false before the first.
 	// Nil when checkpoints are off.
 	CheckpointWatermark func() (wm int64, ok bool)
+}
+
+// Grouper is how the task's keyed state groups its keys.
+func (t Task) Grouper() keys.Grouper {
+	if t.Groups.Width > 0 {
+		return t.Groups
+	}
+	return keys.HashGrouper(t.MaxParallelism)
 }
 
 // Factory builds an operator. Errors name their field relative to the

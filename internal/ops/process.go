@@ -52,7 +52,7 @@ func buildProcess(c Context, pb ProcessBinding) (Built, error) {
 		}
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, t.MaxParallelism
-		return &process{op: c.Op.ID, fn: pb.Fn, out: out, keyCol: keyCol, journal: j, meta: meta, maxPar: t.MaxParallelism, now: t.Now, ttl: ttl}, nil
+		return &process{op: c.Op.ID, fn: pb.Fn, out: out, keyCol: keyCol, journal: j, meta: meta, groups: t.Grouper(), now: t.Now, ttl: ttl}, nil
 	}}, nil
 }
 
@@ -63,7 +63,7 @@ type process struct {
 	keyCol  int
 	journal *statestore.Journal
 	meta    MetaColumns
-	maxPar  int
+	groups  keys.Grouper
 	now     func() int64
 	ttl     time.Duration
 }
@@ -92,7 +92,7 @@ func (p *process) Process(ctx context.Context, b Batch, out Emitter) error {
 		if err != nil {
 			return nil, err
 		}
-		k := statestore.NewKeyed(p.journal, epoch, keys.GroupOfBytes(kb, p.maxPar), kb, now, p.ttl)
+		k := statestore.NewKeyed(p.journal, epoch, p.groups.Of(kb), kb, now, p.ttl)
 		cache[row] = k
 		return k, nil
 	}

@@ -140,7 +140,7 @@ func TestProcessConfigErrors(t *testing.T) {
 		{"", true, nil, "key_field: a stateful udf needs key_field: call KeyBy before Process"},
 		{"", true, clicks, "key_field: the udf operator needs key_field"},
 		{"nope", true, clicks, `key_field: unknown column "nope" (columns: user, amount)`},
-		{"user", false, clicks, `key_field: rows of one key must all reach the same subtask: make every input edge of "op" partitioned, or give it parallelism 1`},
+		{"user", false, clicks, `key_field: rows of one key must all reach the same subtask: make every input edge of "op" partitioned, give it parallelism 1, or (when the input is already partitioned by this key) declare the source's keyed_by "user"`},
 	}
 	for _, c := range cases {
 		o := processOp(countSeen)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
@@ -92,6 +93,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 		sub   int
 	}
 	inboxes := map[key]*inbox{}
+	coPart := build.CoPartitioned(spec)
 	// slotIndex[(edge, fromSub, toSub)] = slot at the receiver.
 	type slotKey struct {
 		edge     string
@@ -216,7 +218,13 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 					if spec.Checkpoint != nil {
 						ckptWM = func() (int64, bool) { return r.checkpointWatermark(task) }
 					}
-					inst, e := g.Ops[opID].New(ops.Task{TaskInfo: stInfo, State: st, KeyGroups: t.KeyGroups(), MaxParallelism: spec.MaxParallelism,
+					groups := keys.HashGrouper(spec.MaxParallelism)
+					if build.CoPartitionedKeyed(spec, op, coPart) {
+						// Its rows were not routed by key group: its keys
+						// stay in its own range (see job.Source.KeyedBy).
+						groups = keys.RangeGrouper(t.KeyGroups())
+					}
+					inst, e := g.Ops[opID].New(ops.Task{TaskInfo: stInfo, State: st, KeyGroups: t.KeyGroups(), MaxParallelism: spec.MaxParallelism, Groups: groups,
 						Now: func() int64 { return r.opts.Clock.Now().UnixMilli() }, CheckpointWatermark: ckptWM})
 					if e != nil {
 						fail(fmt.Errorf("creating operator %s: %w", task, e))

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
@@ -67,6 +68,22 @@ func (r *Runtime) manifestLayout(m *ckptstore.Manifest) layout {
 
 // rescaled returns the stateful operators whose parallelism differs
 // between from and to (and that both have), sorted.
+// coPartitionedRescaled names the operators keyed by co-partitioning
+// (job.Source.KeyedBy) whose parallelism differs between from and to: their
+// keys are kept in their subtask's own key groups, so no relayout can
+// move them to another parallelism.
+func (r *Runtime) coPartitionedRescaled(from, to layout) []string {
+	spec := r.g.Spec
+	cp := build.CoPartitioned(spec)
+	var out []string
+	for _, op := range rescaled(from, to) {
+		if o, _ := spec.Operator(op); o != nil && build.CoPartitionedKeyed(spec, o, cp) {
+			out = append(out, fmt.Sprintf("%s from %d to %d", op, from.Parallelism[op], to.Parallelism[op]))
+		}
+	}
+	return out
+}
+
 func rescaled(from, to layout) []string {
 	var ops []string
 	for op, p := range to.Parallelism {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
@@ -80,6 +81,10 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 			return nil, fmt.Errorf("savepoint %q was not found or is not usable in %s", r.opts.FromSavepoint, cat.Store().URI())
 		}
 		return nil, nil
+	}
+	if ops := r.coPartitionedRescaled(r.manifestLayout(m), r.planLayout()); len(ops) > 0 {
+		return nil, fmt.Errorf("parallelism: %s %s changes the parallelism of %s, whose rows arrive partitioned by their source (keyed_by) and whose keyed state is kept per subtask: it cannot be redistributed; start with the old parallelism, or re-key through a Kafka topic into a job of the new one",
+			m.Kind, m.CheckpointID, strings.Join(ops, ", "))
 	}
 	if spec.Recovery == job.RecoverFail && r.opts.FromSavepoint == "" && r.opts.FromCheckpoint == "" {
 		return nil, fmt.Errorf("recovery is %q and %s %s exists: start from it with recovery latest_checkpoint, from a savepoint, or remove it", job.RecoverFail, m.Kind, m.CheckpointID)

@@ -165,7 +165,7 @@ func Build(c ops.Context) (ops.Built, error) {
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, info.MaxParallelism
 		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: wm, m: &counters{},
-			journal: j, meta: meta, maxPar: info.MaxParallelism, floor: fl, warn: warn, log: info.Logger, now: info.Now}
+			journal: j, meta: meta, groups: info.Grouper(), floor: fl, warn: warn, log: info.Logger, now: info.Now}
 		var inst interface {
 			ops.Instance
 			restore(e statestore.Entry) error
@@ -239,7 +239,7 @@ type base struct {
 
 	journal *statestore.Journal
 	meta    ops.MetaColumns
-	maxPar  int
+	groups  keys.Grouper
 	buf     []byte
 	floor   *floor
 }
@@ -260,12 +260,12 @@ func (b *base) begin(in ops.Batch) (ops.Batch, *statestore.Epoch, error) {
 // keep stages a kept window's state in an epoch.
 func (b *base) keepState(e *statestore.Epoch, start int64, key int32, prefix []byte, g int32) {
 	b.buf = b.acc.Encode(append(b.buf[:0], prefix...), g)
-	e.Put(keptNamespace, b.keys.Group(key, b.maxPar), keptKey(start, b.keys.Bytes(key)), b.buf, 0)
+	e.Put(keptNamespace, b.keys.GroupWith(key, b.groups), keptKey(start, b.keys.Bytes(key)), b.buf, 0)
 }
 
 // forget stages the removal of a kept window.
 func (b *base) forget(e *statestore.Epoch, start int64, key int32) {
-	e.Delete(keptNamespace, b.keys.Group(key, b.maxPar), keptKey(start, b.keys.Bytes(key)))
+	e.Delete(keptNamespace, b.keys.GroupWith(key, b.groups), keptKey(start, b.keys.Bytes(key)))
 }
 
 // counters are read by Counters and Gauges from other goroutines.

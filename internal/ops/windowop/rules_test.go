@@ -1036,7 +1036,7 @@ func TestRVal1WindowNotKeyed(t *testing.T) {
 		windowOp(m)["parallelism"] = 2
 		m["edges"].([]any)[0].(map[string]any)["partitioned"] = false
 	})
-	wantProblem(t, err, "w", "operators[1].key_field", `rows of one key must all reach the same subtask: make every input edge of "w" partitioned, or give it parallelism 1`)
+	wantProblem(t, err, "w", "operators[1].key_field", `rows of one key must all reach the same subtask: make every input edge of "w" partitioned, give it parallelism 1, or (when the input is already partitioned by this key) declare the source's keyed_by "k"`)
 	// With parallelism 1 an unpartitioned edge is fine.
 	if err := validate(t, func(m map[string]any) { m["edges"].([]any)[0].(map[string]any)["partitioned"] = false }); err != nil {
 		t.Fatalf("parallelism 1 without a keyed edge: %v", err)

@@ -145,7 +145,7 @@ func (w *sessions) expiredFloors() []statestore.Mutation {
 // sessionFloorKey is the state key of key's floor.
 func (w *sessions) sessionFloorKey(key int32) statestore.Key {
 	k := w.floor.key
-	k.Namespace, k.KeyGroup, k.User = sessionFloorNamespace, w.keys.Group(key, w.maxPar), append([]byte(nil), w.keys.Bytes(key)...)
+	k.Namespace, k.KeyGroup, k.User = sessionFloorNamespace, w.keys.GroupWith(key, w.groups), append([]byte(nil), w.keys.Bytes(key)...)
 	return k
 }
 

@@ -1,4 +1,6 @@
-package job
+package build
+
+import "github.com/arkflow-rs/arkflow-go/job"
 
 // CoPartitioned returns, for every operator whose input rows arrive
 // already partitioned by a key, that key column: a source with KeyedBy,
@@ -8,8 +10,8 @@ package job
 // subtask's partitions). A keyed operator whose key_field is that column
 // is keyed without a partitioned edge: all rows of a key reach one
 // subtask. Operators not in the map are not co-partitioned. The spec
-// must have resolvable, acyclic edges (CheckStructure).
-func (s *Spec) CoPartitioned() map[string]string {
+// must have resolvable, acyclic edges (job.CheckStructure).
+func CoPartitioned(s *job.Spec) map[string]string {
 	out := map[string]string{}
 	for _, src := range s.Sources {
 		if src.KeyedBy != "" {
@@ -19,7 +21,7 @@ func (s *Spec) CoPartitioned() map[string]string {
 	if len(out) == 0 {
 		return out
 	}
-	in := map[string][]Edge{}
+	in := map[string][]job.Edge{}
 	for _, e := range s.Edges {
 		in[e.To] = append(in[e.To], e)
 	}
@@ -31,7 +33,7 @@ func (s *Spec) CoPartitioned() map[string]string {
 	for changed := true; changed; {
 		changed = false
 		for _, op := range s.Operators {
-			if _, done := out[op.ID]; done || op.Kind == KindSource || len(in[op.ID]) == 0 {
+			if _, done := out[op.ID]; done || op.Kind == job.KindSource || len(in[op.ID]) == 0 {
 				continue
 			}
 			key, ok := "", true
@@ -55,8 +57,8 @@ func (s *Spec) CoPartitioned() map[string]string {
 // CoPartitionedKeyed reports whether op is a keyed operator made keyed by
 // co-partitioning (its key_field is the key its rows arrive partitioned
 // by) rather than by partitioned edges: its state is kept per subtask.
-func (s *Spec) CoPartitionedKeyed(op *Operator, cp map[string]string) bool {
-	if op.KeyField == "" || op.Kind == KindSource || op.Kind == KindSink {
+func CoPartitionedKeyed(s *job.Spec, op *job.Operator, cp map[string]string) bool {
+	if op.KeyField == "" || op.Kind == job.KindSource || op.Kind == job.KindSink {
 		return false
 	}
 	k, ok := cp[op.ID]
