@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
+	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 )
@@ -55,25 +58,61 @@ func (h *Hub) failover(ctx context.Context, stale map[string]bool) {
 }
 
 func (h *Hub) failoverJob(ctx context.Context, j hubstore.Job, as []hubstore.Assignment, stale map[string]bool) error {
-	v, err := h.store.GetVersion(ctx, j.JobID, j.CurrentVersion)
-	if err != nil {
-		return err
-	}
-	next := j.Generation + 1
-	placed, e := h.placement(ctx, j, v, next, stale)
+	_, moved, e := h.moveUnits(ctx, j, as, stale, false, "failover", "hub", fmt.Sprintf("failover-%s-%d", j.JobID, j.Generation+1))
 	if e != nil {
 		return errors.New(e.Message)
 	}
+	if !moved {
+		return errors.New("placement kept every unit where it was")
+	}
+	return nil
+}
+
+// moveUnits places the job's units again as a new generation (kind
+// failover or rebalance) whose moved units restore from the last
+// completed checkpoint. moved is false, and nothing changes, when the
+// placement is the current one.
+func (h *Hub) moveUnits(ctx context.Context, j hubstore.Job, as []hubstore.Assignment, exclude map[string]bool, balance bool,
+	kind, actor, correlation string) (hubstore.DesiredResult, bool, *hubhttp.Error) {
+	v, err := h.store.GetVersion(ctx, j.JobID, j.CurrentVersion)
+	if err != nil {
+		return hubstore.DesiredResult{}, false, hubhttp.Internal()
+	}
+	next := j.Generation + 1
+	placed, e := h.place(ctx, j, v, next, exclude, balance)
+	if e != nil {
+		return hubstore.DesiredResult{}, false, e
+	}
+	if samePlacement(as, placed) {
+		return hubstore.DesiredResult{}, false, nil
+	}
 	payload, _ := json.Marshal(recoveryPayload{Recovery: h.failoverRecovery(ctx, j, as)})
 	expected := j.Generation
-	_, err = h.store.SetDesired(ctx, hubstore.DesiredChange{JobID: j.JobID, DesiredState: hubstore.DesiredRunning, Kind: "failover",
-		ExpectedGeneration: &expected, Assignments: placed, Payload: payload, Actor: "hub",
-		CorrelationID: fmt.Sprintf("failover-%s-%d", j.JobID, next)})
+	res, err := h.store.SetDesired(ctx, hubstore.DesiredChange{JobID: j.JobID, DesiredState: hubstore.DesiredRunning, Kind: kind,
+		ExpectedGeneration: &expected, Assignments: placed, Payload: payload, Actor: actor, CorrelationID: correlation})
 	if err != nil {
-		return err
+		var gc *hubstore.GenerationConflictError
+		if errors.As(err, &gc) {
+			return res, false, hubhttp.GenerationPreconditionFailed(gc.Expected, gc.Current)
+		}
+		return res, false, hubhttp.Internal()
 	}
 	h.poke()
-	return nil
+	return res, true, nil
+}
+
+// samePlacement reports whether two generations put the same tasks on the
+// same nodes.
+func samePlacement(a, b []hubstore.Assignment) bool {
+	key := func(as []hubstore.Assignment) string {
+		var parts []string
+		for _, x := range as {
+			parts = append(parts, x.NodeID+"="+strings.Join(assignmentTasks(x).Tasks, ","))
+		}
+		sort.Strings(parts)
+		return strings.Join(parts, ";")
+	}
+	return len(a) == len(b) && key(a) == key(b)
 }
 
 // failoverRecovery is where moved units restore from: the job's newest

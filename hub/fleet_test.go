@@ -306,4 +306,52 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		}
 		return d.Job.Generation == gen+1 && d.Job.ObservedState == hubwire.JobRunning && len(d.Assignments) == 2
 	})
+
+	// Agent d joins; a rebalance moves one of a's two units to it, and
+	// only that one: b keeps its unit (R-JOB-4).
+	agents["d"] = newFleetAgent(t, api, "d")
+	st, hdr, body := call(t, "POST", api+"/jobs/fleet/actions/rebalance", operatorToken, nil, "If-Match", fmt.Sprintf(`"generation-%d"`, gen+1))
+	if st != 200 || hdr.Get("ETag") != fmt.Sprintf(`"generation-%d"`, gen+2) {
+		t.Fatalf("rebalance: %d %s (etag %s)", st, body, hdr.Get("ETag"))
+	}
+	starts := map[string][]string{}
+	for _, id := range []string{"a", "b", "d"} {
+		c := agents[id].next("job_start")
+		starts[id] = tasksOf(t, c)
+		if id == "d" {
+			if rec, _ := c["payload"].(map[string]any)["recovery"].(map[string]any); rec == nil || rec["checkpoint_id"] != cp1 {
+				t.Fatalf("the moved unit's recovery: %v, want checkpoint %s", rec, cp1)
+			}
+		}
+		agents[id].succeed(c, nil)
+	}
+	if len(starts["a"]) != 2 || len(starts["d"]) != 2 || fmt.Sprint(starts["b"]) != fmt.Sprint(got["b"]) {
+		t.Fatalf("after the rebalance: %v (a had %v)", starts, got["a"])
+	}
+	for _, task := range starts["d"] {
+		if !slices.Contains(got["a"], task) {
+			t.Fatalf("d took %s, which a did not run", task)
+		}
+	}
+	waitFor(t, "the job running on a, b and d", func() bool {
+		d := detail()
+		return d.Job.Generation == gen+2 && d.Job.ObservedState == hubwire.JobRunning && len(d.Assignments) == 3
+	})
+	// Balanced already: nothing moves, no new generation.
+	st, hdr, body = call(t, "POST", api+"/jobs/fleet/actions/rebalance", operatorToken, nil)
+	if st != 200 || hdr.Get("ETag") != fmt.Sprintf(`"generation-%d"`, gen+2) {
+		t.Fatalf("second rebalance: %d %s (etag %s)", st, body, hdr.Get("ETag"))
+	}
+	// A restart runs every unit again, even where it runs already.
+	st, _, body = call(t, "POST", api+"/jobs/fleet/actions/restart", operatorToken, nil)
+	if st != 200 {
+		t.Fatalf("restart: %d %s", st, body)
+	}
+	for _, id := range []string{"a", "b", "d"} {
+		c := agents[id].next("job_start")
+		if c["payload"].(map[string]any)["restart"] != true {
+			t.Fatalf("%s: the restart's job_start does not say restart: %v", id, c["payload"])
+		}
+		agents[id].succeed(c, nil)
+	}
 }

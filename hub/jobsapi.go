@@ -405,8 +405,11 @@ func (h *Hub) jobAction(w http.ResponseWriter, r *http.Request) {
 		state, kind = hubstore.DesiredStopped, "set_state"
 	case "restart":
 		state, kind = hubstore.DesiredRunning, "restart"
+	case "rebalance":
+		h.rebalance(w, r)
+		return
 	default:
-		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusBadRequest, hubwire.CodeInvalidJobAction, "action must be start, stop or restart"))
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusBadRequest, hubwire.CodeInvalidJobAction, "action must be start, stop, restart or rebalance"))
 		return
 	}
 	gen, present, e := hubhttp.IfMatch(r)
@@ -651,6 +654,60 @@ func (h *Hub) checkpointRecord(ctx context.Context, c hubstore.Checkpoint) hubwi
 		rec.JobVersion = uint64(v.Number)
 	}
 	return rec
+}
+
+// rebalance is POST /jobs/{id}/actions/rebalance (extension): a running
+// job's placement units are spread again over the Agents that fit, each
+// taking at most its share, so Agents added since the job started take
+// units from crowded ones (scale-out without a new parallelism). A moved
+// unit restores from the job's last completed checkpoint; the others keep
+// running. If-Match applies. Already balanced: 200 and nothing changes.
+func (h *Hub) rebalance(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	j, err := h.store.GetJob(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	gen, present, e := hubhttp.IfMatch(r)
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	if present && gen != j.Generation {
+		hubhttp.WriteError(w, r, hubhttp.GenerationPreconditionFailed(gen, j.Generation))
+		return
+	}
+	if agg, err := h.observe(ctx, j); err != nil || j.DesiredState != hubstore.DesiredRunning || agg.State != hubstore.ObservedRunning {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeInvalidJobAction, "only a job observed running can be rebalanced"))
+		return
+	}
+	as, err := h.store.Assignments(ctx, id, j.Generation)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	_, moved, e := h.moveUnits(ctx, j, as, nil, true, "rebalance", actorOf(r), hubhttp.CorrelationID(ctx))
+	if e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	outcome := "nothing to move"
+	if moved {
+		outcome = "units moved"
+	}
+	if err := h.store.Audit(ctx, hubstore.AuditRecord{Actor: actorOf(r), Action: "job.rebalance", ResourceType: "job", ResourceID: id,
+		Outcome: "accepted", Message: outcome, CorrelationID: hubhttp.CorrelationID(ctx)}); err != nil {
+		h.log.Warn("writing an audit row", "error", err)
+	}
+	rec, err := h.jobRecord(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, hubwire.CodeJobNotFound)
+		return
+	}
+	hubhttp.SetETag(w, int64(rec.Generation))
+	hubhttp.WriteJSON(w, http.StatusOK, rec)
 }
 
 // checkpointHealth summarises the checkpoints (not savepoints) the Hub

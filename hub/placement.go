@@ -57,6 +57,14 @@ type candidate struct {
 // not be used (a failed-over node). None fitting is 409 node_unavailable,
 // naming what each node lacks.
 func (h *Hub) placement(ctx context.Context, j hubstore.Job, v hubstore.JobVersion, gen int64, exclude map[string]bool) ([]hubstore.Assignment, *hubhttp.Error) {
+	return h.place(ctx, j, v, gen, exclude, false)
+}
+
+// place is placement; with balance, a unit stays on its node only while
+// that node holds fewer than its share of the job's units (the ceiling of
+// units over fitting Agents), so units move from crowded Agents to idle
+// ones, and no more of them than that.
+func (h *Hub) place(ctx context.Context, j hubstore.Job, v hubstore.JobVersion, gen int64, exclude map[string]bool, balance bool) ([]hubstore.Assignment, *hubhttp.Error) {
 	var hp plan
 	if err := json.Unmarshal(v.Plan, &hp); err != nil {
 		return nil, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored plan does not decode")
@@ -150,9 +158,12 @@ func (h *Hub) placement(ctx context.Context, j hubstore.Job, v hubstore.JobVersi
 		p.Tasks = append(p.Tasks, u.Tasks...)
 		c.load++
 	}
+	share := (len(pp.PlacementUnits) + len(split) - 1) / len(split)
+	kept := map[string]int{}
 	var moved []job.PlacementUnit
 	for _, u := range pp.PlacementUnits {
-		if c := fits[unitNode[u.ID]]; c != nil {
+		if c := fits[unitNode[u.ID]]; c != nil && (!balance || kept[c.node] < share) {
+			kept[c.node]++
 			add(c, u)
 			continue
 		}

@@ -122,7 +122,7 @@ func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
 			held[a.NodeID] = true
 			payload, err := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Spec: v.Spec, Plan: v.Plan,
 				Assignments: startAttempts(a, j.JobID, v.Number, in.Generation, hubwire.TaskQueued),
-				Generation:  uint64(in.Generation), Recovery: recovery})
+				Generation:  uint64(in.Generation), Recovery: recovery, Restart: in.Kind == "restart"})
 			if err != nil {
 				return err
 			}

@@ -233,8 +233,8 @@ func formatOf(s *job.Spec) int {
 // long as no start of that version has succeeded since (after one, the
 // job's own checkpoints are newer).
 func (h *Hub) pendingRecovery(ctx context.Context, in hubstore.Intent) (*hubwire.JobRecovery, error) {
-	if in.Kind == "failover" {
-		// The failover chose where its moved units restore from.
+	if in.Kind == "failover" || in.Kind == "rebalance" {
+		// The move chose where its moved units restore from.
 		var p recoveryPayload
 		if len(in.Payload) > 0 {
 			if err := json.Unmarshal(in.Payload, &p); err != nil {

@@ -215,4 +215,19 @@ func TestFleetUnitsOnTwoAgents(t *testing.T) {
 	if b, err := os.ReadFile(latest); err != nil || strings.TrimSpace(string(b)) != "00000001733011500000" {
 		t.Fatalf("LATEST after round 3: %q %v", b, err)
 	}
+
+	// An operator's restart (restart: true) at generation 4 runs the same
+	// units again, from the checkpoint it names, instead of adopting.
+	restart := unitStart(t, "a13", b, "node-a", 4, id3, "gen-0", "gen-1", "out-0", "out-1")
+	var rp hubwire.JobCommandPayload
+	if err := json.Unmarshal(restart.Payload, &rp); err != nil {
+		t.Fatal(err)
+	}
+	rp.Restart = true
+	restart.Payload, _ = json.Marshal(rp)
+	ha.send(restart)
+	succeeded(t, ha, "a13")
+	if again := hubclient.JobOf(a, "fleet"); again == j || again.Status() != arkflow.Running || again.Metrics().Checkpoints.Restored != "checkpoint 00000001733011500000" {
+		t.Fatalf("restart: true did not run the units again from %s (%p → %p, %v)", id3, j, again, again.Metrics().Checkpoints.Restored)
+	}
 }

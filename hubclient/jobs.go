@@ -277,7 +277,7 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 	a.specs[p.JobID] = spec
 	a.mu.Unlock()
 	if old != nil {
-		if running(old) && tasks != nil && old.tasks != nil && slices.Equal(old.tasks, tasks) && old.digest == plan.Digest {
+		if running(old) && !p.Restart && tasks != nil && old.tasks != nil && slices.Equal(old.tasks, tasks) && old.digest == plan.Digest {
 			// A newer generation of the same units on this node (the Hub
 			// moved others after a failure): the units are independent,
 			// so this node's keep running and adopt the generation.

@@ -329,6 +329,11 @@ type JobCommandPayload struct {
 	Assignments []TaskAttempt   `json:"assignments,omitempty"`
 	Generation  uint64          `json:"generation,omitempty"`
 	Recovery    *JobRecovery    `json:"recovery,omitempty"`
+
+	// Extension: an operator asked for a restart. An Agent that already
+	// runs these tasks runs them again instead of adopting the newer
+	// generation.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // CheckpointPayload is the payload of job_checkpoint and job_savepoint.

@@ -28,6 +28,7 @@ var goldens = map[string]func() any{
 	"agent_commands_ext.json":                func() any { return new([]AgentCommand) },
 	"job_stop_payload.json":                  func() any { return new(JobCommandPayload) },
 	"job_start_payload_fresh.json":           func() any { return new(JobCommandPayload) },
+	"job_start_payload_ext.json":             func() any { return new(JobCommandPayload) },
 	"checkpoint_payload.json":                func() any { return new(CheckpointPayload) },
 	"commit_payload.json":                    func() any { return new(CommitPayload) },
 	"config_candidate.json":                  func() any { return new(ConfigCandidate) },
