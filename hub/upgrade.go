@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
@@ -76,6 +77,13 @@ func (h *Hub) upgrade(w http.ResponseWriter, r *http.Request) {
 	if f := formatOf(v.spec); sp.FormatVersion != 0 && f != sp.FormatVersion {
 		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeStateFormatIncompatible,
 			fmt.Sprintf("savepoint %s has state format %d, the new version %d", sp.CheckpointID, sp.FormatVersion, f)))
+		return
+	}
+	if ops := fixedParallelism(old, v.spec); len(ops) > 0 {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeStateFormatIncompatible,
+			"the new version changes the parallelism of "+strings.Join(ops, ", ")+
+				", whose rows arrive partitioned by their source (keyed_by) and whose keyed state is kept per subtask: it cannot be redistributed. "+
+				"Keep the parallelism and add Agents (POST /jobs/{id}/actions/rebalance), or re-key through a Kafka topic into a job of the new parallelism").WithField("spec"))
 		return
 	}
 	planJSON, _ := json.Marshal(v.plan)
@@ -219,6 +227,23 @@ func savepointName(c hubstore.Checkpoint) string {
 		return c.ManifestURI
 	}
 	return c.CheckpointID
+}
+
+// fixedParallelism names the operators keyed by co-partitioning in old
+// whose parallelism next changes ("op from 2 to 3").
+func fixedParallelism(old, next *job.Spec) []string {
+	cp := build.CoPartitioned(old)
+	var out []string
+	for i := range old.Operators {
+		op := &old.Operators[i]
+		if !build.CoPartitionedKeyed(old, op, cp) {
+			continue
+		}
+		if n, _ := next.Operator(op.ID); n != nil && next.OperatorParallelism(n) != old.OperatorParallelism(op) {
+			out = append(out, fmt.Sprintf("%s from %d to %d", op.ID, old.OperatorParallelism(op), next.OperatorParallelism(n)))
+		}
+	}
+	return out
 }
 
 func formatOf(s *job.Spec) int {
