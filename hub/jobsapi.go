@@ -313,10 +313,23 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		action, target = hubwire.OpJobStart, hubwire.JobRunning
 	}
 	now := h.cfg.Clock()
+	placed := map[string]hubstore.Assignment{}
+	if as, err := h.store.Assignments(ctx, id, j.Generation); err == nil {
+		for _, a := range as {
+			placed[a.AssignmentID] = a
+		}
+	}
 	for _, a := range agg.Assignments {
 		state := map[string]string{"succeeded": target, "pending": "pending", "degraded": "degraded", "failed": "failed"}[a.Status]
-		d.Tasks = append(d.Tasks, hubwire.TaskAttempt{ID: a.AssignmentID, JobID: id, JobVersion: uint64(v.Number), TaskID: id,
-			Generation: rec.Generation, NodeID: a.NodeID, State: state})
+		// One attempt per task the node runs (its placement units), or,
+		// for a whole-job Agent, one named by the job (v1's shape).
+		for _, t := range startAttempts(placed[a.AssignmentID], id, v.Number, int64(rec.Generation), state) {
+			t.NodeID = a.NodeID
+			if t.TaskID == id {
+				t.ID = a.AssignmentID
+			}
+			d.Tasks = append(d.Tasks, t)
+		}
 		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
 			State: state, CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
 		d.Assignments = append(d.Assignments, as)
