@@ -2,7 +2,6 @@ package hubstore
 
 import (
 	"context"
-	"database/sql"
 	"time"
 )
 
@@ -20,7 +19,7 @@ type AuditRecord struct {
 	At            time.Time // set by the store
 }
 
-func (s *Store) audit(ctx context.Context, tx *sql.Tx, a AuditRecord) error {
+func (s *Store) audit(ctx context.Context, tx *cachedTx, a AuditRecord) error {
 	if len(a.Message) > 256 {
 		a.Message = a.Message[:256]
 	}
@@ -34,7 +33,7 @@ func (s *Store) Audit(ctx context.Context, a AuditRecord) error {
 	if a.Outcome == "" {
 		a.Outcome = "accepted"
 	}
-	return s.write(ctx, func(tx *sql.Tx) error { return s.audit(ctx, tx, a) })
+	return s.write(ctx, func(tx *cachedTx) error { return s.audit(ctx, tx, a) })
 }
 
 // ListAudit returns up to limit audit rows, newest first, for one resource
@@ -43,7 +42,7 @@ func (s *Store) ListAudit(ctx context.Context, resourceID string, limit int) ([]
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT audit_id, actor, action, resource_type, resource_id, outcome, failure_code, message, correlation_id, occurred_at_ms
+	rows, err := s.rq.QueryContext(ctx, `SELECT audit_id, actor, action, resource_type, resource_id, outcome, failure_code, message, correlation_id, occurred_at_ms
 		FROM audit_log WHERE (? = '' OR resource_id = ?) ORDER BY audit_id DESC LIMIT ?`, resourceID, resourceID, limit)
 	if err != nil {
 		return nil, err
