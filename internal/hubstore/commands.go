@@ -2,6 +2,7 @@ package hubstore
 
 import (
 	"context"
+	"crypto/subtle"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -222,6 +223,9 @@ func (s *Store) ClaimCommands(ctx context.Context, nodeID, token string, lease t
 	if lease <= 0 {
 		return nil, invalidf("claim lease must be positive")
 	}
+	if idle, err := s.pollIdle(ctx, nodeID, token); err != nil || idle {
+		return nil, err
+	}
 	var out []Command
 	err := s.write(ctx, func(tx *cachedTx) error {
 		epoch, err := authSession(ctx, tx, nodeID, token)
@@ -255,6 +259,33 @@ func (s *Store) ClaimCommands(ctx context.Context, nodeID, token string, lease t
 		return nil
 	})
 	return out, err
+}
+
+// pollIdle is a poll's fast path: most polls find nothing to claim, and
+// they need not wait for the single writer to learn that. One statement
+// on the read pool (one snapshot, like the claim's transaction) checks
+// the current session's token and whether the node has a command that
+// the claim would deliver or expire; idle is true only if the token is
+// the current one and there is none, and then the poll returns nothing,
+// as the claim's transaction would have at that snapshot. Anything else
+// (work, a bad or stale token, an error) goes the write path, which
+// checks again and claims atomically under its lease.
+func (s *Store) pollIdle(ctx context.Context, nodeID, token string) (idle bool, err error) {
+	// err is always nil: the fast path only ever says "nothing to do".
+	now := s.nowMS()
+	var stored []byte
+	var work bool
+	err = s.rq.QueryRowContext(ctx, `SELECT session_token_hash, EXISTS(SELECT 1 FROM commands WHERE node_id = agents.node_id
+			AND (state = 'queued' OR (state = 'delivered' AND claimed_until_ms <= ?)
+				OR (state IN ('queued','delivered','acknowledged','running') AND expires_at_ms > 0 AND expires_at_ms <= ?)))
+		FROM agents WHERE node_id = ?`, now, now, nodeID).Scan(&stored, &work)
+	if err != nil {
+		return false, nil // no such node (ErrUnauthorized) or a failed read: the write path answers
+	}
+	if subtle.ConstantTimeCompare(hashToken(token), stored) != 1 {
+		return false, nil // unauthorized or stale: the write path says which
+	}
+	return !work, nil
 }
 
 // ExpireCommands ends every non-terminal command past its deadline as
