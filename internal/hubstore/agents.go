@@ -242,7 +242,8 @@ func (s *Store) Heartbeat(ctx context.Context, nodeID, token string, hb Heartbea
 			return time.Time{}, err
 		}
 	}
-	err = s.write(ctx, func(tx *cachedTx) error {
+	// Grouped: many Agents' heartbeats share one commit (group.go).
+	err = s.writeGrouped(ctx, func(tx *cachedTx) error {
 		if _, err := authSession(ctx, tx, nodeID, token); err != nil {
 			return err
 		}
@@ -316,7 +317,10 @@ func (s *Store) RecordReport(ctx context.Context, rep Report) (ReportOutcome, er
 		}
 	}
 	var out ReportOutcome
-	err := s.write(ctx, func(tx *cachedTx) error {
+	// Grouped: many Agents' reports share one commit (group.go); the
+	// function may run again, so it starts out afresh.
+	err := s.writeGrouped(ctx, func(tx *cachedTx) error {
+		out = ReportOutcome{}
 		epoch, err := authSession(ctx, tx, rep.NodeID, rep.SessionToken)
 		if err != nil {
 			return err

@@ -39,6 +39,7 @@ type Store struct {
 	w      *sql.DB      // one connection: the only writer
 	r      *sql.DB      // read pool (query_only)
 	wc, rc *stmtCache   // prepared statements of w and r
+	group  groupCommit  // heartbeats and reports waiting to be committed together
 	rq     cachedDB     // r through rc: what reads use
 	unlock func() error // releases path.lock
 }
@@ -145,6 +146,11 @@ func (s *Store) nowMS() int64 { return s.now().UnixMilli() }
 func (s *Store) write(ctx context.Context, fn func(tx *cachedTx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	return s.writeLocked(ctx, fn)
+}
+
+// writeLocked is write for a caller holding wmu.
+func (s *Store) writeLocked(ctx context.Context, fn func(tx *cachedTx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("hubstore: begin: %w", err)
