@@ -158,10 +158,11 @@ func open(path string, opts Options) (*Store, error) {
 
 // Close closes the store. Every acknowledged write is already durable.
 func (s *Store) Close() error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	// The checkpointer first, outside wmu: it may be waiting for wmu.
 	s.stop()
 	<-s.ckDone
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	return errors.Join(s.rc.close(), s.wc.close(), s.ckpt.Close(), s.r.Close(), s.w.Close(), s.unlock())
 }
 
