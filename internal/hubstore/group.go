@@ -45,7 +45,17 @@ type groupItem struct {
 // callers' functions; it returns once that transaction has committed
 // (fn's writes are durable) or fn's error, or the commit's.
 func (s *Store) writeGrouped(ctx context.Context, fn func(tx *cachedTx) error) error {
-	it := &groupItem{ctx: ctx, fn: fn, wake: make(chan struct{})}
+	// A panic in one caller's function must not strand the others
+	// waiting for a leader: it becomes that caller's error.
+	safe := func(tx *cachedTx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("hubstore: panic in a grouped write: %v", r)
+			}
+		}()
+		return fn(tx)
+	}
+	it := &groupItem{ctx: ctx, fn: safe, wake: make(chan struct{})}
 	g := &s.group
 	g.mu.Lock()
 	g.queue = append(g.queue, it)

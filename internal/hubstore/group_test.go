@@ -224,3 +224,19 @@ func TestGroupCommitConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A panicking write fails its own caller only; later writes still run.
+func TestGroupCommitPanic(t *testing.T) {
+	s, _, _ := openTest(t)
+	register(t, s, "n1", "b")
+	err := s.writeGrouped(ctx, func(tx *cachedTx) error { panic("bug") })
+	if err == nil || !strings.Contains(err.Error(), "panic") {
+		t.Fatalf("panicking write: %v", err)
+	}
+	if err := s.writeGrouped(ctx, setVersion("n1", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := softwareVersion(t, s, "n1"); got != "v1" {
+		t.Fatalf("software_version %q", got)
+	}
+}
