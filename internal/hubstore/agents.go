@@ -109,7 +109,7 @@ func (s *Store) RegisterAgent(ctx context.Context, reg Registration) (Session, e
 	}
 	hash := hashToken(token)
 	var out Session
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *cachedTx) error {
 		now := s.nowMS()
 		lease := now + s.opts.LeaseTTL.Milliseconds()
 		var epoch int64
@@ -166,7 +166,7 @@ func (s *Store) RegisterAgent(ctx context.Context, reg Registration) (Session, e
 
 // fenceBoot ends the commands a previous process of the node had
 // acknowledged: that process is gone, so they will never finish.
-func (s *Store) fenceBoot(ctx context.Context, tx *sql.Tx, nodeID string, now int64) ([]string, error) {
+func (s *Store) fenceBoot(ctx context.Context, tx *cachedTx, nodeID string, now int64) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, "SELECT command_id FROM commands WHERE node_id = ? AND state IN ('acknowledged','running') ORDER BY seq", nodeID)
 	if err != nil {
 		return nil, err
@@ -224,7 +224,7 @@ func authSession(ctx context.Context, q queryer, nodeID, token string) (epoch in
 
 // Authenticate checks a node's session token without writing anything.
 func (s *Store) Authenticate(ctx context.Context, nodeID, token string) (epoch int64, err error) {
-	return authSession(ctx, s.r, nodeID, token)
+	return authSession(ctx, s.rq, nodeID, token)
 }
 
 // Heartbeat is what a heartbeat updates besides the lease.
@@ -242,7 +242,8 @@ func (s *Store) Heartbeat(ctx context.Context, nodeID, token string, hb Heartbea
 			return time.Time{}, err
 		}
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	// Grouped: many Agents' heartbeats share one commit (group.go).
+	err = s.writeGrouped(ctx, func(tx *cachedTx) error {
 		if _, err := authSession(ctx, tx, nodeID, token); err != nil {
 			return err
 		}
@@ -316,7 +317,10 @@ func (s *Store) RecordReport(ctx context.Context, rep Report) (ReportOutcome, er
 		}
 	}
 	var out ReportOutcome
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	// Grouped: many Agents' reports share one commit (group.go); the
+	// function may run again, so it starts out afresh.
+	err := s.writeGrouped(ctx, func(tx *cachedTx) error {
+		out = ReportOutcome{}
 		epoch, err := authSession(ctx, tx, rep.NodeID, rep.SessionToken)
 		if err != nil {
 			return err
@@ -369,7 +373,7 @@ func (s *Store) RecordJobObservation(ctx context.Context, nodeID, token string, 
 	if err := checkJSON("job observation", o.Snapshot); err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *cachedTx) error {
 		epoch, err := authSession(ctx, tx, nodeID, token)
 		if err != nil {
 			return err
@@ -390,7 +394,7 @@ func (s *Store) RecordJobObservation(ctx context.Context, nodeID, token string, 
 	})
 }
 
-func (s *Store) putObservation(ctx context.Context, tx *sql.Tx, nodeID, boot string, epoch, seq int64, o JobObservation, now int64) (bool, error) {
+func (s *Store) putObservation(ctx context.Context, tx *cachedTx, nodeID, boot string, epoch, seq int64, o JobObservation, now int64) (bool, error) {
 	var gen int64
 	err := tx.QueryRowContext(ctx, "SELECT generation FROM jobs WHERE job_id = ?", o.JobID).Scan(&gen)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -424,7 +428,7 @@ type StoredObservation struct {
 
 // JobObservations lists the per-node observations of a job.
 func (s *Store) JobObservations(ctx context.Context, jobID string) ([]StoredObservation, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT job_id, node_id, generation, state, error, boot_id, session_epoch, report_seq, snapshot_json, observed_at_ms
+	rows, err := s.rq.QueryContext(ctx, `SELECT job_id, node_id, generation, state, error, boot_id, session_epoch, report_seq, snapshot_json, observed_at_ms
 		FROM job_observations WHERE job_id = ? ORDER BY node_id`, jobID)
 	if err != nil {
 		return nil, err
@@ -466,7 +470,7 @@ func scanAgent(sc interface{ Scan(...any) error }) (Agent, error) {
 
 // GetAgent returns one agent or ErrNotFound.
 func (s *Store) GetAgent(ctx context.Context, nodeID string) (Agent, error) {
-	a, err := scanAgent(s.r.QueryRowContext(ctx, "SELECT "+agentCols+" FROM agents WHERE node_id = ?", nodeID))
+	a, err := scanAgent(s.rq.QueryRowContext(ctx, "SELECT "+agentCols+" FROM agents WHERE node_id = ?", nodeID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Agent{}, ErrNotFound
 	}
@@ -475,5 +479,5 @@ func (s *Store) GetAgent(ctx context.Context, nodeID string) (Agent, error) {
 
 // ListAgents returns every agent ordered by node id.
 func (s *Store) ListAgents(ctx context.Context) ([]Agent, error) {
-	return queryAll(ctx, s.r, scanAgent, "SELECT "+agentCols+" FROM agents ORDER BY node_id")
+	return queryAll(ctx, s.rq, scanAgent, "SELECT "+agentCols+" FROM agents ORDER BY node_id")
 }

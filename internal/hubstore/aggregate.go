@@ -142,11 +142,13 @@ func AggregateObserved(jobID string, generation int64, target ObservedState, exp
 // the commands of operation sent for them, read in one snapshot. target is
 // the state that success means (running for a start, stopped for a stop).
 func (s *Store) ObserveJob(ctx context.Context, jobID, operation string, target ObservedState) (Aggregate, error) {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	rtx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Aggregate{}, err
 	}
-	defer tx.Rollback()
+	defer s.rc.prepareMissed() // runs after the rollback: the connection is back in the pool
+	defer rtx.Rollback()
+	tx := newTx(ctx, rtx, s.rc)
 	j, err := getJob(ctx, tx, jobID)
 	if err != nil {
 		return Aggregate{}, err

@@ -2,7 +2,6 @@ package hubstore
 
 import (
 	"context"
-	"database/sql"
 	"time"
 )
 
@@ -20,7 +19,7 @@ type AuditRecord struct {
 	At            time.Time // set by the store
 }
 
-func (s *Store) audit(ctx context.Context, tx *sql.Tx, a AuditRecord) error {
+func (s *Store) audit(ctx context.Context, tx *cachedTx, a AuditRecord) error {
 	if len(a.Message) > 256 {
 		a.Message = a.Message[:256]
 	}
@@ -34,7 +33,7 @@ func (s *Store) Audit(ctx context.Context, a AuditRecord) error {
 	if a.Outcome == "" {
 		a.Outcome = "accepted"
 	}
-	return s.write(ctx, func(tx *sql.Tx) error { return s.audit(ctx, tx, a) })
+	return s.write(ctx, func(tx *cachedTx) error { return s.audit(ctx, tx, a) })
 }
 
 // ListAudit returns up to limit audit rows, newest first, for one resource
@@ -52,10 +51,10 @@ func (s *Store) ListAudit(ctx context.Context, resourceID string, limit int) ([]
 // match in all.
 func (s *Store) AuditPage(ctx context.Context, resourceID string, offset, limit int) ([]AuditRecord, int64, error) {
 	var total int64
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM audit_log WHERE (? = '' OR resource_id = ?)`, resourceID, resourceID).Scan(&total); err != nil {
+	if err := s.rq.QueryRowContext(ctx, `SELECT count(*) FROM audit_log WHERE (? = '' OR resource_id = ?)`, resourceID, resourceID).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT audit_id, actor, action, resource_type, resource_id, outcome, failure_code, message, correlation_id, occurred_at_ms
+	rows, err := s.rq.QueryContext(ctx, `SELECT audit_id, actor, action, resource_type, resource_id, outcome, failure_code, message, correlation_id, occurred_at_ms
 		FROM audit_log WHERE (? = '' OR resource_id = ?) ORDER BY audit_id DESC LIMIT ? OFFSET ?`, resourceID, resourceID, limit, offset)
 	if err != nil {
 		return nil, 0, err

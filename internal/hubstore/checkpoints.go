@@ -59,7 +59,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c Checkpoint) (Checkpoint,
 		return Checkpoint{}, invalidf("checkpoint format_version must be positive")
 	}
 	var out Checkpoint
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *cachedTx) error {
 		old, err := scanCheckpoint(tx.QueryRowContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints WHERE job_id = ? AND checkpoint_id = ?", c.JobID, c.CheckpointID))
 		if err == nil {
 			if old.Kind != c.Kind || old.Generation != c.Generation || old.VersionID != c.VersionID || old.FormatVersion != c.FormatVersion {
@@ -103,7 +103,7 @@ func (s *Store) FinishCheckpoint(ctx context.Context, jobID, checkpointID, statu
 		return Checkpoint{}, invalidf("a completed checkpoint needs a manifest URI")
 	}
 	var out Checkpoint
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *cachedTx) error {
 		c, err := scanCheckpoint(tx.QueryRowContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints WHERE job_id = ? AND checkpoint_id = ?", jobID, checkpointID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
@@ -139,7 +139,7 @@ func (s *Store) FinishCheckpoint(ctx context.Context, jobID, checkpointID, statu
 	return out, err
 }
 
-func uncoveredAssignments(ctx context.Context, tx *sql.Tx, c Checkpoint) ([]string, error) {
+func uncoveredAssignments(ctx context.Context, tx *cachedTx, c Checkpoint) ([]string, error) {
 	op := OpJobCheckpoint
 	if c.Kind == KindSavepoint {
 		op = OpJobSavepoint
@@ -166,7 +166,7 @@ func uncoveredAssignments(ctx context.Context, tx *sql.Tx, c Checkpoint) ([]stri
 
 // GetCheckpoint returns one record or ErrNotFound.
 func (s *Store) GetCheckpoint(ctx context.Context, jobID, checkpointID string) (Checkpoint, error) {
-	c, err := scanCheckpoint(s.r.QueryRowContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints WHERE job_id = ? AND checkpoint_id = ?", jobID, checkpointID))
+	c, err := scanCheckpoint(s.rq.QueryRowContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints WHERE job_id = ? AND checkpoint_id = ?", jobID, checkpointID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Checkpoint{}, ErrNotFound
 	}
@@ -175,14 +175,14 @@ func (s *Store) GetCheckpoint(ctx context.Context, jobID, checkpointID string) (
 
 // ListCheckpoints lists a job's records of kind ("" for both), newest first.
 func (s *Store) ListCheckpoints(ctx context.Context, jobID, kind string) ([]Checkpoint, error) {
-	return queryAll(ctx, s.r, scanCheckpoint, "SELECT "+checkpointCols+` FROM checkpoints WHERE job_id = ? AND (? = '' OR kind = ?)
+	return queryAll(ctx, s.rq, scanCheckpoint, "SELECT "+checkpointCols+` FROM checkpoints WHERE job_id = ? AND (? = '' OR kind = ?)
 		ORDER BY created_at_ms DESC, rowid DESC`, jobID, kind, kind)
 }
 
 // LatestCompleted returns the newest completed record of kind for the
 // version and format version, or ErrNotFound.
 func (s *Store) LatestCompleted(ctx context.Context, jobID, kind, versionID string, formatVersion int) (Checkpoint, error) {
-	c, err := scanCheckpoint(s.r.QueryRowContext(ctx, "SELECT "+checkpointCols+` FROM checkpoints WHERE job_id = ? AND kind = ? AND version_id = ?
+	c, err := scanCheckpoint(s.rq.QueryRowContext(ctx, "SELECT "+checkpointCols+` FROM checkpoints WHERE job_id = ? AND kind = ? AND version_id = ?
 		AND format_version = ? AND status = 'completed' ORDER BY created_at_ms DESC, rowid DESC LIMIT 1`, jobID, kind, versionID, formatVersion))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Checkpoint{}, ErrNotFound

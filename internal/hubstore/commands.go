@@ -2,6 +2,7 @@ package hubstore
 
 import (
 	"context"
+	"crypto/subtle"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -139,7 +140,7 @@ func timeMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func (s *Store) insertCommand(ctx context.Context, tx *sql.Tx, c *Command, now int64) error {
+func (s *Store) insertCommand(ctx context.Context, tx *cachedTx, c *Command, now int64) error {
 	if c.NodeID == "" || c.Operation == "" {
 		return invalidf("command needs node_id and operation")
 	}
@@ -173,13 +174,13 @@ func (s *Store) insertCommand(ctx context.Context, tx *sql.Tx, c *Command, now i
 // EnqueueCommand queues a command. An empty ID gets a UUID. Enqueueing an
 // existing ID again is a no-op returning the stored command.
 func (s *Store) EnqueueCommand(ctx context.Context, c Command) (Command, error) {
-	err := s.write(ctx, func(tx *sql.Tx) error { return s.insertCommand(ctx, tx, &c, s.nowMS()) })
+	err := s.write(ctx, func(tx *cachedTx) error { return s.insertCommand(ctx, tx, &c, s.nowMS()) })
 	return c, err
 }
 
 // GetCommand returns a command or ErrNotFound.
 func (s *Store) GetCommand(ctx context.Context, id string) (Command, error) {
-	c, err := scanCommand(s.r.QueryRowContext(ctx, "SELECT "+commandCols+" FROM commands WHERE command_id = ?", id))
+	c, err := scanCommand(s.rq.QueryRowContext(ctx, "SELECT "+commandCols+" FROM commands WHERE command_id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Command{}, ErrNotFound
 	}
@@ -189,7 +190,7 @@ func (s *Store) GetCommand(ctx context.Context, id string) (Command, error) {
 // ListCommands lists a job's commands at a generation (all generations if
 // generation < 0), oldest first.
 func (s *Store) ListCommands(ctx context.Context, jobID string, generation int64) ([]Command, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+commandCols+" FROM commands WHERE job_id = ? AND (? < 0 OR generation = ?) ORDER BY seq",
+	rows, err := s.rq.QueryContext(ctx, "SELECT "+commandCols+" FROM commands WHERE job_id = ? AND (? < 0 OR generation = ?) ORDER BY seq",
 		jobID, generation, generation)
 	if err != nil {
 		return nil, err
@@ -222,8 +223,11 @@ func (s *Store) ClaimCommands(ctx context.Context, nodeID, token string, lease t
 	if lease <= 0 {
 		return nil, invalidf("claim lease must be positive")
 	}
+	if idle, err := s.pollIdle(ctx, nodeID, token); err != nil || idle {
+		return nil, err
+	}
 	var out []Command
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *cachedTx) error {
 		epoch, err := authSession(ctx, tx, nodeID, token)
 		if err != nil {
 			return err
@@ -257,19 +261,46 @@ func (s *Store) ClaimCommands(ctx context.Context, nodeID, token string, lease t
 	return out, err
 }
 
+// pollIdle is a poll's fast path: most polls find nothing to claim, and
+// they need not wait for the single writer to learn that. One statement
+// on the read pool (one snapshot, like the claim's transaction) checks
+// the current session's token and whether the node has a command that
+// the claim would deliver or expire; idle is true only if the token is
+// the current one and there is none, and then the poll returns nothing,
+// as the claim's transaction would have at that snapshot. Anything else
+// (work, a bad or stale token, an error) goes the write path, which
+// checks again and claims atomically under its lease.
+func (s *Store) pollIdle(ctx context.Context, nodeID, token string) (idle bool, err error) {
+	// err is always nil: the fast path only ever says "nothing to do".
+	now := s.nowMS()
+	var stored []byte
+	var work bool
+	err = s.rq.QueryRowContext(ctx, `SELECT session_token_hash, EXISTS(SELECT 1 FROM commands WHERE node_id = agents.node_id
+			AND (state = 'queued' OR (state = 'delivered' AND claimed_until_ms <= ?)
+				OR (state IN ('queued','delivered','acknowledged','running') AND expires_at_ms > 0 AND expires_at_ms <= ?)))
+		FROM agents WHERE node_id = ?`, now, now, nodeID).Scan(&stored, &work)
+	if err != nil {
+		return false, nil // no such node (ErrUnauthorized) or a failed read: the write path answers
+	}
+	if subtle.ConstantTimeCompare(hashToken(token), stored) != 1 {
+		return false, nil // unauthorized or stale: the write path says which
+	}
+	return !work, nil
+}
+
 // ExpireCommands ends every non-terminal command past its deadline as
 // timed_out (class temporary_execution if it was never acknowledged,
 // ambiguous if it was) and returns their ids.
 func (s *Store) ExpireCommands(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+	err := s.write(ctx, func(tx *cachedTx) (err error) {
 		ids, err = s.expireCommands(ctx, tx, "", s.nowMS())
 		return err
 	})
 	return ids, err
 }
 
-func (s *Store) expireCommands(ctx context.Context, tx *sql.Tx, nodeID string, now int64) ([]string, error) {
+func (s *Store) expireCommands(ctx context.Context, tx *cachedTx, nodeID string, now int64) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT command_id, state FROM commands WHERE (? = '' OR node_id = ?)
 		AND state IN ('queued','delivered','acknowledged','running') AND expires_at_ms > 0 AND expires_at_ms <= ? ORDER BY seq`, nodeID, nodeID, now)
 	if err != nil {
@@ -310,7 +341,7 @@ func (s *Store) expireCommands(ctx context.Context, tx *sql.Tx, nodeID string, n
 	return ids, nil
 }
 
-func (s *Store) insertResult(ctx context.Context, tx *sql.Tx, r CommandResult, now int64) error {
+func (s *Store) insertResult(ctx context.Context, tx *cachedTx, r CommandResult, now int64) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO command_results(command_id, n, state, progress, failure_class, error, observed_generation, details_json, received_at_ms)
 		VALUES (?, (SELECT COALESCE(MAX(n),0)+1 FROM command_results WHERE command_id = ?), ?,?,?,?,?,?,?)`,
 		r.CommandID, r.CommandID, r.State, r.Progress, r.FailureClass, r.Error, r.ObservedGeneration, nullBytes(r.Details), now)
@@ -358,7 +389,7 @@ func (s *Store) RecordCommandResult(ctx context.Context, nodeID, token string, r
 		return ResultOutcome{}, err
 	}
 	var out ResultOutcome
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *cachedTx) error {
 		if _, err := authSession(ctx, tx, nodeID, token); err != nil {
 			return err
 		}
@@ -405,5 +436,5 @@ func (s *Store) RecordCommandResult(ctx context.Context, nodeID, token string, r
 
 // CommandResults lists every result posted for a command, oldest first.
 func (s *Store) CommandResults(ctx context.Context, commandID string) ([]CommandResult, error) {
-	return queryAll(ctx, s.r, scanResult, "SELECT "+resultCols+" FROM command_results WHERE command_id = ? ORDER BY n", commandID)
+	return queryAll(ctx, s.rq, scanResult, "SELECT "+resultCols+" FROM command_results WHERE command_id = ? ORDER BY n", commandID)
 }

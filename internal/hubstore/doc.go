@@ -8,14 +8,19 @@
 // One writer: every mutation is one BEGIN IMMEDIATE transaction on a
 // single connection, serialised by a mutex, so writes never race each
 // other or see SQLITE_BUSY from this process; an flock on <file>.lock
-// keeps a second process off the file. Reads use a separate query-only
-// pool and see the last committed state (WAL). Schema changes are
-// numbered migrations, each in its own transaction, recorded in
-// schema_version.
+// keeps a second process off the file. Heartbeats and reports of
+// concurrent Agents share a transaction and its commit (group commit,
+// each in its own savepoint, group.go). Reads use a separate query-only
+// pool and see the last committed state (WAL); a poll with nothing to
+// claim is answered there. Statements are prepared once per connection
+// (stmtcache.go), and WAL checkpoints run beside the writer, not inside
+// a commit (checkpoint.go). Schema changes are numbered migrations, each
+// in its own transaction, recorded in schema_version.
 //
 // Guarantees:
 //   - Nothing acknowledged lives only in memory. A method returns nil only
-//     after its transaction committed with synchronous=FULL, so intents,
+//     after the transaction holding its write committed with
+//     synchronous=FULL, so intents,
 //     outbox entries, commands, results and sessions survive a Hub crash,
 //     restart or power loss.
 //   - Work is claimed, never popped: outbox entries and commands are

@@ -92,12 +92,12 @@ func getJob(ctx context.Context, q queryer, jobID string) (Job, error) {
 
 // GetJob returns a job or ErrNotFound.
 func (s *Store) GetJob(ctx context.Context, jobID string) (Job, error) {
-	return getJob(ctx, s.r, jobID)
+	return getJob(ctx, s.rq, jobID)
 }
 
 // ListJobs returns every job ordered by id.
 func (s *Store) ListJobs(ctx context.Context) ([]Job, error) {
-	return queryAll(ctx, s.r, scanJob, "SELECT "+jobCols+" FROM jobs ORDER BY job_id")
+	return queryAll(ctx, s.rq, scanJob, "SELECT "+jobCols+" FROM jobs ORDER BY job_id")
 }
 
 const versionCols = "job_id, version_id, number, spec_json, plan_json, digest, created_at_ms, created_by"
@@ -115,7 +115,7 @@ func scanVersion(sc interface{ Scan(...any) error }) (JobVersion, error) {
 
 // GetVersion returns one version of a job or ErrNotFound.
 func (s *Store) GetVersion(ctx context.Context, jobID, versionID string) (JobVersion, error) {
-	v, err := scanVersion(s.r.QueryRowContext(ctx, "SELECT "+versionCols+" FROM job_versions WHERE job_id = ? AND version_id = ?", jobID, versionID))
+	v, err := scanVersion(s.rq.QueryRowContext(ctx, "SELECT "+versionCols+" FROM job_versions WHERE job_id = ? AND version_id = ?", jobID, versionID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return JobVersion{}, ErrNotFound
 	}
@@ -124,7 +124,7 @@ func (s *Store) GetVersion(ctx context.Context, jobID, versionID string) (JobVer
 
 // ListVersions returns a job's versions, oldest first.
 func (s *Store) ListVersions(ctx context.Context, jobID string) ([]JobVersion, error) {
-	return queryAll(ctx, s.r, scanVersion, "SELECT "+versionCols+" FROM job_versions WHERE job_id = ? ORDER BY number", jobID)
+	return queryAll(ctx, s.rq, scanVersion, "SELECT "+versionCols+" FROM job_versions WHERE job_id = ? ORDER BY number", jobID)
 }
 
 // SubmitJob stores a job version. Versions are immutable and content
@@ -155,7 +155,7 @@ func (s *Store) SubmitJob(ctx context.Context, req SubmitRequest) (SubmitResult,
 		return SubmitResult{}, err
 	}
 	var out SubmitResult
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *cachedTx) error {
 		if found, err := idemLookup(ctx, tx, "submit:"+req.JobID, req.Actor, req.IdempotencyKey, hash, &out); found || err != nil {
 			return err
 		}
@@ -269,7 +269,7 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 	}
 	scope := "desired:" + ch.JobID
 	var out DesiredResult
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *cachedTx) error {
 		if found, err := idemLookup(ctx, tx, scope, ch.Actor, ch.IdempotencyKey, hash, &out); found || err != nil {
 			out.Replayed = found
 			return err
@@ -347,7 +347,7 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 
 // Assignments lists a job generation's assignments by assignment id.
 func (s *Store) Assignments(ctx context.Context, jobID string, generation int64) ([]Assignment, error) {
-	return listAssignments(ctx, s.r, jobID, generation)
+	return listAssignments(ctx, s.rq, jobID, generation)
 }
 
 func listAssignments(ctx context.Context, q queryer, jobID string, generation int64) ([]Assignment, error) {
@@ -372,7 +372,7 @@ func listAssignments(ctx context.Context, q queryer, jobID string, generation in
 
 // idemLookup finds a stored response for (scope, principal, key). The key
 // is scoped by principal: two principals never share a key.
-func idemLookup(ctx context.Context, tx *sql.Tx, scope, principal, key, hash string, out any) (bool, error) {
+func idemLookup(ctx context.Context, tx *cachedTx, scope, principal, key, hash string, out any) (bool, error) {
 	if key == "" {
 		return false, nil
 	}
@@ -395,7 +395,7 @@ func idemLookup(ctx context.Context, tx *sql.Tx, scope, principal, key, hash str
 	return true, nil
 }
 
-func idemSave(ctx context.Context, tx *sql.Tx, scope, principal, key, hash string, resp any, now int64) error {
+func idemSave(ctx context.Context, tx *cachedTx, scope, principal, key, hash string, resp any, now int64) error {
 	if key == "" {
 		return nil
 	}

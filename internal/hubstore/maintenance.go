@@ -2,7 +2,6 @@ package hubstore
 
 import (
 	"context"
-	"database/sql"
 	"time"
 )
 
@@ -20,7 +19,7 @@ func (s *Store) SetMaintenance(ctx context.Context, nodeID, state, actor, correl
 	default:
 		return Agent{}, invalidf("maintenance state %q", state)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *cachedTx) error {
 		now := s.nowMS()
 		res, err := tx.ExecContext(ctx, "UPDATE agents SET maintenance_state = ?, updated_at_ms = ? WHERE node_id = ?", state, now, nodeID)
 		if err != nil {
@@ -44,7 +43,7 @@ func (s *Store) ListNodeCommands(ctx context.Context, nodeID string, open bool, 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, "SELECT "+commandCols+` FROM commands WHERE node_id = ?
+	rows, err := s.rq.QueryContext(ctx, "SELECT "+commandCols+` FROM commands WHERE node_id = ?
 		AND (? = 0 OR state IN ('queued','delivered','acknowledged','running')) ORDER BY seq DESC LIMIT ?`, nodeID, open, limit)
 	if err != nil {
 		return nil, err
@@ -66,7 +65,7 @@ type Pruned struct {
 func (s *Store) Prune(ctx context.Context, before time.Time) (Pruned, error) {
 	var p Pruned
 	ms := before.UnixMilli()
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *cachedTx) error {
 		exec := func(dst *int64, q string) error {
 			res, err := tx.ExecContext(ctx, q, ms)
 			if err != nil {

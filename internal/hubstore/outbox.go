@@ -26,7 +26,7 @@ type OutboxEntry struct {
 	CreatedAt    time.Time
 }
 
-func insertOutbox(ctx context.Context, tx *sql.Tx, e OutboxEntry, now int64) error {
+func insertOutbox(ctx context.Context, tx *cachedTx, e OutboxEntry, now int64) error {
 	if e.EventKey == "" || e.EventType == "" {
 		return invalidf("outbox entry needs event_key and event_type")
 	}
@@ -45,7 +45,7 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, e OutboxEntry, now int64) err
 
 // EnqueueOutbox adds an entry; an existing event key is left as it is.
 func (s *Store) EnqueueOutbox(ctx context.Context, e OutboxEntry) error {
-	return s.write(ctx, func(tx *sql.Tx) error { return insertOutbox(ctx, tx, e, s.nowMS()) })
+	return s.write(ctx, func(tx *cachedTx) error { return insertOutbox(ctx, tx, e, s.nowMS()) })
 }
 
 const outboxCols = `outbox_id, event_key, event_type, job_id, intent_id, payload_json, available_at_ms, claimed_by, claimed_until_ms,
@@ -75,7 +75,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, worker string, lease time.Durat
 		limit = 16
 	}
 	var out []OutboxEntry
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *cachedTx) error {
 		now := s.nowMS()
 		rows, err := tx.QueryContext(ctx, "SELECT "+outboxCols+` FROM outbox WHERE processed_at_ms = 0 AND available_at_ms <= ?
 			AND claimed_until_ms <= ? ORDER BY outbox_id LIMIT ?`, now, now, limit)
@@ -113,14 +113,14 @@ func (s *Store) ClaimOutbox(ctx context.Context, worker string, lease time.Durat
 // CompleteOutbox marks an entry processed. It is idempotent: completing a
 // processed entry again is a no-op (done reports whether this call did it).
 func (s *Store) CompleteOutbox(ctx context.Context, id int64) (done bool, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *cachedTx) error {
 		done, err = completeOutbox(ctx, tx, id, s.nowMS())
 		return err
 	})
 	return done, err
 }
 
-func completeOutbox(ctx context.Context, tx *sql.Tx, id, now int64) (bool, error) {
+func completeOutbox(ctx context.Context, tx *cachedTx, id, now int64) (bool, error) {
 	res, err := tx.ExecContext(ctx, "UPDATE outbox SET processed_at_ms = ? WHERE outbox_id = ? AND processed_at_ms = 0", now, id)
 	if err != nil {
 		return false, err
@@ -143,7 +143,7 @@ func completeOutbox(ctx context.Context, tx *sql.Tx, id, now int64) (bool, error
 // both or neither. If the entry was already processed (another worker got
 // there after this one's lease lapsed) nothing is queued and done is false.
 func (s *Store) DispatchOutbox(ctx context.Context, id int64, cmds []Command) (queued []Command, done bool, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *cachedTx) error {
 		now := s.nowMS()
 		if done, err = completeOutbox(ctx, tx, id, now); err != nil || !done {
 			return err
@@ -166,7 +166,7 @@ func (s *Store) DispatchOutbox(ctx context.Context, id int64, cmds []Command) (q
 // DeferOutbox releases a claimed entry and makes it available again at
 // until (e.g. the target node is offline).
 func (s *Store) DeferOutbox(ctx context.Context, id int64, until time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *cachedTx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE outbox SET available_at_ms = ?, claimed_until_ms = 0, claimed_by = '' WHERE outbox_id = ? AND processed_at_ms = 0",
 			until.UnixMilli(), id)
 		return err
@@ -175,14 +175,14 @@ func (s *Store) DeferOutbox(ctx context.Context, id int64, until time.Time) erro
 
 // OutboxStats counts pending (unprocessed) and currently claimed entries.
 func (s *Store) OutboxStats(ctx context.Context) (pending, claimed int, err error) {
-	err = s.r.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN claimed_until_ms > ? THEN 1 ELSE 0 END),0)
+	err = s.rq.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN claimed_until_ms > ? THEN 1 ELSE 0 END),0)
 		FROM outbox WHERE processed_at_ms = 0`, s.nowMS()).Scan(&pending, &claimed)
 	return
 }
 
 // GetOutbox returns one entry or ErrNotFound.
 func (s *Store) GetOutbox(ctx context.Context, id int64) (OutboxEntry, error) {
-	e, err := scanOutbox(s.r.QueryRowContext(ctx, "SELECT "+outboxCols+" FROM outbox WHERE outbox_id = ?", id))
+	e, err := scanOutbox(s.rq.QueryRowContext(ctx, "SELECT "+outboxCols+" FROM outbox WHERE outbox_id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return OutboxEntry{}, ErrNotFound
 	}
@@ -230,7 +230,7 @@ func scanIntent(sc interface{ Scan(...any) error }) (Intent, error) {
 
 // GetIntent returns an intent or ErrNotFound.
 func (s *Store) GetIntent(ctx context.Context, id string) (Intent, error) {
-	i, err := scanIntent(s.r.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE intent_id = ?", id))
+	i, err := scanIntent(s.rq.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE intent_id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Intent{}, ErrNotFound
 	}
@@ -239,7 +239,7 @@ func (s *Store) GetIntent(ctx context.Context, id string) (Intent, error) {
 
 // ListIntents returns a job's intents, newest generation first.
 func (s *Store) ListIntents(ctx context.Context, jobID string) ([]Intent, error) {
-	return queryAll(ctx, s.r, scanIntent, "SELECT "+intentCols+" FROM intents WHERE job_id = ? ORDER BY generation DESC", jobID)
+	return queryAll(ctx, s.rq, scanIntent, "SELECT "+intentCols+" FROM intents WHERE job_id = ? ORDER BY generation DESC", jobID)
 }
 
 // IntentUpdate moves an intent. Retry, if set, also queues a retry_intent
@@ -256,7 +256,7 @@ type IntentUpdate struct {
 // UpdateIntent applies u. A superseded or converged intent is final:
 // updating it returns ErrStaleGeneration and changes nothing.
 func (s *Store) UpdateIntent(ctx context.Context, u IntentUpdate) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *cachedTx) error {
 		i, err := scanIntent(tx.QueryRowContext(ctx, "SELECT "+intentCols+" FROM intents WHERE intent_id = ?", u.IntentID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
@@ -292,7 +292,7 @@ func (s *Store) UpdateIntent(ctx context.Context, u IntentUpdate) error {
 // RecoverIntents runs at Hub start: every open intent without a pending
 // outbox entry gets one, so no accepted intent is forgotten.
 func (s *Store) RecoverIntents(ctx context.Context) (n int, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *cachedTx) error {
 		now := s.nowMS()
 		rows, err := tx.QueryContext(ctx, `SELECT intent_id, job_id FROM intents i WHERE state IN ('accepted','converging','retrying')
 			AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.intent_id = i.intent_id AND o.processed_at_ms = 0)`)

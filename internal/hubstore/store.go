@@ -35,9 +35,15 @@ type Store struct {
 	opts Options
 	now  func() time.Time
 
-	wmu    sync.Mutex   // serialises every write transaction
-	w      *sql.DB      // one connection: the only writer
-	r      *sql.DB      // read pool (query_only)
+	wmu    sync.Mutex // serialises every write transaction
+	w      *sql.DB    // one connection: the only writer
+	r      *sql.DB    // read pool (query_only)
+	wc, rc *stmtCache // prepared statements of w and r
+	ckpt   *sql.DB    // one connection: WAL checkpoints beside the writer
+	stop   func()     // ends the checkpointer
+	ckDone chan struct{}
+	group  groupCommit  // heartbeats and reports waiting to be committed together
+	rq     cachedDB     // r through rc: what reads use
 	unlock func() error // releases path.lock
 }
 
@@ -84,6 +90,11 @@ func open(path string, opts Options) (*Store, error) {
 	wq := url.Values{}
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", "synchronous(FULL)")
+	// No checkpoint inside a commit: it would copy the WAL into the
+	// database and sync it while every queued write waits (a 0.2-0.3 s
+	// stall on this disk under issue 19's load); checkpointer does it
+	// beside the writer.
+	wq.Add("_pragma", "wal_autocheckpoint(0)")
 	wq.Add("_pragma", "foreign_keys(1)")
 	wq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy))
 	wq.Set("_txlock", "immediate")
@@ -119,15 +130,40 @@ func open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("hubstore: open readers %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(opts.MaxReaders)
+	// Keep every reader open: a new connection costs its pragmas, and its
+	// prepared statements would be parsed again.
+	r.SetMaxIdleConns(opts.MaxReaders)
 	s.r = r
+	s.wc, s.rc = newStmtCache(w), newStmtCache(r)
+	s.rq = cachedDB{db: r, c: s.rc}
+	cq := url.Values{}
+	cq.Add("_pragma", "synchronous(FULL)")
+	cq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy))
+	ck, err := sql.Open("sqlite", "file:"+path+"?"+cq.Encode())
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("hubstore: open checkpointer %s: %w", path, err)
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+	ck.SetConnMaxLifetime(0)
+	ck.SetConnMaxIdleTime(0)
+	s.ckpt = ck
+	cctx, stop := context.WithCancel(context.Background())
+	s.stop, s.ckDone = stop, make(chan struct{})
+	go s.checkpointer(cctx)
 	return s, nil
 }
 
 // Close closes the store. Every acknowledged write is already durable.
 func (s *Store) Close() error {
+	// The checkpointer first, outside wmu: it may be waiting for wmu.
+	s.stop()
+	<-s.ckDone
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	return errors.Join(s.r.Close(), s.w.Close(), s.unlock())
+	return errors.Join(s.rc.close(), s.wc.close(), s.ckpt.Close(), s.r.Close(), s.w.Close(), s.unlock())
 }
 
 func (s *Store) nowMS() int64 { return s.now().UnixMilli() }
@@ -135,14 +171,22 @@ func (s *Store) nowMS() int64 { return s.now().UnixMilli() }
 // write runs fn in one BEGIN IMMEDIATE transaction on the single writer
 // connection. The mutex makes write transactions strictly sequential in
 // the process; the commit returns only once SQLite has synced the WAL.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, fn func(tx *cachedTx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	return s.writeLocked(ctx, fn)
+}
+
+// writeLocked is write for a caller holding wmu.
+func (s *Store) writeLocked(ctx context.Context, fn func(tx *cachedTx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("hubstore: begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	// The writer connection is free again once the transaction ends:
+	// prepare the statements it ran unprepared for the next ones.
+	defer s.wc.prepareMissed()
+	if err := fn(newTx(ctx, tx, s.wc)); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -152,7 +196,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// queryer is what both *sql.DB (reads) and *sql.Tx (inside a write) offer.
+// queryer is what both reads (cachedDB) and transactions (cachedTx) offer.
 type queryer interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
@@ -162,7 +206,7 @@ type queryer interface {
 // SchemaVersion reports the highest migration applied.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := s.r.QueryRowContext(ctx, "SELECT COALESCE(MAX(version),0) FROM schema_version").Scan(&v)
+	err := s.rq.QueryRowContext(ctx, "SELECT COALESCE(MAX(version),0) FROM schema_version").Scan(&v)
 	return v, err
 }
 
@@ -203,7 +247,7 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // queryAll runs q on db and scans every row with scan.
-func queryAll[T any](ctx context.Context, db *sql.DB, scan func(interface{ Scan(...any) error }) (T, error), q string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db queryer, scan func(interface{ Scan(...any) error }) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
