@@ -250,6 +250,11 @@ func (h *Hub) jobRecord(ctx context.Context, id string) (hubwire.JobRecord, erro
 		}
 	}
 	sort.Strings(rec.NodeIDs)
+	// The checkpoint a restart of this version would restore (the Hub's
+	// newest completed one).
+	if c, err := h.store.LatestCompleted(ctx, id, hubstore.KindCheckpoint, j.CurrentVersion, 1); err == nil {
+		rec.CheckpointID = c.CheckpointID
+	}
 	// A job that started and failed later is known from the Agents'
 	// reports of this generation, not from its start command.
 	if agg.State == hubstore.ObservedRunning {

@@ -294,11 +294,11 @@ func TestPageInChromium(t *testing.T) {
 	}
 	waitPage(t, ctx, "the job's page", `document.querySelector('#job-summary .observed[data-state="running"]')`)
 	detail := evalJS[map[string]any](t, ctx, `({
-		assignments: [...document.querySelectorAll("#assignments tr[data-node]")].map(r => r.dataset.node + " " + r.querySelector(".assignment-state").dataset.state),
+		assignments: [...document.querySelectorAll("#assignments tr[data-node]")].map(r => r.dataset.node + " " + r.querySelector(".assignment-state").dataset.state + " " + r.querySelector(".tasks").textContent),
 		versions: document.querySelectorAll("#versions tr[data-version]").length,
 		operations: document.querySelectorAll("#operations tr[data-operation]").length,
 		audit: document.querySelectorAll("#audit tr[data-audit]").length })`)
-	if fmt.Sprint(detail["assignments"]) != "["+placed+" running]" || detail["versions"] != float64(1) ||
+	if fmt.Sprint(detail["assignments"]) != "["+placed+" running gen-0 out-0]" || detail["versions"] != float64(1) ||
 		detail["operations"].(float64) < 1 || detail["audit"].(float64) < 1 {
 		t.Fatalf("job page: %v", detail)
 	}

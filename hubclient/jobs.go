@@ -433,6 +433,10 @@ func (a *Agent) checkpoint(ctx context.Context, c hubwire.AgentCommand, p hubwir
 		gen = r.generation
 	}
 	a.mu.Unlock()
+	if r != nil && !running(r) && r.err == nil {
+		return "", "", fmt.Errorf("job %q ended on this agent (the input of its tasks here ended, e.g. a source with fewer partitions than subtasks): "+
+			"a checkpoint needs every unit running", p.JobID)
+	}
 	if r == nil || !running(r) {
 		return "", "", fmt.Errorf("job %q is not running on this agent", p.JobID)
 	}

@@ -180,9 +180,17 @@ async function jobView(id) {
       (health.consecutive_failures ? ", " + health.consecutive_failures + " failed in a row" : "") + (health.last_error ? ": " + health.last_error : ""))] : [],
     j.last_error ? [el("dt", {}, "last error"), el("dd", { class: "state state-failed" }, j.last_error)] : [],
   );
+  // The tasks (subtasks of the job's placement units) each Agent runs;
+  // an Agent that runs the whole job has one attempt named by the job.
+  const tasksOf = {};
+  for (const t of detail.tasks || []) {
+    if (t.task_id === j.job_id) continue;
+    (tasksOf[t.node_id] = tasksOf[t.node_id] || []).push(t.task_id);
+  }
   const assignRows = (detail.assignments || []).map((a) =>
     el("tr", { "data-node": a.node_id },
       el("td", { class: "mono" }, a.node_id),
+      el("td", { class: "mono tasks" }, (tasksOf[a.node_id] || ["whole job"]).join(" ")),
       el("td", { class: "num" }, a.generation),
       el("td", {}, a.action),
       stateCell(a.state, "assignment-state"),
@@ -225,7 +233,7 @@ async function jobView(id) {
     el("h2", { id: "job-title" }, "Job " + j.job_id),
     summary,
     el("h2", {}, "Assignments"),
-    table("assignments", ["agent", "generation", "action", "state", "recovery", "command", "error"], assignRows, "No assignment for this generation."),
+    table("assignments", ["agent", "tasks", "generation", "action", "state", "recovery", "command", "error"], assignRows, "No assignment for this generation."),
     el("h2", {}, "Versions"),
     table("versions", ["version", "digest", "created", ""], versionRows, "No versions."),
     el("h2", {}, "Checkpoints and savepoints"),
