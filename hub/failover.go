@@ -27,14 +27,7 @@ func (h *Hub) failover(ctx context.Context, stale map[string]bool) {
 	if len(stale) == 0 {
 		return
 	}
-	jobs, err := h.store.ListJobs(ctx)
-	if err != nil {
-		return
-	}
-	for _, j := range jobs {
-		if j.DesiredState != hubstore.DesiredRunning {
-			continue
-		}
+	for _, j := range h.runningJobs(ctx) {
 		as, err := h.store.Assignments(ctx, j.JobID, j.Generation)
 		if err != nil {
 			continue

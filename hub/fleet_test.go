@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 )
 
@@ -125,14 +123,7 @@ const fleetSpec = `{"id":"fleet","operators":[{"id":"gen","kind":"source","paral
 func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Lease = time.Second
-	h, err := hub.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	srv := httptest.NewServer(h.Handler())
-	defer srv.Close()
-	api := srv.URL + "/api/v1"
+	_, _, api := serveHub(t, cfg)
 	agents := map[string]*fleetAgent{}
 	for _, id := range []string{"a", "b", "c"} {
 		agents[id] = newFleetAgent(t, api, id)

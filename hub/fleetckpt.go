@@ -290,15 +290,8 @@ func derefs(c *hubstore.Command) []hubstore.Command {
 // spec.checkpoint.interval_ms (their Agents take none on their own), one
 // round at a time per job.
 func (h *Hub) periodicCheckpoints(ctx context.Context) {
-	jobs, err := h.store.ListJobs(ctx)
-	if err != nil {
-		return
-	}
 	now := h.cfg.Clock()
-	for _, j := range jobs {
-		if j.DesiredState != hubstore.DesiredRunning {
-			continue
-		}
+	for _, j := range h.runningJobs(ctx) {
 		as, err := h.store.Assignments(ctx, j.JobID, j.Generation)
 		if err != nil || !twoPhase(as) {
 			continue

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -578,14 +579,7 @@ func TestAgentRestartRestartsItsJobs(t *testing.T) {
 // TestAuditLog: GET /audit pages the audit log newest first, filters by
 // resource id, and records refused requests as well as accepted ones.
 func TestAuditLog(t *testing.T) {
-	h, err := hub.New(testConfig(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	srv := httptest.NewServer(h.Handler())
-	defer srv.Close()
-	api := srv.URL + "/api/v1"
+	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	// Two jobs of built-in connectors, which need no Agent to validate.
 	builtin := `{"id":"%s","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
 		"edges":[{"id":"e","from":"gen","to":"out"}],
@@ -627,4 +621,41 @@ func TestAuditLog(t *testing.T) {
 	}
 	st, hdr, body := call(t, "GET", api+"/audit?page_size=x", viewerToken, nil)
 	envelope(t, st, 400, hdr, body, "invalid_query")
+}
+
+// serveHub starts a Hub with cfg behind a loopback HTTP server; both close
+// when the test ends (after the Agents startAgent started). It returns the
+// Hub, the server's URL and the API's (/api/v1).
+func serveHub(t *testing.T, cfg hub.Config) (*hub.Hub, string, string) {
+	t.Helper()
+	h, err := hub.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		if err := h.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return h, srv.URL, srv.URL + "/api/v1"
+}
+
+// startAgent runs an in-process Agent (hubclient) of node id against the
+// Hub at hubURL, binding jobs, until the test ends or stop is called.
+func startAgent(t *testing.T, hubURL, id string, jobs ...*arkflow.Builder) (stop func()) {
+	t.Helper()
+	ag, err := hubclient.New(hubclient.Config{HubURL: hubURL, NodeID: id, NodeToken: nodeToken, DataDir: t.TempDir(), Jobs: jobs,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ag.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }

@@ -318,14 +318,7 @@ func (h *Hub) resend(ctx context.Context, c hubstore.Command, id string) {
 // process restarted (a new boot id), so the jobs it ran are gone, though
 // their starts had succeeded.
 func (h *Hub) restartOnNewBoot(ctx context.Context, node, bootID string) {
-	jobs, err := h.store.ListJobs(ctx)
-	if err != nil {
-		return
-	}
-	for _, j := range jobs {
-		if j.DesiredState != hubstore.DesiredRunning {
-			continue
-		}
+	for _, j := range h.runningJobs(ctx) {
 		cmds, err := h.store.ListCommands(ctx, j.JobID, j.Generation)
 		if err != nil {
 			continue
@@ -353,4 +346,20 @@ func (h *Hub) restartOnNewBoot(ctx context.Context, node, bootID string) {
 		}
 		h.resend(ctx, again, fmt.Sprintf("%s-boot-%s", baseID(last.ID), bootID))
 	}
+}
+
+// runningJobs lists the jobs desired running; none when the store fails
+// (the next pass tries again).
+func (h *Hub) runningJobs(ctx context.Context) []hubstore.Job {
+	jobs, err := h.store.ListJobs(ctx)
+	if err != nil {
+		return nil
+	}
+	out := jobs[:0]
+	for _, j := range jobs {
+		if j.DesiredState == hubstore.DesiredRunning {
+			out = append(out, j)
+		}
+	}
+	return out
 }

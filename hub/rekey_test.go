@@ -4,20 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/arkflow-rs/arkflow-go/hub"
-	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 	"github.com/arkflow-rs/arkflow-go/job"
 
@@ -163,25 +158,9 @@ func TestRekeyJobsAcrossAgents(t *testing.T) {
 	}
 	p.Close()
 
-	h, err := hub.New(testConfig(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	srv := httptest.NewServer(h.Handler())
-	defer srv.Close()
-	api := srv.URL + "/api/v1"
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	_, hubURL, api := serveHub(t, testConfig(t, t.TempDir()))
 	for _, id := range []string{"a1", "a2", "b1", "b2"} {
-		ag, err := hubclient.New(hubclient.Config{HubURL: srv.URL, NodeID: id, NodeToken: nodeToken, DataDir: t.TempDir(),
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = ag.Run(ctx) }()
+		startAgent(t, hubURL, id)
 	}
 	waitFor(t, "four agents online", func() bool {
 		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)

@@ -3,16 +3,12 @@ package hub_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"sync"
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
-	"github.com/arkflow-rs/arkflow-go/hub"
-	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -72,28 +68,11 @@ func rescaleJob(c *counts, par int, version uint64, dir string) *arkflow.Builder
 // count starts again at 1. (A job keyed by co-partitioning is refused
 // such an upgrade: TestFixedParallelism.)
 func TestRescaleThroughHub(t *testing.T) {
-	h, err := hub.New(testConfig(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	srv := httptest.NewServer(h.Handler())
-	defer srv.Close()
-	api := srv.URL + "/api/v1"
+	_, hubURL, api := serveHub(t, testConfig(t, t.TempDir()))
 	c := &counts{}
 	ckpts := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
 	for _, id := range []string{"n1", "n2"} {
-		ag, err := hubclient.New(hubclient.Config{HubURL: srv.URL, NodeID: id, NodeToken: nodeToken, DataDir: t.TempDir(),
-			Jobs:   []*arkflow.Builder{rescaleJob(c, 2, 1, ckpts)},
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = ag.Run(ctx) }()
+		startAgent(t, hubURL, id, rescaleJob(c, 2, 1, ckpts))
 	}
 	waitFor(t, "two agents", func() bool {
 		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)

@@ -3,8 +3,6 @@ package hub_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +16,6 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/arkflow-rs/arkflow-go"
-	"github.com/arkflow-rs/arkflow-go/hub"
-	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 )
 
@@ -154,32 +149,12 @@ func TestPageInChromium(t *testing.T) {
 
 	cfg := testConfig(t, t.TempDir())
 	cfg.Lease = 2 * time.Second
-	h, err := hub.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	srv := httptest.NewServer(h.Handler())
-	defer srv.Close()
-	api := srv.URL + "/api/v1"
-
+	_, hubURL, api := serveHub(t, cfg)
 	var rows atomic.Int64
 	ckpts := t.TempDir()
-	cancels := map[string]context.CancelFunc{}
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	stops := map[string]func(){}
 	for _, id := range []string{"node-a", "node-b", "node-c"} {
-		agent, err := hubclient.New(hubclient.Config{HubURL: srv.URL, NodeID: id, NodeToken: nodeToken, DataDir: t.TempDir(),
-			Jobs:   []*arkflow.Builder{ticks(&rows, ckpts)},
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		actx, cancel := context.WithCancel(context.Background())
-		cancels[id] = cancel
-		defer cancel()
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = agent.Run(actx) }()
+		stops[id] = startAgent(t, hubURL, id, ticks(&rows, ckpts))
 	}
 	// An Agent whose id is markup (it registers, then falls silent): the
 	// page must show it as text.
@@ -212,7 +187,7 @@ func TestPageInChromium(t *testing.T) {
 
 	// Signed out: / redirects to the page, which asks for a token and
 	// shows no data.
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(hubURL+"/")); err != nil {
 		t.Fatal(err)
 	}
 	if loc := evalJS[string](t, ctx, "location.pathname"); loc != "/ui/" {
@@ -310,8 +285,8 @@ func TestPageInChromium(t *testing.T) {
 	if placed == idle {
 		idle = "node-b"
 	}
-	cancels[idle]()
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ui/#/")); err != nil {
+	stops[idle]()
+	if err := chromedp.Do(ctx, chromedp.Navigate(hubURL+"/ui/#/")); err != nil {
 		t.Fatal(err)
 	}
 	waitPage(t, ctx, idle+" stale", fmt.Sprintf(`document.querySelector('#agents tr[data-node=%q] .node-state[data-state="stale"]')`, idle))

@@ -39,9 +39,15 @@ func ParseID(s string) (ID, error) {
 	if len(s) != 20 {
 		return 0, fmt.Errorf("checkpoint: id %q is not 20 decimal digits", s)
 	}
+	return parseDigits(s, "20 decimal digits")
+}
+
+// parseDigits parses an id of decimal digits (form says how many, for the
+// error).
+func parseDigits(s, form string) (ID, error) {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("checkpoint: id %q is not 20 decimal digits", s)
+			return 0, fmt.Errorf("checkpoint: id %q is not %s", s, form)
 		}
 	}
 	n, err := strconv.ParseUint(s, 10, 64)

@@ -25,7 +25,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -39,19 +38,7 @@ func ParseHubID(s string) (ID, error) {
 	if s == "" || len(s) > 20 {
 		return 0, fmt.Errorf("checkpoint: id %q is not 1-20 decimal digits", s)
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("checkpoint: id %q is not 1-20 decimal digits", s)
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("checkpoint: id %q is out of range", s)
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("checkpoint: id %q: ids start at 1", s)
-	}
-	return ID(n), nil
+	return parseDigits(s, "1-20 decimal digits")
 }
 
 // PartName is the file name of a node's part manifest: the node id with
