@@ -313,11 +313,18 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		action, target = hubwire.OpJobStart, hubwire.JobRunning
 	}
 	now := h.cfg.Clock()
+	placed := map[string]assignmentPayload{}
+	if as, err := h.store.Assignments(ctx, id, j.Generation); err == nil {
+		for _, a := range as {
+			placed[a.AssignmentID] = assignmentTasks(a)
+		}
+	}
 	for _, a := range agg.Assignments {
 		state := map[string]string{"succeeded": target, "pending": "pending", "degraded": "degraded", "failed": "failed"}[a.Status]
 		d.Tasks = append(d.Tasks, hubwire.TaskAttempt{ID: a.AssignmentID, JobID: id, JobVersion: uint64(v.Number), TaskID: id,
 			Generation: rec.Generation, NodeID: a.NodeID, State: state})
 		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
+			Units: placed[a.AssignmentID].Units, Tasks: placed[a.AssignmentID].Tasks,
 			State: state, CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
 		d.Assignments = append(d.Assignments, as)
 		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
