@@ -163,6 +163,21 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		d := detail()
 		return d.Job.ObservedState == hubwire.JobRunning && len(d.Assignments) == 3
 	})
+	// The detail names each node's units and their tasks.
+	for _, a := range detail().Assignments {
+		if len(a.Units) != 1 || fmt.Sprint(a.Tasks) != fmt.Sprint(func() []string {
+			var ts []string
+			for task, n := range owner {
+				if n == a.NodeID {
+					ts = append(ts, task)
+				}
+			}
+			sort.Strings(ts)
+			return ts
+		}()) {
+			t.Fatalf("the detail's assignment of %s: units %v tasks %v, want one unit with the tasks it was sent (%v)", a.NodeID, a.Units, a.Tasks, owner)
+		}
+	}
 
 	// A checkpoint: three parts, then one commit.
 	st, _, body = call(t, "POST", api+"/jobs/fleet/checkpoints", operatorToken, nil)

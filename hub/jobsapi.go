@@ -336,6 +336,7 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 			d.Tasks = append(d.Tasks, t)
 		}
 		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
+			Units: assignmentTasks(placed[a.AssignmentID]).Units, Tasks: assignmentTasks(placed[a.AssignmentID]).Tasks,
 			State: state, CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
 		d.Assignments = append(d.Assignments, as)
 		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {

@@ -207,6 +207,11 @@ type AssignmentStatus struct {
 	Generation    uint64    `json:"generation"`
 	Action        Operation `json:"action"`
 	AssignmentIDs []string  `json:"assignment_ids,omitempty"`
+	// Extension (issue 20, R-JOB-4): the placement units the node runs
+	// and their plan tasks, when the Hub placed the job's units on
+	// several nodes (empty: the whole job).
+	Units []string `json:"units,omitempty"`
+	Tasks []string `json:"tasks,omitempty"`
 	// State is pending, running, stopped, failed or degraded.
 	State        string       `json:"state"`
 	CommandID    string       `json:"command_id,omitempty"`

@@ -81,13 +81,18 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 	now := r.opts.Clock.Now().UnixMilli()
 	// Only this process's tasks count: in a job whose units run on
 	// several nodes, the other tasks' attempts are other runs' (issue 20).
+	// A line matches when run cut m's attempt of a local task; the marks
+	// kept are then those of the local tasks whose attempts run cut
+	// (ownTask). A local task whose attempt another run cut (a unit a
+	// failover moved here, beside the ones this node kept running) keeps
+	// none: whatever mark of it the store holds is not on top of m.
+	ownAttempt := func(a ckptstore.TaskAttempt, run string) bool {
+		return r.isLocal(a.TaskID) && strings.HasSuffix(a.AttemptID, ":"+run)
+	}
 	matches := func(line string) bool {
 		id, run, _ := strings.Cut(line, " ")
-		_, anyLocal := r.localAttempt(m)
-		return id == m.CheckpointID && run != "" && anyLocal &&
-			!slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool {
-				return r.isLocal(a.TaskID) && !strings.HasSuffix(a.AttemptID, ":"+run)
-			})
+		return id == m.CheckpointID && run != "" &&
+			slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool { return ownAttempt(a, run) })
 	}
 	// A restore of m killed after it emptied the store left the marks
 	// it carried beside the store.
@@ -99,10 +104,13 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 	if err != nil {
 		return nil, fmt.Errorf("restore: reading the local store's last checkpoint: %w", err)
 	}
-	noted := false
+	noted, run := false, ""
 	if ok {
 		for _, line := range strings.Split(string(v), "\n") {
-			noted = noted || matches(line)
+			if !noted && matches(line) {
+				noted = true
+				_, run, _ = strings.Cut(line, " ")
+			}
 		}
 	}
 	if !noted {
@@ -113,10 +121,14 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "id", m.CheckpointID)
 		return nil, nil
 	}
-	c := &markCarry{id: m.CheckpointID, run: saved.runOr(r, m)}
+	c := &markCarry{id: m.CheckpointID, run: run}
+	if saved != nil && saved.run != "" {
+		c.run = saved.run
+	}
 	for _, t := range r.g.Plan.Tasks {
 		carrier := r.carrier(t.OperatorID)
-		if carrier == nil || !r.isLocal(t.ID) {
+		if carrier == nil || !r.isLocal(t.ID) ||
+			!slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool { return a.TaskID == t.ID && ownAttempt(a, c.run) }) {
 			continue
 		}
 		k := carrier.MarkKey(ns, t.OperatorID, t.KeyGroups().Start)
@@ -161,19 +173,6 @@ type carryMark struct {
 	Operator string `json:"operator"`
 	KeyGroup int    `json:"key_group"`
 	Mark     int64  `json:"floor_ms"`
-}
-
-// runOr returns the run token of c's checkpoint line, else that of m's
-// attempts.
-func (c *markCarry) runOr(r *Runtime, m *ckptstore.Manifest) string {
-	if c != nil && c.run != "" {
-		return c.run
-	}
-	if a, ok := r.localAttempt(m); ok {
-		_, _, run := cutAttempt(a.AttemptID)
-		return run
-	}
-	return ""
 }
 
 // localAttempt returns m's first attempt of a task this process runs.
