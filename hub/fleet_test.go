@@ -224,7 +224,20 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 	if r := records(); r[0].Status != "pending" {
 		t.Fatalf("completed before the commit: %+v", r)
 	}
-	agents["b"].succeed(commit, map[string]any{"checkpoint_manifest_uri": "fleet/checkpoints/" + cp1 + "/manifest.json"})
+	// b fails to commit (say it restarted and lost the job's spec): the
+	// commit goes to a, whose part came next, instead of failing the
+	// round.
+	if st, v := agents["b"].result(commit, "failed", 100, map[string]any{"error": "this agent was never sent its spec", "failure_class": "temporary_execution"}); st != 200 {
+		t.Fatalf("failed commit: %d %v", st, v)
+	}
+	commit = agents["a"].next("job_checkpoint_commit")
+	if cp := commit["payload"].(map[string]any); cp["checkpoint_id"] != cp1 || fmt.Sprint(cp["manifest_nodes"]) != "[a b c]" {
+		t.Fatalf("second commit payload: %v", cp)
+	}
+	if r := records(); r[0].Status != "pending" {
+		t.Fatalf("after one failed commit: %+v", r)
+	}
+	agents["a"].succeed(commit, map[string]any{"checkpoint_manifest_uri": "fleet/checkpoints/" + cp1 + "/manifest.json"})
 	waitFor(t, "the checkpoint completed", func() bool {
 		r := records()
 		return r[0].Status == "completed" && r[0].ManifestURI == "fleet/checkpoints/"+cp1+"/manifest.json"

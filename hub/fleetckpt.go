@@ -192,9 +192,8 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 	if c.Kind == hubstore.KindSavepoint {
 		partOp, commitOp = hubstore.OpJobSavepoint, hubstore.OpJobSavepointCommit
 	}
-	var parts []hubstore.Command
-	var commit *hubstore.Command
-	for i, m := range cmds {
+	var parts, commits []hubstore.Command
+	for _, m := range cmds {
 		if m.CheckpointID != c.CheckpointID {
 			continue
 		}
@@ -202,20 +201,23 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 		case partOp:
 			parts = append(parts, m)
 		case commitOp:
-			commit = &cmds[i]
+			commits = append(commits, m)
 		}
 	}
 	if len(parts) == 0 {
 		return // the trigger is still enqueueing
 	}
-	// A failed part, or a failed commit, fails the round.
-	for _, m := range append(parts, derefs(commit)...) {
+	failure := func(m hubstore.Command) string {
+		msg := fmt.Sprintf("%s on %s %s", m.Operation, m.NodeID, m.State)
+		if r, ok := h.resultOf(ctx, m.ID); ok && r.Error != "" {
+			msg += ": " + r.Error
+		}
+		return msg
+	}
+	// A failed part fails the round.
+	for _, m := range parts {
 		if m.State.Terminal() && m.State != hubstore.CommandSucceeded {
-			msg := fmt.Sprintf("%s on %s %s", m.Operation, m.NodeID, m.State)
-			if r, ok := h.resultOf(ctx, m.ID); ok && r.Error != "" {
-				msg += ": " + r.Error
-			}
-			finish(hubstore.CheckpointFailed, "", msg)
+			finish(hubstore.CheckpointFailed, "", failure(m))
 			return
 		}
 	}
@@ -242,48 +244,60 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 		finish(hubstore.CheckpointCompleted, uri, "")
 		return
 	}
-	if commit != nil {
-		if commit.State == hubstore.CommandSucceeded {
-			r, _ := h.resultOf(ctx, commit.ID)
+	// Every part is in: the node whose part finished first merges them.
+	// A commit that fails (its node restarted and lost the job's spec,
+	// or went away) goes to the next node with a part; the round fails
+	// only when every one of them failed to commit.
+	tried := map[string]bool{}
+	for _, m := range commits {
+		switch {
+		case m.State == hubstore.CommandSucceeded:
+			r, _ := h.resultOf(ctx, m.ID)
 			uri := r.CheckpointManifestURI
 			if uri == "" {
 				uri = c.CheckpointID
 			}
 			finish(hubstore.CheckpointCompleted, uri, "")
+			return
+		case !m.State.Terminal():
+			return // on its way
 		}
-		return
+		tried[m.NodeID] = true
 	}
-	// Every part is in: the node whose part finished first merges them.
 	nodes := make([]string, 0, len(done))
 	first := ""
 	var firstAt time.Time
 	for n, m := range done {
 		nodes = append(nodes, n)
+		if tried[n] {
+			continue
+		}
 		if first == "" || m.FinishedAt.Before(firstAt) || (m.FinishedAt.Equal(firstAt) && n < first) {
 			first, firstAt = n, m.FinishedAt
 		}
 	}
 	sort.Strings(nodes)
+	if first == "" {
+		finish(hubstore.CheckpointFailed, "", failure(commits[len(commits)-1]))
+		return
+	}
 	ref := c.CheckpointID
 	var part hubwire.CheckpointPayload
 	if json.Unmarshal(done[first].Payload, &part) == nil && c.Kind == hubstore.KindSavepoint && part.Name != "" {
 		ref = part.Name
 	}
 	payload, _ := json.Marshal(hubwire.CommitPayload{CheckpointID: ref, ManifestNodes: nodes, JobID: j.JobID})
-	if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{ID: fmt.Sprintf("cmd-%s-%s-commit", j.JobID, c.CheckpointID), NodeID: first,
+	id := fmt.Sprintf("cmd-%s-%s-commit", j.JobID, c.CheckpointID)
+	if len(commits) > 0 {
+		id = fmt.Sprintf("%s-%d", id, len(commits)+1)
+	}
+	if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{ID: id, NodeID: first,
 		Operation: commitOp, JobID: j.JobID, Generation: c.Generation, CheckpointID: c.CheckpointID, CorrelationID: done[first].CorrelationID,
 		Payload: payload, ExpiresAt: h.cfg.Clock().Add(min(h.cfg.CommandTimeout, defaultCheckpointTimeout))}); err != nil {
 		h.log.Warn("queueing a checkpoint commit", "job", j.JobID, "checkpoint", c.CheckpointID, "error", err)
 		return
 	}
 	h.log.Info(c.Kind+" parts in; committing", "job", j.JobID, "checkpoint", c.CheckpointID, "node", first, "parts", len(nodes))
-}
-
-func derefs(c *hubstore.Command) []hubstore.Command {
-	if c == nil {
-		return nil
-	}
-	return []hubstore.Command{*c}
 }
 
 // periodicCheckpoints triggers the checkpoints of two-phase jobs every
