@@ -21,6 +21,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -76,6 +77,9 @@ type Agent struct {
 	changed chan struct{}                        // a job's status changed: report soon
 	backoff func(attempt int) time.Duration      // tests shorten it
 	sleep   func(context.Context, time.Duration) // tests shorten it
+	// wrapStore, when set (by tests, export_test.go), wraps the checkpoint
+	// store of every job the Agent builds (fault injection); under mu.
+	wrapStore func(ckptstore.Store) ckptstore.Store
 }
 
 // maxResults bounds the cache of terminal results kept for redelivered

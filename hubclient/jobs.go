@@ -307,8 +307,12 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 		}
 	}
 	node, gen := a.cfg.NodeID, c.Generation
+	a.mu.Lock()
+	wrap := a.wrapStore
+	a.mu.Unlock()
 	opts = append(opts, harness.Option(func(o *runtime.Options) {
 		o.NodeID, o.Generation, o.FromCheckpoint = node, gen, from
+		o.WrapStore = wrap
 		if tasks != nil {
 			o.Tasks, o.HubCheckpoints = tasks, true
 		}
@@ -511,6 +515,7 @@ func (a *Agent) commit(ctx context.Context, c hubwire.AgentCommand, p hubwire.Co
 	a.mu.Lock()
 	r := a.jobs[p.JobID]
 	spec := a.specs[p.JobID]
+	wrap := a.wrapStore
 	a.mu.Unlock()
 	var rt *runtime.Runtime
 	if r != nil {
@@ -523,6 +528,9 @@ func (a *Agent) commit(ctx context.Context, c hubwire.AgentCommand, p hubwire.Co
 			arkflow.WithLogger(a.log.With("job", p.JobID))}
 		if a.cfg.Environment != nil {
 			opts = append(opts, arkflow.WithEnvironment(a.cfg.Environment))
+		}
+		if wrap != nil {
+			opts = append(opts, harness.Option(func(o *runtime.Options) { o.WrapStore = wrap }))
 		}
 		built, err := harness.NewJob(spec, a.bindings[spec.ID], opts)
 		if err != nil {
