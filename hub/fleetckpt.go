@@ -322,16 +322,23 @@ func (h *Hub) periodicCheckpoints(ctx context.Context) {
 		if every <= 0 {
 			every = time.Duration(job.DefaultCheckpointIntervalMS) * time.Millisecond
 		}
-		cps, err := h.store.ListCheckpoints(ctx, j.JobID, hubstore.KindCheckpoint)
+		cps, err := h.store.ListCheckpoints(ctx, j.JobID, "")
 		if err != nil {
 			continue
 		}
-		due := true
+		// Due when no round of either kind is open and the newest
+		// checkpoint of this generation is older than the interval.
+		due, newest := true, true
 		for _, c := range cps { // newest first
-			if c.Status == hubstore.CheckpointPending || (c.Generation == j.Generation && now.Sub(c.CreatedAt) < every) {
+			if c.Status == hubstore.CheckpointPending {
 				due = false
 			}
-			break
+			if c.Kind == hubstore.KindCheckpoint && newest {
+				newest = false
+				if c.Generation == j.Generation && now.Sub(c.CreatedAt) < every {
+					due = false
+				}
+			}
 		}
 		if !due {
 			continue
