@@ -338,10 +338,11 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
 			Units: assignmentTasks(placed[a.AssignmentID]).Units, Tasks: assignmentTasks(placed[a.AssignmentID]).Tasks,
 			State: state, CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
-		d.Assignments = append(d.Assignments, as)
 		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
 			d.Nodes = append(d.Nodes, h.hubNode(ag, now))
+			as.Partitions = reportedPartitions(ag.LastReport, id, rec.Generation)
 		}
+		d.Assignments = append(d.Assignments, as)
 	}
 	cmds, err := h.store.ListCommands(ctx, id, j.Generation)
 	if err != nil {
@@ -577,6 +578,23 @@ func reportedCounts(report json.RawMessage) (total, running, failed uint64) {
 		count(j.State)
 	}
 	return total, running, failed
+}
+
+// reportedPartitions is what an Agent's last report says its source
+// tasks of job (at generation) read.
+func reportedPartitions(report json.RawMessage, job string, generation uint64) map[string][]string {
+	var rep struct {
+		Jobs []hubwire.JobStatus `json:"jobs"`
+	}
+	if len(report) == 0 || json.Unmarshal(report, &rep) != nil {
+		return nil
+	}
+	for _, j := range rep.Jobs {
+		if j.JobID == job && j.Generation == generation {
+			return j.Partitions
+		}
+	}
+	return nil
 }
 
 // listNodes is GET /nodes, paged.

@@ -54,6 +54,7 @@ func (r *runningJob) status() hubwire.JobStatus {
 	switch r.job.Status() {
 	case arkflow.Running:
 		s.State = hubwire.JobRunning
+		s.Partitions = harness.RuntimeOf(r.job).SourcePartitions()
 	case arkflow.Created, arkflow.Starting:
 		s.State = hubwire.JobStarting
 		if p := r.job.Metrics().Checkpoints.Recovery; !p.Done && p.BytesTotal > 0 {

@@ -287,6 +287,9 @@ type JobStatus struct {
 	CheckpointID string `json:"checkpoint_id,omitempty"`
 	// Extension: when the Agent made the observation.
 	ObservedAtMs uint64 `json:"observed_at_ms,omitempty"`
+	// Extension (issue 20): the input partitions each of the node's
+	// source tasks read at its last checkpoint, "topic/partition".
+	Partitions map[string][]string `json:"partitions,omitempty"`
 }
 
 // JobObservation is the body of [v1] POST /agent/job-observations.

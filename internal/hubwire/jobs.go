@@ -212,6 +212,10 @@ type AssignmentStatus struct {
 	// several nodes (empty: the whole job).
 	Units []string `json:"units,omitempty"`
 	Tasks []string `json:"tasks,omitempty"`
+	// Extension (issue 20): the input partitions each source task of the
+	// node read at its last checkpoint ("topic/partition"), as the node
+	// last reported them.
+	Partitions map[string][]string `json:"partitions,omitempty"`
 	// State is pending, running, stopped, failed or degraded.
 	State        string       `json:"state"`
 	CommandID    string       `json:"command_id,omitempty"`

@@ -178,6 +178,10 @@ type Runtime struct {
 	// of whose commit it has not seen yet, oldest first (see
 	// releaseCommitted); guarded by ckpt.mu.
 	parts []string
+	// partitions are the input partitions each local source task held
+	// positions for at the last cut ("topic/partition"); guarded by
+	// ckpt.mu (see SourcePartitions).
+	partitions map[string][]string
 }
 
 // New returns a runtime for a built graph.

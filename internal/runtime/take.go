@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -185,6 +186,7 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 		srcTasks = append(srcTasks, t)
 	}
 	sort.Strings(srcTasks)
+	r.notePartitions(c.Positions)
 	for _, t := range srcTasks {
 		for _, p := range c.Positions[t] {
 			m.SourcePositions = append(m.SourcePositions, ckptstore.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
@@ -222,4 +224,31 @@ func (r *Runtime) nodeID() string {
 		return r.opts.NodeID
 	}
 	return "local"
+}
+
+// notePartitions records the partitions each source task held positions
+// for at a cut.
+func (r *Runtime) notePartitions(pos map[string][]connectors.Position) {
+	parts := make(map[string][]string, len(pos))
+	for t, ps := range pos {
+		names := make([]string, 0, len(ps))
+		for _, p := range ps {
+			names = append(names, fmt.Sprintf("%s/%d", p.Topic, p.Partition))
+		}
+		sort.Strings(names)
+		parts[t] = names
+	}
+	r.ckpt.mu.Lock()
+	r.partitions = parts
+	r.ckpt.mu.Unlock()
+}
+
+// SourcePartitions returns, by source task, the input partitions it held
+// positions for at the last checkpoint this run cut ("topic/partition";
+// the topic is empty for inputs without topics): which partitions a task
+// reads, as the Hub's detail shows them. Nil before the first cut.
+func (r *Runtime) SourcePartitions() map[string][]string {
+	r.ckpt.mu.Lock()
+	defer r.ckpt.mu.Unlock()
+	return r.partitions
 }
