@@ -193,6 +193,25 @@ func TestRekeyJobsAcrossAgents(t *testing.T) {
 		})
 	}
 
+	// The detail says which partitions of the re-keyed topic each Agent
+	// reads: two each (subtask s reads p with p mod 2 = s), all four in
+	// all, once a checkpoint has been cut.
+	waitFor(t, "the partitions each Agent reads", func() bool {
+		_, _, body := call(t, "GET", api+"/jobs/spend-per-user/detail", viewerToken, nil)
+		var got []string
+		for _, a := range decode[hubwire.JobDetail](t, body).Assignments {
+			for _, ps := range a.Partitions {
+				if len(ps) != 2 {
+					return false
+				}
+				got = append(got, ps...)
+			}
+		}
+		sort.Strings(got)
+		topic := "obu-" + run
+		return fmt.Sprint(got) == fmt.Sprintf("[%[1]s/0 %[1]s/1 %[1]s/2 %[1]s/3]", topic)
+	})
+
 	// Every user's last total reaches the reference.
 	var spend []rekeyRecord
 	waitFor(t, "every user's total", func() bool {
