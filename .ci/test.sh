@@ -42,10 +42,25 @@ if [ ! -x "$minio" ]; then
   mv "$tmpbin/minio" "$minio"
   rm -rf "$tmpbin"
 fi
-minio_port=$(free_port)
 export MINIO_ROOT_USER=arkflowtest MINIO_ROOT_PASSWORD=arkflowtestsecret
-"$minio" server "$work/minio" --address "127.0.0.1:$minio_port" --console-address "127.0.0.1:$(free_port)" --quiet >"$work/minio.log" 2>&1 &
-pids+=($!)
+# A port free when probed can be taken before MinIO binds it (or be the
+# console's too): start again on other ports when it says so.
+start_minio() {
+  minio_port=$(free_port)
+  local console
+  console=$(free_port)
+  while [ "$console" = "$minio_port" ]; do console=$(free_port); done
+  "$minio" server "$work/minio" --address "127.0.0.1:$minio_port" --console-address "127.0.0.1:$console" --quiet >"$work/minio.log" 2>&1 &
+  minio_pid=$!
+  pids+=($minio_pid)
+}
+start_minio
+for attempt in 1 2 3; do
+  sleep 0.5
+  if kill -0 "$minio_pid" 2>/dev/null || ! grep -q "already in use" "$work/minio.log"; then break; fi
+  echo "MinIO's port was taken; starting it on others (attempt $attempt)"
+  start_minio
+done
 
 # --- kfake Kafka-protocol broker (pinned in .ci/kfake/go.mod) ----------------
 kfake=$bin/kfake-$(sha256sum .ci/kfake/go.sum .ci/kfake/main.go | sha256sum | cut -c1-12)
