@@ -1,7 +1,9 @@
 // Package hub is the ArkFlow control plane: it keeps jobs, their versions
-// and desired state in a SQLite file, places each job on a fitting Agent
-// (see package hubclient) and turns desired state into commands the Agents
-// poll. Its HTTP API is ArkFlow v1's under /api/v1; a read-only operator
+// and desired state in a SQLite file, places each job's placement units on
+// the Agents that fit (see package hubclient), turns desired state into
+// commands the Agents poll, takes the jobs' checkpoints in two phases (one
+// part per Agent, sealed only with all of them) and moves the units of an
+// Agent whose lease lapsed to the others. Its HTTP API is ArkFlow v1's under /api/v1; a read-only operator
 // page at /ui/ shows jobs, versions, assignments, checkpoints, Agents and
 // the audit log over that API.
 package hub

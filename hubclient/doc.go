@@ -28,4 +28,13 @@
 // spec's operators bind to the Builder's Go values (MapFunc, FilterFunc,
 // ProcessFunc, push sources, func sinks) by ID. Connectors come from
 // Config.Environment.
+//
+// A Hub may give an Agent a part of a job: the tasks of some of its
+// placement units (the Agent declares the placement_units capability).
+// The Agent then runs only those tasks, takes no checkpoint of its own,
+// cuts its part of each checkpoint the Hub starts and, when the Hub asks
+// it, merges every Agent's part into the sealed checkpoint; a newer
+// generation of the same tasks (another Agent failed over) is adopted
+// without a restart. A Go service that runs part of a job must still
+// give the whole job's Builder in Config.Jobs.
 package hubclient
