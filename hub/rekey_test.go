@@ -1,7 +1,6 @@
 package hub_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -30,62 +29,24 @@ func rekeyBrokers(t *testing.T) string {
 	return b
 }
 
-func rekeyTopic(t *testing.T, brokers, topic string, partitions int) {
-	t.Helper()
-	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers, "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := a.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}})
-	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
-		t.Fatalf("creating topic %s: %v %v", topic, err, res)
-	}
-}
-
-// rekeyRecord is a record read back: its partition, key and value.
+// rekeyRecord is a record read back: its partition, key and JSON value.
 type rekeyRecord struct {
 	part  int32
 	key   string
 	value map[string]any
 }
 
-// rekeyRead reads every committed record of topic, from the beginning to
-// the current end of each partition (read_committed).
+// rekeyRead reads every committed record of topic (fkReadAll) and decodes
+// their values.
 func rekeyRead(t *testing.T, brokers, topic string, partitions int) []rekeyRecord {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": fmt.Sprintf("rekey-reader-%d", time.Now().UnixNano()),
-		"isolation.level": "read_committed", "enable.auto.commit": false, "enable.partition.eof": true, "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var tps []kafka.TopicPartition
-	for p := range partitions {
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
-	}
-	if err := c.Assign(tps); err != nil {
-		t.Fatal(err)
-	}
 	var out []rekeyRecord
-	eof := map[int32]bool{}
-	for deadline := time.Now().Add(30 * time.Second); len(eof) < partitions; {
-		if time.Now().After(deadline) {
-			t.Fatalf("reading %s: %d of %d partitions at their end after 30s", topic, len(eof), partitions)
+	for _, r := range fkReadAll(t, brokers, topic, partitions) {
+		var v map[string]any
+		if err := json.Unmarshal(r.value, &v); err != nil {
+			t.Fatalf("%s: a record that is not a JSON row: %q", topic, r.value)
 		}
-		switch e := c.Poll(100).(type) {
-		case *kafka.Message:
-			var v map[string]any
-			if err := json.Unmarshal(e.Value, &v); err != nil {
-				t.Fatalf("%s: a record that is not a JSON row: %q", topic, e.Value)
-			}
-			delete(eof, e.TopicPartition.Partition)
-			out = append(out, rekeyRecord{e.TopicPartition.Partition, string(e.Key), v})
-		case kafka.PartitionEOF:
-			eof[e.Partition] = true
-		}
+		out = append(out, rekeyRecord{r.part, r.key, v})
 	}
 	return out
 }
@@ -129,9 +90,9 @@ func rekeySpec(t *testing.T, file, brokers, run, ckpts string) json.RawMessage {
 func TestRekeyJobsAcrossAgents(t *testing.T) {
 	brokers := rekeyBrokers(t)
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
-	rekeyTopic(t, brokers, "orders-"+run, 3)
-	rekeyTopic(t, brokers, "obu-"+run, 4)
-	rekeyTopic(t, brokers, "spend-"+run, 2)
+	fkCreateTopic(t, brokers, "orders-"+run, 3)
+	fkCreateTopic(t, brokers, "obu-"+run, 4)
+	fkCreateTopic(t, brokers, "spend-"+run, 2)
 
 	// Orders spread over the input's partitions by id, not by user.
 	const orders, users = 600, 37
