@@ -1,14 +1,17 @@
 package arkflow
 
 // This file exposes a job's metrics as a prometheus.Collector (issue 21,
-// R-OPS-1). The collector keeps nothing of its own: each scrape takes the
-// snapshot Metrics returns and turns it into const metrics, so a job pays
-// for Prometheus only when it is scraped, never per row or per batch.
+// R-OPS-1). The collector counts nothing of its own: each scrape reads the
+// counters the runtime keeps anyway and turns them into const metrics, so
+// a job pays for Prometheus only when it is scraped, never per row or per
+// batch. The one expensive reading, the size of the state (a walk over
+// every key, under the memory backend's lock), is rate-limited.
 
 import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +43,7 @@ import (
 //	arkflow_wal_replayed_entries_total, arkflow_wal_parked_timeouts_total,
 //	arkflow_wal_last_sequence, arkflow_wal_cursor_sequence,
 //	arkflow_wal_cursor_lag_entries{operator,subtask}  a source's write-ahead log
-//	arkflow_state_bytes{operator}              a stateful operator's committed state
+//	arkflow_state_bytes{operator}              a stateful operator's state (see below)
 //	arkflow_checkpoints_completed_total, arkflow_checkpoints_failed_total,
 //	arkflow_checkpoint_consecutive_failures, arkflow_checkpoint_healthy,
 //	arkflow_checkpoint_last_duration_seconds, arkflow_checkpoint_last_pause_seconds,
@@ -56,9 +59,15 @@ import (
 // arkflow_operator_events_total{operator,subtask,metric} or
 // arkflow_operator_value{operator,subtask,metric}.
 //
+// Measuring the state walks every key of it (Metrics.StateBytes does the
+// same), so while the job runs a collector measures it at most once a
+// minute, and less often when a measurement takes longer than 1 % of the
+// time since the last; scrapes in between repeat the last value. Every
+// other value is read at each scrape, cheaply (atomic counters).
+//
 // Collect is safe to call concurrently with Run and with other scrapes.
 func (j *Job) Collector() prometheus.Collector {
-	c := &collector{j: j, subtask: map[string]string{}, now: time.Now}
+	c := &collector{j: j, subtask: map[string]string{}, now: time.Now, readState: j.rt.StateBytes}
 	for _, t := range j.plan.Tasks {
 		c.subtask[t.ID] = strconv.Itoa(t.Subtask)
 	}
@@ -74,6 +83,42 @@ type collector struct {
 	// now is the wall clock watermark lag is measured against.
 	now func() time.Time
 	d   descs
+
+	// readState measures the state (Runtime.StateBytes); state is its
+	// last result, stateNext when it may be measured again.
+	readState func() map[string]int64
+	stateMu   sync.Mutex
+	state     map[string]int64
+	stateNext time.Time
+}
+
+const (
+	// stateEvery is the shortest time between two measurements of the
+	// state of a running job.
+	stateEvery = time.Minute
+	// stateCostShare bounds the time spent measuring the state to
+	// 1/stateCostShare of the time between measurements.
+	stateCostShare = 100
+)
+
+// stateBytes returns the state size of each stateful operator, measured
+// at most every stateEvery, or less often when a measurement is slow,
+// while the job runs (before and after, the runtime answers without
+// walking the state).
+func (c *collector) stateBytes(running bool) map[string]int64 {
+	if !running {
+		return c.readState()
+	}
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	now := c.now()
+	if c.state != nil && now.Before(c.stateNext) {
+		return c.state
+	}
+	start := time.Now()
+	c.state = c.readState()
+	c.stateNext = now.Add(max(stateEvery, stateCostShare*time.Since(start)))
+	return c.state
 }
 
 // descs are the collector's descriptors, each with the job's ID as the
@@ -127,7 +172,8 @@ func newDescs(jobID string) descs {
 		walCursorLag: t("wal_cursor_lag_entries", "Entries appended to a source task's write-ahead log and not yet acknowledged through (last minus cursor)."),
 		opEvents:     t("operator_events_total", "An operator's own counter that has no family of its own, by its name.", "metric"),
 		opValue:      t("operator_value", "An operator's own gauge that has no family of its own, by its name.", "metric"),
-		stateBytes:   d("state_bytes", "Size of a stateful operator's committed state.", "operator"),
+		stateBytes: d("state_bytes",
+			"Size of a stateful operator's state: keys and values; measured at most once a minute while the job runs.", "operator"),
 
 		ckptCompleted: d("checkpoints_completed_total", "Checkpoint rounds this run committed."),
 		ckptFailed:    d("checkpoints_failed_total", "Checkpoint rounds of this run that failed."),
@@ -185,9 +231,17 @@ var (
 	}
 )
 
-// Collect sends the job's metrics as of now.
+// Collect sends the job's metrics as of now: what Job.Metrics returns,
+// read part by part so that the state is measured only as stateBytes
+// allows.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	m := c.j.Metrics()
+	rt := c.j.rt
+	status := c.j.Status()
+	m := Metrics{Status: status, Checkpoints: checkpointStatus(rt.CheckpointStatus())}
+	for _, t := range rt.Metrics() {
+		m.Tasks = append(m.Tasks, TaskMetrics(t))
+	}
+	m.StateBytes = c.stateBytes(status == Starting || status == Running || status == Stopping)
 	d := &c.d
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
