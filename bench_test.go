@@ -18,6 +18,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 const (
@@ -217,11 +218,14 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 // BenchmarkPipelineMetrics measures what Prometheus scrapes cost a
-// running job (issue 21): BenchmarkPipeline's generate → keyBy(user) →
-// memory sink with 1 sink subtask, with the running job's Collector in a
-// registry that a goroutine gathers every 100 ms (a fast scrape interval)
-// or every 10 ms (a stress case: one job of 1 M events takes about
-// 50 ms), against the same job without a collector (the baseline).
+// running job (issue 21), for two jobs over the same 1 M events: pass,
+// BenchmarkPipeline's generate → keyBy(user) → memory sink with 1 sink
+// subtask (about 40 ms a job), and state, generate → keyBy(user) → a
+// running count per user (100 k keys) in the memory state backend
+// (seconds a job). Each runs with its Collector in a registry that a
+// goroutine gathers every 100 ms (a fast scrape interval) or every 10 ms
+// (a stress case), against the same job without a collector (the
+// baseline).
 //
 // The machine is shared and its load moves within seconds, so the two
 // are paired: each iteration runs one job without and one with the
@@ -233,12 +237,19 @@ func BenchmarkPipeline(b *testing.B) {
 // control pairs two jobs without a collector: its ratio is the noise.
 func BenchmarkPipelineMetrics(b *testing.B) {
 	events := int64(benchBatch * benchBatches)
-	runJob := func(b *testing.B, sink *mem.Sink, cur *atomic.Pointer[prometheus.Collector]) time.Duration {
-		j, err := arkflow.NewJob("bench").
-			Source("in", benchGenerate()).
-			KeyBy("user").
-			Sink("out", sink).
-			Build()
+	runJob := func(b *testing.B, stateful bool, sink *mem.Sink, cur *atomic.Pointer[prometheus.Collector]) time.Duration {
+		jb := arkflow.NewJob("bench")
+		last := "out"
+		if stateful {
+			jb = jb.State(job.State{Backend: job.BackendMemory}).
+				Source("in", benchGenerate()).
+				KeyBy("user").
+				Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}, Emit: job.EmitFinal})
+			last = "n"
+		} else {
+			jb = jb.Source("in", benchGenerate()).KeyBy("user")
+		}
+		j, err := jb.Sink("out", sink).Build()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -252,11 +263,11 @@ func BenchmarkPipelineMetrics(b *testing.B) {
 			b.Fatal(err)
 		}
 		d := time.Since(start)
-		if sink.NumRows() != events {
+		if !stateful && sink.NumRows() != events {
 			b.Fatalf("sink got %d rows, want %d", sink.NumRows(), events)
 		}
-		if got := j.Metrics().Operator("out").RowsIn; got != events {
-			b.Fatalf("the sink's metrics count %d rows, want %d", got, events)
+		if got := j.Metrics().Operator(last).RowsIn; got != events {
+			b.Fatalf("%s's metrics count %d rows, want %d", last, got, events)
 		}
 		sink.Reset()
 		return d
@@ -264,63 +275,70 @@ func BenchmarkPipelineMetrics(b *testing.B) {
 	// every 0 is the control: both jobs of a pair run without the
 	// collector (and nothing is scraped), so its ratio shows how far two
 	// identical jobs differ on this machine now.
-	for _, every := range []time.Duration{0, 100 * time.Millisecond, 10 * time.Millisecond} {
-		name := fmt.Sprintf("scrape=%v", every)
-		if every == 0 {
-			name = "control"
-		}
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			sink := mem.NewSink()
-			var cur atomic.Pointer[prometheus.Collector]
-			var scrapes atomic.Int64
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(current{&cur})
-			stop, stopped := make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(stopped)
-				if every == 0 {
-					<-stop
-					return
-				}
-				t := time.NewTicker(every)
-				defer t.Stop()
-				for {
-					select {
-					case <-stop:
+	for _, stateful := range []bool{false, true} {
+		for _, every := range []time.Duration{0, 100 * time.Millisecond, 10 * time.Millisecond} {
+			name := fmt.Sprintf("scrape=%v", every)
+			if every == 0 {
+				name = "control"
+			}
+			if stateful {
+				name = "state/" + name
+			} else {
+				name = "pass/" + name
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				sink := mem.NewSink()
+				var cur atomic.Pointer[prometheus.Collector]
+				var scrapes atomic.Int64
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(current{&cur})
+				stop, stopped := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(stopped)
+					if every == 0 {
+						<-stop
 						return
-					case <-t.C:
-						on := cur.Load() != nil
-						if _, err := reg.Gather(); err != nil {
-							panic(err)
-						}
-						if on {
-							scrapes.Add(1)
+					}
+					t := time.NewTicker(every)
+					defer t.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-t.C:
+							on := cur.Load() != nil
+							if _, err := reg.Gather(); err != nil {
+								panic(err)
+							}
+							if on {
+								scrapes.Add(1)
+							}
 						}
 					}
+				}()
+				defer func() { close(stop); <-stopped }()
+				var off, on time.Duration
+				withCollector := &cur
+				if every == 0 {
+					withCollector = nil
 				}
-			}()
-			defer func() { close(stop); <-stopped }()
-			var off, on time.Duration
-			withCollector := &cur
-			if every == 0 {
-				withCollector = nil
-			}
-			for i := 0; i < b.N; i++ {
-				if i%2 == 0 {
-					off += runJob(b, sink, nil)
-					on += runJob(b, sink, withCollector)
-				} else {
-					on += runJob(b, sink, withCollector)
-					off += runJob(b, sink, nil)
+				for i := 0; i < b.N; i++ {
+					if i%2 == 0 {
+						off += runJob(b, stateful, sink, nil)
+						on += runJob(b, stateful, sink, withCollector)
+					} else {
+						on += runJob(b, stateful, sink, withCollector)
+						off += runJob(b, stateful, sink, nil)
+					}
 				}
-			}
-			n := float64(events) * float64(b.N)
-			b.ReportMetric(n/off.Seconds(), "events/s-off")
-			b.ReportMetric(n/on.Seconds(), "events/s-on")
-			b.ReportMetric(off.Seconds()/on.Seconds(), "ratio")
-			b.ReportMetric(float64(scrapes.Load())/float64(b.N), "scrapes/op")
-		})
+				n := float64(events) * float64(b.N)
+				b.ReportMetric(n/off.Seconds(), "events/s-off")
+				b.ReportMetric(n/on.Seconds(), "events/s-on")
+				b.ReportMetric(off.Seconds()/on.Seconds(), "ratio")
+				b.ReportMetric(float64(scrapes.Load())/float64(b.N), "scrapes/op")
+			})
+		}
 	}
 }
 
