@@ -3,10 +3,14 @@ package arkflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
@@ -14,6 +18,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 const (
@@ -210,4 +215,177 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		b.ReportMetric(events*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
+}
+
+// BenchmarkPipelineMetrics measures what Prometheus scrapes cost a
+// running job (issue 21), for two jobs over the same 1 M events: pass,
+// BenchmarkPipeline's generate → keyBy(user) → memory sink with 1 sink
+// subtask (about 40 ms a job), and state, generate → keyBy(user) → a
+// running count per user (100 k keys) in the memory state backend
+// (seconds a job). Each runs with its Collector in a registry that a
+// goroutine gathers every 100 ms (a fast scrape interval) or every 10 ms
+// (a stress case), against the same job without a collector (the
+// baseline).
+//
+// The machine is shared and its load moves within seconds, so the two
+// are paired: each iteration runs one job without and one with the
+// collector (alternating which goes first) and times each, so that both
+// see the same load. It reports events/s of each (off, on), their ratio
+// (target ≥ 0.95) and the scrapes that fell inside the jobs with the
+// collector (scrapes/op). The scraper runs for the whole benchmark and
+// gathers an empty registry while a job without the collector runs.
+// control pairs two jobs without a collector: its ratio is the noise.
+func BenchmarkPipelineMetrics(b *testing.B) {
+	events := int64(benchBatch * benchBatches)
+	runJob := func(b *testing.B, stateful bool, sink *mem.Sink, cur *atomic.Pointer[prometheus.Collector]) time.Duration {
+		jb := arkflow.NewJob("bench")
+		last := "out"
+		if stateful {
+			jb = jb.State(job.State{Backend: job.BackendMemory}).
+				Source("in", benchGenerate()).
+				KeyBy("user").
+				Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}, Emit: job.EmitFinal})
+			last = "n"
+		} else {
+			jb = jb.Source("in", benchGenerate()).KeyBy("user")
+		}
+		j, err := jb.Sink("out", sink).Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cur != nil {
+			c := j.Collector()
+			cur.Store(&c)
+			defer cur.Store(nil)
+		}
+		start := time.Now()
+		if err := j.Run(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		if !stateful && sink.NumRows() != events {
+			b.Fatalf("sink got %d rows, want %d", sink.NumRows(), events)
+		}
+		if got := j.Metrics().Operator(last).RowsIn; got != events {
+			b.Fatalf("%s's metrics count %d rows, want %d", last, got, events)
+		}
+		sink.Reset()
+		return d
+	}
+	// every 0 is the control: both jobs of a pair run without the
+	// collector (and nothing is scraped), so its ratio shows how far two
+	// identical jobs differ on this machine now.
+	for _, stateful := range []bool{false, true} {
+		for _, every := range []time.Duration{0, 100 * time.Millisecond, 10 * time.Millisecond} {
+			name := fmt.Sprintf("scrape=%v", every)
+			if every == 0 {
+				name = "control"
+			}
+			if stateful {
+				name = "state/" + name
+			} else {
+				name = "pass/" + name
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				sink := mem.NewSink()
+				var cur atomic.Pointer[prometheus.Collector]
+				var scrapes atomic.Int64
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(current{&cur})
+				stop, stopped := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(stopped)
+					if every == 0 {
+						<-stop
+						return
+					}
+					t := time.NewTicker(every)
+					defer t.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-t.C:
+							on := cur.Load() != nil
+							if _, err := reg.Gather(); err != nil {
+								panic(err)
+							}
+							if on {
+								scrapes.Add(1)
+							}
+						}
+					}
+				}()
+				defer func() { close(stop); <-stopped }()
+				var off, on time.Duration
+				withCollector := &cur
+				if every == 0 {
+					withCollector = nil
+				}
+				for i := 0; i < b.N; i++ {
+					if i%2 == 0 {
+						off += runJob(b, stateful, sink, nil)
+						on += runJob(b, stateful, sink, withCollector)
+					} else {
+						on += runJob(b, stateful, sink, withCollector)
+						off += runJob(b, stateful, sink, nil)
+					}
+				}
+				n := float64(events) * float64(b.N)
+				b.ReportMetric(n/off.Seconds(), "events/s-off")
+				b.ReportMetric(n/on.Seconds(), "events/s-on")
+				b.ReportMetric(off.Seconds()/on.Seconds(), "ratio")
+				b.ReportMetric(float64(scrapes.Load())/float64(b.N), "scrapes/op")
+			})
+		}
+	}
+}
+
+// current collects the collector it points to (none before the first),
+// so that one registry scrapes each benchmark iteration's job in turn.
+// It describes nothing: an unchecked collector.
+type current struct {
+	c *atomic.Pointer[prometheus.Collector]
+}
+
+func (current) Describe(chan<- *prometheus.Desc) {}
+
+func (c current) Collect(ch chan<- prometheus.Metric) {
+	if p := c.c.Load(); p != nil {
+		(*p).Collect(ch)
+	}
+}
+
+// BenchmarkCollectorGather measures one scrape of a finished job of 3
+// tasks (BenchmarkPipeline's, with 2 sink subtasks) through a registry:
+// what every scrape costs the process, beside gathering an empty
+// registry (the baseline).
+func BenchmarkCollectorGather(b *testing.B) {
+	j, err := arkflow.NewJob("bench").
+		Source("in", clicksAt([]any{"ann", 100, "bob", 300})).
+		KeyBy("user").
+		Sink("out", mem.NewSink(), arkflow.WithParallelism(2)).
+		Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	gather := func(b *testing.B, reg *prometheus.Registry) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "scrapes/s")
+	}
+	b.Run("job", func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(j.Collector())
+		gather(b, reg)
+	})
+	b.Run("empty", func(b *testing.B) { gather(b, prometheus.NewRegistry()) })
 }

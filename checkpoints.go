@@ -20,6 +20,9 @@ type CheckpointStatus struct {
 	Healthy bool
 	// Completed and Failures count this run's checkpoint rounds.
 	Completed, Failures int64
+	// ConsecutiveFailures counts the rounds failed since the last one that
+	// succeeded (0 when Healthy): how long checkpoints have been degraded.
+	ConsecutiveFailures int64
 	// LastError is the error of the last failed round ("" when none).
 	LastError string
 	// LastID is the newest checkpoint this run committed.
@@ -30,6 +33,9 @@ type CheckpointStatus struct {
 	LastPause time.Duration
 	// LastBytes is the size of the state it uploaded.
 	LastBytes int64
+	// LastCompleted is when that checkpoint committed (zero when this run
+	// committed none).
+	LastCompleted time.Time
 	// Restored names the checkpoint or savepoint the run started from
 	// ("" when none).
 	Restored string
@@ -50,8 +56,10 @@ type RecoveryProgress struct {
 
 func checkpointStatus(c runtime.CheckpointStatus) CheckpointStatus {
 	return CheckpointStatus{
-		Enabled: c.Enabled, Healthy: c.Healthy, Completed: c.Completed, Failures: c.Failures, LastError: c.LastError,
-		LastID: c.LastID, LastDuration: c.LastDuration, LastPause: c.LastPause, LastBytes: c.LastBytes, Restored: c.Restored,
+		Enabled: c.Enabled, Healthy: c.Healthy, Completed: c.Completed, Failures: c.Failures,
+		ConsecutiveFailures: c.ConsecutiveFailures, LastError: c.LastError,
+		LastID: c.LastID, LastDuration: c.LastDuration, LastPause: c.LastPause, LastBytes: c.LastBytes,
+		LastCompleted: c.LastCompleted, Restored: c.Restored,
 		Recovery: RecoveryProgress(c.Recovery),
 	}
 }

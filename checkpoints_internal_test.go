@@ -11,8 +11,8 @@ import (
 // CheckpointStatus is the runtime's, field for field: a field the runtime
 // adds and the conversion forgets fails here.
 func TestCheckpointStatusCarriesEveryField(t *testing.T) {
-	in := runtime.CheckpointStatus{Enabled: true, Healthy: true, Completed: 1, Failures: 2, LastError: "e", LastID: "7",
-		LastDuration: time.Second, LastPause: time.Millisecond, LastBytes: 3, Restored: "checkpoint 6",
+	in := runtime.CheckpointStatus{Enabled: true, Healthy: true, Completed: 1, Failures: 2, ConsecutiveFailures: 2, LastError: "e", LastID: "7",
+		LastDuration: time.Second, LastPause: time.Millisecond, LastBytes: 3, LastCompleted: time.Unix(1, 0), Restored: "checkpoint 6",
 		Recovery: runtime.RecoveryProgress{BytesRestored: 1, BytesTotal: 2, KeysRestored: 3, SnapshotsRestored: 4, SnapshotsTotal: 5, Done: true}}
 	rv := reflect.ValueOf(in)
 	for i := range rv.NumField() {

@@ -32,7 +32,9 @@
 // the next version of the job starts from it with WithSavepoint. Sources
 // advance their positions only over rows every sink has written, so a
 // restart replays what was not acknowledged; bounded channels between
-// operators give backpressure. Job.Metrics is a snapshot per task.
+// operators give backpressure. Job.Metrics is a snapshot per task;
+// Job.Collector exposes the same numbers, and checkpoint health, as a
+// prometheus.Collector for the service's own registry.
 //
 // # Event time
 //

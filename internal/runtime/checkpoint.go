@@ -31,13 +31,19 @@ type CheckpointStatus struct {
 	Healthy   bool
 	Completed int64
 	Failures  int64
-	LastError string
+	// ConsecutiveFailures counts the failed rounds since the last one
+	// that succeeded (0 when Healthy).
+	ConsecutiveFailures int64
+	LastError           string
 	// Last is the newest committed checkpoint of this run.
 	LastID       string
 	LastDuration time.Duration
 	// LastPause is how long the sources were held for the cut.
 	LastPause time.Duration
 	LastBytes int64
+	// LastCompleted is when the newest committed checkpoint of this run
+	// committed (zero when none).
+	LastCompleted time.Time
 	// Restored names the checkpoint or savepoint the run started from.
 	Restored string
 	Recovery RecoveryProgress

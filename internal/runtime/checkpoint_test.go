@@ -173,8 +173,16 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	if _, err := r.rt.Checkpoint(context.Background()); err == nil {
 		t.Fatal("a checkpoint succeeded with the store down")
 	}
+	firstDone := r.rt.CheckpointStatus().LastCompleted
+	if firstDone.IsZero() {
+		t.Fatal("a committed checkpoint left LastCompleted zero")
+	}
+	if _, err := r.rt.Checkpoint(context.Background()); err == nil {
+		t.Fatal("a second checkpoint succeeded with the store down")
+	}
 	st := r.rt.CheckpointStatus()
-	if st.Healthy || st.Failures != 1 || !strings.Contains(st.LastError, "store unreachable") || r.rt.State() != Running {
+	if st.Healthy || st.Failures != 2 || st.ConsecutiveFailures != 2 || !st.LastCompleted.Equal(firstDone) ||
+		!strings.Contains(st.LastError, "store unreachable") || r.rt.State() != Running {
 		t.Fatalf("after a failed round: state %v, status %+v", r.rt.State(), st)
 	}
 	// A restart now would still take the last good checkpoint.
@@ -190,7 +198,7 @@ func TestCheckpointStoreOutage(t *testing.T) {
 	if _, err := r.rt.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := r.rt.CheckpointStatus(); !st.Healthy || st.Completed != 2 {
+	if st := r.rt.CheckpointStatus(); !st.Healthy || st.Completed != 2 || st.ConsecutiveFailures != 0 || !st.LastCompleted.After(firstDone) {
 		t.Fatalf("after the store returned: %+v", st)
 	}
 	r.stop()

@@ -380,6 +380,11 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		r.ckpt.mu.Lock()
 		r.ckpt.catalog = cat
 		r.ckpt.status.Enabled, r.ckpt.status.Healthy = true, true
+		if restoreFrom == nil {
+			// Nothing to restore: the recovery is done, as
+			// RecoveryProgress documents (a readiness check waits for it).
+			r.ckpt.status.Recovery.Done = true
+		}
 		r.ckpt.mu.Unlock()
 	}
 	if restoreFrom == nil {

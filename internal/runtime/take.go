@@ -79,6 +79,7 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 			}
 			s.Healthy = false
 			s.Failures++
+			s.ConsecutiveFailures++
 			s.LastError = err.Error()
 			r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "error", err)
 			return
@@ -86,7 +87,9 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 		s.Healthy = true
 		s.LastError = ""
 		s.Completed++
+		s.ConsecutiveFailures = 0
 		s.LastID, s.LastDuration, s.LastPause, s.LastBytes = m.CheckpointID, time.Since(start), pause, bytes
+		s.LastCompleted = time.Now()
 		what := "checkpoint completed"
 		if part {
 			what = "checkpoint part written (the Hub commits it)"

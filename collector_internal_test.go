@@ -1,0 +1,58 @@
+package arkflow
+
+import (
+	"testing"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/connectors/generate"
+	"github.com/arkflow-rs/arkflow-go/connectors/memory"
+)
+
+// A running job's state is measured at most once a minute, and less often
+// when measuring it is slow; a job that is not running is read each time
+// (the runtime answers it without walking the state).
+func TestCollectorMeasuresStateRarely(t *testing.T) {
+	j, err := NewJob("rare").
+		Source("in", generate.Config{Count: 1, Fields: []generate.Field{{Name: "user", Type: "string"}}}).
+		Sink("out", memory.NewSink()).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := j.Collector().(*collector)
+	clock := time.Unix(1000, 0)
+	c.now = func() time.Time { return clock }
+	reads := 0
+	var cost time.Duration
+	c.readState = func() map[string]int64 {
+		reads++
+		time.Sleep(cost)
+		return map[string]int64{"w": int64(reads)}
+	}
+	read := func(running bool) int64 { return c.stateBytes(running)["w"] }
+
+	if got := read(true); got != 1 {
+		t.Fatalf("first read: %d", got)
+	}
+	clock = clock.Add(stateEvery - time.Second)
+	if got := read(true); got != 1 || reads != 1 {
+		t.Fatalf("within a minute the state was measured again: value %d, %d reads", got, reads)
+	}
+	clock = clock.Add(time.Second)
+	cost = 700 * time.Millisecond // 1 % of it is 70 s, more than a minute
+	if got := read(true); got != 2 {
+		t.Fatalf("after a minute: value %d, want a new measurement", got)
+	}
+	cost = 0
+	clock = clock.Add(stateEvery)
+	if got := read(true); got != 2 {
+		t.Fatalf("a measurement of 0.7 s was repeated after 60 s, not 70 s: value %d", got)
+	}
+	clock = clock.Add(15 * time.Second) // the sleep took a little more than 0.7 s
+	if got := read(true); got != 3 {
+		t.Fatalf("after 75 s: value %d, want a new measurement", got)
+	}
+	if got := read(false); got != 4 {
+		t.Fatalf("a job that is not running: value %d, want a read each time", got)
+	}
+}
