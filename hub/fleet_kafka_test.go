@@ -28,6 +28,7 @@ import (
 	arkkafka "github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/kafkatest"
 )
 
 // TestFleetKafkaExactlyOnceUnderSIGKILL is issue 20's first acceptance
@@ -641,34 +642,7 @@ func fkIdentify(r fkRecord, want map[string]*fkItem) (string, error) {
 }
 
 func fkCreateTopic(t *testing.T, brokers, topic string, partitions int) {
-	t.Helper()
-	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers, "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := a.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}})
-	if err != nil {
-		t.Fatalf("creating topic %s: %v", topic, err)
-	}
-	for _, r := range res {
-		if r.Error.Code() != kafka.ErrNoError {
-			t.Fatalf("creating topic %s: %v", topic, r.Error)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		md, err := a.GetMetadata(&topic, false, 5000)
-		if err == nil && len(md.Topics[topic].Partitions) == partitions && md.Topics[topic].Error.Code() == kafka.ErrNoError {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s not visible: %v", topic, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kafkatest.CreateTopic(t, brokers, topic, partitions)
 }
 
 // fkProduce writes records [from, to) of every partition with an
@@ -727,47 +701,9 @@ func fkProduce(brokers, topic string, from, to int, pace time.Duration) error {
 // read_committed; the job writing it is stopped.
 func fkReadAll(t *testing.T, brokers, topic string, partitions int) []fkRecord {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers": brokers, "group.id": fmt.Sprintf("fleet-reader-%d", time.Now().UnixNano()),
-		"isolation.level": "read_committed", "enable.auto.commit": false, "enable.partition.eof": true,
-		"go.logs.channel.enable": true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for range c.Logs() {
-		}
-	}()
-	defer c.Close()
-	var parts []kafka.TopicPartition
-	for p := 0; p < partitions; p++ {
-		parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
-	}
-	if err := c.Assign(parts); err != nil {
-		t.Fatal(err)
-	}
 	var out []fkRecord
-	eof := map[int32]bool{}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(eof) < partitions {
-		if time.Now().After(deadline) {
-			t.Fatalf("reading %s: %d of %d partitions at their end after 60 s", topic, len(eof), partitions)
-		}
-		switch e := c.Poll(100).(type) {
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				t.Fatalf("reading %s: %v", topic, e.TopicPartition.Error)
-			}
-			delete(eof, e.TopicPartition.Partition)
-			out = append(out, fkRecord{e.TopicPartition.Partition, int64(e.TopicPartition.Offset), string(e.Key), e.Value})
-		case kafka.PartitionEOF:
-			eof[e.Partition] = true
-		case kafka.Error:
-			if e.IsFatal() {
-				t.Fatal(e)
-			}
-		}
+	for _, r := range kafkatest.ReadAll(t, brokers, topic, partitions, "read_committed") {
+		out = append(out, fkRecord{r.Partition, r.Offset, r.Key, r.Value})
 	}
 	return out
 }

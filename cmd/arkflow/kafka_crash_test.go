@@ -29,6 +29,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	arkkafka "github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/kafkatest"
 )
 
 // The proofs of issue 7 (R-KAFKA-4, R-KAFKA-5, R-KAFKA-6): a Kafka →
@@ -450,34 +451,7 @@ func kafkaTestBrokers(t *testing.T) string {
 // kafkaCreateTopic creates a topic and waits until its metadata shows
 // every partition.
 func kafkaCreateTopic(t *testing.T, brokers, topic string, partitions int) {
-	t.Helper()
-	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers, "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := a.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}})
-	if err != nil {
-		t.Fatalf("creating topic %s: %v", topic, err)
-	}
-	for _, r := range res {
-		if r.Error.Code() != kafka.ErrNoError {
-			t.Fatalf("creating topic %s: %v", topic, r.Error)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		md, err := a.GetMetadata(&topic, false, 5000)
-		if err == nil && len(md.Topics[topic].Partitions) == partitions && md.Topics[topic].Error.Code() == kafka.ErrNoError {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s not visible: %v %v", topic, err, md)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kafkatest.CreateTopic(t, brokers, topic, partitions)
 }
 
 // kafkaInputRecord is record i of a partition.
@@ -659,47 +633,9 @@ type kafkaRecord struct {
 // offset.
 func kafkaReadAll(t *testing.T, brokers, topic string, partitions int, isolation string) []kafkaRecord {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers": brokers, "group.id": fmt.Sprintf("proof-reader-%d", time.Now().UnixNano()),
-		"isolation.level": isolation, "enable.auto.commit": false, "enable.partition.eof": true,
-		"go.logs.channel.enable": true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for range c.Logs() {
-		}
-	}()
-	defer c.Close()
-	var parts []kafka.TopicPartition
-	for p := 0; p < partitions; p++ {
-		parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
-	}
-	if err := c.Assign(parts); err != nil {
-		t.Fatal(err)
-	}
 	var out []kafkaRecord
-	eof := map[int32]bool{}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(eof) < partitions {
-		if time.Now().After(deadline) {
-			t.Fatalf("reading %s (%s): %d of %d partitions at their end after 60s (%d records)", topic, isolation, len(eof), partitions, len(out))
-		}
-		switch e := c.Poll(100).(type) {
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				t.Fatalf("reading %s: %v", topic, e.TopicPartition.Error)
-			}
-			delete(eof, e.TopicPartition.Partition)
-			out = append(out, kafkaRecord{e.TopicPartition.Partition, int64(e.TopicPartition.Offset), e.Timestamp, string(e.Key), e.Value})
-		case kafka.PartitionEOF:
-			eof[e.Partition] = true
-		case kafka.Error:
-			if e.IsFatal() {
-				t.Fatal(e)
-			}
-		}
+	for _, r := range kafkatest.ReadAll(t, brokers, topic, partitions, isolation) {
+		out = append(out, kafkaRecord{r.Partition, r.Offset, r.Timestamp, r.Key, r.Value})
 	}
 	return out
 }

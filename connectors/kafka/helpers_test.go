@@ -19,6 +19,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/internal/kafkatest"
 )
 
 // The broker of the integration tests: ARKFLOW_TEST_KAFKA_BROKERS
@@ -110,34 +111,8 @@ func adminConfig(t testing.TB) *kafka.ConfigMap {
 func newTopic(t testing.TB, partitions int) string {
 	t.Helper()
 	topic := uniqueName(t, "t")
-	a, err := kafka.NewAdminClient(adminConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := a.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}})
-	if err != nil {
-		t.Fatalf("creating topic %s: %v", topic, err)
-	}
-	for _, r := range res {
-		if r.Error.Code() != kafka.ErrNoError {
-			t.Fatalf("creating topic %s: %v", topic, r.Error)
-		}
-	}
-	// Wait until the metadata shows every partition.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		md, err := a.GetMetadata(&topic, false, 5000)
-		if err == nil && len(md.Topics[topic].Partitions) == partitions && md.Topics[topic].Error.Code() == kafka.ErrNoError {
-			return topic
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s not visible: %v %v", topic, err, md)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kafkatest.CreateTopic(t, strings.Join(brokers(t), ","), topic, partitions)
+	return topic
 }
 
 // newProducer returns a plain producer (closed at the end of the test).
