@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -314,5 +316,116 @@ func TestMetricsAddrFlag(t *testing.T) {
 	code, _, errOut := runCLI("run", "--metrics-addr", ln.Addr().String(), "--data-dir", filepath.Join(dir, "data"), path)
 	if code != 1 || !strings.Contains(errOut, "--metrics-addr "+ln.Addr().String()) || !strings.Contains(errOut, "address already in use") {
 		t.Errorf("run on a taken address: exit %d: %s", code, errOut)
+	}
+}
+
+// gatedInput is the generate input whose sources connect only once the
+// file named by $ARKFLOW_TEST_GATE exists: a job that stays Starting as
+// long as a test wants, as one restoring a large checkpoint does.
+const gatedInput = "test_gated_generate"
+
+func init() {
+	connectors.RegisterInput(gatedInput, func(bc connectors.BuildContext) (connectors.Input, error) {
+		gen, _ := connectors.LookupInput("generate")
+		in, err := gen(bc)
+		if err != nil {
+			return nil, err
+		}
+		return gated{in}, nil
+	})
+}
+
+type gated struct{ connectors.Input }
+
+func (g gated) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
+	s, err := g.Input.NewSource(info)
+	return gatedSource{s}, err
+}
+
+type gatedSource struct{ connectors.Source }
+
+func (g gatedSource) Connect(ctx context.Context) error {
+	for {
+		if _, err := os.Stat(os.Getenv("ARKFLOW_TEST_GATE")); err == nil {
+			return g.Source.Connect(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// /readyz of `arkflow run` is 503 while the job starts (its sources
+// connecting; a restore is in the same Starting status), with /healthz
+// live, and 200 once the job runs.
+func TestRunReadyzWhileStarting(t *testing.T) {
+	dir := t.TempDir()
+	spec := `id: gated
+operators:
+  - {id: in, kind: source}
+  - {id: out, kind: sink}
+edges:
+  - {id: a, from: in, to: out}
+sources:
+  - {operator_id: in, input_type: ` + gatedInput + `, config: {count: 1000000, rate_per_sec: 100, fields: [{name: n, type: int64}]}}
+sinks:
+  - {operator_id: out, output_type: drop}
+`
+	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(dir, "gate")
+	cmd := cliCommand(dir, "run", "--data-dir", "data", "--metrics-addr", "127.0.0.1:0", "job.yaml")
+	cmd.Env = append(cmd.Env, "ARKFLOW_TEST_GATE="+gate)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var base string
+	deadline := time.Now().Add(30 * time.Second)
+	for base == "" {
+		if m := metricsListening.FindStringSubmatch(stderr.String()); m != nil {
+			base = "http://" + m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no \"metrics listening\" line:\n%s", stderr.String())
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Not ready while starting, however long it takes.
+	for range 5 {
+		code, body := get(t, base+"/readyz")
+		var r struct {
+			Ready         bool
+			State, Reason string
+		}
+		if err := json.Unmarshal(body, &r); err != nil || code != http.StatusServiceUnavailable || r.Ready || r.State != "starting" {
+			t.Fatalf("/readyz while starting: %d %v %s", code, err, body)
+		}
+		if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+			t.Fatalf("/healthz while starting: %d %s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		code, body := get(t, base+"/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready once started: %d %s\n%s", code, body, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 }
