@@ -64,13 +64,6 @@ func checkpointStatus(c runtime.CheckpointStatus) CheckpointStatus {
 	}
 }
 
-// CheckpointStatus returns the job's checkpoint health and recovery
-// progress: Metrics().Checkpoints without measuring the state, cheap
-// enough for a readiness probe.
-func (j *Job) CheckpointStatus() CheckpointStatus {
-	return checkpointStatus(j.rt.CheckpointStatus())
-}
-
 // ErrNoCheckpoints is returned by Checkpoint and Savepoint for a job whose
 // spec has no checkpoint block.
 var ErrNoCheckpoints = runtime.ErrNoCheckpoints

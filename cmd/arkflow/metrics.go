@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/internal/harness"
 )
 
 // `arkflow run --metrics-addr HOST:PORT` serves the job over plain HTTP for
@@ -53,7 +54,7 @@ func checkMetricsAddr(addr string) error {
 // --metrics-addr alike. It reads the job's status and checkpoint health
 // only (Job.Metrics would measure the state too).
 func statusBody(j *arkflow.Job) map[string]any {
-	return map[string]any{"job": j.Plan().JobID, "state": j.Status().String(), "checkpoints": j.CheckpointStatus()}
+	return map[string]any{"job": j.Plan().JobID, "state": j.Status().String(), "checkpoints": checkpoints(j)}
 }
 
 // readiness says whether a job in status s with checkpoint health c is
@@ -100,7 +101,7 @@ func metricsHandler(j *arkflow.Job, logger *slog.Logger) (http.Handler, error) {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		s := j.Status()
-		ok, why := readiness(s, j.CheckpointStatus())
+		ok, why := readiness(s, checkpoints(j))
 		if ok {
 			writeJSON(w, http.StatusOK, map[string]any{"ready": true, "state": s.String()})
 			return
@@ -133,4 +134,10 @@ func serveMetrics(addr string, j *arkflow.Job, logger *slog.Logger) (stop func()
 	}()
 	logger.Info("metrics listening", "addr", ln.Addr().String())
 	return func() { srv.Close() }, nil
+}
+
+// checkpoints is the job's checkpoint status without the state walk
+// Metrics does (see harness.CheckpointStatus).
+func checkpoints(j *arkflow.Job) arkflow.CheckpointStatus {
+	return harness.CheckpointStatus(j).(arkflow.CheckpointStatus)
 }
