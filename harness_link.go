@@ -11,6 +11,7 @@ import (
 // and journals) is not part of this package's API.
 func init() {
 	harness.RuntimeOf = func(j any) *runtime.Runtime { return j.(*Job).rt }
+	harness.CheckpointStatus = func(j any) any { return checkpointStatus(j.(*Job).rt.CheckpointStatus()) }
 	harness.Bindings = func(b any) map[string]any { return b.(*Builder).bindings }
 	harness.NewJob = func(spec *job.Spec, bindings map[string]any, opts []any) (any, error) {
 		o := make([]Option, 0, len(opts))

@@ -72,8 +72,7 @@ func serveControl(ctx context.Context, path string, j *arkflow.Job, logger *slog
 		reply(w, map[string]string{"savepoint": name}, err)
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		m := j.Metrics()
-		reply(w, map[string]any{"state": m.Status.String(), "checkpoints": m.Checkpoints}, nil)
+		reply(w, statusBody(j), nil)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -15,7 +15,7 @@
 // run, validate and plan take the same flags and turn them into the same
 // library options, so validate checks what run would start with, and one
 // command line works with each: flags only run uses (--dry-run, --control,
-// --stop-timeout, --savepoint-on-stop, --drain-on-stop) are accepted and
+// --stop-timeout, --savepoint-on-stop, --drain-on-stop, --metrics-addr) are accepted and
 // change nothing in the other two, except that all three refuse flags
 // about checkpoints for a spec without a checkpoint block, and
 // --drain-on-stop together with --savepoint-on-stop.
@@ -45,6 +45,17 @@
 // and is written, and a job with a checkpoint block takes a final
 // checkpoint; a restart resumes after the last row read and does not fire
 // those windows again (a row for one of them is late).
+//
+// # Metrics and probes
+//
+// run --metrics-addr HOST:PORT serves the job over HTTP from before it
+// starts until it ends: /metrics (arkflow.Job.Collector, with the Go
+// runtime's and the process's metrics, in a registry of its own),
+// /healthz (200 while the process serves), /readyz (200 while the job
+// runs; 503 with a JSON reason while it starts or restores, stops or
+// failed, or after 3 checkpoint rounds in a row failed) and /status (the
+// control socket's JSON). Port 0 takes any free port; the log line
+// "metrics listening" names the address.
 //
 // # Exit status
 //

@@ -130,6 +130,7 @@ type jobFlags struct {
 	verbose                bool
 	// Used only by run.
 	control, savepointOnStop string
+	metricsAddr              string
 	stopTimeout              time.Duration
 	dryRun, drainOnStop      bool
 }
@@ -148,6 +149,7 @@ func (f *jobFlags) register(fs *flag.FlagSet, forRun bool) {
 	fs.StringVar(&f.savepointOnStop, "savepoint-on-stop", "", runOnly+"on SIGINT/SIGTERM, take the savepoint `NAME` before stopping (for upgrades)")
 	fs.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, runOnly+"how long a graceful stop (or drain) may take after SIGINT/SIGTERM")
 	fs.BoolVar(&f.drainOnStop, "drain-on-stop", false, runOnly+"on SIGINT/SIGTERM, drain instead of stopping: end the input where it is, fire every open window, write it, then (with a checkpoint block) take a final checkpoint; a restart does not fire those windows again")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", runOnly+"serve /metrics (Prometheus), /healthz, /readyz and /status over HTTP on `HOST:PORT`, e.g. 127.0.0.1:9090 (port 0: any free one, logged as \"metrics listening\")")
 	fs.BoolVar(&f.dryRun, "dry-run", false, runOnly+"open and close every write-ahead log (locks, corruption), then exit without running")
 }
 
@@ -159,6 +161,11 @@ func (f *jobFlags) load(args []string) (*job.Spec, error) {
 	}
 	if f.drainOnStop && f.savepointOnStop != "" {
 		return nil, usagef("--drain-on-stop and --savepoint-on-stop %s do not go together: a savepoint keeps the open windows for the next run, a drain fires them (and takes a final checkpoint); choose one", f.savepointOnStop)
+	}
+	if f.metricsAddr != "" {
+		if err := checkMetricsAddr(f.metricsAddr); err != nil {
+			return nil, err
+		}
 	}
 	path, err := oneSpec(args)
 	if err != nil {

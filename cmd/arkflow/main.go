@@ -57,7 +57,12 @@ var commands = []*command{
 			"and every open window fires, as at the end of a bounded input.\n\n" +
 			"State and write-ahead logs whose spec gives no path live under --data-dir:\n" +
 			"DIR/<job id>/state and DIR/<job id>/wal. A job with a checkpoint block\n" +
-			"serves \"arkflow checkpoint\" and \"arkflow savepoint\" on DIR/<job id>.sock.",
+			"serves \"arkflow checkpoint\" and \"arkflow savepoint\" on DIR/<job id>.sock.\n\n" +
+			"With --metrics-addr HOST:PORT it serves over HTTP, from before the start\n" +
+			"until the job ends: /metrics (Prometheus), /healthz (200 while the process\n" +
+			"serves), /readyz (200 once the job runs; 503 with a JSON reason while it\n" +
+			"starts or restores, stops or failed, or after 3 failed checkpoints in a\n" +
+			"row) and /status (the control socket's JSON).",
 		setup: runCmd},
 	{name: "checkpoint", args: "[flags] (SPEC | --control SOCKET)", short: `take a checkpoint of a job "arkflow run" is running`,
 		long: "Checkpoint asks the job an \"arkflow run\" is running to take a checkpoint\n" +
@@ -284,6 +289,13 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		if f.metricsAddr != "" {
+			stopMetrics, err := serveMetrics(f.metricsAddr, j, logger)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+		}
 		if path := controlPath(f.control, f.dataDir, spec.ID); path != "" && spec.Checkpoint != nil {
 			// The socket appears once the job runs, so a request never meets a
 			// job still restoring.

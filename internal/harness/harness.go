@@ -28,4 +28,9 @@ var (
 	// holds arkflow.Option values). hubclient runs Hub-shipped specs
 	// through it.
 	NewJob func(spec *job.Spec, bindings map[string]any, opts []any) (any, error)
+	// CheckpointStatus returns the arkflow.CheckpointStatus of an
+	// *arkflow.Job: Metrics().Checkpoints without measuring the state
+	// (which walks every key), cheap enough for cmd/arkflow's readiness
+	// probe and /status.
+	CheckpointStatus func(job any) any
 )
