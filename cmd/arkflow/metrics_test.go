@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -75,25 +76,8 @@ func TestRunServesMetrics(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(metricsSpec(dir, "scraped")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := cliCommand(dir, "run", "--data-dir", "data", "--metrics-addr", "127.0.0.1:0", "job.yaml")
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stderr, base := startMetricsCLI(t, dir)
 	defer cmd.Process.Kill()
-
-	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for base == "" {
-		if m := metricsListening.FindStringSubmatch(stderr.String()); m != nil {
-			base = "http://" + m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no \"metrics listening\" line:\n%s", stderr.String())
-		} else {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	if n := strings.Count(stderr.String(), "metrics listening"); n != 1 {
 		t.Errorf("\"metrics listening\" logged %d times", n)
 	}
@@ -103,6 +87,7 @@ func TestRunServesMetrics(t *testing.T) {
 	}
 	// Ready once running and a checkpoint has completed, so the checkpoint
 	// families carry a success.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, body := get(t, base+"/readyz")
 		var st struct {
@@ -377,25 +362,8 @@ sinks:
 		t.Fatal(err)
 	}
 	gate := filepath.Join(dir, "gate")
-	cmd := cliCommand(dir, "run", "--data-dir", "data", "--metrics-addr", "127.0.0.1:0", "job.yaml")
-	cmd.Env = append(cmd.Env, "ARKFLOW_TEST_GATE="+gate)
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stderr, base := startMetricsCLI(t, dir, "ARKFLOW_TEST_GATE="+gate)
 	defer cmd.Process.Kill()
-	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for base == "" {
-		if m := metricsListening.FindStringSubmatch(stderr.String()); m != nil {
-			base = "http://" + m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no \"metrics listening\" line:\n%s", stderr.String())
-		} else {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	// Not ready while starting, however long it takes.
 	for range 5 {
 		code, body := get(t, base+"/readyz")
@@ -414,6 +382,7 @@ sinks:
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, body := get(t, base+"/readyz")
 		if code == http.StatusOK {
@@ -427,5 +396,30 @@ sinks:
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+}
+
+// startMetricsCLI starts `arkflow run --metrics-addr 127.0.0.1:0 job.yaml`
+// in dir (with env added) and returns it, its stderr and the base URL its
+// "metrics listening" line names.
+func startMetricsCLI(t *testing.T, dir string, env ...string) (*exec.Cmd, *lockedBuffer, string) {
+	t.Helper()
+	cmd := cliCommand(dir, "run", "--data-dir", "data", "--metrics-addr", "127.0.0.1:0", "job.yaml")
+	cmd.Env = append(cmd.Env, env...)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := metricsListening.FindStringSubmatch(stderr.String()); m != nil {
+			return cmd, stderr, "http://" + m[1]
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("no \"metrics listening\" line:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
