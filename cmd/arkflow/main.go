@@ -279,7 +279,8 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 		if err != nil {
 			return err
 		}
-		logger := f.logger(stderr)
+		prog := newProgress(stderr, f.quiet || f.dryRun)
+		logger := f.logger(prog.logWriter())
 		j, err := arkflow.FromSpec(spec, f.options(logger)...)
 		if err != nil {
 			return err
@@ -371,6 +372,8 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 				logger.Warn("stop", "error", err)
 			}
 		}()
+		prog.start(j) // stopped first: its final lines before the others' logs
+		defer prog.stop()
 		if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}
