@@ -274,12 +274,12 @@ func planCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	var f jobFlags
 	f.register(fs, true)
-	return func(args []string, _, stderr io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
 		spec, err := f.load(args)
 		if err != nil {
 			return err
 		}
-		prog := newProgress(stderr, f.quiet || f.dryRun)
+		prog := newProgress(stderr, f.quiet || f.dryRun || stdoutSinkOnTerminal(spec, stdout))
 		logger := f.logger(prog.logWriter())
 		j, err := arkflow.FromSpec(spec, f.options(logger)...)
 		if err != nil {

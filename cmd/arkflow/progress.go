@@ -20,8 +20,9 @@ package main
 // average rate; the restore bar goes when the restore ends, and a line
 // saying what was restored takes its place above the others.
 //
-// It draws on stderr only, and only when stderr is a terminal and --quiet
-// is not given; the job's output on stdout is never touched. While it
+// It draws on stderr only, and only when stderr is a terminal, --quiet is
+// not given, and the job has no stdout sink writing to a terminal (most
+// likely the same one); the job's output on stdout is never touched. While it
 // draws, the CLI's log lines go through it, so they are printed above the
 // lines rather than through them.
 
@@ -43,6 +44,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/arkflow-rs/arkflow-go"
+	stdoutsink "github.com/arkflow-rs/arkflow-go/connectors/stdout"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
@@ -80,11 +82,25 @@ type progress struct {
 // newProgress returns run's progress view: on when stderr is a terminal
 // and quiet is false.
 func newProgress(stderr io.Writer, quiet bool) *progress {
-	pg := &progress{stderr: stderr, logs: &progressLogs{w: stderr, stderr: stderr}}
-	if f, ok := stderr.(*os.File); ok && !quiet {
-		pg.on = isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+	return &progress{stderr: stderr, logs: &progressLogs{w: stderr, stderr: stderr}, on: !quiet && isTerminal(stderr)}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// stdoutSinkOnTerminal reports whether the job writes rows to stdout and
+// stdout is a terminal, most likely the one stderr is on: the rows would
+// land in the middle of the lines being redrawn, so there is no progress
+// then (redirect stdout, or stderr, to have it).
+func stdoutSinkOnTerminal(spec *job.Spec, stdout io.Writer) bool {
+	for _, s := range spec.Sinks {
+		if s.OutputType == stdoutsink.Type {
+			return isTerminal(stdout)
+		}
 	}
-	return pg
+	return false
 }
 
 // logWriter is where the CLI's logger writes: stderr, through the view

@@ -74,8 +74,8 @@ func (tm *terminal) text() string {
 }
 
 // startOnPTY starts cmd with its stderr on a new 200×40 pseudo-terminal
-// and its stdout in the returned buffer.
-func startOnPTY(t *testing.T, cmd *exec.Cmd) (*terminal, *bytes.Buffer) {
+// and its stdout in the returned buffer, or on the terminal too.
+func startOnPTY(t *testing.T, cmd *exec.Cmd, stdoutToo bool) (*terminal, *bytes.Buffer) {
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -87,6 +87,9 @@ func startOnPTY(t *testing.T, cmd *exec.Cmd) (*terminal, *bytes.Buffer) {
 	}
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, tty
+	if stdoutToo {
+		cmd.Stdout = tty
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +156,7 @@ func TestRunProgressOnTerminal(t *testing.T) {
 	writeSpec(t, dir, progressSpec)
 
 	cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
-	tm, stdout := startOnPTY(t, cmd)
+	tm, stdout := startOnPTY(t, cmd, false)
 	waitCLI(t, cmd, tm)
 	text := tm.text()
 	final := progressLine.FindStringSubmatch(text)
@@ -201,13 +204,22 @@ func TestRunProgressOnTerminal(t *testing.T) {
 
 	// --quiet on a terminal: the logs, no progress.
 	quiet := cliCommand(dir, "run", "--quiet", "--data-dir", "data3", "job.yaml")
-	qtm, qout := startOnPTY(t, quiet)
+	qtm, qout := startOnPTY(t, quiet, false)
 	waitCLI(t, quiet, qtm)
 	if qtext := qtm.text(); strings.Contains(qtext, "rows/s") || !strings.Contains(qtext, `msg="job stopped"`) {
 		t.Errorf("--quiet on a terminal: want the logs and no progress, got:\n%s", qtext)
 	}
 	if got, want := sortedLines(qout.String()), sortedLines(stdout.String()); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stdout differs with --quiet:\n%s\n---\n%s", stdout.String(), qout.String())
+	}
+
+	// A stdout sink on the same terminal: its rows, no progress drawn
+	// through them.
+	shared := cliCommand(dir, "run", "--data-dir", "data4", "job.yaml")
+	stm, _ := startOnPTY(t, shared, true)
+	waitCLI(t, shared, stm)
+	if stext := stm.text(); strings.Contains(stext, "rows/s") || !strings.Contains(stext, strings.TrimSpace(strings.SplitN(stdout.String(), "\n", 2)[0])) {
+		t.Errorf("stdout sink on the terminal: want its rows and no progress, got:\n%s", stext)
 	}
 }
 
@@ -321,7 +333,7 @@ func TestRunProgressRestore(t *testing.T) {
 	// The restart, on a terminal, restores it; it is stopped once the
 	// restore is reported.
 	second := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
-	tm, _ := startOnPTY(t, second)
+	tm, _ := startOnPTY(t, second, false)
 	deadline = time.Now().Add(60 * time.Second)
 	for !restoredLine.MatchString(tm.text()) {
 		if time.Now().After(deadline) {
