@@ -67,8 +67,8 @@ const (
 	progressBarWidth = 24
 )
 
-// progress is the live view of one `arkflow run`. The zero of its methods'
-// effects, when it is off, is nothing: logs go straight to stderr.
+// progress is the live view of one `arkflow run`. Off, it does nothing,
+// and the logs go straight to stderr.
 type progress struct {
 	stderr io.Writer
 	on     bool
@@ -379,20 +379,22 @@ func (v *progressView) sourceText(l *sourceLine, tasks map[string]runtime.TaskMe
 
 	var b strings.Builder
 	frac := -1.0
-	if len(pos) == 1 {
-		for unit, p := range pos {
-			if e := end[unit]; allHaveEnd && e > 0 {
-				fmt.Fprintf(&b, "%s of %s  ", strings.TrimSuffix(amount(p, unit), " "+unit), amount(e, unit))
-				frac = float64(p) / float64(e)
-			} else {
-				fmt.Fprintf(&b, "%s  ", amount(p, unit))
-			}
-			if unit == "rows" {
-				break
-			}
-			fmt.Fprintf(&b, "%s rows  ", humanize.Comma(rows))
-		}
-	} else {
+	// The position, in one unit (tasks of one operator share their
+	// connector's); the rows read too when that unit is not rows.
+	unit, p := "", int64(0)
+	for u, n := range pos {
+		unit, p = u, n
+	}
+	switch e := end[unit]; {
+	case len(pos) != 1:
+		fmt.Fprintf(&b, "%s rows  ", humanize.Comma(rows))
+	case allHaveEnd && e > 0:
+		fmt.Fprintf(&b, "%s of %s  ", strings.TrimSuffix(amount(p, unit), " "+unit), amount(e, unit))
+		frac = float64(p) / float64(e)
+	default:
+		fmt.Fprintf(&b, "%s  ", amount(p, unit))
+	}
+	if len(pos) == 1 && unit != "rows" {
 		fmt.Fprintf(&b, "%s rows  ", humanize.Comma(rows))
 	}
 	l.samples = append(l.samples, rateSample{now, rows})

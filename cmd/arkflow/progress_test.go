@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +17,13 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/vbauerster/mpb/v8"
 
+	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // progressSpec is a bounded generate source (12 000 rows at 6 000 rows/s
@@ -370,5 +377,75 @@ func TestRunProgressRestore(t *testing.T) {
 	// The live source line follows it.
 	if !regexp.MustCompile(`(?m)^in-0 +[0-9,]+ rows `).MatchString(text) {
 		t.Errorf("no source line after the restore:\n%s", text)
+	}
+}
+
+// With more than progressMaxTaskLines source tasks each source operator
+// gets one line, its tasks summed: rows, position of end (here in bytes,
+// with the rows read too), the rate over the window, the lowest watermark
+// and the late rows of the operators downstream of it only.
+func TestProgressLinePerOperator(t *testing.T) {
+	spec, err := job.Parse([]byte(`id: wide
+operators:
+  - {id: in, kind: source, parallelism: 10}
+  - {id: agg, kind: aggregate, key_field: k, config: {aggregates: [{function: count, as: n}]}}
+  - {id: out, kind: sink}
+  - {id: other, kind: source}
+  - {id: agg2, kind: aggregate, key_field: k, config: {aggregates: [{function: count, as: n}]}}
+  - {id: out2, kind: sink}
+edges:
+  - {id: a, from: in, to: agg, partitioned: true}
+  - {id: b, from: agg, to: out}
+  - {id: c, from: other, to: agg2, partitioned: true}
+  - {id: d, from: agg2, to: out2}
+sources:
+  - {operator_id: in, input_type: generate, config: {partitions: 10, fields: [{name: k, type: string}]}}
+  - {operator_id: other, input_type: generate, config: {fields: [{name: k, type: string}]}}
+sinks:
+  - {operator_id: out, output_type: drop}
+  - {operator_id: out2, output_type: drop}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := arkflow.FromSpec(spec, arkflow.WithDataDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mpb.New(mpb.WithOutput(io.Discard))
+	defer p.Shutdown()
+	v := newProgressView(j, p)
+	var names []string
+	for _, l := range v.sources {
+		names = append(names, l.name)
+	}
+	if strings.Join(names, ",") != "in ×10,other ×1" {
+		t.Fatalf("lines %q, want one per source operator", names)
+	}
+	tasks := func(rows int64) map[string]runtime.TaskMetrics {
+		m := map[string]runtime.TaskMetrics{
+			"agg-0":  {Task: "agg-0", Operator: "agg", Counters: map[string]int64{windowop.MetricLateDropped: 3, windowop.MetricLateRouted: 2}},
+			"agg2-0": {Task: "agg2-0", Operator: "agg2", Counters: map[string]int64{windowop.MetricLateDropped: 7}},
+		}
+		for i := range 10 {
+			id := "in-" + strconv.Itoa(i)
+			wm := int64(1_700_000_000_000) + int64(i)
+			if i == 3 {
+				wm = math.MaxInt64 // ended
+			}
+			m[id] = runtime.TaskMetrics{Task: id, Operator: "in", RowsIn: rows, Watermark: wm,
+				Gauges: map[string]int64{runtime.GaugeSourcePosition + "bytes": 1024, runtime.GaugeSourceEnd + "bytes": 2048}}
+		}
+		return m
+	}
+	in := v.sources[0]
+	t0 := time.Now()
+	text, frac := v.sourceText(in, tasks(100), t0, false)
+	if want := "10 KiB of 20 KiB  1,000 rows  - rows/s  wm 2023-11-14T22:13:20.000Z  late 5"; text != want || frac != 0.5 {
+		t.Errorf("first line %q (%v), want %q (0.5)", text, frac, want)
+	}
+	text, _ = v.sourceText(in, tasks(300), t0.Add(2*time.Second), false)
+	if want := "10 KiB of 20 KiB  3,000 rows  1,000 rows/s  wm 2023-11-14T22:13:20.000Z  late 5"; text != want {
+		t.Errorf("two seconds later %q, want %q", text, want)
 	}
 }
