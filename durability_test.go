@@ -53,6 +53,13 @@ func TestDurableSourceResumes(t *testing.T) {
 	if cursor != 40 { // 4 partitions of 1000 rows in batches of 100
 		t.Fatalf("WAL cursor after the run: %d, want 40", cursor)
 	}
+	// Behind its WAL the source still reports how far through its input
+	// it is (issue 21): all 4 partitions of 1000 rows.
+	for _, m := range j.Metrics().Tasks {
+		if m.Task == "in-0" && (m.Gauges["source_position_rows"] != 4000 || m.Gauges["source_end_rows"] != 4000) {
+			t.Fatalf("source gauges after the run: %v, want source_position_rows and source_end_rows 4000", m.Gauges)
+		}
+	}
 	again := mem.NewSink()
 	if err := build(again).Run(context.Background()); err != nil {
 		t.Fatal(err)

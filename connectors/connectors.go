@@ -161,6 +161,27 @@ type Unrewindable interface {
 	Unrewindable()
 }
 
+// Progress is how far a source subtask is through its input: Position of
+// End, both in Unit. End is 0 when the end is not known: an unbounded
+// input, or one whose size cannot be told before it ends.
+type Progress struct {
+	Position, End int64
+	// Unit is what Position and End count: "rows" or "bytes".
+	Unit string
+}
+
+// ProgressReporter is implemented by sources that know how far through
+// their input they are, such as a bounded generate input (rows of count)
+// or a file input (bytes of the file's size). The runtime reports it as
+// the task's gauges source_position_<unit> and source_end_<unit>, which
+// "arkflow run" shows as position of end. Progress is called from other
+// goroutines while Read runs, so it must read its values atomically; a
+// source should update them per batch, not per row, so that reporting
+// costs the pipeline nothing it would notice.
+type ProgressReporter interface {
+	Progress() Progress
+}
+
 // Sink writes rows to an external output. Methods are called from one
 // goroutine.
 type Sink interface {

@@ -15,7 +15,8 @@
 // run, validate and plan take the same flags and turn them into the same
 // library options, so validate checks what run would start with, and one
 // command line works with each: flags only run uses (--dry-run, --control,
-// --stop-timeout, --savepoint-on-stop, --drain-on-stop, --metrics-addr) are accepted and
+// --stop-timeout, --savepoint-on-stop, --drain-on-stop, --metrics-addr,
+// --quiet) are accepted and
 // change nothing in the other two, except that all three refuse flags
 // about checkpoints for a spec without a checkpoint block, and
 // --drain-on-stop together with --savepoint-on-stop.
@@ -56,6 +57,28 @@
 // failed, or after 3 checkpoint rounds in a row failed) and /status (the
 // control socket's JSON). Port 0 takes any free port; the log line
 // "metrics listening" names the address.
+//
+// # Progress
+//
+// run with stderr on a terminal draws live lines there (issue 21), one
+// per source task (per source operator, "in ×16", when there are more
+// than 8 source tasks):
+//
+//	in-0 [=========>------------] 5,500 of 12,000 rows  6,012 rows/s  wm 2023-11-14T22:13:23.870Z  late 31
+//
+// the rows it read, its rate over the last 5 s, its position of its end
+// when the connector knows them (connectors.ProgressReporter: a bounded
+// generate input in rows, a file in bytes), the lowest watermark of its
+// tasks ("end" once its bounded input ended) and the late rows of the
+// window operators downstream. While a restart restores a checkpoint a
+// bar above them counts bytes and keys restored of the total; when the
+// restore ends a line saying what it restored replaces it. The source
+// lines stay when the job ends, with the run's average rate. Log lines
+// print above the lines, never through them; stdout, where stdout sinks
+// write, is never touched. --quiet turns the lines off; they are off
+// anyway when stderr is not a terminal (a pipe, a file, a service
+// manager's log), and when the job has a stdout sink and stdout is a
+// terminal too, whose rows would land among the lines.
 //
 // # Exit status
 //

@@ -274,12 +274,13 @@ func planCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	var f jobFlags
 	f.register(fs, true)
-	return func(args []string, _, stderr io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
 		spec, err := f.load(args)
 		if err != nil {
 			return err
 		}
-		logger := f.logger(stderr)
+		prog := newProgress(stderr, f.quiet || f.dryRun || stdoutSinkOnTerminal(spec, stdout))
+		logger := f.logger(prog.logWriter())
 		j, err := arkflow.FromSpec(spec, f.options(logger)...)
 		if err != nil {
 			return err
@@ -371,6 +372,8 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 				logger.Warn("stop", "error", err)
 			}
 		}()
+		prog.start(j) // stopped first: its final lines before the others' logs
+		defer prog.stop()
 		if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -91,7 +92,7 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 }
 
 // Source reads one subtask's partitions of a file. It implements
-// connectors.Source and connectors.Positioner.
+// connectors.Source, connectors.Positioner and connectors.ProgressReporter.
 type Source struct {
 	in       *Input
 	info     connectors.TaskInfo
@@ -109,6 +110,11 @@ type Source struct {
 	eof       bool
 	err       error // sticky read error
 	ready     []ready
+	// consumed counts the bytes of the lines read so far; pos publishes
+	// it once per batch, and size is the file's size (0: not a regular
+	// file), for Progress.
+	consumed  int64
+	pos, size atomic.Int64
 }
 
 type partState struct {
@@ -166,6 +172,9 @@ func (s *Source) Connect(ctx context.Context) error {
 		return fmt.Errorf("file %q: %w", s.in.cfg.Path, err)
 	}
 	s.connected = true
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		s.size.Store(fi.Size())
+	}
 	s.f, s.dec = f, dec
 	s.r = bufio.NewReaderSize(f, 256<<10)
 	return nil
@@ -206,6 +215,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 // fill reads lines until at least one batch is ready, the file ends, or
 // ctx is done.
 func (s *Source) fill(ctx context.Context) error {
+	defer func() { s.pos.Store(s.consumed) }()
 	n := int64(len(s.parts))
 	bs := int64(s.in.cfg.BatchSize)
 	for i := 0; len(s.ready) == 0; i++ {
@@ -270,6 +280,7 @@ func (s *Source) readLine() ([]byte, error) {
 	s.long = s.long[:0]
 	for {
 		b, err := s.r.ReadSlice('\n')
+		s.consumed += int64(len(b))
 		switch err {
 		case nil:
 			if len(s.long) > 0 {
@@ -301,6 +312,14 @@ func trimEOL(b []byte) []byte {
 	return b
 }
 
+// Progress reports the bytes of the file read so far (every subtask reads
+// the whole file, skipping the lines of partitions it does not read) of
+// the file's size (End 0 when it is not a regular file, such as a pipe).
+// It is safe to call while Read runs.
+func (s *Source) Progress() connectors.Progress {
+	return connectors.Progress{Position: s.pos.Load(), End: s.size.Load(), Unit: "bytes"}
+}
+
 // Close closes the file and releases buffered rows.
 func (s *Source) Close(ctx context.Context) error {
 	for i := range s.ready {
@@ -322,7 +341,8 @@ func (s *Source) Close(ctx context.Context) error {
 }
 
 var (
-	_ connectors.Input      = (*Input)(nil)
-	_ connectors.Source     = (*Source)(nil)
-	_ connectors.Positioner = (*Source)(nil)
+	_ connectors.Input            = (*Input)(nil)
+	_ connectors.Source           = (*Source)(nil)
+	_ connectors.Positioner       = (*Source)(nil)
+	_ connectors.ProgressReporter = (*Source)(nil)
 )

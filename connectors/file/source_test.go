@@ -496,3 +496,27 @@ func TestSinkToSourceRoundTrip(t *testing.T) {
 		t.Errorf("round trip differs:\n%s\n%s", e1, e2)
 	}
 }
+
+// Progress counts the bytes of the file read, per batch, of its size
+// (issue 21); every subtask reads the whole file.
+func TestProgress(t *testing.T) {
+	path := writeFile(t, idLines(100)...)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, mustInput(t, cfgJSON(path, `"partitions": 2, "batch_size": 10`)), 1, 2, nil)
+	if got, want := s.Progress(), (connectors.Progress{End: fi.Size(), Unit: "bytes"}); got != want {
+		t.Fatalf("after Connect: %+v, want %+v", got, want)
+	}
+	if _, err := s.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Progress(); got.Position <= 0 || got.Position >= fi.Size() {
+		t.Fatalf("after a batch: %+v, want between 0 and %d", got, fi.Size())
+	}
+	readAll(t, s)
+	if got, want := s.Progress(), (connectors.Progress{Position: fi.Size(), End: fi.Size(), Unit: "bytes"}); got != want {
+		t.Fatalf("at the end: %+v, want %+v", got, want)
+	}
+}

@@ -508,3 +508,33 @@ func TestLargeCardinality(t *testing.T) {
 		t.Errorf("%d distinct keys", len(distinct))
 	}
 }
+
+// Progress counts the rows delivered of count × the subtask's partitions,
+// from offset 0 (a Seek's offsets included), per batch (issue 21).
+func TestProgress(t *testing.T) {
+	in := mustBuild(t, `{"count": 2500, "partitions": 3, "batch_size": 1000, "fields": [{"name": "id", "type": "int64", "sequence": true}]}`)
+	s := open(t, in, 0, 2, []connectors.Position{{Partition: 2, Offset: 500}}) // partitions 0 and 2
+	want := connectors.Progress{Position: 500, End: 5000, Unit: "rows"}
+	if got := s.Progress(); got != want {
+		t.Fatalf("after Connect: %+v, want %+v", got, want)
+	}
+	bs, err := read(t, s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Position += int64(len(bs[0].rows))
+	if got := s.Progress(); got != want {
+		t.Fatalf("after %s: %+v, want %+v", bs[0], got, want)
+	}
+	if _, err := read(t, s, -1); !errors.Is(err, connectors.ErrEndOfInput) {
+		t.Fatal(err)
+	}
+	want.Position = 5000
+	if got := s.Progress(); got != want {
+		t.Fatalf("at the end: %+v, want %+v", got, want)
+	}
+	unbounded := open(t, mustBuild(t, `{"fields": [{"name": "id", "type": "int64"}]}`), 0, 1, nil)
+	if got := unbounded.Progress(); got.End != 0 {
+		t.Fatalf("unbounded: %+v, want no end", got)
+	}
+}

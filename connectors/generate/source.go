@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -75,7 +76,7 @@ func (in *Input) NewSource(info connectors.TaskInfo) (connectors.Source, error) 
 }
 
 // Source generates one subtask's partitions. It implements
-// connectors.Source and connectors.Positioner.
+// connectors.Source, connectors.Positioner and connectors.ProgressReporter.
 type Source struct {
 	in      *Input
 	info    connectors.TaskInfo
@@ -89,6 +90,9 @@ type Source struct {
 	srcData   []byte  // __meta_source bytes for a full batch
 	pending   *connectors.Batch
 	pendingN  int
+	// read counts the rows of the subtask's partitions delivered so far,
+	// from offset 0 (sought offsets included), for Progress.
+	read atomic.Int64
 }
 
 type partState struct {
@@ -131,6 +135,11 @@ func (s *Source) Connect(ctx context.Context) error {
 		return errors.New("generate: already connected")
 	}
 	s.connected = true
+	var from int64
+	for _, ps := range s.parts {
+		from += ps.offset
+	}
+	s.read.Store(from)
 	bs := s.in.cfg.BatchSize
 	id := s.info.OperatorID
 	s.srcOffs = make([]int32, bs+1)
@@ -171,6 +180,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 	}
 	b := *s.pending
 	s.pending = nil
+	s.read.Add(int64(s.pendingN))
 	off := b.Record.Column(int(b.Record.NumCols()) - 1).(*array.Int64)
 	b.Ack = s.tracker.Deliver(int32(b.Partition), off.Value(0), off.Value(off.Len()-1)+1)
 	return b, nil
@@ -232,6 +242,17 @@ func (s *Source) batch(ps *partState, o0 int64, n int) arrow.RecordBatch {
 	return rec
 }
 
+// Progress reports the rows delivered of the subtask's partitions, counted
+// from offset 0, of count × those partitions (End 0 when count is 0:
+// unbounded). It is safe to call while Read runs.
+func (s *Source) Progress() connectors.Progress {
+	p := connectors.Progress{Position: s.read.Load(), Unit: "rows"}
+	if c := s.in.cfg.Count; c > 0 {
+		p.End = c * int64(len(s.parts))
+	}
+	return p
+}
+
 // Close releases a batch that was generated but not delivered.
 func (s *Source) Close(ctx context.Context) error {
 	if s.pending != nil {
@@ -242,7 +263,8 @@ func (s *Source) Close(ctx context.Context) error {
 }
 
 var (
-	_ connectors.Input      = (*Input)(nil)
-	_ connectors.Source     = (*Source)(nil)
-	_ connectors.Positioner = (*Source)(nil)
+	_ connectors.Input            = (*Input)(nil)
+	_ connectors.Source           = (*Source)(nil)
+	_ connectors.Positioner       = (*Source)(nil)
+	_ connectors.ProgressReporter = (*Source)(nil)
 )

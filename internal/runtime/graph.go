@@ -162,6 +162,8 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 						fail(fmt.Errorf("creating source %s: %w", task, e))
 						continue
 					}
+					// Read before a WAL wraps the source.
+					pr, _ := src.(connectors.ProgressReporter)
 					var ds *durable.Source
 					if cfg := g.Durability[opID]; cfg != nil {
 						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task, durable.Job{Checkpoints: spec.Checkpoint != nil})
@@ -197,6 +199,9 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 					}
 					if ds != nil {
 						m.gauges = ds
+					}
+					if pr != nil {
+						m.gauges = sourceProgress{wal: m.gauges, pr: pr}
 					}
 					sources = append(sources, ci.source)
 					n.inst = ops.Passthrough{}

@@ -26,6 +26,48 @@ type taskMetrics struct {
 	gauges ops.Gauger
 }
 
+// Gauges of a source task whose connector implements
+// connectors.ProgressReporter, suffixed with its unit ("rows", "bytes"):
+// how far it is through its input, and the input's end (absent when not
+// known).
+const (
+	GaugeSourcePosition = "source_position_"
+	GaugeSourceEnd      = "source_end_"
+)
+
+// sourceProgress reports a source task's gauges: its WAL's, if any, and
+// its connector's progress.
+type sourceProgress struct {
+	wal ops.Gauger // nil without a WAL
+	pr  connectors.ProgressReporter
+}
+
+func (s sourceProgress) Counters() map[string]int64 {
+	if s.wal == nil {
+		return nil
+	}
+	return s.wal.Counters()
+}
+
+func (s sourceProgress) Gauges() map[string]int64 {
+	out := map[string]int64{}
+	if s.wal != nil {
+		for k, v := range s.wal.Gauges() {
+			out[k] = v
+		}
+	}
+	p := s.pr.Progress()
+	unit := p.Unit
+	if unit == "" {
+		unit = "rows"
+	}
+	out[GaugeSourcePosition+unit] = p.Position
+	if p.End > 0 {
+		out[GaugeSourceEnd+unit] = p.End
+	}
+	return out
+}
+
 // TaskMetrics is a snapshot of one task's counters.
 type TaskMetrics struct {
 	Task       string
