@@ -282,6 +282,12 @@ func (v *progressView) filler(frac func() float64) mpb.BarFiller {
 		v.mu.Lock()
 		f := frac()
 		v.mu.Unlock()
+		if st.AvailableWidth < 3 {
+			// A terminal too narrow for the bar still separates the name
+			// from the numbers.
+			_, err := io.WriteString(w, " ")
+			return err
+		}
 		if f < 0 {
 			_, err := io.WriteString(w, strings.Repeat(" ", min(progressBarWidth, max(st.AvailableWidth, 0))))
 			return err
