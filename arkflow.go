@@ -93,7 +93,7 @@ func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: storeOptions(o.store), Connectors: o.connectors}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: storeOptions(o.store), Connectors: o.connectors, Logger: o.logger}
 }
 
 type optionFunc func(*options)

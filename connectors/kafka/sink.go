@@ -88,9 +88,10 @@ func (o *Output) NewSink(info connectors.TaskInfo) (connectors.Sink, error) {
 func (o *Output) newSink(info connectors.TaskInfo) *Sink {
 	lg := info.Logger
 	if lg == nil {
-		lg = slog.Default()
+		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask), sentOffsets: map[tp]int64{}, metaRows: o.metaRows}
+	// job, operator and subtask come with info.Logger.
+	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka"), sentOffsets: map[tp]int64{}, metaRows: o.metaRows}
 	if o.cfg.ExactlyOnce {
 		s.txnID = strings.ReplaceAll(o.cfg.TransactionalID, SubtaskPlaceholder, strconv.Itoa(info.Subtask))
 	}
