@@ -84,7 +84,7 @@ sinks:
 		t.Fatalf("arkflow checkpoint with the default data directory: %v: %s\n%s", err, out, nextErr.String())
 	}
 	next.Process.Signal(syscall.SIGTERM)
-	if err := next.Wait(); err != nil || !strings.Contains(nextErr.String(), "kind=savepoint id=final") {
+	if err := next.Wait(); err != nil || !strings.Contains(nextErr.String(), "kind=savepoint checkpoint=final") {
 		t.Fatalf("run --from-savepoint: %v\n%s", err, nextErr.String())
 	}
 	out, err = cliCommand(dir, "run", "--from-savepoint", "nope", "job.yaml").CombinedOutput()
