@@ -57,6 +57,16 @@
 // control socket's JSON). Port 0 takes any free port; the log line
 // "metrics listening" names the address.
 //
+// # Logs
+//
+// run, validate, plan and agent log to stderr, as slog text (key=value)
+// by default or, with --log-format json, one JSON object a line (time,
+// level, msg, then the record's keys); -v adds debug records. Every
+// record of run names its job (job=); a job's records also use operator,
+// subtask, checkpoint (the checkpoint ID) and error, each once (package
+// arkflow, "Logging"). arkflow-hub takes the same --log-format and -v.
+// Any other --log-format value is a command-line mistake (exit 2).
+//
 // # Exit status
 //
 // 0 on success; 1 when the spec is invalid or the job failed (every

@@ -284,6 +284,9 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 		if err != nil {
 			return err
 		}
+		// The job adds its job key to what it logs; the command's own
+		// records (signals, sockets) carry it too, so every line names it.
+		logger = logger.With("job", spec.ID)
 		if f.dryRun {
 			return harness.RuntimeOf(j).DryRun(context.Background())
 		}
@@ -347,10 +350,11 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			stopCtx, stopCancel := context.WithTimeout(context.Background(), f.stopTimeout)
 			defer stopCancel()
 			if f.savepointOnStop != "" {
+				// The job logs the savepoint ("checkpoint completed",
+				// kind=savepoint); only what the command does next is
+				// logged here.
 				if err := j.Savepoint(stopCtx, f.savepointOnStop); err != nil {
 					logger.Error("savepoint before stopping failed; stopping anyway", "savepoint", f.savepointOnStop, "error", err)
-				} else {
-					logger.Info("savepoint taken", "savepoint", f.savepointOnStop)
 				}
 			}
 			go func() {
