@@ -26,6 +26,14 @@ func (e usageError) Error() string { return string(e) }
 
 func usagef(format string, args ...any) error { return usageError(fmt.Sprintf(format, args...)) }
 
+// loggedError is an error the job has already logged (Run's, as "job
+// failed" with error=): the command exits 1 without printing it again, so
+// the failure is said once, and with --log-format json every line of
+// stderr stays a JSON record.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
 // A command is one verb of the CLI.
 type command struct {
 	name string

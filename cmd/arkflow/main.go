@@ -145,9 +145,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = exec(pos, stdout, stderr)
 	}
 	var usage usageError
+	var logged loggedError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &logged):
+		return 1
 	case errors.As(err, &usage):
 		more := ""
 		fs.VisitAll(func(*flag.Flag) { more = fmt.Sprintf(" (arkflow help %s lists the flags)", c.name) })
@@ -376,7 +379,7 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			}
 		}()
 		if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			return err
+			return loggedError{err}
 		}
 		return nil
 	}
