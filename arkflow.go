@@ -109,8 +109,11 @@ func WithEnvironment(env *connectors.Environment) Option {
 	return optionFunc(func(o *options) { o.connectors = env })
 }
 
-// WithLogger sends the job's logs to l (default, and with nil: discarded).
-// The logger is borrowed, never closed.
+// WithLogger sends the job's logs to l (default, and with nil: discarded;
+// the job never falls back to slog.Default). The job adds job=<its ID> to
+// every record, so l should not carry that key already; the other keys
+// are listed under Logging in the package doc. The logger is borrowed,
+// never closed.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithChannelCapacity sets how many batches each channel between operator
