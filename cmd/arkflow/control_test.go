@@ -70,7 +70,8 @@ sinks:
 	}
 	// Start from the savepoint, this time in the default data directory
 	// (./arkflow-data), where `arkflow checkpoint` finds the socket with no
-	// flags; a missing savepoint is an error that names it.
+	// flags; a missing savepoint is an error that names it, in the job's
+	// "job failed" record (said once: the command does not print it again).
 	next := cliCommand(dir, "run", "--from-savepoint", "final", "job.yaml")
 	nextErr := &lockedBuffer{}
 	next.Stderr = nextErr
@@ -88,7 +89,7 @@ sinks:
 		t.Fatalf("run --from-savepoint: %v\n%s", err, nextErr.String())
 	}
 	out, err = cliCommand(dir, "run", "--from-savepoint", "nope", "job.yaml").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `savepoint "nope"`) {
+	if err == nil || !strings.Contains(string(out), `msg="job failed" job=ckcli error="savepoint \"nope\"`) {
 		t.Fatalf("run from a missing savepoint: %v: %s", err, out)
 	}
 }

@@ -69,7 +69,8 @@
 //
 // # Exit status
 //
-// 0 on success; 1 when the spec is invalid or the job failed (every
-// problem on stderr); 2 for a mistake on the command line, printed as one
-// line that names the fix.
+// 0 on success; 1 when the spec is invalid (every problem on stderr, one
+// per line) or the job failed (its "job failed" log record carries the
+// error, which is not printed again); 2 for a mistake on the command line,
+// printed as one line that names the fix.
 package main
