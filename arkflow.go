@@ -93,7 +93,7 @@ func (o *options) build(spec *job.Spec) (*build.Graph, error) {
 
 // env is what the deep build needs to know of the options.
 func (o *options) env() build.Env {
-	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: storeOptions(o.store), Connectors: o.connectors}
+	return build.Env{Bindings: o.bindings, DataDir: o.dataDir, CheckpointStore: storeOptions(o.store), Connectors: o.connectors, Logger: o.logger}
 }
 
 type optionFunc func(*options)
@@ -109,8 +109,11 @@ func WithEnvironment(env *connectors.Environment) Option {
 	return optionFunc(func(o *options) { o.connectors = env })
 }
 
-// WithLogger sends the job's logs to l (default, and with nil: discarded).
-// The logger is borrowed, never closed.
+// WithLogger sends the job's logs to l (default, and with nil: discarded;
+// the job never falls back to slog.Default). The job adds job=<its ID> to
+// every record, so l should not carry that key already; the other keys
+// are listed under Logging in the package doc. The logger is borrowed,
+// never closed.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithChannelCapacity sets how many batches each channel between operator

@@ -73,4 +73,29 @@
 // Built in besides: memory, generate, file (JSON lines), stdout and drop.
 // Others register when their package is imported (package connectors);
 // connectors/kafka needs cgo, and importing arkflow does not pull it in.
+//
+// # Logging
+//
+// A job logs through the *slog.Logger given with WithLogger, and only
+// through it: without one its logs are discarded, and no code of the
+// library logs through slog.Default or package log (a test parses the
+// sources to keep it so). Connectors, the write-ahead log, the state and
+// checkpoint stores, and librdkafka's own log lines all get this logger.
+// Its records use these keys, each at most once per record:
+//
+//   - job: the job ID, added once by the job itself (so do not add it to
+//     the logger you pass).
+//   - operator and subtask: the operator ID and the subtask index, on
+//     what one operator or subtask logs.
+//   - task: a task ID ("operator-subtask", as job.TaskID forms it), only
+//     where the record names a task of a checkpoint rather than the
+//     subtask logging (a snapshot being restored).
+//   - checkpoint: the checkpoint ID (a savepoint's name for kind=savepoint),
+//     with kind checkpoint or savepoint.
+//   - error: the error, on every record that reports one.
+//
+// An event is logged once, where it is handled: an error the job returns
+// (Run's, a failed Checkpoint's) is logged by the job, and a caller need
+// not log it again. The arkflow command writes these records as text or,
+// with --log-format json, one JSON object a line.
 package arkflow

@@ -219,7 +219,11 @@ type TaskInfo struct {
 	OperatorID  string
 	Subtask     int
 	Parallelism int
-	Logger      *slog.Logger
+	// Logger is the job's logger for this subtask: the runtime has
+	// already added the job, operator and subtask keys, so a connector
+	// adds only its own. nil discards; a connector never falls back to
+	// slog.Default.
+	Logger *slog.Logger
 }
 
 // BuildContext is what a factory gets to build an Input or Output.
@@ -233,6 +237,11 @@ type BuildContext struct {
 	// example a memory.Source holding its batches), or nil for declarative
 	// specs. Factories that need live values use it; others ignore it.
 	Bound any
+	// Logger is the job's logger for this operator (the job and operator
+	// keys already added), for what the Input or Output logs outside a
+	// subtask, such as a metadata lookup. nil discards; a connector never
+	// falls back to slog.Default.
+	Logger *slog.Logger
 }
 
 // Input is a validated, not yet connected source configuration.

@@ -857,7 +857,7 @@ type fkRestart struct {
 	carry bool
 }
 
-var fkRestoringRE = regexp.MustCompile(`msg=restoring .*? id=(\d+)`)
+var fkRestoringRE = regexp.MustCompile(`msg=restoring .*? checkpoint=(\d+)`)
 
 // fkRestarts reads the Agents' logs: per partition, every start of its
 // reading after the first, with the checkpoint the run restored.

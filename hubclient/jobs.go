@@ -295,7 +295,8 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 		}
 	}
 	opts := []any{arkflow.WithDataDir(a.cfg.DataDir), arkflow.WithCheckpointStore(a.cfg.CheckpointStore),
-		arkflow.WithLogger(a.log.With("job", p.JobID, "generation", c.Generation))}
+		// The job adds its own job key (once); the Agent adds the generation.
+		arkflow.WithLogger(a.log.With("generation", c.Generation))}
 	if a.cfg.Environment != nil {
 		opts = append(opts, arkflow.WithEnvironment(a.cfg.Environment))
 	}
@@ -526,7 +527,7 @@ func (a *Agent) commit(ctx context.Context, c hubwire.AgentCommand, p hubwire.Co
 			return "", "", fmt.Errorf("job %q: this agent was never sent its spec, so it does not know its checkpoint store", p.JobID)
 		}
 		opts := []any{arkflow.WithDataDir(a.cfg.DataDir), arkflow.WithCheckpointStore(a.cfg.CheckpointStore),
-			arkflow.WithLogger(a.log.With("job", p.JobID))}
+			arkflow.WithLogger(a.log)} // the job adds its own job key
 		if a.cfg.Environment != nil {
 			opts = append(opts, arkflow.WithEnvironment(a.cfg.Environment))
 		}

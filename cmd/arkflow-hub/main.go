@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/hub"
+	"github.com/arkflow-rs/arkflow-go/internal/logformat"
 )
 
 func main() {
@@ -69,6 +69,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	lease := fs.Duration("lease", 15*time.Second, "how long a heartbeat keeps an Agent online")
 	poll := fs.Duration("poll-interval", time.Second, "how often Agents poll for commands")
 	verbose := fs.Bool("v", false, "debug logging")
+	var logFormat logformat.Format
+	fs.Var(&logFormat, "log-format", logformat.Usage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -84,11 +86,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	if *nodeToken == "" {
 		*nodeToken = os.Getenv("ARKFLOW_NODE_TOKEN")
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := logformat.New(stderr, logFormat, *verbose)
 	if *insecure {
 		logger.Warn("--insecure-no-auth: every operator request is let in as admin; never use this outside a test")
 	}

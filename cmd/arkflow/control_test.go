@@ -70,7 +70,8 @@ sinks:
 	}
 	// Start from the savepoint, this time in the default data directory
 	// (./arkflow-data), where `arkflow checkpoint` finds the socket with no
-	// flags; a missing savepoint is an error that names it.
+	// flags; a missing savepoint is an error that names it, in the job's
+	// "job failed" record (said once: the command does not print it again).
 	next := cliCommand(dir, "run", "--from-savepoint", "final", "job.yaml")
 	nextErr := &lockedBuffer{}
 	next.Stderr = nextErr
@@ -84,11 +85,11 @@ sinks:
 		t.Fatalf("arkflow checkpoint with the default data directory: %v: %s\n%s", err, out, nextErr.String())
 	}
 	next.Process.Signal(syscall.SIGTERM)
-	if err := next.Wait(); err != nil || !strings.Contains(nextErr.String(), "kind=savepoint id=final") {
+	if err := next.Wait(); err != nil || !strings.Contains(nextErr.String(), "kind=savepoint checkpoint=final") {
 		t.Fatalf("run --from-savepoint: %v\n%s", err, nextErr.String())
 	}
 	out, err = cliCommand(dir, "run", "--from-savepoint", "nope", "job.yaml").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `savepoint "nope"`) {
+	if err == nil || !strings.Contains(string(out), `msg="job failed" job=ckcli error="savepoint \"nope\"`) {
 		t.Fatalf("run from a missing savepoint: %v: %s", err, out)
 	}
 }

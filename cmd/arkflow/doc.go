@@ -80,9 +80,20 @@
 // manager's log), and when the job has a stdout sink and stdout is a
 // terminal too, whose rows would land among the lines.
 //
+// # Logs
+//
+// run, validate, plan and agent log to stderr, as slog text (key=value)
+// by default or, with --log-format json, one JSON object a line (time,
+// level, msg, then the record's keys); -v adds debug records. Every
+// record of run names its job (job=); a job's records also use operator,
+// subtask, checkpoint (the checkpoint ID) and error, each once (package
+// arkflow, "Logging"). arkflow-hub takes the same --log-format and -v.
+// Any other --log-format value is a command-line mistake (exit 2).
+//
 // # Exit status
 //
-// 0 on success; 1 when the spec is invalid or the job failed (every
-// problem on stderr); 2 for a mistake on the command line, printed as one
-// line that names the fix.
+// 0 on success; 1 when the spec is invalid (every problem on stderr, one
+// per line) or the job failed (its "job failed" log record carries the
+// error, which is not printed again); 2 for a mistake on the command line,
+// printed as one line that names the fix.
 package main

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/internal/logformat"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -24,6 +25,14 @@ type usageError string
 func (e usageError) Error() string { return string(e) }
 
 func usagef(format string, args ...any) error { return usageError(fmt.Sprintf(format, args...)) }
+
+// loggedError is an error the job has already logged (Run's, as "job
+// failed" with error=): the command exits 1 without printing it again, so
+// the failure is said once, and with --log-format json every line of
+// stderr stays a JSON record.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 // A command is one verb of the CLI.
 type command struct {
@@ -128,6 +137,7 @@ func printHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 type jobFlags struct {
 	dataDir, fromSavepoint string
 	verbose                bool
+	logFormat              logformat.Format
 	// Used only by run.
 	control, savepointOnStop string
 	metricsAddr              string
@@ -146,6 +156,7 @@ func (f *jobFlags) register(fs *flag.FlagSet, forRun bool) {
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "keep the state and write-ahead logs the spec gives no path in `DIR`/<job id>/state and DIR/<job id>/wal")
 	fs.StringVar(&f.fromSavepoint, "from-savepoint", "", "start from the savepoint `NAME` instead of following the spec's recovery")
 	fs.BoolVar(&f.verbose, "v", false, "debug logging")
+	fs.Var(&f.logFormat, "log-format", logformat.Usage)
 	fs.StringVar(&f.control, "control", "", runOnly+"serve checkpoint and savepoint requests on the Unix socket `SOCKET` (default DIR/<job id>.sock; only for a spec with a checkpoint block)")
 	fs.StringVar(&f.savepointOnStop, "savepoint-on-stop", "", runOnly+"on SIGINT/SIGTERM, take the savepoint `NAME` before stopping (for upgrades)")
 	fs.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, runOnly+"how long a graceful stop (or drain) may take after SIGINT/SIGTERM")
@@ -189,13 +200,9 @@ func (f *jobFlags) load(args []string) (*job.Spec, error) {
 	return spec, nil
 }
 
-// logger is the job's logger: text on stderr, debug with -v.
+// logger is the job's logger on stderr: --log-format, debug with -v.
 func (f *jobFlags) logger(stderr io.Writer) *slog.Logger {
-	level := slog.LevelInfo
-	if f.verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return logformat.New(stderr, f.logFormat, f.verbose)
 }
 
 // options are the library options the flags ask for. run, validate and

@@ -738,7 +738,7 @@ type kafkaRun struct {
 	log            string
 }
 
-var restoringRE = regexp.MustCompile(`msg=restoring .*?kind=checkpoint id=(\d+)`)
+var restoringRE = regexp.MustCompile(`msg=restoring .*?kind=checkpoint checkpoint=(\d+)`)
 
 // kafkaLatestCheckpoint reads the newest committed checkpoint of the
 // file:// store at dir: its id and input positions ("" and nil without

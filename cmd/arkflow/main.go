@@ -145,9 +145,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = exec(pos, stdout, stderr)
 	}
 	var usage usageError
+	var logged loggedError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &logged):
+		return 1
 	case errors.As(err, &usage):
 		more := ""
 		fs.VisitAll(func(*flag.Flag) { more = fmt.Sprintf(" (arkflow help %s lists the flags)", c.name) })
@@ -285,6 +288,9 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 		if err != nil {
 			return err
 		}
+		// The job adds its job key to what it logs; the command's own
+		// records (signals, sockets) carry it too, so every line names it.
+		logger = logger.With("job", spec.ID)
 		if f.dryRun {
 			return harness.RuntimeOf(j).DryRun(context.Background())
 		}
@@ -348,10 +354,11 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			stopCtx, stopCancel := context.WithTimeout(context.Background(), f.stopTimeout)
 			defer stopCancel()
 			if f.savepointOnStop != "" {
+				// The job logs the savepoint ("checkpoint completed",
+				// kind=savepoint); only what the command does next is
+				// logged here.
 				if err := j.Savepoint(stopCtx, f.savepointOnStop); err != nil {
 					logger.Error("savepoint before stopping failed; stopping anyway", "savepoint", f.savepointOnStop, "error", err)
-				} else {
-					logger.Info("savepoint taken", "savepoint", f.savepointOnStop)
 				}
 			}
 			go func() {
@@ -375,7 +382,7 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 		prog.start(j) // stopped first: its final lines before the others' logs
 		defer prog.stop()
 		if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			return err
+			return loggedError{err}
 		}
 		return nil
 	}

@@ -49,7 +49,7 @@ sinks:
 `
 }
 
-var metricsListening = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
+var metricsListening = regexp.MustCompile(`msg="metrics listening".*? addr=(\S+)`)
 
 // get fetches url and returns its status code and body.
 func get(t *testing.T, url string) (int, []byte) {

@@ -342,7 +342,7 @@ func benchRestart(b *testing.B, dir string, m *ckptstore.Manifest, keys int64, e
 		b.StopTimer()
 		c.kill(b)
 		rs := c.waitFor(b, `msg=restoring`, 0)
-		if !strings.Contains(rs.text, "id="+m.CheckpointID) {
+		if !strings.Contains(rs.text, "checkpoint="+m.CheckpointID) {
 			b.Fatalf("the restart restored %q, want checkpoint %s", rs.text, m.CheckpointID)
 		}
 		var last timedLine

@@ -88,9 +88,10 @@ func (o *Output) NewSink(info connectors.TaskInfo) (connectors.Sink, error) {
 func (o *Output) newSink(info connectors.TaskInfo) *Sink {
 	lg := info.Logger
 	if lg == nil {
-		lg = slog.Default()
+		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask), sentOffsets: map[tp]int64{}, metaRows: o.metaRows}
+	// job, operator and subtask come with info.Logger.
+	s := &Sink{cfg: &o.cfg, log: lg.With("connector", "kafka"), sentOffsets: map[tp]int64{}, metaRows: o.metaRows}
 	if o.cfg.ExactlyOnce {
 		s.txnID = strings.ReplaceAll(o.cfg.TransactionalID, SubtaskPlaceholder, strconv.Itoa(info.Subtask))
 	}
@@ -215,8 +216,12 @@ func (s *Sink) discard() {
 }
 
 // dispatch serves the producer's events until it closes: delivery reports
-// go to their write, errors are logged (fatal ones also surface through
-// the next produce or commit).
+// go to their write, and errors librdkafka retries by itself are logged.
+// A fatal error is not logged here: it surfaces through the next produce
+// or commit, where the write either logs what it does about it (rebuild
+// the producer) or returns it, and the job logs its failure; librdkafka's
+// own FATAL log line reaches the logger too (drainLogs). Logging it here
+// as well would say one event several times.
 func dispatch(p *kafka.Producer, lg *slog.Logger, done chan struct{}) {
 	defer close(done)
 	for ev := range p.Events() {
@@ -226,9 +231,7 @@ func dispatch(p *kafka.Producer, lg *slog.Logger, done chan struct{}) {
 				w.report(e.TopicPartition.Error)
 			}
 		case kafka.Error:
-			if e.IsFatal() {
-				lg.Error("kafka producer fatal error", "error", e)
-			} else {
+			if !e.IsFatal() {
 				lg.Warn("kafka producer error (retrying)", "error", e)
 			}
 		}

@@ -25,7 +25,11 @@ func init() {
 		if err := connectors.DecodeConfig(bc.Config, &cfg); err != nil {
 			return nil, err
 		}
-		return newInput(cfg, explicitZero(bc.Config, "batch_size"))
+		in, err := newInput(cfg, explicitZero(bc.Config, "batch_size"))
+		if in != nil && bc.Logger != nil {
+			in.log = bc.Logger
+		}
+		return in, err
 	})
 	connectors.RegisterOutput(Type, func(bc connectors.BuildContext, schema *arrow.Schema) (connectors.Output, error) {
 		var cfg SinkConfig
@@ -71,6 +75,9 @@ type Input struct {
 	// not looked up yet); see Partitions.
 	partitions atomic.Int64
 	partsOnce  sync.Once
+	// log is the operator's logger (BuildContext.Logger; discarded for
+	// an Input from NewInput): the partition lookup logs there.
+	log *slog.Logger
 }
 
 // NewInput checks cfg, applies its defaults and returns the input. It does
@@ -92,7 +99,7 @@ func newInput(cfg SourceConfig, zero map[string]bool) (*Input, error) {
 		declared = arrow.NewSchema([]arrow.Field{{Name: RawValueColumn, Type: arrow.BinaryTypes.Binary, Nullable: true}}, nil)
 	}
 	fields := append(append([]arrow.Field(nil), declared.Fields()...), metaFields()...)
-	in := &Input{cfg: cfg, declared: declared, schema: arrow.NewSchema(fields, nil)}
+	in := &Input{cfg: cfg, declared: declared, schema: arrow.NewSchema(fields, nil), log: slog.New(slog.DiscardHandler)}
 	in.partitions.Store(-1)
 	return in, nil
 }
@@ -122,16 +129,17 @@ func (in *Input) Partitions() int {
 		}
 		conf := consumerConfig(&in.cfg)
 		(*conf)["go.logs.channel.enable"] = true
+		lg := in.log.With("connector", "kafka")
 		c, err := kafka.NewConsumer(conf)
 		if err != nil {
-			slog.Warn("kafka: cannot look up the partitions of the input's topics", "topics", in.cfg.Topics, "error", err)
+			lg.Warn("cannot look up the partitions of the input's topics", "topics", in.cfg.Topics, "error", err)
 			return
 		}
-		go drainLogs(c.Logs(), slog.Default(), nil)
+		go drainLogs(c.Logs(), lg, nil)
 		defer c.Close()
 		counts, err := partitionCounts(c, in.cfg.Topics, MetadataTimeout)
 		if err != nil {
-			slog.Warn("kafka: cannot look up the partitions of the input's topics", "topics", in.cfg.Topics, "error", err)
+			lg.Warn("cannot look up the partitions of the input's topics", "topics", in.cfg.Topics, "error", err)
 			return
 		}
 		in.notePartitions(counts)
@@ -162,7 +170,7 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 	}
 	lg := info.Logger
 	if lg == nil {
-		lg = slog.Default()
+		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Source{
 		in:         in,
@@ -170,7 +178,7 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 		info:       info,
 		par:        par,
 		subscribe:  par == 1,
-		log:        lg.With("connector", "kafka", "operator", info.OperatorID, "subtask", info.Subtask),
+		log:        lg.With("connector", "kafka"), // job, operator and subtask come with info.Logger
 		trackers:   map[string]*connectors.Tracker{},
 		assigned:   map[tp]bool{},
 		committed:  map[tp]int64{},

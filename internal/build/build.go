@@ -9,6 +9,7 @@ package build
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -47,6 +48,19 @@ type Env struct {
 	// Connectors is where input and output types are found (nil: the
 	// global registry).
 	Connectors *connectors.Environment
+	// Logger is the job's logger as given (arkflow.WithLogger), without
+	// the job key: the build adds job and operator for each connector's
+	// BuildContext.Logger. nil discards.
+	Logger *slog.Logger
+}
+
+// opLogger is the logger a connector factory gets for operator op: the
+// job's, with the job and operator keys (the same keys the runtime adds).
+func (b *builder) opLogger(op string) *slog.Logger {
+	if b.env.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.env.Logger.With("job", b.s.ID, "operator", op)
 }
 
 // connectors returns the environment the build finds connectors in.
@@ -154,7 +168,7 @@ func (b *builder) sources() {
 			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)", src.InputType, strings.Join(b.env.connectors().InputTypes(), ", "))
 			continue
 		}
-		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID]})
+		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID], Logger: b.opLogger(src.OperatorID)})
 		if err != nil {
 			b.report(src.OperatorID, at+".config", err)
 			continue
@@ -320,7 +334,7 @@ func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
 		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)", snk.OutputType, strings.Join(b.env.connectors().OutputTypes(), ", "))
 		return
 	}
-	out, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: op.ID, Config: rawOrEmpty(snk.Config), Bound: b.env.Bindings[op.ID]}, in)
+	out, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: op.ID, Config: rawOrEmpty(snk.Config), Bound: b.env.Bindings[op.ID], Logger: b.opLogger(op.ID)}, in)
 	if err != nil {
 		b.report(op.ID, at+".config", err)
 		return

@@ -496,7 +496,7 @@ func (c *Catalog) cleanup(ctx context.Context, key, why string) {
 	defer cancel()
 	if err := c.store.Delete(ctx, key); err != nil {
 		c.opts.Logger.Warn("checkpoint: removing a manifest whose commit failed did not work; Select passes it over while LATEST names an older checkpoint",
-			"manifest", key, "why", why, "err", err)
+			"manifest", key, "why", why, "error", err)
 	}
 }
 
@@ -505,7 +505,7 @@ func (c *Catalog) cleanup(ctx context.Context, key, why string) {
 func (c *Catalog) retain(ctx context.Context, committed ID) {
 	l, err := c.list(ctx, KindCheckpoint)
 	if err != nil {
-		c.opts.Logger.Warn("checkpoint: retention skipped", "job", c.job, "err", err)
+		c.opts.Logger.Warn("checkpoint: retention skipped", "error", err)
 		return
 	}
 	kept := 0
@@ -520,7 +520,7 @@ func (c *Catalog) retain(ctx context.Context, committed ID) {
 			continue
 		}
 		if err := c.deleteDir(ctx, KindCheckpoint, idStr, l.keys[idStr]); err != nil {
-			c.opts.Logger.Warn("checkpoint: retention: deleting a checkpoint failed; the next commit retries", "job", c.job, "checkpoint", idStr, "err", err)
+			c.opts.Logger.Warn("checkpoint: retention: deleting a checkpoint failed; the next commit retries", "checkpoint", idStr, "error", err)
 		}
 	}
 }

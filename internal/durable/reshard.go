@@ -48,13 +48,14 @@ const parallelismFile = "PARALLELISM"
 // Reshard lays the local write-ahead logs of source out for par subtasks
 // (see above). It does nothing when they are already laid out so, or do
 // not exist yet, and for the object-store backend, which Open refuses to
-// use at another parallelism instead.
+// use at another parallelism instead. lg is the source operator's logger
+// (the caller has added the job and operator keys); nil discards.
 func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *slog.Logger) error {
 	if ObjectStore(cfg) {
 		return nil
 	}
 	if lg == nil {
-		lg = slog.Default()
+		lg = slog.New(slog.DiscardHandler)
 	}
 	d0, err := Dir(cfg, dataDir, jobID, source, 0)
 	if err != nil {
@@ -81,12 +82,12 @@ func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *sl
 		return nil
 	}
 	lg.Info("redistributing the write-ahead log by partition for a new parallelism: every entry not yet acknowledged is replayed by the subtask that now reads its partition",
-		"source", source, "from", old, "to", par, "dir", dir)
-	stats, err := reshard(cfg, dir, old, par)
+		"from", old, "to", par, "dir", dir)
+	stats, err := reshard(cfg, dir, old, par, lg)
 	if err != nil {
 		return fmt.Errorf("source %s: redistributing its WAL from %d to %d subtasks: %w", source, old, par, err)
 	}
-	lg.Info("write-ahead log redistributed", "source", source, "entries", stats.entries, "rows", stats.rows, "partitions", stats.partitions)
+	lg.Info("write-ahead log redistributed", "entries", stats.entries, "rows", stats.rows, "partitions", stats.partitions)
 	return nil
 }
 
@@ -174,13 +175,14 @@ type reshardStats struct{ entries, rows, partitions int }
 
 // reshard writes the logs of dir's old subtasks into dir~rescale for par
 // subtasks, then swaps the directories.
-func reshard(cfg *job.Durability, dir string, oldPar, par int) (reshardStats, error) {
+func reshard(cfg *job.Durability, dir string, oldPar, par int, lg *slog.Logger) (reshardStats, error) {
 	var stats reshardStats
 	staging := dir + "~rescale"
 	if err := os.RemoveAll(staging); err != nil {
 		return stats, err
 	}
 	lopts := func(o walog.Options) walog.LocalOptions {
+		o.Logger = lg
 		return walog.LocalOptions{Options: o, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle}
 	}
 	var olds []*walog.Log

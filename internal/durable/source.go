@@ -143,7 +143,9 @@ func Open(ctx context.Context, cfg *job.Durability, inner connectors.Source, dat
 		released:  posMap{},
 	}
 	if s.lg == nil {
-		s.lg = slog.Default().With("task", task)
+		// info.Logger carries the job, operator and subtask keys; without
+		// one the source logs nothing (never through slog.Default).
+		s.lg = slog.New(slog.DiscardHandler)
 	}
 	if _, ok := inner.(connectors.Unrewindable); ok && job.Checkpoints {
 		if _, ok := inner.(connectors.Positioner); !ok {

@@ -701,7 +701,7 @@ func TestCheckpointReconciliation(t *testing.T) {
 	fake3 := newFake(data...)
 	logs := &syncBuffer{}
 	in := info()
-	in.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("task", "src-0") // as the runtime gives it
+	in.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("operator", "src", "subtask", 0) // as the runtime gives it
 	s3, err := Open(context.Background(), cfg, fake3, dir, in, "src-0", Job{})
 	if err != nil {
 		t.Fatal(err)
@@ -717,8 +717,10 @@ func TestCheckpointReconciliation(t *testing.T) {
 			t.Errorf("the log does not say %q:\n%s", want, line)
 		}
 	}
-	if n := strings.Count(line, "task="); n != 1 {
-		t.Errorf("task= appears %d times in:\n%s", n, line)
+	for _, key := range []string{"operator=", "subtask="} {
+		if n := strings.Count(line, key); n != 1 {
+			t.Errorf("%s appears %d times in:\n%s", key, n, line)
+		}
 	}
 	if got, want := fake3.sought(), [][]connectors.Position{{pos(0, 10)}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("sought to %v, want %v", got, want)

@@ -115,10 +115,10 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 	}
 	if !noted {
 		if saved != nil {
-			r.log.Info("restore: keeping the window floors a restore of this checkpoint carried before it was interrupted", "id", m.CheckpointID, "floors", len(saved.marks))
+			r.log.Info("restore: keeping the window floors a restore of this checkpoint carried before it was interrupted", "checkpoint", m.CheckpointID, "floors", len(saved.marks))
 			return saved, nil
 		}
-		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "id", m.CheckpointID)
+		r.log.Info("restore: the local state store did not run on from this checkpoint; the windows acknowledged after it fire again", "checkpoint", m.CheckpointID)
 		return nil, nil
 	}
 	c := &markCarry{id: m.CheckpointID, run: run}
@@ -317,7 +317,7 @@ func (r *Runtime) noteCut(st statestore.Backend, id, run string, restored bool) 
 		}
 	}
 	if err := st.Apply([]statestore.Mutation{{Key: k, Value: []byte(strings.Join(ids, "\n"))}}); err != nil {
-		r.log.Warn("could not note the checkpoint in the state store; a restore from it will fire again the windows acknowledged after it", "id", id, "error", err)
+		r.log.Warn("could not note the checkpoint in the state store; a restore from it will fire again the windows acknowledged after it", "checkpoint", id, "error", err)
 	}
 }
 

@@ -151,7 +151,7 @@ func TestDroppedRowsWarning(t *testing.T) {
 		t.Fatalf("warnings after the first drop: %+v", ws)
 	}
 	w := ws[0]
-	if w.attrs["window"] != "w" || w.attrs["source"] != "in" || w.attrs["dropped"] != "1" || w.attrs["task"] != "w-0" || w.attrs["job"] != "ev" {
+	if w.attrs["operator"] != "w" || w.attrs["subtask"] != "0" || w.attrs["source"] != "in" || w.attrs["dropped"] != "1" || w.attrs["job"] != "ev" {
 		t.Errorf("warning attributes: %v", w.attrs)
 	}
 	for _, fix := range []string{"out_of_orderness_ms (0)", "advance to per_row", "late_event_policy route"} {

@@ -255,7 +255,7 @@ func (r *Runtime) releaseCommitted(ctx context.Context) {
 			continue
 		}
 		if err != nil {
-			r.log.Warn("reading a committed manifest", "kind", kind, "id", id, "error", err)
+			r.log.Warn("reading a committed manifest", "kind", kind, "checkpoint", id, "error", err)
 			continue
 		}
 		r.committed(m)

@@ -133,7 +133,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 	// Build nodes.
 	nodes := map[string]*node{} // task ID -> node
 	info := func(op string, sub int) connectors.TaskInfo {
-		return connectors.TaskInfo{JobID: spec.ID, OperatorID: op, Subtask: sub, Parallelism: par[op], Logger: r.log.With("task", job.TaskID(op, sub))}
+		return connectors.TaskInfo{JobID: spec.ID, OperatorID: op, Subtask: sub, Parallelism: par[op], Logger: r.log.With("operator", op, "subtask", sub)}
 	}
 	fail := func(e error) {
 		if err == nil {

@@ -242,7 +242,7 @@ func (r *Runtime) finalCheckpoint(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.log.Info("drain: final checkpoint taken", "id", m.CheckpointID)
+	r.log.Info("drain: final checkpoint taken", "checkpoint", m.CheckpointID)
 	return nil
 }
 
@@ -259,7 +259,7 @@ func (r *Runtime) DryRun(ctx context.Context) error {
 			continue
 		}
 		op, _ := spec.Operator(src.OperatorID)
-		info := connectors.TaskInfo{JobID: spec.ID, OperatorID: src.OperatorID, Parallelism: spec.OperatorParallelism(op), Logger: r.log}
+		info := connectors.TaskInfo{JobID: spec.ID, OperatorID: src.OperatorID, Parallelism: spec.OperatorParallelism(op), Logger: r.log.With("operator", src.OperatorID)}
 		if err := durable.DryRun(ctx, cfg, r.opts.DataDir, info); err != nil {
 			errs = append(errs, err)
 		}
@@ -400,7 +400,7 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 	for _, src := range r.g.Spec.Sources {
 		if cfg := r.g.Durability[src.OperatorID]; cfg != nil {
 			op, _ := r.g.Spec.Operator(src.OperatorID)
-			if err := durable.Reshard(cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log); err != nil {
+			if err := durable.Reshard(cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log.With("operator", src.OperatorID)); err != nil {
 				r.closeAll([]resource{stateRes}, false)
 				return nil, nil, err
 			}

@@ -63,15 +63,15 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 		// The checkpoint the Hub named is not usable: fall back as
 		// latest_checkpoint would, past it.
 		for _, s := range skipped {
-			r.log.Warn("checkpoint not usable", "kind", s.Kind, "id", s.ID, "reason", s.Reason)
+			r.log.Warn("checkpoint not usable", "kind", s.Kind, "checkpoint", s.ID, "reason", s.Reason)
 		}
-		r.log.Warn("the checkpoint to restore is not usable; falling back to the latest committed one before it", "id", exact)
+		r.log.Warn("the checkpoint to restore is not usable; falling back to the latest committed one before it", "checkpoint", exact)
 		want.Target, want.Name = ckptstore.LatestCheckpoint, ""
 		want.Exclude = append(slices.Clone(exclude), exact)
 		m, skipped, err = cat.Select(ctx, want)
 	}
 	for _, s := range skipped {
-		r.log.Warn("checkpoint not usable", "kind", s.Kind, "id", s.ID, "reason", s.Reason)
+		r.log.Warn("checkpoint not usable", "kind", s.Kind, "checkpoint", s.ID, "reason", s.Reason)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("selecting a checkpoint to restore: %w", err)
@@ -134,7 +134,7 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 		}
 	}
 	for {
-		r.log.Info("restoring", "kind", m.Kind, "id", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
+		r.log.Info("restoring", "kind", m.Kind, "checkpoint", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
 		err := r.restoreState(ctx, cat, st, m, fresh)
 		fresh = false // a failed attempt may have left entries
 		if err == nil {
@@ -143,7 +143,7 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 		if !restoreCorrupt(err) {
 			return fail(err)
 		}
-		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "id", m.CheckpointID, "error", err)
+		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "checkpoint", m.CheckpointID, "error", err)
 		id := m.CheckpointID
 		if m.Kind == ckptstore.KindSavepoint {
 			id = m.Name
@@ -172,7 +172,7 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 		}
 	}
 	if m.MaxParallelism == 0 {
-		r.log.Warn("restore: the checkpoint does not record its max_parallelism (it was written by an older arkflow-go); its state is restored as if cut with this job's", "kind", m.Kind, "id", m.CheckpointID, "max_parallelism", spec.MaxParallelism)
+		r.log.Warn("restore: the checkpoint does not record its max_parallelism (it was written by an older arkflow-go); its state is restored as if cut with this job's", "kind", m.Kind, "checkpoint", m.CheckpointID, "max_parallelism", spec.MaxParallelism)
 	}
 	if err := r.relayout(st, m); err != nil {
 		return fail(err)

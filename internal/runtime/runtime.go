@@ -77,7 +77,9 @@ var (
 
 // Options tune a runtime.
 type Options struct {
-	// Logger receives lifecycle and error logs. Default: discard.
+	// Logger receives lifecycle and error logs. Default: discard. The
+	// runtime adds the job key itself, and operator and subtask on what
+	// a subtask logs (the keys are listed in the root package doc).
 	Logger *slog.Logger
 	// ChannelCapacity is the number of messages each channel between
 	// chains buffers before its sender blocks (default 16).

@@ -134,7 +134,7 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 		}
 		now := r.opts.Clock.Now().UnixMilli()
 		st := &sourceTime{col: idx[0], field: t.TimestampField, tracker: eventtime.NewTracker(t.Watermark, parts, now), restored: eventtime.NoWatermark, parts: parts,
-			log: r.log.With("task", job.TaskID(opID, sub))}
+			log: r.log.With("operator", opID, "subtask", sub)}
 		if w := t.Watermark; w != nil && w.Strategy != job.Monotonous {
 			st.ooo = w.OutOfOrdernessMS
 		}

@@ -81,7 +81,11 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 			s.Failures++
 			s.ConsecutiveFailures++
 			s.LastError = err.Error()
-			r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "error", err)
+			if id != "" {
+				r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "checkpoint", id, "error", err)
+			} else {
+				r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "error", err)
+			}
 			return
 		}
 		s.Healthy = true
@@ -94,7 +98,7 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 		if part {
 			what = "checkpoint part written (the Hub commits it)"
 		}
-		r.log.Info(what, "kind", kind, "id", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
+		r.log.Info(what, "kind", kind, "checkpoint", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
 	}()
 	if !part {
 		id = name

@@ -596,7 +596,7 @@ func (s *objStorage) saveCursor(cursor uint64, meta []byte, release uint64) erro
 	for _, g := range drop {
 		key := s.segKey(g.index)
 		if err := s.st.Delete(ctx, key); err != nil {
-			s.log.Warn("wal: deleting an acknowledged segment failed; it is retried at the next cursor save", "segment", s.url(key), "err", s.hint(err))
+			s.log.Warn("wal: deleting an acknowledged segment failed; it is retried at the next cursor save", "segment", s.url(key), "error", s.hint(err))
 			continue
 		}
 		s.segMu.Lock()

@@ -133,7 +133,10 @@ type Options struct {
 	Hold bool
 	// Clock defaults to the system clock.
 	Clock Clock
-	// Logger defaults to slog.Default().
+	// Logger receives the log's warnings (a failed periodic sync, a cut
+	// torn tail); the durable source passes its subtask's logger. The
+	// default, nil, discards them: the library never logs through
+	// slog.Default.
 	Logger *slog.Logger
 }
 
@@ -161,7 +164,7 @@ func (o *Options) withDefaults() error {
 		o.Clock = systemClock{}
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }
@@ -956,11 +959,11 @@ func (l *Log) flush() {
 			return
 		case <-syncTick:
 			if err := l.Sync(); err != nil {
-				l.opts.Logger.Error("wal: periodic sync failed", "wal", l.st.describe(), "err", err)
+				l.opts.Logger.Error("wal: periodic sync failed", "wal", l.st.describe(), "error", err)
 			}
 		case <-cursorTick.C:
 			if err := l.persistCursor(); err != nil {
-				l.opts.Logger.Warn("wal: persisting the cursor failed; retrying", "err", err)
+				l.opts.Logger.Warn("wal: persisting the cursor failed; retrying", "error", err)
 			}
 		}
 	}

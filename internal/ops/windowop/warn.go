@@ -102,7 +102,7 @@ func (d *dropWarner) warnLocked(log *slog.Logger) {
 	if log == nil || (late == 0 && null == 0) {
 		return
 	}
-	attrs := []any{"window", d.op, "source", d.sources}
+	attrs := []any{"source", d.sources} // the operator comes with log
 	if late > 0 {
 		log.Warn("window dropped late rows (event time behind the watermark; counted in its late_dropped metric)",
 			append(attrs, "dropped", late, "fix", d.lateFix)...)
