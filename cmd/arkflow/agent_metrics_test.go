@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -321,4 +322,47 @@ func metricValue(m *dto.Metric) float64 {
 		return m.GetUntyped().GetValue()
 	}
 	return 0
+}
+
+// The Agent is ready once registered with every job it holds running;
+// otherwise the reason names the first job that is not, and why: a
+// restore with its bytes, a failure with its error. A job the Hub
+// stopped does not count.
+func TestAgentReadiness(t *testing.T) {
+	ok := arkflow.CheckpointStatus{Enabled: true, Healthy: true}
+	restoring := arkflow.CheckpointStatus{Recovery: arkflow.RecoveryProgress{BytesRestored: 10, BytesTotal: 100, KeysRestored: 3}}
+	job := func(id, state string, c arkflow.CheckpointStatus, err string) hubclient.JobStatus {
+		return hubclient.JobStatus{JobID: id, Generation: 1, State: state, Checkpoints: c, Error: err}
+	}
+	for _, c := range []struct {
+		s      hubclient.Status
+		ready  bool
+		job    string
+		reason string
+	}{
+		{hubclient.Status{HubURL: "http://hub:8080"}, false, "", "not registered with the hub at http://hub:8080"},
+		{hubclient.Status{Registered: true}, true, "", ""},
+		{hubclient.Status{Registered: true, Jobs: []hubclient.JobStatus{job("a", "running", ok, ""), job("b", "stopped", ok, "")}}, true, "", ""},
+		{hubclient.Status{Registered: true, Jobs: []hubclient.JobStatus{job("a", "running", ok, ""), job("b", "recovering", restoring, "")}},
+			false, "b", "job b: restoring the checkpoint's state: 10 of 100 bytes, 3 keys"},
+		{hubclient.Status{Registered: true, Jobs: []hubclient.JobStatus{job("a", "failed", ok, "sink unreachable")}},
+			false, "a", "job a: the job is failed: sink unreachable"},
+		{hubclient.Status{Registered: true, Jobs: []hubclient.JobStatus{job("a", "running", arkflow.CheckpointStatus{Enabled: true, ConsecutiveFailures: 3, LastError: "store down"}, "")}},
+			false, "a", "job a: 3 checkpoints in a row failed (not ready from 3): store down"},
+	} {
+		ready, body := agentReadiness(c.s)
+		reason, _ := body["reason"].(string)
+		jobID, _ := body["job"].(string)
+		if ready != c.ready || reason != c.reason || jobID != c.job {
+			t.Errorf("agentReadiness(%+v) = %v %v, want %v job %q %q", c.s, ready, body, c.ready, c.job, c.reason)
+		}
+	}
+}
+
+// A --metrics-addr that is no HOST:PORT is a usage mistake of agent too.
+func TestAgentMetricsAddrFlag(t *testing.T) {
+	code, _, errOut := runCLI("agent", "--hub", "http://127.0.0.1:1", "--node-id", "n", "--metrics-addr", "9090")
+	if code != 2 || !strings.Contains(errOut, `--metrics-addr "9090"`) {
+		t.Errorf("agent --metrics-addr 9090: exit %d: %s", code, errOut)
+	}
 }
