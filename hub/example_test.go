@@ -65,4 +65,5 @@ func ExampleHub_Collector() {
 	// arkflow_hub_failovers_total
 	// arkflow_hub_nodes
 	// arkflow_hub_store_up
+	// arkflow_hub_store_write_duration_seconds
 }

@@ -130,7 +130,8 @@ func New(cfg Config) (*Hub, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
-	h.store, err = hubstore.Open(filepath.Join(cfg.DataDir, "hub.db"), hubstore.Options{Clock: cfg.Clock, LeaseTTL: cfg.Lease})
+	h.store, err = hubstore.Open(filepath.Join(cfg.DataDir, "hub.db"), hubstore.Options{Clock: cfg.Clock, LeaseTTL: cfg.Lease,
+		OnWrite: func(d time.Duration) { h.metrics.storeWrite.Observe(d.Seconds()) }})
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}

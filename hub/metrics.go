@@ -27,6 +27,7 @@ type hubMetrics struct {
 	duration    *prometheus.HistogramVec // route, code
 	checkpoints *prometheus.CounterVec   // kind, result
 	failovers   prometheus.Counter
+	storeWrite  prometheus.Histogram
 }
 
 func newHubMetrics() *hubMetrics {
@@ -41,6 +42,9 @@ func newHubMetrics() *hubMetrics {
 			[]string{"kind", "result"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "arkflow_hub_failovers_total",
 			Help: "Jobs the Hub moved off Agents whose lease lapsed (a new generation each)."}),
+		storeWrite: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "arkflow_hub_store_write_duration_seconds",
+			Help:    "Time a write transaction of the Hub's store took, BEGIN to COMMIT with its fsync (a group commit's batch counts once).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}),
 	}
 }
 
@@ -199,6 +203,8 @@ var (
 //	arkflow_hub_checkpoint_rounds_total{kind,result}  two-phase rounds the Hub
 //	                                                drove that ended: completed, failed
 //	arkflow_hub_failovers_total                     jobs moved off lapsed Agents
+//	arkflow_hub_store_write_duration_seconds        the store's write transactions,
+//	                                                fsync included
 //
 // Only requests to Handler are counted, and only the rounds the Hub
 // drives (an operator's checkpoint or savepoint request, the periodic
@@ -222,6 +228,7 @@ func (c hubCollector) Describe(ch chan<- *prometheus.Desc) {
 	m.duration.Describe(ch)
 	m.checkpoints.Describe(ch)
 	m.failovers.Describe(ch)
+	m.storeWrite.Describe(ch)
 }
 
 func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
@@ -230,6 +237,7 @@ func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 	m.duration.Collect(ch)
 	m.checkpoints.Collect(ch)
 	m.failovers.Collect(ch)
+	m.storeWrite.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	jobs, nodes, err := c.h.fleet(ctx)

@@ -194,6 +194,7 @@ sinks:
 		"arkflow_hub_http_requests_total":           "code,route",
 		"arkflow_hub_http_request_duration_seconds": "code,route",
 		"arkflow_hub_failovers_total":               "",
+		"arkflow_hub_store_write_duration_seconds":  "",
 		"go_goroutines":                             "",
 		"process_cpu_seconds_total":                 "",
 	}
@@ -246,6 +247,9 @@ sinks:
 	}
 	if v := value("arkflow_hub_http_request_duration_seconds", "route", "POST /api/v1/agent/register", "code", "200"); v < 1 {
 		t.Errorf("arkflow_hub_http_request_duration_seconds{POST /api/v1/agent/register,200} has %v samples", v)
+	}
+	if v := value("arkflow_hub_store_write_duration_seconds"); v < 1 {
+		t.Errorf("arkflow_hub_store_write_duration_seconds has %v samples", v)
 	}
 	// Every route label is a pattern the mux has (METHOD /path) or
 	// unmatched.
