@@ -46,6 +46,7 @@ func (h *Hub) failover(ctx context.Context, stale map[string]bool) {
 			continue
 		}
 		h.clearFailoverBlocked(j.JobID)
+		h.metrics.failovers.Inc()
 		h.log.Warn("failing over", "job", j.JobID, "from", lost, "generation", j.Generation+1)
 	}
 }

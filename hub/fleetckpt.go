@@ -107,6 +107,8 @@ func (h *Hub) triggerCheckpoint(ctx context.Context, j hubstore.Job, kind, name,
 			msg := fmt.Sprintf("node %s is offline: the previous checkpoint stays in use", a.NodeID)
 			if _, err := h.store.FinishCheckpoint(ctx, j.JobID, cpID, hubstore.CheckpointFailed, "", msg); err != nil {
 				h.log.Warn("failing a checkpoint record", "job", j.JobID, "checkpoint", cpID, "error", err)
+			} else {
+				h.metrics.countCheckpoint(kind, hubstore.CheckpointFailed)
 			}
 			h.log.Warn(kind+" failed before it started", "job", j.JobID, "checkpoint", cpID, "reason", msg)
 			return cpID, nil
@@ -170,6 +172,7 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 			h.log.Warn("finishing a checkpoint record", "job", j.JobID, "checkpoint", c.CheckpointID, "error", err)
 			return
 		}
+		h.metrics.countCheckpoint(c.Kind, status)
 		if status == hubstore.CheckpointCompleted {
 			h.log.Info(c.Kind+" completed", "job", j.JobID, "checkpoint", c.CheckpointID, "manifest", uri)
 		} else {

@@ -73,6 +73,7 @@ type Hub struct {
 	nodeToken *hubhttp.SecretHash
 	handler   http.Handler
 	wake      chan struct{}
+	metrics   *hubMetrics
 
 	staleMu sync.Mutex
 	online  map[string]bool   // node id → online at the last sweep
@@ -116,7 +117,7 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: operator tokens: %w", err)
 	}
-	h := &Hub{cfg: cfg, log: logger, wake: make(chan struct{}, 1), online: map[string]bool{}}
+	h := &Hub{cfg: cfg, log: logger, wake: make(chan struct{}, 1), online: map[string]bool{}, metrics: newHubMetrics()}
 	if cfg.NodeToken != "" {
 		nt := hubhttp.HashSecret(cfg.NodeToken)
 		h.nodeToken = &nt
@@ -129,7 +130,8 @@ func New(cfg Config) (*Hub, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
-	h.store, err = hubstore.Open(filepath.Join(cfg.DataDir, "hub.db"), hubstore.Options{Clock: cfg.Clock, LeaseTTL: cfg.Lease})
+	h.store, err = hubstore.Open(filepath.Join(cfg.DataDir, "hub.db"), hubstore.Options{Clock: cfg.Clock, LeaseTTL: cfg.Lease,
+		OnWrite: func(d time.Duration) { h.metrics.storeWrite.Observe(d.Seconds()) }})
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
@@ -227,7 +229,9 @@ func (h *Hub) routes() http.Handler {
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		hubhttp.WriteError(w, r, hubhttp.NotFound("", "no such route: "+r.Method+" "+r.URL.Path))
 	})
-	return hubhttp.Correlation(hubhttp.Recover(h.log)(mux))
+	// instrument wraps the mux itself: it reads the route pattern the mux
+	// sets on the request.
+	return hubhttp.Correlation(hubhttp.Recover(h.log)(h.metrics.instrument(mux)))
 }
 
 // storeError maps a store error to the envelope; unknown errors are

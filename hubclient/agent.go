@@ -80,6 +80,13 @@ type Agent struct {
 	// wrapStore, when set (by tests, export_test.go), wraps the checkpoint
 	// store of every job the Agent builds (fault injection); under mu.
 	wrapStore func(ckptstore.Store) ckptstore.Store
+	// commands counts terminal command results (Collector); under mu.
+	commands map[commandKey]uint64
+
+	// What Collector and Status report of the sessions.
+	registered                     atomic.Bool // holds a session
+	registrations                  atomic.Uint64
+	heartbeatsOK, heartbeatsFailed atomic.Uint64
 }
 
 // maxResults bounds the cache of terminal results kept for redelivered
@@ -134,6 +141,7 @@ func New(cfg Config) (*Agent, error) {
 		results:  map[string]hubwire.CommandResult{},
 		active:   map[string]bool{},
 		jobLock:  map[string]*sync.Mutex{},
+		commands: map[commandKey]uint64{},
 		changed:  make(chan struct{}, 1),
 		backoff:  jitteredBackoff,
 		sleep:    sleepCtx,
@@ -154,7 +162,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		s, err := a.register(ctx)
 		if err == nil {
 			attempt = -1
+			a.registrations.Add(1)
+			a.registered.Store(true)
 			err = a.serve(ctx, s)
+			a.registered.Store(false)
 			a.drainHeartbeat(s, ctx.Err() != nil)
 		}
 		if ctx.Err() != nil {
@@ -229,6 +240,12 @@ func (a *Agent) heartbeatLoop(ctx context.Context, end context.CancelCauseFunc, 
 			NodeID: a.cfg.NodeID, SessionToken: s.token, State: "online", ProtocolVersion: hubwire.ProtocolVersion,
 			SoftwareVersion: softwareVersion, Capabilities: capabilities, BootID: a.bootID, CapabilityDetails: a.details(),
 		}, nil)
+		switch {
+		case err == nil:
+			a.heartbeatsOK.Add(1)
+		case ctx.Err() == nil:
+			a.heartbeatsFailed.Add(1)
+		}
 		if failed(ctx, end, err, &failures, "heartbeat") {
 			return
 		}

@@ -37,4 +37,13 @@
 // generation of the same tasks (another Agent failed over) is adopted
 // without a restart. A Go service that runs part of a job must still
 // give the whole job's Builder in Config.Jobs.
+//
+// # Metrics and probes
+//
+// Agent.Collector is a prometheus.Collector of the Agent (its Hub
+// session, heartbeats, commands, jobs by state) and of every job it
+// holds, for the service's own registry; Agent.Status is a snapshot for a
+// status page or a readiness probe (registered, and each job's state and
+// checkpoint health, a restore's progress included). `arkflow agent
+// --metrics-addr` serves both.
 package hubclient

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
@@ -32,9 +34,10 @@ type runningJob struct {
 	tasks      []string
 	digest     string // the plan's digest
 	cancel     context.CancelFunc
-	done       chan struct{} // closed when Run returned
-	err        error         // Run's error, once done
-	checkpoint string        // the last checkpoint it completed on command; under Agent.mu
+	done       chan struct{}        // closed when Run returned
+	err        error                // Run's error, once done
+	checkpoint string               // the last checkpoint it completed on command; under Agent.mu
+	metrics    prometheus.Collector // job.Collector(), kept so its rate limit of state measurements holds
 }
 
 // status is the job's observation for a report.
@@ -57,7 +60,7 @@ func (r *runningJob) status() hubwire.JobStatus {
 		s.Partitions = harness.RuntimeOf(r.job).SourcePartitions()
 	case arkflow.Created, arkflow.Starting:
 		s.State = hubwire.JobStarting
-		if p := r.job.Metrics().Checkpoints.Recovery; !p.Done && p.BytesTotal > 0 {
+		if p := checkpointsOf(r.job).Recovery; !p.Done && p.BytesTotal > 0 {
 			pct := uint8(min(100, p.BytesRestored*100/p.BytesTotal))
 			s.RecoveryProgress = &pct
 			s.State = hubwire.JobRecovering
@@ -70,6 +73,12 @@ func (r *runningJob) status() hubwire.JobStatus {
 		s.State = hubwire.JobStopped
 	}
 	return s
+}
+
+// checkpointsOf is j's checkpoint status without the walk over its state
+// that Job.Metrics does: cheap enough for every report and probe.
+func checkpointsOf(j *arkflow.Job) arkflow.CheckpointStatus {
+	return harness.CheckpointStatus(j).(arkflow.CheckpointStatus)
 }
 
 // statuses are the observations of every job the Agent holds, by job ID.
@@ -111,6 +120,7 @@ func (a *Agent) dispatch(ctx context.Context, s *session, c hubwire.AgentCommand
 			clear(a.results)
 		}
 		a.results[c.ID] = res
+		a.countCommand(c, res)
 		a.mu.Unlock()
 		a.postResult(ctx, s, res)
 	}()
@@ -326,7 +336,7 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 	j := built.(*arkflow.Job)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningJob{id: p.JobID, generation: c.Generation, job: j, payload: p, assignments: assignmentIDs(p),
-		tasks: tasks, digest: plan.Digest, cancel: cancel, done: make(chan struct{})}
+		tasks: tasks, digest: plan.Digest, cancel: cancel, done: make(chan struct{}), metrics: j.Collector()}
 	a.mu.Lock()
 	a.jobs[p.JobID] = r
 	a.mu.Unlock()

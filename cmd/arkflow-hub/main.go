@@ -13,6 +13,15 @@
 // Agents register with --node-token (default $ARKFLOW_NODE_TOKEN); without
 // one any Agent may register. A spec's ${secret:NAME} references are
 // resolved from this process's environment when a job is sent to an Agent.
+//
+// With --metrics-addr HOST:PORT it also serves, on a listener apart from
+// the API's and without authentication (bind it to loopback or an
+// internal network), the routes `arkflow run` and `arkflow agent` serve:
+// /metrics (Prometheus: jobs by desired and observed state, nodes by
+// state, HTTP requests by route pattern and code with their latency,
+// checkpoint rounds, failovers, plus the Go runtime and the process),
+// /healthz, /readyz (200 while the store answers and the API listener
+// serves) and /status (version, jobs by state, nodes).
 package main
 
 import (
@@ -21,15 +30,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/internal/logformat"
+	"github.com/arkflow-rs/arkflow-go/internal/opsrv"
 )
 
 func main() {
@@ -68,6 +82,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	insecure := fs.Bool("insecure-no-auth", false, "let every operator request in as admin (testing only)")
 	lease := fs.Duration("lease", 15*time.Second, "how long a heartbeat keeps an Agent online")
 	poll := fs.Duration("poll-interval", time.Second, "how often Agents poll for commands")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz, /readyz and /status over HTTP on `HOST:PORT`, a listener apart from the API's, with no authentication: bind it to loopback or an internal network")
 	verbose := fs.Bool("v", false, "debug logging")
 	var logFormat logformat.Format
 	fs.Var(&logFormat, "log-format", logformat.Usage)
@@ -79,6 +94,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("takes no arguments (got %s)", strings.Join(fs.Args(), " "))}
+	}
+	if *metricsAddr != "" {
+		if err := opsrv.CheckAddr(*metricsAddr); err != nil {
+			return usageError{err}
+		}
 	}
 	if len(toks) == 0 {
 		toks = splitTokens(os.Getenv("ARKFLOW_OPERATOR_TOKENS"))
@@ -99,6 +119,16 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		return err
 	}
 	defer h.Close()
+	// serving is set while the API listener serves: /readyz wants it and
+	// the store.
+	var serving atomic.Bool
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, h, &serving, logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
@@ -107,7 +137,49 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	serving.Store(true)
+	defer serving.Store(false)
 	return h.Run(ctx, ln)
+}
+
+// serveMetrics serves the Hub's --metrics-addr routes (issue 21,
+// R-OPS-1), those of `arkflow run` and `arkflow agent`: /metrics (the
+// Hub's collector, the Go runtime's and the process's), /healthz,
+// /readyz (200 while the store answers and the API listener serves) and
+// /status (hub.Status).
+func serveMetrics(addr string, h *hub.Hub, serving *atomic.Bool, logger *slog.Logger) (stop func(), err error) {
+	handler, err := opsrv.Handler(opsrv.Routes{
+		Collectors: []prometheus.Collector{h.Collector()},
+		Ready:      func() (bool, map[string]any) { return hubReadiness(h, serving.Load()) },
+		Status: func() any {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := h.Status(ctx)
+			if err != nil {
+				return map[string]any{"version": s.Version, "error": err.Error()}
+			}
+			return s
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	return opsrv.Serve(addr, handler, logger)
+}
+
+// hubReadiness is the Hub's /readyz: its store answers (a read of the
+// jobs and nodes) and its API listener serves.
+func hubReadiness(h *hub.Hub, serving bool) (bool, map[string]any) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := h.Status(ctx); err != nil {
+		return false, map[string]any{"reason": "the store cannot be read: " + err.Error()}
+	}
+	if !serving {
+		return false, map[string]any{"reason": "the API listener is not serving"}
+	}
+	return true, map[string]any{}
 }
 
 func envOr(name, def string) string {

@@ -58,6 +58,17 @@
 // control socket's JSON). Port 0 takes any free port; the log line
 // "metrics listening" names the address.
 //
+// agent --metrics-addr serves the same routes for an Agent: /metrics has
+// the Agent's families (arkflow_agent_*: registered, heartbeats, commands,
+// generation per job, jobs by state; see hubclient.Agent.Collector) and
+// every job it holds, told apart by the label job; /readyz is 200 once the
+// Agent is registered with the Hub and every job it holds runs, and 503
+// naming the job and why (e.g. "job clicks: restoring the checkpoint's
+// state: 10 of 100 bytes, 3 keys") otherwise; /status is
+// hubclient.Agent.Status as JSON. arkflow-hub has the flag too. The
+// routes have no authentication: bind them to loopback or an internal
+// network.
+//
 // # Progress
 //
 // run with stderr on a terminal draws live lines there (issue 21), one

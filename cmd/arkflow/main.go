@@ -83,7 +83,10 @@ var commands = []*command{
 			"the jobs the Hub assigns to it, with the connectors compiled into this\n" +
 			"program, until SIGINT/SIGTERM; then it stops them gracefully. It heartbeats\n" +
 			"at a third of the Hub's lease and registers again, with a backoff, when the\n" +
-			"Hub cannot be reached; the jobs keep running meanwhile.",
+			"Hub cannot be reached; the jobs keep running meanwhile.\n\n" +
+			"With --metrics-addr HOST:PORT it serves run's four routes: /metrics (the\n" +
+			"Agent's and every job's), /healthz, /readyz (200 once registered and every\n" +
+			"job it holds runs; 503 naming the job and why, e.g. a restore) and /status.",
 		setup: agentCmd},
 	{name: "version", args: "", short: "print the version of this program",
 		long: "Version prints the version of this program.",

@@ -1,21 +1,15 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
+	"github.com/arkflow-rs/arkflow-go/internal/opsrv"
 )
 
 // `arkflow run --metrics-addr HOST:PORT` serves the job over plain HTTP for
@@ -35,17 +29,11 @@ import (
 // ever more input.
 const readyMaxCheckpointFailures = 3
 
-// checkMetricsAddr checks a --metrics-addr value: HOST:PORT, PORT a number
-// (0 lets the system choose), HOST empty for every interface.
+// checkMetricsAddr checks a --metrics-addr value (opsrv.CheckAddr): a bad
+// one is a usage mistake.
 func checkMetricsAddr(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err == nil {
-		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
-			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
-		}
-	}
-	if err != nil {
-		return usagef("--metrics-addr %q: %v; want HOST:PORT, such as 127.0.0.1:9090 (port 0: any free port)", addr, err)
+	if err := opsrv.CheckAddr(addr); err != nil {
+		return usageError(err.Error())
 	}
 	return nil
 }
@@ -62,8 +50,10 @@ func statusBody(j *arkflow.Job) map[string]any {
 func readiness(s arkflow.Status, c arkflow.CheckpointStatus) (bool, string) {
 	switch {
 	case s < arkflow.Running:
-		if c.Enabled && c.Restored != "" && !c.Recovery.Done {
-			return false, fmt.Sprintf("restoring from %s: %d of %d bytes", c.Restored, c.Recovery.BytesRestored, c.Recovery.BytesTotal)
+		// Restored and Enabled are set once the restore is done; while it runs,
+		// Recovery counts its bytes against the total.
+		if r := c.Recovery; !r.Done && r.BytesTotal > 0 {
+			return false, fmt.Sprintf("restoring the checkpoint's state: %d of %d bytes, %d keys", r.BytesRestored, r.BytesTotal, r.KeysRestored)
 		}
 		return false, "the job is " + s.String() + ", not yet running"
 	case s > arkflow.Running:
@@ -76,42 +66,20 @@ func readiness(s arkflow.Status, c arkflow.CheckpointStatus) (bool, string) {
 
 // metricsHandler serves /metrics, /healthz, /readyz and /status for j.
 func metricsHandler(j *arkflow.Job, logger *slog.Logger) (http.Handler, error) {
-	reg := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{
-		j.Collector(),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	writeJSON := func(w http.ResponseWriter, code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(v)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		Registry: reg, // promhttp_metric_handler_errors_total
-	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"live": true})
+	return opsrv.Handler(opsrv.Routes{
+		Collectors: []prometheus.Collector{j.Collector()},
+		Ready: func() (bool, map[string]any) {
+			s := j.Status()
+			ok, why := readiness(s, checkpoints(j))
+			body := map[string]any{"state": s.String()}
+			if !ok {
+				body["reason"] = why
+			}
+			return ok, body
+		},
+		Status: func() any { return statusBody(j) },
+		Logger: logger,
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		s := j.Status()
-		ok, why := readiness(s, checkpoints(j))
-		if ok {
-			writeJSON(w, http.StatusOK, map[string]any{"ready": true, "state": s.String()})
-			return
-		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "state": s.String(), "reason": why})
-	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, statusBody(j))
-	})
-	return mux, nil
 }
 
 // serveMetrics listens on addr (checked by checkMetricsAddr) and serves
@@ -122,18 +90,7 @@ func serveMetrics(addr string, j *arkflow.Job, logger *slog.Logger) (stop func()
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Warn("metrics server", "error", err)
-		}
-	}()
-	logger.Info("metrics listening", "addr", ln.Addr().String())
-	return func() { srv.Close() }, nil
+	return opsrv.Serve(addr, h, logger)
 }
 
 // checkpoints is the job's checkpoint status without the state walk

@@ -253,7 +253,7 @@ func TestReadiness(t *testing.T) {
 	failing := func(n int64) arkflow.CheckpointStatus {
 		return arkflow.CheckpointStatus{Enabled: true, Failures: n, ConsecutiveFailures: n, LastError: "store unreachable"}
 	}
-	restoring := arkflow.CheckpointStatus{Enabled: true, Restored: "00000000000000000007", Recovery: arkflow.RecoveryProgress{BytesRestored: 10, BytesTotal: 100}}
+	restoring := arkflow.CheckpointStatus{Enabled: true, Recovery: arkflow.RecoveryProgress{BytesRestored: 10, BytesTotal: 100, KeysRestored: 3}}
 	for _, c := range []struct {
 		s     arkflow.Status
 		c     arkflow.CheckpointStatus
@@ -265,7 +265,7 @@ func TestReadiness(t *testing.T) {
 		{arkflow.Running, failing(2), true, ""},
 		{arkflow.Running, failing(3), false, "3 checkpoints in a row failed (not ready from 3): store unreachable"},
 		{arkflow.Starting, ok, false, "the job is starting, not yet running"},
-		{arkflow.Starting, restoring, false, "restoring from 00000000000000000007: 10 of 100 bytes"},
+		{arkflow.Starting, restoring, false, "restoring the checkpoint's state: 10 of 100 bytes, 3 keys"},
 		{arkflow.Stopping, ok, false, "the job is stopping"},
 		{arkflow.Failed, ok, false, "the job is failed"},
 	} {

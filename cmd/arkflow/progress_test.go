@@ -230,9 +230,9 @@ func TestRunProgressOnTerminal(t *testing.T) {
 	}
 }
 
-// restoreSpec is a keyed count in which every row is a new key (id is the
+// progressRestoreSpec is a keyed count in which every row is a new key (id is the
 // row's offset), checkpointed every 200 ms to a local directory.
-func restoreSpec(dir string) string {
+func progressRestoreSpec(dir string) string {
 	return `id: restore
 parallelism: 2
 state: {backend: memory}
@@ -312,7 +312,7 @@ var restoringLine = regexp.MustCompile(`(?m)^restoring state +\[[=>-]+\] [0-9.]+
 // restored of the total while it runs, then a line of what it restored.
 func TestRunProgressRestore(t *testing.T) {
 	dir := t.TempDir()
-	writeSpec(t, dir, restoreSpec(dir))
+	writeSpec(t, dir, progressRestoreSpec(dir))
 
 	// A first run checkpoints some 100 000 keys, then stops.
 	first := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")

@@ -725,47 +725,50 @@ func boolByte(b bool) byte {
 
 // Decode restores group g's accumulators from Encode's bytes.
 func (st *State) Decode(g int, src []byte) error {
-	bad := fmt.Errorf("agg: malformed accumulator state (%d bytes)", len(src))
+	// The error is built only when needed: Decode runs once per key when a
+	// running aggregate opens (a million times for a million keys).
+	size := len(src)
+	bad := func() error { return fmt.Errorf("agg: malformed accumulator state (%d bytes)", size) }
 	for k := range st.set.aggs {
 		a := &st.accs[k]
 		n, w := binary.Varint(src)
 		if w <= 0 {
-			return bad
+			return bad()
 		}
 		a.n[g], src = n, src[w:]
 		switch {
 		case a.f != nil:
 			if len(src) < 8 {
-				return bad
+				return bad()
 			}
 			a.f[g], src = math.Float64frombits(binary.BigEndian.Uint64(src)), src[8:]
 			if a.nan != nil {
 				if len(src) < 1 {
-					return bad
+					return bad()
 				}
 				a.nan[g], src = src[0] == 1, src[1:]
 			}
 		case a.i != nil:
 			v, w := binary.Varint(src)
 			if w <= 0 {
-				return bad
+				return bad()
 			}
 			a.i[g], src = v, src[w:]
 		case a.s != nil:
 			l, w := binary.Uvarint(src)
 			if w <= 0 || uint64(len(src)-w) < l {
-				return bad
+				return bad()
 			}
 			a.s[g], src = string(src[w:w+int(l)]), src[w+int(l):]
 		case a.b != nil:
 			if len(src) < 1 {
-				return bad
+				return bad()
 			}
 			a.b[g], src = src[0] == 1, src[1:]
 		}
 	}
 	if len(src) != 0 {
-		return bad
+		return bad()
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Group commit (issue 19's load test). Every write waits for its commit's
@@ -132,6 +133,7 @@ func (s *Store) commitBatch(batch []*groupItem) (ok bool) {
 	// The shared transaction is nobody's request: a caller whose context
 	// ends fails its own statements only.
 	bg := context.Background()
+	defer s.timeWrite(time.Now())
 	stx, err := s.w.BeginTx(bg, nil)
 	if err != nil {
 		for _, b := range batch {

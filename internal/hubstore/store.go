@@ -28,6 +28,12 @@ type Options struct {
 	BusyTimeout time.Duration
 	// MaxReaders bounds the read pool. Default 8.
 	MaxReaders int
+	// OnWrite, if set, is called after every write transaction (a single
+	// write or a group commit's batch, committed or not) with how long it
+	// took from BEGIN to COMMIT, the fsync included: the Hub's store
+	// write latency metric. It is called with the writer's lock held, so
+	// it must be quick and must not call the store.
+	OnWrite func(time.Duration)
 }
 
 // Store is the Hub's durable store. All methods are safe for concurrent use.
@@ -179,6 +185,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *cachedTx) error) error {
 
 // writeLocked is write for a caller holding wmu.
 func (s *Store) writeLocked(ctx context.Context, fn func(tx *cachedTx) error) error {
+	defer s.timeWrite(time.Now())
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("hubstore: begin: %w", err)
@@ -194,6 +201,14 @@ func (s *Store) writeLocked(ctx context.Context, fn func(tx *cachedTx) error) er
 		return fmt.Errorf("hubstore: commit: %w", err)
 	}
 	return nil
+}
+
+// timeWrite reports the duration of a write transaction begun at start
+// to Options.OnWrite.
+func (s *Store) timeWrite(start time.Time) {
+	if s.opts.OnWrite != nil {
+		s.opts.OnWrite(time.Since(start))
+	}
 }
 
 // queryer is what both reads (cachedDB) and transactions (cachedTx) offer.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -182,8 +183,19 @@ func (e *Epoch) stage(m Mutation) {
 	j.overlay[overlayKey(m.Key)] = staged{epoch: e.id, mut: m}
 }
 
+// overlayKey is the overlay's map key of k: namespace, key group and user
+// key, NUL-separated. Built by appending rather than by fmt.Sprintf: it
+// runs twice per staged mutation (stage and commit), a million times for
+// a million new keys (issue 21's restore test spent 5 % of its CPU in
+// Sprintf here).
 func overlayKey(k Key) string {
-	return fmt.Sprintf("%s\x00%d\x00%s", k.Namespace, k.KeyGroup, k.User)
+	b := make([]byte, 0, len(k.Namespace)+len(k.User)+12)
+	b = append(b, k.Namespace...)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, int64(k.KeyGroup), 10)
+	b = append(b, 0)
+	b = append(b, k.User...)
+	return string(b)
 }
 
 // Covers records that the epoch applies the input rows of (source,
