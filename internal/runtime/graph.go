@@ -162,6 +162,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 						fail(fmt.Errorf("creating source %s: %w", task, e))
 						continue
 					}
+					raw := src // the connector's own, for its metrics
 					var ds *durable.Source
 					if cfg := g.Durability[opID]; cfg != nil {
 						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task, durable.Job{Checkpoints: spec.Checkpoint != nil})
@@ -198,6 +199,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 					if ds != nil {
 						m.gauges = ds
 					}
+					m.source, m.conn = ci.source, raw
 					sources = append(sources, ci.source)
 					n.inst = ops.Passthrough{}
 				case job.KindSink:
@@ -207,6 +209,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 						continue
 					}
 					sinks = append(sinks, &sinkInstance{task: task, snk: snk})
+					m.conn = snk
 					n.inst = newSinkOp(task, snk, m)
 					n.onBarrier = r.barriers.arrived
 					ci.sinks = append(ci.sinks, task)
@@ -253,6 +256,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 			}
 			if len(ci.nodes) > 0 {
 				ci.head = ci.nodes[0]
+				ci.head.m.inbox = ci.inbox
 			}
 			chains = append(chains, ci)
 		}
