@@ -6,6 +6,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
 
 // A running job's state is measured at most once a minute, and less often
@@ -24,12 +25,12 @@ func TestCollectorMeasuresStateRarely(t *testing.T) {
 	c.now = func() time.Time { return clock }
 	reads := 0
 	var cost time.Duration
-	c.readState = func() map[string]int64 {
+	c.readState = func() map[string]runtime.StateSize {
 		reads++
 		time.Sleep(cost)
-		return map[string]int64{"w": int64(reads)}
+		return map[string]runtime.StateSize{"w": {Bytes: int64(reads), Keys: 1}}
 	}
-	read := func(running bool) int64 { return c.stateBytes(running)["w"] }
+	read := func(running bool) int64 { return c.stateSizes(running)["w"].Bytes }
 
 	if got := read(true); got != 1 {
 		t.Fatalf("first read: %d", got)
