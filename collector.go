@@ -104,7 +104,7 @@ func (j *Job) Collector() prometheus.Collector {
 		c.subtask[t.ID] = strconv.Itoa(t.Subtask)
 	}
 	c.d = newDescs(j.spec.ID)
-	c.conn = connectorDescs(j.spec.ID, j.rt.ConnectorFamilies())
+	c.conn = connectorDescs(j.spec.ID, j.rt.ConnectorFamilies(), c.d.all())
 	return c
 }
 
@@ -136,11 +136,21 @@ type connDesc struct {
 }
 
 // connectorDescs returns the descriptors of the connectors' families;
-// those whose name or labels Prometheus refuses are left out (and so
-// never collected), rather than failing every scrape.
-func connectorDescs(jobID string, fams []connectors.MetricFamily) map[string]connDesc {
+// those whose name or labels Prometheus refuses, and those named like one
+// of the collector's own (own), are left out (and so never collected),
+// rather than failing every scrape.
+func connectorDescs(jobID string, fams []connectors.MetricFamily, own []*prometheus.Desc) map[string]connDesc {
+	taken := map[string]bool{}
+	for _, d := range own {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			taken[m[1]] = true
+		}
+	}
 	out := map[string]connDesc{}
 	for _, f := range fams {
+		if taken["arkflow_"+f.Name] {
+			continue
+		}
 		labels := append([]string{"operator", "subtask"}, f.Labels...)
 		desc := prometheus.NewDesc("arkflow_"+f.Name, f.Help, labels, prometheus.Labels{"job": jobID})
 		if !validConnectorFamily(f) {
@@ -169,6 +179,9 @@ func validConnectorFamily(f connectors.MetricFamily) bool {
 	}
 	return true
 }
+
+// fqName finds a descriptor's name in its String.
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
 // promName is the syntax of the names the collector accepts from
 // connectors: Prometheus's classic one, without colons.
