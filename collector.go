@@ -2,10 +2,12 @@ package arkflow
 
 // This file exposes a job's metrics as a prometheus.Collector (issue 21,
 // R-OPS-1). The collector counts nothing of its own: each scrape reads the
-// counters the runtime keeps anyway and turns them into const metrics, so
-// a job pays for Prometheus only when it is scraped, never per row or per
-// batch. The one expensive reading, the size of the state (a walk over
-// every key, under the memory backend's lock), is rate-limited.
+// counters the runtime keeps anyway (atomic adds, at most once per batch,
+// and lock-free histograms of sink writes, WAL syncs and checkpoints) and
+// turns them into const metrics, so a job pays for Prometheus only when
+// it is scraped, never per row. The one expensive reading, the size of
+// the state (a walk over every key, under the memory backend's lock), is
+// rate-limited.
 
 import (
 	"math"
@@ -85,16 +87,19 @@ import (
 // batch references (a slice its share of them), read from the arrays'
 // headers once per batch. A sink's write latency runs from Write's call
 // to its return (for an asynchronous sink, to its completion). The
-// checkpoint and restore families only for a job with a checkpoint block,
-// and the last success time only after one committed. An operator counter or gauge without a family of
-// its own (see TaskMetrics) appears as
+// sink families are those of sink tasks, the WAL's those of sources with a
+// durability block; the checkpoint and restore families only for a job
+// with a checkpoint block, and the last success time only after one
+// committed. An operator counter or gauge without a family of its own
+// (see TaskMetrics) appears as
 // arkflow_operator_events_total{operator,subtask,metric} or
 // arkflow_operator_value{operator,subtask,metric}.
 //
 // Measuring the state walks every key of it (Metrics.StateBytes does the
-// same; the walk counts the keys too), so while the job runs a collector measures it at most once a
-// minute, and less often when a measurement takes longer than 1 % of the
-// time since the last; scrapes in between repeat the last value. Every
+// same; the walk counts the keys too), so while the job runs a collector
+// measures it at most once a minute, and less often when a measurement
+// takes longer than 1 % of the time since the last; scrapes in between
+// repeat the last value (state keys with state bytes). Every
 // other value is read at each scrape, cheaply (atomic counters).
 //
 // Collect is safe to call concurrently with Run and with other scrapes.
