@@ -2,13 +2,16 @@ package arkflow
 
 // This file exposes a job's metrics as a prometheus.Collector (issue 21,
 // R-OPS-1). The collector counts nothing of its own: each scrape reads the
-// counters the runtime keeps anyway and turns them into const metrics, so
-// a job pays for Prometheus only when it is scraped, never per row or per
-// batch. The one expensive reading, the size of the state (a walk over
-// every key, under the memory backend's lock), is rate-limited.
+// counters the runtime keeps anyway (atomic adds, at most once per batch,
+// and lock-free histograms of sink writes, WAL syncs and checkpoints) and
+// turns them into const metrics, so a job pays for Prometheus only when
+// it is scraped, never per row. The one expensive reading, the size of
+// the state (a walk over every key, under the memory backend's lock), is
+// rate-limited.
 
 import (
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/metrics"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
 
 // Collector returns a prometheus.Collector of the job's metrics, for the
@@ -35,43 +41,75 @@ import (
 //	arkflow_job_status{status}                 1 for the job's status, 0 for the others
 //	arkflow_rows_in_total, arkflow_rows_out_total, arkflow_batches_in_total,
 //	arkflow_batches_out_total{operator,subtask}  a task's traffic
+//	arkflow_bytes_in_total, arkflow_bytes_out_total{operator,subtask}  its Arrow buffer bytes
 //	arkflow_watermark_seconds{operator,subtask}  a task's input watermark, Unix time
 //	arkflow_watermark_lag_seconds{operator,subtask}  wall clock minus that watermark
+//	arkflow_partition_watermark_seconds, arkflow_partition_watermark_lag_seconds,
+//	arkflow_partition_idle{operator,subtask,partition}  an event-time source's partitions
+//	arkflow_channel_occupancy_items, arkflow_channel_capacity_items{operator,subtask}
+//	                                           a task's input channels (backpressure)
+//	arkflow_sink_write_duration_seconds{operator,subtask}  histogram of a sink's writes
+//	arkflow_sink_write_errors_total{operator,subtask}  a sink's failed writes
 //	arkflow_windows_fired_total, arkflow_open_windows{operator,subtask}
 //	arkflow_late_rows_total{operator,subtask,action}  action: dropped, routed, updated
 //	arkflow_null_timestamp_rows_total{operator,subtask,action}  action: dropped, routed
 //	arkflow_wal_replayed_entries_total, arkflow_wal_parked_timeouts_total,
 //	arkflow_wal_last_sequence, arkflow_wal_cursor_sequence,
-//	arkflow_wal_cursor_lag_entries{operator,subtask}  a source's write-ahead log
-//	arkflow_state_bytes{operator}              a stateful operator's state (see below)
+//	arkflow_wal_cursor_lag_entries, arkflow_wal_appends_total,
+//	arkflow_wal_parked_acks, arkflow_wal_sync_duration_seconds (histogram)
+//	                      {operator,subtask}  a source's write-ahead log
+//	arkflow_state_bytes, arkflow_state_keys{operator}  a stateful operator's state (see below)
 //	arkflow_checkpoints_completed_total, arkflow_checkpoints_failed_total,
 //	arkflow_checkpoint_consecutive_failures, arkflow_checkpoint_healthy,
 //	arkflow_checkpoint_last_duration_seconds, arkflow_checkpoint_last_pause_seconds,
 //	arkflow_checkpoint_last_size_bytes, arkflow_checkpoint_last_success_timestamp_seconds
+//	arkflow_checkpoint_duration_seconds, arkflow_checkpoint_pause_seconds,
+//	arkflow_checkpoint_size_bytes              histograms of every committed round
 //	arkflow_restore_done, arkflow_restore_restored_bytes, arkflow_restore_size_bytes,
 //	arkflow_restore_restored_keys, arkflow_restore_restored_snapshots, arkflow_restore_snapshots
 //
+// A connector's own families follow, named by the connector (see
+// connectors.Metered), with the task's labels and the connector's: the
+// Kafka source's arkflow_kafka_consumer_lag_messages{operator,subtask,
+// topic,partition}, the Kafka sink's
+// arkflow_kafka_transactions_committed_total and _aborted_total.
+//
 // The watermark families are absent for a task before its first watermark
-// and after its bounded input ended; the checkpoint and restore families
-// only for a job with a checkpoint block, and the last success time only
-// after one committed. An operator counter or gauge without a family of
-// its own (see TaskMetrics) appears as
+// and after its bounded input ended; the partition families are those of
+// sources with event time, one series per partition the subtask reads, and
+// a partition's watermark only after its first event. A partition is idle
+// (arkflow_partition_idle 1) while it has had no data for the source's
+// idle timeout (without one, never): it then no longer holds the
+// source's watermark back. The channel families are those of tasks that
+// receive over channels (every chain head but a source): messages
+// (batches, watermarks, barriers) waiting, against what the channels hold
+// before the senders block. Bytes are the sizes of the Arrow buffers each
+// batch references (a slice its share of them), read from the arrays'
+// headers once per batch. A sink's write latency runs from Write's call
+// to its return (for an asynchronous sink, to its completion). The
+// sink families are those of sink tasks, the WAL's those of sources with a
+// durability block; the checkpoint and restore families only for a job
+// with a checkpoint block, and the last success time only after one
+// committed. An operator counter or gauge without a family of its own
+// (see TaskMetrics) appears as
 // arkflow_operator_events_total{operator,subtask,metric} or
 // arkflow_operator_value{operator,subtask,metric}.
 //
 // Measuring the state walks every key of it (Metrics.StateBytes does the
-// same), so while the job runs a collector measures it at most once a
-// minute, and less often when a measurement takes longer than 1 % of the
-// time since the last; scrapes in between repeat the last value. Every
+// same; the walk counts the keys too), so while the job runs a collector
+// measures it at most once a minute, and less often when a measurement
+// takes longer than 1 % of the time since the last; scrapes in between
+// repeat the last value (state keys with state bytes). Every
 // other value is read at each scrape, cheaply (atomic counters).
 //
 // Collect is safe to call concurrently with Run and with other scrapes.
 func (j *Job) Collector() prometheus.Collector {
-	c := &collector{j: j, subtask: map[string]string{}, now: time.Now, readState: j.rt.StateBytes}
+	c := &collector{j: j, subtask: map[string]string{}, now: time.Now, readState: j.rt.StateSizes}
 	for _, t := range j.plan.Tasks {
 		c.subtask[t.ID] = strconv.Itoa(t.Subtask)
 	}
 	c.d = newDescs(j.spec.ID)
+	c.conn = connectorDescs(j.spec.ID, j.rt.ConnectorFamilies(), c.d.all())
 	return c
 }
 
@@ -83,14 +121,76 @@ type collector struct {
 	// now is the wall clock watermark lag is measured against.
 	now func() time.Time
 	d   descs
+	// conn are the descriptors of the families the job's connectors
+	// declare, by name.
+	conn map[string]connDesc
 
-	// readState measures the state (Runtime.StateBytes); state is its
+	// readState measures the state (Runtime.StateSizes); state is its
 	// last result, stateNext when it may be measured again.
-	readState func() map[string]int64
+	readState func() map[string]runtime.StateSize
 	stateMu   sync.Mutex
-	state     map[string]int64
+	state     map[string]runtime.StateSize
 	stateNext time.Time
 }
+
+// connDesc is a connector family's descriptor.
+type connDesc struct {
+	desc   *prometheus.Desc
+	kind   prometheus.ValueType
+	labels int
+}
+
+// connectorDescs returns the descriptors of the connectors' families;
+// those whose name or labels Prometheus refuses, and those named like one
+// of the collector's own (own), are left out (and so never collected),
+// rather than failing every scrape.
+func connectorDescs(jobID string, fams []connectors.MetricFamily, own []*prometheus.Desc) map[string]connDesc {
+	taken := map[string]bool{}
+	for _, d := range own {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			taken[m[1]] = true
+		}
+	}
+	out := map[string]connDesc{}
+	for _, f := range fams {
+		if taken["arkflow_"+f.Name] {
+			continue
+		}
+		labels := append([]string{"operator", "subtask"}, f.Labels...)
+		desc := prometheus.NewDesc("arkflow_"+f.Name, f.Help, labels, prometheus.Labels{"job": jobID})
+		if !validConnectorFamily(f) {
+			continue
+		}
+		kind := prometheus.GaugeValue
+		if f.Kind == connectors.Counter {
+			kind = prometheus.CounterValue
+		}
+		out[f.Name] = connDesc{desc: desc, kind: kind, labels: len(f.Labels)}
+	}
+	return out
+}
+
+// validConnectorFamily reports whether a family's name and labels are in
+// Prometheus's classic syntax and its labels do not repeat the job's.
+func validConnectorFamily(f connectors.MetricFamily) bool {
+	if !promName.MatchString(f.Name) {
+		return false
+	}
+	for _, l := range f.Labels {
+		switch {
+		case l == "job", l == "operator", l == "subtask", !promName.MatchString(l), strings.HasPrefix(l, "__"):
+			return false
+		}
+	}
+	return true
+}
+
+// fqName finds a descriptor's name in its String.
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// promName is the syntax of the names the collector accepts from
+// connectors: Prometheus's classic one, without colons.
+var promName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 const (
 	// stateEvery is the shortest time between two measurements of the
@@ -101,11 +201,11 @@ const (
 	stateCostShare = 100
 )
 
-// stateBytes returns the state size of each stateful operator, measured
+// stateSizes returns the state size of each stateful operator, measured
 // at most every stateEvery, or less often when a measurement is slow,
 // while the job runs (before and after, the runtime answers without
 // walking the state).
-func (c *collector) stateBytes(running bool) map[string]int64 {
+func (c *collector) stateSizes(running bool) map[string]runtime.StateSize {
 	if !running {
 		return c.readState()
 	}
@@ -125,20 +225,27 @@ func (c *collector) stateBytes(running bool) map[string]int64 {
 // constant label job, so that two jobs' collectors describe different
 // series and a checked registry takes both.
 type descs struct {
-	status                                   *prometheus.Desc
-	rowsIn, rowsOut, batchesIn, batchesOut   *prometheus.Desc
-	watermark, watermarkLag                  *prometheus.Desc
-	windowsFired, openWindows                *prometheus.Desc
-	lateRows, nullRows                       *prometheus.Desc
-	walReplayed, walParked                   *prometheus.Desc
-	walLast, walCursor, walCursorLag         *prometheus.Desc
-	opEvents, opValue                        *prometheus.Desc
-	stateBytes                               *prometheus.Desc
-	ckptCompleted, ckptFailed, ckptInARow    *prometheus.Desc
-	ckptHealthy, ckptDuration, ckptPause     *prometheus.Desc
-	ckptBytes, ckptLastSuccess               *prometheus.Desc
-	restoreDone, restoreBytes, restoreTotal  *prometheus.Desc
-	restoreKeys, restoreSnaps, restoreSnapsN *prometheus.Desc
+	status                                    *prometheus.Desc
+	rowsIn, rowsOut, batchesIn, batchesOut    *prometheus.Desc
+	bytesIn, bytesOut                         *prometheus.Desc
+	watermark, watermarkLag                   *prometheus.Desc
+	partWatermark, partWatermarkLag, partIdle *prometheus.Desc
+	chanItems, chanCapacity                   *prometheus.Desc
+	sinkWrite, sinkErrors                     *prometheus.Desc
+	walAppends, walSync, walParkedAcks        *prometheus.Desc
+	stateKeys                                 *prometheus.Desc
+	ckptDurationH, ckptPauseH, ckptSizeH      *prometheus.Desc
+	windowsFired, openWindows                 *prometheus.Desc
+	lateRows, nullRows                        *prometheus.Desc
+	walReplayed, walParked                    *prometheus.Desc
+	walLast, walCursor, walCursorLag          *prometheus.Desc
+	opEvents, opValue                         *prometheus.Desc
+	stateBytes                                *prometheus.Desc
+	ckptCompleted, ckptFailed, ckptInARow     *prometheus.Desc
+	ckptHealthy, ckptDuration, ckptPause      *prometheus.Desc
+	ckptBytes, ckptLastSuccess                *prometheus.Desc
+	restoreDone, restoreBytes, restoreTotal   *prometheus.Desc
+	restoreKeys, restoreSnaps, restoreSnapsN  *prometheus.Desc
 }
 
 func newDescs(jobID string) descs {
@@ -156,7 +263,28 @@ func newDescs(jobID string) descs {
 		rowsOut:    t("rows_out_total", "Rows a task emitted (for a sink: written)."),
 		batchesIn:  t("batches_in_total", "Record batches a task received."),
 		batchesOut: t("batches_out_total", "Record batches a task emitted."),
-		watermark:  t("watermark_seconds", "A task's input watermark as Unix time; absent before the first and after a bounded input ended."),
+		bytesIn:    t("bytes_in_total", "Bytes of the Arrow buffers of the batches a task received (for a source: read)."),
+		bytesOut:   t("bytes_out_total", "Bytes of the Arrow buffers of the batches a task emitted (for a sink: written)."),
+		partWatermark: t("partition_watermark_seconds",
+			"The watermark one partition of an event-time source's task allows (its largest event time minus the out-of-orderness) as Unix time; absent before its first event.", "partition"),
+		partWatermarkLag: t("partition_watermark_lag_seconds",
+			"How far a source partition's watermark is behind the wall clock of the process; absent when the watermark is.", "partition"),
+		partIdle: t("partition_idle",
+			"1 while a partition of an event-time source's task is idle (no data for the idle timeout, so it does not hold the watermark back), else 0.", "partition"),
+		chanItems:    t("channel_occupancy_items", "Messages (batches, watermarks, barriers) waiting in a task's input channels."),
+		chanCapacity: t("channel_capacity_items", "Messages a task's input channels hold before their senders block (backpressure)."),
+		sinkWrite:    t("sink_write_duration_seconds", "Latency of a sink task's writes, from the call to its return (for an asynchronous sink, its completion)."),
+		sinkErrors:   t("sink_write_errors_total", "Writes of a sink task that failed."),
+		walAppends:   t("wal_appends_total", "Entries appended to a source task's write-ahead log."),
+		walSync:      t("wal_sync_duration_seconds", "Latency of a source task's write-ahead log syncs (fsync, or an object store upload)."),
+		walParkedAcks: t("wal_parked_acks",
+			"Acknowledgements of a source task's write-ahead log waiting for an earlier entry's before its cursor can move past them."),
+		stateKeys: d("state_keys",
+			"Live keys of a stateful operator's state; measured with arkflow_state_bytes.", "operator"),
+		ckptDurationH: d("checkpoint_duration_seconds", "Duration of each committed checkpoint of this run, from trigger to commit."),
+		ckptPauseH:    d("checkpoint_pause_seconds", "How long the sources were held for each committed checkpoint's cut."),
+		ckptSizeH:     d("checkpoint_size_bytes", "State each committed checkpoint uploaded."),
+		watermark:     t("watermark_seconds", "A task's input watermark as Unix time; absent before the first and after a bounded input ended."),
 		watermarkLag: t("watermark_lag_seconds",
 			"How far a task's input watermark is behind the wall clock of the process; absent when the watermark is."),
 		windowsFired: t("windows_fired_total", "Windows a window operator's task fired."),
@@ -196,7 +324,9 @@ func newDescs(jobID string) descs {
 // all lists every descriptor, for Describe.
 func (d *descs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		d.status, d.rowsIn, d.rowsOut, d.batchesIn, d.batchesOut, d.watermark, d.watermarkLag,
+		d.status, d.rowsIn, d.rowsOut, d.batchesIn, d.batchesOut, d.bytesIn, d.bytesOut, d.watermark, d.watermarkLag,
+		d.partWatermark, d.partWatermarkLag, d.partIdle, d.chanItems, d.chanCapacity, d.sinkWrite, d.sinkErrors,
+		d.walAppends, d.walSync, d.walParkedAcks, d.stateKeys, d.ckptDurationH, d.ckptPauseH, d.ckptSizeH,
 		d.windowsFired, d.openWindows, d.lateRows, d.nullRows,
 		d.walReplayed, d.walParked, d.walLast, d.walCursor, d.walCursorLag, d.opEvents, d.opValue, d.stateBytes,
 		d.ckptCompleted, d.ckptFailed, d.ckptInARow, d.ckptHealthy, d.ckptDuration, d.ckptPause, d.ckptBytes, d.ckptLastSuccess,
@@ -208,6 +338,9 @@ func (d *descs) all() []*prometheus.Desc {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.d.all() {
 		ch <- d
+	}
+	for _, cd := range c.conn {
+		ch <- cd.desc
 	}
 }
 
@@ -241,7 +374,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range rt.Metrics() {
 		m.Tasks = append(m.Tasks, TaskMetrics(t))
 	}
-	m.StateBytes = c.stateBytes(status == Starting || status == Running || status == Stopping)
+	sizes := c.stateSizes(status == Starting || status == Running || status == Stopping)
 	d := &c.d
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
@@ -292,8 +425,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.walCursorLag, float64(max(last-cursor, 0)), t.Operator, sub)
 		}
 	}
-	for op, n := range m.StateBytes {
-		gauge(d.stateBytes, float64(n), op)
+	for _, t := range rt.Details() {
+		c.collectDetail(ch, t, now)
+	}
+	for op, sz := range sizes {
+		gauge(d.stateBytes, float64(sz.Bytes), op)
+		if sz.Keys >= 0 {
+			gauge(d.stateKeys, float64(sz.Keys), op)
+		}
 	}
 	ck := m.Checkpoints
 	if !ck.Enabled {
@@ -309,6 +448,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if !ck.LastCompleted.IsZero() {
 		gauge(d.ckptLastSuccess, float64(ck.LastCompleted.UnixNano())/1e9)
 	}
+	hs := rt.CheckpointHistograms()
+	histogram(ch, d.ckptDurationH, hs.Duration)
+	histogram(ch, d.ckptPauseH, hs.Pause)
+	histogram(ch, d.ckptSizeH, hs.Size)
 	r := ck.Recovery
 	gauge(d.restoreDone, bool01(r.Done))
 	gauge(d.restoreBytes, float64(r.BytesRestored))
@@ -316,6 +459,53 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.restoreKeys, float64(r.KeysRestored))
 	gauge(d.restoreSnaps, float64(r.SnapshotsRestored))
 	gauge(d.restoreSnapsN, float64(r.SnapshotsTotal))
+}
+
+// collectDetail sends a task's families beyond its TaskMetrics.
+func (c *collector) collectDetail(ch chan<- prometheus.Metric, t runtime.TaskDetail, now time.Time) {
+	d := &c.d
+	sub, ok := c.subtask[t.Task]
+	if !ok {
+		sub = strings.TrimPrefix(t.Task, t.Operator+"-")
+	}
+	send := func(desc *prometheus.Desc, kind prometheus.ValueType, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, kind, v, append([]string{t.Operator, sub}, extra...)...)
+	}
+	send(d.bytesIn, prometheus.CounterValue, float64(t.BytesIn))
+	send(d.bytesOut, prometheus.CounterValue, float64(t.BytesOut))
+	if t.InboxCapacity > 0 {
+		send(d.chanItems, prometheus.GaugeValue, float64(t.InboxItems))
+		send(d.chanCapacity, prometheus.GaugeValue, float64(t.InboxCapacity))
+	}
+	if t.SinkWrites != nil {
+		histogram(ch, d.sinkWrite, *t.SinkWrites, t.Operator, sub)
+		send(d.sinkErrors, prometheus.CounterValue, float64(t.SinkErrors))
+	}
+	for _, p := range t.Partitions {
+		part := strconv.Itoa(p.Partition)
+		if p.Watermark != math.MinInt64 {
+			send(d.partWatermark, prometheus.GaugeValue, float64(p.Watermark)/1e3, part)
+			send(d.partWatermarkLag, prometheus.GaugeValue, now.Sub(time.UnixMilli(p.Watermark)).Seconds(), part)
+		}
+		send(d.partIdle, prometheus.GaugeValue, bool01(p.Idle), part)
+	}
+	if w := t.WAL; w != nil {
+		send(d.walAppends, prometheus.CounterValue, float64(w.Appends))
+		send(d.walParkedAcks, prometheus.GaugeValue, float64(w.ParkedAcks))
+		histogram(ch, d.walSync, w.Syncs, t.Operator, sub)
+	}
+	for _, m := range t.Connector {
+		cd, ok := c.conn[m.Name]
+		if !ok || len(m.LabelValues) != cd.labels {
+			continue // undeclared, or not the family's labels
+		}
+		send(cd.desc, cd.kind, m.Value, m.LabelValues...)
+	}
+}
+
+// histogram sends a const histogram of a snapshot.
+func histogram(ch chan<- prometheus.Metric, desc *prometheus.Desc, s metrics.Snapshot, labels ...string) {
+	ch <- prometheus.MustNewConstHistogram(desc, s.Count, s.Sum, s.Buckets, labels...)
 }
 
 func bool01(b bool) float64 {

@@ -4,8 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
 
 // A running job's state is measured at most once a minute, and less often
@@ -24,12 +28,12 @@ func TestCollectorMeasuresStateRarely(t *testing.T) {
 	c.now = func() time.Time { return clock }
 	reads := 0
 	var cost time.Duration
-	c.readState = func() map[string]int64 {
+	c.readState = func() map[string]runtime.StateSize {
 		reads++
 		time.Sleep(cost)
-		return map[string]int64{"w": int64(reads)}
+		return map[string]runtime.StateSize{"w": {Bytes: int64(reads), Keys: 1}}
 	}
-	read := func(running bool) int64 { return c.stateBytes(running)["w"] }
+	read := func(running bool) int64 { return c.stateSizes(running)["w"].Bytes }
 
 	if got := read(true); got != 1 {
 		t.Fatalf("first read: %d", got)
@@ -54,5 +58,29 @@ func TestCollectorMeasuresStateRarely(t *testing.T) {
 	}
 	if got := read(false); got != 4 {
 		t.Fatalf("a job that is not running: value %d, want a read each time", got)
+	}
+}
+
+// The families connectors declare are exported unless Prometheus would
+// refuse them or they would clash with the collector's own: a bad
+// connector costs its own series, never the scrape.
+func TestConnectorDescs(t *testing.T) {
+	d := newDescs("j")
+	got := connectorDescs("j", []connectors.MetricFamily{
+		{Name: "x_lag_messages", Help: "ok", Labels: []string{"topic", "partition"}},
+		{Name: "x_events_total", Help: "ok", Kind: connectors.Counter},
+		{Name: "x_bad", Help: "repeats a job label", Labels: []string{"subtask"}},
+		{Name: "x-bad", Help: "not a name"},
+		{Name: "x_bad_label", Help: "not a label", Labels: []string{"1x"}},
+		{Name: "rows_in_total", Help: "the collector's own family"},
+	}, d.all())
+	if len(got) != 2 {
+		t.Fatalf("kept %v, want x_lag_messages and x_events_total", got)
+	}
+	if c := got["x_lag_messages"]; c.labels != 2 || c.kind != prometheus.GaugeValue {
+		t.Errorf("x_lag_messages: %+v", c)
+	}
+	if c := got["x_events_total"]; c.labels != 0 || c.kind != prometheus.CounterValue {
+		t.Errorf("x_events_total: %+v", c)
 	}
 }

@@ -16,7 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
+	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -177,6 +181,21 @@ next:
 	return out
 }
 
+// hcount sums the observation counts of a histogram family's series
+// whose labels include want.
+func hcount(f *dto.MetricFamily, want map[string]string) (n float64) {
+next:
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
+				continue next
+			}
+		}
+		n += float64(m.GetHistogram().GetSampleCount())
+	}
+	return n
+}
+
 func sum(vals map[string]float64) (s float64) {
 	for _, v := range vals {
 		s += v
@@ -234,6 +253,22 @@ func TestCollectorRunningJob(t *testing.T) {
 		"arkflow_restore_restored_keys":                     {"job"},
 		"arkflow_restore_restored_snapshots":                {"job"},
 		"arkflow_restore_snapshots":                         {"job"},
+		"arkflow_bytes_in_total":                            task,
+		"arkflow_bytes_out_total":                           task,
+		"arkflow_partition_watermark_seconds":               {"job", "operator", "partition", "subtask"},
+		"arkflow_partition_watermark_lag_seconds":           {"job", "operator", "partition", "subtask"},
+		"arkflow_partition_idle":                            {"job", "operator", "partition", "subtask"},
+		"arkflow_channel_occupancy_items":                   task,
+		"arkflow_channel_capacity_items":                    task,
+		"arkflow_sink_write_duration_seconds":               task,
+		"arkflow_sink_write_errors_total":                   task,
+		"arkflow_wal_appends_total":                         task,
+		"arkflow_wal_parked_acks":                           task,
+		"arkflow_wal_sync_duration_seconds":                 task,
+		"arkflow_state_keys":                                {"job", "operator"},
+		"arkflow_checkpoint_duration_seconds":               {"job"},
+		"arkflow_checkpoint_pause_seconds":                  {"job"},
+		"arkflow_checkpoint_size_bytes":                     {"job"},
 	}
 	for name, ls := range want {
 		if got := labels(name); !slices.Equal(got, ls) {
@@ -283,6 +318,38 @@ func TestCollectorRunningJob(t *testing.T) {
 	if got := val("arkflow_state_bytes", map[string]string{"operator": "w"}); len(got) != 1 {
 		t.Errorf("state bytes of w: %v", got)
 	}
+	if got := val("arkflow_state_keys", map[string]string{"operator": "w"}); len(got) != 1 {
+		t.Errorf("state keys of w: %v", got)
+	}
+	// Bytes: the rows w received (two columns and the source's metadata)
+	// came through the WAL and a keyed edge.
+	check("bytes into w", sum(val("arkflow_bytes_in_total", map[string]string{"operator": "w"})), 4*8, 1<<20)
+	check("bytes read", sum(val("arkflow_bytes_out_total", map[string]string{"operator": "in"})), 4*8, 1<<20)
+	check("bytes written", sum(val("arkflow_bytes_out_total", map[string]string{"operator": "out"})), 1, 1<<20)
+	// The push source's one partition: its watermark (1.5 s, the newest
+	// event) and not idle (no idle timeout).
+	check("partition watermark", sum(val("arkflow_partition_watermark_seconds", map[string]string{"operator": "in", "partition": "0"})), 1.5, 1.5)
+	check("partition idle", sum(val("arkflow_partition_idle", map[string]string{"operator": "in", "partition": "0"})), 0, 0)
+	// w's subtasks and the sink head chains fed over channels (of 16
+	// messages per sender by default); the source does not.
+	if got := val("arkflow_channel_capacity_items", nil); len(got) != 3 || got[`{job="clicks",operator="w",subtask="1"}`] != 16 {
+		t.Errorf("channel capacities %v, want w's two subtasks' and out's, 16 per sender", got)
+	}
+	check("channel occupancy of w", sum(val("arkflow_channel_occupancy_items", map[string]string{"operator": "w"})), 0, 32)
+	// One write latency per batch the sink wrote, no error.
+	check("sink writes", hcount(fams["arkflow_sink_write_duration_seconds"], map[string]string{"operator": "out"}), sum(val("arkflow_batches_out_total", map[string]string{"operator": "out"})), sum(val("arkflow_batches_out_total", map[string]string{"operator": "out"})))
+	check("sink batches", sum(val("arkflow_batches_out_total", map[string]string{"operator": "out"})), 1, 100)
+	check("sink errors", sum(val("arkflow_sink_write_errors_total", nil)), 0, 0)
+	// The WAL: three pushes, each an append made durable by a sync.
+	check("wal appends", sum(val("arkflow_wal_appends_total", map[string]string{"operator": "in"})), 3, 3)
+	check("wal syncs", hcount(fams["arkflow_wal_sync_duration_seconds"], nil), 1, 100)
+	check("wal parked acks", sum(val("arkflow_wal_parked_acks", nil)), 0, 3)
+	// A histogram observation per committed checkpoint.
+	completed := sum(val("arkflow_checkpoints_completed_total", nil))
+	for _, name := range []string{"arkflow_checkpoint_duration_seconds", "arkflow_checkpoint_pause_seconds", "arkflow_checkpoint_size_bytes"} {
+		check(name+" count", hcount(fams[name], nil), completed, completed)
+	}
+	check("checkpoint bytes", fams["arkflow_checkpoint_size_bytes"].GetMetric()[0].GetHistogram().GetSampleSum(), 1, 1<<30)
 	for _, f := range fams {
 		if got := series(f, map[string]string{"job": "clicks"}); len(got) != len(f.GetMetric()) {
 			t.Errorf("%s: %d of %d series have job=\"clicks\"", f.GetName(), len(got), len(f.GetMetric()))
@@ -355,4 +422,161 @@ func TestCollectorTwoJobsOneRegistry(t *testing.T) {
 	if err := reg.Register(build("a").Collector()); err == nil {
 		t.Error("a second job with ID a was registered beside the first")
 	}
+}
+
+// gatherUntil gathers c until ok accepts the families (10 s at most).
+func gatherUntil(t *testing.T, c prometheus.Collector, what string, ok func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fams := gather(t, c)
+		if ok(fams) {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never seen", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A sink whose write fails: the failed write is timed and counted, and
+// the job fails with it.
+func TestCollectorSinkErrors(t *testing.T) {
+	boom := errors.New("boom")
+	j, err := arkflow.NewJob("fails").
+		Source("in", clicksAt([]any{"ann", 100, "bob", 300})).
+		Sink("out", funcsink.RecordFunc(func(context.Context, arrow.RecordBatch) error { return boom })).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := j.Collector()
+	if err := j.Run(context.Background()); !errors.Is(err, boom) {
+		t.Fatalf("Run: %v, want the sink's error", err)
+	}
+	fams := gather(t, c)
+	out := map[string]string{"operator": "out"}
+	if got := sum(series(fams["arkflow_sink_write_errors_total"], out)); got != 1 {
+		t.Errorf("sink write errors %v, want 1", got)
+	}
+	if got := hcount(fams["arkflow_sink_write_duration_seconds"], out); got != 1 {
+		t.Errorf("sink writes timed %v, want 1", got)
+	}
+	if got := sum(series(fams["arkflow_bytes_out_total"], out)); got != 0 {
+		t.Errorf("bytes written %v by a sink whose write failed", got)
+	}
+	if got := sum(series(fams["arkflow_bytes_in_total"], out)); got <= 0 {
+		t.Errorf("bytes into the sink %v, want > 0", got)
+	}
+}
+
+// A sink that blocks fills its input channel: the occupancy reaches the
+// capacity (the sender then blocks: backpressure), and drains when the
+// sink goes on.
+func TestCollectorChannelOccupancy(t *testing.T) {
+	release := make(chan struct{})
+	j, err := arkflow.NewJob("blocked").
+		Source("in", generate.Config{Count: 100_000, BatchSize: 100, Fields: []generate.Field{{Name: "user", Type: "string", Cardinality: 10}}}).
+		KeyBy("user").
+		Sink("out", funcsink.RecordFunc(func(ctx context.Context, _ arrow.RecordBatch) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := j.Collector()
+	runErr := make(chan error, 1)
+	go func() { runErr <- j.Run(context.Background()) }()
+	out := map[string]string{"operator": "out"}
+	fams := gatherUntil(t, c, "a full input channel", func(f map[string]*dto.MetricFamily) bool {
+		items := series(f["arkflow_channel_occupancy_items"], out)
+		return len(items) == 1 && sum(items) == sum(series(f["arkflow_channel_capacity_items"], out))
+	})
+	if got := sum(series(fams["arkflow_channel_capacity_items"], out)); got != 16 {
+		t.Errorf("capacity %v, want 16 (the default, one sender)", got)
+	}
+	if got := series(fams["arkflow_channel_capacity_items"], map[string]string{"operator": "in"}); len(got) != 0 {
+		t.Errorf("the source has no input channel, but: %v", got)
+	}
+	close(release)
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	fams = gather(t, c)
+	if got := sum(series(fams["arkflow_channel_occupancy_items"], out)); got != 0 {
+		t.Errorf("occupancy %v after the job ended", got)
+	}
+	if got := hcount(fams["arkflow_sink_write_duration_seconds"], out); got != sum(series(fams["arkflow_batches_in_total"], out)) || got == 0 {
+		t.Errorf("writes timed %v, batches into the sink %v", got, series(fams["arkflow_batches_in_total"], out))
+	}
+}
+
+// An event-time source with two partitions of which only one gets rows:
+// the other has no watermark and, after the idle timeout, is flagged idle;
+// the one with rows has its watermark and, once its rows stop for the
+// timeout, turns idle too, and active again with its next row.
+func TestCollectorIdlePartition(t *testing.T) {
+	src := push.New(push.Config[promClick]{Partitions: 2, PartitionKey: func(promClick) string { return "k" }})
+	j, err := arkflow.NewJob("idle").
+		Source("in", src, arkflow.EventTime{Field: "ts", IdleTimeout: 50 * time.Millisecond}).
+		Sink("out", mem.NewSink()).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := j.Collector()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- j.Run(ctx) }()
+	defer func() {
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stopCancel()
+		_ = j.Stop(stopCtx)
+		<-runErr
+	}()
+	if err := src.Push(ctx, promClick{"ann", 2500}); err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]string{"operator": "in"}
+	fams := gatherUntil(t, c, "the partition with rows", func(f map[string]*dto.MetricFamily) bool {
+		return len(series(f["arkflow_partition_watermark_seconds"], in)) == 1
+	})
+	var fed, empty string
+	for l, v := range series(fams["arkflow_partition_watermark_seconds"], in) {
+		if v != 2.5 {
+			t.Errorf("partition watermark %s = %v, want 2.5", l, v)
+		}
+		fed = map[bool]string{true: "0", false: "1"}[strings.Contains(l, `partition="0"`)]
+	}
+	empty = map[string]string{"0": "1", "1": "0"}[fed]
+	if got := series(fams["arkflow_partition_watermark_lag_seconds"], map[string]string{"partition": fed}); len(got) != 1 || sum(got) < float64(time.Now().Unix()-60) {
+		t.Errorf("watermark lag of partition %s: %v", fed, got)
+	}
+	idle := func(part string) map[string]float64 {
+		return series(gather(t, c)["arkflow_partition_idle"], map[string]string{"operator": "in", "partition": part})
+	}
+	gatherUntil(t, c, "the empty partition idle", func(f map[string]*dto.MetricFamily) bool {
+		return sum(series(f["arkflow_partition_idle"], map[string]string{"partition": empty})) == 1
+	})
+	if got := idle(empty); len(got) != 1 {
+		t.Errorf("idle series of partition %s: %v", empty, got)
+	}
+	gatherUntil(t, c, "the fed partition idle after its rows stopped", func(f map[string]*dto.MetricFamily) bool {
+		return sum(series(f["arkflow_partition_idle"], map[string]string{"partition": fed})) == 1
+	})
+	if err := src.Push(ctx, promClick{"ann", 2600}); err != nil {
+		t.Fatal(err)
+	}
+	gatherUntil(t, c, "the fed partition active again", func(f map[string]*dto.MetricFamily) bool {
+		return sum(series(f["arkflow_partition_idle"], map[string]string{"partition": fed})) == 0 &&
+			sum(series(f["arkflow_partition_watermark_seconds"], map[string]string{"partition": fed})) == 2.6
+	})
 }

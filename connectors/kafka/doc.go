@@ -40,6 +40,13 @@
 // ssl.*, sasl.*). librdkafka's log lines go to the job's logger with
 // connector=kafka.
 //
+// Metrics (connectors.Metered; Job.Collector exports them with the
+// task's labels): the source reports each assigned partition's consumer
+// lag, kafka_consumer_lag_messages{topic,partition} (the high watermark
+// librdkafka last fetched minus the consumer's position, read from its
+// caches: no broker round trip); an exactly-once sink its
+// kafka_transactions_committed_total and kafka_transactions_aborted_total.
+//
 // ARCHITECTURE.md ("Kafka connector") describes assignment, static
 // membership and its costs, frontier commits, both exactly-once levels and
 // their duplicate bounds in full.

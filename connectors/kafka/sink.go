@@ -130,6 +130,9 @@ type Sink struct {
 	// dropped counts the replayed rows Write dropped because the group
 	// had committed them (see dropCommitted).
 	dropped atomic.Int64
+	// txnCommits and txnAborts count the transactions committed and
+	// aborted (Metrics).
+	txnCommits, txnAborts atomic.Int64
 	// prevMarks are the input ends of the rows of the last committed
 	// transaction, and prevLate is set when the last wait for their
 	// acknowledgement ran out (see awaitPrevious).
@@ -200,6 +203,7 @@ func (s *Sink) abort() error {
 	err := s.producer.AbortTransaction(actx)
 	if err == nil {
 		s.inTxn = false
+		s.txnAborts.Add(1)
 	}
 	return err
 }
@@ -533,6 +537,7 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[
 		cancel()
 		if err == nil {
 			s.inTxn = false
+			s.txnCommits.Add(1)
 			break
 		}
 		if ke, ok := kafkaError(err); ok && ke.IsRetriable() && !ke.TxnRequiresAbort() && !ke.IsFatal() && ctx.Err() == nil {

@@ -262,6 +262,12 @@ type Source struct {
 	stopCommit chan struct{}
 	commitDone chan struct{}
 
+	// metricsConsumer is the consumer once connected, until Close, for
+	// Metrics (from other goroutines); metricsMu guards it, and Close
+	// takes it before closing the consumer.
+	metricsMu       sync.Mutex
+	metricsConsumer *kafka.Consumer
+
 	// fatal is set once the consumer raised a fatal error (see
 	// closeConsumer); any goroutine.
 	fatal atomic.Bool
@@ -436,6 +442,9 @@ func (s *Source) Connect(ctx context.Context) error {
 		}
 	}
 	s.connected = true
+	s.metricsMu.Lock()
+	s.metricsConsumer = s.consumer
+	s.metricsMu.Unlock()
 	s.stopCommit = make(chan struct{})
 	s.commitDone = make(chan struct{})
 	go s.committer()
@@ -983,6 +992,9 @@ func (s *Source) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.metricsMu.Lock()
+	s.metricsConsumer = nil
+	s.metricsMu.Unlock()
 	if s.cfg.TransactionalOffsets {
 		unregisterPair(s)
 		s.gmMu.Lock()

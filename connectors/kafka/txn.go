@@ -591,6 +591,7 @@ func (s *Sink) commitFinalOffsets(ctx context.Context) {
 			return err
 		}
 		s.inTxn = false
+		s.txnCommits.Add(1)
 		return nil
 	}()
 	if err != nil {

@@ -677,6 +677,10 @@ func (s *Source) Gauges() map[string]int64 {
 	}
 }
 
+// WALStats returns the write-ahead log's appends, sync latencies and
+// parked acknowledgements (issue 21's Prometheus families).
+func (s *Source) WALStats() walog.Stats { return s.log.Stats() }
+
 // Counters are the WAL's totals since the source opened: wal_replayed
 // (entries replayed after a restart) and wal_parked_timeouts (parked
 // acknowledgements that outlived their lease).

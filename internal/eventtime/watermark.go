@@ -233,6 +233,26 @@ func (t *Tracker) Starved(now, after int64) []int {
 	return out
 }
 
+// Partition returns partition p's watermark candidate (the watermark it
+// alone allows: its largest event time minus the out-of-orderness;
+// NoWatermark before its first event) and whether it is idle; ok is false
+// for a partition the tracker does not know.
+func (t *Tracker) Partition(p int) (candidate int64, idle, ok bool) {
+	pt := t.parts[p]
+	if pt == nil {
+		return NoWatermark, false, false
+	}
+	return pt.candidate, pt.idle, true
+}
+
+// EachPartition calls fn for every partition the tracker knows, in no
+// particular order, with what Partition returns.
+func (t *Tracker) EachPartition(fn func(p int, candidate int64, idle bool)) {
+	for p, pt := range t.parts {
+		fn(p, pt.candidate, pt.idle)
+	}
+}
+
 // Idle returns the idle partitions, sorted.
 func (t *Tracker) Idle() []int {
 	var out []int

@@ -126,6 +126,7 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 func (n *node) process(ctx context.Context, b ops.Batch) error {
 	n.m.batchesIn.Add(1)
 	n.m.rowsIn.Add(b.Rec.NumRows())
+	n.m.bytesIn.Add(recordBytes(b.Rec))
 	return n.inst.Process(ctx, b, n)
 }
 
@@ -134,6 +135,7 @@ func (n *node) process(ctx context.Context, b ops.Batch) error {
 func (n *node) Emit(ctx context.Context, b ops.Batch) error {
 	n.m.batchesOut.Add(1)
 	n.m.rowsOut.Add(b.Rec.NumRows())
+	n.m.bytesOut.Add(recordBytes(b.Rec))
 	port := b.Port
 	b.Port = ops.PortMain // the next operator receives it on its input
 	children, writers := n.children[port], n.writers[port]

@@ -18,6 +18,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/metrics"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -129,6 +130,24 @@ type ckptState struct {
 	status  CheckpointStatus
 	catalog *ckptstore.Catalog
 	round   sync.Mutex // one round at a time
+
+	// duration, pause and size are the distributions of every committed
+	// round's LastDuration, LastPause and LastBytes (set by New).
+	duration, pause, size *metrics.Histogram
+}
+
+// CheckpointHistograms are the distributions of the committed rounds'
+// durations and pauses (seconds) and the bytes they uploaded.
+type CheckpointHistograms struct {
+	Duration, Pause, Size metrics.Snapshot
+}
+
+// CheckpointHistograms returns the distributions of this run's committed
+// checkpoint rounds; their counts equal CheckpointStatus().Completed.
+func (r *Runtime) CheckpointHistograms() CheckpointHistograms {
+	r.ckpt.mu.Lock()
+	defer r.ckpt.mu.Unlock()
+	return CheckpointHistograms{Duration: r.ckpt.duration.Snapshot(), Pause: r.ckpt.pause.Snapshot(), Size: r.ckpt.size.Snapshot()}
 }
 
 // CheckpointStatus returns the checkpoint health and recovery progress.

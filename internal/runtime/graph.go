@@ -164,6 +164,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 					}
 					// Read before a WAL wraps the source.
 					pr, _ := src.(connectors.ProgressReporter)
+					raw := src // the connector's own, for its metrics
 					var ds *durable.Source
 					if cfg := g.Durability[opID]; cfg != nil {
 						ds, e = durable.Open(context.Background(), cfg, src, r.opts.DataDir, info(opID, sub), task, durable.Job{Checkpoints: spec.Checkpoint != nil})
@@ -203,6 +204,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 					if pr != nil {
 						m.gauges = sourceProgress{wal: m.gauges, pr: pr}
 					}
+					m.source, m.conn = ci.source, raw
 					sources = append(sources, ci.source)
 					n.inst = ops.Passthrough{}
 				case job.KindSink:
@@ -212,6 +214,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 						continue
 					}
 					sinks = append(sinks, &sinkInstance{task: task, snk: snk})
+					m.conn = snk
 					n.inst = newSinkOp(task, snk, m)
 					n.onBarrier = r.barriers.arrived
 					ci.sinks = append(ci.sinks, task)
@@ -258,6 +261,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 			}
 			if len(ci.nodes) > 0 {
 				ci.head = ci.nodes[0]
+				ci.head.m.inbox = ci.inbox
 			}
 			chains = append(chains, ci)
 		}

@@ -351,9 +351,9 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 	}
 	stateRes := resource{kind: "state", task: r.g.Spec.ID, close: func(context.Context) error {
 		// Keep the last sizes for Metrics after the job ended.
-		sizes := r.stateBytes(st)
+		sizes := r.stateSizes(st)
 		r.mu.Lock()
-		r.lastStateBytes = sizes
+		r.lastStateSizes = sizes
 		r.mu.Unlock()
 		return st.Close()
 	}}

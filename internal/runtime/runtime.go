@@ -35,6 +35,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/metrics"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -168,7 +169,7 @@ type Runtime struct {
 	ckpt               ckptState
 	store              statestore.Backend
 	stateDir           string // a Badger store's directory ("": memory)
-	lastStateBytes     map[string]int64
+	lastStateSizes     map[string]StateSize
 	// journals are the state journals of tasks with user-visible keyed
 	// state (ops.Journaled), by task, for Journal.
 	journals map[string]*statestore.Journal
@@ -211,5 +212,8 @@ func New(g *build.Graph, opts Options) *Runtime {
 		}
 	}
 	r.generation.Store(opts.Generation)
+	r.ckpt.duration = metrics.NewDurationHistogram(metrics.DurationBuckets)
+	r.ckpt.pause = metrics.NewDurationHistogram(metrics.LatencyBuckets)
+	r.ckpt.size = metrics.NewHistogram(metrics.SizeBuckets, 1)
 	return r
 }

@@ -1,7 +1,8 @@
 package runtime
 
 // This file holds the sink subtask's operator, sinkOp: it writes each
-// batch to the connector and then acknowledges it, with up to
+// batch to the connector (timing the write and counting failures for the
+// job's metrics) and then acknowledges it, with up to
 // maxAsyncWrites writes in flight for a connectors.AsyncSink, and waits
 // for them on Close.
 
@@ -10,8 +11,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/metrics"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 )
 
@@ -36,6 +39,7 @@ type sinkOp struct {
 const maxAsyncWrites = 4
 
 func newSinkOp(task string, snk connectors.Sink, m *taskMetrics) *sinkOp {
+	m.sinkWrites = metrics.NewDurationHistogram(metrics.LatencyBuckets)
 	s := &sinkOp{task: task, snk: snk, m: m}
 	if a, ok := snk.(connectors.AsyncSink); ok {
 		s.async, s.slots = a, make(chan struct{}, maxAsyncWrites)
@@ -54,15 +58,19 @@ func (s *sinkOp) Process(ctx context.Context, b ops.Batch, _ ops.Emitter) error 
 	if s.async != nil {
 		return s.processAsync(ctx, b)
 	}
+	rows, size := b.Rec.NumRows(), recordBytes(b.Rec)
+	start := time.Now()
 	err := s.snk.Write(ctx, b.Rec)
-	rows := b.Rec.NumRows()
+	s.m.sinkWrites.ObserveDuration(time.Since(start))
 	b.Rec.Release()
 	if err != nil {
+		s.m.sinkErrors.Add(1)
 		b.Ack.Release(err)
 		return fmt.Errorf("writing sink %s: %w", s.task, err)
 	}
 	s.m.rowsOut.Add(rows)
 	s.m.batchesOut.Add(1)
+	s.m.bytesOut.Add(size)
 	b.Ack.Release(nil)
 	return nil
 }
@@ -85,12 +93,15 @@ func (s *sinkOp) processAsync(ctx context.Context, b ops.Batch) error {
 		b.Ack.Release(ctx.Err())
 		return ctx.Err()
 	}
-	rows := b.Rec.NumRows()
+	rows, size := b.Rec.NumRows(), recordBytes(b.Rec)
 	s.inflight.Add(1)
+	start := time.Now()
 	err := s.async.WriteAsync(ctx, b.Rec, func(err error) {
 		defer s.inflight.Done()
 		defer func() { <-s.slots }()
+		s.m.sinkWrites.ObserveDuration(time.Since(start))
 		if err != nil {
+			s.m.sinkErrors.Add(1)
 			err = fmt.Errorf("writing sink %s: %w", s.task, err)
 			s.errMu.Lock()
 			if s.err == nil {
@@ -100,6 +111,7 @@ func (s *sinkOp) processAsync(ctx context.Context, b ops.Batch) error {
 		} else {
 			s.m.rowsOut.Add(rows)
 			s.m.batchesOut.Add(1)
+			s.m.bytesOut.Add(size)
 		}
 		if !s.gone.Load() {
 			b.Ack.Release(err)
@@ -107,6 +119,7 @@ func (s *sinkOp) processAsync(ctx context.Context, b ops.Batch) error {
 	})
 	b.Rec.Release()
 	if err != nil {
+		s.m.sinkErrors.Add(1)
 		<-s.slots
 		s.inflight.Done()
 		b.Ack.Release(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -64,6 +65,12 @@ type sourceTime struct {
 	// watermark back (warnStarved), once a run.
 	log           *slog.Logger
 	starvedWarned bool
+
+	// pub is each partition's watermark candidate and idleness as the
+	// source's goroutine last left them (publish), for the metrics of
+	// other goroutines (PartitionWatermarks); guarded by pmu.
+	pmu sync.Mutex
+	pub map[int]PartitionWatermark
 
 	// marks are the unacknowledged batches in read order, each with the
 	// watermark before it (event time, batches with an acknowledgement).
@@ -142,6 +149,7 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 			st.tracker.Restore(wm)
 			st.restored = wm
 		}
+		st.publishAll()
 		return st, nil
 	}
 	if r.timedDownstream(opID) {
@@ -307,7 +315,9 @@ func (c *chainInstance) tick(ctx context.Context, clock Clock) error {
 	if st.processing {
 		return c.head.watermark(ctx, now)
 	}
-	if wm, advanced := st.tracker.Tick(now); advanced {
+	wm, advanced := st.tracker.Tick(now)
+	st.publishAll()
+	if advanced {
 		return c.head.watermark(ctx, wm)
 	}
 	return nil
@@ -423,10 +433,66 @@ func (st *sourceTime) observe(p int, ts []int64, valid []bool, now int64) (int64
 	} else {
 		wm, advanced = st.tracker.Touch(p, now)
 	}
+	st.publish(p)
 	if !advanced && !st.starvedWarned {
 		st.warnStarved(now)
 	}
 	return wm, advanced
+}
+
+// PartitionWatermark is one source partition's event-time progress.
+type PartitionWatermark struct {
+	Partition int
+	// Watermark is the watermark the partition alone allows (its largest
+	// event time minus the out-of-orderness), in ms; NoWatermark before
+	// its first event.
+	Watermark int64
+	// Idle is set while the partition is idle (no data for the source's
+	// idle timeout): it does not hold the source's watermark back.
+	Idle bool
+}
+
+// publish makes partition p's progress visible to PartitionWatermarks;
+// the source's goroutine calls it after the tracker saw p's data.
+func (st *sourceTime) publish(p int) {
+	cand, idle, ok := st.tracker.Partition(p)
+	if !ok {
+		return
+	}
+	st.pmu.Lock()
+	if st.pub == nil {
+		st.pub = map[int]PartitionWatermark{}
+	}
+	st.pub[p] = PartitionWatermark{Partition: p, Watermark: cand, Idle: idle}
+	st.pmu.Unlock()
+}
+
+// publishAll publishes every partition (after a tick, which may turn any
+// of them idle).
+func (st *sourceTime) publishAll() {
+	st.pmu.Lock()
+	defer st.pmu.Unlock()
+	if st.pub == nil {
+		st.pub = map[int]PartitionWatermark{}
+	}
+	st.tracker.EachPartition(func(p int, cand int64, idle bool) {
+		st.pub[p] = PartitionWatermark{Partition: p, Watermark: cand, Idle: idle}
+	})
+}
+
+// partitionWatermarks returns what was published, by partition.
+func (st *sourceTime) partitionWatermarks() []PartitionWatermark {
+	if st == nil || st.processing {
+		return nil
+	}
+	st.pmu.Lock()
+	out := make([]PartitionWatermark, 0, len(st.pub))
+	for _, pw := range st.pub {
+		out = append(out, pw)
+	}
+	st.pmu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
 }
 
 // starvedAfter is how long (ms) a partition may go without its first row,

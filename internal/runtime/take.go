@@ -94,6 +94,9 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 		s.ConsecutiveFailures = 0
 		s.LastID, s.LastDuration, s.LastPause, s.LastBytes = m.CheckpointID, time.Since(start), pause, bytes
 		s.LastCompleted = time.Now()
+		r.ckpt.duration.ObserveDuration(s.LastDuration)
+		r.ckpt.pause.ObserveDuration(pause)
+		r.ckpt.size.Observe(bytes)
 		what := "checkpoint completed"
 		if part {
 			what = "checkpoint part written (the Hub commits it)"

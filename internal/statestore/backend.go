@@ -118,6 +118,24 @@ type Backend interface {
 	Close() error
 }
 
+// Measurer is implemented by backends that count an operator's keys
+// while they measure its size (both of this package do).
+type Measurer interface {
+	// Measure returns what Size does and the number of live keys it
+	// counted them over.
+	Measure(job, operator string) (bytes, keys int64, err error)
+}
+
+// Measure returns the bytes and keys of an operator's live entries (see
+// Backend.Size); keys is -1 for a backend that only measures bytes.
+func Measure(b Backend, job, operator string) (bytes, keys int64, err error) {
+	if m, ok := b.(Measurer); ok {
+		return m.Measure(job, operator)
+	}
+	n, err := b.Size(job, operator)
+	return n, -1, err
+}
+
 // ScanNamespace calls fn, as Scan does, for every entry of scope in one
 // namespace whose user key starts with prefix and that has not expired at
 // now, in key order. The scope must name an operator. Keys are ordered by

@@ -1151,20 +1151,26 @@ func (s *badgerSink) abort() {
 }
 
 func (b *badgerBackend) Size(jobName, operator string) (int64, error) {
+	n, _, err := b.Measure(jobName, operator)
+	return n, err
+}
+
+func (b *badgerBackend) Measure(jobName, operator string) (bytes, keys int64, err error) {
 	// Size is what a metrics reader calls at any time; while RestoreEmpty
 	// runs, Badger may be dropping its tables (DropAll does not tolerate
 	// concurrent reads), so Size declines instead of reading.
 	if !b.bulkMu.TryRLock() {
-		return 0, ErrRestoring
+		return 0, 0, ErrRestoring
 	}
 	defer b.bulkMu.RUnlock()
 	var n int64
-	err := b.view(jobName, func(c badgerCursor, layers []*layer) error {
+	err = b.view(jobName, func(c badgerCursor, layers []*layer) error {
 		scope := Scope{Job: jobName, Operator: operator, Groups: AllKeyGroups}
 		if len(layers) > 0 {
 			wall := wallSeconds()
 			return walkMerged(c, layers, scope, nil, func(exp int64) bool { return notCollected(exp, wall) }, func(key, value []byte, _ int64) error {
 				n += int64(len(key) + storedValueHeader + len(value))
+				keys++
 				return nil
 			})
 		}
@@ -1179,10 +1185,11 @@ func (b *badgerBackend) Size(jobName, operator string) (int64, error) {
 				}
 			}
 			n += item.KeySize() + vs
+			keys++
 			return nil
 		})
 	})
-	return n, err
+	return n, keys, err
 }
 
 // removeEmptyMemtables deletes the memtable files of dir that have no

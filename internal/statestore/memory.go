@@ -312,26 +312,31 @@ func (s *memSink) flush() error {
 func (s *memSink) abort() { s.buf = nil }
 
 func (b *memBackend) Size(jobName, operator string) (int64, error) {
+	n, _, err := b.Measure(jobName, operator)
+	return n, err
+}
+
+func (b *memBackend) Measure(jobName, operator string) (bytes, keys int64, err error) {
 	if _, err := keyJobPrefix(jobName); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return 0, ErrClosed
+		return 0, 0, ErrClosed
 	}
 	b.index()
 	wall := wallSeconds()
 	c := &memCursor{b: b}
-	var n int64
-	err := walkScope(c, Scope{Job: jobName, Operator: operator, Groups: AllKeyGroups}, func() error {
+	err = walkScope(c, Scope{Job: jobName, Operator: operator, Groups: AllKeyGroups}, func() error {
 		k := b.sorted[c.i]
 		if e := b.m[k]; notCollected(e.exp, wall) {
-			n += int64(len(k) + storedValueHeader + len(e.value))
+			bytes += int64(len(k) + storedValueHeader + len(e.value))
+			keys++
 		}
 		return nil
 	})
-	return n, err
+	return bytes, keys, err
 }
 
 func (b *memBackend) Close() error {

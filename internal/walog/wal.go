@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/metrics"
 )
 
 // SyncMode says when an append is made durable.
@@ -254,6 +256,10 @@ type Log struct {
 	synced  uint64
 	ioErr   error
 	syncs   atomic.Uint64 // storage syncs run (for benchmarks)
+	// syncTime is the latency of each storage sync (Stats).
+	syncTime *metrics.Histogram
+	// appended counts the entries appended (Stats).
+	appended atomic.Uint64
 
 	// acknowledgements
 	ack       sync.Mutex
@@ -308,6 +314,7 @@ func open(st storage, opts Options) (*Log, error) {
 		meta:      rec.meta,
 		synced:    last,
 		stop:      make(chan struct{}),
+		syncTime:  metrics.NewDurationHistogram(metrics.LatencyBuckets),
 	}
 	l.written.Store(last)
 	if opts.Hold {
@@ -343,7 +350,11 @@ func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 		return 0, err
 	}
 	if l.opts.Sync == SyncGroupCommit {
-		return l.appendGroup(payload)
+		seq, err := l.appendGroup(payload)
+		if err == nil {
+			l.appended.Add(1)
+		}
+		return seq, err
 	}
 	crc := crc32.ChecksumIEEE(payload)
 	l.mu.Lock()
@@ -381,6 +392,7 @@ func (l *Log) Append(ctx context.Context, payload []byte) (uint64, error) {
 			return 0, err
 		}
 	}
+	l.appended.Add(1)
 	return seq, nil
 }
 
@@ -637,7 +649,9 @@ func (l *Log) syncTo(seq uint64) error {
 		l.syncing = true
 		target := l.written.Load()
 		l.gc.Unlock()
+		start := time.Now()
 		err := l.st.sync()
+		l.syncTime.ObserveDuration(time.Since(start))
 		l.syncs.Add(1)
 		l.gc.Lock()
 		l.syncing = false
@@ -789,6 +803,29 @@ func (l *Log) Await(ctx context.Context, seq uint64) error {
 		}
 		l.ack.Lock()
 	}
+}
+
+// Stats are a log's counters since it opened (issue 21: the job's
+// Prometheus collector reads them at scrape time).
+type Stats struct {
+	// Appends counts the entries appended.
+	Appends uint64
+	// Syncs is the latency of every storage sync (an fsync for a local
+	// log, an upload for one in object storage).
+	Syncs metrics.Snapshot
+	// ParkedAcks are the acknowledgements received ahead of a gap: kept
+	// until every sequence before them is acknowledged and the cursor
+	// can move past them.
+	ParkedAcks int
+}
+
+// Stats returns the log's counters now.
+func (l *Log) Stats() Stats {
+	s := Stats{Appends: l.appended.Load(), Syncs: l.syncTime.Snapshot()}
+	l.ack.Lock()
+	s.ParkedAcks = len(l.acked)
+	l.ack.Unlock()
+	return s
 }
 
 // Cursor returns the highest contiguous acknowledged sequence.

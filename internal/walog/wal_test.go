@@ -1068,3 +1068,37 @@ func TestAppendAllocations(t *testing.T) {
 		})
 	}
 }
+
+// TestStats checks the counters the job's Prometheus collector reads
+// (issue 21): appends, one sync latency per storage sync, and
+// acknowledgements parked ahead of a gap until it closes.
+func TestStats(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncGroupCommit} {
+		t.Run(string(mode), func(t *testing.T) {
+			l, m := openMem(t, Options{Sync: mode})
+			ctx := context.Background()
+			for range 4 {
+				if _, err := l.Append(ctx, []byte("x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Ack(2); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Ack(4); err != nil {
+				t.Fatal(err)
+			}
+			s := l.Stats()
+			syncs, _ := m.state()
+			if s.Appends != 4 || s.ParkedAcks != 2 || s.Syncs.Count != uint64(syncs) || syncs == 0 {
+				t.Fatalf("stats %+v after 4 appends, acks of 2 and 4 and %d syncs", s, syncs)
+			}
+			if err := l.Ack(1); err != nil {
+				t.Fatal(err)
+			}
+			if s := l.Stats(); s.ParkedAcks != 1 {
+				t.Fatalf("ack 1 moved the cursor to 2: parked %d, want 1 (4)", s.ParkedAcks)
+			}
+		})
+	}
+}
