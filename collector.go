@@ -58,6 +58,9 @@ import (
 //	arkflow_wal_cursor_lag_entries, arkflow_wal_appends_total,
 //	arkflow_wal_parked_acks, arkflow_wal_sync_duration_seconds (histogram)
 //	                      {operator,subtask}  a source's write-ahead log
+//	arkflow_source_position_rows, arkflow_source_end_rows,
+//	arkflow_source_position_bytes, arkflow_source_end_bytes{operator,subtask}
+//	                                           how far a source is through a bounded input
 //	arkflow_state_bytes, arkflow_state_keys{operator}  a stateful operator's state (see below)
 //	arkflow_checkpoints_completed_total, arkflow_checkpoints_failed_total,
 //	arkflow_checkpoint_consecutive_failures, arkflow_checkpoint_healthy,
@@ -239,6 +242,8 @@ type descs struct {
 	lateRows, nullRows                        *prometheus.Desc
 	walReplayed, walParked                    *prometheus.Desc
 	walLast, walCursor, walCursorLag          *prometheus.Desc
+	srcPosRows, srcEndRows                    *prometheus.Desc
+	srcPosBytes, srcEndBytes                  *prometheus.Desc
 	opEvents, opValue                         *prometheus.Desc
 	stateBytes                                *prometheus.Desc
 	ckptCompleted, ckptFailed, ckptInARow     *prometheus.Desc
@@ -298,6 +303,10 @@ func newDescs(jobID string) descs {
 		walLast:      t("wal_last_sequence", "Sequence number of the last entry appended to a source task's write-ahead log."),
 		walCursor:    t("wal_cursor_sequence", "Sequence number of the last entry of a source task's write-ahead log acknowledged through (its cursor)."),
 		walCursorLag: t("wal_cursor_lag_entries", "Entries appended to a source task's write-ahead log and not yet acknowledged through (last minus cursor)."),
+		srcPosRows:   t("source_position_rows", "How far a bounded source task is through its input, in rows (generate with a count)."),
+		srcEndRows:   t("source_end_rows", "The end of a bounded source task's input, in rows; absent when not known."),
+		srcPosBytes:  t("source_position_bytes", "How far a source task is through its input, in bytes (a file)."),
+		srcEndBytes:  t("source_end_bytes", "The end of a source task's input, in bytes (a regular file's size); absent when not known."),
 		opEvents:     t("operator_events_total", "An operator's own counter that has no family of its own, by its name.", "metric"),
 		opValue:      t("operator_value", "An operator's own gauge that has no family of its own, by its name.", "metric"),
 		stateBytes: d("state_bytes",
@@ -328,7 +337,8 @@ func (d *descs) all() []*prometheus.Desc {
 		d.partWatermark, d.partWatermarkLag, d.partIdle, d.chanItems, d.chanCapacity, d.sinkWrite, d.sinkErrors,
 		d.walAppends, d.walSync, d.walParkedAcks, d.stateKeys, d.ckptDurationH, d.ckptPauseH, d.ckptSizeH,
 		d.windowsFired, d.openWindows, d.lateRows, d.nullRows,
-		d.walReplayed, d.walParked, d.walLast, d.walCursor, d.walCursorLag, d.opEvents, d.opValue, d.stateBytes,
+		d.walReplayed, d.walParked, d.walLast, d.walCursor, d.walCursorLag,
+		d.srcPosRows, d.srcEndRows, d.srcPosBytes, d.srcEndBytes, d.opEvents, d.opValue, d.stateBytes,
 		d.ckptCompleted, d.ckptFailed, d.ckptInARow, d.ckptHealthy, d.ckptDuration, d.ckptPause, d.ckptBytes, d.ckptLastSuccess,
 		d.restoreDone, d.restoreBytes, d.restoreTotal, d.restoreKeys, d.restoreSnaps, d.restoreSnapsN,
 	}
@@ -358,9 +368,13 @@ var (
 		"wal_parked_timeouts":       func(d *descs) (*prometheus.Desc, string) { return d.walParked, "" },
 	}
 	gaugeFamilies = map[string]func(*descs) *prometheus.Desc{
-		windowop.MetricOpenWindows: func(d *descs) *prometheus.Desc { return d.openWindows },
-		"wal_last":                 func(d *descs) *prometheus.Desc { return d.walLast },
-		"wal_cursor":               func(d *descs) *prometheus.Desc { return d.walCursor },
+		windowop.MetricOpenWindows:            func(d *descs) *prometheus.Desc { return d.openWindows },
+		"wal_last":                            func(d *descs) *prometheus.Desc { return d.walLast },
+		"wal_cursor":                          func(d *descs) *prometheus.Desc { return d.walCursor },
+		runtime.GaugeSourcePosition + "rows":  func(d *descs) *prometheus.Desc { return d.srcPosRows },
+		runtime.GaugeSourceEnd + "rows":       func(d *descs) *prometheus.Desc { return d.srcEndRows },
+		runtime.GaugeSourcePosition + "bytes": func(d *descs) *prometheus.Desc { return d.srcPosBytes },
+		runtime.GaugeSourceEnd + "bytes":      func(d *descs) *prometheus.Desc { return d.srcEndBytes },
 	}
 )
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -579,4 +580,37 @@ func TestCollectorIdlePartition(t *testing.T) {
 		return sum(series(f["arkflow_partition_idle"], map[string]string{"partition": fed})) == 0 &&
 			sum(series(f["arkflow_partition_watermark_seconds"], map[string]string{"partition": fed})) == 2.6
 	})
+}
+
+// TestCollectorSourceProgress: a bounded generate source reports how far
+// through its input each of its tasks is, in rows of the task's own
+// partitions, and a finished job shows every task at its end (issue 21).
+func TestCollectorSourceProgress(t *testing.T) {
+	j, err := clickBuilder(mem.NewSink()).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fams := gather(t, j.Collector())
+	pos, end := fams["arkflow_source_position_rows"], fams["arkflow_source_end_rows"]
+	if pos == nil || end == nil {
+		t.Fatalf("no source progress families; got %v", slices.Sorted(maps.Keys(fams)))
+	}
+	p, e := series(pos, map[string]string{"operator": "in"}), series(end, map[string]string{"operator": "in"})
+	if len(p) != 2 || len(e) != 2 {
+		t.Fatalf("want a series per source subtask (2), got position %v, end %v", p, e)
+	}
+	for l, v := range e {
+		if v != 2000 || p[l] != v {
+			t.Errorf("%s: position %v of end %v, want 2000 of 2000 (2 partitions of 1000 rows)", l, p[l], v)
+		}
+	}
+	if _, ok := fams["arkflow_source_position_bytes"]; ok {
+		t.Error("a generate source reported a position in bytes")
+	}
+	if n := sum(series(fams["arkflow_rows_out_total"], map[string]string{"operator": "in"})); n != 4000 {
+		t.Errorf("source rows out %v, want 4000", n)
+	}
 }
