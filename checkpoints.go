@@ -18,7 +18,10 @@ type CheckpointStatus struct {
 	// ("degraded": the previous checkpoint is still the one a restart
 	// uses).
 	Healthy bool
-	// Completed and Failures count this run's checkpoint rounds.
+	// Completed and Failures count this run's checkpoint rounds. A round
+	// cancelled before it committed (the job ended or stopped during it,
+	// or the caller of Checkpoint cancelled its context) is neither: it is
+	// logged as abandoned and leaves the health as it was.
 	Completed, Failures int64
 	// ConsecutiveFailures counts the rounds failed since the last one that
 	// succeeded (0 when Healthy): how long checkpoints have been degraded.

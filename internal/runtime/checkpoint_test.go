@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -519,5 +523,65 @@ func TestFailedRestoreLeavesNoPartialState(t *testing.T) {
 	}
 	if got := dumpState(t, dir, "other-job"); len(got) != 1 {
 		t.Fatalf("the other job's state: %v", got)
+	}
+}
+
+// stallingStore holds every upload, once armed, until its context ends:
+// a round in flight when the job ends.
+type stallingStore struct {
+	ckptstore.Store
+	armed   atomic.Bool
+	stalled chan struct{}
+	once    sync.Once
+}
+
+func (s *stallingStore) stall(ctx context.Context) error {
+	s.once.Do(func() { close(s.stalled) })
+	<-ctx.Done()
+	return fmt.Errorf("checkpoint: put: %w", ctx.Err())
+}
+
+func (s *stallingStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if s.armed.Load() {
+		return s.stall(ctx)
+	}
+	return s.Store.Put(ctx, key, r, size)
+}
+
+func (s *stallingStore) Create(ctx context.Context, key string, r io.Reader, size int64) error {
+	if s.armed.Load() {
+		return s.stall(ctx)
+	}
+	return s.Store.Create(ctx, key, r, size)
+}
+
+// A periodic round still uploading when the job's input ends is
+// abandoned, not failed: the job ending is no checkpoint failure, so the
+// health stays good, no failure is counted and nothing is logged as a
+// warning (it was, at the end of every bounded job that ended during a
+// round; issue 21, R-OPS-1).
+func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
+	hist := &history{}
+	spec := strings.Replace(ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), `"interval_ms":3600000`, `"interval_ms":20`, 1)
+	st := &stallingStore{stalled: make(chan struct{})}
+	logs := newCaptured()
+	r, err := startCkpt(t, spec, Options{Logger: slog.New(logs), WrapStore: func(s ckptstore.Store) ckptstore.Store {
+		st.Store = s
+		return st
+	}}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
+	eventually(t, "a periodic checkpoint", func() bool { return r.rt.CheckpointStatus().Completed > 0 })
+	st.armed.Store(true)
+	<-st.stalled
+	r.stop()
+	s := r.rt.CheckpointStatus()
+	if s.Failures != 0 || s.ConsecutiveFailures != 0 || !s.Healthy || s.LastError != "" {
+		t.Errorf("a round abandoned at the end counted as a failure: %+v", s)
+	}
+	for _, w := range logs.warnings() {
+		t.Errorf("warning logged at the end of the job: %s %v", w.msg, w.attrs)
 	}
 }

@@ -77,6 +77,17 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 			if errors.Is(err, errNoCut) {
 				return
 			}
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// Cancelled, not failed: the job is ending (its input
+				// ended, or it stops) or the caller gave up. The store
+				// did nothing wrong, so health and failure counts stay.
+				if id != "" {
+					r.log.Info("checkpoint abandoned: cancelled before it committed; the previous one stays in use", "kind", kind, "checkpoint", id)
+				} else {
+					r.log.Info("checkpoint abandoned: cancelled before it committed; the previous one stays in use", "kind", kind)
+				}
+				return
+			}
 			s.Healthy = false
 			s.Failures++
 			s.ConsecutiveFailures++
