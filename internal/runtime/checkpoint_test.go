@@ -585,3 +585,37 @@ func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 		t.Errorf("warning logged at the end of the job: %s %v", w.msg, w.attrs)
 	}
 }
+
+// Cancelling Run's context ends the job as Failed with the context's
+// error, as documented, but logs it as a cancellation (a warning), not
+// as a failure: a service shutting down is no fault of the job (issue 21).
+func TestCancelledRunIsNotLoggedAsAFailure(t *testing.T) {
+	logs := newCaptured()
+	src := mem.NewSource(clickSchema, 2)
+	rt := New(mustBuild(t, ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), map[string]any{"in": src, "out": mem.NewSink()}), Options{Logger: slog.New(logs)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	eventually(t, "running", func() bool { return rt.State() == Running })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	if rt.State() != Failed || !errors.Is(rt.Err(), context.Canceled) {
+		t.Errorf("state %v, err %v; want failed with context.Canceled", rt.State(), rt.Err())
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	cancelled := 0
+	for _, r := range *logs.recs {
+		if r.level >= slog.LevelError {
+			t.Errorf("error logged for a cancelled run: %s %v", r.msg, r.attrs)
+		}
+		if r.level == slog.LevelWarn && strings.HasPrefix(r.msg, "job cancelled") {
+			cancelled++
+		}
+	}
+	if cancelled != 1 {
+		t.Errorf("%d \"job cancelled\" warnings, want 1", cancelled)
+	}
+}

@@ -132,7 +132,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		r.fail(firstErr)
 		return firstErr
 	case ctx.Err() != nil:
-		r.fail(ctx.Err())
+		r.cancelledBy(ctx.Err())
 		return ctx.Err()
 	case closeErr != nil:
 		r.fail(closeErr)
@@ -141,6 +141,17 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	r.setState(Stopped)
 	r.log.Info("job stopped")
 	return nil
+}
+
+// cancelledBy ends the run as Failed with err, the run context's error:
+// the caller's cancellation (a service shutting down, a second signal) is
+// no fault of the job, so it is logged as a warning, not as a failure.
+func (r *Runtime) cancelledBy(err error) {
+	r.mu.Lock()
+	r.state = Failed
+	r.err = err
+	r.mu.Unlock()
+	r.log.Warn("job cancelled: its context ended before it stopped, without draining; rows not acknowledged are read again by the next run where the sources can replay them", "error", err)
 }
 
 func (r *Runtime) fail(err error) {
