@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	fs.SetOutput(stderr)
 	var toks tokens
 	dataDir := fs.String("data-dir", "./arkflow-hub-data", "keep the Hub's SQLite file (hub.db) in `DIR`")
-	listen := fs.String("listen", envOr("ARKFLOW_HUB_ADDRESS", "127.0.0.1:8080"), "listen on `ADDR` (default $ARKFLOW_HUB_ADDRESS or 127.0.0.1:8080)")
+	listen := fs.String("listen", envOr("ARKFLOW_HUB_ADDRESS", "127.0.0.1:8080"), "listen on `ADDR` ($ARKFLOW_HUB_ADDRESS when set)")
 	fs.Var(&toks, "token", "an operator token `id|role|secret[|scopes]`; repeatable (default $ARKFLOW_OPERATOR_TOKENS, ';'-separated)")
 	nodeToken := fs.String("node-token", "", "the secret Agents register with (default $ARKFLOW_NODE_TOKEN; a flag shows in the process list)")
 	insecure := fs.Bool("insecure-no-auth", false, "let every operator request in as admin (testing only)")
@@ -107,9 +107,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		*nodeToken = os.Getenv("ARKFLOW_NODE_TOKEN")
 	}
 	logger := logformat.New(stderr, logFormat, *verbose)
-	if *insecure {
-		logger.Warn("--insecure-no-auth: every operator request is let in as admin; never use this outside a test")
-	}
+	// --insecure-no-auth is warned about by the Hub itself, once.
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
 	}
