@@ -10,35 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/internal/logtest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
-
-// recorder is a slog.Handler that keeps every record it gets.
-type recorder struct {
-	mu   sync.Mutex
-	recs []string
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *recorder) WithGroup(string) slog.Handler            { return r }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec.Level.String()+" "+rec.Message)
-	return nil
-}
-
-func (r *recorder) records() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.recs...)
-}
 
 // loggingSpec is a job through every part that logs: a source with a
 // write-ahead log, Badger state, a keyed window and checkpoints every
@@ -84,13 +62,13 @@ sinks:
 // rows and a restore, and nothing reaches the recorder, while the job's
 // own logger gets the job's records.
 func TestNoDefaultLoggerAtRuntime(t *testing.T) {
-	def := &recorder{}
+	def := logtest.New()
 	prev := slog.Default()
 	slog.SetDefault(slog.New(def))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 
 	dir := t.TempDir()
-	own := &recorder{}
+	own := logtest.New()
 	for i, lg := range []*slog.Logger{slog.New(own), nil, slog.New(own)} {
 		j, err := arkflow.FromSpec(loggingSpec(t, dir), arkflow.WithLogger(lg), arkflow.WithDataDir(filepath.Join(dir, "data")))
 		if err != nil {
@@ -103,18 +81,19 @@ func TestNoDefaultLoggerAtRuntime(t *testing.T) {
 			t.Fatalf("run %d: %v", i, err)
 		}
 	}
-	if got := def.records(); len(got) > 0 {
+	if got := def.Messages(); len(got) > 0 {
 		t.Errorf("library code logged through the default logger:\n%s", strings.Join(got, "\n"))
 	}
 	var running, checkpoint, restoring bool
-	for _, r := range own.records() {
-		running = running || r == "INFO job running"
-		checkpoint = checkpoint || r == "INFO checkpoint completed"
-		restoring = restoring || r == "INFO restoring"
+	for _, r := range own.Records() {
+		info := r.Level == slog.LevelInfo
+		running = running || info && r.Msg == "job running"
+		checkpoint = checkpoint || info && r.Msg == "checkpoint completed"
+		restoring = restoring || info && r.Msg == "restoring"
 	}
 	if !running || !checkpoint || !restoring {
 		t.Errorf("the job's logger missed records (running %v, checkpoint %v, restoring %v):\n%s",
-			running, checkpoint, restoring, strings.Join(own.records(), "\n"))
+			running, checkpoint, restoring, strings.Join(own.Messages(), "\n"))
 	}
 }
 

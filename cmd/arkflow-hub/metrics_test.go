@@ -10,17 +10,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
+	"github.com/arkflow-rs/arkflow-go/internal/opsrv/opsrvtest"
 	"github.com/arkflow-rs/arkflow-go/job"
 
 	_ "github.com/arkflow-rs/arkflow-go/connectors/drop"
@@ -95,7 +91,7 @@ func TestHubServesMetrics(t *testing.T) {
 	waitReady := func() {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			code, body := get(t, base+"/readyz")
+			code, body := opsrvtest.Get(t, base+"/readyz")
 			if code == http.StatusOK && strings.Contains(string(body), `"ready":true`) {
 				return
 			}
@@ -106,11 +102,11 @@ func TestHubServesMetrics(t *testing.T) {
 		}
 	}
 	waitReady()
-	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+	if code, body := opsrvtest.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
 	// The metrics listener has no API, and the API no /metrics.
-	if code, _ := get(t, base+"/api/v1/jobs"); code != http.StatusNotFound {
+	if code, _ := opsrvtest.Get(t, base+"/api/v1/jobs"); code != http.StatusNotFound {
 		t.Errorf("/api/v1/jobs on the metrics listener: %d", code)
 	}
 
@@ -151,7 +147,7 @@ sinks:
 	var st hub.Status
 	deadline := time.Now().Add(time.Minute)
 	for {
-		code, body := get(t, base+"/status")
+		code, body := opsrvtest.Get(t, base+"/status")
 		st = hub.Status{}
 		if err := json.Unmarshal(body, &st); err != nil || code != http.StatusOK {
 			t.Fatalf("/status: %d %v: %s", code, err, body)
@@ -168,24 +164,9 @@ sinks:
 		t.Errorf("/status: %+v", st)
 	}
 
-	code, text := get(t, base+"/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, text)
-	}
-	problems, err := promlint.New(bytes.NewReader(text)).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-	}
+	fams, text := opsrvtest.Scrape(t, base+"/metrics")
 	if strings.Contains(string(text), "no-such-job-4711") {
 		t.Error("/metrics keeps a raw request path")
-	}
-	var parser expfmt.TextParser
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
 	}
 	want := map[string]string{
 		"arkflow_hub_jobs":                          "desired_state,observed_state",
@@ -198,18 +179,7 @@ sinks:
 		"go_goroutines":                             "",
 		"process_cpu_seconds_total":                 "",
 	}
-	for name, lk := range want {
-		f := fams[name]
-		if f == nil || len(f.GetMetric()) == 0 {
-			t.Errorf("no %s in /metrics", name)
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if k := labelKeys(m); k != lk {
-				t.Errorf("%s{%s}: want the labels %q", name, k, lk)
-			}
-		}
-	}
+	opsrvtest.CheckFamilies(t, fams, want)
 	value := func(name string, labels ...string) float64 {
 		for _, m := range fams[name].GetMetric() {
 			l := map[string]string{}
@@ -300,27 +270,4 @@ func TestHubMetricsAddrFlag(t *testing.T) {
 	if !errors.As(err, &usage) || !strings.Contains(err.Error(), `--metrics-addr "9090"`) {
 		t.Errorf("--metrics-addr 9090: %v", err)
 	}
-}
-
-func get(t *testing.T, url string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	return resp.StatusCode, b
-}
-
-func labelKeys(m *dto.Metric) string {
-	var k []string
-	for _, p := range m.GetLabel() {
-		k = append(k, p.GetName())
-	}
-	slices.Sort(k)
-	return strings.Join(k, ",")
 }

@@ -7,19 +7,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
+	"github.com/arkflow-rs/arkflow-go/internal/opsrv/opsrvtest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -84,7 +82,7 @@ func readyz(t *testing.T, base string) (int, struct {
 	Job, State, Reason string
 }) {
 	t.Helper()
-	code, body := get(t, base+"/readyz")
+	code, body := opsrvtest.Get(t, base+"/readyz")
 	var r struct {
 		Ready              bool
 		Job, State, Reason string
@@ -129,7 +127,7 @@ func TestAgentServesMetrics(t *testing.T) {
 	if code != http.StatusServiceUnavailable || r.Ready || !strings.Contains(r.Reason, "not registered with the hub at "+hubURL) {
 		t.Fatalf("/readyz before registering: %d %+v", code, r)
 	}
-	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+	if code, body := opsrvtest.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
 
@@ -151,7 +149,7 @@ func TestAgentServesMetrics(t *testing.T) {
 	var st hubclient.Status
 	waitFor(t, stderr, func() bool {
 		code, _ := readyz(t, base)
-		_, body := get(t, base+"/status")
+		_, body := opsrvtest.Get(t, base+"/status")
 		st = hubclient.Status{}
 		if err := json.Unmarshal(body, &st); err != nil {
 			t.Fatalf("/status: %v: %s", err, body)
@@ -163,7 +161,7 @@ func TestAgentServesMetrics(t *testing.T) {
 		t.Errorf("/status: %+v", st)
 	}
 
-	fams := scrape(t, base)
+	fams, _ := opsrvtest.Scrape(t, base+"/metrics")
 	want := map[string]string{
 		"arkflow_agent_registered":            "",
 		"arkflow_agent_registrations_total":   "",
@@ -177,10 +175,10 @@ func TestAgentServesMetrics(t *testing.T) {
 		"go_goroutines":                       "",
 		"process_cpu_seconds_total":           "",
 	}
-	checkFamilies(t, fams, want)
+	opsrvtest.CheckFamilies(t, fams, want)
 	value := func(name string, labels map[string]string) float64 {
 		for _, m := range fams[name].GetMetric() {
-			if l := labelsOf(m); equalLabels(l, labels) {
+			if l := opsrvtest.Labels(m); equalLabels(l, labels) {
 				return metricValue(m)
 			}
 		}
@@ -203,8 +201,8 @@ func TestAgentServesMetrics(t *testing.T) {
 		t.Errorf("arkflow_agent_jobs{state=running} = %v", v)
 	}
 	for _, m := range fams["arkflow_rows_in_total"].GetMetric() {
-		if labelsOf(m)["job"] != "fleet" {
-			t.Errorf("arkflow_rows_in_total%v: want job=fleet", labelsOf(m))
+		if opsrvtest.Labels(m)["job"] != "fleet" {
+			t.Errorf("arkflow_rows_in_total%v: want job=fleet", opsrvtest.Labels(m))
 		}
 	}
 
@@ -240,64 +238,6 @@ func waitFor(t *testing.T, log *lockedBuffer, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// scrape GETs /metrics, checks that promlint finds no problem and
-// returns the families.
-func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
-	t.Helper()
-	code, text := get(t, base+"/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, text)
-	}
-	problems, err := promlint.New(bytes.NewReader(text)).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-	}
-	var parser expfmt.TextParser
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return fams
-}
-
-// checkFamilies checks that every family of want is there, each series
-// with the label names want gives (comma-separated, sorted).
-func checkFamilies(t *testing.T, fams map[string]*dto.MetricFamily, want map[string]string) {
-	t.Helper()
-	for name, lk := range want {
-		f := fams[name]
-		if f == nil || len(f.GetMetric()) == 0 {
-			t.Errorf("no %s in /metrics", name)
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if k := labelKeys(labelsOf(m)); k != lk {
-				t.Errorf("%s%v: want the labels %q", name, labelsOf(m), lk)
-			}
-		}
-	}
-}
-
-func labelsOf(m *dto.Metric) map[string]string {
-	l := map[string]string{}
-	for _, p := range m.GetLabel() {
-		l[p.GetName()] = p.GetValue()
-	}
-	return l
-}
-
-func labelKeys(l map[string]string) string {
-	var k []string
-	for n := range l {
-		k = append(k, n)
-	}
-	slices.Sort(k)
-	return strings.Join(k, ",")
 }
 
 func equalLabels(a, b map[string]string) bool {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,18 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/opsrv/opsrvtest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -51,21 +45,6 @@ sinks:
 
 var metricsListening = regexp.MustCompile(`msg="metrics listening".*? addr=(\S+)`)
 
-// get fetches url and returns its status code and body.
-func get(t *testing.T, url string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	return resp.StatusCode, body
-}
-
 // `arkflow run --metrics-addr 127.0.0.1:0` serves the running job over
 // real HTTP (issue 21, R-OPS-1): /metrics has the job's families with
 // their label sets and passes promlint, /healthz is live, /readyz becomes
@@ -82,19 +61,19 @@ func TestRunServesMetrics(t *testing.T) {
 		t.Errorf("\"metrics listening\" logged %d times", n)
 	}
 
-	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+	if code, body := opsrvtest.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
 	// Ready once running and a checkpoint has completed, so the checkpoint
 	// families carry a success.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		code, body := get(t, base+"/readyz")
+		code, body := opsrvtest.Get(t, base+"/readyz")
 		var st struct {
 			State       string
 			Checkpoints struct{ Completed int64 }
 		}
-		_, sb := get(t, base+"/status")
+		_, sb := opsrvtest.Get(t, base+"/status")
 		if err := json.Unmarshal(sb, &st); err != nil {
 			t.Fatalf("/status is not JSON: %v: %s", err, sb)
 		}
@@ -110,7 +89,7 @@ func TestRunServesMetrics(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	code, body := get(t, base+"/status")
+	code, body := opsrvtest.Get(t, base+"/status")
 	var status struct {
 		Job, State  string
 		Checkpoints arkflow.CheckpointStatus
@@ -122,37 +101,8 @@ func TestRunServesMetrics(t *testing.T) {
 		t.Errorf("/status: %s", body)
 	}
 
-	code, text := get(t, base+"/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, text)
-	}
-	problems, err := promlint.New(bytes.NewReader(text)).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-	}
-	var parser expfmt.TextParser
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	labels := func(m *dto.Metric) map[string]string {
-		l := map[string]string{}
-		for _, p := range m.GetLabel() {
-			l[p.GetName()] = p.GetValue()
-		}
-		return l
-	}
-	keys := func(l map[string]string) string {
-		var k []string
-		for n := range l {
-			k = append(k, n)
-		}
-		slices.Sort(k)
-		return strings.Join(k, ",")
-	}
+	fams, _ := opsrvtest.Scrape(t, base+"/metrics")
+	labels := opsrvtest.Labels
 	// Every family: its label names, and the job label.
 	want := map[string]string{
 		"arkflow_rows_in_total":                             "job,operator,subtask",
@@ -174,7 +124,7 @@ func TestRunServesMetrics(t *testing.T) {
 		}
 		for _, m := range f.GetMetric() {
 			l := labels(m)
-			if keys(l) != lk || l["job"] != "scraped" {
+			if opsrvtest.LabelNames(m) != lk || l["job"] != "scraped" {
 				t.Errorf("%s%v: want the labels %s with job=scraped", name, l, lk)
 			}
 		}
@@ -229,7 +179,7 @@ func TestReadyzNotRunning(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	code, body := get(t, srv.URL+"/readyz")
+	code, body := opsrvtest.Get(t, srv.URL+"/readyz")
 	var r struct {
 		Ready         bool
 		State, Reason string
@@ -237,10 +187,10 @@ func TestReadyzNotRunning(t *testing.T) {
 	if err := json.Unmarshal(body, &r); err != nil || code != http.StatusServiceUnavailable || r.Ready || r.State != "created" || !strings.Contains(r.Reason, "not yet running") {
 		t.Errorf("/readyz of a job not started: %d %v %s", code, err, body)
 	}
-	if code, body := get(t, srv.URL+"/healthz"); code != http.StatusOK {
+	if code, body := opsrvtest.Get(t, srv.URL+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
-	code, body = get(t, srv.URL+"/status")
+	code, body = opsrvtest.Get(t, srv.URL+"/status")
 	if code != http.StatusOK || !strings.Contains(string(body), `"job":"idle"`) || !strings.Contains(string(body), `"state":"created"`) {
 		t.Errorf("/status: %d %s", code, body)
 	}
@@ -366,7 +316,7 @@ sinks:
 	defer cmd.Process.Kill()
 	// Not ready while starting, however long it takes.
 	for range 5 {
-		code, body := get(t, base+"/readyz")
+		code, body := opsrvtest.Get(t, base+"/readyz")
 		var r struct {
 			Ready         bool
 			State, Reason string
@@ -374,7 +324,7 @@ sinks:
 		if err := json.Unmarshal(body, &r); err != nil || code != http.StatusServiceUnavailable || r.Ready || r.State != "starting" {
 			t.Fatalf("/readyz while starting: %d %v %s", code, err, body)
 		}
-		if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+		if code, body := opsrvtest.Get(t, base+"/healthz"); code != http.StatusOK {
 			t.Fatalf("/healthz while starting: %d %s", code, body)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -384,7 +334,7 @@ sinks:
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		code, body := get(t, base+"/readyz")
+		code, body := opsrvtest.Get(t, base+"/readyz")
 		if code == http.StatusOK {
 			break
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
+	"github.com/arkflow-rs/arkflow-go/internal/opsrv/opsrvtest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -124,7 +125,7 @@ func TestRunReadyzWhileRestoring(t *testing.T) {
 	var restoring, polls int
 	var last string
 	for {
-		code, body := get(t, base+"/readyz")
+		code, body := opsrvtest.Get(t, base+"/readyz")
 		polls++
 		var r struct {
 			Ready         bool

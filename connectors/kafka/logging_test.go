@@ -1,37 +1,14 @@
 package kafka
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/logtest"
 )
-
-// recorder is a slog.Handler that keeps the messages it gets.
-type recorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *recorder) WithGroup(string) slog.Handler            { return r }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Message)
-	return nil
-}
-
-func (r *recorder) messages() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.msgs...)
-}
 
 // The input's partition lookup, which runs outside any subtask, logs its
 // failure and librdkafka's own log lines through the operator's logger
@@ -42,12 +19,12 @@ func TestPartitionLookupLogsToTheJobsLogger(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits MetadataTimeout")
 	}
-	def := &recorder{}
+	def := logtest.New()
 	prev := slog.Default()
 	slog.SetDefault(slog.New(def))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 
-	own := &recorder{}
+	own := logtest.New()
 	f, _ := connectors.LookupInput(Type)
 	in, err := f(connectors.BuildContext{Config: json.RawMessage(`{"brokers":["127.0.0.1:1"],"topics":["t"],"consumer_group":"g"}`), Logger: slog.New(own)})
 	if err != nil {
@@ -57,14 +34,14 @@ func TestPartitionLookupLogsToTheJobsLogger(t *testing.T) {
 		t.Fatalf("partitions %d without a broker", n)
 	}
 	var lookup, librdkafka bool
-	for _, m := range own.messages() {
+	for _, m := range own.Messages() {
 		lookup = lookup || strings.HasPrefix(m, "cannot look up the partitions")
 		librdkafka = librdkafka || strings.HasPrefix(m, "librdkafka: ")
 	}
 	if !lookup || !librdkafka {
-		t.Errorf("the operator's logger got (lookup failure %v, librdkafka lines %v):\n%s", lookup, librdkafka, strings.Join(own.messages(), "\n"))
+		t.Errorf("the operator's logger got (lookup failure %v, librdkafka lines %v):\n%s", lookup, librdkafka, strings.Join(own.Messages(), "\n"))
 	}
-	if got := def.messages(); len(got) > 0 {
+	if got := def.Messages(); len(got) > 0 {
 		t.Errorf("logged through the default logger:\n%s", strings.Join(got, "\n"))
 	}
 }

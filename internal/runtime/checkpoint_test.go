@@ -19,6 +19,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore/ckpttest"
+	"github.com/arkflow-rs/arkflow-go/internal/logtest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -564,7 +565,7 @@ func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 	hist := &history{}
 	spec := strings.Replace(ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), `"interval_ms":3600000`, `"interval_ms":20`, 1)
 	st := &stallingStore{stalled: make(chan struct{})}
-	logs := newCaptured()
+	logs := logtest.New()
 	r, err := startCkpt(t, spec, Options{Logger: slog.New(logs), WrapStore: func(s ckptstore.Store) ckptstore.Store {
 		st.Store = s
 		return st
@@ -581,8 +582,8 @@ func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 	if s.Failures != 0 || s.ConsecutiveFailures != 0 || !s.Healthy || s.LastError != "" {
 		t.Errorf("a round abandoned at the end counted as a failure: %+v", s)
 	}
-	for _, w := range logs.warnings() {
-		t.Errorf("warning logged at the end of the job: %s %v", w.msg, w.attrs)
+	for _, w := range logs.Warnings() {
+		t.Errorf("warning logged at the end of the job: %s %v", w.Msg, w.Attrs)
 	}
 }
 
@@ -590,7 +591,7 @@ func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 // error, as documented, but logs it as a cancellation (a warning), not
 // as a failure: a service shutting down is no fault of the job (issue 21).
 func TestCancelledRunIsNotLoggedAsAFailure(t *testing.T) {
-	logs := newCaptured()
+	logs := logtest.New()
 	src := mem.NewSource(clickSchema, 2)
 	rt := New(mustBuild(t, ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), map[string]any{"in": src, "out": mem.NewSink()}), Options{Logger: slog.New(logs)})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -604,14 +605,12 @@ func TestCancelledRunIsNotLoggedAsAFailure(t *testing.T) {
 	if rt.State() != Failed || !errors.Is(rt.Err(), context.Canceled) {
 		t.Errorf("state %v, err %v; want failed with context.Canceled", rt.State(), rt.Err())
 	}
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
 	cancelled := 0
-	for _, r := range *logs.recs {
-		if r.level >= slog.LevelError {
-			t.Errorf("error logged for a cancelled run: %s %v", r.msg, r.attrs)
+	for _, r := range logs.Records() {
+		if r.Level >= slog.LevelError {
+			t.Errorf("error logged for a cancelled run: %s %v", r.Msg, r.Attrs)
 		}
-		if r.level == slog.LevelWarn && strings.HasPrefix(r.msg, "job cancelled") {
+		if r.Level == slog.LevelWarn && strings.HasPrefix(r.Msg, "job cancelled") {
 			cancelled++
 		}
 	}

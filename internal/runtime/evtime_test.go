@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,57 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/logtest"
 )
-
-// captured is a slog.Handler that keeps every record, with the attributes
-// of the logger it came through, rendered as key=value strings.
-type captured struct {
-	mu    *sync.Mutex
-	recs  *[]capturedRecord
-	attrs []slog.Attr
-}
-
-type capturedRecord struct {
-	level slog.Level
-	msg   string
-	attrs map[string]string
-}
-
-func newCaptured() *captured { return &captured{mu: &sync.Mutex{}, recs: &[]capturedRecord{}} }
-
-func (c *captured) Enabled(context.Context, slog.Level) bool { return true }
-func (c *captured) WithGroup(string) slog.Handler            { return c }
-func (c *captured) WithAttrs(as []slog.Attr) slog.Handler {
-	return &captured{mu: c.mu, recs: c.recs, attrs: append(append([]slog.Attr(nil), c.attrs...), as...)}
-}
-
-func (c *captured) Handle(_ context.Context, r slog.Record) error {
-	rec := capturedRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
-	for _, a := range c.attrs {
-		rec.attrs[a.Key] = a.Value.String()
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	c.mu.Lock()
-	*c.recs = append(*c.recs, rec)
-	c.mu.Unlock()
-	return nil
-}
-
-// warnings returns the warnings logged so far.
-func (c *captured) warnings() []capturedRecord {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []capturedRecord
-	for _, r := range *c.recs {
-		if r.level == slog.LevelWarn {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // timedNull is a batch of key "a" whose event times are null.
 func timedNull(n int) arrow.RecordBatch {
@@ -137,7 +87,7 @@ func (r *evRun) end() {
 // count since the previous warning; what is left when the operator closes
 // is reported then. The warning names the source, the window and the fix.
 func TestDroppedRowsWarning(t *testing.T) {
-	logs := newCaptured()
+	logs := logtest.New()
 	r := startEv(t, "", slog.New(logs))
 	// sync makes sure the window has finished the batches before: an
 	// on-time row of an open window, which drops nothing, taken in.
@@ -146,17 +96,17 @@ func TestDroppedRowsWarning(t *testing.T) {
 
 	r.add(timed(2100, 100)) // R-TIME-4: 100 is late at once
 	sync()
-	ws := logs.warnings()
+	ws := logs.Warnings()
 	if len(ws) != 1 {
 		t.Fatalf("warnings after the first drop: %+v", ws)
 	}
 	w := ws[0]
-	if w.attrs["operator"] != "w" || w.attrs["subtask"] != "0" || w.attrs["source"] != "in" || w.attrs["dropped"] != "1" || w.attrs["job"] != "ev" {
-		t.Errorf("warning attributes: %v", w.attrs)
+	if w.Attrs["operator"] != "w" || w.Attrs["subtask"] != "0" || w.Attrs["source"] != "in" || w.Attrs["dropped"] != "1" || w.Attrs["job"] != "ev" {
+		t.Errorf("warning attributes: %v", w.Attrs)
 	}
 	for _, fix := range []string{"out_of_orderness_ms (0)", "advance to per_row", "late_event_policy route"} {
-		if !strings.Contains(w.attrs["fix"], fix) {
-			t.Errorf("the fix does not say %q: %s", fix, w.attrs["fix"])
+		if !strings.Contains(w.Attrs["fix"], fix) {
+			t.Errorf("the fix does not say %q: %s", fix, w.Attrs["fix"])
 		}
 	}
 	r.add(timed(50))
@@ -166,24 +116,24 @@ func TestDroppedRowsWarning(t *testing.T) {
 	sync()
 	r.add(timedNull(2))
 	sync()
-	if n := len(logs.warnings()); n != 1 {
+	if n := len(logs.Warnings()); n != 1 {
 		t.Fatalf("%d warnings within 10 s of the first, want 1", n)
 	}
 	r.clock.Advance(time.Millisecond)
 	r.add(timed(70))
 	sync()
-	ws = logs.warnings()
-	if len(ws) != 3 || ws[1].attrs["dropped"] != "3" || ws[2].attrs["dropped"] != "2" || !strings.Contains(ws[2].msg, "without an event time") {
+	ws = logs.Warnings()
+	if len(ws) != 3 || ws[1].Attrs["dropped"] != "3" || ws[2].Attrs["dropped"] != "2" || !strings.Contains(ws[2].Msg, "without an event time") {
 		t.Fatalf("warnings 10 s after the first: %+v", ws[1:])
 	}
 	r.add(timed(80))
 	sync()
-	if n := len(logs.warnings()); n != 3 {
+	if n := len(logs.Warnings()); n != 3 {
 		t.Fatalf("%d warnings, want 3", n)
 	}
 	r.end()
-	ws = logs.warnings()
-	if len(ws) != 4 || ws[3].attrs["dropped"] != "1" {
+	ws = logs.Warnings()
+	if len(ws) != 4 || ws[3].Attrs["dropped"] != "1" {
 		t.Fatalf("at the close, the drop not yet reported: %+v", ws[3:])
 	}
 	if got := windowCounter(r.rt, "late_dropped"); got != 5 {
@@ -302,7 +252,7 @@ func TestPerRowAdvanceKeepsInOrderRows(t *testing.T) {
 // timeout it does not.
 func TestStarvedPartitionIsWarnedOnce(t *testing.T) {
 	for _, idle := range []bool{false, true} {
-		logs := newCaptured()
+		logs := logtest.New()
 		clock := &fakeClock{now: time.UnixMilli(1_000_000)}
 		src, sink := mem.NewSource(eventSchema, 2), mem.NewSink()
 		wm := ""
@@ -323,11 +273,11 @@ func TestStarvedPartitionIsWarnedOnce(t *testing.T) {
 		}
 		starved := func() int {
 			n := 0
-			for _, w := range logs.warnings() {
-				if strings.Contains(w.msg, "have had no row yet") {
+			for _, w := range logs.Warnings() {
+				if strings.Contains(w.Msg, "have had no row yet") {
 					n++
-					if w.attrs["partitions"] != "[1]" || !strings.Contains(w.msg, "IdleTimeout") {
-						t.Errorf("warning %q %v: want partition 1 and the fix named", w.msg, w.attrs)
+					if w.Attrs["partitions"] != "[1]" || !strings.Contains(w.Msg, "IdleTimeout") {
+						t.Errorf("warning %q %v: want partition 1 and the fix named", w.Msg, w.Attrs)
 					}
 				}
 			}
