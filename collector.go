@@ -35,8 +35,10 @@ import (
 // Every series carries the label job (the job's ID), so the collectors of
 // several jobs can share a registry; registering two jobs with the same ID
 // in one registry fails (prometheus.AlreadyRegisteredError or a duplicate
-// descriptor error). Per-task series add operator and subtask ("0", "1",
-// …). The families, with Prometheus's base units:
+// descriptor error). To run a job again in the same process (a Job runs
+// once, so a new Job with the same ID), Unregister the old run's
+// collector before registering the new one's. Per-task series add
+// operator and subtask ("0", "1", …). The families, with Prometheus's base units:
 //
 //	arkflow_job_status{status}                 1 for the job's status, 0 for the others
 //	arkflow_rows_in_total, arkflow_rows_out_total, arkflow_batches_in_total,

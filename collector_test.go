@@ -614,3 +614,45 @@ func TestCollectorSourceProgress(t *testing.T) {
 		t.Errorf("source rows out %v, want 4000", n)
 	}
 }
+
+// A service that runs a job again (a Job runs once, so a new Job with the
+// same ID) swaps its collector: Unregister the old one, Register the new
+// one; the registry then serves the new run's series only (issue 21).
+func TestCollectorReplacedOnRestart(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	run := func() (*arkflow.Job, prometheus.Collector) {
+		j, err := clickBuilder(mem.NewSink()).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return j, j.Collector()
+	}
+	_, first := run()
+	if err := reg.Register(first); err != nil {
+		t.Fatal(err)
+	}
+	_, second := run()
+	if err := reg.Register(second); err == nil {
+		t.Fatal("a second job with the same ID registered beside the first")
+	}
+	if !reg.Unregister(first) {
+		t.Fatal("Unregister of the first run's collector found nothing")
+	}
+	if err := reg.Register(second); err != nil {
+		t.Fatalf("registering the new run's collector after Unregister: %v", err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "arkflow_rows_out_total" {
+			if got := sum(series(f, map[string]string{"operator": "in"})); got != 4000 {
+				t.Errorf("source rows out after the swap: %v, want 4000 (one run's, not two)", got)
+			}
+		}
+	}
+}
