@@ -252,16 +252,19 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 					}
 				}
 				nodes[task] = n
+				if len(ci.nodes) == 0 {
+					// The chain's head reads the chain's inbox.
+					m.inbox = ci.inbox
+				}
 				ci.nodes = append(ci.nodes, n)
-				// Published only once complete: Metrics reads it from
-				// other goroutines.
+				// Published only once complete: Metrics and Details read
+				// it from other goroutines.
 				r.mu.Lock()
 				r.tasks = append(r.tasks, m)
 				r.mu.Unlock()
 			}
 			if len(ci.nodes) > 0 {
 				ci.head = ci.nodes[0]
-				ci.head.m.inbox = ci.inbox
 			}
 			chains = append(chains, ci)
 		}
