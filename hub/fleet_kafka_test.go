@@ -649,52 +649,10 @@ func fkCreateTopic(t *testing.T, brokers, topic string, partitions int) {
 // idempotent producer, spread over pace, and checks record i landed at
 // offset i.
 func fkProduce(brokers, topic string, from, to int, pace time.Duration) error {
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "enable.idempotence": true, "linger.ms": 2, "go.logs.channel.enable": true})
-	if err != nil {
-		return err
-	}
-	go func() {
-		for range p.Logs() {
-		}
-	}()
-	defer p.Close()
-	dr := make(chan kafka.Event, fkParts*(to-from))
-	began := time.Now()
-	for i := from; i < to; i++ {
-		if pace > 0 {
-			time.Sleep(time.Until(began.Add(pace * time.Duration(i-from) / time.Duration(to-from))))
-		}
-		for part := 0; part < fkParts; part++ {
-			user, ts, amount := fkInput(part, i)
-			m := &kafka.Message{
-				TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: int32(part)},
-				Key:            []byte(user), Value: fmt.Appendf(nil, `{"part":%d,"user":%q,"ts":%d,"amount":%d}`, part, user, ts, amount),
-				Timestamp: time.UnixMilli(ts), Opaque: i,
-			}
-			for {
-				err := p.Produce(m, dr)
-				if err == nil {
-					break
-				}
-				var ke kafka.Error
-				if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				return fmt.Errorf("produce: %w", err)
-			}
-		}
-	}
-	for n := fkParts * (to - from); n > 0; n-- {
-		m := (<-dr).(*kafka.Message)
-		if m.TopicPartition.Error != nil {
-			return fmt.Errorf("delivery: %w", m.TopicPartition.Error)
-		}
-		if i := m.Opaque.(int); int64(m.TopicPartition.Offset) != int64(i) {
-			return fmt.Errorf("record %d of partition %d landed at offset %d", i, m.TopicPartition.Partition, m.TopicPartition.Offset)
-		}
-	}
-	return nil
+	return kafkatest.Produce(brokers, topic, fkParts, from, to, pace, func(part, i int) kafkatest.Message {
+		user, ts, amount := fkInput(part, i)
+		return kafkatest.Message{Key: []byte(user), Value: fmt.Appendf(nil, `{"part":%d,"user":%q,"ts":%d,"amount":%d}`, part, user, ts, amount), Time: time.UnixMilli(ts)}
+	})
 }
 
 // fkReadAll reads a topic from its beginning to its end with

@@ -567,55 +567,10 @@ func (v kafkaProof) identify(rec kafkaRecord, want map[string]*kafkaItem) (strin
 // spread evenly over pace (0: at once), and checks that record i landed
 // at offset i.
 func kafkaProduceInput(brokers, topic string, from, to int, pace time.Duration) error {
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "enable.idempotence": true, "linger.ms": 2, "go.logs.channel.enable": true})
-	if err != nil {
-		return err
-	}
-	go func() {
-		for range p.Logs() {
-		}
-	}()
-	defer p.Close()
-	dr := make(chan kafka.Event, kafkaParts*(to-from))
-	const ticks = 100
-	began := time.Now()
-	for i := from; i < to; i++ {
-		if pace > 0 {
-			// Record i is due at began + pace·(i-from)/(to-from), in ticks.
-			due := began.Add(pace * time.Duration((i-from)*ticks/(to-from)) / ticks)
-			time.Sleep(time.Until(due))
-		}
-		for part := 0; part < kafkaParts; part++ {
-			user, ts, amount := kafkaInputRecord(part, i)
-			m := &kafka.Message{
-				TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: int32(part)},
-				Key:            []byte(user), Value: fmt.Appendf(nil, `{"part":%d,"user":%q,"ts":%d,"amount":%d}`, part, user, ts, amount),
-				Timestamp: time.UnixMilli(ts), Opaque: i,
-			}
-			for {
-				err := p.Produce(m, dr)
-				if err == nil {
-					break
-				}
-				var ke kafka.Error
-				if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				return fmt.Errorf("produce: %w", err)
-			}
-		}
-	}
-	for n := kafkaParts * (to - from); n > 0; n-- {
-		m := (<-dr).(*kafka.Message)
-		if m.TopicPartition.Error != nil {
-			return fmt.Errorf("delivery: %w", m.TopicPartition.Error)
-		}
-		if i := m.Opaque.(int); int64(m.TopicPartition.Offset) != int64(i) {
-			return fmt.Errorf("record %d of partition %d landed at offset %d: the expected results assume offset %d", i, m.TopicPartition.Partition, m.TopicPartition.Offset, i)
-		}
-	}
-	return nil
+	return kafkatest.Produce(brokers, topic, kafkaParts, from, to, pace, func(part, i int) kafkatest.Message {
+		user, ts, amount := kafkaInputRecord(part, i)
+		return kafkatest.Message{Key: []byte(user), Value: fmt.Appendf(nil, `{"part":%d,"user":%q,"ts":%d,"amount":%d}`, part, user, ts, amount), Time: time.UnixMilli(ts)}
+	})
 }
 
 // kafkaRecord is one output record read back.

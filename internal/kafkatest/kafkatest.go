@@ -1,6 +1,6 @@
 // Package kafkatest holds the Kafka helpers the module's integration tests
-// share: creating a topic on the test broker and reading a topic back to
-// its end. Only tests import it (it brings in librdkafka through
+// share: creating a topic on the test broker, producing numbered records
+// at a pace, and reading a topic back to its end. Only tests import it (it brings in librdkafka through
 // confluent-kafka-go, as connectors/kafka does).
 package kafkatest
 
