@@ -11,50 +11,55 @@ import (
 )
 
 // CheckpointStatus is a job's checkpoint health and recovery progress.
+// Its JSON (the checkpoints of `arkflow run`'s and an Agent's /status)
+// has snake_case names, durations in nanoseconds (_ns) and no
+// last_completed before the first commit.
 type CheckpointStatus struct {
 	// Enabled is false when the spec has no checkpoint block.
-	Enabled bool
+	Enabled bool `json:"enabled"`
 	// Healthy is false after a failed round, until one succeeds
 	// ("degraded": the previous checkpoint is still the one a restart
 	// uses).
-	Healthy bool
+	Healthy bool `json:"healthy"`
 	// Completed and Failures count this run's checkpoint rounds. A round
 	// cancelled before it committed (the job ended or stopped during it,
 	// or the caller of Checkpoint cancelled its context) is neither: it is
 	// logged as abandoned and leaves the health as it was.
-	Completed, Failures int64
+	Completed int64 `json:"completed"`
+	Failures  int64 `json:"failures"`
 	// ConsecutiveFailures counts the rounds failed since the last one that
 	// succeeded (0 when Healthy): how long checkpoints have been degraded.
-	ConsecutiveFailures int64
+	ConsecutiveFailures int64 `json:"consecutive_failures"`
 	// LastError is the error of the last failed round ("" when none).
-	LastError string
+	LastError string `json:"last_error,omitempty"`
 	// LastID is the newest checkpoint this run committed.
-	LastID string
+	LastID string `json:"last_id,omitempty"`
 	// LastDuration is how long it took, from trigger to commit.
-	LastDuration time.Duration
+	LastDuration time.Duration `json:"last_duration_ns"`
 	// LastPause is how long the sources were held for its cut.
-	LastPause time.Duration
+	LastPause time.Duration `json:"last_pause_ns"`
 	// LastBytes is the size of the state it uploaded.
-	LastBytes int64
+	LastBytes int64 `json:"last_bytes"`
 	// LastCompleted is when that checkpoint committed (zero when this run
 	// committed none).
-	LastCompleted time.Time
+	LastCompleted time.Time `json:"last_completed,omitzero"`
 	// Restored names the checkpoint or savepoint the run started from
 	// ("" when none).
-	Restored string
+	Restored string `json:"restored,omitempty"`
 	// Recovery is the progress of the restore the run started with.
-	Recovery RecoveryProgress
+	Recovery RecoveryProgress `json:"recovery"`
 }
 
 // RecoveryProgress counts a restore's state: bytes and keys restored of
 // the total, reported before the job reports Running.
 type RecoveryProgress struct {
-	BytesRestored, BytesTotal int64
-	KeysRestored              int64
-	SnapshotsRestored         int
-	SnapshotsTotal            int
+	BytesRestored     int64 `json:"bytes_restored"`
+	BytesTotal        int64 `json:"bytes_total"`
+	KeysRestored      int64 `json:"keys_restored"`
+	SnapshotsRestored int   `json:"snapshots_restored"`
+	SnapshotsTotal    int   `json:"snapshots_total"`
 	// Done is true once the restore has finished (or there was none).
-	Done bool
+	Done bool `json:"done"`
 }
 
 func checkpointStatus(c runtime.CheckpointStatus) CheckpointStatus {

@@ -1,10 +1,13 @@
 package arkflow
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/connectors/drop"
+	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
 
@@ -30,5 +33,32 @@ func TestCheckpointStatusCarriesEveryField(t *testing.T) {
 		if !f.IsValid() || f.IsZero() {
 			t.Errorf("CheckpointStatus.%s is not carried over", name)
 		}
+	}
+}
+
+// The checkpoint status's JSON, as /status serves it: snake_case names,
+// durations in nanoseconds, no last_completed before a commit; and a job
+// without checkpoints has nothing to restore (recovery done) (issue 21).
+func TestCheckpointStatusJSON(t *testing.T) {
+	b, err := json.Marshal(CheckpointStatus{Enabled: true, Healthy: true, Completed: 2, LastID: "7", LastDuration: 1500 * time.Millisecond, Recovery: RecoveryProgress{BytesTotal: 10, Done: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"enabled":true,"healthy":true,"completed":2,"failures":0,"consecutive_failures":0,"last_id":"7","last_duration_ns":1500000000,"last_pause_ns":0,"last_bytes":0,` +
+		`"recovery":{"bytes_restored":0,"bytes_total":10,"keys_restored":0,"snapshots_restored":0,"snapshots_total":0,"done":true}}`
+	if string(b) != want {
+		t.Errorf("JSON\n got %s\nwant %s", b, want)
+	}
+	var back CheckpointStatus
+	if err := json.Unmarshal(b, &back); err != nil || back.LastDuration != 1500*time.Millisecond || back.Recovery.BytesTotal != 10 {
+		t.Errorf("round trip: %+v, %v", back, err)
+	}
+
+	j, err := NewJob("plain").Source("in", generate.Config{Count: 10, Fields: []generate.Field{{Name: "n", Type: "int64"}}}).Sink("out", drop.Config{}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := j.Metrics().Checkpoints; c.Enabled || !c.Recovery.Done {
+		t.Errorf("a job without checkpoints, before Run: %+v; want not enabled, recovery done", c)
 	}
 }

@@ -212,6 +212,10 @@ func New(g *build.Graph, opts Options) *Runtime {
 		}
 	}
 	r.generation.Store(opts.Generation)
+	if g.Spec.Checkpoint == nil {
+		// Without checkpoints there is never anything to restore.
+		r.ckpt.status.Recovery.Done = true
+	}
 	r.ckpt.duration = metrics.NewDurationHistogram(metrics.DurationBuckets)
 	r.ckpt.pause = metrics.NewDurationHistogram(metrics.LatencyBuckets)
 	r.ckpt.size = metrics.NewHistogram(metrics.SizeBuckets, 1)
