@@ -237,6 +237,12 @@ type BuildContext struct {
 	// example a memory.Source holding its batches), or nil for declarative
 	// specs. Factories that need live values use it; others ignore it.
 	Bound any
+	// Time is a source's time block (nil for sinks, and for a source
+	// under processing time without one). A source whose rows a caller
+	// hands over and can be answered (push; a server) uses it to refuse a
+	// row without an event time at the call, instead of letting the job
+	// drop it after the caller was told it was accepted.
+	Time *job.Time
 	// Logger is the job's logger for this operator (the job and operator
 	// keys already added), for what the Input or Output logs outside a
 	// subtask, such as a metadata lookup. nil discards; a connector never

@@ -1,9 +1,10 @@
 // Package push is the source a Go service feeds: its handlers push typed
 // rows (structs mapped to columns as arkflow.Encode maps them) and the job
 // reads them. With arkflow.Durable on the source, a nil return from Push
-// means the rows are in the write-ahead log and survive a crash.
+// means the rows are in the write-ahead log and survive a crash; see
+// Source for what it means without, and for rows without an event time.
 //
-//	clicks := push.New[Click](push.Config[Click]{Partitions: 4})
+//	clicks := push.New(push.Config[Click]{Partitions: 4})
 //	j, err := arkflow.NewJob("clicks").
 //		Source("clicks", clicks, arkflow.Durable(job.Durability{})).
 //		...
@@ -66,12 +67,14 @@ type Config[T any] struct {
 // DefaultMaxPending is the default Config.MaxPending.
 const DefaultMaxPending = queue.DefaultMaxPending
 
-// Push is a source that a Go service feeds: its handlers call Push with
-// rows of type T, and the job reads them. Create it with
-// New, give it to the Builder's Source, and push while the job runs.
+// Source is a source that a Go service feeds: its handlers call Push with
+// rows of type T, and the job reads them. Create it with New, give it to
+// the Builder's Source, and push while the job runs.
 //
-// What a nil return from Push promises depends on the source's
-// durability:
+// # What a nil return from Push means
+//
+// Push returns nil once the job has taken every row of the call. What
+// that promises depends on the source's durability:
 //
 //   - with arkflow.Durable(...) on the source, the rows are in the write-ahead log:
 //     they survive a crash (SIGKILL) of the process, and are replayed after
@@ -80,6 +83,17 @@ const DefaultMaxPending = queue.DefaultMaxPending
 //     loses the rows taken and not yet processed (and, with checkpoints,
 //     the rows processed since the last checkpoint); a graceful Stop does
 //     not.
+//
+// Either way, a row the job would drop on arrival is not taken: when the
+// job reads the source under event time (arkflow.EventTime), a row whose
+// event-time field has no value — a nil pointer, or Go's zero time.Time,
+// which is never read as 0001-01-01 — makes Push return an error naming
+// the field and the row's index in the call, and nothing of that call is
+// taken. Unless the job routes rows without an event time to a sink
+// (EventTime.RouteLate): then they are taken, and that sink receives them
+// with the column null (decode it into a *time.Time). Rows that are late
+// are another matter: whether a row is late depends on the rows before
+// it, so Push takes it and the job handles it by its late policy.
 //
 // PushWait returns only once the rows were processed: acknowledged by every
 // sink they reached (or filtered away).
@@ -97,9 +111,9 @@ const DefaultMaxPending = queue.DefaultMaxPending
 // their acknowledgement until it fires: PushWait on rows that go into a
 // window returns once the window fired and its result was written.)
 //
-// A Push is meant for one job at a time. Rows pushed before the job starts
-// wait for it (Push blocks until they are taken); rows pushed after the job
-// stopped fail with ErrStopped until a job using the source starts
+// A Source is meant for one job at a time. Rows pushed before the job
+// starts wait for it (Push blocks until they are taken); rows pushed after
+// the job stopped fail with ErrStopped until a job using the source starts
 // again. It is safe for concurrent use.
 type Source[T any] struct {
 	cfg   Config[T]
@@ -147,12 +161,13 @@ func (p *Source[T]) Schema() *arrow.Schema {
 	return p.codec.Schema()
 }
 
-// Push hands rows to the job and returns once it took them (see Push for
-// what that promises with and without durability). It blocks while
+// Push hands rows to the job and returns once it took them (see Source
+// for what that promises with and without durability). It blocks while
 // MaxPending rows wait to be taken, returns ctx's error when ctx ends first
 // (the rows may then still be taken), ErrStopped when the job stopped
-// before taking them, and ErrClosed after Close. Rows of one call keep
-// their order within a partition.
+// before taking them, ErrClosed after Close, and an error naming the
+// field and row, taking none of the call, when a row has no event time
+// (see Source). Rows of one call keep their order within a partition.
 func (p *Source[T]) Push(ctx context.Context, rows ...T) error {
 	return p.push(ctx, false, rows)
 }
@@ -188,6 +203,17 @@ func (p *Source[T]) push(ctx context.Context, processed bool, rows []T) error {
 	}
 	if len(rows) == 0 {
 		return ctx.Err()
+	}
+	// The rows are checked against the job that will take them, whole,
+	// before any is queued.
+	et, err := p.q.Reading(ctx)
+	if err != nil {
+		return pushErr(err)
+	}
+	if et != nil && !et.Route {
+		if first, n, null := p.codec.Missing(rows, et.Col); n > 0 {
+			return fmt.Errorf("arkflow: push: %w", et.Refusal(first, n, null))
+		}
 	}
 	parts := p.q.Partitions()
 	if p.cfg.PartitionKey == nil || parts == 1 {
@@ -284,14 +310,22 @@ type pushSpec struct {
 
 // pushInput is what the push factory needs of a bound *Source[T].
 type pushInput interface {
-	input() (connectors.Input, error)
+	input(t *job.Time) (connectors.Input, error)
 }
 
-func (p *Source[T]) input() (connectors.Input, error) {
+// input is the source's Input for a job whose time block for it is t.
+func (p *Source[T]) input(t *job.Time) (connectors.Input, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return p.q.Input(), nil
+	var et *queue.EventTime
+	if t != nil && t.Mode == job.EventTime {
+		// An unknown column is the build's to report.
+		if idx := p.codec.Schema().FieldIndices(t.TimestampField); len(idx) == 1 {
+			et = &queue.EventTime{Col: idx[0], Field: p.codec.FieldPath(idx[0]), Column: t.TimestampField, Route: t.LateEventPolicy == job.LateRoute}
+		}
+	}
+	return p.q.Input(et), nil
 }
 
 func init() {
@@ -304,6 +338,6 @@ func init() {
 		if !ok {
 			return nil, fmt.Errorf("input type %q is fed by Go code: give a push.New value to the Builder's Source; a spec alone cannot run it", pushInputType)
 		}
-		return p.input()
+		return p.input(bc.Time)
 	})
 }

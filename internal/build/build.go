@@ -168,7 +168,7 @@ func (b *builder) sources() {
 			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)", src.InputType, strings.Join(b.env.connectors().InputTypes(), ", "))
 			continue
 		}
-		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID], Logger: b.opLogger(src.OperatorID)})
+		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID], Time: src.Time, Logger: b.opLogger(src.OperatorID)})
 		if err != nil {
 			b.report(src.OperatorID, at+".config", err)
 			continue

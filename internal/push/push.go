@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,13 +53,14 @@ type Queue struct {
 	now    func() time.Time
 
 	mu      sync.Mutex
-	queued  [][]*item // per partition, in push order
-	next    []int64   // per partition, the next offset to hand out
-	pending int64     // rows queued, not yet taken or refused
-	readers int       // connected, not yet closed subtasks of the run
-	started bool      // a run has connected since the last stop
-	stopped bool      // the last run ended and no other has connected
-	closed  bool      // Close was called: readers end after the queue
+	queued  [][]*item  // per partition, in push order
+	next    []int64    // per partition, the next offset to hand out
+	pending int64      // rows queued, not yet taken or refused
+	readers int        // connected, not yet closed subtasks of the run
+	started bool       // a run has connected since the last stop
+	et      *EventTime // the event time of the run that connected, or nil
+	stopped bool       // the last run ended and no other has connected
+	closed  bool       // Close was called: readers end after the queue
 	changed chan struct{}
 }
 
@@ -136,6 +138,36 @@ func (q *Queue) Enqueue(ctx context.Context, part int, rec arrow.RecordBatch, ac
 	}
 }
 
+// Reading waits until a job reads the queue and returns its event time
+// (nil under processing time), so that a pusher checks its rows against
+// the job that takes them: ErrStopped when the last job stopped and none
+// reads it since, ErrClosed after Close, ctx's error when ctx ends first.
+func (q *Queue) Reading(ctx context.Context) (*EventTime, error) {
+	q.mu.Lock()
+	for {
+		switch {
+		case q.closed:
+			q.mu.Unlock()
+			return nil, ErrClosed
+		case q.stopped:
+			q.mu.Unlock()
+			return nil, ErrStopped
+		case q.started:
+			et := q.et
+			q.mu.Unlock()
+			return et, nil
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		}
+		q.mu.Lock()
+	}
+}
+
 // Close ends the input: subtasks deliver what is queued, then report the
 // end of input (the job fires its windows and ends). Later pushes fail
 // with ErrClosed.
@@ -157,12 +189,13 @@ func (q *Queue) Pending() int64 {
 
 // connect registers a subtask of a run and returns the first offset of
 // each of its partitions.
-func (q *Queue) connect(parts []int, seek map[int32]int64) []int64 {
+func (q *Queue) connect(parts []int, seek map[int32]int64, et *EventTime) []int64 {
 	now := q.now().UnixNano()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.started {
-		q.started, q.stopped = true, false
+		// Every subtask of a run reads through one Input: one et.
+		q.started, q.stopped, q.et = true, false, et
 		q.wakeLocked()
 	}
 	q.readers++
@@ -193,31 +226,47 @@ func (q *Queue) disconnect() {
 	}
 	q.mu.Unlock()
 	for _, it := range refused {
-		it.rec.Release()
-		if it.accepted != nil {
-			it.accepted(ErrStopped)
-		}
-		if it.done != nil {
-			it.done(ErrStopped)
-		}
+		it.refuse(ErrStopped)
 	}
 }
 
-// Input is the connectors.Input of the queue for source operator op.
-func (q *Queue) Input() connectors.Input {
-	return &input{q: q, schema: connectors.WithMeta(q.schema)}
+// refuse releases an item the job does not take and reports err to its
+// pusher.
+func (it *item) refuse(err error) {
+	it.rec.Release()
+	if it.accepted != nil {
+		it.accepted(err)
+	}
+	if it.done != nil {
+		it.done(err)
+	}
+}
+
+// Input is the connectors.Input of the queue for a job. et is the job's
+// event-time column, nil under processing time: every batch the job takes
+// is checked against it (see EventTime).
+func (q *Queue) Input(et *EventTime) connectors.Input {
+	schema := q.schema
+	if et != nil && et.Route {
+		// Rows without an event time go on, null in that column.
+		fs := slices.Clone(schema.Fields())
+		fs[et.Col].Nullable = true
+		schema = arrow.NewSchema(fs, nil)
+	}
+	return &input{q: q, schema: connectors.WithMeta(schema), et: et}
 }
 
 type input struct {
 	q      *Queue
 	schema *arrow.Schema
+	et     *EventTime
 }
 
 func (in *input) Schema() *arrow.Schema { return in.schema }
 func (in *input) Partitions() int       { return in.q.Partitions() }
 
 func (in *input) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
-	r := &reader{q: in.q, schema: in.schema, op: info.OperatorID, tracker: connectors.NewTracker(""), seek: map[int32]int64{}}
+	r := &reader{q: in.q, schema: in.schema, et: in.et, op: info.OperatorID, tracker: connectors.NewTracker(""), seek: map[int32]int64{}}
 	for p := 0; p < in.q.Partitions(); p++ {
 		if p%info.Parallelism == info.Subtask {
 			r.parts = append(r.parts, p)
@@ -230,6 +279,7 @@ func (in *input) NewSource(info connectors.TaskInfo) (connectors.Source, error) 
 type reader struct {
 	q         *Queue
 	schema    *arrow.Schema
+	et        *EventTime
 	op        string
 	parts     []int
 	turn      int
@@ -242,7 +292,7 @@ type reader struct {
 func (r *reader) Unrewindable() {}
 
 func (r *reader) Connect(context.Context) error {
-	first := r.q.connect(r.parts, r.seek)
+	first := r.q.connect(r.parts, r.seek, r.et)
 	for i, p := range r.parts {
 		r.tracker.Start(int32(p), first[i])
 	}
@@ -275,14 +325,15 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			it := q.queued[p][0]
 			q.queued[p][0] = nil
 			q.queued[p] = q.queued[p][1:]
-			start := q.next[p]
-			q.next[p] += it.n
 			q.pending -= it.n
 			q.wakeLocked()
+			start := q.next[p]
+			q.next[p] += it.n
 			q.mu.Unlock()
 			r.turn = k + 1
-			out := connectors.AddMeta(r.schema, it.rec, r.op, int32(p), start)
-			it.rec.Release()
+			rec := r.et.nullify(it.rec)
+			out := connectors.AddMeta(r.schema, rec, r.op, int32(p), start)
+			rec.Release()
 			ack := r.tracker.Deliver(int32(p), start, start+it.n)
 			done := it.done
 			return connectors.Batch{Record: out, Partition: p, Accepted: it.accepted, Ack: func(err error) {

@@ -240,6 +240,10 @@ func encTime(mem memory.Allocator, f *field, base unsafe.Pointer, n int, stride 
 			if valid != nil {
 				valid.Release()
 			}
+			if t := *(*time.Time)(p); t.IsZero() {
+				return nil, fmt.Errorf("typed: %s: row %d is the zero time.Time, which %s cannot hold: set it, or make the field a *time.Time and leave it nil for no time",
+					f.where(), i, f.dtype)
+			}
 			return nil, fmt.Errorf("typed: %s: row %d: %s is outside what %s can hold; tag the field with a coarser unit (arkflow:\",unit=ms\")",
 				f.where(), i, (*(*time.Time)(p)).Format(time.RFC3339Nano), f.dtype)
 		}

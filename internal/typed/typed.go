@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -81,6 +82,32 @@ func newCodec[T any](t reflect.Type) (*Codec[T], error) {
 
 // Schema is the Arrow schema of T's rows.
 func (c *Codec[T]) Schema() *arrow.Schema { return c.schema }
+
+// FieldPath names the Go field of column i of Schema, for messages, as
+// in "Click.Base.ID".
+func (c *Codec[T]) FieldPath(i int) string { return c.fields[i].path }
+
+// Missing finds the rows whose column col has no value: null (a nil
+// pointer, a database/sql Null type not Valid) or, for a time.Time, Go's
+// zero time, which would otherwise be written as 0001-01-01T00:00:00Z.
+// It returns the first such row (-1 when there is none), how many there
+// are, and whether the first one is null (not zero).
+func (c *Codec[T]) Missing(rows []T, col int) (first, count int, null bool) {
+	f := c.fields[col]
+	base := unsafe.Pointer(unsafe.SliceData(rows))
+	first = -1
+	for i := range rows {
+		p := f.value(unsafe.Add(base, uintptr(i)*c.stride))
+		if p != nil && (f.kind != kTime || !(*time.Time)(p).IsZero()) {
+			continue
+		}
+		if first < 0 {
+			first, null = i, p == nil
+		}
+		count++
+	}
+	return first, count, null
+}
 
 // Encode builds a record batch of rows. mem nil means the default
 // allocator. The caller releases the batch.

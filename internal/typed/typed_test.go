@@ -896,8 +896,15 @@ func TestEncodeTimeOutOfRange(t *testing.T) {
 	c, _ := typed.For[R]()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	_, err := c.Encode(mem, []R{{time.Unix(0, 0)}, {}})
-	want := `typed: R.T (time.Time): row 1: 0001-01-01T00:00:00Z is outside what timestamp[ns, tz=UTC] can hold; tag the field with a coarser unit (arkflow:",unit=ms")`
+	year1 := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Second)
+	_, err := c.Encode(mem, []R{{time.Unix(0, 0)}, {year1}})
+	want := `typed: R.T (time.Time): row 1: 0001-01-01T00:00:01Z is outside what timestamp[ns, tz=UTC] can hold; tag the field with a coarser unit (arkflow:",unit=ms")`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n got %v\nwant %s", err, want)
+	}
+	// The zero time.Time is "no time" more often than a year-1 instant.
+	_, err = c.Encode(mem, []R{{time.Unix(0, 0)}, {}})
+	want = `typed: R.T (time.Time): row 1 is the zero time.Time, which timestamp[ns, tz=UTC] cannot hold: set it, or make the field a *time.Time and leave it nil for no time`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error\n got %v\nwant %s", err, want)
 	}
