@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
@@ -195,7 +196,30 @@ func (j *Job) Spec() *job.Spec { return j.spec.Clone() }
 
 // Plan returns the job's physical plan: its subtasks, their chains, key
 // groups and placement units. Its String is what "arkflow plan" prints.
-func (j *Job) Plan() *job.Plan { return j.plan }
+// It is a copy: changing it changes nothing of the job.
+func (j *Job) Plan() *job.Plan { return clonePlan(j.plan) }
+
+// clonePlan copies p deeply: the runtime runs the original.
+func clonePlan(p *job.Plan) *job.Plan {
+	c := *p
+	if p.Spec != nil {
+		c.Spec = p.Spec.Clone()
+	}
+	c.Tasks = slices.Clone(p.Tasks)
+	for i := range c.Tasks {
+		c.Tasks[i].Partitions = slices.Clone(c.Tasks[i].Partitions)
+	}
+	c.Chains = slices.Clone(p.Chains)
+	for i := range c.Chains {
+		c.Chains[i].Operators = slices.Clone(c.Chains[i].Operators)
+	}
+	c.Edges = slices.Clone(p.Edges)
+	c.PlacementUnits = slices.Clone(p.PlacementUnits)
+	for i := range c.PlacementUnits {
+		c.PlacementUnits[i].Tasks = slices.Clone(c.PlacementUnits[i].Tasks)
+	}
+	return &c
+}
 
 // Run starts the job and blocks until it ends: every bounded source was
 // read to its end and every row written (nil); Stop finished (nil); an
