@@ -16,8 +16,8 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestDataDriven runs the scripts in wal/testdata/recovery against a log in
-// a local directory (go test ./wal -run TestDataDriven -rewrite rewrites
+// TestDataDriven runs the scripts in internal/walog/testdata/recovery against a log in
+// a local directory (go test ./internal/walog -run TestDataDriven -rewrite rewrites
 // the expected outputs). Commands:
 //
 //	reset                     close the log, if open, and start over in an empty directory

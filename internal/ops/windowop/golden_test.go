@@ -4,9 +4,9 @@ package windowop_test
 // operators run end to end: a memory source → KeyBy → Window → memory sink,
 // plus a late sink under the route policy.
 //
-// Every file window/testdata/*.txt holds several cases. Run
+// Every file internal/ops/windowop/testdata/*.txt holds several cases. Run
 //
-//	go test ./window -run TestGolden -rewrite
+//	go test ./internal/ops/windowop -run TestGolden -rewrite
 //
 // to rewrite the expected outputs from the current behaviour (then review
 // the diff: a golden file is only as good as its review).
@@ -263,7 +263,7 @@ func (p pipeline) run(t testing.TB) result {
 
 // ---- golden files ----
 
-// goldenCase is one run directive of window/testdata/*.txt.
+// goldenCase is one run directive of internal/ops/windowop/testdata/*.txt.
 type goldenCase struct {
 	name   string
 	policy string // drop, route or update
@@ -488,7 +488,7 @@ func (c goldenCase) output(t *testing.T, stateDir string) string {
 	return b.String()
 }
 
-// runGolden calls f on every case of window/testdata/*.txt, each in the
+// runGolden calls f on every case of internal/ops/windowop/testdata/*.txt, each in the
 // subtest <file>/<case>, and compares what f returns with the case's
 // expected output (datadriven's -rewrite flag rewrites it).
 func runGolden(t *testing.T, f func(t *testing.T, d *datadriven.TestData, c goldenCase) string) {
@@ -525,7 +525,7 @@ func skipIfRewriting(t *testing.T) {
 	}
 }
 
-// TestGolden runs every case of window/testdata/*.txt and compares its
+// TestGolden runs every case of internal/ops/windowop/testdata/*.txt and compares its
 // output with the expected one (-rewrite rewrites them).
 func TestGolden(t *testing.T) {
 	t.Parallel()
