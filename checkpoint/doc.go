@@ -12,8 +12,8 @@
 //
 // An error about checkpoint data that is not what was written (a manifest
 // or state object whose size or checksum is wrong) matches ErrCorrupt
-// under errors.Is, and errors.As finds a *CorruptError naming the object.
-// A store that cannot be reached is never corruption.
+// under errors.Is, and its message names the object's key and what is
+// wrong. A store that cannot be reached is never corruption.
 //
 // Writing, committing and selecting checkpoints is the runtime's; how it
 // lays them out and picks the one to restore is described in

@@ -266,16 +266,13 @@ func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows 
 	if err != nil {
 		return nil, fmt.Errorf("arkflow: push: %w", err)
 	}
+	// w reports the one callback the call waits for: acceptance, or
+	// processing (rows not taken are reported to both, with one error).
 	w := make(chan error, 1)
 	report := func(err error) { w <- err }
-	accepted, done := report, func(error) {}
+	var accepted, done func(error) = report, nil
 	if processed {
-		accepted, done = func(err error) {
-			if err != nil {
-				// Not taken: done follows with the same error.
-				return
-			}
-		}, report
+		accepted, done = nil, report
 	}
 	if err := p.q.Enqueue(ctx, part, rec, accepted, done); err != nil {
 		return nil, pushErr(err)

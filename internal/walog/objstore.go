@@ -108,9 +108,9 @@ func (o *ObjectStoreOptions) validate() error {
 	if o.Client == nil {
 		switch err := blob.Check(o.S3); {
 		case errors.Is(err, blob.ErrSecretWithoutKey):
-			errs = append(errs, errors.New("wal: ObjectStoreOptions.SecretKey is set but ObjectStoreOptions.AccessKey is empty"))
+			errs = append(errs, errors.New("wal: ObjectStoreOptions.S3.SecretAccessKey is set but ObjectStoreOptions.S3.AccessKeyID is empty"))
 		case err != nil:
-			errs = append(errs, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err))
+			errs = append(errs, fmt.Errorf("wal: ObjectStoreOptions.S3.Endpoint: %w", err))
 		}
 	}
 	if o.SegmentBytes < 0 {
@@ -180,7 +180,7 @@ func OpenObjectStore(ctx context.Context, opts ObjectStoreOptions) (*Log, error)
 	if client == nil {
 		var err error
 		if client, err = blob.NewClient(opts.S3); err != nil {
-			return nil, fmt.Errorf("wal: ObjectStoreOptions.Endpoint: %w", err)
+			return nil, fmt.Errorf("wal: ObjectStoreOptions.S3.Endpoint: %w", err)
 		}
 	}
 	return openStorage(ctx, opts, blob.NewS3Storage(client, opts.Bucket))

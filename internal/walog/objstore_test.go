@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -197,8 +198,8 @@ func TestObjectStoreOptionsValidation(t *testing.T) {
 		{"stream missing", func(o *ObjectStoreOptions) { o.Stream = "" }, []string{"ObjectStoreOptions.Stream is required"}},
 		{"stream dot-dot", func(o *ObjectStoreOptions) { o.Stream = ".." }, []string{"ObjectStoreOptions.Stream \"..\""}},
 		{"bucket missing", func(o *ObjectStoreOptions) { o.Bucket = "" }, []string{"ObjectStoreOptions.Bucket is required"}},
-		{"endpoint of another scheme", func(o *ObjectStoreOptions) { o.S3.Endpoint = "ftp://h:1" }, []string{"ObjectStoreOptions.Endpoint", "the scheme must be http or https"}},
-		{"secret without access key", func(o *ObjectStoreOptions) { o.S3.SecretAccessKey = "x" }, []string{"ObjectStoreOptions.SecretKey is set but ObjectStoreOptions.AccessKey is empty"}},
+		{"endpoint of another scheme", func(o *ObjectStoreOptions) { o.S3.Endpoint = "ftp://h:1" }, []string{"ObjectStoreOptions.S3.Endpoint", "the scheme must be http or https"}},
+		{"secret without access key", func(o *ObjectStoreOptions) { o.S3.SecretAccessKey = "x" }, []string{"ObjectStoreOptions.S3.SecretAccessKey is set but ObjectStoreOptions.S3.AccessKeyID is empty"}},
 		{"bad sync mode", func(o *ObjectStoreOptions) { o.Sync = "fsync" }, []string{`sync "fsync"`}},
 		{"all at once", func(o *ObjectStoreOptions) { o.NodeID, o.Stream, o.Bucket = "", "", "" },
 			[]string{"ObjectStoreOptions.NodeID", "ObjectStoreOptions.Stream", "ObjectStoreOptions.Bucket"}},
@@ -214,6 +215,18 @@ func TestObjectStoreOptionsValidation(t *testing.T) {
 		for _, w := range c.want {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
+			}
+		}
+		// Every field the message names is one a caller can set.
+		for _, path := range regexp.MustCompile(`ObjectStoreOptions((?:\.[A-Z]\w*)+)`).FindAllStringSubmatch(err.Error(), -1) {
+			typ := reflect.TypeFor[ObjectStoreOptions]()
+			for _, name := range strings.Split(path[1][1:], ".") {
+				f, ok := typ.FieldByName(name)
+				if !ok {
+					t.Errorf("%s: error %q names %s, which ObjectStoreOptions does not have", c.name, err, path[0])
+					break
+				}
+				typ = f.Type
 			}
 		}
 	}
