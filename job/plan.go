@@ -412,14 +412,39 @@ func (p *Plan) ChainOf(operator string) (Chain, bool) {
 // JSON encodes the plan as indented JSON.
 func (p *Plan) JSON() ([]byte, error) { return json.MarshalIndent(p, "", "  ") }
 
-// String renders the plan for people: chains, edges, tasks with their
-// key-group ranges, and placement units.
+// chainText draws the tree of a chain from op: "a -> b" for one
+// downstream operator, "a -> {b, c -> d}" for a fan-out, whose branches
+// run side by side on the same rows.
+func chainText(op string, next map[string][]string) string {
+	switch to := next[op]; len(to) {
+	case 0:
+		return op
+	case 1:
+		return op + " -> " + chainText(to[0], next)
+	default:
+		branches := make([]string, len(to))
+		for i, t := range to {
+			branches[i] = chainText(t, next)
+		}
+		return op + " -> {" + strings.Join(branches, ", ") + "}"
+	}
+}
+
+// String renders the plan for people: chains (each drawn as the tree its
+// operators form), edges, tasks with their key-group ranges, and
+// placement units.
 func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %s version %d (%s), max_parallelism %d\n", p.JobID, p.Version, p.Digest, p.MaxParallelism)
 	b.WriteString("chains:\n")
+	next := map[string][]string{} // an operator's downstream operators in its chain
+	for _, e := range p.Edges {
+		if e.Mode == EdgeChained {
+			next[e.From] = append(next[e.From], e.To)
+		}
+	}
 	for _, c := range p.Chains {
-		fmt.Fprintf(&b, "  %s  x%d  %s\n", c.ID, c.Parallelism, strings.Join(c.Operators, " -> "))
+		fmt.Fprintf(&b, "  %s  x%d  %s\n", c.ID, c.Parallelism, chainText(c.Head, next))
 	}
 	b.WriteString("edges:\n")
 	for _, e := range p.Edges {
