@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
 )
@@ -377,7 +378,7 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 // ReadControl implements runtime.ControlReader: the next item of the
 // reader's partitions in push order, skipping what lies before the seek
 // positions (a restore).
-func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *runtime.Advance, error) {
+func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *eventtime.Advance, error) {
 	in := r.in
 	for {
 		in.mu.Lock()
@@ -402,7 +403,7 @@ func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *runtime.Ad
 			}
 			in.mu.Unlock()
 			if it.rec == nil {
-				return connectors.Batch{}, &runtime.Advance{Partitions: []int{p}, Watermark: it.wm}, nil
+				return connectors.Batch{}, &eventtime.Advance{Partitions: []int{p}, Watermark: it.wm}, nil
 			}
 			rec, start := it.rec, it.offset
 			if skip := r.seek[int32(p)] - start; skip > 0 {
