@@ -120,6 +120,9 @@ func TestAdvanceWatermarkDurable(t *testing.T) {
 			if n := h.Counter("w", "windows_fired"); n != int64(countRows(want)) {
 				t.Fatalf("windows_fired = %d, want %d", n, countRows(want))
 			}
+			in.Push(1, click{"ann", 99_500})
+			h.Finish() // the final watermark passes the WAL too
+			expect(t, out.Take(), "ann[99000,100000)=1")
 		})
 	}
 }

@@ -34,7 +34,10 @@ type Harness struct {
 	clock   *clock
 	inputs  map[string]*input // by source operator ID
 	store   string            // the checkpoint store's URI
-	stopped bool
+	stopped bool              // by Stop or the cleanup
+	// cleaned is set once the cleanup ran: the test is over, and nothing
+	// may be reported to it any more.
+	cleaned bool
 	// failed is set once the job's failure has failed the test, which the
 	// cleanup then does not report again.
 	failed bool
@@ -58,22 +61,36 @@ func StartAt(t time.Time) Option { return optionFunc(func(c *config) { c.start =
 
 // JobOptions passes options to Builder.Build, for example
 // arkflow.WithLogger. The harness sets WithDataDir itself (a temporary
-// directory); a WithDataDir given here overrides it.
+// directory); a WithDataDir given here overrides it, and the job's state
+// and write-ahead logs then live there.
 func JobOptions(opts ...arkflow.Option) Option {
 	return optionFunc(func(c *config) { c.jobOpts = append(c.jobOpts, opts...) })
 }
 
 // New builds the job b describes and starts it on a fake clock, with its
-// data directory and checkpoint store in temporary directories, and
+// data directory and checkpoint store in fresh temporary directories, and
 // returns once it runs and has handled whatever its inputs already hold.
 // The job stops when the test ends (t.Cleanup).
 //
+// The harness never reads or writes the places b's spec names for the
+// job's checkpoints, state and write-ahead logs: the checkpoint block's
+// object_store_uri is replaced by the temporary store, and the state
+// block's path and the durability blocks' path and backend are dropped,
+// so that state and logs (local ones, whatever the backend) live in the
+// temporary data directory. So a builder configured for production runs
+// as it is, and no harness restores or replays what another left. The rest of
+// the spec (backends, sync modes, intervals) is kept. b itself is not
+// changed: harnesses of one builder may run one after the other, or at
+// once when their sources are not Inputs (an Input belongs to one running
+// harness at a time).
+//
 // b's sources are typically Inputs and its sinks Outputs, though any
-// connector works. A job without a checkpoint block gets one (a temporary
-// directory, no periodic checkpoints), which Snapshot and Settle need; a
-// job without a state block then keeps its state in memory. b itself is
-// not changed: build several harnesses from one builder, one after the
-// other (Restore), and they share its inputs and outputs.
+// connector works. A job without a checkpoint block gets one (no periodic
+// checkpoints), which Snapshot and Settle need; a job without a state
+// block then keeps its state in memory. New starts a run afresh: an Input
+// or Output of b that an earlier harness used starts empty again, but for
+// what was pushed to the Input after that harness's job ended, which the
+// new job reads. The same test, run twice, thus sees the same rows.
 func New(t testing.TB, b *arkflow.Builder, opts ...Option) *Harness {
 	t.Helper()
 	return start(t, b, nil, opts)
@@ -88,6 +105,10 @@ func New(t testing.TB, b *arkflow.Builder, opts ...Option) *Harness {
 // the same operator IDs held, so that rows the snapshot had not yet
 // acknowledged (held in open windows) are replayed. Outputs shared with
 // the snapshot's job keep the rows it wrote (Take separates them).
+//
+// The restored job works in fresh temporary directories, as New's does,
+// but for its checkpoint store: the snapshot's, which holds the
+// savepoint.
 func Restore(t testing.TB, b *arkflow.Builder, s *Snapshot, opts ...Option) *Harness {
 	t.Helper()
 	if s == nil {
@@ -112,10 +133,14 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	// The builder's inputs: free to attach to this harness?
 	bound := harness.Bindings(b)
 	ids := make([]string, 0, len(bound))
+	var outputs []harnessOutput
 	for id, v := range bound {
-		if hi, ok := v.(harnessInput); ok {
+		switch c := v.(type) {
+		case harnessInput:
 			ids = append(ids, id)
-			h.inputs[id] = hi.core()
+			h.inputs[id] = c.core()
+		case harnessOutput:
+			outputs = append(outputs, c)
 		}
 	}
 	sort.Strings(ids)
@@ -132,59 +157,54 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 		}
 	}
 
-	// A checkpoint block, for Settle's barriers and Snapshot, on a copy
-	// of the builder (its spec is a value; the options set pointers).
+	// The job, on a copy of the builder's spec that works in the
+	// harness's own directories (isolate): b is not changed.
 	dir := t.TempDir()
-	cp := *b
-	spec := b.Spec()
-	if spec.Checkpoint == nil {
-		h.store = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "checkpoints")}).String()
-		if snap != nil {
-			h.store = snap.store
-		}
-		if spec.State == nil {
-			cp.State(job.State{Backend: job.BackendMemory})
-		}
-		cp.Checkpoint(job.Checkpoint{ObjectStoreURI: h.store, IntervalMS: int64(365 * 24 * time.Hour / time.Millisecond), Retention: 1})
-	} else {
-		h.store = spec.Checkpoint.ObjectStoreURI
+	h.store = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "checkpoints")}).String()
+	if snap != nil {
+		h.store = snap.store
 	}
 	clk := h.clock
-	jobOpts := []arkflow.Option{
+	jobOpts := []any{
 		arkflow.WithDataDir(filepath.Join(dir, "data")),
-		harness.Option(func(o *runtime.Options) { o.Clock = clk }).(arkflow.Option),
+		harness.Option(func(o *runtime.Options) { o.Clock = clk }),
 	}
 	if snap != nil {
 		jobOpts = append(jobOpts, arkflow.WithSavepoint(snap.name))
 	}
-	j, err := cp.Build(append(jobOpts, cfg.jobOpts...)...)
+	for _, o := range cfg.jobOpts {
+		jobOpts = append(jobOpts, o)
+	}
+	built, err := harness.Build(b, func(s *job.Spec) { isolate(s, h.store) }, jobOpts)
 	if err != nil {
 		t.Fatalf("arkflowtest: building the job: %v", err)
 	}
+	j := built.(*arkflow.Job)
 	h.job, h.rt = j, harness.RuntimeOf(j)
-	// Give new inputs the snapshot's rows, then attach them all.
+	// A new run of the inputs (New), or the snapshot's run resumed
+	// (Restore), then attach them all.
+	seen := map[*input]bool{}
 	for _, id := range ids {
 		in := h.inputs[id]
+		if seen[in] {
+			continue
+		}
+		seen[in] = true
+		var hist [][]item
+		var same bool
 		if snap != nil {
-			if hist, ok := snap.inputs[id]; ok && snap.cores[id] != in {
-				if err := in.load(hist); err != nil {
-					t.Fatalf("arkflowtest: restoring input %q: %v", id, err)
-				}
-			}
+			hist = snap.inputs[id]
+			same = hist != nil && snap.cores[id] == in && snap.epochs[id] == in.epochOf()
+		}
+		if err := in.begin(hist, same); err != nil {
+			t.Fatalf("arkflowtest: input %q: %v", id, err)
 		}
 	}
 	for _, id := range ids {
-		in := h.inputs[id]
-		in.mu.Lock()
-		in.h = h
-		live := in.readers[:0]
-		for _, r := range in.readers {
-			if !r.closed {
-				live = append(live, r)
-			}
-		}
-		in.readers = live
-		in.mu.Unlock()
+		h.inputs[id].attach(h)
+	}
+	for _, o := range outputs {
+		o.begin(h, snap == nil)
 	}
 	go j.Run(context.Background()) // its error is Err's
 	t.Cleanup(h.cleanup)
@@ -193,8 +213,11 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	select {
 	case <-h.rt.Running():
 	case <-j.Done():
-		h.failed = true
-		t.Fatalf("arkflowtest: starting the job: %v", j.Err())
+		// Started and ended already (its sources are bounded), or failed.
+		if err := j.Err(); err != nil {
+			h.failed = true
+			t.Fatalf("arkflowtest: starting the job: %v", err)
+		}
 	case <-timer.C:
 		t.Fatalf("arkflowtest: the job did not start within %v", settleTimeout)
 	}
@@ -211,16 +234,32 @@ func (h *Harness) done() bool {
 	}
 }
 
-// cleanup stops the job at the end of the test.
+// cleanup stops the job at the end of the test, and fails the test if
+// rows pushed to its inputs after the job ended were read by no harness.
 func (h *Harness) cleanup() {
-	if h.stopped {
-		return
+	defer func() { h.cleaned = true }()
+	if !h.stopped {
+		h.stopped = true
+		if err := h.stopWithin(settleTimeout); err != nil {
+			h.t.Errorf("arkflowtest: stopping the job: %v", err)
+		} else if err := h.job.Err(); err != nil && !h.failed {
+			h.failed = true
+			h.t.Errorf("arkflowtest: the job failed: %v", err)
+		}
 	}
-	h.stopped = true
-	if err := h.stopWithin(settleTimeout); err != nil {
-		h.t.Errorf("arkflowtest: stopping the job: %v", err)
-	} else if err := h.job.Err(); err != nil && !h.failed {
-		h.t.Errorf("arkflowtest: the job failed: %v", err)
+	ids := make([]string, 0, len(h.inputs))
+	for id := range h.inputs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		in := h.inputs[id]
+		in.mu.Lock()
+		mine := in.h == h
+		in.mu.Unlock()
+		if n := in.unread(); mine && n > 0 {
+			h.t.Errorf("arkflowtest: input %q: %d pushes (Push, AdvanceWatermark) came after its job ended and no harness read them: push while a harness runs, or before New or Restore", id, n)
+		}
 	}
 }
 
@@ -354,7 +393,9 @@ func (h *Harness) Counter(op, name string) int64 {
 
 // Finish ends every Input, as a bounded source ends: its final watermark
 // of +∞ fires every open window; and waits until the job has written
-// everything and ended. The harness's other methods then change nothing.
+// everything and ended. The harness's other methods then change nothing;
+// what is pushed to the inputs waits for the next harness of their
+// builder (New or Restore).
 func (h *Harness) Finish() {
 	h.t.Helper()
 	for _, in := range h.inputs {
@@ -365,7 +406,9 @@ func (h *Harness) Finish() {
 
 // Stop stops the job gracefully, as Job.Stop does (open windows keep their
 // contents, for a Restore), and waits until it has. It is what the end of
-// the test does anyway; call it before restoring the job's builder.
+// the test does anyway; call it before restoring the job's builder. A
+// second Stop changes nothing. Afterwards what is pushed to its inputs
+// waits for the next harness of their builder (New or Restore).
 func (h *Harness) Stop() {
 	h.t.Helper()
 	h.stopped = true
@@ -395,6 +438,7 @@ type Snapshot struct {
 	now    time.Time
 	inputs map[string][][]item
 	cores  map[string]*input
+	epochs map[string]uint64 // the cores' epochs
 }
 
 // Name returns the snapshot's savepoint name, to start the job outside the
@@ -415,10 +459,11 @@ func (h *Harness) Snapshot() *Snapshot {
 	if err := h.job.Savepoint(ctx, name); err != nil {
 		h.t.Fatalf("arkflowtest: taking a savepoint: %v", err)
 	}
-	s := &Snapshot{store: h.store, name: name, now: h.clock.Now(), inputs: map[string][][]item{}, cores: map[string]*input{}}
+	s := &Snapshot{store: h.store, name: name, now: h.clock.Now(), inputs: map[string][][]item{}, cores: map[string]*input{}, epochs: map[string]uint64{}}
 	for id, in := range h.inputs {
 		s.inputs[id] = in.history()
 		s.cores[id] = in
+		s.epochs[id] = in.epochOf()
 	}
 	return s
 }
