@@ -95,10 +95,14 @@
 //
 // # When the job has ended
 //
-// After Stop, Finish, or an end of the job's own, what is pushed to an
-// Input waits for the next harness of its builder, New or Restore, as what
-// is pushed before New does; the test fails at its end if no harness read
-// it.
+// After Stop, Finish, or an end of the job's own, the calls that would
+// move it (AdvanceWatermark, AdvanceClock, Snapshot) fail the test, and
+// so does every call that cannot do what it says (an advance of an input
+// without event time, AdvanceClock on a job in which nothing follows the
+// clock, a Counter the operator does not keep). What is pushed to an
+// Input then waits for the next harness of its builder, New or Restore,
+// as what is pushed before New does; the test fails at its end if no
+// harness read it.
 //
 // # Limits
 //

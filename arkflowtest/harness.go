@@ -3,9 +3,11 @@ package arkflowtest
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +37,8 @@ type Harness struct {
 	inputs  map[string]*input // by source operator ID
 	store   string            // the checkpoint store's URI
 	stopped bool              // by Stop or the cleanup
+	// finished is set by Finish.
+	finished bool
 	// cleaned is set once the cleanup ran: the test is over, and nothing
 	// may be reported to it any more.
 	cleaned bool
@@ -183,6 +187,7 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	h.job, h.rt = j, harness.RuntimeOf(j)
 	// A new run of the inputs (New), or the snapshot's run resumed
 	// (Restore), then attach them all.
+	spec := j.Spec()
 	seen := map[*input]bool{}
 	for _, id := range ids {
 		in := h.inputs[id]
@@ -196,7 +201,7 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 			hist = snap.inputs[id]
 			same = hist != nil && snap.cores[id] == in && snap.epochs[id] == in.epochOf()
 		}
-		if err := in.begin(hist, same); err != nil {
+		if err := in.begin(hist, same, hasEventTime(spec, h.inputs, in)); err != nil {
 			t.Fatalf("arkflowtest: input %q: %v", id, err)
 		}
 	}
@@ -262,6 +267,45 @@ func (h *Harness) cleanup() {
 		}
 	}
 }
+
+// hasEventTime reports whether a source of spec that reads in (one of
+// inputs, by operator ID) has event time.
+func hasEventTime(spec *job.Spec, inputs map[string]*input, in *input) bool {
+	for id, x := range inputs {
+		if x != in {
+			continue
+		}
+		if src, _ := spec.Source(id); src != nil && src.Time != nil && src.Time.Mode == job.EventTime {
+			return true
+		}
+	}
+	return false
+}
+
+// hasEventTime reports whether a source of the job that reads in has
+// event time.
+func (h *Harness) hasEventTime(in *input) bool { return hasEventTime(h.job.Spec(), h.inputs, in) }
+
+// mustRun fails the test when the job has ended, saying why what cannot
+// apply (so, what follows). A job that failed fails it with its error.
+func (h *Harness) mustRun(what, so string) {
+	h.t.Helper()
+	if !h.done() {
+		return
+	}
+	h.ended()
+	why := "it ended by itself (its sources ended, or Job().Stop or Drain)"
+	switch {
+	case h.finished:
+		why = "Finish"
+	case h.stopped:
+		why = "Stop"
+	}
+	h.t.Fatalf("arkflowtest: %s: the job has ended (%s), so %s: start another harness (New, or Restore from a Snapshot)", what, why, so)
+}
+
+// nothingHandles is what follows for a call that moves an ended job.
+const nothingHandles = "nothing would handle it"
 
 // Job returns the running job, for what the harness has no method for.
 func (h *Harness) Job() *arkflow.Job { return h.job }
@@ -344,9 +388,11 @@ func (h *Harness) ended() {
 // time to ms (Unix milliseconds), as Input.AdvanceWatermark does, then
 // settles: windows whose end is at or before ms fire, unless another
 // source holds the watermark back. The watermark never goes back; ms
-// below it changes nothing.
+// below it changes nothing. A job without an Input with event time, or
+// one that has ended, fails the test.
 func (h *Harness) AdvanceWatermark(ms int64) {
 	h.t.Helper()
+	h.mustRun(fmt.Sprintf("AdvanceWatermark(%d)", ms), nothingHandles)
 	spec := h.job.Spec()
 	n := 0
 	for id, in := range h.inputs {
@@ -371,11 +417,20 @@ func (h *Harness) AdvanceWatermark(ms int64) {
 // time sources send the new time as their watermark (processing-time
 // windows fire), partitions silent for their idle timeout turn idle, and
 // state written from now on expires d later than it would have. The clock
-// never moves on its own.
+// never moves on its own. A negative d, a job in which nothing follows the
+// clock (no processing-time source with a window after it, no idle
+// timeout, no state TTL) and a job that has ended fail the test.
 func (h *Harness) AdvanceClock(d time.Duration) {
 	h.t.Helper()
+	what := fmt.Sprintf("AdvanceClock(%v)", d)
 	if d < 0 {
-		h.t.Fatalf("arkflowtest: AdvanceClock(%v): the clock does not go back", d)
+		h.t.Fatalf("arkflowtest: %s: the clock does not go back", what)
+	}
+	h.mustRun(what, nothingHandles)
+	st := h.job.Spec().State
+	if h.clock.live() == 0 && (st == nil || st.TTLMS == nil || *st.TTLMS <= 0) {
+		h.t.Fatalf("arkflowtest: %s: nothing in the job follows the clock (a processing-time source with a window after it, "+
+			"an idle timeout, a state TTL), so moving it would change nothing; event time moves with AdvanceWatermark", what)
 	}
 	h.clock.advance(d, h.job.Done())
 	h.Settle()
@@ -386,29 +441,64 @@ func (h *Harness) Now() time.Time { return h.clock.Now() }
 
 // Counter returns an operator's counter summed over its subtasks (see
 // arkflow.TaskMetrics: windows_fired, late_dropped, late_routed,
-// late_updated, …), 0 when it has not counted any.
+// late_updated, …), 0 when it has not counted any. An operator the job
+// does not have, or a counter it does not keep, fails the test (it says
+// which counters the operator keeps).
 func (h *Harness) Counter(op, name string) int64 {
-	return h.job.Metrics().Operator(op).Counters[name]
+	h.t.Helper()
+	if o, _ := h.job.Spec().Operator(op); o == nil {
+		h.t.Fatalf("arkflowtest: Counter(%q, %q): the job has no operator %q", op, name, op)
+	}
+	counters := h.job.Metrics().Operator(op).Counters
+	n, ok := counters[name]
+	if !ok {
+		names := make([]string, 0, len(counters))
+		for k := range counters {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		keeps := "keeps no counters"
+		if len(names) > 0 {
+			keeps = "keeps " + strings.Join(names, ", ")
+		}
+		h.t.Fatalf("arkflowtest: Counter(%q, %q): operator %q has no counter %q (it %s)", op, name, op, name, keeps)
+	}
+	return n
 }
 
 // Finish ends every Input, as a bounded source ends: its final watermark
 // of +∞ fires every open window; and waits until the job has written
-// everything and ended. The harness's other methods then change nothing;
-// what is pushed to the inputs waits for the next harness of their
-// builder (New or Restore).
+// everything and ended. The methods that move the job (AdvanceWatermark,
+// AdvanceClock, Snapshot) then fail the test; what is pushed to the
+// inputs waits for the next harness of their builder (New or Restore).
+// Finish on a job that ended without its final watermark (Stop before, or
+// Job().Stop) fails the test: its open windows did not fire.
 func (h *Harness) Finish() {
 	h.t.Helper()
 	for _, in := range h.inputs {
 		in.end()
 	}
 	h.wait("finish")
+	h.finished = true
+	spec := h.job.Spec()
+	m := h.job.Metrics()
+	for _, snk := range spec.Sinks {
+		if wm := m.Operator(snk.OperatorID).Watermark; wm != math.MaxInt64 {
+			why := "it was stopped before (Stop or Job().Stop)"
+			if h.stopped {
+				why = "Stop stopped it before"
+			}
+			h.t.Fatalf("arkflowtest: Finish: the job ended without its final watermark reaching sink %q: %s, so its open windows did not fire", snk.OperatorID, why)
+		}
+	}
 }
 
 // Stop stops the job gracefully, as Job.Stop does (open windows keep their
 // contents, for a Restore), and waits until it has. It is what the end of
 // the test does anyway; call it before restoring the job's builder. A
-// second Stop changes nothing. Afterwards what is pushed to its inputs
-// waits for the next harness of their builder (New or Restore).
+// second Stop changes nothing. Afterwards the methods that move the job
+// fail the test, and what is pushed to its inputs waits for the next
+// harness of their builder (New or Restore).
 func (h *Harness) Stop() {
 	h.t.Helper()
 	h.stopped = true
@@ -450,8 +540,10 @@ var snapshotSeq atomic.Uint64
 // Snapshot settles, then takes a savepoint of the job (its state, source
 // positions and watermarks) into the harness's checkpoint store, and
 // returns it with a copy of what the inputs hold. The job keeps running.
+// A job that has ended fails the test.
 func (h *Harness) Snapshot() *Snapshot {
 	h.t.Helper()
+	h.mustRun("Snapshot", "it has no state to save")
 	h.Settle()
 	name := fmt.Sprintf("arkflowtest-%d", snapshotSeq.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)

@@ -78,13 +78,13 @@ func (i *Input[T]) core() *input { return i.in }
 // Push appends rows, as one batch, to a partition, and, when the input
 // belongs to a running harness, returns once the job has handled them
 // (see Harness.Settle). Pushed before New, they wait for the job to start.
-// A partition out of range, or rows that cannot be encoded, fail the test
-// (or, before New, the harness's start).
+// A partition out of range, no rows, or rows that cannot be encoded, fail
+// the test (or, before New, the harness's start).
 func (i *Input[T]) Push(partition int, rows ...T) {
-	if len(rows) == 0 {
-		return
-	}
 	err := i.err
+	if err == nil && len(rows) == 0 {
+		err = fmt.Errorf("arkflowtest: Push(%d) without rows: a batch holds at least one row", partition)
+	}
 	var rec arrow.RecordBatch
 	if err == nil {
 		rec, err = i.codec.Encode(nil, rows)
@@ -105,10 +105,14 @@ func (i *Input[T]) Push(partition int, rows ...T) {
 // to ms, as if each had delivered a row whose time makes that its
 // candidate, in order with the rows pushed before; the job's watermark is,
 // as always, the minimum over the active partitions of every source.
-// Within a running harness it returns once the job has handled it.
-// Sources without event time ignore it.
+// Within a running harness it returns once the job has handled it. An
+// input whose source has no event time fails the test (or, before New,
+// the harness's start): the advance would change nothing.
 func (i *Input[T]) AdvanceWatermark(ms int64, partitions ...int) {
 	var err error
+	if h := i.in.running(); h != nil && !h.hasEventTime(i.in) {
+		err = errNoEventTime
+	}
 	if len(partitions) == 0 {
 		for p := range i.in.parts {
 			partitions = append(partitions, p)
@@ -122,6 +126,10 @@ func (i *Input[T]) AdvanceWatermark(ms int64, partitions ...int) {
 	}
 	i.in.after(err)
 }
+
+// errNoEventTime is the error of a watermark advance on an input whose
+// source has no event time, where it would change nothing.
+var errNoEventTime = errors.New("arkflowtest: AdvanceWatermark: the source reading the input has no event time (arkflow.EventTime on its Source), so a watermark advance would change nothing")
 
 // harnessInput is what the harness finds among a builder's bindings.
 type harnessInput interface{ core() *input }
@@ -190,6 +198,18 @@ func (in *input) mark() {
 	for p, items := range in.parts {
 		in.cut[p] = len(items)
 	}
+}
+
+// running returns the harness the input belongs to if its job runs, or
+// nil.
+func (in *input) running() *Harness {
+	in.mu.Lock()
+	h := in.h
+	in.mu.Unlock()
+	if h == nil || h.cleaned || h.done() {
+		return nil
+	}
+	return h
 }
 
 func (in *input) push(p int, rec arrow.RecordBatch) error {
@@ -270,14 +290,33 @@ func (in *input) epochOf() uint64 {
 // included. Otherwise the run starts afresh: the items of the job of an
 // earlier harness are dropped (what was pushed after that job ended is
 // kept, at offsets from 0), and hist, the snapshot's items of a Restore,
-// is loaded.
-func (in *input) begin(hist [][]item, same bool) error {
+// is loaded. eventTime says whether a source reading the input has event
+// time: without it, a watermark advance pushed while no job ran is
+// refused, as it would be while one runs.
+func (in *input) begin(hist [][]item, same, eventTime bool) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if !same && in.h != nil {
+	wait := make([]int, len(in.parts)) // the first item pushed while no job ran
+	switch {
+	case same && in.cut != nil:
+		copy(wait, in.cut)
+	case same:
+		for p, items := range in.parts {
+			wait[p] = len(items)
+		}
+	case in.h != nil:
 		in.restart()
 	}
 	in.ended, in.cut = false, nil
+	if !eventTime {
+		for p, items := range in.parts {
+			for _, it := range items[wait[p]:] {
+				if it.rec == nil {
+					return errNoEventTime
+				}
+			}
+		}
+	}
 	if hist != nil && !same {
 		if err := in.load(hist); err != nil {
 			return fmt.Errorf("restoring it: %w", err)

@@ -5,9 +5,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/arkflowtest"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // recTB records what a harness reports, fatal or not, and collects the
@@ -44,6 +46,91 @@ func (r *recTB) run(body func(tb testing.TB)) {
 	<-done
 	for i := len(r.cleanups) - 1; i >= 0; i-- {
 		r.cleanups[i]()
+	}
+}
+
+// refused runs body, which must fail the test it is given with a message
+// containing want.
+func refused(t *testing.T, what, want string, body func(tb testing.TB)) {
+	t.Helper()
+	r := &recTB{TB: t}
+	r.run(body)
+	if !strings.Contains(r.fatal, want) {
+		t.Errorf("%s: reported %q, want it to contain %q", what, r.fatal, want)
+	}
+}
+
+// Every harness call that cannot do what it says fails the test, saying
+// why, instead of changing nothing.
+func TestCannotApplyFails(t *testing.T) {
+	tumbling := func(in *arkflowtest.Input[click], opts ...timeOpt) *arkflow.Builder {
+		return counts(in, window.Tumbling(time.Second), arkflowtest.NewOutput[count](), opts...)
+	}
+	for _, c := range []struct {
+		what, want string
+		body       func(tb testing.TB)
+	}{
+		{"AdvanceWatermark after Stop", "AdvanceWatermark(1000): the job has ended (Stop)", func(tb testing.TB) {
+			h := arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1)))
+			h.Stop()
+			h.AdvanceWatermark(1000)
+		}},
+		{"AdvanceWatermark after Finish", "the job has ended (Finish)", func(tb testing.TB) {
+			h := arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1)))
+			h.Finish()
+			h.AdvanceWatermark(1000)
+		}},
+		{"AdvanceClock after Stop", "AdvanceClock(1s): the job has ended (Stop)", func(tb testing.TB) {
+			h := arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1), idle(time.Second)))
+			h.Stop()
+			h.AdvanceClock(time.Second)
+		}},
+		{"Snapshot after Stop", "Snapshot: the job has ended (Stop)", func(tb testing.TB) {
+			h := arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1)))
+			h.Stop()
+			h.Snapshot()
+		}},
+		{"State after Stop", `State("first", ann): the job has ended (Stop), so its state is closed`, func(tb testing.TB) {
+			in := arkflowtest.NewInput[visit](1)
+			h := arkflowtest.New(tb, firstVisitsJob(in, arkflowtest.NewOutput[visit]()))
+			in.Push(0, visit{"ann", "home"})
+			h.Stop()
+			arkflowtest.Value(h, "first", "ann", visits)
+		}},
+		{"Finish after Stop", "its open windows did not fire", func(tb testing.TB) {
+			in := arkflowtest.NewInput[click](1)
+			h := arkflowtest.New(tb, tumbling(in))
+			in.Push(0, click{"ann", 100})
+			h.Stop()
+			h.Finish()
+		}},
+		{"AdvanceClock with nothing on the clock", "nothing in the job follows the clock", func(tb testing.TB) {
+			arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1))).AdvanceClock(time.Second)
+		}},
+		{"Input.AdvanceWatermark without event time", "has no event time", func(tb testing.TB) {
+			in := arkflowtest.NewInput[click](1)
+			arkflowtest.New(tb, arkflow.NewJob("clicks").Source("in", in).KeyBy("user").
+				Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", arkflowtest.NewOutput[count]()))
+			in.AdvanceWatermark(1000)
+		}},
+		{"Input.AdvanceWatermark without event time, before New", "has no event time", func(tb testing.TB) {
+			in := arkflowtest.NewInput[click](1)
+			in.AdvanceWatermark(1000)
+			arkflowtest.New(tb, arkflow.NewJob("clicks").Source("in", in).Sink("out", arkflowtest.NewOutput[click]()))
+		}},
+		{"Push without rows", "Push(0) without rows", func(tb testing.TB) {
+			in := arkflowtest.NewInput[click](1)
+			arkflowtest.New(tb, tumbling(in))
+			in.Push(0)
+		}},
+		{"Counter of an operator the job lacks", `the job has no operator "window"`, func(tb testing.TB) {
+			arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1))).Counter("window", "windows_fired")
+		}},
+		{"Counter the operator does not keep", `operator "w" has no counter "window_fired" (it keeps late_dropped, late_routed, late_updated, null_timestamp_dropped, null_timestamp_routed, windows_fired)`, func(tb testing.TB) {
+			arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1))).Counter("w", "window_fired")
+		}},
+	} {
+		refused(t, c.what, c.want, c.body)
 	}
 }
 
