@@ -24,6 +24,20 @@ func init() {
 		}
 		return j, nil
 	}
+	harness.Build = func(b any, edit func(*job.Spec), opts []any) (any, error) {
+		cp := *b.(*Builder)
+		cp.spec = *cp.spec.Clone()
+		edit(&cp.spec)
+		o := make([]Option, 0, len(opts))
+		for _, x := range opts {
+			o = append(o, x.(Option))
+		}
+		j, err := cp.Build(o...)
+		if err != nil {
+			return nil, err
+		}
+		return j, nil
+	}
 	harness.Option = func(f func(*runtime.Options)) any {
 		return optionFunc(func(o *options) { o.tune = append(o.tune, f) })
 	}

@@ -42,6 +42,22 @@ func (c *clock) NewTicker(time.Duration) runtime.Ticker {
 	return t
 }
 
+// live returns how many tickers are live: the sources that follow the
+// clock (processing time with a window downstream, idle timeouts).
+func (c *clock) live() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.tickers {
+		select {
+		case <-t.stopped:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // advance moves the time by d and delivers one tick to every ticker not
 // stopped, or gives up when done is closed (the job ended).
 func (c *clock) advance(d time.Duration, done <-chan struct{}) {

@@ -74,11 +74,35 @@
 // State (and the typed Value and Map) read a Process operator's keyed state
 // for one key with the operator's own state.Value and state.Map
 // declarations: what its function would read now. A job without a
-// checkpoint block runs with one (in a temporary directory) and, without a
-// state block, keeps its state in memory. Snapshot takes a savepoint there
-// and keeps the rows the inputs hold; Restore starts a job from it, with
-// the rows the savepoint had not acknowledged (held in open windows)
-// replayed from the inputs, as a restore from a checkpoint would.
+// checkpoint block runs with one and, without a state block, keeps its
+// state in memory. Snapshot takes a savepoint into the harness's
+// checkpoint store and keeps the rows the inputs hold; Restore starts a
+// job from it, with the rows the savepoint had not acknowledged (held in
+// open windows) replayed from the inputs, as a restore from a checkpoint
+// would.
+//
+// # Isolation
+//
+// Every harness works in fresh temporary directories: its checkpoint
+// store, its state and its write-ahead logs are its own, whatever the
+// job's spec names (an object_store_uri, a state path, a durability path
+// or object-store backend), and nothing is written there. A Restore reads
+// the snapshot's store, which holds its savepoint. So a builder written
+// for production is tested as it is, a test run twice sees the same
+// thing twice, and harnesses of one builder do not meet: one after the
+// other (New starts its Inputs and Outputs afresh), or at once when their
+// sources are not Inputs.
+//
+// # When the job has ended
+//
+// After Stop, Finish, or an end of the job's own, the calls that would
+// move it (AdvanceWatermark, AdvanceClock, Snapshot) fail the test, and
+// so does every call that cannot do what it says (an advance of an input
+// without event time, AdvanceClock on a job in which nothing follows the
+// clock, a Counter the operator does not keep). What is pushed to an
+// Input then waits for the next harness of its builder, New or Restore,
+// as what is pushed before New does; the test fails at its end if no
+// harness read it.
 //
 // # Limits
 //

@@ -179,13 +179,17 @@ func ExampleHarness_AdvanceClock() {
 }
 
 func ExampleHarness_Now() {
+	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
-		Source("in", arkflowtest.NewInput[Click](1)).
-		Sink("out", arkflowtest.NewOutput[Click]()),
+		Source("in", in). // processing time: the fake clock's
+		KeyBy("user").
+		Window("w", window.Tumbling(time.Hour).Count("n")).
+		Sink("out", out),
 		arkflowtest.StartAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)))
+	in.Push(0, Click{User: "ann"})
 	h.AdvanceClock(time.Hour)
-	fmt.Println(h.Now().UTC())
-	// Output: 2030-01-01 01:00:00 +0000 UTC
+	fmt.Println(h.Now().UTC(), out.Rows())
+	// Output: 2030-01-01 01:00:00 +0000 UTC [ann@1893456000s:1]
 }
 
 func ExampleHarness_Counter() {

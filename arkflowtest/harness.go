@@ -3,9 +3,11 @@ package arkflowtest
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,7 +36,12 @@ type Harness struct {
 	clock   *clock
 	inputs  map[string]*input // by source operator ID
 	store   string            // the checkpoint store's URI
-	stopped bool
+	stopped bool              // by Stop or the cleanup
+	// finished is set by Finish.
+	finished bool
+	// cleaned is set once the cleanup ran: the test is over, and nothing
+	// may be reported to it any more.
+	cleaned bool
 	// failed is set once the job's failure has failed the test, which the
 	// cleanup then does not report again.
 	failed bool
@@ -58,22 +65,36 @@ func StartAt(t time.Time) Option { return optionFunc(func(c *config) { c.start =
 
 // JobOptions passes options to Builder.Build, for example
 // arkflow.WithLogger. The harness sets WithDataDir itself (a temporary
-// directory); a WithDataDir given here overrides it.
+// directory); a WithDataDir given here overrides it, and the job's state
+// and write-ahead logs then live there.
 func JobOptions(opts ...arkflow.Option) Option {
 	return optionFunc(func(c *config) { c.jobOpts = append(c.jobOpts, opts...) })
 }
 
 // New builds the job b describes and starts it on a fake clock, with its
-// data directory and checkpoint store in temporary directories, and
+// data directory and checkpoint store in fresh temporary directories, and
 // returns once it runs and has handled whatever its inputs already hold.
 // The job stops when the test ends (t.Cleanup).
 //
+// The harness never reads or writes the places b's spec names for the
+// job's checkpoints, state and write-ahead logs: the checkpoint block's
+// object_store_uri is replaced by the temporary store, and the state
+// block's path and the durability blocks' path and backend are dropped,
+// so that state and logs (local ones, whatever the backend) live in the
+// temporary data directory. So a builder configured for production runs
+// as it is, and no harness restores or replays what another left. The rest of
+// the spec (backends, sync modes, intervals) is kept. b itself is not
+// changed: harnesses of one builder may run one after the other, or at
+// once when their sources are not Inputs (an Input belongs to one running
+// harness at a time).
+//
 // b's sources are typically Inputs and its sinks Outputs, though any
-// connector works. A job without a checkpoint block gets one (a temporary
-// directory, no periodic checkpoints), which Snapshot and Settle need; a
-// job without a state block then keeps its state in memory. b itself is
-// not changed: build several harnesses from one builder, one after the
-// other (Restore), and they share its inputs and outputs.
+// connector works. A job without a checkpoint block gets one (no periodic
+// checkpoints), which Snapshot and Settle need; a job without a state
+// block then keeps its state in memory. New starts a run afresh: an Input
+// or Output of b that an earlier harness used starts empty again, but for
+// what was pushed to the Input after that harness's job ended, which the
+// new job reads. The same test, run twice, thus sees the same rows.
 func New(t testing.TB, b *arkflow.Builder, opts ...Option) *Harness {
 	t.Helper()
 	return start(t, b, nil, opts)
@@ -88,6 +109,10 @@ func New(t testing.TB, b *arkflow.Builder, opts ...Option) *Harness {
 // the same operator IDs held, so that rows the snapshot had not yet
 // acknowledged (held in open windows) are replayed. Outputs shared with
 // the snapshot's job keep the rows it wrote (Take separates them).
+//
+// The restored job works in fresh temporary directories, as New's does,
+// but for its checkpoint store: the snapshot's, which holds the
+// savepoint.
 func Restore(t testing.TB, b *arkflow.Builder, s *Snapshot, opts ...Option) *Harness {
 	t.Helper()
 	if s == nil {
@@ -112,10 +137,14 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	// The builder's inputs: free to attach to this harness?
 	bound := harness.Bindings(b)
 	ids := make([]string, 0, len(bound))
+	var outputs []harnessOutput
 	for id, v := range bound {
-		if hi, ok := v.(harnessInput); ok {
+		switch c := v.(type) {
+		case harnessInput:
 			ids = append(ids, id)
-			h.inputs[id] = hi.core()
+			h.inputs[id] = c.core()
+		case harnessOutput:
+			outputs = append(outputs, c)
 		}
 	}
 	sort.Strings(ids)
@@ -132,59 +161,55 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 		}
 	}
 
-	// A checkpoint block, for Settle's barriers and Snapshot, on a copy
-	// of the builder (its spec is a value; the options set pointers).
+	// The job, on a copy of the builder's spec that works in the
+	// harness's own directories (isolate): b is not changed.
 	dir := t.TempDir()
-	cp := *b
-	spec := b.Spec()
-	if spec.Checkpoint == nil {
-		h.store = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "checkpoints")}).String()
-		if snap != nil {
-			h.store = snap.store
-		}
-		if spec.State == nil {
-			cp.State(job.State{Backend: job.BackendMemory})
-		}
-		cp.Checkpoint(job.Checkpoint{ObjectStoreURI: h.store, IntervalMS: int64(365 * 24 * time.Hour / time.Millisecond), Retention: 1})
-	} else {
-		h.store = spec.Checkpoint.ObjectStoreURI
+	h.store = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "checkpoints")}).String()
+	if snap != nil {
+		h.store = snap.store
 	}
 	clk := h.clock
-	jobOpts := []arkflow.Option{
+	jobOpts := []any{
 		arkflow.WithDataDir(filepath.Join(dir, "data")),
-		harness.Option(func(o *runtime.Options) { o.Clock = clk }).(arkflow.Option),
+		harness.Option(func(o *runtime.Options) { o.Clock = clk }),
 	}
 	if snap != nil {
 		jobOpts = append(jobOpts, arkflow.WithSavepoint(snap.name))
 	}
-	j, err := cp.Build(append(jobOpts, cfg.jobOpts...)...)
+	for _, o := range cfg.jobOpts {
+		jobOpts = append(jobOpts, o)
+	}
+	built, err := harness.Build(b, func(s *job.Spec) { isolate(s, h.store) }, jobOpts)
 	if err != nil {
 		t.Fatalf("arkflowtest: building the job: %v", err)
 	}
+	j := built.(*arkflow.Job)
 	h.job, h.rt = j, harness.RuntimeOf(j)
-	// Give new inputs the snapshot's rows, then attach them all.
+	// A new run of the inputs (New), or the snapshot's run resumed
+	// (Restore), then attach them all.
+	spec := j.Spec()
+	seen := map[*input]bool{}
 	for _, id := range ids {
 		in := h.inputs[id]
+		if seen[in] {
+			continue
+		}
+		seen[in] = true
+		var hist [][]item
+		var same bool
 		if snap != nil {
-			if hist, ok := snap.inputs[id]; ok && snap.cores[id] != in {
-				if err := in.load(hist); err != nil {
-					t.Fatalf("arkflowtest: restoring input %q: %v", id, err)
-				}
-			}
+			hist = snap.inputs[id]
+			same = hist != nil && snap.cores[id] == in && snap.epochs[id] == in.epochOf()
+		}
+		if err := in.begin(hist, same, hasEventTime(spec, h.inputs, in)); err != nil {
+			t.Fatalf("arkflowtest: input %q: %v", id, err)
 		}
 	}
 	for _, id := range ids {
-		in := h.inputs[id]
-		in.mu.Lock()
-		in.h = h
-		live := in.readers[:0]
-		for _, r := range in.readers {
-			if !r.closed {
-				live = append(live, r)
-			}
-		}
-		in.readers = live
-		in.mu.Unlock()
+		h.inputs[id].attach(h)
+	}
+	for _, o := range outputs {
+		o.begin(h, snap == nil)
 	}
 	go j.Run(context.Background()) // its error is Err's
 	t.Cleanup(h.cleanup)
@@ -193,8 +218,11 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	select {
 	case <-h.rt.Running():
 	case <-j.Done():
-		h.failed = true
-		t.Fatalf("arkflowtest: starting the job: %v", j.Err())
+		// Started and ended already (its sources are bounded), or failed.
+		if err := j.Err(); err != nil {
+			h.failed = true
+			t.Fatalf("arkflowtest: starting the job: %v", err)
+		}
 	case <-timer.C:
 		t.Fatalf("arkflowtest: the job did not start within %v", settleTimeout)
 	}
@@ -211,18 +239,73 @@ func (h *Harness) done() bool {
 	}
 }
 
-// cleanup stops the job at the end of the test.
+// cleanup stops the job at the end of the test, and fails the test if
+// rows pushed to its inputs after the job ended were read by no harness.
 func (h *Harness) cleanup() {
-	if h.stopped {
-		return
+	defer func() { h.cleaned = true }()
+	if !h.stopped {
+		h.stopped = true
+		if err := h.stopWithin(settleTimeout); err != nil {
+			h.t.Errorf("arkflowtest: stopping the job: %v", err)
+		} else if err := h.job.Err(); err != nil && !h.failed {
+			h.failed = true
+			h.t.Errorf("arkflowtest: the job failed: %v", err)
+		}
 	}
-	h.stopped = true
-	if err := h.stopWithin(settleTimeout); err != nil {
-		h.t.Errorf("arkflowtest: stopping the job: %v", err)
-	} else if err := h.job.Err(); err != nil && !h.failed {
-		h.t.Errorf("arkflowtest: the job failed: %v", err)
+	ids := make([]string, 0, len(h.inputs))
+	for id := range h.inputs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		in := h.inputs[id]
+		in.mu.Lock()
+		mine := in.h == h
+		in.mu.Unlock()
+		if n := in.unread(); mine && n > 0 {
+			h.t.Errorf("arkflowtest: input %q: %d pushes (Push, AdvanceWatermark) came after its job ended and no harness read them: push while a harness runs, or before New or Restore", id, n)
+		}
 	}
 }
+
+// hasEventTime reports whether a source of spec that reads in (one of
+// inputs, by operator ID) has event time.
+func hasEventTime(spec *job.Spec, inputs map[string]*input, in *input) bool {
+	for id, x := range inputs {
+		if x != in {
+			continue
+		}
+		if src, _ := spec.Source(id); src != nil && src.Time != nil && src.Time.Mode == job.EventTime {
+			return true
+		}
+	}
+	return false
+}
+
+// hasEventTime reports whether a source of the job that reads in has
+// event time.
+func (h *Harness) hasEventTime(in *input) bool { return hasEventTime(h.job.Spec(), h.inputs, in) }
+
+// mustRun fails the test when the job has ended, saying why what cannot
+// apply (so, what follows). A job that failed fails it with its error.
+func (h *Harness) mustRun(what, so string) {
+	h.t.Helper()
+	if !h.done() {
+		return
+	}
+	h.ended()
+	why := "it ended by itself (its sources ended, or Job().Stop or Drain)"
+	switch {
+	case h.finished:
+		why = "Finish"
+	case h.stopped:
+		why = "Stop"
+	}
+	h.t.Fatalf("arkflowtest: %s: the job has ended (%s), so %s: start another harness (New, or Restore from a Snapshot)", what, why, so)
+}
+
+// nothingHandles is what follows for a call that moves an ended job.
+const nothingHandles = "nothing would handle it"
 
 // Job returns the running job, for what the harness has no method for.
 func (h *Harness) Job() *arkflow.Job { return h.job }
@@ -305,9 +388,11 @@ func (h *Harness) ended() {
 // time to ms (Unix milliseconds), as Input.AdvanceWatermark does, then
 // settles: windows whose end is at or before ms fire, unless another
 // source holds the watermark back. The watermark never goes back; ms
-// below it changes nothing.
+// below it changes nothing. A job without an Input with event time, or
+// one that has ended, fails the test.
 func (h *Harness) AdvanceWatermark(ms int64) {
 	h.t.Helper()
+	h.mustRun(fmt.Sprintf("AdvanceWatermark(%d)", ms), nothingHandles)
 	spec := h.job.Spec()
 	n := 0
 	for id, in := range h.inputs {
@@ -332,11 +417,20 @@ func (h *Harness) AdvanceWatermark(ms int64) {
 // time sources send the new time as their watermark (processing-time
 // windows fire), partitions silent for their idle timeout turn idle, and
 // state written from now on expires d later than it would have. The clock
-// never moves on its own.
+// never moves on its own. A negative d, a job in which nothing follows the
+// clock (no processing-time source with a window after it, no idle
+// timeout, no state TTL) and a job that has ended fail the test.
 func (h *Harness) AdvanceClock(d time.Duration) {
 	h.t.Helper()
+	what := fmt.Sprintf("AdvanceClock(%v)", d)
 	if d < 0 {
-		h.t.Fatalf("arkflowtest: AdvanceClock(%v): the clock does not go back", d)
+		h.t.Fatalf("arkflowtest: %s: the clock does not go back", what)
+	}
+	h.mustRun(what, nothingHandles)
+	st := h.job.Spec().State
+	if h.clock.live() == 0 && (st == nil || st.TTLMS == nil || *st.TTLMS <= 0) {
+		h.t.Fatalf("arkflowtest: %s: nothing in the job follows the clock (a processing-time source with a window after it, "+
+			"an idle timeout, a state TTL), so moving it would change nothing; event time moves with AdvanceWatermark", what)
 	}
 	h.clock.advance(d, h.job.Done())
 	h.Settle()
@@ -347,25 +441,64 @@ func (h *Harness) Now() time.Time { return h.clock.Now() }
 
 // Counter returns an operator's counter summed over its subtasks (see
 // arkflow.TaskMetrics: windows_fired, late_dropped, late_routed,
-// late_updated, …), 0 when it has not counted any.
+// late_updated, …), 0 when it has not counted any. An operator the job
+// does not have, or a counter it does not keep, fails the test (it says
+// which counters the operator keeps).
 func (h *Harness) Counter(op, name string) int64 {
-	return h.job.Metrics().Operator(op).Counters[name]
+	h.t.Helper()
+	if o, _ := h.job.Spec().Operator(op); o == nil {
+		h.t.Fatalf("arkflowtest: Counter(%q, %q): the job has no operator %q", op, name, op)
+	}
+	counters := h.job.Metrics().Operator(op).Counters
+	n, ok := counters[name]
+	if !ok {
+		names := make([]string, 0, len(counters))
+		for k := range counters {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		keeps := "keeps no counters"
+		if len(names) > 0 {
+			keeps = "keeps " + strings.Join(names, ", ")
+		}
+		h.t.Fatalf("arkflowtest: Counter(%q, %q): operator %q has no counter %q (it %s)", op, name, op, name, keeps)
+	}
+	return n
 }
 
 // Finish ends every Input, as a bounded source ends: its final watermark
 // of +∞ fires every open window; and waits until the job has written
-// everything and ended. The harness's other methods then change nothing.
+// everything and ended. The methods that move the job (AdvanceWatermark,
+// AdvanceClock, Snapshot) then fail the test; what is pushed to the
+// inputs waits for the next harness of their builder (New or Restore).
+// Finish on a job that ended without its final watermark (Stop before, or
+// Job().Stop) fails the test: its open windows did not fire.
 func (h *Harness) Finish() {
 	h.t.Helper()
 	for _, in := range h.inputs {
 		in.end()
 	}
 	h.wait("finish")
+	h.finished = true
+	spec := h.job.Spec()
+	m := h.job.Metrics()
+	for _, snk := range spec.Sinks {
+		if wm := m.Operator(snk.OperatorID).Watermark; wm != math.MaxInt64 {
+			why := "it was stopped before (Stop or Job().Stop)"
+			if h.stopped {
+				why = "Stop stopped it before"
+			}
+			h.t.Fatalf("arkflowtest: Finish: the job ended without its final watermark reaching sink %q: %s, so its open windows did not fire", snk.OperatorID, why)
+		}
+	}
 }
 
 // Stop stops the job gracefully, as Job.Stop does (open windows keep their
 // contents, for a Restore), and waits until it has. It is what the end of
-// the test does anyway; call it before restoring the job's builder.
+// the test does anyway; call it before restoring the job's builder. A
+// second Stop changes nothing. Afterwards the methods that move the job
+// fail the test, and what is pushed to its inputs waits for the next
+// harness of their builder (New or Restore).
 func (h *Harness) Stop() {
 	h.t.Helper()
 	h.stopped = true
@@ -395,6 +528,7 @@ type Snapshot struct {
 	now    time.Time
 	inputs map[string][][]item
 	cores  map[string]*input
+	epochs map[string]uint64 // the cores' epochs
 }
 
 // Name returns the snapshot's savepoint name, to start the job outside the
@@ -406,8 +540,10 @@ var snapshotSeq atomic.Uint64
 // Snapshot settles, then takes a savepoint of the job (its state, source
 // positions and watermarks) into the harness's checkpoint store, and
 // returns it with a copy of what the inputs hold. The job keeps running.
+// A job that has ended fails the test.
 func (h *Harness) Snapshot() *Snapshot {
 	h.t.Helper()
+	h.mustRun("Snapshot", "it has no state to save")
 	h.Settle()
 	name := fmt.Sprintf("arkflowtest-%d", snapshotSeq.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
@@ -415,10 +551,11 @@ func (h *Harness) Snapshot() *Snapshot {
 	if err := h.job.Savepoint(ctx, name); err != nil {
 		h.t.Fatalf("arkflowtest: taking a savepoint: %v", err)
 	}
-	s := &Snapshot{store: h.store, name: name, now: h.clock.Now(), inputs: map[string][][]item{}, cores: map[string]*input{}}
+	s := &Snapshot{store: h.store, name: name, now: h.clock.Now(), inputs: map[string][][]item{}, cores: map[string]*input{}, epochs: map[string]uint64{}}
 	for id, in := range h.inputs {
 		s.inputs[id] = in.history()
 		s.cores[id] = in
+		s.epochs[id] = in.epochOf()
 	}
 	return s
 }

@@ -372,11 +372,13 @@ func TestStartFailureFailsOnce(t *testing.T) {
 			t.Errorf("the failure was reported %d more times", ft.errors)
 		}
 	})
+	// A snapshot of another job: the start finds no savepoint of "j".
+	other := arkflowtest.New(t, arkflow.NewJob("other").Source("in", arkflowtest.NewInput[click](1)).Sink("out", arkflowtest.NewOutput[click]()))
+	snap := other.Snapshot()
 	msg := fails(t, func(tb testing.TB) {
 		ft.fatalTB = tb.(*fatalTB)
-		b := arkflow.NewJob("j").Source("in", arkflowtest.NewInput[click](1)).Sink("out", arkflowtest.NewOutput[click]()).
-			Checkpoint(job.Checkpoint{ObjectStoreURI: "file:///dev/null/nowhere", IntervalMS: 1000}).State(job.State{Backend: job.BackendMemory})
-		arkflowtest.New(ft, b)
+		b := arkflow.NewJob("j").Source("in", arkflowtest.NewInput[click](1)).Sink("out", arkflowtest.NewOutput[click]())
+		arkflowtest.Restore(ft, b, snap)
 	})
 	if !strings.Contains(msg, "starting the job") {
 		t.Fatalf("a job that cannot start: %q", msg)

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
 )
@@ -41,7 +42,10 @@ func init() {
 //
 // Methods that move data (Push, AdvanceWatermark) are for the test's
 // goroutine, like the Harness's; an Input belongs to one running harness
-// at a time.
+// at a time. Once that harness's job has ended (Stop, Finish), what is
+// pushed waits for the next harness of the builder, as before New: a
+// Restore reads it after the snapshot's rows, a New reads only it (New
+// starts the input afresh, its offsets from 0 again).
 type Input[T any] struct {
 	in    *input
 	codec *typed.Codec[T]
@@ -74,13 +78,13 @@ func (i *Input[T]) core() *input { return i.in }
 // Push appends rows, as one batch, to a partition, and, when the input
 // belongs to a running harness, returns once the job has handled them
 // (see Harness.Settle). Pushed before New, they wait for the job to start.
-// A partition out of range, or rows that cannot be encoded, fail the test
-// (or, before New, the harness's start).
+// A partition out of range, no rows, or rows that cannot be encoded, fail
+// the test (or, before New, the harness's start).
 func (i *Input[T]) Push(partition int, rows ...T) {
-	if len(rows) == 0 {
-		return
-	}
 	err := i.err
+	if err == nil && len(rows) == 0 {
+		err = fmt.Errorf("arkflowtest: Push(%d) without rows: a batch holds at least one row", partition)
+	}
 	var rec arrow.RecordBatch
 	if err == nil {
 		rec, err = i.codec.Encode(nil, rows)
@@ -101,22 +105,31 @@ func (i *Input[T]) Push(partition int, rows ...T) {
 // to ms, as if each had delivered a row whose time makes that its
 // candidate, in order with the rows pushed before; the job's watermark is,
 // as always, the minimum over the active partitions of every source.
-// Within a running harness it returns once the job has handled it.
-// Sources without event time ignore it.
+// Within a running harness it returns once the job has handled it. An
+// input whose source has no event time fails the test (or, before New,
+// the harness's start): the advance would change nothing.
 func (i *Input[T]) AdvanceWatermark(ms int64, partitions ...int) {
 	var err error
+	if h := i.in.running(); h != nil && !h.hasEventTime(i.in) {
+		err = errNoEventTime
+	}
 	if len(partitions) == 0 {
 		for p := range i.in.parts {
 			partitions = append(partitions, p)
 		}
 	}
 	for _, p := range partitions {
-		if err = i.in.advance(p, ms); err != nil {
+		if err != nil {
 			break
 		}
+		err = i.in.advance(p, ms)
 	}
 	i.in.after(err)
 }
+
+// errNoEventTime is the error of a watermark advance on an input whose
+// source has no event time, where it would change nothing.
+var errNoEventTime = errors.New("arkflowtest: AdvanceWatermark: the source reading the input has no event time (arkflow.EventTime on its Source), so a watermark advance would change nothing")
 
 // harnessInput is what the harness finds among a builder's bindings.
 type harnessInput interface{ core() *input }
@@ -144,10 +157,18 @@ type input struct {
 	// changed is closed (and replaced) whenever something Settle waits
 	// for may have changed: a push, a reader waiting or ending.
 	changed chan struct{}
-	h       *Harness // the harness it belongs to, nil before New
-	// early is the first error of a Push or AdvanceWatermark made before
-	// the input belonged to a harness; New reports it.
+	h       *Harness // the harness it belongs to last, nil before New
+	// early is the first error of a Push or AdvanceWatermark made while
+	// no test could be told (before New, or once the test of its last
+	// harness is over); the next New or Restore reports it.
 	early error
+	// cut is, once the job of its harness has ended, the number of items
+	// of each partition that job had: the items after it wait for the
+	// next harness. Nil while none were pushed since.
+	cut []int
+	// epoch counts the runs the input started afresh (begin): a
+	// snapshot's rows are the input's only within the epoch it was taken.
+	epoch uint64
 }
 
 func newInput(schema *arrow.Schema, partitions int) *input {
@@ -164,10 +185,31 @@ func (in *input) checkPartition(p int) error {
 	if p < 0 || p >= len(in.parts) {
 		return fmt.Errorf("arkflowtest: partition %d out of range [0, %d)", p, len(in.parts))
 	}
-	if in.ended {
-		return errors.New("arkflowtest: the input has ended (Harness.Finish)")
-	}
 	return nil
+}
+
+// mark records where the items of the input's ended job end, before the
+// first item pushed after it (in.mu held).
+func (in *input) mark() {
+	if in.cut != nil || in.h == nil || !in.h.done() {
+		return
+	}
+	in.cut = make([]int, len(in.parts))
+	for p, items := range in.parts {
+		in.cut[p] = len(items)
+	}
+}
+
+// running returns the harness the input belongs to if its job runs, or
+// nil.
+func (in *input) running() *Harness {
+	in.mu.Lock()
+	h := in.h
+	in.mu.Unlock()
+	if h == nil || h.cleaned || h.done() {
+		return nil
+	}
+	return h
 }
 
 func (in *input) push(p int, rec arrow.RecordBatch) error {
@@ -179,6 +221,7 @@ func (in *input) push(p int, rec arrow.RecordBatch) error {
 	if !in.schema.Equal(rec.Schema()) {
 		return fmt.Errorf("arkflowtest: batch schema %s differs from the input's %s", rec.Schema(), in.schema)
 	}
+	in.mark()
 	rec.Retain()
 	in.seq++
 	in.parts[p] = append(in.parts[p], item{seq: in.seq, offset: in.rows[p], rec: rec})
@@ -193,6 +236,7 @@ func (in *input) advance(p int, wm int64) error {
 	if err := in.checkPartition(p); err != nil {
 		return err
 	}
+	in.mark()
 	in.seq++
 	in.parts[p] = append(in.parts[p], item{seq: in.seq, offset: in.rows[p], wm: wm})
 	in.signal()
@@ -208,22 +252,135 @@ func (in *input) end() {
 }
 
 // after settles the input's harness after a Push or an advance, or
-// reports err: to the harness's test, or at New when there is none yet.
+// reports err to the harness's test. With no test to report to (before
+// New, or once the test of its last harness is over) err waits for the
+// next New; once the job of its harness has ended (Stop, Finish, or by
+// itself) what was pushed waits for the next harness, which reads it, and
+// the harness's cleanup fails the test if none does.
 func (in *input) after(err error) {
 	in.mu.Lock()
 	h := in.h
-	if h == nil && err != nil && in.early == nil {
+	if (h == nil || h.cleaned) && err != nil && in.early == nil {
 		in.early = err
 	}
 	in.mu.Unlock()
-	if h == nil {
+	if h == nil || h.cleaned {
 		return
 	}
 	h.t.Helper()
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if h.done() && h.job.Err() == nil {
+		return
+	}
 	h.Settle()
+}
+
+// epochOf returns the input's epoch.
+func (in *input) epochOf() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.epoch
+}
+
+// begin readies the input for a harness that starts, before attach. With
+// same (a Restore of a snapshot taken of this input in this epoch) it
+// resumes the snapshot's run: it keeps every item, those pushed since
+// included. Otherwise the run starts afresh: the items of the job of an
+// earlier harness are dropped (what was pushed after that job ended is
+// kept, at offsets from 0), and hist, the snapshot's items of a Restore,
+// is loaded. eventTime says whether a source reading the input has event
+// time: without it, a watermark advance pushed while no job ran is
+// refused, as it would be while one runs.
+func (in *input) begin(hist [][]item, same, eventTime bool) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	wait := make([]int, len(in.parts)) // the first item pushed while no job ran
+	switch {
+	case same && in.cut != nil:
+		copy(wait, in.cut)
+	case same:
+		for p, items := range in.parts {
+			wait[p] = len(items)
+		}
+	case in.h != nil:
+		in.restart()
+	}
+	in.ended, in.cut = false, nil
+	if !eventTime {
+		for p, items := range in.parts {
+			for _, it := range items[wait[p]:] {
+				if it.rec == nil {
+					return errNoEventTime
+				}
+			}
+		}
+	}
+	if hist != nil && !same {
+		if err := in.load(hist); err != nil {
+			return fmt.Errorf("restoring it: %w", err)
+		}
+	}
+	return nil
+}
+
+// restart drops the items of the job of the input's last harness, keeping
+// those pushed since at offsets that count from 0, as in a new input
+// (in.mu held).
+func (in *input) restart() {
+	in.epoch++
+	for p, items := range in.parts {
+		n := len(items)
+		if in.cut != nil {
+			n = in.cut[p]
+		}
+		drop := in.rows[p] // rows before the first kept item
+		if n < len(items) {
+			drop = items[n].offset
+		}
+		for _, it := range items[:n] {
+			if it.rec != nil {
+				it.rec.Release()
+			}
+		}
+		kept := append([]item(nil), items[n:]...)
+		for k := range kept {
+			kept[k].offset -= drop
+		}
+		in.parts[p] = kept
+		in.rows[p] -= drop
+	}
+}
+
+// attach makes the input h's: its readers from now on are the job's.
+func (in *input) attach(h *Harness) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.h = h
+	live := in.readers[:0]
+	for _, r := range in.readers {
+		if !r.closed {
+			live = append(live, r)
+		}
+	}
+	in.readers = live
+	in.signal()
+}
+
+// unread returns how many items were pushed after the job of the
+// input's last harness ended (they wait for the next harness).
+func (in *input) unread() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cut == nil {
+		return 0
+	}
+	n := 0
+	for p, items := range in.parts {
+		n += len(items) - in.cut[p]
+	}
+	return n
 }
 
 // history returns a copy of every partition's items, records retained,
@@ -243,10 +400,9 @@ func (in *input) history() [][]item {
 	return out
 }
 
-// load fills a fresh input with a snapshot's history, which it retains.
+// load fills a fresh input with a snapshot's history, which it retains
+// (in.mu held).
 func (in *input) load(hist [][]item) error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
 	for _, items := range in.parts {
 		if len(items) > 0 {
 			return errors.New("it already holds rows: restore into a job whose inputs are new (or are the very inputs of the snapshot's job)")
@@ -377,7 +533,7 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 // ReadControl implements runtime.ControlReader: the next item of the
 // reader's partitions in push order, skipping what lies before the seek
 // positions (a restore).
-func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *runtime.Advance, error) {
+func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *eventtime.Advance, error) {
 	in := r.in
 	for {
 		in.mu.Lock()
@@ -402,7 +558,7 @@ func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *runtime.Ad
 			}
 			in.mu.Unlock()
 			if it.rec == nil {
-				return connectors.Batch{}, &runtime.Advance{Partitions: []int{p}, Watermark: it.wm}, nil
+				return connectors.Batch{}, &eventtime.Advance{Partitions: []int{p}, Watermark: it.wm}, nil
 			}
 			rec, start := it.rec, it.offset
 			if skip := r.seek[int32(p)] - start; skip > 0 {

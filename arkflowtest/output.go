@@ -30,6 +30,7 @@ type Output[T any] struct {
 	mu    sync.Mutex
 	rows  []T
 	taken int
+	h     *Harness // the harness it belongs to last, nil before New
 }
 
 // NewOutput returns an empty output of rows of type T, a struct (see
@@ -47,7 +48,8 @@ func NewOutput[T any]() *Output[T] {
 func (o *Output[T]) OutputType() string { return outputType }
 
 // Rows returns every row written so far, in the order the sink's subtasks
-// wrote them.
+// wrote them: since New started the run (an Output an earlier harness
+// wrote to starts empty again), through the Restores that resumed it.
 func (o *Output[T]) Rows() []T {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -97,10 +99,22 @@ func (o *Output[T]) write(rec arrow.RecordBatch) error {
 	return nil
 }
 
+// begin makes the output h's. fresh (New) empties it of the rows the job
+// of an earlier harness wrote, unless that job still runs.
+func (o *Output[T]) begin(h *Harness, fresh bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if fresh && o.h != nil && o.h != h && o.h.done() {
+		o.rows, o.taken = nil, 0
+	}
+	o.h = h
+}
+
 // harnessOutput is what the build finds bound to a sink.
 type harnessOutput interface {
 	check(schema *arrow.Schema) error
 	write(rec arrow.RecordBatch) error
+	begin(h *Harness, fresh bool)
 }
 
 func emptyColumns(schema *arrow.Schema) []arrow.Array {

@@ -20,14 +20,15 @@ import (
 //
 // key is a value of the key column: a string, []byte, bool, an integer or
 // a float (an int 5 is the same key as an int32 or int64 5, as on keyed
-// edges). An operator that keeps no such state, or a key of another type,
-// fails the test.
+// edges). An operator that keeps no such state, a key of another type,
+// and a job that has ended (its state is closed) fail the test.
 func (h *Harness) State(op string, key any) *state.Keyed {
 	h.t.Helper()
 	kb, err := keyBytes(key)
 	if err != nil {
 		h.t.Fatalf("arkflowtest: State(%q, %v): %v", op, key, err)
 	}
+	h.mustRun(fmt.Sprintf("State(%q, %v)", op, key), "its state is closed")
 	spec := h.job.Spec()
 	if o, _ := spec.Operator(op); o == nil {
 		h.t.Fatalf("arkflowtest: State(%q, %v): the job has no operator %q", op, key, op)

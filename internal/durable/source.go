@@ -19,6 +19,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -475,6 +476,47 @@ func (s *Source) scan() (scanPlan, error) {
 // Read returns the next replayed entry while there are any, then reads the
 // wrapped source and appends each batch to the WAL before returning it.
 func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
+	if b, ok, err := s.replayNext(); ok || err != nil {
+		return b, err
+	}
+	b, err := s.inner.Read(ctx)
+	return s.admit(ctx, b, err)
+}
+
+// controlReader is a source that delivers watermark advances in band with
+// its batches (the runtime's ControlReader; the test harness's inputs).
+type controlReader interface {
+	ReadControl(ctx context.Context) (connectors.Batch, *eventtime.Advance, error)
+}
+
+// ReadControl is Read for a wrapped source that delivers watermark
+// advances in band (the runtime calls it instead of Read): its batches go
+// through the WAL as Read's do, and its advances pass through in their
+// place in the stream. An advance carries no rows, so the WAL has nothing
+// to keep of it; a restart replays the WAL's entries without the advances
+// between them, which the wrapped source delivers again only if it reads
+// them again. A wrapped source without advances is read with Read.
+func (s *Source) ReadControl(ctx context.Context) (connectors.Batch, *eventtime.Advance, error) {
+	if b, ok, err := s.replayNext(); ok || err != nil {
+		return b, nil, err
+	}
+	cr, ok := s.inner.(controlReader)
+	if !ok {
+		b, err := s.inner.Read(ctx)
+		b, err = s.admit(ctx, b, err)
+		return b, nil, err
+	}
+	b, adv, err := cr.ReadControl(ctx)
+	if adv != nil && err == nil {
+		return connectors.Batch{}, adv, nil
+	}
+	b, err = s.admit(ctx, b, err)
+	return b, nil, err
+}
+
+// replayNext returns the next entry the WAL replays after a restart (ok),
+// or nothing once the replay is over.
+func (s *Source) replayNext() (b connectors.Batch, ok bool, err error) {
 	for s.replay != nil {
 		e, err := s.replay.Next()
 		if err == io.EOF {
@@ -483,7 +525,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 			break
 		}
 		if err != nil {
-			return connectors.Batch{}, fmt.Errorf("replaying the WAL: %w", err)
+			return connectors.Batch{}, false, fmt.Errorf("replaying the WAL: %w", err)
 		}
 		if !s.replaySet[e.Seq] {
 			continue
@@ -491,16 +533,22 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 		delete(s.replaySet, e.Seq)
 		_, rec, err := walog.DecodeBatch(e.Payload, nil)
 		if err != nil {
-			return connectors.Batch{}, fmt.Errorf("replaying WAL entry %d: %w", e.Seq, err)
+			return connectors.Batch{}, false, fmt.Errorf("replaying WAL entry %d: %w", e.Seq, err)
 		}
 		s.replayed.Add(1)
 		ack := s.ackFunc(e.Seq, nil)
 		if s.isRedo(e.Seq) {
 			ack = s.redoAck(e.Seq)
 		}
-		return connectors.Batch{Record: rec, Partition: int(partitionOf(rec)), Ack: ack}, nil
+		return connectors.Batch{Record: rec, Partition: int(partitionOf(rec)), Ack: ack}, true, nil
 	}
-	b, err := s.inner.Read(ctx)
+	return connectors.Batch{}, false, nil
+}
+
+// admit appends a batch the wrapped source read (b, err: its Read's
+// result) to the WAL and returns it with its acknowledgement routed
+// through the WAL, or fails it when the append fails.
+func (s *Source) admit(ctx context.Context, b connectors.Batch, err error) (connectors.Batch, error) {
 	if err != nil || b.Record == nil || b.Record.NumRows() == 0 {
 		return b, err
 	}

@@ -28,6 +28,11 @@ var (
 	// holds arkflow.Option values). hubclient runs Hub-shipped specs
 	// through it.
 	NewJob func(spec *job.Spec, bindings map[string]any, opts []any) (any, error)
+	// Build builds an *arkflow.Builder as Builder.Build does (opts holds
+	// arkflow.Option values), with edit applied first to a copy of its
+	// spec: the harness's own directories in place of the builder's. The
+	// builder itself is not changed.
+	Build func(builder any, edit func(*job.Spec), opts []any) (any, error)
 	// CheckpointStatus returns the arkflow.CheckpointStatus of an
 	// *arkflow.Job: Metrics().Checkpoints without measuring the state
 	// (which walks every key), cheap enough for cmd/arkflow's readiness

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -16,26 +17,18 @@ import (
 // uses them; none of them changes how a job runs.
 
 // ControlReader is implemented by sources that deliver, besides batches,
-// watermark advances in band with them (the harness's inputs). The runtime
-// calls ReadControl instead of Read; each call returns a batch, or an
-// advance (and a zero batch), or an error, as Read does.
+// watermark advances in band with them (the harness's inputs, and the
+// write-ahead log of internal/durable in front of any source, which passes
+// its source's advances through). The runtime calls ReadControl instead of
+// Read; each call returns a batch, or an advance (and a zero batch), or an
+// error, as Read does.
 type ControlReader interface {
 	connectors.Source
-	ReadControl(ctx context.Context) (connectors.Batch, *Advance, error)
-}
-
-// Advance raises the watermark candidate of some of a source subtask's
-// partitions to Watermark (Unix ms), as if they had delivered an event
-// whose time makes that their candidate: the source promises no earlier
-// event on them. Partitions nil means every partition of the subtask. It
-// is ignored by sources without event time.
-type Advance struct {
-	Partitions []int
-	Watermark  int64
+	ReadControl(ctx context.Context) (connectors.Batch, *eventtime.Advance, error)
 }
 
 // readControl reads the next batch or advance of a source.
-func readControl(src connectors.Source, ctx context.Context) (connectors.Batch, *Advance, error) {
+func readControl(src connectors.Source, ctx context.Context) (connectors.Batch, *eventtime.Advance, error) {
 	if cr, ok := src.(ControlReader); ok {
 		return cr.ReadControl(ctx)
 	}
@@ -45,7 +38,7 @@ func readControl(src connectors.Source, ctx context.Context) (connectors.Batch, 
 
 // advanceTo applies an advance in the source head: the watermark moves as
 // it would with an event, and goes downstream if it moved.
-func (c *chainInstance) advanceTo(ctx context.Context, a *Advance, clock Clock) error {
+func (c *chainInstance) advanceTo(ctx context.Context, a *eventtime.Advance, clock Clock) error {
 	st := c.source.time
 	if st == nil || st.processing {
 		return nil

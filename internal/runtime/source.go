@@ -206,7 +206,7 @@ func (st *sourceTime) tickInterval() time.Duration {
 
 type readResult struct {
 	b   connectors.Batch
-	adv *Advance
+	adv *eventtime.Advance
 	err error
 }
 
