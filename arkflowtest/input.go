@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,6 +13,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // inputType and outputType are the connector types of Input and Output in
@@ -79,7 +81,10 @@ func (i *Input[T]) core() *input { return i.in }
 // belongs to a running harness, returns once the job has handled them
 // (see Harness.Settle). Pushed before New, they wait for the job to start.
 // A partition out of range, no rows, or rows that cannot be encoded, fail
-// the test (or, before New, the harness's start).
+// the test (or, before New, the harness's start). A zero time.Time in the
+// event-time field is a row without an event time, as for a push source:
+// the job drops it (counted in null_timestamp_dropped) or routes it, with
+// the field null.
 func (i *Input[T]) Push(partition int, rows ...T) {
 	err := i.err
 	if err == nil && len(rows) == 0 {
@@ -454,6 +459,7 @@ func (in *input) drained() (bool, string) {
 type inputConn struct {
 	in     *input
 	schema *arrow.Schema // with metadata columns
+	etCol  int           // the event-time column, or -1
 }
 
 func buildInput(bc connectors.BuildContext) (connectors.Input, error) {
@@ -465,14 +471,26 @@ func buildInput(bc connectors.BuildContext) (connectors.Input, error) {
 	if in.schema == nil {
 		return nil, in.err
 	}
-	return &inputConn{in: in, schema: connectors.WithMeta(in.schema)}, nil
+	// Go writes "no time" as the zero time.Time: as the event time it is
+	// null (the job drops or routes it by its rule for rows without an
+	// event time), never a year-1 row that is late for every window.
+	schema, etCol := in.schema, -1
+	if t := bc.Time; t != nil && t.Mode == job.EventTime {
+		if idx := schema.FieldIndices(t.TimestampField); len(idx) == 1 && schema.Field(idx[0]).Type.ID() == arrow.TIMESTAMP {
+			etCol = idx[0]
+			fs := slices.Clone(schema.Fields())
+			fs[etCol].Nullable = true
+			schema = arrow.NewSchema(fs, nil)
+		}
+	}
+	return &inputConn{in: in, schema: connectors.WithMeta(schema), etCol: etCol}, nil
 }
 
 func (c *inputConn) Schema() *arrow.Schema { return c.schema }
 func (c *inputConn) Partitions() int       { return len(c.in.parts) }
 
 func (c *inputConn) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
-	r := &reader{in: c.in, schema: c.schema, op: info.OperatorID, subtask: info.Subtask, tracker: connectors.NewTracker(""), seek: map[int32]int64{}}
+	r := &reader{in: c.in, schema: c.schema, etCol: c.etCol, op: info.OperatorID, subtask: info.Subtask, tracker: connectors.NewTracker(""), seek: map[int32]int64{}}
 	for p := range c.in.parts {
 		if p%info.Parallelism == info.Subtask {
 			r.parts = append(r.parts, p)
@@ -490,6 +508,7 @@ func (c *inputConn) NewSource(info connectors.TaskInfo) (connectors.Source, erro
 type reader struct {
 	in      *input
 	schema  *arrow.Schema
+	etCol   int // the event-time column, or -1
 	op      string
 	subtask int
 	parts   []int
@@ -565,6 +584,9 @@ func (r *reader) ReadControl(ctx context.Context) (connectors.Batch, *eventtime.
 				sl := rec.NewSlice(skip, rec.NumRows())
 				rec.Release()
 				rec, start = sl, start+skip
+			}
+			if r.etCol >= 0 {
+				rec = eventtime.ZeroTimeAsNull(rec, r.etCol)
 			}
 			out := connectors.AddMeta(r.schema, rec, r.op, int32(p), start)
 			rec.Release()

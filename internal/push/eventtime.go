@@ -2,12 +2,10 @@ package push
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
-	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 )
 
 // EventTime is the event-time column of the job reading a push source.
@@ -46,23 +44,6 @@ func (et *EventTime) Refusal(first, count int, null bool) error {
 		"(arkflow.EventTime{RouteLate: …}; late_event_policy: route)", first, et.Field, et.Column, what, more)
 }
 
-// zeroSeconds is Go's zero time.Time in seconds since the Unix epoch.
-var zeroSeconds = time.Time{}.Unix()
-
-// zeroIn returns the zero time.Time in unit, or false when unit cannot
-// hold it (nanoseconds: encoding such a field fails instead).
-func zeroIn(unit arrow.TimeUnit) (int64, bool) {
-	switch unit {
-	case arrow.Second:
-		return zeroSeconds, true
-	case arrow.Millisecond:
-		return zeroSeconds * 1e3, true
-	case arrow.Microsecond:
-		return zeroSeconds * 1e6, true
-	}
-	return 0, false
-}
-
 // nullify returns rec with the zero times of the column made null, and
 // owns rec from then on. Only a routing job needs it: for the others
 // Push refused such rows.
@@ -70,46 +51,5 @@ func (et *EventTime) nullify(rec arrow.RecordBatch) arrow.RecordBatch {
 	if et == nil || !et.Route {
 		return rec
 	}
-	a, ok := rec.Column(et.Col).(*array.Timestamp)
-	if !ok {
-		return rec // an Int64 column has no zero sentinel: nulls are nulls
-	}
-	zero, ok := zeroIn(a.DataType().(*arrow.TimestampType).Unit)
-	if !ok {
-		return rec
-	}
-	vals := a.TimestampValues()
-	n, zeros := a.Len(), 0
-	for i := range n {
-		if a.IsValid(i) && int64(vals[i]) == zero {
-			zeros++
-		}
-	}
-	if zeros == 0 {
-		return rec
-	}
-	// The same values under a validity bitmap without the zeros.
-	d := a.Data()
-	off := d.Offset()
-	bits := memory.NewResizableBuffer(memory.DefaultAllocator)
-	bits.Resize(int(bitutil.BytesForBits(int64(off + n))))
-	bm := bits.Bytes()
-	clear(bm)
-	for i := range n {
-		if a.IsValid(i) && int64(vals[i]) != zero {
-			bitutil.SetBit(bm, off+i)
-		}
-	}
-	nd := array.NewData(a.DataType(), n, []*memory.Buffer{bits, d.Buffers()[1]}, nil, a.NullN()+zeros, off)
-	bits.Release()
-	fixed := array.MakeFromData(nd)
-	nd.Release()
-	cols := append([]arrow.Array(nil), rec.Columns()...)
-	cols[et.Col] = fixed
-	fs := append([]arrow.Field(nil), rec.Schema().Fields()...)
-	fs[et.Col].Nullable = true
-	out := array.NewRecordBatch(arrow.NewSchema(fs, nil), cols, rec.NumRows())
-	fixed.Release()
-	rec.Release()
-	return out
+	return eventtime.ZeroTimeAsNull(rec, et.Col)
 }
