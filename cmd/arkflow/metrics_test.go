@@ -321,7 +321,9 @@ sinks:
 			Ready         bool
 			State, Reason string
 		}
-		if err := json.Unmarshal(body, &r); err != nil || code != http.StatusServiceUnavailable || r.Ready || r.State != "starting" {
+		// Before Run moves it to starting, the job is created: not ready
+		// either.
+		if err := json.Unmarshal(body, &r); err != nil || code != http.StatusServiceUnavailable || r.Ready || (r.State != "starting" && r.State != "created") {
 			t.Fatalf("/readyz while starting: %d %v %s", code, err, body)
 		}
 		if code, body := opsrvtest.Get(t, base+"/healthz"); code != http.StatusOK {
