@@ -178,7 +178,7 @@ func (b *builder) sources() {
 		b.checkTime(src, at, in.Schema())
 		if src.KeyedBy != "" {
 			if idx := in.Schema().FieldIndices(src.KeyedBy); len(idx) == 0 {
-				b.p.Add(src.OperatorID, at+".keyed_by", "unknown column %q (columns: %s)", src.KeyedBy, ops.ColumnList(in.Schema()))
+				b.p.Add(src.OperatorID, at+".keyed_by", "%s", ops.UnknownColumn(src.KeyedBy, in.Schema()))
 			} else if t := in.Schema().Field(idx[0]).Type; !keys.Supported(t) {
 				b.p.Add(src.OperatorID, at+".keyed_by", "column %q has type %s, which cannot be a key", src.KeyedBy, t)
 			}
@@ -195,7 +195,7 @@ func (b *builder) checkTime(src job.Source, at string, schema *arrow.Schema) {
 	}
 	idx := schema.FieldIndices(t.TimestampField)
 	if len(idx) == 0 {
-		b.p.Add(src.OperatorID, at+".time.timestamp_field", "unknown column %q (columns: %s)", t.TimestampField, ops.ColumnList(schema))
+		b.p.Add(src.OperatorID, at+".time.timestamp_field", "%s", ops.UnknownColumn(t.TimestampField, schema))
 		return
 	}
 	switch ty := schema.Field(idx[0]).Type; ty.ID() {
@@ -281,7 +281,7 @@ func (b *builder) operators() {
 func CheckKeyField(schema *arrow.Schema, field string) error {
 	idx := schema.FieldIndices(field)
 	if len(idx) == 0 {
-		return ops.Errf("key_field", "unknown column %q (columns: %s)", field, ops.ColumnList(schema))
+		return ops.Errf("key_field", "%s", ops.UnknownColumn(field, schema))
 	}
 	if t := schema.Field(idx[0]).Type; !keys.Supported(t) {
 		return ops.Errf("key_field", "column %q has type %s, which cannot be a key", field, t)
