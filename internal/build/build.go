@@ -22,6 +22,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -165,7 +166,8 @@ func (b *builder) sources() {
 		}
 		f, ok := b.env.connectors().LookupInput(src.InputType)
 		if !ok {
-			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)", src.InputType, strings.Join(b.env.connectors().InputTypes(), ", "))
+			known := b.env.connectors().InputTypes()
+			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)%s", src.InputType, strings.Join(known, ", "), suggest.Hint(src.InputType, known))
 			continue
 		}
 		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID], Logger: b.opLogger(src.OperatorID)})
@@ -331,7 +333,8 @@ func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
 	at := fmt.Sprintf("sinks[%d]", i)
 	f, ok := b.env.connectors().LookupOutput(snk.OutputType)
 	if !ok {
-		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)", snk.OutputType, strings.Join(b.env.connectors().OutputTypes(), ", "))
+		known := b.env.connectors().OutputTypes()
+		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)%s", snk.OutputType, strings.Join(known, ", "), suggest.Hint(snk.OutputType, known))
 		return
 	}
 	out, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: op.ID, Config: rawOrEmpty(snk.Config), Bound: b.env.Bindings[op.ID], Logger: b.opLogger(op.ID)}, in)
