@@ -316,7 +316,7 @@ func TestMapToSchemaIsChecked(t *testing.T) {
 		KeyBy("user").
 		Sink("out", sink).
 		Build()
-	if err == nil || !strings.Contains(err.Error(), `operator "out": operators[2].key_field: unknown column "user" (columns: n)`) {
+	if err == nil || !strings.Contains(err.Error(), `operator "out": .KeyBy("user"): unknown column "user" (columns: n)`) {
 		t.Fatalf("want key_field error against the declared schema, got %v", err)
 	}
 	j, err := arkflow.NewJob("count-batches").Source("in", clickConfig()).Map("count", fn, arkflow.WithSchema(out)).Sink("out", sink).Build()
