@@ -51,7 +51,9 @@ type ValidationError struct {
 	Job      string
 	Operator string // empty for job-level problems
 	// Field is the path of the field in the spec, e.g.
-	// "operators[2].config.window.size_ms" or "edges[0].to".
+	// "operators[2].config.window.size_ms" or "edges[0].to". For a job
+	// written with arkflow.Builder, Build names the Builder call instead,
+	// with the path inside its argument: `.Window("w", ...): window.size_ms`.
 	Field  string
 	Reason string
 }

@@ -249,7 +249,7 @@ func TestBuilderWithGoStructs(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := build(SinkConfig{Brokers: []string{"b:9092"}, Topic: "copy", Key: "nope", ExactlyOnce: true})
-	for _, want := range []string{`sinks[0].config.transactional_id: is required`, `sinks[0].config.key: unknown column "nope"`} {
+	for _, want := range []string{`.Sink("out", ...): transactional_id: is required`, `.Sink("out", ...): key: unknown column "nope"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v\nwant %s", err, want)
 		}
