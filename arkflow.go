@@ -163,12 +163,17 @@ func compile(spec *job.Spec, opts ...Option) (*job.Plan, error) {
 	return g.Plan, nil
 }
 
-// Load reads a JSON or YAML spec file and builds the job.
+// Load reads a JSON or YAML spec file and builds the job. A spec with
+// unknown fields or values of the wrong type is still validated as far as
+// it decoded, so the error lists those problems together with every other
+// one of the spec.
 func Load(path string, opts ...Option) (*Job, error) {
 	spec, err := job.ParseFile(path)
-	if err != nil {
+	if spec == nil {
 		return nil, err
 	}
+	// The spec remembers its decode problems: the build reports them
+	// with the rest, and never builds it.
 	return FromSpec(spec, opts...)
 }
 

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,6 +200,61 @@ func TestValidateDeep(t *testing.T) {
 	}
 }
 
+// A spec's decode problems (an unknown field, a value of the wrong type)
+// do not hide its other mistakes, structural or found by the deep build:
+// Load, and Validate of what Parse returned, report them all, each with
+// its path; FromSpec never builds such a spec.
+func TestValidateReportsDecodeProblemsWithTheRest(t *testing.T) {
+	const spec = `
+id: typos
+paralelism: 2
+max_parallelism: many
+operators:
+  - {id: in, kind: source}
+  - {id: out, kind: sink}
+  - {id: out2, kind: sink}
+edges:
+  - {id: a, from: in, to: outt}
+  - {id: b, from: in, to: out2}
+sources:
+  - {operator_id: in, input_type: generate, config: {count: 10, fields: [{name: user, type: string}]}}
+sinks:
+  - {operator_id: out, output_type: drop}
+  - {operator_id: out2, output_type: dropp}
+`
+	want := []string{
+		`job "typos": max_parallelism: must be an integer (got string "many")`,
+		`job "typos": paralelism: unknown field (known fields: id, version, max_parallelism, parallelism, operators, edges, sources, sinks, state, durability, checkpoint, recovery); did you mean "parallelism"?`,
+		`job "typos": operator "in": edges[0].to: unknown operator "outt" (operators: "in", "out", "out2"); did you mean "out"?`,
+		`job "typos": operator "out2": sinks[1].output_type: unknown output type "dropp" (known: …); did you mean "drop"?`,
+	}
+	// The output types known depend on the connectors linked in.
+	known := regexp.MustCompile(`\(known: [^)]*\)`)
+	check := func(name string, err error) {
+		t.Helper()
+		var got []string
+		for _, e := range job.AsValidationErrors(err) {
+			got = append(got, known.ReplaceAllString(e.Error(), "(known: …)"))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s:\n%v\nwant:\n%s", name, err, strings.Join(want, "\n"))
+		}
+	}
+	path := filepath.Join(t.TempDir(), "typos.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := arkflow.Load(path)
+	check("Load", err)
+	s, perr := job.Parse([]byte(spec))
+	if perr == nil || s == nil {
+		t.Fatalf("Parse = %v, %v; want the spec and its decode problems", s, perr)
+	}
+	check("Validate", arkflow.Validate(s))
+	_, err = arkflow.FromSpec(s)
+	check("FromSpec", err)
+}
+
 func TestBuilderMistakesNeverPanic(t *testing.T) {
 	sink := mem.NewSink()
 	_, err := arkflow.NewJob("bad id!").
@@ -259,7 +316,7 @@ func TestMapToSchemaIsChecked(t *testing.T) {
 		KeyBy("user").
 		Sink("out", sink).
 		Build()
-	if err == nil || !strings.Contains(err.Error(), `operator "out": operators[2].key_field: unknown column "user" (columns: n)`) {
+	if err == nil || !strings.Contains(err.Error(), `operator "out": .KeyBy("user"): unknown column "user" (columns: n)`) {
 		t.Fatalf("want key_field error against the declared schema, got %v", err)
 	}
 	j, err := arkflow.NewJob("count-batches").Source("in", clickConfig()).Map("count", fn, arkflow.WithSchema(out)).Sink("out", sink).Build()

@@ -29,24 +29,36 @@ import (
 //
 // Builder methods never panic and never return errors: mistakes are
 // recorded and Build reports all of them together with the spec's own
-// validation errors. An error about a job-level setting names the Builder
-// call that made it (".Checkpoint(job.Checkpoint{...}): interval_ms: must
-// be > 0"), not the spec path ("checkpoint.interval_ms") the Go code never
-// wrote.
+// validation errors. An error names the Builder call that made the
+// mistake, followed by the path inside the value that call was given
+// (".Checkpoint(job.Checkpoint{...}): interval_ms: must be > 0",
+// `.Window("w", ...): aggregates[0].field: unknown column "amout" (…);
+// did you mean "amount"?`, `.KeyBy("usr"): unknown column "usr" (…)`),
+// not the spec path ("checkpoint.interval_ms", "operators[1].key_field")
+// the Go code never wrote.
 type Builder struct {
 	spec     job.Spec
 	bindings map[string]any
 	cursor   string
 	keyBy    string
+	keyCall  string // the KeyBy call that set keyBy
+	// calls names the Builder call that wrote each operator, edge, source
+	// and sink, by its place in the spec ("operators[2]", "edges[1]",
+	// "sources[0]"), and the KeyBy call that set an operator's key_field
+	// ("operators[2].key_field"), for inBuilderTerms.
+	calls    map[string]string
 	problems []*job.ValidationError
 }
 
 // NewJob starts a job with the given ID (1–128 letters, digits, '-', '_').
 func NewJob(id string) *Builder {
-	b := &Builder{bindings: map[string]any{}}
+	b := &Builder{bindings: map[string]any{}, calls: map[string]string{}}
 	b.spec.ID = id
 	return b
 }
+
+// componentCall renders a call that adds operator id, as `.Window("w", ...)`.
+func componentCall(method, id string) string { return fmt.Sprintf(".%s(%q, ...)", method, id) }
 
 func (b *Builder) problem(op, format string, args ...any) {
 	b.callProblem(op, "builder", format, args...)
@@ -290,20 +302,23 @@ func (b *Builder) config(op string, v any) json.RawMessage {
 }
 
 // add appends an operator connected from the cursor (unless it is a
-// source) and moves the cursor to it.
-func (b *Builder) add(op job.Operator, opts []OperatorOption) opSettings {
+// source) and moves the cursor to it. call is the Builder call that adds
+// it, as errors name it (componentCall).
+func (b *Builder) add(call string, op job.Operator, opts []OperatorOption) opSettings {
 	srcOpts := make([]SourceOption, 0, len(opts))
 	for _, o := range opts {
 		if o != nil {
 			srcOpts = append(srcOpts, o)
 		}
 	}
-	return b.addSource(op, srcOpts)
+	return b.addSource(call, op, srcOpts)
 }
 
 // addSource is add with source options (a source's, or any operator's
 // OperatorOptions, which are SourceOptions too).
-func (b *Builder) addSource(op job.Operator, opts []SourceOption) opSettings {
+func (b *Builder) addSource(call string, op job.Operator, opts []SourceOption) opSettings {
+	at := fmt.Sprintf("operators[%d]", len(b.spec.Operators))
+	b.calls[at] = call
 	set := opSettings{op: &op}
 	for _, o := range opts {
 		if o != nil {
@@ -322,10 +337,12 @@ func (b *Builder) addSource(op job.Operator, opts []SourceOption) opSettings {
 			b.problem(op.ID, "%s %q has no input: add a Source first, or use From(id)", op.Kind, op.ID)
 		default:
 			e := job.Edge{ID: b.cursor + "-" + op.ID, From: b.cursor, To: op.ID}
+			b.calls[fmt.Sprintf("edges[%d]", len(b.spec.Edges))] = call
 			if b.keyBy != "" {
 				e.Partitioned = !b.coPartitioned(b.cursor, b.keyBy, &op)
 				if op.KeyField == "" {
 					op.KeyField = b.keyBy
+					b.calls[at+".key_field"] = b.keyCall
 				} else if op.KeyField != b.keyBy {
 					b.problem(op.ID, "KeyBy(%q) is followed by an operator keyed by %q", b.keyBy, op.KeyField)
 				}
@@ -358,7 +375,9 @@ func (b *Builder) Source(id string, src SourceComponent, opts ...SourceOption) *
 		b.problem(id, "Source(%q) needs a source component (for example generate.Config or file.SourceConfig)", id)
 		return b
 	}
-	set := b.addSource(job.Operator{ID: id, Kind: job.KindSource}, opts)
+	call := componentCall("Source", id)
+	set := b.addSource(call, job.Operator{ID: id, Kind: job.KindSource}, opts)
+	b.calls[fmt.Sprintf("sources[%d]", len(b.spec.Sources))] = call
 	b.spec.Sources = append(b.spec.Sources, job.Source{OperatorID: id, InputType: src.InputType(), Config: b.config(id, src), Time: set.time,
 		Durability: set.durability, KeyedBy: set.keyedBy})
 	b.bindings[id] = src
@@ -371,7 +390,9 @@ func (b *Builder) Sink(id string, snk SinkComponent, opts ...OperatorOption) *Bu
 		b.problem(id, "Sink(%q) needs a sink component (for example file.SinkConfig or memory.NewSink())", id)
 		return b
 	}
-	b.add(job.Operator{ID: id, Kind: job.KindSink}, opts)
+	call := componentCall("Sink", id)
+	b.add(call, job.Operator{ID: id, Kind: job.KindSink}, opts)
+	b.calls[fmt.Sprintf("sinks[%d]", len(b.spec.Sinks))] = call
 	b.spec.Sinks = append(b.spec.Sinks, job.Sink{OperatorID: id, OutputType: snk.OutputType(), Config: b.config(id, snk)})
 	b.bindings[id] = snk
 	return b
@@ -392,6 +413,9 @@ func (b *Builder) LateSink(id string, snk SinkComponent) *Builder {
 	if existing, _ := b.spec.Operator(id); existing != nil {
 		b.problem(id, "operator %q is added twice", id)
 	}
+	call := componentCall("LateSink", id)
+	b.calls[fmt.Sprintf("operators[%d]", len(b.spec.Operators))] = call
+	b.calls[fmt.Sprintf("sinks[%d]", len(b.spec.Sinks))] = call
 	b.spec.Operators = append(b.spec.Operators, job.Operator{ID: id, Kind: job.KindSink})
 	b.spec.Sinks = append(b.spec.Sinks, job.Sink{OperatorID: id, OutputType: snk.OutputType(), Config: b.config(id, snk)})
 	b.bindings[id] = snk
@@ -412,7 +436,7 @@ func (b *Builder) KeyBy(field string) *Builder {
 	if b.keyBy != "" {
 		b.problem(b.cursor, "KeyBy(%q) follows KeyBy(%q) with no operator between them", field, b.keyBy)
 	}
-	b.keyBy = field
+	b.keyBy, b.keyCall = field, fmt.Sprintf(".KeyBy(%q)", field)
 	return b
 }
 
@@ -434,6 +458,7 @@ func (b *Builder) From(id string) *Builder {
 // merge two branches into one operator. keyed partitions the edge by the
 // downstream operator's key field.
 func (b *Builder) Connect(from, to string, keyed bool) *Builder {
+	b.calls[fmt.Sprintf("edges[%d]", len(b.spec.Edges))] = fmt.Sprintf(".Connect(%q, %q, %t)", from, to, keyed)
 	b.spec.Edges = append(b.spec.Edges, job.Edge{ID: from + "-" + to, From: from, To: to, Partitioned: keyed})
 	return b
 }
@@ -451,7 +476,7 @@ func (b *Builder) Map(id string, f MapFunc, opts ...OperatorOption) *Builder {
 		b.problem(id, "Map(%q) needs a MapFunc", id)
 		return b
 	}
-	set := b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
+	set := b.add(componentCall("Map", id), job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
 	b.bindings[id] = ops.MapBinding{Name: id, Fn: ops.MapFunc(f), Output: set.schema}
 	return b
 }
@@ -459,7 +484,7 @@ func (b *Builder) Map(id string, f MapFunc, opts ...OperatorOption) *Builder {
 // Columns adds a declarative map: computed columns, drops and a
 // selection, in the expression language (see the package documentation).
 func (b *Builder) Columns(id string, c job.Columns, opts ...OperatorOption) *Builder {
-	if set := b.add(job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.NewMapConfig(c))}, opts); set.schema != nil {
+	if set := b.add(componentCall("Columns", id), job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.NewMapConfig(c))}, opts); set.schema != nil {
 		b.callProblem(id, "WithSchema(schema)", "a Columns map computes its output schema from its expressions")
 	}
 	return b
@@ -474,7 +499,7 @@ func (b *Builder) Filter(id string, f FilterFunc, opts ...OperatorOption) *Build
 		b.problem(id, "Filter(%q) needs a FilterFunc", id)
 		return b
 	}
-	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Function: id})}, opts)
+	b.add(componentCall("Filter", id), job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Function: id})}, opts)
 	b.bindings[id] = ops.FilterBinding{Name: id, Fn: ops.FilterFunc(f)}
 	return b
 }
@@ -483,7 +508,7 @@ func (b *Builder) Filter(id string, f FilterFunc, opts ...OperatorOption) *Build
 // expression expr is true (null counts as false), e.g.
 // Where("big-de", "amount > 10 and country == 'DE'").
 func (b *Builder) Where(id, expr string, opts ...OperatorOption) *Builder {
-	b.add(job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Expr: expr})}, opts)
+	b.add(componentCall("Where", id), job.Operator{ID: id, Kind: job.KindFilter, Config: b.config(id, ops.FilterConfig{Expr: expr})}, opts)
 	return b
 }
 
@@ -496,7 +521,7 @@ func (b *Builder) Aggregate(id string, a job.Aggregation, opts ...OperatorOption
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Aggregate(%q) needs a key: call KeyBy(field) before it", id)
 	}
-	b.add(op, opts)
+	b.add(componentCall("Aggregate", id), op, opts)
 	return b
 }
 
@@ -508,7 +533,7 @@ func (b *Builder) Window(id string, w window.Definition, opts ...OperatorOption)
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Window(%q) needs a key: call KeyBy(field) before it", id)
 	}
-	b.add(job.Operator{ID: id, Kind: job.KindWindow, Stateful: true, Config: b.config(id, w)}, opts)
+	b.add(componentCall("Window", id), job.Operator{ID: id, Kind: job.KindWindow, Stateful: true, Config: b.config(id, w)}, opts)
 	return b
 }
 
@@ -552,7 +577,7 @@ func (b *Builder) Process(id string, f ProcessFunc, opts ...OperatorOption) *Bui
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Process(%q) needs a key: call KeyBy(field) before it", id)
 	}
-	set := b.add(job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
+	set := b.add(componentCall("Process", id), job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
 	b.bindings[id] = ops.ProcessBinding{Name: id, Fn: wrapProcess(f), Output: set.schema}
 	return b
 }
@@ -627,7 +652,9 @@ func (b *Builder) Build(opts ...Option) (*Job, error) {
 }
 
 // builderCalls are the spec paths a Builder writes and the calls that
-// write them; "[]" stands for any index. The longest matching path wins.
+// write them; "[]" stands for any index. The longest matching path wins,
+// over the Builder's own calls too (Builder.calls: the call that added an
+// operator, edge, source or sink).
 var builderCalls = []struct{ path, call string }{
 	{"version", ".Version(v)"},
 	{"id", "NewJob(id)"},
@@ -649,20 +676,44 @@ var builderCalls = []struct{ path, call string }{
 	{"sources[].time.allowed_lateness_ms", "EventTime{AllowedLateness}"},
 	{"sources[].time.late_event_route", "EventTime{RouteLate}"},
 	{"sources[].durability", "Durable(job.Durability{...})"},
+	{"sources[].keyed_by", "KeyedBy(field)"},
 }
 
 // inBuilderTerms returns e with its spec path replaced by the Builder call
 // that wrote it, followed by the rest of the path (".State(job.State{...}):
-// path"). Paths no call writes as a whole (a component's config) stay.
+// path"; `.Window("w", ...): aggregates[0].field`, the path inside the
+// value given to the call). Paths no call wrote stay.
 func (b *Builder) inBuilderTerms(e *job.ValidationError) *job.ValidationError {
 	call, rest, best := "", "", -1
+	consumed := func(r string) int {
+		if r == "" {
+			return len(e.Field)
+		}
+		return len(e.Field) - len(r) - 1
+	}
 	for _, c := range builderCalls {
-		if r, ok := matchPath(e.Field, c.path); ok && len(c.path) > best {
-			call, rest, best = c.call, r, len(c.path)
+		if r, ok := matchPath(e.Field, c.path); ok && consumed(r) > best {
+			call, rest, best = c.call, r, consumed(r)
+		}
+	}
+	// The call that added the operator, edge, source or sink at fault,
+	// unless an option's entry above names a field of it more closely.
+	component := false
+	for at, c := range b.calls {
+		if r, ok := matchPath(e.Field, at); ok && consumed(r) > best {
+			call, rest, best, component = c, r, consumed(r), true
 		}
 	}
 	if best < 0 {
 		return e
+	}
+	if component {
+		// The component's config is the value given to the call; which
+		// operator a source or sink binds is the call itself.
+		rest = strings.TrimPrefix(rest, "config.")
+		if rest == "config" || rest == "operator_id" {
+			rest = ""
+		}
 	}
 	if call == ".State(job.State{...})" && b.spec.State == nil {
 		call = `.Checkpoint(job.Checkpoint{...}) with its default .State(job.State{Backend: "badger"})`

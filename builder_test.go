@@ -4,15 +4,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/file"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/window"
 )
 
 // tsConfig is a bounded source with an event-time column.
@@ -143,6 +146,65 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 			}
 			if !fromSpec {
 				t.Errorf("the builder's spec, validated as a spec, has no error at %q:\n%v", tc.specField, arkflow.Validate(tc.b.Spec()))
+			}
+		})
+	}
+}
+
+// Errors about what a Builder call wrote inside an operator, source, sink
+// or edge name that call (".KeyBy(\"usr\")", ".Window(\"w\", ...)"), with
+// the path inside the value it was given; never a spec path such as
+// operators[1].key_field, which the Go code never wrote. Unknown columns
+// say which one they probably misspell.
+func TestBuilderComponentErrorsNameTheCall(t *testing.T) {
+	cfg := generate.Config{Seed: 1, Count: 10, Fields: []generate.Field{
+		{Name: "user", Type: "string"}, {Name: "TS", Type: "int64"}, {Name: "amount", Type: "float64"}}}
+	// in -> w (keyed) -> out, in -> f -> out2 and in -> c -> out3.
+	b := func(src arkflow.SourceComponent, key string, opts ...arkflow.SourceOption) *arkflow.Builder {
+		return arkflow.NewJob("j").Source("in", src, opts...).KeyBy(key).
+			Window("w", window.Tumbling(time.Second).Sum("amout", "total")).
+			Sink("out", mem.NewSink()).
+			From("in").Where("f", "usr == 'a'").Sink("out2", mem.NewSink()).
+			From("in").Columns("c", job.Columns{Drop: []string{"Amount"}}).Sink("out3", mem.NewSink())
+	}
+	const cols = "(columns: user, TS, amount, __meta_source, __meta_partition, __meta_offset)"
+	for _, tc := range []struct {
+		name string
+		b    *arkflow.Builder
+		want []string // every error, as Error() renders it
+	}{
+		{"columns", b(cfg, "usr", arkflow.EventTime{Field: "ts"}, arkflow.KeyedBy("uesr")), []string{
+			`job "j": operator "w": .KeyBy("usr"): unknown column "usr" ` + cols + `; did you mean "user"?`,
+			`job "j": operator "w": .Window("w", ...): aggregates[0].field: unknown column "amout" ` + cols + `; did you mean "amount"?`,
+			`job "j": operator "w": .Window("w", ...): the event-time field of its source is not in the rows it receives: unknown column "ts" ` + cols + `; did you mean "TS"? Column names are case-sensitive`,
+			`job "j": operator "f": .Where("f", ...): expr: column 1: unknown column "usr" ` + cols + `; did you mean "user"?`,
+			`job "j": operator "c": .Columns("c", ...): drop[0]: unknown column "Amount" ` + cols + `; did you mean "amount"? Column names are case-sensitive`,
+			`job "j": operator "in": EventTime{Field}: unknown column "ts" ` + cols + `; did you mean "TS"? Column names are case-sensitive`,
+			`job "j": operator "in": KeyedBy(field): unknown column "uesr" ` + cols + `; did you mean "user"?`,
+		}},
+		{"source config", arkflow.NewJob("j").Source("in", generate.Config{Count: -1, Fields: cfg.Fields}).Sink("out", mem.NewSink()), []string{
+			`job "j": operator "in": .Source("in", ...): count: must be >= 0 (got -1)`,
+		}},
+		{"sink config", arkflow.NewJob("j").Source("in", cfg).Sink("out", file.SinkConfig{}), []string{
+			`job "j": operator "out": .Sink("out", ...): path: is required`,
+		}},
+		{"Connect", arkflow.NewJob("j").Source("in", cfg).Sink("out", mem.NewSink()).Connect("in", "outt", false), []string{
+			`job "j": operator "in": .Connect("in", "outt", false): to: unknown operator "outt" (operators: "in", "out"); did you mean "out"?`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.b.Build()
+			var got []string
+			for _, e := range job.AsValidationErrors(err) {
+				got = append(got, e.Error())
+				for _, p := range []string{"operators[", "sources[", "sinks[", "edges["} {
+					if strings.HasPrefix(e.Field, p) || strings.Contains(e.Field, " "+p) {
+						t.Errorf("field %q is a spec path", e.Field)
+					}
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Build:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
 	}

@@ -23,9 +23,11 @@
 //
 // Build and Validate run the same side-effect-free deep build as a real
 // start and report every problem at once, each as a ValidationError naming
-// the job, the operator and the field path
-// ("operators[2].config.aggregates[0].function: unknown aggregate function")
-// or the Builder call that made the mistake.
+// the job, the operator and, for a spec, the field path
+// ("operators[2].config.aggregates[0].function: unknown aggregate function"),
+// for a Builder, the call that made the mistake
+// (`.Aggregate("per-user", ...): aggregates[0].function: …`,
+// `.KeyBy("usr"): unknown column "usr" (…); did you mean "user"?`).
 //
 // Process runs a Go function with keyed state (state.Value, state.Map).
 // With a Checkpoint block, Job.Savepoint saves the state under a name, and

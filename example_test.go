@@ -78,7 +78,7 @@ func ExampleValidate() {
 	// true
 	// job "broken": operator "per-user": operators[2].config.aggregates[0].function: unknown aggregate function "total" (known: count, sum, min, max, avg, first, last)
 	// job "broken": operator "clicks": sources[0].config.schema[1].type: must be one of int64, float32, float64, string, bool, timestamp (got "text")
-	// job "broken": operator "out": sinks[0].output_type: unknown output type "stdoutt" (known: drop, file, func, memory, stdout)
+	// job "broken": operator "out": sinks[0].output_type: unknown output type "stdoutt" (known: drop, file, func, memory, stdout); did you mean "stdout"?
 }
 
 // KeyedBy: the input's partitions are already keyed by user (as a Kafka

@@ -91,7 +91,7 @@ func ExampleRegisterInput() {
 		log.Fatal(err)
 	}
 	// Output:
-	// job "empty": operator "in": sources[0].config.lines: needs at least one line
+	// job "empty": operator "in": .Source("in", ...): lines: needs at least one line
 	// {"line":"hello"}
 	// {"line":"world"}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 )
 
 // CheckStructure runs the validation rules that need no knowledge of
@@ -12,10 +14,15 @@ import (
 // cycles, reachability, keyed edges without a key field), time, state,
 // checkpoint and recovery settings. It records every problem in p.
 //
+// It first records the problems Parse found decoding s (unknown fields,
+// values of the wrong type), then checks the rest; it reports nothing
+// more about a field that did not decode (its value is not the user's).
+//
 // It is one half of validation. arkflow.Validate runs it and then the deep
 // build of every operator, source and sink (config, schemas, key fields), the
 // same build a real start performs; most callers want that.
 func CheckStructure(s *Spec, p *Problems) {
+	p.undecoded(s.undecoded)
 	c := checker{s: s, p: p}
 	c.job()
 	c.operators()
@@ -101,7 +108,7 @@ func (c *checker) operators() {
 			known = known || op.Kind == k
 		}
 		if !known {
-			p.Add(op.ID, at+".kind", "unknown operator kind %q (known: %s)", op.Kind, strings.Join(Kinds, ", "))
+			p.Add(op.ID, at+".kind", "unknown operator kind %q (known: %s)%s", op.Kind, strings.Join(Kinds, ", "), suggest.Hint(op.Kind, Kinds))
 		}
 		if op.Kind == KindJoin {
 			p.Add(op.ID, at+".kind", "kind %q is not supported by this runtime yet; chain two jobs through an external system instead", op.Kind)
@@ -135,6 +142,19 @@ func (c *checker) operatorIDs() string {
 	return quoteList(ids)
 }
 
+// unknownOperator is the reason for a reference to an operator ID that
+// does not exist: the operators there are, and the one it probably
+// misspells.
+func (c *checker) unknownOperator(id string) string {
+	ids := make([]string, 0, len(c.ops))
+	for _, op := range c.s.Operators {
+		if c.has(op.ID) {
+			ids = append(ids, op.ID)
+		}
+	}
+	return fmt.Sprintf("unknown operator %q (operators: %s)%s", id, c.operatorIDs(), suggest.Hint(id, ids))
+}
+
 // bindings checks sources[] and sinks[] against operators of kind source
 // and sink: each such operator has exactly one binding.
 func (c *checker) bindings() {
@@ -144,7 +164,7 @@ func (c *checker) bindings() {
 		at := fmt.Sprintf("sources[%d]", i)
 		switch {
 		case !c.has(src.OperatorID):
-			p.Add(src.OperatorID, at+".operator_id", "unknown operator %q (operators: %s)", src.OperatorID, c.operatorIDs())
+			p.Add(src.OperatorID, at+".operator_id", "%s", c.unknownOperator(src.OperatorID))
 		case c.kind(src.OperatorID) != KindSource:
 			p.Add(src.OperatorID, at+".operator_id", "operator %q has kind %q; a source binds an operator of kind \"source\"", src.OperatorID, c.kind(src.OperatorID))
 		case bound[src.OperatorID] != "":
@@ -161,7 +181,7 @@ func (c *checker) bindings() {
 		at := fmt.Sprintf("sinks[%d]", i)
 		switch {
 		case !c.has(snk.OperatorID):
-			p.Add(snk.OperatorID, at+".operator_id", "unknown operator %q (operators: %s)", snk.OperatorID, c.operatorIDs())
+			p.Add(snk.OperatorID, at+".operator_id", "%s", c.unknownOperator(snk.OperatorID))
 		case c.kind(snk.OperatorID) != KindSink:
 			p.Add(snk.OperatorID, at+".operator_id", "operator %q has kind %q; a sink binds an operator of kind \"sink\"", snk.OperatorID, c.kind(snk.OperatorID))
 		case bound[snk.OperatorID] != "":
@@ -253,7 +273,7 @@ func (c *checker) time(src Source, at string) {
 		case t.LateEventRoute == "":
 			p.Add(op, at+".late_event_route", "late_event_policy \"route\" needs late_event_route naming a sink operator")
 		case !c.has(t.LateEventRoute):
-			p.Add(op, at+".late_event_route", "unknown operator %q (operators: %s)", t.LateEventRoute, c.operatorIDs())
+			p.Add(op, at+".late_event_route", "%s", c.unknownOperator(t.LateEventRoute))
 		case c.kind(t.LateEventRoute) != KindSink:
 			p.Add(op, at+".late_event_route", "operator %q has kind %q; late rows are routed to a sink", t.LateEventRoute, c.kind(t.LateEventRoute))
 		}
@@ -281,10 +301,10 @@ func (c *checker) edges() {
 		}
 		fromOK, toOK := c.has(e.From), c.has(e.To)
 		if !fromOK {
-			p.Add(owner, at+".from", "unknown operator %q (operators: %s)", e.From, c.operatorIDs())
+			p.Add(owner, at+".from", "%s", c.unknownOperator(e.From))
 		}
 		if !toOK {
-			p.Add(owner, at+".to", "unknown operator %q (operators: %s)", e.To, c.operatorIDs())
+			p.Add(owner, at+".to", "%s", c.unknownOperator(e.To))
 		}
 		if !fromOK || !toOK {
 			continue

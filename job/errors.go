@@ -51,7 +51,9 @@ type ValidationError struct {
 	Job      string
 	Operator string // empty for job-level problems
 	// Field is the path of the field in the spec, e.g.
-	// "operators[2].config.window.size_ms" or "edges[0].to".
+	// "operators[2].config.window.size_ms" or "edges[0].to". For a job
+	// written with arkflow.Builder, Build names the Builder call instead,
+	// with the path inside its argument: `.Window("w", ...): window.size_ms`.
 	Field  string
 	Reason string
 }
@@ -122,6 +124,34 @@ func AsValidationErrors(err error) ValidationErrors {
 type Problems struct {
 	Job  string
 	list ValidationErrors
+	// decode are the problems of a spec's values that did not decode
+	// (recorded by CheckStructure): Err reports nothing else at or under
+	// their fields.
+	decode []*ValidationError
+}
+
+// undecoded records the problems Parse found decoding a spec.
+func (p *Problems) undecoded(es ValidationErrors) {
+	p.list = append(p.list, es...)
+	p.decode = append(p.decode, es...)
+}
+
+// shadowed reports whether e is about a field whose value did not decode,
+// and is not that decode problem itself: the field holds a zero or a
+// default, not what the user wrote, so anything more said about it is
+// noise.
+func (p *Problems) shadowed(e *ValidationError) bool {
+	for _, d := range p.decode {
+		if e == d {
+			return false
+		}
+	}
+	for _, d := range p.decode {
+		if d.Field != "" && (e.Field == d.Field || strings.HasPrefix(e.Field, d.Field+".") || strings.HasPrefix(e.Field, d.Field+"[")) {
+			return true
+		}
+	}
+	return false
 }
 
 // Add records a problem. operator may be empty.
@@ -138,7 +168,8 @@ func (p *Problems) Len() int { return len(p.list) }
 // Err returns the problems as ValidationErrors in spec order (job fields,
 // operators, edges, sources, sinks, state, checkpoint; by index within
 // each), or nil when there are none. Duplicates (same operator, field and
-// reason) are reported once.
+// reason) are reported once, and a field whose value did not decode only
+// with its decode problem.
 func (p *Problems) Err() error {
 	if len(p.list) == 0 {
 		return nil
@@ -147,7 +178,7 @@ func (p *Problems) Err() error {
 	var out ValidationErrors
 	for _, e := range p.list {
 		k := e.Operator + "\x00" + e.Field + "\x00" + e.Reason
-		if seen[k] {
+		if seen[k] || p.shadowed(e) {
 			continue
 		}
 		seen[k] = true

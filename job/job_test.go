@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -253,7 +254,7 @@ func TestCheckStructure(t *testing.T) {
 		name, from, to   string
 		op, field, cause string
 	}{
-		{"unknown kind", `"id":"m","kind":"map"`, `"id":"m","kind":"mapp"`, "m", "operators[1].kind", `unknown operator kind "mapp"`},
+		{"unknown kind", `"id":"m","kind":"map"`, `"id":"m","kind":"mapp"`, "m", "operators[1].kind", `unknown operator kind "mapp" (known: source, map, filter, aggregate, window, join, sink, udf); did you mean "map"?`},
 		{"duplicate id", `"id":"m","kind":"map"`, `"id":"in","kind":"map"`, "in", "operators[1].id", "duplicate operator id"},
 		{"reserved id", `"id":"m","kind":"map"`, `"id":"__arkflow_runtime","kind":"map"`, "__arkflow_runtime", "operators[1].id", "reserved for the runtime"},
 		{"edge to unknown", `"to":"out"}`, `"to":"outt"}`, "m", "edges[1].to", `unknown operator "outt"`},
@@ -316,6 +317,58 @@ func TestParseErrorsNameFields(t *testing.T) {
 	}
 	if _, err := Parse([]byte("id: [unclosed")); err == nil || !strings.Contains(err.Error(), "invalid YAML") {
 		t.Fatalf("bad YAML: %v", err)
+	}
+}
+
+// A spec's decode problems (an unknown field, a value of the wrong type)
+// do not hide its other mistakes: Parse returns the spec as far as it
+// decoded, and checking that spec reports Parse's problems together with
+// the rest, without a second problem for the field that did not decode.
+func TestParseProblemsDoNotHideTheRest(t *testing.T) {
+	t.Parallel()
+	const spec = `{"id":"j","paralelism":2,"max_parallelism":"many",
+	  "operators":[{"id":"in","kind":"source"},{"id":"out","kind":"sink","parallelism":"two"}],
+	  "edges":[{"id":"e","from":"in","to":"outt"}],
+	  "sources":[{"operator_id":"in","input_type":"memory"}],
+	  "sinks":[{"operator_id":"out","output_type":"drop"}]}`
+	want := []string{
+		`max_parallelism: must be an integer (got string "many")`,
+		`paralelism: unknown field (known fields: id, version, max_parallelism, parallelism, operators, edges, sources, sinks, state, durability, checkpoint, recovery); did you mean "parallelism"?`,
+		`out operators[1].parallelism: must be an integer (got string "two")`,
+		`in edges[0].to: unknown operator "outt" (operators: "in", "out"); did you mean "out"?`,
+	}
+	render := func(errs ValidationErrors) []string {
+		var out []string
+		for _, e := range errs {
+			l := e.Field + ": " + e.Reason
+			if e.Operator != "" {
+				l = e.Operator + " " + l
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	s, err := Parse([]byte(spec))
+	if s == nil {
+		t.Fatalf("Parse returned no spec with %v", err)
+	}
+	if got := render(AsValidationErrors(err)); !slices.Equal(got, want[:3]) {
+		t.Errorf("Parse:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want[:3], "\n"))
+	}
+	// The field that did not decode takes its default, as if absent.
+	if s.MaxParallelism != DefaultMaxParallelism {
+		t.Errorf("max_parallelism = %d, want the default %d", s.MaxParallelism, DefaultMaxParallelism)
+	}
+	p := Problems{Job: s.ID}
+	CheckStructure(s, &p)
+	if got := render(AsValidationErrors(p.Err())); !slices.Equal(got, want) {
+		t.Errorf("CheckStructure:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// So does a clone (what a deep build checks).
+	p = Problems{Job: s.ID}
+	CheckStructure(s.Clone(), &p)
+	if got := render(AsValidationErrors(p.Err())); !slices.Equal(got, want) {
+		t.Errorf("CheckStructure of a clone:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

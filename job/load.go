@@ -15,10 +15,20 @@ import (
 
 // Parse decodes a spec from JSON or YAML (detected from the first
 // non-blank character: '{' means JSON). Unknown fields and values of the
-// wrong type are errors naming their path; all of them are returned at once
-// as ValidationErrors. Absent optional fields get their defaults (see
+// wrong type are errors naming their path (an unknown field with the known
+// field it probably misspells); all of them are returned at once as
+// ValidationErrors. Absent optional fields get their defaults (see
 // ApplyDefaults); explicitly written zeros are kept, so that validation can
 // report them.
+//
+// With such errors, Parse still returns the spec as far as it decoded
+// (a value of the wrong type is left zero, or gets its default), unless
+// the data is not a JSON or YAML object at all. That spec remembers its
+// decode errors: validating it (CheckStructure, arkflow.Validate,
+// arkflow.FromSpec) reports them again together with every other mistake
+// of the spec, and never builds it. So a validator that wants every
+// mistake at once validates the returned spec instead of stopping at
+// Parse's error, as arkflow.Load and "arkflow validate" do.
 func Parse(data []byte) (*Spec, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
@@ -51,14 +61,16 @@ func Parse(data []byte) (*Spec, error) {
 	for _, e := range errs {
 		p.Add(operatorAt(&spec, e.Path), e.Path, "%s", e.Reason)
 	}
+	spec.undecoded = AsValidationErrors(p.Err())
 	applyDefaults(&spec, obj)
-	if err := p.Err(); err != nil {
-		return &spec, err
+	if len(spec.undecoded) > 0 {
+		return &spec, spec.undecoded
 	}
 	return &spec, nil
 }
 
-// ParseFile reads and parses a JSON or YAML spec file.
+// ParseFile reads and parses a JSON or YAML spec file. Like Parse, it
+// returns the spec as far as it decoded with its decode errors.
 func ParseFile(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -104,6 +116,11 @@ func applyDefaults(s *Spec, raw map[string]any) {
 	// absent reports whether the field at path (its key in obj) is to
 	// get its default.
 	absent := func(obj map[string]any, path string, zero bool) bool {
+		if s.decodeFailed(path) {
+			// Reported by Parse; its default keeps the checks of the
+			// fields that depend on it meaningful.
+			return true
+		}
 		if obj == nil {
 			return zero && !s.zeros[path]
 		}

@@ -55,6 +55,22 @@ type Spec struct {
 	// written as an explicit 0: ApplyDefaults leaves them 0, so that
 	// validation reports them instead of replacing them with the default.
 	zeros map[string]bool
+	// undecoded are the problems Parse found decoding the spec: unknown
+	// fields, and values of the wrong type (their fields are left zero,
+	// or get their default). CheckStructure reports them with every other
+	// problem, so a spec that did not decode never builds, and validating
+	// it shows all its mistakes at once.
+	undecoded ValidationErrors
+}
+
+// decodeFailed reports whether the value at path could not be decoded.
+func (s *Spec) decodeFailed(path string) bool {
+	for _, e := range s.undecoded {
+		if e.Field == path {
+			return true
+		}
+	}
+	return false
 }
 
 // Operator kinds. ArkFlow v1 defines all of them; this runtime executes

@@ -185,8 +185,14 @@ func (f *jobFlags) load(args []string) (*job.Spec, error) {
 		return nil, err
 	}
 	spec, err := job.ParseFile(path)
-	if err != nil {
+	if spec == nil {
 		return nil, err
+	}
+	if err != nil {
+		// Unknown fields or values of the wrong type: the spec remembers
+		// them, and the build (arkflow.FromSpec) reports them together
+		// with the spec's other mistakes, and refuses it.
+		return spec, nil
 	}
 	// Without a checkpoint block run would start from scratch, fail only
 	// at the stop, or serve nothing; say so before anything runs.

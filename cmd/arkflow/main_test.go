@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,24 @@ func TestValidateListsEveryMistake(t *testing.T) {
 		if !found {
 			t.Errorf("no line starting with %q in:\n%s", w, errOut)
 		}
+	}
+}
+
+// A spec's unknown field and value of the wrong type do not hide its
+// other mistakes: arkflow validate prints the typo (with the field it
+// misspells), the type error and the dangling edge, each with its path.
+func TestValidatePrintsDecodeProblemsWithTheRest(t *testing.T) {
+	code, out, errOut := runCLI("validate", "testdata/typos.yaml")
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1 (stdout %q, stderr %q)", code, out, errOut)
+	}
+	want := []string{
+		`job "typos": paralelism: unknown field (known fields: id, version, max_parallelism, parallelism, operators, edges, sources, sinks, state, durability, checkpoint, recovery); did you mean "parallelism"?`,
+		`job "typos": operator "in": edges[0].to: unknown operator "outt" (operators: "in", "out"); did you mean "out"?`,
+		`job "typos": operator "in": sources[0].time.allowed_lateness_ms: must be an integer (got string "soon")`,
+	}
+	if got := strings.Split(strings.TrimSpace(errOut), "\n"); !slices.Equal(got, want) {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errOut, strings.Join(want, "\n"))
 	}
 }
 

@@ -78,7 +78,8 @@ func TestSinkConfigErrors(t *testing.T) {
 		{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64)},
 	}, nil)
 	schemaCases := []struct{ cfg, want string }{
-		{`{` + ok + `,"key":"nope","value_field":"f"}`, "key: column \"nope\" is not in the rows (columns: id, f, l)\nvalue_field: column \"f\" has type float64; the value column must be string or binary"},
+		{`{` + ok + `,"key":"nope","value_field":"f"}`, "key: unknown column \"nope\" (columns: id, f, l)\nvalue_field: column \"f\" has type float64; the value column must be string or binary"},
+		{`{` + ok + `,"key":"ID","value_field":"iid"}`, "key: unknown column \"ID\" (columns: id, f, l); did you mean \"id\"? Column names are case-sensitive\nvalue_field: unknown column \"iid\" (columns: id, f, l); did you mean \"id\"?"},
 		{`{` + ok + `,"key":"f"}`, "key: column \"f\" has type float64; a key column must be string, binary or an integer\nthe rows cannot be written as JSON values: column \"l\": type list<item: int64, nullable> cannot be written as JSON (or name a string or binary column in value_field)"},
 	}
 	for _, c := range schemaCases {
@@ -248,7 +249,7 @@ func TestBuilderWithGoStructs(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := build(SinkConfig{Brokers: []string{"b:9092"}, Topic: "copy", Key: "nope", ExactlyOnce: true})
-	for _, want := range []string{`sinks[0].config.transactional_id: is required`, `sinks[0].config.key: column "nope" is not in the rows`} {
+	for _, want := range []string{`.Sink("out", ...): transactional_id: is required`, `.Sink("out", ...): key: unknown column "nope"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v\nwant %s", err, want)
 		}

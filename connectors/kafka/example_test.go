@@ -35,7 +35,7 @@ func Example() {
 		}).
 		Build(arkflow.WithDataDir("./data"))
 	if err != nil {
-		log.Fatal(err) // every config problem at once, e.g. sinks[0].config.transactional_id
+		log.Fatal(err) // every config problem at once, e.g. .Sink("out", ...): transactional_id
 	}
 	if err := j.Run(context.Background()); err != nil {
 		log.Fatal(err)

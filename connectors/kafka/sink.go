@@ -17,6 +17,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/rowjson"
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 )
 
 // Output is a validated Kafka output.
@@ -33,14 +34,14 @@ func NewOutput(cfg SinkConfig, schema *arrow.Schema) (*Output, error) {
 	if schema != nil {
 		if cfg.Key != "" {
 			if i := schema.FieldIndices(string(cfg.Key)); len(i) == 0 {
-				f.Add("key", "column %q is not in the rows (columns: %s)", cfg.Key, columnNames(schema))
+				f.Add("key", "%s", suggest.UnknownColumn(string(cfg.Key), columnNames(schema)))
 			} else if !keyType(schema.Field(i[0]).Type) {
 				f.Add("key", "column %q has type %s; a key column must be string, binary or an integer", cfg.Key, schema.Field(i[0]).Type)
 			}
 		}
 		if cfg.ValueField != "" {
 			if i := schema.FieldIndices(cfg.ValueField); len(i) == 0 {
-				f.Add("value_field", "column %q is not in the rows (columns: %s)", cfg.ValueField, columnNames(schema))
+				f.Add("value_field", "%s", suggest.UnknownColumn(cfg.ValueField, columnNames(schema)))
 			} else if t := schema.Field(i[0]).Type.ID(); t != arrow.STRING && t != arrow.BINARY {
 				f.Add("value_field", "column %q has type %s; the value column must be string or binary", cfg.ValueField, schema.Field(i[0]).Type)
 			}
@@ -60,12 +61,12 @@ func hasInputMeta(s *arrow.Schema) bool {
 	return len(s.FieldIndices(connectors.MetaPartition)) == 1 && len(s.FieldIndices(connectors.MetaOffset)) == 1
 }
 
-func columnNames(s *arrow.Schema) string {
+func columnNames(s *arrow.Schema) []string {
 	names := make([]string, 0, s.NumFields())
 	for _, f := range s.Fields() {
 		names = append(names, f.Name)
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 func keyType(t arrow.DataType) bool {

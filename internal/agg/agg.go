@@ -30,6 +30,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -149,7 +150,7 @@ func Compile(specs []Spec, in *arrow.Schema, path string) (*Set, error) {
 		}
 		idx := in.FieldIndices(sp.Field)
 		if len(idx) == 0 {
-			add(i, "field", "unknown column %q (columns: %s)", sp.Field, columnList(in))
+			add(i, "field", "%s", suggest.UnknownColumn(sp.Field, columnNames(in)))
 			continue
 		}
 		c.col = idx[0]
@@ -181,12 +182,12 @@ func timestampNote(fn string) string {
 	return ""
 }
 
-func columnList(s *arrow.Schema) string {
+func columnNames(s *arrow.Schema) []string {
 	names := make([]string, 0, s.NumFields())
 	for _, f := range s.Fields() {
 		names = append(names, f.Name)
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 type multiError []error

@@ -22,6 +22,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -165,7 +166,8 @@ func (b *builder) sources() {
 		}
 		f, ok := b.env.connectors().LookupInput(src.InputType)
 		if !ok {
-			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)", src.InputType, strings.Join(b.env.connectors().InputTypes(), ", "))
+			known := b.env.connectors().InputTypes()
+			b.p.Add(src.OperatorID, at+".input_type", "unknown input type %q (known: %s)%s", src.InputType, strings.Join(known, ", "), suggest.Hint(src.InputType, known))
 			continue
 		}
 		in, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: src.OperatorID, Config: rawOrEmpty(src.Config), Bound: b.env.Bindings[src.OperatorID], Time: src.Time, Logger: b.opLogger(src.OperatorID)})
@@ -178,7 +180,7 @@ func (b *builder) sources() {
 		b.checkTime(src, at, in.Schema())
 		if src.KeyedBy != "" {
 			if idx := in.Schema().FieldIndices(src.KeyedBy); len(idx) == 0 {
-				b.p.Add(src.OperatorID, at+".keyed_by", "unknown column %q (columns: %s)", src.KeyedBy, ops.ColumnList(in.Schema()))
+				b.p.Add(src.OperatorID, at+".keyed_by", "%s", ops.UnknownColumn(src.KeyedBy, in.Schema()))
 			} else if t := in.Schema().Field(idx[0]).Type; !keys.Supported(t) {
 				b.p.Add(src.OperatorID, at+".keyed_by", "column %q has type %s, which cannot be a key", src.KeyedBy, t)
 			}
@@ -195,7 +197,7 @@ func (b *builder) checkTime(src job.Source, at string, schema *arrow.Schema) {
 	}
 	idx := schema.FieldIndices(t.TimestampField)
 	if len(idx) == 0 {
-		b.p.Add(src.OperatorID, at+".time.timestamp_field", "unknown column %q (columns: %s)", t.TimestampField, ops.ColumnList(schema))
+		b.p.Add(src.OperatorID, at+".time.timestamp_field", "%s", ops.UnknownColumn(t.TimestampField, schema))
 		return
 	}
 	switch ty := schema.Field(idx[0]).Type; ty.ID() {
@@ -281,7 +283,7 @@ func (b *builder) operators() {
 func CheckKeyField(schema *arrow.Schema, field string) error {
 	idx := schema.FieldIndices(field)
 	if len(idx) == 0 {
-		return ops.Errf("key_field", "unknown column %q (columns: %s)", field, ops.ColumnList(schema))
+		return ops.Errf("key_field", "%s", ops.UnknownColumn(field, schema))
 	}
 	if t := schema.Field(idx[0]).Type; !keys.Supported(t) {
 		return ops.Errf("key_field", "column %q has type %s, which cannot be a key", field, t)
@@ -331,7 +333,8 @@ func (b *builder) sink(op *job.Operator, in *arrow.Schema) {
 	at := fmt.Sprintf("sinks[%d]", i)
 	f, ok := b.env.connectors().LookupOutput(snk.OutputType)
 	if !ok {
-		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)", snk.OutputType, strings.Join(b.env.connectors().OutputTypes(), ", "))
+		known := b.env.connectors().OutputTypes()
+		b.p.Add(op.ID, at+".output_type", "unknown output type %q (known: %s)%s", snk.OutputType, strings.Join(known, ", "), suggest.Hint(snk.OutputType, known))
 		return
 	}
 	out, err := f(connectors.BuildContext{JobID: b.s.ID, OperatorID: op.ID, Config: rawOrEmpty(snk.Config), Bound: b.env.Bindings[op.ID], Logger: b.opLogger(op.ID)}, in)

@@ -279,7 +279,7 @@ func TestBuildReportsDownstreamOfAFailedSource(t *testing.T) {
 	 "sinks":[{"operator_id":"out","output_type":"drop","config":{"x":1}}]}`)
 	_, err := build.Build(s, build.Env{})
 	want := []string{
-		"m | operators[1].config.sett | unknown field (known fields: set, drop, select, function)",
+		`m | operators[1].config.sett | unknown field (known fields: set, drop, select, function); did you mean "set"?`,
 		`f | operators[2].config.expr | is required (a boolean expression, e.g. "amount > 10")`,
 		`a | operators[4].config.emit | must be "updates" or "final" (got "sometimes")`,
 		"a | operators[4].key_field | the aggregate operator needs key_field",
@@ -398,3 +398,48 @@ func TestBuildStartChecks(t *testing.T) {
 }
 
 var userAmount = arrow.NewSchema([]arrow.Field{{Name: "user", Type: arrow.BinaryTypes.String}, {Name: "amount", Type: arrow.PrimitiveTypes.Int64}}, nil)
+
+// A column name that is not in the rows at that point of the job is
+// reported with the column it probably misspells, wherever the spec names
+// a column: the event-time field, keyed_by, a key_field, a map's drop and
+// expressions, an aggregate's field, a window's event-time field.
+func TestBuildSuggestsColumns(t *testing.T) {
+	t.Parallel()
+	s := parse(t, `{"id":"j","operators":[{"id":"in","kind":"source"},
+	  {"id":"m","kind":"map","config":{"set":[{"name":"d","expr":"amuont * 2"}],"drop":["amout"],"select":["user","TS","Amount"]}},
+	  {"id":"a","kind":"aggregate","key_field":"usr","stateful":true,"config":{"aggregates":[{"function":"sum","field":"amont"}]}},
+	  {"id":"w","kind":"window","key_field":"user","stateful":true,"config":{"window":{"type":"tumbling","size_ms":1000},"aggregates":[{"function":"sum","field":"amunt"}]}},
+	  {"id":"out","kind":"sink"},{"id":"out2","kind":"sink"},{"id":"out3","kind":"sink"}],
+	 "edges":[{"id":"e1","from":"in","to":"m"},{"id":"e2","from":"in","to":"a","partitioned":true},{"id":"e3","from":"in","to":"w","partitioned":true},
+	  {"id":"e4","from":"m","to":"out"},{"id":"e5","from":"a","to":"out2"},{"id":"e6","from":"w","to":"out3"}],
+	 "sources":[{"operator_id":"in","input_type":"memory","keyed_by":"uesr",
+	  "time":{"mode":"event_time","timestamp_field":"ts","watermark":{"out_of_orderness_ms":0}},
+	  "config":{"schema":[{"name":"user","type":"string"},{"name":"TS","type":"int64"},{"name":"amount","type":"int64"}]}}],
+	 "sinks":[{"operator_id":"out","output_type":"drop"},{"operator_id":"out2","output_type":"drop"},{"operator_id":"out3","output_type":"drop"}]}`)
+	_, err := build.Build(s, build.Env{})
+	got := problems(t, err)
+	for _, want := range []struct{ op, field, hint string }{
+		{"in", "sources[0].time.timestamp_field", `; did you mean "TS"? Column names are case-sensitive`},
+		{"in", "sources[0].keyed_by", `; did you mean "user"?`},
+		{"m", "operators[1].config.set[0].expr", `; did you mean "amount"?`},
+		{"m", "operators[1].config.drop[0]", `; did you mean "amount"?`},
+		{"m", "operators[1].config.select[2]", `; did you mean "amount"? Column names are case-sensitive`},
+		{"a", "operators[2].key_field", `; did you mean "user"?`},
+		{"a", "operators[2].config.aggregates[0].field", `; did you mean "amount"?`},
+		{"w", "operators[3].config.aggregates[0].field", `; did you mean "amount"?`},
+		{"w", "operators[3].config", `; did you mean "TS"? Column names are case-sensitive`},
+	} {
+		n := 0
+		for _, line := range got {
+			if strings.HasPrefix(line, want.op+" | "+want.field+" | ") && (strings.Contains(line, "unknown column") || strings.Contains(line, "is not in the rows")) {
+				n++
+				if !strings.HasSuffix(line, want.hint) {
+					t.Errorf("%s %s: no hint %q in\n%s", want.op, want.field, want.hint, line)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d problems about an unknown column at %s %s, want 1, in:\n%s", n, want.op, want.field, strings.Join(got, "\n"))
+		}
+	}
+}

@@ -7,7 +7,9 @@
 // name the operator and field. This decoder walks the generic JSON value and
 // the destination struct together, using the same `json` struct tags, so a
 // config type is written once and decodes the same way here and in
-// encoding/json.
+// encoding/json. An unknown field's message lists the known fields of its
+// level and, when one of them is close, the one it probably misspells
+// (`unknown field (known fields: name, type); did you mean "name"?`).
 package config
 
 import (
@@ -19,6 +21,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 )
 
 // Problem is one problem in a configuration value. It is data, not an
@@ -259,7 +263,7 @@ func decodeStruct(path string, v any, rv reflect.Value, errs *Problems) {
 	for _, k := range sortedKeys(obj) {
 		idx, ok := fields.byName[k]
 		if !ok {
-			errs.Add(Join(path, k), "unknown field (known fields: %s)", strings.Join(fields.names, ", "))
+			errs.Add(Join(path, k), "unknown field (known fields: %s)%s", strings.Join(fields.names, ", "), suggest.Hint(k, fields.names))
 			continue
 		}
 		decodeValue(Join(path, k), obj[k], rv.Field(idx), errs)

@@ -234,6 +234,29 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// An unknown field is reported with the known fields of its level and,
+// when one is close, the field it probably misspells.
+func TestUnknownFieldSuggests(t *testing.T) {
+	known := "known fields: name, count, small, big, port, ratio, ratio32, enabled, schema, labels, limits, inner, value, nested, byname, raw, any, timeout, ptimeout, Untagged"
+	for _, tc := range []struct{ in, path, reason string }{
+		{`{"nmae": "x"}`, "nmae", "unknown field (" + known + `); did you mean "name"?`},
+		{`{"Count": 1}`, "Count", "unknown field (" + known + `); did you mean "count"?`},
+		{`{"schema": [{"nam": "a"}]}`, "schema[0].nam", `unknown field (known fields: name, type, nullable); did you mean "name"?`},
+		{`{"inner": {"levle": 1}}`, "inner.levle", `unknown field (known fields: path, tags, level); did you mean "level"?`},
+		{`{"colour": "red"}`, "colour", "unknown field (" + known + ")"},
+	} {
+		var c Config
+		errs := Decode([]byte(tc.in), &c)
+		if len(errs) != 1 || errs[0].Path != tc.path || errs[0].Reason != tc.reason {
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Path+": "+e.Reason)
+			}
+			t.Errorf("Decode(%s) = %q, want one problem at %q:\n%s", tc.in, got, tc.path, tc.reason)
+		}
+	}
+}
+
 func TestIntegralFloatsDecodeAsInts(t *testing.T) {
 	// Deliberate leniency (YAML turns 1e6 into the JSON number 1e+06): an
 	// integral number below 2^53 decodes into an int field.

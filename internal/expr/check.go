@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 )
 
 // checker turns a syntax tree into a typed node tree, folding literal-only
@@ -157,11 +159,7 @@ func (c *checker) column(a *ast) (node, error) {
 		for i := range names {
 			names[i] = c.schema.Field(i).Name
 		}
-		msg := "unknown column %q (columns: %s)"
-		if hint := caseInsensitiveMatch(a.name, names); hint != "" {
-			return nil, c.errAt(a.opPos, msg+"; did you mean %q? Column names are case-sensitive", a.name, strings.Join(names, ", "), hint)
-		}
-		return nil, c.errAt(a.opPos, msg, a.name, strings.Join(names, ", "))
+		return nil, c.errAt(a.opPos, "%s", suggest.UnknownColumn(a.name, names))
 	case 1:
 	default:
 		return nil, c.errAt(a.opPos, "ambiguous column %q: the schema has %d fields of that name", a.name, len(idx))
@@ -175,15 +173,6 @@ func (c *checker) column(a *ast) (node, error) {
 	n := &colNode{nodeBase: span(a, t), idx: idx[0], name: a.name, dt: dt}
 	n.fails = dt.ID() == arrow.UINT64
 	return n, nil
-}
-
-func caseInsensitiveMatch(name string, names []string) string {
-	for _, n := range names {
-		if strings.EqualFold(n, name) {
-			return n
-		}
-	}
-	return ""
 }
 
 func (c *checker) unary(a *ast) (node, error) {

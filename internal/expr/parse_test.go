@@ -128,8 +128,8 @@ func TestCompileErrors(t *testing.T) {
 		src    string
 		want   string // full Error() text, or a prefix ending in "..."
 	}{
-		{benchSchema, "amout > 10", `column 1: unknown column "amout" (columns: amount, country, ts)`},
-		{benchSchema, "amount > 10 and contry == 'DE'", `column 17: unknown column "contry" (columns: amount, country, ts)`},
+		{benchSchema, "amout > 10", `column 1: unknown column "amout" (columns: amount, country, ts); did you mean "amount"?`},
+		{benchSchema, "amount > 10 and contry == 'DE'", `column 17: unknown column "contry" (columns: amount, country, ts); did you mean "country"?`},
 		{benchSchema, "Amount > 1", `column 1: unknown column "Amount" (columns: amount, country, ts); did you mean "amount"? Column names are case-sensitive`},
 		{benchSchema, "(amout)", `column 2: unknown column "amout"...`},
 		{benchSchema, "foo(amount)", `column 1: unknown function "foo" (functions: abs, ceil, coalesce, concat, contains, ends_with, floor, if, length, lower, round, starts_with, to_float, to_int, to_millis, to_string, upper)`},

@@ -41,7 +41,7 @@ func KeyColumn(c Context) (int, error) {
 	}
 	idx := c.Input.FieldIndices(c.Op.KeyField)
 	if len(idx) == 0 {
-		return -1, Errf("key_field", "unknown column %q (columns: %s)", c.Op.KeyField, ColumnList(c.Input))
+		return -1, Errf("key_field", "%s", UnknownColumn(c.Op.KeyField, c.Input))
 	}
 	t := c.Input.Field(idx[0]).Type
 	if !keys.Supported(t) {

@@ -152,7 +152,7 @@ func buildMap(c Context) (Built, error) {
 	dropped := map[string]bool{}
 	for i, d := range cfg.Drop {
 		if len(schema.FieldIndices(d)) == 0 {
-			errs = append(errs, Errf(fmt.Sprintf("config.drop[%d]", i), "unknown column %q (columns: %s)", d, ColumnList(schema)))
+			errs = append(errs, Errf(fmt.Sprintf("config.drop[%d]", i), "%s", UnknownColumn(d, schema)))
 		}
 		dropped[d] = true
 	}
@@ -162,7 +162,7 @@ func buildMap(c Context) (Built, error) {
 			idx := schema.FieldIndices(s)
 			switch {
 			case len(idx) == 0:
-				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "unknown column %q (columns: %s)", s, ColumnList(schema)))
+				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "%s", UnknownColumn(s, schema)))
 			case seen[s]:
 				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "column %q is selected twice", s))
 			case dropped[s]:

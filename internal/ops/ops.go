@@ -30,6 +30,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/config"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -229,12 +230,22 @@ func PrefixErrors(base string, err error) Errors {
 }
 
 // ColumnList renders a schema's column names for error messages.
-func ColumnList(s *arrow.Schema) string {
+func ColumnList(s *arrow.Schema) string { return strings.Join(ColumnNames(s), ", ") }
+
+// ColumnNames returns a schema's column names, in order.
+func ColumnNames(s *arrow.Schema) []string {
 	names := make([]string, 0, s.NumFields())
 	for _, f := range s.Fields() {
 		names = append(names, f.Name)
 	}
-	return strings.Join(names, ", ")
+	return names
+}
+
+// UnknownColumn is the reason of every error about a column name that is
+// not in s: the columns there are, and the one name probably misspells
+// (suggest.UnknownColumn).
+func UnknownColumn(name string, s *arrow.Schema) string {
+	return suggest.UnknownColumn(name, ColumnNames(s))
 }
 
 // Passthrough is an instance that emits its input unchanged (source and

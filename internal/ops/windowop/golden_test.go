@@ -198,7 +198,7 @@ type pipeline struct {
 	field  string                // default "ts"
 	def    window.Definition
 	time   []timeOpt
-	perRow bool // advance per_row (PerRowWatermark after time)
+	perRow bool // advance per_row (EventTime{PerRow} after time)
 	route  bool // add the LateSink "late" (use with RouteLate("late"))
 	// stateDir, when set, keeps the job's state in Badger there instead
 	// of in memory.

@@ -117,7 +117,7 @@ func Build(c ops.Context) (ops.Built, error) {
 		idx := c.Input.FieldIndices(tm.field)
 		switch {
 		case len(idx) == 0:
-			errs = append(errs, ops.Errf("config", "the event-time field %q of its source is not in the rows it receives (columns: %s)", tm.field, ops.ColumnList(c.Input)))
+			errs = append(errs, ops.Errf("config", "the event-time field of its source is not in the rows it receives: %s", ops.UnknownColumn(tm.field, c.Input)))
 		case !eventtime.Supported(c.Input.Field(idx[0]).Type):
 			errs = append(errs, ops.Errf("config", "the event-time field %q has type %s; it must be int64 (milliseconds) or a timestamp", tm.field, c.Input.Field(idx[0]).Type))
 		default:

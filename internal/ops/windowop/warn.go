@@ -34,6 +34,9 @@ type dropWarner struct {
 	late, null int64 // dropped since the last warning
 }
 
+// routeInGo is how a Go job routes late rows, for the warnings' fixes.
+const routeInGo = " (arkflow.EventTime{RouteLate: id} and .LateSink(id, ...) in Go)"
+
 func newDropWarner(s *job.Spec, op string) *dropWarner {
 	d := &dropWarner{op: op}
 	var names, ooo, perRow, route []string
@@ -56,14 +59,14 @@ func newDropWarner(s *job.Spec, op string) *dropWarner {
 	d.sources = strings.Join(names, ",")
 	var fix []string
 	if len(ooo) > 0 {
-		fix = append(fix, "raise "+strings.Join(ooo, ", ")+" above the event-time span of a batch and the disorder of the input (arkflow.OutOfOrderness)")
+		fix = append(fix, "raise "+strings.Join(ooo, ", ")+" above the event-time span of a batch and the disorder of the input (arkflow.EventTime{OutOfOrderness: d} in Go)")
 	}
 	if len(perRow) > 0 {
-		fix = append(fix, "set "+strings.Join(perRow, ", ")+" to per_row so that in-order rows are never late whatever the batching (arkflow.PerRowWatermark)")
+		fix = append(fix, "set "+strings.Join(perRow, ", ")+" to per_row so that in-order rows are never late whatever the batching (arkflow.EventTime{PerRow: true} in Go)")
 	}
-	fix = append(fix, "route late rows to a sink: "+strings.Join(route, ", ")+" route (arkflow.RouteLate)")
+	fix = append(fix, "route late rows to a sink: "+strings.Join(route, ", ")+" route"+routeInGo)
 	d.lateFix = strings.Join(fix, "; or ")
-	d.nullFix = fmt.Sprintf("give every row its event time %q, or route rows without one to a sink: %s route (arkflow.RouteLate)", field, strings.Join(route, ", "))
+	d.nullFix = fmt.Sprintf("give every row its event time %q, or route rows without one to a sink: %s route%s", field, strings.Join(route, ", "), routeInGo)
 	return d
 }
 

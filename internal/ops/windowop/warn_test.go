@@ -63,11 +63,11 @@ func TestDropWarnerRateLimit(t *testing.T) {
 	if got := take(); got != nil {
 		t.Fatalf("a second flush warned again: %v", got)
 	}
-	want := `level=WARN msg="window dropped late rows (event time behind the watermark; counted in its late_dropped metric)" source=in dropped=1 fix="raise sources[0].time.watermark.out_of_orderness_ms (0) above the event-time span of a batch and the disorder of the input (arkflow.OutOfOrderness); or set sources[0].time.watermark.advance to per_row so that in-order rows are never late whatever the batching (arkflow.PerRowWatermark); or route late rows to a sink: sources[0].time.late_event_policy route (arkflow.RouteLate)"`
+	want := `level=WARN msg="window dropped late rows (event time behind the watermark; counted in its late_dropped metric)" source=in dropped=1 fix="raise sources[0].time.watermark.out_of_orderness_ms (0) above the event-time span of a batch and the disorder of the input (arkflow.EventTime{OutOfOrderness: d} in Go); or set sources[0].time.watermark.advance to per_row so that in-order rows are never late whatever the batching (arkflow.EventTime{PerRow: true} in Go); or route late rows to a sink: sources[0].time.late_event_policy route (arkflow.EventTime{RouteLate: id} and .LateSink(id, ...) in Go)"`
 	if lines[0] != want {
 		t.Errorf("warning:\n got %s\nwant %s", lines[0], want)
 	}
-	if !strings.Contains(lines[2], `fix="give every row its event time \"ts\", or route rows without one to a sink: sources[0].time.late_event_policy route (arkflow.RouteLate)"`) {
+	if !strings.Contains(lines[2], `fix="give every row its event time \"ts\", or route rows without one to a sink: sources[0].time.late_event_policy route (arkflow.EventTime{RouteLate: id} and .LateSink(id, ...) in Go)"`) {
 		t.Errorf("null warning: %s", lines[2])
 	}
 	// A nil warner (an operator built without one) ignores everything.
