@@ -37,7 +37,7 @@ type runningJob struct {
 	done       chan struct{}        // closed when Run returned
 	err        error                // Run's error, once done
 	checkpoint string               // the last checkpoint it completed on command; under Agent.mu
-	metrics    prometheus.Collector // job.Collector(), kept so its rate limit of state measurements holds
+	metrics    prometheus.Collector // the job's Collector, kept so its rate limit of state measurements holds
 }
 
 // status is the job's observation for a report.

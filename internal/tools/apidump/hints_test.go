@@ -106,41 +106,8 @@ func TestHintsNameExportedIdentifiers(t *testing.T) {
 	if root == nil || !root.names["EventTime"] || !root.members["EventTime"]["OutOfOrderness"] || !root.members["Builder"]["Source"] {
 		t.Fatal("api/arkflow.txt does not read as expected")
 	}
-	checked := 0
-	check := func(pos token.Position, hint, pkg, name, member string, fields []string) {
-		checked++
-		e := api[pkg]
-		switch {
-		case !e.names[name]:
-			t.Errorf("%s: %q names %s.%s, which package %s does not export", pos, hint, pkg, name, pkg)
-			return
-		case member != "" && !e.members[name][member]:
-			t.Errorf("%s: %q names %s.%s.%s, which is no field or method of %s", pos, hint, pkg, name, member, name)
-		}
-		for _, f := range fields {
-			if !e.members[name][f] {
-				t.Errorf("%s: %q names field %s of %s.%s, which has none", pos, hint, f, pkg, name)
-			}
-		}
-	}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(moduleRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != moduleRoot && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	h := &hints{t: t, api: api}
+	walkGo(t, false, func(fset *token.FileSet, f *ast.File, _ string) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
@@ -150,36 +117,146 @@ func TestHintsNameExportedIdentifiers(t *testing.T) {
 			if err != nil {
 				return true
 			}
-			pos := fset.Position(lit.Pos())
-			for _, m := range qualifiedHint.FindAllStringSubmatch(s, -1) {
-				if api[m[1]] != nil {
-					check(pos, strings.TrimLeft(m[0], " ("), m[1], m[2], m[3], literalFields(m[4]))
-				}
-			}
-			for _, m := range callHint.FindAllStringSubmatch(s, -1) {
-				checked++
-				if !root.members["Builder"][m[1]] && !root.members["Job"][m[1]] {
-					t.Errorf("%s: %q names a call .%s, which is no method of arkflow.Builder or arkflow.Job", pos, strings.TrimLeft(m[0], " ("), m[1])
-				}
-			}
-			for _, m := range rootHint.FindAllStringSubmatch(s, -1) {
-				if len(root.members[m[1]]) > 0 {
-					check(pos, strings.TrimLeft(m[0], " ("), "arkflow", m[1], m[2], literalFields(m[3]))
-				}
-			}
+			h.scan(fset.Position(lit.Pos()), s, true, nil)
 			return true
 		})
+	})
+	// The scan finds the hints there are (the Builder's call names, the
+	// log hints about idle partitions and data directories, …).
+	if h.checked < 20 {
+		t.Errorf("only %d hints checked; the scan is broken", h.checked)
+	}
+	t.Logf("%d hints checked", h.checked)
+}
+
+// The doc comments of the public packages name only what their readers
+// can write: a qualified pkg.Name (pkg.Type.Member, pkg.Type{Field}) of
+// a public package, and a *Name of the package itself, exist in the
+// public API. (checkpoint's doc promised a *CorruptError it does not
+// export.)
+func TestDocCommentsNameExportedIdentifiers(t *testing.T) {
+	api := readAPI(t, filepath.Join(moduleRoot, "api"))
+	h := &hints{t: t, api: api}
+	ownPointer := regexp.MustCompile(`(?:^|[^\w.*])\*([A-Z]\w*)\b`)
+	walkGo(t, true, func(fset *token.FileSet, f *ast.File, rel string) {
+		own := api[f.Name.Name]
+		if f.Name.Name == "main" || own == nil {
+			return
+		}
+		// A name the file imports from elsewhere (arrow's memory,
+		// confluent's kafka) is not ours in its comments.
+		theirs := map[string]bool{}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			name := p[strings.LastIndexByte(p, '/')+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			theirs[name] = !strings.HasPrefix(p, "github.com/arkflow-rs/arkflow-go")
+		}
+		for _, cg := range f.Comments {
+			text := cg.Text()
+			pos := fset.Position(cg.Pos())
+			h.scan(pos, text, false, theirs)
+			for _, m := range ownPointer.FindAllStringSubmatch(text, -1) {
+				h.checked++
+				if !own.names[m[1]] {
+					t.Errorf("%s: the comment names *%s, which package %s does not export", pos, m[1], f.Name.Name)
+				}
+			}
+		}
+	})
+	if h.checked < 50 {
+		t.Errorf("only %d references checked; the scan is broken", h.checked)
+	}
+	t.Logf("%d references checked", h.checked)
+}
+
+// hints checks the identifiers a text points users to against api.
+type hints struct {
+	t       *testing.T
+	api     map[string]*exported
+	checked int
+}
+
+// scan checks the qualified names of text, but those of the packages
+// skip names, and with calls also the Builder calls and root-package
+// types it names without a package (as the Builder's messages do).
+// Upper-case placeholders ("arkflow.JOB.OPERATOR") are not names.
+func (h *hints) scan(pos token.Position, s string, calls bool, skip map[string]bool) {
+	root := h.api["arkflow"]
+	for _, m := range qualifiedHint.FindAllStringSubmatch(s, -1) {
+		if h.api[m[1]] != nil && !skip[m[1]] && strings.ToUpper(m[2]) != m[2] {
+			h.check(pos, strings.TrimLeft(m[0], " ("), m[1], m[2], m[3], literalFields(m[4]))
+		}
+	}
+	if !calls {
+		return
+	}
+	for _, m := range callHint.FindAllStringSubmatch(s, -1) {
+		h.checked++
+		if !root.members["Builder"][m[1]] && !root.members["Job"][m[1]] {
+			h.t.Errorf("%s: %q names a call .%s, which is no method of arkflow.Builder or arkflow.Job", pos, strings.TrimLeft(m[0], " ("), m[1])
+		}
+	}
+	for _, m := range rootHint.FindAllStringSubmatch(s, -1) {
+		if len(root.members[m[1]]) > 0 {
+			h.check(pos, strings.TrimLeft(m[0], " ("), "arkflow", m[1], m[2], literalFields(m[3]))
+		}
+	}
+}
+
+func (h *hints) check(pos token.Position, hint, pkg, name, member string, fields []string) {
+	h.t.Helper()
+	h.checked++
+	e := h.api[pkg]
+	switch {
+	case !e.names[name]:
+		h.t.Errorf("%s: %q names %s.%s, which package %s does not export", pos, hint, pkg, name, pkg)
+		return
+	case member != "" && !e.members[name][member]:
+		h.t.Errorf("%s: %q names %s.%s.%s, which is no field or method of %s", pos, hint, pkg, name, member, name)
+	}
+	for _, f := range fields {
+		if !e.members[name][f] {
+			h.t.Errorf("%s: %q names field %s of %s.%s, which has none", pos, hint, f, pkg, name)
+		}
+	}
+}
+
+// walkGo parses every non-test Go file of the module (with public, only
+// those of public packages: outside internal/, cmd/ and examples/).
+func walkGo(t *testing.T, public bool, f func(fset *token.FileSet, file *ast.File, rel string)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(moduleRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(moduleRoot, path)
+		if d.IsDir() {
+			n := d.Name()
+			if path != moduleRoot && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
+			}
+			if public && (n == "internal" || rel == "cmd" || rel == "examples") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		f(fset, file, rel)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The scan finds the hints there are (the Builder's call names, the
-	// log hints about idle partitions and data directories, …).
-	if checked < 20 {
-		t.Errorf("only %d hints checked; the scan is broken", checked)
-	}
-	t.Logf("%d hints checked", checked)
 }
 
 func TestLiteralFields(t *testing.T) {
