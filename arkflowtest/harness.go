@@ -3,9 +3,11 @@ package arkflowtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -252,12 +254,7 @@ func (h *Harness) cleanup() {
 			h.t.Errorf("arkflowtest: the job failed: %v", err)
 		}
 	}
-	ids := make([]string, 0, len(h.inputs))
-	for id := range h.inputs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(h.inputs)) {
 		in := h.inputs[id]
 		in.mu.Lock()
 		mine := in.h == h
@@ -331,12 +328,7 @@ func (h *Harness) Settle() {
 	deadline := time.Now().Add(settleTimeout)
 	timer := time.NewTimer(settleTimeout)
 	defer timer.Stop()
-	ids := make([]string, 0, len(h.inputs))
-	for id := range h.inputs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(h.inputs)) {
 		in := h.inputs[id]
 		for {
 			in.mu.Lock()
