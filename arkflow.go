@@ -305,9 +305,11 @@ type TaskMetrics struct {
 	Watermark int64
 	// Counters are the operator's own totals since the task started, nil
 	// when it has none. Window operators count windows_fired,
-	// late_dropped, late_routed, late_updated, null_timestamp_dropped and
-	// null_timestamp_routed (see the window package; rows dropped are also
-	// warned about in the job's log, at most every 10 s); a source with a
+	// late_dropped, late_routed, late_updated, null_timestamp_dropped,
+	// null_timestamp_routed and replayed_skipped (see the window package;
+	// rows dropped are also warned about in the job's log, at most every
+	// 10 s; replayed_skipped counts rows a restart read again whose
+	// windows had fired before it, which are not late); a source with a
 	// write-ahead log counts wal_replayed (entries replayed after a
 	// restart) and wal_parked_timeouts.
 	Counters map[string]int64

@@ -55,6 +55,8 @@ import (
 //	arkflow_windows_fired_total, arkflow_open_windows{operator,subtask}
 //	arkflow_late_rows_total{operator,subtask,action}  action: dropped, routed, updated
 //	arkflow_null_timestamp_rows_total{operator,subtask,action}  action: dropped, routed
+//	arkflow_replayed_skipped_rows_total{operator,subtask}  rows a restart read again that
+//	                                           a window's restored state holds (not late)
 //	arkflow_wal_replayed_entries_total, arkflow_wal_parked_timeouts_total,
 //	arkflow_wal_last_sequence, arkflow_wal_cursor_sequence,
 //	arkflow_wal_cursor_lag_entries, arkflow_wal_appends_total,
@@ -241,7 +243,7 @@ type descs struct {
 	stateKeys                                 *prometheus.Desc
 	ckptDurationH, ckptPauseH, ckptSizeH      *prometheus.Desc
 	windowsFired, openWindows                 *prometheus.Desc
-	lateRows, nullRows                        *prometheus.Desc
+	lateRows, nullRows, replayedRows          *prometheus.Desc
 	walReplayed, walParked                    *prometheus.Desc
 	walLast, walCursor, walCursorLag          *prometheus.Desc
 	srcPosRows, srcEndRows                    *prometheus.Desc
@@ -300,6 +302,8 @@ func newDescs(jobID string) descs {
 			"Rows behind the watermark a window operator's task handled, by what its late_event_policy did with them: dropped, routed (to the late sink) or updated (a fired window).", "action"),
 		nullRows: t("null_timestamp_rows_total",
 			"Rows without an event time a window operator's task handled: dropped or routed.", "action"),
+		replayedRows: t("replayed_skipped_rows_total",
+			"Rows a window operator's task skipped after a restart because they were read again and its restored state holds them (their windows fired before the restart); not late rows."),
 		walReplayed:  t("wal_replayed_entries_total", "Write-ahead log entries a source's task replayed after a restart."),
 		walParked:    t("wal_parked_timeouts_total", "Times a source's task timed out waiting for parked acknowledgements of its write-ahead log."),
 		walLast:      t("wal_last_sequence", "Sequence number of the last entry appended to a source task's write-ahead log."),
@@ -338,7 +342,7 @@ func (d *descs) all() []*prometheus.Desc {
 		d.status, d.rowsIn, d.rowsOut, d.batchesIn, d.batchesOut, d.bytesIn, d.bytesOut, d.watermark, d.watermarkLag,
 		d.partWatermark, d.partWatermarkLag, d.partIdle, d.chanItems, d.chanCapacity, d.sinkWrite, d.sinkErrors,
 		d.walAppends, d.walSync, d.walParkedAcks, d.stateKeys, d.ckptDurationH, d.ckptPauseH, d.ckptSizeH,
-		d.windowsFired, d.openWindows, d.lateRows, d.nullRows,
+		d.windowsFired, d.openWindows, d.lateRows, d.nullRows, d.replayedRows,
 		d.walReplayed, d.walParked, d.walLast, d.walCursor, d.walCursorLag,
 		d.srcPosRows, d.srcEndRows, d.srcPosBytes, d.srcEndBytes, d.opEvents, d.opValue, d.stateBytes,
 		d.ckptCompleted, d.ckptFailed, d.ckptInARow, d.ckptHealthy, d.ckptDuration, d.ckptPause, d.ckptBytes, d.ckptLastSuccess,
@@ -360,14 +364,15 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // to their families; an extra label value, if any, follows the task's.
 var (
 	counterFamilies = map[string]func(*descs) (*prometheus.Desc, string){
-		windowop.MetricWindowsFired: func(d *descs) (*prometheus.Desc, string) { return d.windowsFired, "" },
-		windowop.MetricLateDropped:  func(d *descs) (*prometheus.Desc, string) { return d.lateRows, "dropped" },
-		windowop.MetricLateRouted:   func(d *descs) (*prometheus.Desc, string) { return d.lateRows, "routed" },
-		windowop.MetricLateUpdated:  func(d *descs) (*prometheus.Desc, string) { return d.lateRows, "updated" },
-		windowop.MetricNullDropped:  func(d *descs) (*prometheus.Desc, string) { return d.nullRows, "dropped" },
-		windowop.MetricNullRouted:   func(d *descs) (*prometheus.Desc, string) { return d.nullRows, "routed" },
-		"wal_replayed":              func(d *descs) (*prometheus.Desc, string) { return d.walReplayed, "" },
-		"wal_parked_timeouts":       func(d *descs) (*prometheus.Desc, string) { return d.walParked, "" },
+		windowop.MetricWindowsFired:    func(d *descs) (*prometheus.Desc, string) { return d.windowsFired, "" },
+		windowop.MetricLateDropped:     func(d *descs) (*prometheus.Desc, string) { return d.lateRows, "dropped" },
+		windowop.MetricLateRouted:      func(d *descs) (*prometheus.Desc, string) { return d.lateRows, "routed" },
+		windowop.MetricLateUpdated:     func(d *descs) (*prometheus.Desc, string) { return d.lateRows, "updated" },
+		windowop.MetricNullDropped:     func(d *descs) (*prometheus.Desc, string) { return d.nullRows, "dropped" },
+		windowop.MetricNullRouted:      func(d *descs) (*prometheus.Desc, string) { return d.nullRows, "routed" },
+		windowop.MetricReplayedSkipped: func(d *descs) (*prometheus.Desc, string) { return d.replayedRows, "" },
+		"wal_replayed":                 func(d *descs) (*prometheus.Desc, string) { return d.walReplayed, "" },
+		"wal_parked_timeouts":          func(d *descs) (*prometheus.Desc, string) { return d.walParked, "" },
 	}
 	gaugeFamilies = map[string]func(*descs) *prometheus.Desc{
 		windowop.MetricOpenWindows:            func(d *descs) *prometheus.Desc { return d.openWindows },

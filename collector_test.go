@@ -234,6 +234,7 @@ func TestCollectorRunningJob(t *testing.T) {
 		"arkflow_open_windows":                              task,
 		"arkflow_late_rows_total":                           {"action", "job", "operator", "subtask"},
 		"arkflow_null_timestamp_rows_total":                 {"action", "job", "operator", "subtask"},
+		"arkflow_replayed_skipped_rows_total":               task,
 		"arkflow_wal_replayed_entries_total":                task,
 		"arkflow_wal_parked_timeouts_total":                 task,
 		"arkflow_wal_last_sequence":                         task,
@@ -302,6 +303,7 @@ func TestCollectorRunningJob(t *testing.T) {
 	check("windows fired", sum(val("arkflow_windows_fired_total", map[string]string{"operator": "w"})), 2, 2)
 	check("late dropped", sum(val("arkflow_late_rows_total", map[string]string{"operator": "w", "action": "dropped"})), 1, 1)
 	check("late routed", sum(val("arkflow_late_rows_total", map[string]string{"operator": "w", "action": "routed"})), 0, 0)
+	check("replayed skipped", sum(val("arkflow_replayed_skipped_rows_total", map[string]string{"operator": "w"})), 0, 0)
 	// Both of w's subtasks saw the watermark of 1.5 s (some ms before it).
 	for l, v := range val("arkflow_watermark_seconds", map[string]string{"operator": "w"}) {
 		check("watermark "+l, v, 1, 1.5)

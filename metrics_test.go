@@ -137,7 +137,7 @@ func TestMetricsCountersAndGauges(t *testing.T) {
 	}
 	keys := func(m map[string]int64) []string { return slices.Sorted(maps.Keys(m)) }
 	want := map[string][2][]string{
-		"w-0":  {{"late_dropped", "late_routed", "late_updated", "null_timestamp_dropped", "null_timestamp_routed", "windows_fired"}, {"open_windows"}},
+		"w-0":  {{"late_dropped", "late_routed", "late_updated", "null_timestamp_dropped", "null_timestamp_routed", "replayed_skipped", "windows_fired"}, {"open_windows"}},
 		"in-0": {{"wal_parked_timeouts", "wal_replayed"}, {"wal_cursor", "wal_last"}},
 	}
 	for _, task := range j.Metrics().Tasks {

@@ -5,11 +5,20 @@ import (
 	"time"
 )
 
+// rateLinger is how long a rate-limited source lets rows wait to share a
+// batch: a batch holds at most the rows the rate allows in this time.
+const rateLinger = 100 * time.Millisecond
+
 // RateLimiter is a token bucket over rows, for sources with a rate_per_sec
-// option: it refills at rate tokens per second up to one second's worth
-// (at least one row), and a batch takes as many tokens as it has rows,
-// waiting for the debt to be repaid first. A nil RateLimiter does not
-// limit. It is not safe for concurrent use: one per source subtask.
+// option. It refills at rate tokens per second up to what the rate allows
+// in a linger of 100 ms (at least one row), and starts full; a batch takes
+// as many tokens as it has rows, waiting until the bucket holds them. So a
+// source that cuts its batches to BatchSize emits rate rows per second
+// from its first Read, no batch holding more than 100 ms' worth of rows
+// (or one row, at rates below 10 per second). A batch larger than the
+// bucket goes when the bucket is full and owes the rest, which keeps the
+// average but emits it in bursts. A nil RateLimiter does not limit. It is
+// not safe for concurrent use: one per source subtask.
 type RateLimiter struct {
 	rate   float64
 	burst  float64
@@ -23,7 +32,23 @@ func NewRateLimiter(rate float64) *RateLimiter {
 	if rate <= 0 {
 		return nil
 	}
-	return &RateLimiter{rate: rate, burst: max(rate, 1), tokens: max(rate, 1)}
+	// Divided rather than multiplied by rateLinger's seconds, so that
+	// rates that are multiples of 10 give whole batches (50/s: 5 rows).
+	burst := max(rate/(float64(time.Second)/float64(rateLinger)), 1)
+	return &RateLimiter{rate: rate, burst: burst, tokens: burst}
+}
+
+// BatchSize returns the number of rows a source configured with batches
+// of n rows should put in a batch: n, or fewer when the rate allows fewer
+// in 100 ms, but at least 1 (so at 2 rows per second, batches of one row).
+// The result depends on the rate and n alone, so batch boundaries do not
+// depend on timing and a restarted source cuts the same batches. A nil
+// limiter returns n.
+func (l *RateLimiter) BatchSize(n int) int {
+	if l == nil || float64(n) <= l.burst {
+		return n
+	}
+	return max(int(l.burst), 1)
 }
 
 // Wait takes n tokens, sleeping until the bucket allows them. When ctx ends

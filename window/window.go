@@ -23,9 +23,10 @@
 // Output rows have the key column, ColumnStart and ColumnEnd (timestamp ms,
 // UTC), one column per aggregate and ColumnUpdate. A window operator
 // reports the counters windows_fired, late_dropped, late_routed,
-// late_updated, null_timestamp_dropped and null_timestamp_routed, and the
-// gauge open_windows, in Job.Metrics. ARCHITECTURE.md ("Event time") has
-// the rules in full.
+// late_updated, null_timestamp_dropped, null_timestamp_routed and
+// replayed_skipped (rows a restart read again whose windows had fired
+// before it: skipped, not late), and the gauge open_windows, in
+// Job.Metrics. ARCHITECTURE.md ("Event time") has the rules in full.
 package window
 
 import (

@@ -69,8 +69,8 @@ func checkJSONLines(t *testing.T, logs string) []map[string]any {
 	return recs
 }
 
-// logJob is a short job (its rate holds it about half a second past the
-// limiter's first-second burst) with a write-ahead log, Badger state and a
+// logJob is a short job (its rate holds it about 1.5 s: 1 500 rows at
+// 1 000 rows/s) with a write-ahead log, Badger state and a
 // checkpoint every 100 ms into a local directory: it logs from the
 // runtime, the WAL, the state store and the checkpoints.
 func logJob(dir string) string {

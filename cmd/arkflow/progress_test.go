@@ -27,8 +27,8 @@ import (
 )
 
 // progressSpec is a bounded generate source (12 000 rows at 6 000 rows/s
-// in batches of 500: a second's burst, then a second or so) into event-time windows whose
-// jittered timestamps make some rows late, written to stdout.
+// in batches of 500: about 2 s) into event-time windows whose jittered
+// timestamps make some rows late, written to stdout.
 const progressSpec = `id: progress
 operators:
   - {id: in, kind: source}

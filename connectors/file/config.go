@@ -12,9 +12,13 @@
 // p % P == s. The rows of one partition are cut into consecutive batches of
 // batch_size rows in file order (the count includes rows skipped by a Seek,
 // so boundaries do not depend on where a run resumed); each partition's last
-// batch is emitted at end of file. rate_per_sec limits the rows per second
-// of each subtask (0: unlimited). A line that does not match the schema
-// stops the source with an error naming the file, line and field.
+// batch is emitted at end of file. rate_per_sec (0: unlimited) is the rows
+// per second each subtask emits, over all the partitions it reads. A batch
+// holds at most the rows the rate allows in a linger of 100 ms: when
+// rate_per_sec / 10 is below batch_size, batches are cut at that many rows
+// instead (at least 1), the same way in every run. A line that does not
+// match the schema stops the source with an error naming the file, line
+// and field.
 //
 // # Output
 //
@@ -60,9 +64,11 @@ type SourceConfig struct {
 	// Partitions is the number of partitions the lines are dealt into
 	// (default 1).
 	Partitions int `json:"partitions,omitempty"`
-	// BatchSize is the maximum number of rows per batch (default 1024).
+	// BatchSize is the maximum number of rows per batch (default 1024),
+	// fewer when RatePerSec allows fewer in 100 ms.
 	BatchSize int `json:"batch_size,omitempty"`
-	// RatePerSec limits the rows per second of each subtask (0: unlimited).
+	// RatePerSec is the rows per second each subtask emits, over all its
+	// partitions (0: unlimited); see the package documentation.
 	RatePerSec float64 `json:"rate_per_sec,omitempty"`
 }
 

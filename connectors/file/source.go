@@ -83,6 +83,7 @@ func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
 		tracker: connectors.NewTracker(""),
 		lim:     connectors.NewRateLimiter(in.cfg.RatePerSec),
 	}
+	s.batchSize = s.lim.BatchSize(in.cfg.BatchSize)
 	for p := info.Subtask; p < n; p += par {
 		s.parts[p] = &partState{id: int32(p)}
 		s.assigned = append(s.assigned, p)
@@ -100,6 +101,9 @@ type Source struct {
 	assigned []int
 	tracker  *connectors.Tracker
 	lim      *connectors.RateLimiter
+	// batchSize is batch_size, or fewer rows when rate_per_sec allows
+	// fewer within the limiter's linger.
+	batchSize int
 
 	connected bool
 	f         *os.File
@@ -217,7 +221,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 func (s *Source) fill(ctx context.Context) error {
 	defer func() { s.pos.Store(s.consumed) }()
 	n := int64(len(s.parts))
-	bs := int64(s.in.cfg.BatchSize)
+	bs := int64(s.batchSize)
 	for i := 0; len(s.ready) == 0; i++ {
 		if i%1024 == 1023 && ctx.Err() != nil {
 			return nil // Read reports ctx.Err()
@@ -245,7 +249,7 @@ func (s *Source) fill(ctx context.Context) error {
 		}
 		if ps.rb == nil {
 			ps.rb = array.NewRecordBuilder(memory.DefaultAllocator, s.in.schema)
-			ps.rb.Reserve(s.in.cfg.BatchSize)
+			ps.rb.Reserve(s.batchSize)
 		}
 		fields := ps.rb.Fields()
 		if err := s.dec.DecodeLine(line, fields); err != nil {

@@ -353,29 +353,56 @@ func TestPositionsAfterOutOfOrderAcks(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	// 4000 rows/s allow 400 rows per 100 ms: batches of 100 stay whole,
+	// batches of 1000 shrink to 400.
 	path := writeFile(t, idLines(4000)...)
 	in := mustInput(t, cfgJSON(path, `"batch_size": 100, "rate_per_sec": 4000`))
-	s := open(t, in, 0, 1, nil)
-	start := time.Now()
-	bs := readAll(t, s)
-	// 4000 tokens at start cover the first second's worth; then 4000/s.
-	if len(bs) != 40 {
+	if bs := readAll(t, open(t, in, 0, 1, nil)); len(bs) != 40 || len(bs[0].Offsets) != 100 {
+		t.Fatalf("%d batches: %s", len(bs), summary(bs[:1]))
+	}
+	in2 := mustInput(t, cfgJSON(path, `"batch_size": 1000, "rate_per_sec": 4000`))
+	bs := readAll(t, open(t, in2, 0, 1, nil))
+	if len(bs) != 10 {
 		t.Fatalf("%d batches", len(bs))
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("took %v", d)
+	for i, b := range bs {
+		if len(b.Offsets) != 400 || b.Offsets[0] != int64(400*i) {
+			t.Fatalf("batch %d has offsets %d.., %d rows", i, b.Offsets[0], len(b.Offsets))
+		}
 	}
-	path2 := writeFile(t, idLines(8000)...)
-	in2 := mustInput(t, cfgJSON(path2, `"batch_size": 1000, "rate_per_sec": 4000`))
-	start = time.Now()
-	readAll(t, open(t, in2, 0, 1, nil))
-	if d := time.Since(start); d < 900*time.Millisecond || d > 5*time.Second {
-		t.Errorf("8000 rows at 4000/s with a 4000 burst took %v, want about 1s", d)
+}
+
+// At 2 rows/s the file is read a row at a time, about 6 rows in 3 s
+// (plus the bucket's one at the start), not a batch_size batch at once.
+func TestRatePerSecIsRowsPerSecond(t *testing.T) {
+	const window = 3 * time.Second
+	in := mustInput(t, cfgJSON(writeFile(t, idLines(2000)...), `"rate_per_sec": 2`))
+	s := open(t, in, 0, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	rows := 0
+	for {
+		b, err := s.Read(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := b.Record.NumRows(); n != 1 {
+			t.Errorf("a batch of %d rows, want 1", n)
+		}
+		rows += int(b.Record.NumRows())
+		b.Record.Release()
+	}
+	if rows < 3 || rows > 9 {
+		t.Errorf("%d rows in %v, want 3..9", rows, window)
 	}
 }
 
 func TestRateLimitCancellable(t *testing.T) {
 	path := writeFile(t, idLines(30)...)
+	// 1 row/s: batches of one row, and the bucket holds one.
 	in := mustInput(t, cfgJSON(path, `"batch_size": 10, "rate_per_sec": 1`))
 	s := open(t, in, 0, 1, nil)
 	b, err := s.Read(context.Background()) // the bucket's one token lets the first batch go
@@ -400,8 +427,8 @@ func TestRateLimitCancellable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Record.Release()
-	if off := b.Record.Column(3).(*array.Int64).Value(0); off != 10 {
-		t.Errorf("next batch starts at %d, want 10", off)
+	if off := b.Record.Column(3).(*array.Int64).Value(0); off != 1 {
+		t.Errorf("next batch starts at %d, want 1", off)
 	}
 }
 

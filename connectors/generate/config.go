@@ -14,6 +14,16 @@
 // (aligned to multiples of batch_size, also after a Seek). Rows carry the
 // __meta_source, __meta_partition and __meta_offset columns.
 //
+// rate_per_sec (0: unlimited) is the rows per second each subtask emits,
+// over all the partitions it reads: a job of parallelism P with at least P
+// partitions emits up to P × rate_per_sec rows per second (less only when
+// the job cannot keep up). A batch holds at most the rows the rate allows
+// in a linger of 100 ms: when rate_per_sec / 10 is below batch_size,
+// batches shrink to that many rows (at least 1), so at 2 rows per second
+// a batch holds one row and one comes every 0.5 s. The shrunk size takes
+// batch_size's place in the alignment above; it depends on these two
+// settings alone, so a restart cuts the same batches.
+//
 // The value of field f in the row at offset o of partition p is a function
 // of (seed, p, o, f) alone — a splitmix64 hash, no shared random state — so
 // a run restarted from any position regenerates the same rows.
@@ -64,8 +74,11 @@ type Config struct {
 	// Count is the number of rows per partition; 0 means unbounded.
 	Count      int64 `json:"count,omitempty"`
 	Partitions int   `json:"partitions,omitempty"`
-	BatchSize  int   `json:"batch_size,omitempty"`
-	// RatePerSec limits the rows per second of each subtask (0: unlimited).
+	// BatchSize is the number of rows per batch (default 1024), fewer
+	// when RatePerSec allows fewer in 100 ms.
+	BatchSize int `json:"batch_size,omitempty"`
+	// RatePerSec is the rows per second each subtask emits, over all its
+	// partitions (0: unlimited); see the package documentation.
 	RatePerSec float64 `json:"rate_per_sec,omitempty"`
 	Fields     []Field `json:"fields"`
 }

@@ -68,6 +68,7 @@ func (in *Input) NewSource(info connectors.TaskInfo) (connectors.Source, error) 
 		tracker: connectors.NewTracker(""),
 		lim:     connectors.NewRateLimiter(in.cfg.RatePerSec),
 	}
+	s.batchSize = s.lim.BatchSize(in.cfg.BatchSize)
 	for p := info.Subtask; p < in.cfg.Partitions; p += par {
 		s.parts = append(s.parts, &partState{id: int32(p)})
 		s.tracker.Start(int32(p), 0)
@@ -84,6 +85,9 @@ type Source struct {
 	next    int // round-robin index into parts
 	tracker *connectors.Tracker
 	lim     *connectors.RateLimiter
+	// batchSize is batch_size, or fewer rows when rate_per_sec allows
+	// fewer within the limiter's linger.
+	batchSize int
 
 	connected bool
 	srcOffs   []int32 // __meta_source offsets for a full batch
@@ -140,7 +144,7 @@ func (s *Source) Connect(ctx context.Context) error {
 		from += ps.offset
 	}
 	s.read.Store(from)
-	bs := s.in.cfg.BatchSize
+	bs := s.batchSize
 	id := s.info.OperatorID
 	s.srcOffs = make([]int32, bs+1)
 	s.srcData = make([]byte, 0, bs*len(id))
@@ -189,7 +193,7 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 // pick chooses the partition of the next batch and its rows [o0, o0+n).
 func (s *Source) pick() (*partState, int64, int) {
 	count := s.in.cfg.Count
-	bs := int64(s.in.cfg.BatchSize)
+	bs := int64(s.batchSize)
 	for range s.parts {
 		ps := s.parts[s.next]
 		s.next = (s.next + 1) % len(s.parts)
@@ -197,7 +201,7 @@ func (s *Source) pick() (*partState, int64, int) {
 			continue
 		}
 		o0 := ps.offset
-		end := (o0/bs + 1) * bs // batches are aligned chunks of batch_size
+		end := (o0/bs + 1) * bs // batches are aligned chunks of batchSize
 		if end < o0 {           // overflow at the end of int64
 			end = o0 + 1
 		}

@@ -185,7 +185,7 @@ func TestDashboardQueriesExportedFamilies(t *testing.T) {
 	// The signals "Operating a job" in the README explains must be on it.
 	for _, want := range []string{"arkflow_checkpoint_healthy", "arkflow_restore_done", "arkflow_wal_parked_acks",
 		"arkflow_watermark_lag_seconds", "arkflow_late_rows_total", "arkflow_channel_occupancy_items",
-		"arkflow_kafka_consumer_lag_messages", "arkflow_sink_write_errors_total"} {
+		"arkflow_kafka_consumer_lag_messages", "arkflow_sink_write_errors_total", "arkflow_replayed_skipped_rows_total"} {
 		if !used[want] {
 			t.Errorf("the dashboard does not show %s", want)
 		}

@@ -173,10 +173,14 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		} else {
 			w.starts = eventtime.SlidingStarts(w.starts[:0], t, w.size, w.slide)
 		}
-		accepted, late, updated := false, false, false
+		accepted, late, updated, replayed := false, false, false, false
 		for k, s := range w.starts {
 			end := s + w.size
 			if wm >= end {
+				if w.replayOf(end) {
+					replayed = true // the window has it already
+					continue
+				}
 				late = true
 				if !update || wm >= satAdd(end, w.tm.lateness) {
 					continue
@@ -200,6 +204,10 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		switch {
 		case updated:
 			w.m.lateUpdated.Add(1)
+		case replayed && !accepted:
+			// The first time, a window took it (the one replayed): it
+			// was not late, whatever its other windows did with it.
+			w.replayedRow()
 		case late && !accepted:
 			if w.lateRow(false) {
 				route[r], anyRoute = true, true
@@ -236,11 +244,10 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 // their deadline. Results are built and emitted a chunk at a time, so a
 // firing of a million keys never materializes at once.
 func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
-	if wm <= w.wm {
+	prev, input := w.wm, w.input
+	if !w.advance(wm) {
 		return nil
 	}
-	prev := w.wm
-	w.wm = wm
 	var firing []*win
 	total := 0
 	for w.ends.Len() > 0 && satAdd(w.ends[0], w.size) <= wm {
@@ -276,7 +283,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 	if fl, closes := w.floorAt(prev, wm, firing); total > 0 || closes {
 		// The floor first: its write must precede the state commits of
 		// the input this firing releases (see floor).
-		acks = append([]*ack.Node{w.floor.firing(fl, nil)}, acks...)
+		acks = append([]*ack.Node{w.floor.firing(fl, w.reachedBy(wm, input), nil)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	var err error

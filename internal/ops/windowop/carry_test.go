@@ -45,4 +45,16 @@ func TestBuildCarriesTheFloor(t *testing.T) {
 	if _, ok := c.DecodeMark([]byte{1, 2}); ok {
 		t.Fatal("a 2-byte value decoded as a mark")
 	}
+	// The floor an end of time wrote also holds the watermark its input
+	// had reached; the runtime still reads the floor.
+	v := encodeFloorReached(500, 120)
+	if got, ok := c.DecodeMark(v); !ok || got != 500 {
+		t.Fatalf("DecodeMark of a floor reached up to 120 = %d %v, want 500", got, ok)
+	}
+	if got, ok := decodeReached(v); !ok || got != 120 {
+		t.Fatalf("decodeReached = %d %v, want 120", got, ok)
+	}
+	if got, ok := decodeReached(c.EncodeMark(500)); !ok || got != 500 || len(encodeFloorReached(500, 500)) != 8 {
+		t.Fatalf("a floor reached by the watermark: reached %d %v, %d bytes; want 500 and 8", got, ok, len(encodeFloorReached(500, 500)))
+	}
 }

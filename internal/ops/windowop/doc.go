@@ -24,9 +24,12 @@
 //
 // Input acknowledgements are held until every window a batch fed has
 // fired and its output was acknowledged; the watermark floor (floor.go)
-// makes rows replayed after a restart late for windows that already
-// fired. The runtime keeps the floors across restores and rescales
-// through ops.Carrier, which Build's result carries.
+// keeps rows replayed after a restart out of windows that already fired.
+// Such rows are skipped and counted as replays (MetricReplayedSkipped),
+// not as late: the floor puts their windows behind the operator's
+// watermark, the input's own watermark does not (base.replayOf). The
+// runtime keeps the floors across restores and rescales through
+// ops.Carrier, which Build's result carries.
 //
 // The rules in full are in ARCHITECTURE.md ("Event time").
 package windowop

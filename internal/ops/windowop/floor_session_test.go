@@ -30,7 +30,7 @@ func TestFloorKeepsRowsOfOpenSessions(t *testing.T) {
 		t.Fatalf("%d rows fired at watermark 600, want b's", main)
 	}
 	held.wantPending(t, "a's session is open")
-	if wm, err := newFloor(store, "j", "w", 0).load(0); err != nil || wm != 600 {
+	if wm, _, err := newFloor(store, "j", "w", 0).load(0); err != nil || wm != 600 {
 		t.Fatalf("floor %d, %v; want 600", wm, err)
 	}
 	// The restart: a new instance on the same store replays a's batch.

@@ -271,7 +271,7 @@ func TestFloorPersistedBeforeReleasedInputCommits(t *testing.T) {
 				if err != nil {
 					t.Errorf("input acknowledged with %v", err)
 				}
-				wm, err := fl.load(0)
+				wm, _, err := fl.load(0)
 				if err != nil {
 					t.Error(err)
 				}

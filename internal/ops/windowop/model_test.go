@@ -233,6 +233,7 @@ func (m *model) gauges() map[string]int64 {
 		MetricOpenWindows: int64(len(m.wins)), MetricWindowsFired: m.fired,
 		MetricLateDropped: m.dropped, MetricLateRouted: m.routed, MetricLateUpdated: m.updated,
 		MetricNullDropped: m.nullDrop, MetricNullRouted: m.nullRte,
+		MetricReplayedSkipped: 0, // the model never restarts: nothing is a replay
 	}
 }
 

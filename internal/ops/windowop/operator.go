@@ -33,15 +33,18 @@ import (
 // past the deadline) and MetricNullDropped rows dropped for a null event
 // time; both are also warned about in the job's log (dropWarner). MetricLateRouted and MetricNullRouted count
 // rows sent to the late sink (route), MetricLateUpdated late rows that
-// updated a fired window.
+// updated a fired window. MetricReplayedSkipped counts rows a restart
+// read again whose windows had fired before it (see replayOf): they are
+// not late, and are neither counted nor warned about as such.
 const (
-	MetricOpenWindows  = "open_windows"
-	MetricLateDropped  = "late_dropped"
-	MetricLateRouted   = "late_routed"
-	MetricLateUpdated  = "late_updated"
-	MetricNullDropped  = "null_timestamp_dropped"
-	MetricNullRouted   = "null_timestamp_routed"
-	MetricWindowsFired = "windows_fired"
+	MetricOpenWindows     = "open_windows"
+	MetricLateDropped     = "late_dropped"
+	MetricLateRouted      = "late_routed"
+	MetricLateUpdated     = "late_updated"
+	MetricNullDropped     = "null_timestamp_dropped"
+	MetricNullRouted      = "null_timestamp_routed"
+	MetricReplayedSkipped = "replayed_skipped"
+	MetricWindowsFired    = "windows_fired"
 )
 
 // maxOutputRows bounds the rows of one emitted batch.
@@ -158,13 +161,13 @@ func Build(c ops.Context) (ops.Built, error) {
 			return nil, err
 		}
 		fl := newFloor(info.State, info.JobID, info.OperatorID, info.KeyGroups.Start)
-		wm, err := fl.load(info.Now())
+		wm, reached, err := fl.load(info.Now())
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: reading the watermark floor: %w", info.OperatorID, err)
 		}
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, info.MaxParallelism
-		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: wm, m: &counters{},
+		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: wm, input: eventtime.NoWatermark, reached: reached, m: &counters{},
 			journal: j, meta: meta, groups: info.Grouper(), floor: fl, warn: warn, log: info.Logger, now: info.Now}
 		var inst interface {
 			ops.Instance
@@ -223,7 +226,12 @@ type base struct {
 	acc    accumulators
 	keys   *keys.Table
 	out    *arrow.Schema
-	wm     int64
+	// wm is the watermark windows fire and rows are late by: the
+	// highest the input delivered, or the restored floor when that is
+	// higher. input is the highest the input delivered alone; reached is
+	// the watermark the input had reached when the restored floor was
+	// written (see replayOf and encodeFloorReached).
+	wm, input, reached int64
 
 	ts    []int64
 	valid []bool
@@ -231,11 +239,12 @@ type base struct {
 
 	m *counters
 	// droppedLate and droppedNull count the rows the batch being
-	// processed dropped, for warn (see reportDrops).
-	droppedLate, droppedNull int64
-	warn                     *dropWarner
-	log                      *slog.Logger
-	now                      func() int64 // the runtime's clock, ms
+	// processed dropped, for warn (see reportDrops); skipped the rows
+	// it skipped as replays.
+	droppedLate, droppedNull, skipped int64
+	warn                              *dropWarner
+	log                               *slog.Logger
+	now                               func() int64 // the runtime's clock, ms
 
 	journal *statestore.Journal
 	meta    ops.MetaColumns
@@ -273,6 +282,7 @@ type counters struct {
 	open, fired                          atomic.Int64
 	lateDropped, lateRouted, lateUpdated atomic.Int64
 	nullDropped, nullRouted              atomic.Int64
+	replayed                             atomic.Int64
 }
 
 // Gauges reports the windows open now.
@@ -290,6 +300,8 @@ func (b *base) Counters() map[string]int64 {
 		MetricLateUpdated:  b.m.lateUpdated.Load(),
 		MetricNullDropped:  b.m.nullDropped.Load(),
 		MetricNullRouted:   b.m.nullRouted.Load(),
+
+		MetricReplayedSkipped: b.m.replayed.Load(),
 	}
 }
 
@@ -349,9 +361,64 @@ func (b *base) lateRow(null bool) bool {
 	return route
 }
 
+// advance records a watermark the input delivered: the input's own, and
+// the operator's when it passes the restored floor. It reports whether the
+// operator's moved (windows may fire).
+func (b *base) advance(wm int64) bool {
+	b.input = max(b.input, wm)
+	if wm <= b.wm {
+		return false
+	}
+	b.wm = wm
+	return true
+}
+
+// replayOf reports whether a window ending at end, behind the operator's
+// watermark, fired before a restart that now reads one of its rows again.
+//
+// After a restart the operator starts at the restored floor (see floor),
+// and the source re-reads rows from the restored positions: rows of
+// batches that were held because they also fed a window still open, so
+// their windows may have fired, with those rows in them, before the
+// restart. The floor puts such windows behind the watermark; the input's
+// own watermark, which the re-read rows move again as they did the first
+// time, does not. A window behind the floor but ahead of the input's
+// watermark is therefore one the restored state already emitted (and, for
+// kept windows, holds) with this row: the row is a replay, skipped
+// without counting it late. A row behind the input's watermark is late as
+// it was the first time. Without a restart nothing is a replay.
+//
+// Only up to the watermark the input had reached when the floor was
+// written: the end of time (an input that ended, a drain) fires windows
+// the watermark never reached and puts the floor past them, and a row
+// for one of them after the restart is new input, late (the end of time
+// closed its window), not one read before.
+func (b *base) replayOf(end int64) bool { return end > b.input && end <= b.reached }
+
+// reachedBy returns the watermark the input has reached once a firing at
+// wm is done: wm, but at the end of time the highest finite one it
+// delivered before (input, as advance left it before that firing), or the
+// one the restored floor records, if higher.
+func (b *base) reachedBy(wm, input int64) int64 {
+	if wm != eventtime.EndOfTime {
+		return wm
+	}
+	return max(input, b.reached)
+}
+
+// replayedRow records a row skipped as a replay (see replayOf).
+func (b *base) replayedRow() {
+	b.m.replayed.Add(1)
+	b.skipped++
+}
+
 // reportDrops passes the rows the batch dropped to the rate-limited
-// warning.
+// warning, and those it skipped as replays to the one line saying so.
 func (b *base) reportDrops() {
+	if b.skipped > 0 {
+		b.warn.replayed(b.log)
+		b.skipped = 0
+	}
 	if b.droppedLate == 0 && b.droppedNull == 0 {
 		return
 	}

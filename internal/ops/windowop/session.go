@@ -253,7 +253,15 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 			// a replayed row of a fired session, or one as late as that
 			// session's end, which the watermark had passed.
 			if t <= w.firedUpTo(k) {
-				if w.lateRow(false) {
+				// Which of the two the watermark tells: the first time,
+				// a late row met one past its own window [t, t+gap)
+				// (the session fired at last+gap >= t+gap, and the
+				// watermark never moves back), a row of the session
+				// one before it; a restart re-reads the row at the
+				// watermark it met then (see base.replayOf).
+				if w.replayOf(satAdd(t, w.gap)) {
+					w.replayedRow()
+				} else if w.lateRow(false) {
 					w.route[r], anyRoute = true, true
 				}
 				continue
@@ -266,8 +274,13 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 			anyEmitted = anyEmitted || s.emitted
 		}
 		// Late: the merged window's end is already behind the watermark
-		// (then every session it touches has fired).
+		// (then every session it touches has fired); a replay when only
+		// the restored floor put it there (base.replayOf).
 		late := wm >= end
+		if late && w.replayOf(end) {
+			w.replayedRow()
+			continue
+		}
 		if late && (!update || wm >= satAdd(end, w.tm.lateness)) {
 			if w.lateRow(false) {
 				w.route[r], anyRoute = true, true
@@ -397,14 +410,14 @@ func (w *sessions) keepUntilDeadline(s *session) {
 // Watermark fires the sessions whose end the watermark reached and removes
 // those past their deadline.
 func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
-	if wm <= w.wm {
-		return nil
-	}
 	// closedTo is, at the end of time (an input that ended, or a drain),
 	// the furthest deadline of the sessions it closes: the floor it
 	// persists instead of the end of time (see aligned.floorAt).
 	closedTo, closes := max(w.wm, eventtime.NoWatermark), false
-	w.wm = wm
+	input := w.input
+	if !w.advance(wm) {
+		return nil
+	}
 	var fired []*session
 	var acks []*ack.Node
 	for w.ends.Len() > 0 && w.ends[0].end <= wm {
@@ -491,7 +504,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	if len(recs) > 0 || closes {
 		// The floor first: its write must precede the state commits of
 		// the input this firing releases (see floor).
-		acks = append([]*ack.Node{w.floor.firing(fl, keyFloors)}, acks...)
+		acks = append([]*ack.Node{w.floor.firing(fl, w.reachedBy(wm, input), keyFloors)}, acks...)
 	}
 	node := ack.Derive(acks...)
 	if len(recs) == 0 {

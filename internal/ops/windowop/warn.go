@@ -21,7 +21,9 @@ const warnInterval = 10_000
 // the previous warning. One warner serves all subtasks of an operator, so
 // the rate holds per (sources, window operator), whatever the
 // parallelism. The counts are also the operator's late_dropped and
-// null_timestamp_dropped counters (totals, in Job.Metrics).
+// null_timestamp_dropped counters (totals, in Job.Metrics). Rows skipped
+// as replays after a restart are not drops: the warner only says once,
+// at INFO, that there are some (replayed).
 type dropWarner struct {
 	op      string
 	sources string // the upstream source operators, comma-separated
@@ -32,6 +34,7 @@ type dropWarner struct {
 	warned     bool
 	last       int64 // ms of the last warning
 	late, null int64 // dropped since the last warning
+	replaying  bool  // the replay line was logged
 }
 
 // routeInGo is how a Go job routes late rows, for the warnings' fixes.
@@ -86,6 +89,24 @@ func (d *dropWarner) dropped(log *slog.Logger, now int64, late, null int64) {
 	}
 	d.warned, d.last = true, now
 	d.warnLocked(log)
+}
+
+// replayed logs, the first time a subtask of the operator skips rows as
+// replays after a restart (base.replayOf), that it does: once per
+// operator and run, at INFO, for they are expected and need no fix. Their
+// count is the replayed_skipped metric.
+func (d *dropWarner) replayed(log *slog.Logger) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	first := !d.replaying
+	d.replaying = true
+	d.mu.Unlock()
+	if first && log != nil {
+		log.Info("window skips rows replayed after the restore that its restored state already holds (their windows fired before the restart; counted in its replayed_skipped metric, not as late)",
+			"source", d.sources)
+	}
 }
 
 // flush warns about rows dropped since the last warning, if any: the
