@@ -72,6 +72,21 @@ var errNotRunning = errors.New("the job is not observed running")
 // generation and returns its record id. name is a savepoint's name ("" for
 // a generated one).
 func (h *Hub) triggerCheckpoint(ctx context.Context, j hubstore.Job, kind, name, correlation string) (string, *hubhttp.Error) {
+	// A job without a checkpoint block has nowhere to write one: refused
+	// now, not as a command every Agent then fails.
+	v, err := h.store.GetVersion(ctx, j.JobID, j.CurrentVersion)
+	if err != nil {
+		return "", hubhttp.Internal()
+	}
+	spec, err := job.Parse(v.Spec)
+	if err != nil {
+		return "", hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored spec does not parse: "+err.Error())
+	}
+	if spec.Checkpoint == nil {
+		return "", hubhttp.NewError(http.StatusConflict, hubwire.CodeCheckpointsNotConfigured,
+			fmt.Sprintf("job %s has no checkpoint block (spec.checkpoint), so it takes no %ss: submit a version with "+
+				`"checkpoint":{"object_store_uri":…} (and a state block) to take them`, j.JobID, kind)).WithField("spec.checkpoint")
+	}
 	agg, err := h.observe(ctx, j)
 	if err != nil {
 		return "", hubhttp.Internal()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
@@ -111,7 +112,7 @@ func (h *Hub) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.DesiredState != "" && req.DesiredState != hubstore.DesiredRunning && req.DesiredState != hubstore.DesiredStopped {
-		hubhttp.WriteError(w, r, hubhttp.InvalidQuery("desired_state", "desired_state must be running or stopped").WithField("desired_state"))
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusBadRequest, hubwire.CodeInvalidJobState, "desired_state must be running or stopped").WithField("desired_state"))
 		return
 	}
 	key, e := hubhttp.IdempotencyKey(r)
@@ -621,13 +622,28 @@ func (h *Hub) listNodes(w http.ResponseWriter, r *http.Request) {
 // /checkpoints (kind checkpoint): a pending record and a job_savepoint or
 // job_checkpoint command to every node of the running generation. The
 // record completes when every expected assignment succeeded.
+//
+// The body is optional. A savepoint's may name it ({"name": …}: the
+// savepoint is stored under that name, and an upgrade or a restore
+// refers to it by it); a checkpoint's has no fields. A field either does
+// not know is refused, naming it, rather than ignored. A job whose spec
+// has no checkpoint block is refused with 409 checkpoints_not_configured
+// (field spec.checkpoint).
 func (h *Hub) checkpoint(w http.ResponseWriter, r *http.Request, kind string) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	var req hubwire.SavepointRequest
-	if r.ContentLength != 0 {
-		if e := hubhttp.DecodeJSON(w, r, &req); e != nil {
-			hubhttp.WriteError(w, r, e)
+	var dst any = &req
+	if kind == hubstore.KindCheckpoint {
+		dst = &struct{}{}
+	}
+	if _, e := hubhttp.DecodeOptionalJSONStrict(w, r, dst); e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	if req.Name != "" {
+		if err := ckptstore.ValidSavepointName(req.Name); err != nil {
+			hubhttp.WriteError(w, r, hubhttp.ValidationFailed("name", err.Error()))
 			return
 		}
 	}
@@ -635,6 +651,22 @@ func (h *Hub) checkpoint(w http.ResponseWriter, r *http.Request, kind string) {
 	if err != nil {
 		h.storeError(w, r, err, hubwire.CodeJobNotFound)
 		return
+	}
+	if req.Name != "" {
+		// A savepoint name is never reused (the checkpoint catalog
+		// refuses it): say so now, not after the Agents cut it.
+		cps, err := h.store.ListCheckpoints(ctx, id, hubstore.KindSavepoint)
+		if err != nil {
+			h.storeError(w, r, err, "")
+			return
+		}
+		for _, c := range cps {
+			if c.Status == hubstore.CheckpointCompleted && savepointName(c) == req.Name {
+				hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeSavepointExists,
+					fmt.Sprintf("job %s already has a savepoint named %q (%s): savepoint names are never reused", id, req.Name, c.CheckpointID)).WithField("name"))
+				return
+			}
+		}
 	}
 	cpID, e := h.triggerCheckpoint(ctx, j, kind, req.Name, hubhttp.CorrelationID(ctx))
 	if e != nil {
