@@ -78,11 +78,11 @@ func (h *Hub) triggerCheckpoint(ctx context.Context, j hubstore.Job, kind, name,
 	if err != nil {
 		return "", hubhttp.Internal()
 	}
-	spec, err := job.Parse(v.Spec)
+	pp, err := physicalPlan(v)
 	if err != nil {
-		return "", hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored spec does not parse: "+err.Error())
+		return "", hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored spec does not plan: "+err.Error())
 	}
-	if spec.Checkpoint == nil {
+	if pp.Spec.Checkpoint == nil {
 		return "", hubhttp.NewError(http.StatusConflict, hubwire.CodeCheckpointsNotConfigured,
 			fmt.Sprintf("job %s has no checkpoint block (spec.checkpoint), so it takes no %ss: submit a version with "+
 				`"checkpoint":{"object_store_uri":…} (and a state block) to take them`, j.JobID, kind)).WithField("spec.checkpoint")
@@ -132,7 +132,7 @@ func (h *Hub) triggerCheckpoint(ctx context.Context, j hubstore.Job, kind, name,
 	deadline := now.Add(min(h.cfg.CommandTimeout, defaultCheckpointTimeout))
 	for _, a := range as {
 		payload, _ := json.Marshal(hubwire.CheckpointPayload{JobID: j.JobID, CheckpointID: cpID, Name: name,
-			Assignments: startAttempts(a, j.JobID, 0, j.Generation, hubwire.TaskRunning)})
+			Assignments: taskAttempts(a, v, pp, j.Generation, hubwire.TaskRunning)})
 		if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{ID: fmt.Sprintf("cmd-%s-%s-%s", j.JobID, cpID, a.NodeID), NodeID: a.NodeID,
 			Operation: op, JobID: j.JobID, Generation: j.Generation, AssignmentID: a.AssignmentID, CheckpointID: cpID,
 			CorrelationID: correlation, Payload: payload, ExpiresAt: deadline}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func jobResource(r *http.Request) hubhttp.Resource {
@@ -78,7 +79,7 @@ func (h *Hub) validateJob(w http.ResponseWriter, r *http.Request) {
 		if len(req.NodeIDs) > 0 && !containsStr(req.NodeIDs, a.NodeID) {
 			continue
 		}
-		resp.Nodes = append(resp.Nodes, h.compatibility(a, v.plan, now))
+		resp.Nodes = append(resp.Nodes, h.compatibility(a, v.plan.requirements, now))
 	}
 	hubhttp.WriteJSON(w, http.StatusOK, resp)
 }
@@ -211,7 +212,12 @@ func (h *Hub) getPlan(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err, hubwire.CodeJobNotFound)
 		return
 	}
-	hubhttp.WriteJSON(w, http.StatusOK, hubwire.JobPlanResponse{JobID: j.JobID, Version: uint64(v.Number), Plan: v.Plan})
+	p, err := servedPlan(v)
+	if err != nil {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, err.Error()))
+		return
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, hubwire.JobPlanResponse{JobID: j.JobID, Version: uint64(v.Number), Plan: p})
 }
 
 func (h *Hub) currentVersion(ctx context.Context, id string) (hubstore.Job, hubstore.JobVersion, error) {
@@ -292,9 +298,10 @@ func (h *Hub) jobRecord(ctx context.Context, id string) (hubwire.JobRecord, erro
 	return rec, nil
 }
 
-// jobDetail is GET /jobs/{id}/detail: the record, the plan, one task per
-// assignment with its observed state, the nodes, the current generation's
-// operations and the checkpoints.
+// jobDetail is GET /jobs/{id}/detail: the record, the plan (v1's
+// JobPlan), the current generation's task attempts (one per plan task of
+// each assignment, in the state attemptState gives) and assignments, the
+// nodes, the generation's operations and the checkpoints.
 func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
@@ -313,10 +320,14 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err, "")
 		return
 	}
-	d := hubwire.JobDetail{Job: rec, Plan: v.Plan}
-	action, target := hubwire.OpJobStop, hubwire.JobStopped
+	d := hubwire.JobDetail{Job: rec}
+	if d.Plan, err = servedPlan(v); err != nil {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, err.Error()))
+		return
+	}
+	action := hubwire.OpJobStop
 	if j.DesiredState == hubstore.DesiredRunning {
-		action, target = hubwire.OpJobStart, hubwire.JobRunning
+		action = hubwire.OpJobStart
 	}
 	now := h.cfg.Clock()
 	placed := map[string]hubstore.Assignment{}
@@ -325,20 +336,43 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 			placed[a.AssignmentID] = a
 		}
 	}
-	for _, a := range agg.Assignments {
-		state := map[string]string{"succeeded": target, "pending": "pending", "degraded": "degraded", "failed": "failed"}[a.Status]
-		// One attempt per task the node runs (its placement units), or,
-		// for a whole-job Agent, one named by the job (v1's shape).
-		for _, t := range startAttempts(placed[a.AssignmentID], id, v.Number, int64(rec.Generation), state) {
-			t.NodeID = a.NodeID
-			if t.TaskID == id {
-				t.ID = a.AssignmentID
-			}
-			d.Tasks = append(d.Tasks, t)
+	obs, err := h.store.JobObservations(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	reported := map[string]hubstore.StoredObservation{} // by node, of this generation
+	for _, o := range obs {
+		if o.Generation == j.Generation {
+			reported[o.NodeID] = o
 		}
+	}
+	type planned struct {
+		v hubstore.JobVersion
+		p *job.Plan
+	}
+	plans := map[string]planned{} // by version id
+	for _, a := range agg.Assignments {
+		pa := placed[a.AssignmentID]
+		if pa.VersionID == "" {
+			pa.VersionID = v.VersionID
+		}
+		pv, ok := plans[pa.VersionID]
+		if !ok {
+			if pv.v, pv.p, err = h.versionPlan(ctx, id, pa.VersionID); err != nil {
+				hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored version does not plan: "+err.Error()))
+				return
+			}
+			plans[pa.VersionID] = pv
+		}
+		o, ok := reported[a.NodeID]
+		ts := attemptState(action, a, o.State, ok)
+		// One attempt per plan task the node runs: its placement units,
+		// or every task for an Agent that runs the job whole.
+		d.Tasks = append(d.Tasks, taskAttempts(pa, pv.v, pv.p, int64(rec.Generation), ts)...)
 		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
-			Units: assignmentTasks(placed[a.AssignmentID]).Units, Tasks: assignmentTasks(placed[a.AssignmentID]).Tasks,
-			State: state, CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
+			Units: assignmentTasks(pa).Units, Tasks: assignmentTasks(pa).Tasks,
+			State: assignmentState(a, ts), CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
 		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
 			d.Nodes = append(d.Nodes, h.hubNode(ag, now))
 			as.Partitions = reportedPartitions(ag.LastReport, id, rec.Generation)
@@ -370,6 +404,57 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 	d.CheckpointHealth = checkpointHealth(cps)
 	hubhttp.SetETag(w, int64(rec.Generation))
 	hubhttp.WriteJSON(w, http.StatusOK, d)
+}
+
+// attemptState is the ArkFlow v1 TaskAttempt state of an assignment's
+// tasks at the current generation. It comes from the outcome of the
+// assignment's command for the action (job_start for a job desired
+// running, job_stop for one desired stopped) and, once a start succeeded,
+// from what the node reports of the generation since (reported: its
+// observation's state, when it sent one):
+//
+//	start not yet taken by the node (or to be sent again)  queued
+//	start taken, running on the node                      starting
+//	start succeeded                                       running; failed, or succeeded (its
+//	                                                      bounded input ended), when the node
+//	                                                      reports failed or stopped since
+//	stop not yet succeeded                                stopping
+//	stop succeeded                                        cancelled (ended on request)
+//	the command failed for good                           failed
+//	the node runs a newer generation                      superseded
+func attemptState(action hubwire.Operation, a hubstore.AssignmentStatus, reported string, ok bool) string {
+	switch {
+	case a.Status == "failed":
+		return hubwire.TaskFailed
+	case a.CommandState == hubstore.CommandSuperseded:
+		return hubwire.TaskSuperseded
+	case action == hubwire.OpJobStop && a.Status == "succeeded":
+		return hubwire.TaskCancelled
+	case action == hubwire.OpJobStop:
+		return hubwire.TaskStopping
+	case a.Status == "succeeded" && ok && reported == hubwire.JobFailed:
+		return hubwire.TaskFailed
+	case a.Status == "succeeded" && ok && reported == hubwire.JobStopped:
+		return hubwire.TaskSucceeded
+	case a.Status == "succeeded":
+		return hubwire.TaskRunning
+	case a.CommandState == hubstore.CommandAcknowledged || a.CommandState == hubstore.CommandRunning:
+		return hubwire.TaskStarting
+	}
+	return hubwire.TaskQueued // no command yet, queued or delivered, or a retryable failure to be sent again
+}
+
+// assignmentState is AssignmentStatus.state: the state of its tasks
+// (attemptState), except that a retryable failure shows as degraded and
+// a stop, or a bounded run, that ended as stopped.
+func assignmentState(a hubstore.AssignmentStatus, task string) string {
+	switch {
+	case a.Status == "degraded":
+		return hubwire.ConvergenceDegraded
+	case task == hubwire.TaskCancelled || task == hubwire.TaskSucceeded:
+		return hubwire.JobStopped
+	}
+	return task
 }
 
 func (h *Hub) jobVersions(w http.ResponseWriter, r *http.Request) {

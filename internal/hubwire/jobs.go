@@ -147,11 +147,14 @@ type JobPlanResponse struct {
 
 // JobDetail is the body of GET /jobs/{id}/detail.
 type JobDetail struct {
-	Job        JobRecord       `json:"job"`
-	Plan       json.RawMessage `json:"plan"`
-	Tasks      []TaskAttempt   `json:"tasks"`
-	Nodes      []HubNode       `json:"nodes"`
-	Operations []HubOperation  `json:"operations"`
+	Job JobRecord `json:"job"`
+	// Plan is v1's JobPlan {spec, tasks} (with added fields).
+	Plan json.RawMessage `json:"plan"`
+	// Tasks are the task attempts of the current generation, one per plan
+	// task of each assignment.
+	Tasks      []TaskAttempt  `json:"tasks"`
+	Nodes      []HubNode      `json:"nodes"`
+	Operations []HubOperation `json:"operations"`
 	// Checkpoints holds both checkpoints and savepoints.
 	Checkpoints []JobCheckpointRecord `json:"checkpoints"`
 	Metrics     JobMetrics            `json:"metrics"`
@@ -216,7 +219,10 @@ type AssignmentStatus struct {
 	// node read at its last checkpoint ("topic/partition"), as the node
 	// last reported them.
 	Partitions map[string][]string `json:"partitions,omitempty"`
-	// State is pending, running, stopped, failed or degraded.
+	// State is the state of the assignment's tasks (TaskAttempt.state:
+	// queued, starting, running, stopping, failed, superseded), except
+	// stopped for a stop that succeeded (or a bounded run that ended) and
+	// degraded for a failure the Hub retries.
 	State        string       `json:"state"`
 	CommandID    string       `json:"command_id,omitempty"`
 	Error        string       `json:"error,omitempty"`
