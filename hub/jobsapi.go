@@ -352,6 +352,7 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		p *job.Plan
 	}
 	plans := map[string]planned{} // by version id
+	var measured []hubwire.JobMetrics
 	for _, a := range agg.Assignments {
 		pa := placed[a.AssignmentID]
 		if pa.VersionID == "" {
@@ -376,6 +377,15 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
 			d.Nodes = append(d.Nodes, h.hubNode(ag, now))
 			as.Partitions = reportedPartitions(ag.LastReport, id, rec.Generation)
+		}
+		// What the node last reported of the generation: its restore's
+		// progress and its measurements of the job.
+		var js hubwire.JobStatus
+		if ok && json.Unmarshal(o.Snapshot, &js) == nil {
+			as.RecoveryProgress = js.RecoveryProgress
+			if js.Metrics != nil {
+				measured = append(measured, *js.Metrics)
+			}
 		}
 		d.Assignments = append(d.Assignments, as)
 	}
@@ -402,6 +412,7 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		d.Checkpoints = append(d.Checkpoints, h.checkpointRecord(ctx, c))
 	}
 	d.CheckpointHealth = checkpointHealth(cps)
+	d.Metrics = jobMetrics(measured, failedRounds(cps, j.Generation))
 	hubhttp.SetETag(w, int64(rec.Generation))
 	hubhttp.WriteJSON(w, http.StatusOK, d)
 }

@@ -38,6 +38,7 @@ type runningJob struct {
 	err        error                // Run's error, once done
 	checkpoint string               // the last checkpoint it completed on command; under Agent.mu
 	metrics    prometheus.Collector // job.Collector(), kept so its rate limit of state measurements holds
+	state      stateMeter           // the reports' rate-limited state measurements
 }
 
 // status is the job's observation for a report.
@@ -81,13 +82,22 @@ func checkpointsOf(j *arkflow.Job) arkflow.CheckpointStatus {
 	return harness.CheckpointStatus(j).(arkflow.CheckpointStatus)
 }
 
-// statuses are the observations of every job the Agent holds, by job ID.
+// statuses are the observations of every job the Agent holds, by job ID,
+// each with the node's measurements of it (measure) unless it ended.
 func (a *Agent) statuses() []hubwire.JobStatus {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	out := make([]hubwire.JobStatus, 0, len(a.jobs))
+	held := make([]*runningJob, 0, len(a.jobs))
 	for _, r := range a.jobs {
 		out = append(out, r.status())
+		held = append(held, r)
+	}
+	a.mu.Unlock()
+	now := time.Now()
+	for i, r := range held {
+		if running(r) {
+			out[i].Metrics = r.measure(now)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].JobID < out[j].JobID })
 	return out
