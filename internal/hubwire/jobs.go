@@ -322,7 +322,8 @@ type JobCheckpointRecord struct {
 	Error string `json:"error,omitempty"`
 }
 
-// SavepointRequest is the optional body of POST /jobs/{id}/savepoints.
+// SavepointRequest is the optional body of POST /jobs/{id}/savepoints,
+// decoded strictly: a field it does not have is refused, naming it.
 //
 // Extension: v1 takes no body.
 type SavepointRequest struct {
