@@ -588,8 +588,10 @@ func (h *Hub) changeDesired(r *http.Request, id, state string, expected *int64, 
 			return hubstore.DesiredResult{}, h.errorOf(r, err, "")
 		}
 		if j.DesiredState == hubstore.DesiredRunning {
+			// The nodes that ran it stop what each ran: the same tasks.
 			for _, a := range prev {
-				assignments = append(assignments, hubstore.Assignment{AssignmentID: fmt.Sprintf("%s:%s:%d", id, a.NodeID, next), NodeID: a.NodeID})
+				assignments = append(assignments, hubstore.Assignment{AssignmentID: fmt.Sprintf("%s:%s:%d", id, a.NodeID, next), NodeID: a.NodeID,
+					Payload: a.Payload})
 			}
 		}
 	}

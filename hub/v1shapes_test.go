@@ -330,3 +330,67 @@ func TestV1JobPlanAndTaskAttempts(t *testing.T) {
 	}
 	checkV1Attempts(t, "detail's tasks, stopped", field(detail(), "tasks"), "shapes", "v1-node", 3, tasks, "cancelled")
 }
+
+// A job whose units run on two nodes: each node's job_start and, when the
+// job is stopped, its job_stop name only the tasks it runs, and the
+// detail lists every plan task once, stopping and then cancelled.
+func TestV1AttemptsOfAJobOnTwoNodes(t *testing.T) {
+	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
+	agents := map[string]*fleetAgent{"a": newFleetAgent(t, api, "a"), "b": newFleetAgent(t, api, "b")}
+	if st, _, body := call(t, "POST", api+"/jobs", operatorToken, map[string]any{"spec": json.RawMessage(fleetSpec(t.TempDir())), "desired_state": "running"}); st != 202 {
+		t.Fatalf("submit: %d %s", st, body)
+	}
+	runs := map[string][]string{}
+	for id, a := range agents {
+		c := a.next("job_start")
+		runs[id] = tasksOf(t, c)
+		a.succeed(c, nil)
+	}
+	all := append(slices.Clone(runs["a"]), runs["b"]...)
+	sort.Strings(all)
+	if len(runs["a"]) == 0 || len(runs["b"]) == 0 || fmt.Sprint(all) != "[gen-0 gen-1 gen-2 out-0 out-1 out-2]" {
+		t.Fatalf("tasks placed: %v", runs)
+	}
+	detailTasks := func() map[string][]v1TaskAttempt {
+		_, _, body := call(t, "GET", api+"/jobs/fleet/detail", viewerToken, nil)
+		var d struct {
+			Tasks []v1TaskAttempt `json:"tasks"`
+		}
+		if err := json.Unmarshal(body, &d); err != nil {
+			t.Fatal(err)
+		}
+		byTask := map[string][]v1TaskAttempt{}
+		for _, a := range d.Tasks {
+			byTask[a.TaskID] = append(byTask[a.TaskID], a)
+		}
+		return byTask
+	}
+	check := func(what, state string) {
+		t.Helper()
+		byTask := detailTasks()
+		for node, ts := range runs {
+			for _, task := range ts {
+				if as := byTask[task]; len(as) != 1 || as[0].NodeID != node || as[0].State != state {
+					t.Fatalf("%s: the detail's attempts of %s: %+v, want one on %s in %s", what, task, as, node, state)
+				}
+			}
+		}
+		if len(byTask) != len(all) {
+			t.Fatalf("%s: attempts of %d tasks, the plan has %d", what, len(byTask), len(all))
+		}
+	}
+	waitFor(t, "the job running", func() bool { return len(detailTasks()["gen-0"]) == 1 && detailTasks()["gen-0"][0].State == "running" })
+	check("running", "running")
+	if st, _, body := call(t, "PUT", api+"/jobs/fleet/desired-state", operatorToken, map[string]any{"state": "stopped"}); st != 200 {
+		t.Fatalf("stopped: %d %s", st, body)
+	}
+	check("stop sent", "stopping")
+	for id, a := range agents {
+		c := a.next("job_stop")
+		if got := tasksOf(t, c); !slices.Equal(got, runs[id]) {
+			t.Fatalf("%s's job_stop names %v, it runs %v", id, got, runs[id])
+		}
+		a.succeed(c, nil)
+	}
+	check("stopped", "cancelled")
+}
