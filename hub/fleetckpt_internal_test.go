@@ -15,7 +15,8 @@ import (
 // the uncommitted checkpoints below the one it commits, so the older
 // round's commit, sent after the newer one's, would fail with its part
 // manifest gone. The newer round waits for the older one, then both
-// complete. The reconciler's checkpoint pass is driven by hand.
+// complete. The reconciler's checkpoint pass is driven by hand after each
+// result.
 func TestCheckpointCommitsGoInIDOrder(t *testing.T) {
 	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true, Lease: time.Hour, ReconcileInterval: time.Hour})
 	if err != nil {
@@ -68,7 +69,19 @@ func TestCheckpointCommitsGoInIDOrder(t *testing.T) {
 		}
 		return jr.CheckpointID
 	}
-	older, newer := round(), round()
+	// The older round is the periodic one, due as soon as the job runs;
+	// while it is open no other periodic round starts. The newer is an
+	// operator's.
+	h.poke()
+	var older string
+	waitUntil(t, "the periodic round", func() bool {
+		cps, err := h.store.ListCheckpoints(ctx, "j", hubstore.KindCheckpoint)
+		if err == nil && len(cps) == 1 {
+			older = cps[0].CheckpointID
+		}
+		return older != ""
+	})
+	newer := round()
 	partOld, partNew := claim(hubstore.OpJobCheckpoint), claim(hubstore.OpJobCheckpoint)
 	if partOld.CheckpointID != older || partNew.CheckpointID != newer || older >= newer {
 		t.Fatalf("rounds %s then %s, parts of %s and %s", older, newer, partOld.CheckpointID, partNew.CheckpointID)
