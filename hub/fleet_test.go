@@ -64,7 +64,11 @@ func (a *fleetAgent) silence() {
 	<-a.done
 }
 
-// next polls until a command of op arrives and returns it.
+// next polls until a command of op arrives and returns it. A
+// job_checkpoint that comes while it waits for another operation is the
+// Hub's periodic round, due as soon as a generation runs: its part is
+// failed (the round fails, the previous checkpoint stays the newest
+// completed) and the wait goes on.
 func (a *fleetAgent) next(op string) map[string]any {
 	a.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -72,6 +76,12 @@ func (a *fleetAgent) next(op string) map[string]any {
 		for _, c := range a.poll() {
 			if c["operation"] == op {
 				return c
+			}
+			if c["operation"] == "job_checkpoint" {
+				// Its generation may have ended meanwhile, so the Hub may
+				// refuse the result as stale: either way the round fails.
+				a.result(c, "failed", 100, map[string]any{"error": "not this test's round", "failure_class": "temporary_execution"})
+				continue
 			}
 			a.t.Fatalf("%s: expected %s, got %s: %v", a.nodeID, op, c["operation"], c)
 		}
@@ -105,11 +115,15 @@ func tasksOf(t *testing.T, cmd map[string]any) []string {
 }
 
 // fleetSpec is a job of three independent chains (generate → drop, both
-// with parallelism 3): three placement units.
-const fleetSpec = `{"id":"fleet","operators":[{"id":"gen","kind":"source","parallelism":3},{"id":"out","kind":"sink","parallelism":3}],
+// with parallelism 3): three placement units, with a checkpoint block
+// (its store in dir) so that it takes checkpoints.
+func fleetSpec(dir string) string {
+	return `{"id":"fleet","operators":[{"id":"gen","kind":"source","parallelism":3},{"id":"out","kind":"sink","parallelism":3}],
 	"edges":[{"id":"e","from":"gen","to":"out"}],
 	"sources":[{"operator_id":"gen","input_type":"generate","config":{"fields":[{"name":"n","type":"int64"}]}}],
-	"sinks":[{"operator_id":"out","output_type":"drop"}]}`
+	"sinks":[{"operator_id":"out","output_type":"drop"}],
+	"state":{"backend":"memory"},"checkpoint":{"interval_ms":3600000,"object_store_uri":"file://` + dir + `"}}`
+}
 
 // TestFleetPlacementCheckpointsFailover drives the Hub's side of a job run
 // by three Agents that run parts of jobs (issue 20): the three placement
@@ -129,7 +143,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		agents[id] = newFleetAgent(t, api, id)
 	}
 
-	st, _, body := call(t, "POST", api+"/jobs", operatorToken, map[string]any{"spec": json.RawMessage(fleetSpec), "desired_state": "running"})
+	st, _, body := call(t, "POST", api+"/jobs", operatorToken, map[string]any{"spec": json.RawMessage(fleetSpec(t.TempDir())), "desired_state": "running"})
 	if st != 202 {
 		t.Fatalf("submit: %d %s", st, body)
 	}
@@ -179,22 +193,22 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		}
 	}
 
-	// A checkpoint: three parts, then one commit.
-	st, _, body = call(t, "POST", api+"/jobs/fleet/checkpoints", operatorToken, nil)
-	if st != 202 {
-		t.Fatalf("checkpoint: %d %s", st, body)
-	}
-	cp1 := decode[hubwire.JobRecord](t, body).CheckpointID
-	if _, err := fmt.Sscanf(cp1, "%d", new(uint64)); err != nil || len(cp1) != 20 {
-		t.Fatalf("checkpoint id %q is not the catalog's decimal form", cp1)
-	}
+	// A checkpoint, the periodic one the generation takes once it runs:
+	// three parts, then one commit.
 	parts := map[string]map[string]any{}
+	cp1 := ""
 	for id, a := range agents {
 		parts[id] = a.next("job_checkpoint")
 		p := parts[id]["payload"].(map[string]any)
+		if cp1 == "" {
+			cp1, _ = p["checkpoint_id"].(string)
+		}
 		if p["checkpoint_id"] != cp1 || fmt.Sprint(tasksOf(t, parts[id])) == "[fleet]" {
 			t.Fatalf("%s's part: %v", id, p)
 		}
+	}
+	if _, err := fmt.Sscanf(cp1, "%d", new(uint64)); err != nil || len(cp1) != 20 {
+		t.Fatalf("checkpoint id %q is not the catalog's decimal form", cp1)
 	}
 	records := func() []hubwire.JobCheckpointRecord {
 		_, _, body := call(t, "GET", api+"/jobs/fleet/checkpoints", viewerToken, nil)
@@ -243,7 +257,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		return r[0].Status == "completed" && r[0].ManifestURI == "fleet/checkpoints/"+cp1+"/manifest.json"
 	})
 
-	// A round with a failed part fails; no commit is sent.
+	// An operator's round with a failed part fails; no commit is sent.
 	st, _, body = call(t, "POST", api+"/jobs/fleet/checkpoints", operatorToken, nil)
 	if st != 202 {
 		t.Fatalf("checkpoint 2: %d %s", st, body)

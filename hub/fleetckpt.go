@@ -72,6 +72,21 @@ var errNotRunning = errors.New("the job is not observed running")
 // generation and returns its record id. name is a savepoint's name ("" for
 // a generated one).
 func (h *Hub) triggerCheckpoint(ctx context.Context, j hubstore.Job, kind, name, correlation string) (string, *hubhttp.Error) {
+	// A job without a checkpoint block has nowhere to write one: refused
+	// now, not as a command every Agent then fails.
+	v, err := h.store.GetVersion(ctx, j.JobID, j.CurrentVersion)
+	if err != nil {
+		return "", hubhttp.Internal()
+	}
+	pp, err := physicalPlan(v)
+	if err != nil {
+		return "", hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored spec does not plan: "+err.Error())
+	}
+	if pp.Spec.Checkpoint == nil {
+		return "", hubhttp.NewError(http.StatusConflict, hubwire.CodeCheckpointsNotConfigured,
+			fmt.Sprintf("job %s has no checkpoint block (spec.checkpoint), so it takes no %ss: submit a version with "+
+				`"checkpoint":{"object_store_uri":…} (and a state block) to take them`, j.JobID, kind)).WithField("spec.checkpoint")
+	}
 	agg, err := h.observe(ctx, j)
 	if err != nil {
 		return "", hubhttp.Internal()
@@ -117,7 +132,7 @@ func (h *Hub) triggerCheckpoint(ctx context.Context, j hubstore.Job, kind, name,
 	deadline := now.Add(min(h.cfg.CommandTimeout, defaultCheckpointTimeout))
 	for _, a := range as {
 		payload, _ := json.Marshal(hubwire.CheckpointPayload{JobID: j.JobID, CheckpointID: cpID, Name: name,
-			Assignments: startAttempts(a, j.JobID, 0, j.Generation, hubwire.TaskRunning)})
+			Assignments: taskAttempts(a, v, pp, j.Generation, hubwire.TaskRunning)})
 		if _, err := h.store.EnqueueCommand(ctx, hubstore.Command{ID: fmt.Sprintf("cmd-%s-%s-%s", j.JobID, cpID, a.NodeID), NodeID: a.NodeID,
 			Operation: op, JobID: j.JobID, Generation: j.Generation, AssignmentID: a.AssignmentID, CheckpointID: cpID,
 			CorrelationID: correlation, Payload: payload, ExpiresAt: deadline}); err != nil {
@@ -158,9 +173,11 @@ func (h *Hub) advanceCheckpoints(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		for _, c := range cps {
-			if c.Status == hubstore.CheckpointPending {
-				h.advanceCheckpoint(ctx, j, c)
+		// Oldest first: a round that completes lets a newer one waiting
+		// for it (olderRoundOpen) commit in the same pass.
+		for i := len(cps) - 1; i >= 0; i-- {
+			if cps[i].Status == hubstore.CheckpointPending {
+				h.advanceCheckpoint(ctx, j, cps[i])
 			}
 		}
 	}
@@ -251,6 +268,9 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 	// A commit that fails (its node restarted and lost the job's spec,
 	// or went away) goes to the next node with a part; the round fails
 	// only when every one of them failed to commit.
+	if len(commits) == 0 && c.Kind == hubstore.KindCheckpoint && h.olderRoundOpen(ctx, c) {
+		return // committed after the older one, see olderRoundOpen
+	}
 	tried := map[string]bool{}
 	for _, m := range commits {
 		switch {
@@ -301,6 +321,28 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 		return
 	}
 	h.log.Info(c.Kind+" parts in; committing", "job", j.JobID, "checkpoint", c.CheckpointID, "node", first, "parts", len(nodes))
+}
+
+// olderRoundOpen says whether a checkpoint round of c's job with a lower
+// id than c is still pending. Commits of checkpoints go in id order, one
+// at a time: a commit's retention deletes the uncommitted checkpoints
+// below it, so an older round committed after a newer one would find its
+// parts gone and fail (and a restore could never select it anyway).
+func (h *Hub) olderRoundOpen(ctx context.Context, c hubstore.Checkpoint) bool {
+	n, err := strconv.ParseUint(c.CheckpointID, 10, 64)
+	if err != nil {
+		return false
+	}
+	cps, err := h.store.ListCheckpoints(ctx, c.JobID, hubstore.KindCheckpoint)
+	if err != nil {
+		return true // try again on the next pass
+	}
+	for _, o := range cps {
+		if m, err := strconv.ParseUint(o.CheckpointID, 10, 64); err == nil && m < n && o.Status == hubstore.CheckpointPending {
+			return true
+		}
+	}
+	return false
 }
 
 // periodicCheckpoints triggers the checkpoints of two-phase jobs every

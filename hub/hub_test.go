@@ -441,7 +441,7 @@ func TestRestartKeepsJobsAndCommands(t *testing.T) {
 		t.Fatalf("commands after restart: %s", body)
 	}
 	var p hubwire.JobCommandPayload
-	if err := json.Unmarshal(cmds[0].Payload, &p); err != nil || p.JobID != "files" || len(p.Spec) == 0 || len(p.Assignments) != 1 {
+	if err := json.Unmarshal(cmds[0].Payload, &p); err != nil || p.JobID != "files" || len(p.Spec) == 0 || len(p.Assignments) != 2 { // gen-0 and out-0
 		t.Fatalf("payload: %s (%v)", cmds[0].Payload, err)
 	}
 	// Claimed, not popped: a second poll within the claim lease gets

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func jobResource(r *http.Request) hubhttp.Resource {
@@ -77,7 +79,7 @@ func (h *Hub) validateJob(w http.ResponseWriter, r *http.Request) {
 		if len(req.NodeIDs) > 0 && !containsStr(req.NodeIDs, a.NodeID) {
 			continue
 		}
-		resp.Nodes = append(resp.Nodes, h.compatibility(a, v.plan, now))
+		resp.Nodes = append(resp.Nodes, h.compatibility(a, v.plan.requirements, now))
 	}
 	hubhttp.WriteJSON(w, http.StatusOK, resp)
 }
@@ -111,7 +113,7 @@ func (h *Hub) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.DesiredState != "" && req.DesiredState != hubstore.DesiredRunning && req.DesiredState != hubstore.DesiredStopped {
-		hubhttp.WriteError(w, r, hubhttp.InvalidQuery("desired_state", "desired_state must be running or stopped").WithField("desired_state"))
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusBadRequest, hubwire.CodeInvalidJobState, "desired_state must be running or stopped").WithField("desired_state"))
 		return
 	}
 	key, e := hubhttp.IdempotencyKey(r)
@@ -210,7 +212,12 @@ func (h *Hub) getPlan(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err, hubwire.CodeJobNotFound)
 		return
 	}
-	hubhttp.WriteJSON(w, http.StatusOK, hubwire.JobPlanResponse{JobID: j.JobID, Version: uint64(v.Number), Plan: v.Plan})
+	p, err := servedPlan(v)
+	if err != nil {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, err.Error()))
+		return
+	}
+	hubhttp.WriteJSON(w, http.StatusOK, hubwire.JobPlanResponse{JobID: j.JobID, Version: uint64(v.Number), Plan: p})
 }
 
 func (h *Hub) currentVersion(ctx context.Context, id string) (hubstore.Job, hubstore.JobVersion, error) {
@@ -291,9 +298,10 @@ func (h *Hub) jobRecord(ctx context.Context, id string) (hubwire.JobRecord, erro
 	return rec, nil
 }
 
-// jobDetail is GET /jobs/{id}/detail: the record, the plan, one task per
-// assignment with its observed state, the nodes, the current generation's
-// operations and the checkpoints.
+// jobDetail is GET /jobs/{id}/detail: the record, the plan (v1's
+// JobPlan), the current generation's task attempts (one per plan task of
+// each assignment, in the state attemptState gives) and assignments, the
+// nodes, the generation's operations and the checkpoints.
 func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
@@ -312,10 +320,14 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err, "")
 		return
 	}
-	d := hubwire.JobDetail{Job: rec, Plan: v.Plan}
-	action, target := hubwire.OpJobStop, hubwire.JobStopped
+	d := hubwire.JobDetail{Job: rec}
+	if d.Plan, err = servedPlan(v); err != nil {
+		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, err.Error()))
+		return
+	}
+	action := hubwire.OpJobStop
 	if j.DesiredState == hubstore.DesiredRunning {
-		action, target = hubwire.OpJobStart, hubwire.JobRunning
+		action = hubwire.OpJobStart
 	}
 	now := h.cfg.Clock()
 	placed := map[string]hubstore.Assignment{}
@@ -324,23 +336,56 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 			placed[a.AssignmentID] = a
 		}
 	}
-	for _, a := range agg.Assignments {
-		state := map[string]string{"succeeded": target, "pending": "pending", "degraded": "degraded", "failed": "failed"}[a.Status]
-		// One attempt per task the node runs (its placement units), or,
-		// for a whole-job Agent, one named by the job (v1's shape).
-		for _, t := range startAttempts(placed[a.AssignmentID], id, v.Number, int64(rec.Generation), state) {
-			t.NodeID = a.NodeID
-			if t.TaskID == id {
-				t.ID = a.AssignmentID
-			}
-			d.Tasks = append(d.Tasks, t)
+	obs, err := h.store.JobObservations(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return
+	}
+	reported := map[string]hubstore.StoredObservation{} // by node, of this generation
+	for _, o := range obs {
+		if o.Generation == j.Generation {
+			reported[o.NodeID] = o
 		}
+	}
+	type planned struct {
+		v hubstore.JobVersion
+		p *job.Plan
+	}
+	plans := map[string]planned{} // by version id
+	var measured []hubwire.JobMetrics
+	for _, a := range agg.Assignments {
+		pa := placed[a.AssignmentID]
+		if pa.VersionID == "" {
+			pa.VersionID = v.VersionID
+		}
+		pv, ok := plans[pa.VersionID]
+		if !ok {
+			if pv.v, pv.p, err = h.versionPlan(ctx, id, pa.VersionID); err != nil {
+				hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored version does not plan: "+err.Error()))
+				return
+			}
+			plans[pa.VersionID] = pv
+		}
+		o, ok := reported[a.NodeID]
+		ts := attemptState(action, a, o.State, ok)
+		// One attempt per plan task the node runs: its placement units,
+		// or every task for an Agent that runs the job whole.
+		d.Tasks = append(d.Tasks, taskAttempts(pa, pv.v, pv.p, int64(rec.Generation), ts)...)
 		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
-			Units: assignmentTasks(placed[a.AssignmentID]).Units, Tasks: assignmentTasks(placed[a.AssignmentID]).Tasks,
-			State: state, CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
+			Units: assignmentTasks(pa).Units, Tasks: assignmentTasks(pa).Tasks,
+			State: assignmentState(a, ts), CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
 		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
 			d.Nodes = append(d.Nodes, h.hubNode(ag, now))
 			as.Partitions = reportedPartitions(ag.LastReport, id, rec.Generation)
+		}
+		// What the node last reported of the generation: its restore's
+		// progress and its measurements of the job.
+		var js hubwire.JobStatus
+		if ok && json.Unmarshal(o.Snapshot, &js) == nil {
+			as.RecoveryProgress = js.RecoveryProgress
+			if js.Metrics != nil {
+				measured = append(measured, *js.Metrics)
+			}
 		}
 		d.Assignments = append(d.Assignments, as)
 	}
@@ -367,8 +412,60 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		d.Checkpoints = append(d.Checkpoints, h.checkpointRecord(ctx, c))
 	}
 	d.CheckpointHealth = checkpointHealth(cps)
+	d.Metrics = jobMetrics(measured, failedRounds(cps, j.Generation))
 	hubhttp.SetETag(w, int64(rec.Generation))
 	hubhttp.WriteJSON(w, http.StatusOK, d)
+}
+
+// attemptState is the ArkFlow v1 TaskAttempt state of an assignment's
+// tasks at the current generation. It comes from the outcome of the
+// assignment's command for the action (job_start for a job desired
+// running, job_stop for one desired stopped) and, once a start succeeded,
+// from what the node reports of the generation since (reported: its
+// observation's state, when it sent one):
+//
+//	start not yet taken by the node (or to be sent again)  queued
+//	start taken, running on the node                      starting
+//	start succeeded                                       running; failed, or succeeded (its
+//	                                                      bounded input ended), when the node
+//	                                                      reports failed or stopped since
+//	stop not yet succeeded                                stopping
+//	stop succeeded                                        cancelled (ended on request)
+//	the command failed for good                           failed
+//	the node runs a newer generation                      superseded
+func attemptState(action hubwire.Operation, a hubstore.AssignmentStatus, reported string, ok bool) string {
+	switch {
+	case a.Status == "failed":
+		return hubwire.TaskFailed
+	case a.CommandState == hubstore.CommandSuperseded:
+		return hubwire.TaskSuperseded
+	case action == hubwire.OpJobStop && a.Status == "succeeded":
+		return hubwire.TaskCancelled
+	case action == hubwire.OpJobStop:
+		return hubwire.TaskStopping
+	case a.Status == "succeeded" && ok && reported == hubwire.JobFailed:
+		return hubwire.TaskFailed
+	case a.Status == "succeeded" && ok && reported == hubwire.JobStopped:
+		return hubwire.TaskSucceeded
+	case a.Status == "succeeded":
+		return hubwire.TaskRunning
+	case a.CommandState == hubstore.CommandAcknowledged || a.CommandState == hubstore.CommandRunning:
+		return hubwire.TaskStarting
+	}
+	return hubwire.TaskQueued // no command yet, queued or delivered, or a retryable failure to be sent again
+}
+
+// assignmentState is AssignmentStatus.state: the state of its tasks
+// (attemptState), except that a retryable failure shows as degraded and
+// a stop, or a bounded run, that ended as stopped.
+func assignmentState(a hubstore.AssignmentStatus, task string) string {
+	switch {
+	case a.Status == "degraded":
+		return hubwire.ConvergenceDegraded
+	case task == hubwire.TaskCancelled || task == hubwire.TaskSucceeded:
+		return hubwire.JobStopped
+	}
+	return task
 }
 
 func (h *Hub) jobVersions(w http.ResponseWriter, r *http.Request) {
@@ -491,8 +588,10 @@ func (h *Hub) changeDesired(r *http.Request, id, state string, expected *int64, 
 			return hubstore.DesiredResult{}, h.errorOf(r, err, "")
 		}
 		if j.DesiredState == hubstore.DesiredRunning {
+			// The nodes that ran it stop what each ran: the same tasks.
 			for _, a := range prev {
-				assignments = append(assignments, hubstore.Assignment{AssignmentID: fmt.Sprintf("%s:%s:%d", id, a.NodeID, next), NodeID: a.NodeID})
+				assignments = append(assignments, hubstore.Assignment{AssignmentID: fmt.Sprintf("%s:%s:%d", id, a.NodeID, next), NodeID: a.NodeID,
+					Payload: a.Payload})
 			}
 		}
 	}
@@ -621,13 +720,28 @@ func (h *Hub) listNodes(w http.ResponseWriter, r *http.Request) {
 // /checkpoints (kind checkpoint): a pending record and a job_savepoint or
 // job_checkpoint command to every node of the running generation. The
 // record completes when every expected assignment succeeded.
+//
+// The body is optional. A savepoint's may name it ({"name": …}: the
+// savepoint is stored under that name, and an upgrade or a restore
+// refers to it by it); a checkpoint's has no fields. A field either does
+// not know is refused, naming it, rather than ignored. A job whose spec
+// has no checkpoint block is refused with 409 checkpoints_not_configured
+// (field spec.checkpoint).
 func (h *Hub) checkpoint(w http.ResponseWriter, r *http.Request, kind string) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	var req hubwire.SavepointRequest
-	if r.ContentLength != 0 {
-		if e := hubhttp.DecodeJSON(w, r, &req); e != nil {
-			hubhttp.WriteError(w, r, e)
+	var dst any = &req
+	if kind == hubstore.KindCheckpoint {
+		dst = &struct{}{}
+	}
+	if _, e := hubhttp.DecodeOptionalJSONStrict(w, r, dst); e != nil {
+		hubhttp.WriteError(w, r, e)
+		return
+	}
+	if req.Name != "" {
+		if err := ckptstore.ValidSavepointName(req.Name); err != nil {
+			hubhttp.WriteError(w, r, hubhttp.ValidationFailed("name", err.Error()))
 			return
 		}
 	}
@@ -635,6 +749,22 @@ func (h *Hub) checkpoint(w http.ResponseWriter, r *http.Request, kind string) {
 	if err != nil {
 		h.storeError(w, r, err, hubwire.CodeJobNotFound)
 		return
+	}
+	if req.Name != "" {
+		// A savepoint name is never reused (the checkpoint catalog
+		// refuses it): say so now, not after the Agents cut it.
+		cps, err := h.store.ListCheckpoints(ctx, id, hubstore.KindSavepoint)
+		if err != nil {
+			h.storeError(w, r, err, "")
+			return
+		}
+		for _, c := range cps {
+			if c.Status == hubstore.CheckpointCompleted && savepointName(c) == req.Name {
+				hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusConflict, hubwire.CodeSavepointExists,
+					fmt.Sprintf("job %s already has a savepoint named %q (%s): savepoint names are never reused", id, req.Name, c.CheckpointID)).WithField("name"))
+				return
+			}
+		}
 	}
 	cpID, e := h.triggerCheckpoint(ctx, j, kind, req.Name, hubhttp.CorrelationID(ctx))
 	if e != nil {

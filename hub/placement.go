@@ -65,7 +65,7 @@ func (h *Hub) placement(ctx context.Context, j hubstore.Job, v hubstore.JobVersi
 // units over fitting Agents), so units move from crowded Agents to idle
 // ones, and no more of them than that.
 func (h *Hub) place(ctx context.Context, j hubstore.Job, v hubstore.JobVersion, gen int64, exclude map[string]bool, balance bool) ([]hubstore.Assignment, *hubhttp.Error) {
-	var hp plan
+	var hp requirements
 	if err := json.Unmarshal(v.Plan, &hp); err != nil {
 		return nil, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored plan does not decode")
 	}
@@ -214,19 +214,54 @@ func (h *Hub) load(ctx context.Context, skip string) (map[string]int, error) {
 	return out, nil
 }
 
-// startAttempts are the task attempts of a job_start: one per task of the
-// assignment, or, for an assignment of the whole job to an Agent that
-// cannot run parts, the v1 shape (one attempt named by the job).
-func startAttempts(a hubstore.Assignment, jobID string, version, gen int64, state string) []hubwire.TaskAttempt {
-	p := assignmentTasks(a)
-	if len(p.Tasks) == 0 {
-		return []hubwire.TaskAttempt{{ID: a.AssignmentID, JobID: jobID, JobVersion: uint64(max(version, 0)), TaskID: jobID,
-			Generation: uint64(max(gen, 0)), NodeID: a.NodeID, State: state}}
+// taskAttempts are ArkFlow v1's task attempts of assignment a of version
+// v (planned as p) at generation gen, all in state: one per plan task the
+// node runs, with id "{task}:{node}:{gen}". An assignment of the whole
+// job (to an Agent that cannot run parts of one) runs every task of the
+// plan, as v1 assigns a job.
+func taskAttempts(a hubstore.Assignment, v hubstore.JobVersion, p *job.Plan, gen int64, state string) []hubwire.TaskAttempt {
+	tasks := assignmentTasks(a).Tasks
+	if len(tasks) == 0 {
+		for _, t := range p.Tasks {
+			tasks = append(tasks, t.ID)
+		}
 	}
-	out := make([]hubwire.TaskAttempt, 0, len(p.Tasks))
-	for _, t := range p.Tasks {
-		out = append(out, hubwire.TaskAttempt{ID: fmt.Sprintf("%s:%s:%d", t, a.NodeID, gen), JobID: jobID, JobVersion: uint64(max(version, 0)),
+	out := make([]hubwire.TaskAttempt, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, hubwire.TaskAttempt{ID: fmt.Sprintf("%s:%s:%d", t, a.NodeID, gen), JobID: v.JobID, JobVersion: uint64(max(v.Number, 0)),
 			TaskID: t, Generation: uint64(max(gen, 0)), NodeID: a.NodeID, State: state})
 	}
 	return out
+}
+
+// versionPlan loads a stored version and its physical plan.
+func (h *Hub) versionPlan(ctx context.Context, jobID, versionID string) (hubstore.JobVersion, *job.Plan, error) {
+	v, err := h.store.GetVersion(ctx, jobID, versionID)
+	if err != nil {
+		return v, nil, err
+	}
+	p, err := physicalPlan(v)
+	return v, p, err
+}
+
+// servedPlan is the plan of a stored version as the API and the Agents
+// get it: v1's JobPlan with our added fields (see plan). A version an
+// older Hub stored holds only the requirements; its tasks are planned
+// from its spec again.
+func servedPlan(v hubstore.JobVersion) (json.RawMessage, error) {
+	var probe struct {
+		Tasks json.RawMessage `json:"tasks"`
+	}
+	if json.Unmarshal(v.Plan, &probe) == nil && len(probe.Tasks) > 0 {
+		return v.Plan, nil
+	}
+	var req requirements
+	if err := json.Unmarshal(v.Plan, &req); err != nil {
+		return nil, fmt.Errorf("the stored plan does not decode: %w", err)
+	}
+	p, err := physicalPlan(v)
+	if err != nil {
+		return nil, fmt.Errorf("the stored spec does not plan: %w", err)
+	}
+	return json.Marshal(plan{Plan: p, requirements: req})
 }

@@ -109,7 +109,11 @@ func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
 		CorrelationID: in.CorrelationID, ExpiresAt: deadline}
 	var cmds []hubstore.Command
 	if in.DesiredState == hubstore.DesiredRunning {
-		v, err := h.store.GetVersion(ctx, j.JobID, in.VersionID)
+		v, pp, err := h.versionPlan(ctx, j.JobID, in.VersionID)
+		if err != nil {
+			return err
+		}
+		served, err := servedPlan(v)
 		if err != nil {
 			return err
 		}
@@ -120,8 +124,8 @@ func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
 		held := map[string]bool{}
 		for _, a := range as {
 			held[a.NodeID] = true
-			payload, err := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Spec: v.Spec, Plan: v.Plan,
-				Assignments: startAttempts(a, j.JobID, v.Number, in.Generation, hubwire.TaskQueued),
+			payload, err := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Spec: v.Spec, Plan: served,
+				Assignments: taskAttempts(a, v, pp, in.Generation, hubwire.TaskQueued),
 				Generation:  uint64(in.Generation), Recovery: recovery, Restart: in.Kind == "restart"})
 			if err != nil {
 				return err
@@ -142,8 +146,12 @@ func (h *Hub) handleOutbox(ctx context.Context, e hubstore.OutboxEntry) error {
 		}
 	} else {
 		for _, a := range as {
+			v, pp, err := h.versionPlan(ctx, j.JobID, a.VersionID)
+			if err != nil {
+				return err
+			}
 			payload, _ := json.Marshal(hubwire.JobCommandPayload{JobID: j.JobID, Generation: uint64(in.Generation),
-				Assignments: startAttempts(a, j.JobID, 0, in.Generation, hubwire.TaskStopping)})
+				Assignments: taskAttempts(a, v, pp, in.Generation, hubwire.TaskStopping)})
 			c := base
 			c.ID, c.NodeID, c.Operation, c.AssignmentID, c.Payload = commandID(in, a.NodeID, "stop"), a.NodeID, hubstore.OpJobStop, a.AssignmentID, payload
 			cmds = append(cmds, c)

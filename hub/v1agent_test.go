@@ -220,7 +220,8 @@ func TestV1OnlyAgent(t *testing.T) {
 	if payload["job_id"] != "v1job" || payload["spec"] == nil || payload["plan"] == nil || payload["generation"] != float64(2) {
 		t.Fatalf("payload: %v", start["payload"])
 	}
-	if as, _ := payload["assignments"].([]any); len(as) != 1 {
+	// One task attempt per plan task: a v1 Agent runs the whole job.
+	if as, _ := payload["assignments"].([]any); len(as) != 2 || tasksOf(t, start)[0] != "gen-0" || tasksOf(t, start)[1] != "out-0" {
 		t.Fatalf("assignments: %v", payload["assignments"])
 	}
 

@@ -17,10 +17,19 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// plan is what the Hub derives from a spec and stores with the version:
-// what an Agent needs to run it. It is the "plan" of the v1 API.
+// plan is what the Hub derives from a spec and stores with the version,
+// the "plan" of the v1 API: ArkFlow v1's JobPlan ({spec, tasks}, each
+// task {id "{op}-{subtask}", operator_id, subtask, partitions with their
+// key-group ranges}) as job.Plan computes it, with the rest of the
+// physical plan (chains, edges, placement units) and what an Agent needs
+// to run it (requirements) as added fields.
 type plan struct {
-	JobID string `json:"job_id"`
+	*job.Plan
+	requirements
+}
+
+// requirements are what a node must offer to run a plan.
+type requirements struct {
 	// NodeIDs restricts placement to these nodes (empty: any).
 	NodeIDs              []string `json:"node_ids"`
 	RequiredCapabilities []string `json:"required_capabilities"`
@@ -66,7 +75,7 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 	if err != nil {
 		return nil, err
 	}
-	v.plan = plan{JobID: spec.ID, NodeIDs: append([]string{}, nodeIDs...), Connectors: []string{}, GoOperators: []string{},
+	v.plan.requirements = requirements{NodeIDs: append([]string{}, nodeIDs...), Connectors: []string{}, GoOperators: []string{},
 		RequiredCapabilities: []string{hubwire.CapabilityJobRuntime, hubwire.CapabilityStateBackend}}
 	if spec.State != nil {
 		v.plan.StateBackend = spec.State.Backend
@@ -107,10 +116,24 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 			return nil, err
 		}
 	}
-	verr := arkflow.Validate(checked, arkflow.WithDataDir(dir))
-	if verr == nil {
-		return v, nil
+	if verr := arkflow.Validate(checked, arkflow.WithDataDir(dir)); verr != nil {
+		h.problemsOf(ctx, v, verr, connOf)
 	}
+	if len(v.problems) == 0 {
+		// The tasks of the spec as stored (its secrets unresolved).
+		if v.plan.Plan, err = job.NewPlan(spec); err != nil {
+			v.problems = append(v.problems, err.Error())
+			v.fields = append(v.fields, "spec")
+		}
+	}
+	return v, nil
+}
+
+// problemsOf records the problems of a failed validation in v, except
+// those an Agent resolves: operators it binds to Go values become plan
+// requirements, and connectors only Agents have become warnings.
+func (h *Hub) problemsOf(ctx context.Context, v *validation, verr error, connOf map[string]string) {
+	spec := v.spec
 	bound, conns := h.agentOffers(ctx)
 	for _, e := range job.AsValidationErrors(verr) {
 		if e.Operator != "" {
@@ -134,7 +157,6 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 		v.fields = append(v.fields, "spec")
 	}
 	sort.Strings(v.plan.GoOperators)
-	return v, nil
 }
 
 // agentOffers returns the Go-bound operators ("job/op") and the connectors
@@ -156,8 +178,9 @@ func (h *Hub) agentOffers(ctx context.Context) (bound, conns map[string]bool) {
 	return bound, conns
 }
 
-// compatibility says whether agent a can run p, and if not what it lacks.
-func (h *Hub) compatibility(a hubstore.Agent, p plan, now time.Time) hubwire.NodeCompatibility {
+// compatibility says whether agent a can run a plan that needs p, and if
+// not what it lacks.
+func (h *Hub) compatibility(a hubstore.Agent, p requirements, now time.Time) hubwire.NodeCompatibility {
 	nc := hubwire.NodeCompatibility{NodeID: a.NodeID, State: nodeState(a, now), Capabilities: a.Capabilities.Features}
 	if !a.Online(now) || a.State == hubwire.NodeDraining || a.MaintenanceState != hubstore.MaintenanceActive {
 		nc.MissingCapabilities = append(nc.MissingCapabilities, hubwire.CapabilityOnlineLease)

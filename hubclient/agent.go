@@ -68,6 +68,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	jobs    map[string]*runningJob               // by job ID
+	started map[string]startCommand              // job starts the Agent was sent and holds no job of yet, by job ID
 	specs   map[string]*job.Spec                 // the last spec each job was started with (commits)
 	results map[string]hubwire.CommandResult     // terminal results by command id
 	active  map[string]bool                      // commands being executed
@@ -137,6 +138,7 @@ func New(cfg Config) (*Agent, error) {
 		bootID:   uuid.NewString(),
 		bindings: bindings,
 		jobs:     map[string]*runningJob{},
+		started:  map[string]startCommand{},
 		specs:    map[string]*job.Spec{},
 		results:  map[string]hubwire.CommandResult{},
 		active:   map[string]bool{},

@@ -38,6 +38,7 @@ type runningJob struct {
 	err        error                // Run's error, once done
 	checkpoint string               // the last checkpoint it completed on command; under Agent.mu
 	metrics    prometheus.Collector // the job's Collector, kept so its rate limit of state measurements holds
+	state      stateMeter           // the reports' rate-limited state measurements
 }
 
 // status is the job's observation for a report.
@@ -81,16 +82,106 @@ func checkpointsOf(j *arkflow.Job) arkflow.CheckpointStatus {
 	return harness.CheckpointStatus(j).(arkflow.CheckpointStatus)
 }
 
-// statuses are the observations of every job the Agent holds, by job ID.
+// statuses are the observations of every job the Agent holds, by job ID,
+// each with the node's measurements of it (measure) unless it ended, and
+// of every job start it was sent and holds no job of yet (pending).
 func (a *Agent) statuses() []hubwire.JobStatus {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	out := make([]hubwire.JobStatus, 0, len(a.jobs))
+	held := make([]*runningJob, 0, len(a.jobs))
 	for _, r := range a.jobs {
+		if p, ok := a.pending(r.id); ok {
+			out = append(out, p.status(r.id))
+			held = append(held, nil)
+			continue
+		}
 		out = append(out, r.status())
+		held = append(held, r)
+	}
+	for id, p := range a.started {
+		if a.jobs[id] == nil {
+			out = append(out, p.status(id))
+			held = append(held, nil)
+		}
+	}
+	a.mu.Unlock()
+	now := time.Now()
+	for i, r := range held {
+		if r != nil && running(r) {
+			out[i].Metrics = r.measure(now)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].JobID < out[j].JobID })
 	return out
+}
+
+// startCommand is a job_start (or job_restart) the Agent was sent of a
+// generation it holds no job of: while the command runs, until it built
+// the job (starting), or after it failed before that (failed). So the
+// Agent's status, and its /readyz, know the job from the moment its
+// start arrives, not from when it was built.
+type startCommand struct {
+	generation uint64
+	state      string // hubwire.JobStarting or hubwire.JobFailed
+	err        string
+}
+
+func (p startCommand) status(id string) hubwire.JobStatus {
+	return hubwire.JobStatus{JobID: id, Generation: p.generation, State: p.state, Error: p.err, ObservedAtMs: uint64(time.Now().UnixMilli())}
+}
+
+// pending returns the start of job id the Agent was sent and has not
+// built a job of yet: one of a newer generation than the job it holds,
+// if any. Call it under mu.
+func (a *Agent) pending(id string) (startCommand, bool) {
+	p, ok := a.started[id]
+	if !ok {
+		return p, false
+	}
+	if r := a.jobs[id]; r != nil && r.generation >= p.generation {
+		return p, false
+	}
+	return p, true
+}
+
+// noteStart records that a start of c's job arrived; under mu.
+func (a *Agent) noteStart(c hubwire.AgentCommand) {
+	if c.Operation != hubwire.OpJobStart && c.Operation != hubwire.OpJobRestart {
+		return
+	}
+	var p struct {
+		JobID string `json:"job_id"`
+	}
+	if json.Unmarshal(c.Payload, &p) != nil || p.JobID == "" {
+		return
+	}
+	if cur, ok := a.started[p.JobID]; !ok || cur.generation <= c.Generation {
+		a.started[p.JobID] = startCommand{generation: c.Generation, state: hubwire.JobStarting}
+	}
+}
+
+// settle updates the starts the Agent was sent with c's result res;
+// under mu. A start that built its job (or was stale, or expired before
+// it ran) leaves nothing pending; one that failed before its job was
+// built stays as failed, until a later start or a stop of the job.
+func (a *Agent) settle(c hubwire.AgentCommand, res hubwire.CommandResult) {
+	p, ok := a.started[res.JobID]
+	if !ok || p.generation > c.Generation {
+		return // none, or a newer start arrived meanwhile
+	}
+	switch {
+	case c.Operation == hubwire.OpJobStop && res.State == hubwire.OpStateSucceeded:
+		delete(a.started, res.JobID)
+	case c.Operation != hubwire.OpJobStart && c.Operation != hubwire.OpJobRestart:
+	case res.State == hubwire.OpStateFailed:
+		if r := a.jobs[res.JobID]; r != nil && r.generation >= c.Generation {
+			delete(a.started, res.JobID) // its job is held: its status says why
+			return
+		}
+		a.started[res.JobID] = startCommand{generation: c.Generation, state: hubwire.JobFailed, err: res.Error}
+	default: // succeeded, superseded, timed out
+		delete(a.started, res.JobID)
+	}
 }
 
 // dispatch runs command c on its own goroutine, so that a long start,
@@ -109,6 +200,7 @@ func (a *Agent) dispatch(ctx context.Context, s *session, c hubwire.AgentCommand
 		return
 	}
 	a.active[c.ID] = true
+	a.noteStart(c)
 	a.wg.Add(1)
 	a.mu.Unlock()
 	go func() {
@@ -116,6 +208,7 @@ func (a *Agent) dispatch(ctx context.Context, s *session, c hubwire.AgentCommand
 		res := a.execute(ctx, s, c)
 		a.mu.Lock()
 		delete(a.active, c.ID)
+		a.settle(c, res)
 		if len(a.results) >= maxResults {
 			clear(a.results)
 		}

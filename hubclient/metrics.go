@@ -26,7 +26,11 @@ type Status struct {
 	Registered bool `json:"registered"`
 	// Jobs are the jobs the Agent holds, by job ID: those the Hub started
 	// on it, including those that stopped or failed since (until the Hub
-	// starts them again).
+	// starts them again), and those whose start the Agent was sent: from
+	// the moment the command arrives (it polls for commands every poll
+	// interval the Hub gives, 1 s by default) "starting" until the job
+	// is built, or "failed" when the start failed before that (until a
+	// later start or a stop of the job).
 	Jobs []JobStatus `json:"jobs"`
 }
 
@@ -54,9 +58,18 @@ func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.jobs {
+		if p, ok := a.pending(r.id); ok {
+			s.Jobs = append(s.Jobs, JobStatus{JobID: r.id, Generation: p.generation, State: p.state, Error: p.err})
+			continue
+		}
 		st := r.status()
 		s.Jobs = append(s.Jobs, JobStatus{JobID: r.id, Generation: r.generation, State: st.State, Error: st.Error,
 			Checkpoints: checkpointsOf(r.job)})
+	}
+	for id, p := range a.started {
+		if a.jobs[id] == nil {
+			s.Jobs = append(s.Jobs, JobStatus{JobID: id, Generation: p.generation, State: p.state, Error: p.err})
+		}
 	}
 	sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].JobID < s.Jobs[j].JobID })
 	return s
@@ -86,6 +99,8 @@ var jobStates = []string{hubwire.JobStarting, hubwire.JobRecovering, hubwire.Job
 //	                                            (succeeded, failed, superseded, timed_out)
 //	arkflow_agent_job_generation{job}           the Hub's generation of each job held
 //	arkflow_agent_jobs{state}                   jobs held, by the state reported to the Hub
+//	                                            (a job whose start arrived counts from then on;
+//	                                            see Status.Jobs)
 //
 // Collect is safe to call concurrently with Run and with other scrapes.
 func (a *Agent) Collector() prometheus.Collector { return &agentCollector{a: a} }
@@ -132,9 +147,20 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCommands, prometheus.CounterValue, float64(n), k.operation, k.result)
 	}
 	for _, r := range a.jobs {
+		jobs = append(jobs, r.metrics)
+		if p, ok := a.pending(r.id); ok {
+			states[p.state]++
+			ch <- prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(p.generation), r.id)
+			continue
+		}
 		states[r.status().State]++
 		ch <- prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(r.generation), r.id)
-		jobs = append(jobs, r.metrics)
+	}
+	for id, p := range a.started {
+		if a.jobs[id] == nil {
+			states[p.state]++
+			ch <- prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(p.generation), id)
+		}
 	}
 	a.mu.Unlock()
 	for _, s := range jobStates {

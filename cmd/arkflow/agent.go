@@ -79,8 +79,11 @@ func agentCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 // Hub and while every job it holds runs as `arkflow run`'s /readyz would
 // have it (running, checkpoints not failing readyMaxCheckpointFailures
 // rounds in a row); a job the Hub stopped is no longer assigned and does
-// not count. Not ready names the first job that is not, and why (a
-// restore with its bytes).
+// not count. A job is held from the moment its start command arrives
+// (hubclient.Status.Jobs: starting until it is built), so an Agent the
+// Hub just gave a job is not ready; the Hub's placement reaches the Agent
+// with its next poll. Not ready names the first job that is not, and why
+// (a restore with its bytes).
 func agentReadiness(s hubclient.Status) (bool, map[string]any) {
 	if !s.Registered {
 		return false, map[string]any{"reason": "not registered with the hub at " + s.HubURL}

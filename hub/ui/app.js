@@ -180,11 +180,10 @@ async function jobView(id) {
       (health.consecutive_failures ? ", " + health.consecutive_failures + " failed in a row" : "") + (health.last_error ? ": " + health.last_error : ""))] : [],
     j.last_error ? [el("dt", {}, "last error"), el("dd", { class: "state state-failed" }, j.last_error)] : [],
   );
-  // The tasks (subtasks of the job's placement units) each Agent runs;
-  // an Agent that runs the whole job has one attempt named by the job.
+  // The tasks each Agent runs: one attempt per plan task (every task of
+  // the plan for an Agent that runs the job whole).
   const tasksOf = {};
   for (const t of detail.tasks || []) {
-    if (t.task_id === j.job_id) continue;
     (tasksOf[t.node_id] = tasksOf[t.node_id] || []).push(t.task_id);
   }
   const assignRows = (detail.assignments || []).map((a) =>

@@ -463,6 +463,11 @@ func (m *Manifest) CheckTasks() error {
 	return errors.Join(errs...)
 }
 
+// ValidSavepointName says whether name can name a savepoint (validName's
+// rule); the error names the rule broken. The Hub checks a requested
+// name with it before any Agent cuts the savepoint.
+func ValidSavepointName(name string) error { return validName("savepoint name", name) }
+
 // validName checks a path segment the layout uses: a task id, a savepoint
 // name. It is 1–255 characters of [A-Za-z0-9_.-], not "." or "..", and does
 // not start with ".arkflow-tmp-".

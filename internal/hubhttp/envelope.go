@@ -21,6 +21,10 @@ const (
 	// envelope".
 	CodePayloadTooLarge      = "payload_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
+	// CodeInvalidBody is ours too: a request body that is not one JSON
+	// value. ArkFlow folds it into invalid_query, which sends a client
+	// looking at its query string.
+	CodeInvalidBody = "invalid_body"
 )
 
 // Error is the error envelope of every Hub response with status >= 400:
@@ -117,12 +121,18 @@ func IdempotencyKeyReused() *Error {
 }
 
 // InvalidQuery is 400 invalid_query, ArkFlow's code for a query string or
-// body it cannot parse.
+// a request field it cannot accept.
 func InvalidQuery(field, message string) *Error {
 	if message == "" {
 		message = "Request query or body is invalid"
 	}
 	return NewError(http.StatusBadRequest, CodeInvalidQuery, message).WithField(field)
+}
+
+// InvalidBody is 400 invalid_body: the request body is empty, is not
+// JSON, or holds more than one JSON value.
+func InvalidBody(message string) *Error {
+	return NewError(http.StatusBadRequest, CodeInvalidBody, message)
 }
 
 // Internal is 500 internal. The message is fixed so that no internal

@@ -1,6 +1,7 @@
 package hubhttp
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ const MaxBodyBytes = 4 << 20
 //
 // The body is limited to MaxBodyBytes (413 payload_too_large); the
 // Content-Type must be absent or JSON (415); an empty, malformed or
-// trailing-data body is 400 invalid_query; a value of the wrong type is
+// trailing-data body is 400 invalid_body; a value of the wrong type is
 // 422 validation_failed naming the field's JSON path.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) *Error {
 	return decodeJSON(w, r, v, false)
@@ -191,17 +192,57 @@ func DecodeJSONStrict(w http.ResponseWriter, r *http.Request, v any) *Error {
 	return decodeJSON(w, r, v, true)
 }
 
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) *Error {
+// DecodeOptionalJSONStrict is DecodeJSONStrict for a route whose body is
+// optional: an absent or all-white-space body leaves v as it is and
+// returns false, anything else is decoded strictly (an unknown field is
+// 422 validation_failed naming it, never ignored) and returns true.
+func DecodeOptionalJSONStrict(w http.ResponseWriter, r *http.Request, v any) (bool, *Error) {
+	if r.Body == nil {
+		return false, nil
+	}
+	body := bufio.NewReader(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	for {
+		b, err := body.ReadByte()
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, jsonError(err)
+		}
+		if b != ' ' && b != '\t' && b != '\r' && b != '\n' {
+			_ = body.UnreadByte()
+			break
+		}
+	}
+	if e := checkContentType(r); e != nil {
+		return true, e
+	}
+	return true, decodeFrom(body, v, true)
+}
+
+// checkContentType refuses a body whose Content-Type is set and not JSON.
+func checkContentType(r *http.Request) *Error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return NewError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
 		}
 	}
-	if r.Body == nil {
-		return InvalidQuery("", "request body is empty")
+	return nil
+}
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) *Error {
+	if e := checkContentType(r); e != nil {
+		return e
 	}
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if r.Body == nil {
+		return InvalidBody("request body is empty")
+	}
+	return decodeFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes), v, strict)
+}
+
+// decodeFrom decodes exactly one JSON value from body into v.
+func decodeFrom(body io.Reader, v any, strict bool) *Error {
 	dec := json.NewDecoder(body)
 	if strict {
 		dec.DisallowUnknownFields()
@@ -216,7 +257,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) *Err
 				return e
 			}
 		}
-		return InvalidQuery("", "request body holds more than one JSON value")
+		return InvalidBody("request body holds more than one JSON value")
 	}
 	return nil
 }
@@ -231,19 +272,19 @@ func jsonError(err error) *Error {
 		return ValidationFailed(field, fmt.Sprintf("%s: expected %s, got JSON %s", orBody(field), te.Type, te.Value))
 	}
 	if errors.Is(err, io.EOF) {
-		return InvalidQuery("", "request body is empty")
+		return InvalidBody("request body is empty")
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f = strings.Trim(f, `"`)
 		return ValidationFailed(f, "unknown field "+strconv.Quote(f))
 	}
 	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return InvalidQuery("", fmt.Sprintf("request body is not valid JSON (offset %d)", se.Offset))
+		return InvalidBody(fmt.Sprintf("request body is not valid JSON (offset %d)", se.Offset))
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return InvalidQuery("", "request body is truncated JSON")
+		return InvalidBody("request body is truncated JSON")
 	}
-	return InvalidQuery("", "request body is not valid JSON")
+	return InvalidBody("request body is not valid JSON")
 }
 
 func orBody(field string) string {

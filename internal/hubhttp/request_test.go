@@ -251,11 +251,11 @@ func TestDecodeJSON(t *testing.T) {
 		{"array element type", false, "application/json", `{"node_ids":[1]}`, 422, CodeValidationFailed, "node_ids"},
 		{"overflow", false, "application/json", `{"generation":1e30}`, 422, CodeValidationFailed, "generation"},
 		{"wrong top-level type", false, "application/json", `[1,2]`, 422, CodeValidationFailed, ""},
-		{"syntax", false, "application/json", `{"state":`, 400, CodeInvalidQuery, ""},
-		{"garbage", false, "application/json", `{"state" "x"}`, 400, CodeInvalidQuery, ""},
-		{"empty", false, "application/json", ``, 400, CodeInvalidQuery, ""},
-		{"trailing value", false, "application/json", `{"state":"x"} {"state":"y"}`, 400, CodeInvalidQuery, ""},
-		{"trailing garbage", false, "application/json", `{"state":"x"} x`, 400, CodeInvalidQuery, ""},
+		{"syntax", false, "application/json", `{"state":`, 400, CodeInvalidBody, ""},
+		{"garbage", false, "application/json", `{"state" "x"}`, 400, CodeInvalidBody, ""},
+		{"empty", false, "application/json", ``, 400, CodeInvalidBody, ""},
+		{"trailing value", false, "application/json", `{"state":"x"} {"state":"y"}`, 400, CodeInvalidBody, ""},
+		{"trailing garbage", false, "application/json", `{"state":"x"} x`, 400, CodeInvalidBody, ""},
 		{"form body", false, "application/x-www-form-urlencoded", `state=x`, 415, CodeUnsupportedMediaType, ""},
 		{"text", false, "text/plain", `{}`, 415, CodeUnsupportedMediaType, ""},
 		{"bad content type", false, ";;", `{}`, 415, CodeUnsupportedMediaType, ""},
@@ -326,5 +326,45 @@ func TestDecodeJSONOverHTTP(t *testing.T) {
 	defer resp2.Body.Close()
 	if resp2.StatusCode != 413 {
 		t.Errorf("big body over HTTP: %d", resp2.StatusCode)
+	}
+}
+
+// An optional body: absent or white space is no body (v untouched); one
+// present is decoded strictly, so a misspelt field is refused, not lost.
+func TestDecodeOptionalJSONStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name, ct, payload string
+		present           bool
+		state             string
+		status            int
+		code, field       string
+	}{
+		{"absent", "", "", false, "kept", 0, "", ""},
+		{"white space", "application/json", " \n\t ", false, "kept", 0, "", ""},
+		{"white space, any content type", "text/plain", "\r\n", false, "kept", 0, "", ""},
+		{"empty object", "application/json", "{}", true, "kept", 0, "", ""},
+		{"a field", "", ` {"state":"x"}`, true, "x", 0, "", ""},
+		{"unknown field", "application/json", `{"sate":"x"}`, true, "kept", 422, CodeValidationFailed, "sate"},
+		{"not JSON", "application/json", `{"state":`, true, "kept", 400, CodeInvalidBody, ""},
+		{"two values", "application/json", `{} {}`, true, "kept", 400, CodeInvalidBody, ""},
+		{"not a JSON content type", "text/plain", `{}`, true, "kept", 415, CodeUnsupportedMediaType, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/", strings.NewReader(tc.payload))
+			if tc.ct != "" {
+				r.Header.Set("Content-Type", tc.ct)
+			}
+			b := body{State: "kept"}
+			present, e := DecodeOptionalJSONStrict(httptest.NewRecorder(), r, &b)
+			if present != tc.present || b.State != tc.state {
+				t.Errorf("present %v state %q, want %v %q", present, b.State, tc.present, tc.state)
+			}
+			switch {
+			case tc.status == 0 && e != nil:
+				t.Errorf("error %v", e)
+			case tc.status != 0 && (e == nil || e.Status != tc.status || e.Code != tc.code || e.Field != tc.field):
+				t.Errorf("got %+v, want %d %s field %q", e, tc.status, tc.code, tc.field)
+			}
+		})
 	}
 }

@@ -35,6 +35,9 @@ type AssignmentStatus struct {
 	AssignmentID string
 	NodeID       string
 	Status       string // pending | succeeded | degraded | failed
+	// CommandState is the state of the assignment's latest command for
+	// the action ("" before one was queued).
+	CommandState CommandState
 	CommandID    string
 	FailureClass string
 	Error        string
@@ -99,7 +102,7 @@ func AggregateObserved(jobID string, generation int64, target ObservedState, exp
 	for _, a := range exp {
 		st := AssignmentStatus{AssignmentID: a.AssignmentID, NodeID: a.NodeID, Status: "pending"}
 		if o, ok := latest[a.AssignmentID]; ok {
-			st.CommandID, st.FailureClass, st.Error = o.CommandID, o.FailureClass, o.Error
+			st.CommandID, st.CommandState, st.FailureClass, st.Error = o.CommandID, o.State, o.FailureClass, o.Error
 			switch {
 			case o.State == CommandSucceeded:
 				st.Status = "succeeded"

@@ -290,6 +290,9 @@ type JobStatus struct {
 	// Extension (issue 20): the input partitions each of the node's
 	// source tasks read at its last checkpoint, "topic/partition".
 	Partitions map[string][]string `json:"partitions,omitempty"`
+	// Extension (issue 28): the node's measurements of the job, which the
+	// Hub aggregates into the detail's metrics (see JobMetrics).
+	Metrics *JobMetrics `json:"metrics,omitempty"`
 }
 
 // JobObservation is the body of [v1] POST /agent/job-observations.

@@ -239,6 +239,9 @@ const (
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"
 	CodeRepositoryUnavailable = "repository_unavailable"
 	CodeAgentRequestRejected  = "agent_request_rejected"
+	// CodeInvalidBody: a request body that is empty, not JSON, or more
+	// than one JSON value. Extension: v1 answers invalid_query.
+	CodeInvalidBody = "invalid_body"
 
 	// Streams, nodes, configuration, operations, rollouts (A.2).
 	CodeStreamNotFound               = "stream_not_found"
@@ -263,6 +266,13 @@ const (
 	CodeSavepointNotReady       = "savepoint_not_ready"
 	CodeStateFormatIncompatible = "state_format_incompatible"
 	CodeNoPreviousJobVersion    = "no_previous_job_version"
+	// CodeCheckpointsNotConfigured refuses a checkpoint or savepoint of a
+	// job whose spec has no checkpoint block (field spec.checkpoint).
+	// Extension: v1 accepts the request and its Agents fail the command.
+	CodeCheckpointsNotConfigured = "checkpoints_not_configured"
+	// CodeSavepointExists refuses a savepoint name the job already has
+	// (field name). Extension: v1 savepoints take no name.
+	CodeSavepointExists = "savepoint_exists"
 
 	// CodeStaleGeneration rejects an Agent's result or observation of a
 	// generation older than the current one (R-HUB-2). Extension: v1

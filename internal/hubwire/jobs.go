@@ -147,11 +147,14 @@ type JobPlanResponse struct {
 
 // JobDetail is the body of GET /jobs/{id}/detail.
 type JobDetail struct {
-	Job        JobRecord       `json:"job"`
-	Plan       json.RawMessage `json:"plan"`
-	Tasks      []TaskAttempt   `json:"tasks"`
-	Nodes      []HubNode       `json:"nodes"`
-	Operations []HubOperation  `json:"operations"`
+	Job JobRecord `json:"job"`
+	// Plan is v1's JobPlan {spec, tasks} (with added fields).
+	Plan json.RawMessage `json:"plan"`
+	// Tasks are the task attempts of the current generation, one per plan
+	// task of each assignment.
+	Tasks      []TaskAttempt  `json:"tasks"`
+	Nodes      []HubNode      `json:"nodes"`
+	Operations []HubOperation `json:"operations"`
 	// Checkpoints holds both checkpoints and savepoints.
 	Checkpoints []JobCheckpointRecord `json:"checkpoints"`
 	Metrics     JobMetrics            `json:"metrics"`
@@ -184,18 +187,60 @@ func (d JobDetail) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
-// JobMetrics is JobDetail.metrics. The reference names the fields but not
-// their types; each is optional, so a metric nobody measured is absent
-// rather than a misleading zero.
+// JobMetrics is JobDetail.metrics, and (JobStatus.Metrics) one node's
+// share of it. The reference names the fields but not their types; each
+// is optional, so a metric nobody measured is absent rather than a
+// misleading zero. What each means, for a node and for the job (the Hub's
+// aggregation over the nodes of the current generation):
 type JobMetrics struct {
-	WatermarkLagMs       *int64   `json:"watermark_lag_ms,omitempty"`
-	StateBytes           *uint64  `json:"state_bytes,omitempty"`
-	CheckpointDurationMs *uint64  `json:"checkpoint_duration_ms,omitempty"`
-	CheckpointFailures   *uint64  `json:"checkpoint_failures,omitempty"`
-	RecoveryProgress     *float64 `json:"recovery_progress,omitempty"`
-	TaskPressure         *float64 `json:"task_pressure,omitempty"`
-	// PartitionHealth is kept opaque: the reference gives no shape.
+	// WatermarkLagMs is the wall clock minus the input watermark of the
+	// task furthest behind, in ms, as measured when the node reported
+	// (negative: event time ahead of the clock). The job's is the largest
+	// of its nodes'. Absent while no task has a watermark (processing
+	// time, before the first event, or every bounded input ended).
+	WatermarkLagMs *int64 `json:"watermark_lag_ms,omitempty"`
+	// StateBytes is the committed state of the stateful operators, in
+	// bytes (a node measures it at most once a minute: it walks every
+	// key). The job's is the sum of its nodes'.
+	StateBytes *uint64 `json:"state_bytes,omitempty"`
+	// CheckpointDurationMs is how long the node's last completed
+	// checkpoint (or part of one) took, trigger to commit. The job's is
+	// the largest of its nodes': a round cut in parts is as slow as its
+	// slowest part.
+	CheckpointDurationMs *uint64 `json:"checkpoint_duration_ms,omitempty"`
+	// CheckpointFailures counts the failed checkpoint rounds of the
+	// node's run of the current generation. The job's is the larger of
+	// the largest node's count (a round cut in parts fails on every node
+	// whose part failed, so a sum would count it once per node) and the
+	// rounds of the generation the Hub recorded failed (those it drove,
+	// including the ones an offline node failed before they started).
+	CheckpointFailures *uint64 `json:"checkpoint_failures,omitempty"`
+	// RecoveryProgress is the restore the run started with, as a fraction
+	// of its state's bytes: 0 to 1, 1 once done (or when it restored
+	// nothing). The job's is its slowest node's (the smallest).
+	RecoveryProgress *float64 `json:"recovery_progress,omitempty"`
+	// TaskPressure is the fill of the fullest task inbox, 0 to 1:
+	// messages waiting in a task's input channels over what they hold
+	// before its upstream blocks (1 is backpressure). The job's is the
+	// largest of its nodes'. Absent when no task receives over channels
+	// (a job of one chain).
+	TaskPressure *float64 `json:"task_pressure,omitempty"`
+	// PartitionHealth is a PartitionHealth: the input partitions of the
+	// event-time sources, summed over the nodes. It is carried as raw
+	// JSON because the reference gives it no shape. Absent without
+	// event-time sources.
 	PartitionHealth json.RawMessage `json:"partition_health,omitempty"`
+}
+
+// PartitionHealth counts the input partitions the event-time source
+// tasks read (JobMetrics.partition_health).
+type PartitionHealth struct {
+	// Healthy partitions hold the watermark as they should: they had data
+	// within the source's idle timeout.
+	Healthy uint64 `json:"healthy"`
+	// Idle partitions have had no data for the idle timeout: they no
+	// longer hold the source's watermark back.
+	Idle uint64 `json:"idle"`
 }
 
 // AssignmentStatus is the observed state of one expected assignment: one
@@ -216,7 +261,10 @@ type AssignmentStatus struct {
 	// node read at its last checkpoint ("topic/partition"), as the node
 	// last reported them.
 	Partitions map[string][]string `json:"partitions,omitempty"`
-	// State is pending, running, stopped, failed or degraded.
+	// State is the state of the assignment's tasks (TaskAttempt.state:
+	// queued, starting, running, stopping, failed, superseded), except
+	// stopped for a stop that succeeded (or a bounded run that ended) and
+	// degraded for a failure the Hub retries.
 	State        string       `json:"state"`
 	CommandID    string       `json:"command_id,omitempty"`
 	Error        string       `json:"error,omitempty"`
@@ -274,7 +322,8 @@ type JobCheckpointRecord struct {
 	Error string `json:"error,omitempty"`
 }
 
-// SavepointRequest is the optional body of POST /jobs/{id}/savepoints.
+// SavepointRequest is the optional body of POST /jobs/{id}/savepoints,
+// decoded strictly: a field it does not have is refused, naming it.
 //
 // Extension: v1 takes no body.
 type SavepointRequest struct {
