@@ -202,3 +202,31 @@ func TestJobRoutesBodyErrors(t *testing.T) {
 		t.Errorf("field %q: %s", e.Field, body)
 	}
 }
+
+// POST /jobs/validate shows every mistake of a spec at once, as arkflow
+// validate does: an unknown field (with its suggestion) and a value of
+// the wrong type do not hide the deep build's problems.
+func TestValidateShowsEveryMistake(t *testing.T) {
+	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
+	spec := `{"id":"typos","paralelism":2,"max_parallelism":"many",
+		"operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
+		"edges":[{"id":"e","from":"gen","to":"outt"}],
+		"sources":[{"operator_id":"gen","input_type":"generate","config":{"fields":[{"name":"n","type":"int64"}]}}],
+		"sinks":[{"operator_id":"out","output_type":"drop"}]}`
+	for _, route := range []string{"/jobs/validate", "/jobs"} {
+		st, hdr, body := call(t, "POST", api+route, operatorToken, map[string]any{"spec": json.RawMessage(spec)})
+		envelope(t, st, http.StatusUnprocessableEntity, hdr, body, hubwire.CodeInvalidJobSpec)
+		var e struct {
+			Details struct{ Problems []string }
+		}
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(e.Details.Problems, "\n")
+		for _, want := range []string{`paralelism: unknown field`, `did you mean "parallelism"?`, `max_parallelism: must be an integer`, `unknown operator "outt"`} {
+			if !strings.Contains(all, want) {
+				t.Errorf("%s: the problems do not say %q:\n%s", route, want, all)
+			}
+		}
+	}
+}

@@ -66,10 +66,14 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 	if json.Unmarshal(raw, &s) == nil {
 		raw = json.RawMessage(s)
 	}
+	// A spec with decode mistakes (an unknown field, a value of the wrong
+	// type) still goes through the deep build, which reports them with
+	// every other mistake of the spec (and never builds it).
 	spec, err := job.Parse(raw)
-	if err != nil {
+	if spec == nil {
 		return nil, err
 	}
+	undecoded := err != nil
 	v := &validation{spec: spec}
 	v.specJSON, err = spec.JSON()
 	if err != nil {
@@ -111,7 +115,9 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 			v.fields = append(v.fields, "spec")
 		}
 		return v, nil
-	} else if string(resolved) != string(v.specJSON) {
+	} else if string(resolved) != string(v.specJSON) && !undecoded {
+		// (A spec that did not decode is not built: its secrets do not
+		// matter, and parsing its JSON again would drop its mistakes.)
 		if checked, err = job.Parse(resolved); err != nil {
 			return nil, err
 		}
