@@ -126,7 +126,7 @@ func TestCannotApplyFails(t *testing.T) {
 		{"Counter of an operator the job lacks", `the job has no operator "window"`, func(tb testing.TB) {
 			arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1))).Counter("window", "windows_fired")
 		}},
-		{"Counter the operator does not keep", `operator "w" has no counter "window_fired" (it keeps late_dropped, late_routed, late_updated, null_timestamp_dropped, null_timestamp_routed, windows_fired)`, func(tb testing.TB) {
+		{"Counter the operator does not keep", `operator "w" has no counter "window_fired" (it keeps late_dropped, late_routed, late_updated, null_timestamp_dropped, null_timestamp_routed, replayed_skipped, windows_fired)`, func(tb testing.TB) {
 			arkflowtest.New(tb, tumbling(arkflowtest.NewInput[click](1))).Counter("w", "window_fired")
 		}},
 	} {
