@@ -60,8 +60,8 @@ func shellWords(t *testing.T, line string) []string {
 	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 }
 
-// goRun splits a README line "[NAME=value …] go run ./cmd/X args…" into
-// its environment, X and args.
+// goRun splits a README line "[NAME=value …] go run ./cmd/<name> args…" into
+// its environment, the command's name and args.
 func goRun(t *testing.T, line string) (env []string, cmd string, args []string) {
 	t.Helper()
 	words := shellWords(t, line)
