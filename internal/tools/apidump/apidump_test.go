@@ -80,6 +80,9 @@ func TestDocComments(t *testing.T) {
 		for _, name := range u.Decls {
 			t.Errorf("%s (%s) has no doc comment", name, p.ImportPath)
 		}
+		for _, name := range u.Misnamed {
+			t.Errorf("%s (%s): its doc comment does not start with its name", name, p.ImportPath)
+		}
 		fields += len(u.Fields)
 		if testing.Verbose() && len(u.Fields) > 0 {
 			t.Logf("%s: fields and interface methods without a comment: %s", p.ImportPath, strings.Join(u.Fields, ", "))

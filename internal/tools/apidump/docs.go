@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Undocumented lists exported identifiers of one package that have no doc
@@ -19,6 +20,10 @@ type Undocumented struct {
 	// Fields are exported fields of exported struct types and methods of
 	// exported interfaces; they are reported, not enforced.
 	Fields []string
+	// Misnamed are types and funcs (and methods) whose doc comment does
+	// not start with their name ("A", "An" or "The" may come first), as
+	// go doc readers expect: "Push is a source" on type Source.
+	Misnamed []string
 }
 
 // undocumented parses the package's files (the ones the go command builds
@@ -57,8 +62,25 @@ func undocumented(p *publicPackage) (Undocumented, error) {
 			}
 		}
 	}
+	named := func(what, name, text string) {
+		if text == "" {
+			return
+		}
+		first, _, _ := strings.Cut(text, " ")
+		if first == "A" || first == "An" || first == "The" {
+			text = strings.TrimPrefix(text, first+" ")
+		}
+		if w, _, _ := strings.Cut(text, " "); strings.TrimRight(w, ".,:;") != name {
+			u.Misnamed = append(u.Misnamed, what)
+		}
+	}
 	funcs := func(fs []*doc.Func, recv string) {
 		for _, f := range fs {
+			if recv != "" && f.Recv != "" {
+				named(fmt.Sprintf("%s%s.%s", prefix, recv, f.Name), f.Name, f.Doc)
+			} else {
+				named(prefix+f.Name, f.Name, f.Doc)
+			}
 			if f.Doc != "" {
 				continue
 			}
@@ -76,6 +98,7 @@ func undocumented(p *publicPackage) (Undocumented, error) {
 		if t.Doc == "" {
 			u.Decls = append(u.Decls, prefix+t.Name)
 		}
+		named(prefix+t.Name, t.Name, t.Doc)
 		values(t.Consts)
 		values(t.Vars)
 		funcs(t.Funcs, "")
