@@ -41,7 +41,7 @@ func clickBuilder(out arkflow.SinkComponent) *arkflow.Builder {
 		Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(amount * 100)"}}}).
 		Where("some", "cents > 10").
 		KeyBy("user").
-		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("cents", "total")}, Emit: job.EmitFinal}).
+		Aggregate("per-user", job.Final(job.Count("n"), job.Sum("cents", "total"))).
 		Sink("out", out, arkflow.WithParallelism(1))
 }
 

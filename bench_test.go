@@ -244,7 +244,7 @@ func BenchmarkPipelineMetrics(b *testing.B) {
 			jb = jb.State(job.State{Backend: job.BackendMemory}).
 				Source("in", benchGenerate()).
 				KeyBy("user").
-				Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}, Emit: job.EmitFinal})
+				Aggregate("n", job.Final(job.Count("n")))
 			last = "n"
 		} else {
 			jb = jb.Source("in", benchGenerate()).KeyBy("user")

@@ -513,9 +513,11 @@ func (b *Builder) Where(id, expr string, opts ...OperatorOption) *Builder {
 }
 
 // Aggregate adds a keyed running aggregate (no window): per key, the
-// aggregates over every row seen so far, e.g.
-// job.Aggregation{Aggregates: []job.Aggregate{job.Sum("amount", "total")}}.
-// It must be keyed: use KeyBy before it, or run it with parallelism 1.
+// aggregates over every row seen so far, emitted after each batch
+// (job.Running) or once at the end of the input (job.Final), e.g.
+// Aggregate("per-user", job.Running(job.Count("n"), job.Sum("amount", "total"))).
+// The aggregates are the values a Window's definition takes. It must be
+// keyed: use KeyBy before it, or run it with parallelism 1.
 func (b *Builder) Aggregate(id string, a job.Aggregation, opts ...OperatorOption) *Builder {
 	op := job.Operator{ID: id, Kind: job.KindAggregate, Stateful: true, Config: b.config(id, a)}
 	if b.keyBy == "" && b.cursor != "" {
@@ -527,8 +529,9 @@ func (b *Builder) Aggregate(id string, a job.Aggregation, opts ...OperatorOption
 
 // Window adds a keyed window operator: tumbling, sliding or session
 // windows with aggregates, fired by the watermark of its sources' event
-// time (or by the clock for processing-time sources). Call KeyBy before
-// it. See the window package for the semantics.
+// time (or by the clock for processing-time sources), e.g.
+// Window("per-minute", window.Tumbling(time.Minute, job.Count("n"), job.Sum("amount", "total"))).
+// Call KeyBy before it. See the window package for the semantics.
 func (b *Builder) Window(id string, w window.Definition, opts ...OperatorOption) *Builder {
 	if b.keyBy == "" && b.cursor != "" {
 		b.problem(id, "Window(%q) needs a key: call KeyBy(field) before it", id)

@@ -2,6 +2,7 @@ package arkflow_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/drop"
 	"github.com/arkflow-rs/arkflow-go/connectors/file"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
@@ -34,7 +36,7 @@ func TestBuilderCheckpointDefaultsToBadger(t *testing.T) {
 	b := arkflow.NewJob("ckpt").
 		Source("in", clickConfig()).
 		KeyBy("user").
-		Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}}).
+		Aggregate("n", job.Running(job.Count("n"))).
 		Sink("out", mem.NewSink()).
 		Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "store")})
 	if st := b.Spec().State; st == nil || st.Backend != job.BackendBadger {
@@ -58,7 +60,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 	j, err := arkflow.NewJob("st").
 		Source("in", clickConfig()).
 		KeyBy("user").
-		Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}}).
+		Aggregate("n", job.Running(job.Count("n"))).
 		Sink("out", mem.NewSink()).
 		State(job.State{Path: dir}).
 		Build()
@@ -82,7 +84,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 func TestBuilderErrorsNameTheCall(t *testing.T) {
 	src := func(opts ...arkflow.SourceOption) *arkflow.Builder {
 		return arkflow.NewJob("j").Source("in", tsConfig(), opts...).KeyBy("user").
-			Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}})
+			Aggregate("n", job.Running(job.Count("n")))
 	}
 	job1 := func(b *arkflow.Builder) *arkflow.Builder { return b.Sink("out", mem.NewSink()) }
 	uri := "file://" + t.TempDir()
@@ -162,7 +164,7 @@ func TestBuilderComponentErrorsNameTheCall(t *testing.T) {
 	// in -> w (keyed) -> out, in -> f -> out2 and in -> c -> out3.
 	b := func(src arkflow.SourceComponent, key string, opts ...arkflow.SourceOption) *arkflow.Builder {
 		return arkflow.NewJob("j").Source("in", src, opts...).KeyBy(key).
-			Window("w", window.Tumbling(time.Second).Sum("amout", "total")).
+			Window("w", window.Tumbling(time.Second, job.Sum("amout", "total"))).
 			Sink("out", mem.NewSink()).
 			From("in").Where("f", "usr == 'a'").Sink("out2", mem.NewSink()).
 			From("in").Columns("c", job.Columns{Drop: []string{"Amount"}}).Sink("out3", mem.NewSink())
@@ -263,5 +265,62 @@ func TestSavepointNeedsACheckpointBlock(t *testing.T) {
 	withCheckpoints := b().Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + t.TempDir()})
 	if _, err := withCheckpoints.Build(opt, arkflow.WithDataDir(t.TempDir())); err != nil {
 		t.Errorf("with a checkpoint block: %v", err)
+	}
+}
+
+// Aggregate and Window take the same aggregate values, and each compiles
+// to the plan of the spec that says the same thing: job.Running is an
+// aggregate config without "emit", job.Final one with "emit": "final".
+func TestAggregatesCompileToTheSpecsPlan(t *testing.T) {
+	const spec = `
+id: same
+operators:
+  - {id: in, kind: source}
+  - {id: sum, kind: aggregate, stateful: true, key_field: user, config: {%s aggregates: [{function: count, as: n}, {function: sum, field: ts, as: total}]}}
+  - {id: w, kind: window, stateful: true, key_field: user, config: {window: {type: session, gap_ms: 1000}, aggregates: [{function: count, as: n}, {function: sum, field: ts, as: total}]}}
+  - {id: out, kind: sink}
+  - {id: out2, kind: sink}
+edges:
+  - {id: in-sum, from: in, to: sum, partitioned: true}
+  - {id: sum-out, from: sum, to: out}
+  - {id: in-w, from: in, to: w, partitioned: true}
+  - {id: w-out2, from: w, to: out2}
+sources:
+  - operator_id: in
+    input_type: generate
+    config: {seed: 1, count: 100, batch_size: 10, fields: [{name: user, type: string, cardinality: 5}, {name: ts, type: int64}]}
+    time: {mode: event_time, timestamp_field: ts, watermark: {strategy: bounded_out_of_orderness, out_of_orderness_ms: 0}, late_event_policy: drop}
+sinks: [{operator_id: out, output_type: drop}, {operator_id: out2, output_type: drop}]
+`
+	aggs := []job.Aggregate{job.Count("n"), job.Sum("ts", "total")}
+	for _, tc := range []struct {
+		name string
+		agg  job.Aggregation
+		emit string
+	}{
+		{"Running", job.Running(aggs...), ""},
+		{"Final", job.Final(aggs...), "emit: final,"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			built, err := arkflow.NewJob("same").
+				Source("in", tsConfig(), arkflow.EventTime{Field: "ts"}).
+				KeyBy("user").Aggregate("sum", tc.agg).Sink("out", drop.Config{}).
+				From("in").KeyBy("user").Window("w", window.Session(time.Second, aggs...)).Sink("out2", drop.Config{}).
+				Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := job.Parse([]byte(fmt.Sprintf(spec, tc.emit)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromSpec, err := arkflow.FromSpec(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, f := built.Plan(), fromSpec.Plan(); b.Digest != f.Digest {
+				t.Errorf("the builder's plan differs from the spec's:\nbuilder %s\nspec    %s", b, f)
+			}
+		})
 	}
 }

@@ -99,7 +99,7 @@ func startPromJob(t *testing.T, id string) *arkflow.Job {
 		Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "store")}).
 		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n"), arkflow.WithParallelism(2)).
+		Window("w", window.Tumbling(time.Second, job.Count("n")), arkflow.WithParallelism(2)).
 		Sink("out", mem.NewSink()).
 		Build(arkflow.WithDataDir(filepath.Join(dir, "data")))
 	if err != nil {

@@ -13,7 +13,7 @@
 //		Source("in", generate.Config{Count: 1_000_000, Fields: fields}).
 //		Where("engaged", "action != 'view'").
 //		KeyBy("user").
-//		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("amount", "spent")}, Emit: job.EmitFinal}).
+//		Aggregate("per-user", job.Final(job.Count("n"), job.Sum("amount", "spent"))).
 //		Sink("out", stdout.Config{}).
 //		Build()
 //	if err != nil {

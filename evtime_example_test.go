@@ -12,6 +12,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -55,7 +56,7 @@ func ExampleEventTime_perRow() {
 		j, err := arkflow.NewJob("clicks").
 			Source("in", src, arkflow.EventTime{Field: "ts", PerRow: perRow}).
 			KeyBy("user").
-			Window("per-second", window.Tumbling(time.Second).Count("clicks")).
+			Window("per-second", window.Tumbling(time.Second, job.Count("clicks"))).
 			Sink("out", out).
 			Build()
 		if err != nil {
@@ -86,7 +87,7 @@ func ExampleEventTime_advanceWhenIdle() {
 	j, err := arkflow.NewJob("quiet").
 		Source("in", src, arkflow.EventTime{Field: "ts", IdleTimeout: 20 * time.Millisecond, AdvanceWhenIdle: 50 * time.Millisecond}).
 		KeyBy("user").
-		Window("per-100ms", window.Tumbling(100*time.Millisecond).Count("clicks")).
+		Window("per-100ms", window.Tumbling(100*time.Millisecond, job.Count("clicks"))).
 		Sink("out", out).
 		Build()
 	if err != nil {
@@ -120,7 +121,7 @@ func ExampleJob_Drain() {
 	j, err := arkflow.NewJob("clicks").
 		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("per-second", window.Tumbling(time.Second).Count("clicks")).
+		Window("per-second", window.Tumbling(time.Second, job.Count("clicks"))).
 		Sink("out", out).
 		Build()
 	if err != nil {

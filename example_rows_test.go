@@ -11,6 +11,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -126,7 +127,7 @@ func ExampleDecode() {
 	j, err := arkflow.NewJob("clicks").
 		Source("clicks", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("per-minute", window.Tumbling(time.Minute).Count("clicks").Sum("amount", "total")).
+		Window("per-minute", window.Tumbling(time.Minute, job.Count("clicks"), job.Sum("amount", "total"))).
 		Sink("out", out).
 		Build()
 	if err != nil {

@@ -32,7 +32,7 @@ func ExampleNewJob() {
 		Source("payments", src).
 		Where("real", "amount >= 1").
 		KeyBy("user").
-		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("payments"), job.Sum("amount", "total")}, Emit: job.EmitFinal}).
+		Aggregate("per-user", job.Final(job.Count("payments"), job.Sum("amount", "total"))).
 		Sink("out", out).
 		Build()
 	if err != nil {
@@ -95,7 +95,7 @@ func ExampleKeyedBy() {
 		Parallelism(3).
 		Source("payments", mem.NewSource(schema, 3), arkflow.KeyedBy("user")).
 		KeyBy("user"). // no shuffle: the rows are partitioned by user already
-		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Sum("amount", "total")}}).
+		Aggregate("per-user", job.Running(job.Sum("amount", "total"))).
 		Sink("out", mem.NewSink()).
 		Build()
 	if err != nil {

@@ -57,7 +57,7 @@ func ExampleMetrics_Operator() {
 	j, err := arkflow.NewJob("clicks").
 		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n"), arkflow.WithParallelism(2)).
+		Window("w", window.Tumbling(time.Second, job.Count("n")), arkflow.WithParallelism(2)).
 		Sink("out", mem.NewSink()).
 		Build()
 	if err != nil {
@@ -126,7 +126,7 @@ func TestMetricsCountersAndGauges(t *testing.T) {
 		Durability(job.Durability{Path: t.TempDir()}).
 		Source("in", src, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", mem.NewSink()).
 		Build()
 	if err != nil {

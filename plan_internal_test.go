@@ -16,7 +16,7 @@ func TestJobPlanIsACopy(t *testing.T) {
 	j, err := NewJob("plan-copy").Parallelism(2).
 		Source("in", generate.Config{Seed: 1, Count: 10, Partitions: 2, Fields: []generate.Field{{Name: "user", Type: "string", Cardinality: 3}}}).
 		KeyBy("user").
-		Aggregate("n", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n")}}).
+		Aggregate("n", job.Running(job.Count("n"))).
 		Sink("out", memory.NewSink()).
 		Build()
 	if err != nil {

@@ -69,10 +69,8 @@ func roundTripJob(dir string) *arkflow.Builder {
 		{Name: "amount", Type: "float64"},
 		{Name: "ts", Type: "int64"},
 	}}
-	win := func(d window.Definition) window.Definition {
-		return d.Count("n").Sum("amount", "total").Min("amount", "lo").Max("amount", "hi").
-			Avg("amount", "mean").First("amount", "first").Last("amount", "last")
-	}
+	every := []job.Aggregate{job.Count("n"), job.Sum("amount", "total"), job.Min("amount", "lo"), job.Max("amount", "hi"),
+		job.Avg("amount", "mean"), job.First("amount", "first"), job.Last("amount", "last")}
 	ns := int64(3_600_000)
 	return arkflow.NewJob("roundtrip").
 		Version(7).
@@ -95,13 +93,13 @@ func roundTripJob(dir string) *arkflow.Builder {
 		}).
 		Where("big", "amount > 1").
 		KeyBy("user").
-		Window("tumbling", win(window.Tumbling(time.Minute))).
+		Window("tumbling", window.Tumbling(time.Minute, every...)).
 		Sink("tumbling-out", mem.NewSink()).
 		From("big").KeyBy("user").
-		Window("sliding", win(window.Sliding(time.Minute, 10*time.Second))).
+		Window("sliding", window.Sliding(time.Minute, 10*time.Second, every...)).
 		Sink("sliding-out", mem.NewSink()).
 		From("big").KeyBy("user").
-		Window("session", win(window.Session(30*time.Second))).
+		Window("session", window.Session(30*time.Second, every...)).
 		Sink("session-out", mem.NewSink()).
 		// Go functions: they travel as names and need bindings.
 		From("big").
@@ -124,9 +122,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 			arkflow.EventTime{Field: "ts", Monotonous: true, AllowedLateness: time.Second, LateUpdate: true},
 			arkflow.Durable(local), arkflow.KeyedBy("user")).
 		KeyBy("user").
-		Aggregate("totals", job.Aggregation{Aggregates: []job.Aggregate{job.Count("n"), job.Sum("amount", "total"), job.Min("amount", "lo"),
-			job.Max("amount", "hi"), job.Avg("amount", "mean"),
-			job.First("amount", "first"), job.Last("amount", "last")}, Emit: job.EmitFinal}).
+		Aggregate("totals", job.Final(every...)).
 		Sink("totals-out", file.SinkConfig{Path: filepath.Join(dir, "totals-{subtask}.jsonl")})
 }
 

@@ -27,7 +27,7 @@
 //		h := arkflowtest.New(t, arkflow.NewJob("clicks").
 //			Source("in", in, arkflow.EventTime{Field: "ts"}).
 //			KeyBy("user").
-//			Window("w", window.Tumbling(10*time.Second).Count("n")).
+//			Window("w", window.Tumbling(10*time.Second, job.Count("n"))).
 //			Sink("out", out))
 //		in.Push(0, Click{"ann", 1_000}, Click{"ann", 4_000})
 //		h.AdvanceWatermark(10_000) // [0 s, 10 s) fires

@@ -103,14 +103,14 @@ func TestAdvanceWatermarkDurable(t *testing.T) {
 		job  func(*arkflowtest.Input[click], *arkflowtest.Output[count]) *arkflow.Builder
 	}{
 		{"plain", func(in *arkflowtest.Input[click], out *arkflowtest.Output[count]) *arkflow.Builder {
-			return counts(in, window.Tumbling(time.Second), out)
+			return counts(in, window.Tumbling(time.Second, job.Count("n")), out)
 		}},
 		{"durable source", func(in *arkflowtest.Input[click], out *arkflowtest.Output[count]) *arkflow.Builder {
 			return arkflow.NewJob("clicks").Source("in", in, eventTime("ts"), arkflow.Durable(job.Durability{Sync: job.SyncAlways})).
-				KeyBy("user").Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", out)
+				KeyBy("user").Window("w", window.Tumbling(time.Second, job.Count("n"))).Sink("out", out)
 		}},
 		{"durable job, parallelism 2", func(in *arkflowtest.Input[click], out *arkflowtest.Output[count]) *arkflow.Builder {
-			return counts(in, window.Tumbling(time.Second), out).Durability(job.Durability{}).Parallelism(2)
+			return counts(in, window.Tumbling(time.Second, job.Count("n")), out).Durability(job.Durability{}).Parallelism(2)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestSnapshotRestoreDurable(t *testing.T) {
 	steps := windowSteps(4, 2)
 	want := windowCounts(steps)
 	durableJob := func(in *arkflowtest.Input[click], out *arkflowtest.Output[count]) *arkflow.Builder {
-		return counts(in, window.Tumbling(time.Second), out).Durability(job.Durability{})
+		return counts(in, window.Tumbling(time.Second, job.Count("n")), out).Durability(job.Durability{})
 	}
 	for _, same := range []bool{true, false} {
 		t.Run(fmt.Sprintf("same builder %v", same), func(t *testing.T) {

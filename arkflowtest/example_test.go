@@ -12,6 +12,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/arkflowtest"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -80,7 +81,7 @@ func Example() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(10*time.Second).Count("n")).
+		Window("w", window.Tumbling(10*time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 1_000}, Click{"bob", 2_000}, Click{"ann", 9_000})
 	fmt.Println("before the watermark:", out.Take())
@@ -101,7 +102,7 @@ func ExampleNew() {
 	arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 1_000}) // the watermark reaches 1 s
 	fmt.Println(out.Rows())
@@ -115,7 +116,7 @@ func ExampleHarness() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in). // processing time: windows follow the clock
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Minute).Count("n")).
+		Window("w", window.Tumbling(time.Minute, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{User: "ann"})
 	h.AdvanceClock(time.Minute)
@@ -131,7 +132,7 @@ func ExampleRestore() {
 		return in, out, arkflow.NewJob("clicks").
 			Source("in", in, arkflow.EventTime{Field: "ts"}).
 			KeyBy("user").
-			Window("w", window.Tumbling(10*time.Second).Count("n")).
+			Window("w", window.Tumbling(10*time.Second, job.Count("n"))).
 			Sink("out", out)
 	}
 	in, _, b := build()
@@ -153,7 +154,7 @@ func ExampleHarness_AdvanceWatermark() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 100}, Click{"ann", 5_000})
 	fmt.Println("partition 1 holds it back:", out.Rows())
@@ -169,7 +170,7 @@ func ExampleHarness_AdvanceClock() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts", IdleTimeout: time.Second}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	h.AdvanceClock(500 * time.Millisecond)
 	in.Push(0, Click{"ann", 100}, Click{"ann", 1_500})
@@ -183,7 +184,7 @@ func ExampleHarness_Now() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in). // processing time: the fake clock's
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Hour).Count("n")).
+		Window("w", window.Tumbling(time.Hour, job.Count("n"))).
 		Sink("out", out),
 		arkflowtest.StartAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)))
 	in.Push(0, Click{User: "ann"})
@@ -197,7 +198,7 @@ func ExampleHarness_Counter() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts", RouteLate: "late"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", arkflowtest.NewOutput[Count]()).
 		LateSink("late", late))
 	in.Push(0, Click{"ann", 2_000}, Click{"bob", 10})
@@ -210,7 +211,7 @@ func ExampleHarness_Finish() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Session(time.Minute).Count("n")).
+		Window("w", window.Session(time.Minute, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 0}, Click{"ann", 30_000})
 	h.Finish() // the final watermark fires the open session
@@ -244,7 +245,7 @@ func ExampleHarness_Snapshot() {
 	b := arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out)
 	h := arkflowtest.New(t, b)
 	in.Push(0, Click{"ann", 100})
@@ -262,7 +263,7 @@ func ExampleHarness_Stop() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 100})
 	h.Stop() // the open window keeps its contents, unfired
@@ -361,7 +362,7 @@ func ExampleInput_Push() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 2_100}, Click{"ann", 100})
 	fmt.Println(out.Rows(), h.Counter("w", "late_dropped"))
@@ -373,7 +374,7 @@ func ExampleInput_AdvanceWatermark() {
 	arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 100}, Click{"ann", 3_000})
 	in.AdvanceWatermark(1_500, 1) // partition 1 only: min(3000, 1500)
@@ -392,7 +393,7 @@ func ExampleOutput() {
 	arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 100}, Click{"bob", 200})
 	in.Push(0, Click{"ann", 1_000})
@@ -414,7 +415,7 @@ func ExampleNewOutput() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in, arkflow.EventTime{Field: "ts"}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", out))
 	in.Push(0, Click{"ann", 100}, Click{"ann", 200})
 	h.AdvanceWatermark(1_000)
@@ -456,7 +457,7 @@ func ExampleStartAt() {
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").
 		Source("in", in).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Hour).Count("n")).
+		Window("w", window.Tumbling(time.Hour, job.Count("n"))).
 		Sink("out", out),
 		arkflowtest.StartAt(time.Date(2030, 1, 1, 9, 59, 0, 0, time.UTC)))
 	in.Push(0, Click{User: "ann"})

@@ -41,10 +41,11 @@ func (c count) String() string {
 	return s
 }
 
-// counts is a job counting the clicks of each user per window w.
+// counts is a job counting the clicks of each user per window w (whose
+// aggregate is job.Count("n")).
 func counts(in *arkflowtest.Input[click], w window.Definition, out *arkflowtest.Output[count], opts ...timeOpt) *arkflow.Builder {
 	return arkflow.NewJob("clicks").Source("in", in, eventTime("ts", opts...)).
-		KeyBy("user").Window("w", w.Count("n")).Sink("out", out)
+		KeyBy("user").Window("w", w).Sink("out", out)
 }
 
 // expect compares rows with their String forms, joined by "; ".
@@ -61,7 +62,7 @@ func expect[T any](t *testing.T, rows []T, want string) {
 
 func TestTumbling(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Tumbling(10*time.Second), out))
+	h := arkflowtest.New(t, counts(in, window.Tumbling(10*time.Second, job.Count("n")), out))
 	in.Push(0, click{"ann", 1000}, click{"bob", 2000}, click{"ann", 9999})
 	expect(t, out.Take(), "")
 	in.Push(0, click{"ann", 10_000}) // the watermark reaches 10 s
@@ -73,7 +74,7 @@ func TestTumbling(t *testing.T) {
 // R-TIME-7: every window containing the event, size 5 s sliding by 2 s.
 func TestSliding(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Sliding(5*time.Second, 2*time.Second), out))
+	h := arkflowtest.New(t, counts(in, window.Sliding(5*time.Second, 2*time.Second, job.Count("n")), out))
 	in.Push(0, click{"ann", 4500})
 	in.Push(0, click{"ann", 6000})
 	expect(t, out.Take(), "ann[0,5000)=1")
@@ -84,7 +85,7 @@ func TestSliding(t *testing.T) {
 // R-TIME-9: sessions merge when an event bridges two of them.
 func TestSession(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Session(time.Second), out, ooo(2*time.Second)))
+	h := arkflowtest.New(t, counts(in, window.Session(time.Second, job.Count("n")), out, ooo(2*time.Second)))
 	in.Push(0, click{"ann", 0}, click{"bob", 100}, click{"ann", 1500})
 	in.Push(0, click{"ann", 900}) // bridges [0,1000) and [1500,2500)
 	h.AdvanceWatermark(2400)
@@ -96,7 +97,7 @@ func TestSession(t *testing.T) {
 // R-TIME-5: drop (the default) counts late events and emits nothing.
 func TestLateDrop(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out))
+	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out))
 	in.Push(0, click{"ann", 100})
 	in.Push(0, click{"bob", 1500}, click{"ann", 200}) // R-TIME-4: 200 is late at once
 	expect(t, out.Take(), "ann[0,1000)=1")
@@ -108,7 +109,7 @@ func TestLateDrop(t *testing.T) {
 // R-TIME-5: route sends late events, as they came, to the late sink.
 func TestLateRoute(t *testing.T) {
 	in, out, late := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count](), arkflowtest.NewOutput[click]()
-	arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, routeLate("late")).LateSink("late", late))
+	arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out, routeLate("late")).LateSink("late", late))
 	in.Push(0, click{"ann", 100})
 	in.Push(0, click{"bob", 1500}, click{"ann", 200})
 	expect(t, out.Take(), "ann[0,1000)=1")
@@ -118,7 +119,7 @@ func TestLateRoute(t *testing.T) {
 // R-TIME-8: update re-emits the corrected window until its deadline.
 func TestLateUpdate(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, lateness(time.Second), lateUpdate()))
+	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out, lateness(time.Second), lateUpdate()))
 	in.Push(0, click{"ann", 100})
 	in.Push(0, click{"bob", 1500}, click{"ann", 200})
 	expect(t, out.Take(), "ann[0,1000)=1; ann[0,1000)=2 update")
@@ -212,7 +213,7 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 
 	cin, cout := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
-	b := counts(cin, window.Tumbling(time.Second), cout)
+	b := counts(cin, window.Tumbling(time.Second, job.Count("n")), cout)
 	h = arkflowtest.New(t, b)
 	cin.Push(0, click{"ann", 100})
 	cin.Push(0, click{"bob", 1500}, click{"ann", 1200}) // fires ann[0,1000), holds [1000,2000)
@@ -228,7 +229,7 @@ func TestSnapshotRestore(t *testing.T) {
 func TestProcessingTime(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").Source("in", in).KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", out))
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).Sink("out", out))
 	in.Push(0, click{User: "ann"}, click{User: "ann"})
 	h.AdvanceClock(999 * time.Millisecond)
 	in.Push(0, click{User: "ann"})
@@ -241,7 +242,7 @@ func TestProcessingTime(t *testing.T) {
 // has been idle for the idle timeout.
 func TestIdlePartition(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](2), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second), out, idle(time.Second)))
+	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out, idle(time.Second)))
 	in.Push(0, click{"ann", 100}, click{"ann", 1500})
 	h.AdvanceClock(600 * time.Millisecond)
 	in.Push(0, click{"ann", 1600}) // partition 0 stays active
@@ -258,7 +259,7 @@ func TestIdlePartition(t *testing.T) {
 // Finish ends the inputs: the final watermark fires every window.
 func TestFinish(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](3), arkflowtest.NewOutput[count]()
-	h := arkflowtest.New(t, counts(in, window.Session(time.Minute), out))
+	h := arkflowtest.New(t, counts(in, window.Session(time.Minute, job.Count("n")), out))
 	in.Push(2, click{"ann", 5})
 	h.Finish()
 	expect(t, out.Rows(), "ann[5,60005)=1")
@@ -306,7 +307,7 @@ func TestFailuresFailTheTest(t *testing.T) {
 		t.Fatalf("a failed job: %q", msg)
 	}
 	msg = fails(t, func(tb testing.TB) {
-		arkflowtest.New(tb, counts(arkflowtest.NewInput[click](1), window.Tumbling(time.Second), arkflowtest.NewOutput[count]()).
+		arkflowtest.New(tb, counts(arkflowtest.NewInput[click](1), window.Tumbling(time.Second, job.Count("n")), arkflowtest.NewOutput[count]()).
 			LateSink("late", arkflowtest.NewOutput[visit]()))
 	})
 	if !strings.Contains(msg, "building the job") {
@@ -314,7 +315,7 @@ func TestFailuresFailTheTest(t *testing.T) {
 	}
 	msg = fails(t, func(tb testing.TB) {
 		in := arkflowtest.NewInput[click](1)
-		arkflowtest.New(tb, counts(in, window.Tumbling(time.Second), arkflowtest.NewOutput[count]()))
+		arkflowtest.New(tb, counts(in, window.Tumbling(time.Second, job.Count("n")), arkflowtest.NewOutput[count]()))
 		in.Push(1, click{"ann", 1})
 	})
 	if !strings.Contains(msg, "partition 1 out of range") {

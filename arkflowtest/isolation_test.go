@@ -28,7 +28,7 @@ import (
 func prodJob(in *arkflowtest.Input[click], out *arkflowtest.Output[count], base string) *arkflow.Builder {
 	return arkflow.NewJob("clicks").
 		Source("in", in, eventTime("ts"), arkflow.Durable(job.Durability{Path: filepath.Join(base, "wal-src")})).
-		KeyBy("user").Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", out).
+		KeyBy("user").Window("w", window.Tumbling(time.Second, job.Count("n"))).Sink("out", out).
 		Durability(job.Durability{Path: filepath.Join(base, "wal")}).
 		State(job.State{Backend: job.BackendBadger, Path: filepath.Join(base, "state")}).
 		Checkpoint(job.Checkpoint{ObjectStoreURI: (&url.URL{Scheme: "file", Path: filepath.Join(base, "checkpoints")}).String(), IntervalMS: 3_600_000})
@@ -130,7 +130,7 @@ func TestSharedBuilderAtOnce(t *testing.T) {
 	base := t.TempDir()
 	b := arkflow.NewJob("clicks").
 		Source("in", src, eventTime("ts"), arkflow.Durable(job.Durability{Path: filepath.Join(base, "wal")})).
-		KeyBy("user").Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", sink).
+		KeyBy("user").Window("w", window.Tumbling(time.Second, job.Count("n"))).Sink("out", sink).
 		State(job.State{Backend: job.BackendBadger, Path: filepath.Join(base, "state")}).
 		Checkpoint(job.Checkpoint{ObjectStoreURI: (&url.URL{Scheme: "file", Path: filepath.Join(base, "checkpoints")}).String(), IntervalMS: 3_600_000})
 	before, _ := json.Marshal(b.Spec())
@@ -167,7 +167,7 @@ func TestObjectStoreWALIsLocal(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](2), arkflowtest.NewOutput[count]()
 	bucket := &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "node-1",
 		S3: &job.WALObjectStore{Bucket: "wal", Endpoint: "http://127.0.0.1:1", AllowHTTP: true, AccessKeyID: "k", SecretAccessKey: "s"}}
-	b := counts(in, window.Tumbling(time.Second), out).Durability(job.Durability{Backend: bucket})
+	b := counts(in, window.Tumbling(time.Second, job.Count("n")), out).Durability(job.Durability{Backend: bucket})
 	h := arkflowtest.New(t, b)
 	sameSteps(t, "object-store WAL", runSteps(h, in, out, steps), windowCounts(steps))
 	for _, tm := range h.Job().Metrics().Tasks {

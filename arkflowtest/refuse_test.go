@@ -9,6 +9,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/arkflowtest"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -64,7 +65,7 @@ func refused(t *testing.T, what, want string, body func(tb testing.TB)) {
 // why, instead of changing nothing.
 func TestCannotApplyFails(t *testing.T) {
 	tumbling := func(in *arkflowtest.Input[click], opts ...timeOpt) *arkflow.Builder {
-		return counts(in, window.Tumbling(time.Second), arkflowtest.NewOutput[count](), opts...)
+		return counts(in, window.Tumbling(time.Second, job.Count("n")), arkflowtest.NewOutput[count](), opts...)
 	}
 	for _, c := range []struct {
 		what, want string
@@ -110,7 +111,7 @@ func TestCannotApplyFails(t *testing.T) {
 		{"Input.AdvanceWatermark without event time", "has no event time", func(tb testing.TB) {
 			in := arkflowtest.NewInput[click](1)
 			arkflowtest.New(tb, arkflow.NewJob("clicks").Source("in", in).KeyBy("user").
-				Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", arkflowtest.NewOutput[count]()))
+				Window("w", window.Tumbling(time.Second, job.Count("n"))).Sink("out", arkflowtest.NewOutput[count]()))
 			in.AdvanceWatermark(1000)
 		}},
 		{"Input.AdvanceWatermark without event time, before New", "has no event time", func(tb testing.TB) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/arkflowtest"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -30,7 +31,7 @@ func TestZeroTimeIsNoEventTime(t *testing.T) {
 	t.Run("drop", func(t *testing.T) {
 		in, out := arkflowtest.NewInput[goVisit](1), arkflowtest.NewOutput[count]()
 		h := arkflowtest.New(t, arkflow.NewJob("visits").Source("in", in, arkflow.EventTime{Field: "at"}).
-			KeyBy("user").Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", out))
+			KeyBy("user").Window("w", window.Tumbling(time.Second, job.Count("n"))).Sink("out", out))
 		in.Push(0, goVisit{"ann", t0.Add(100 * time.Millisecond)}, goVisit{"bob", time.Time{}}, goVisit{"ann", t0.Add(200 * time.Millisecond)})
 		h.AdvanceWatermark(1000)
 		expect(t, out.Take(), "ann[0,1000)=2")
@@ -44,7 +45,7 @@ func TestZeroTimeIsNoEventTime(t *testing.T) {
 	t.Run("route", func(t *testing.T) {
 		in, out, late := arkflowtest.NewInput[goVisit](1), arkflowtest.NewOutput[count](), arkflowtest.NewOutput[goVisitNoTime]()
 		arkflowtest.New(t, arkflow.NewJob("visits").Source("in", in, arkflow.EventTime{Field: "at", RouteLate: "late"}).
-			KeyBy("user").Window("w", window.Tumbling(time.Second).Count("n")).Sink("out", out).LateSink("late", late))
+			KeyBy("user").Window("w", window.Tumbling(time.Second, job.Count("n"))).Sink("out", out).LateSink("late", late))
 		in.Push(0, goVisit{"ann", t0.Add(100 * time.Millisecond)}, goVisit{"bob", time.Time{}})
 		rows := late.Rows()
 		if len(rows) != 1 || rows[0].User != "bob" || rows[0].At != nil {

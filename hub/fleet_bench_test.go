@@ -112,7 +112,7 @@ func fleetBenchJob(par int, rate float64, store string, interval int64, snk func
 			{Name: "TS", Type: "timestamp"},
 		}}, arkflow.KeyedBy("User"), arkflow.EventTime{Field: "TS", PerRow: true}).
 		KeyBy("User").
-		Window("w", window.Tumbling(fleetBenchWindow).Count("Clicks")).
+		Window("w", window.Tumbling(fleetBenchWindow, job.Count("Clicks"))).
 		Sink("out", snk).
 		State(job.State{Backend: "memory"}).
 		Checkpoint(job.Checkpoint{IntervalMS: interval, ObjectStoreURI: "file://" + store})

@@ -56,7 +56,7 @@ func rescaleJob(c *counts, par int, version uint64, dir string) *arkflow.Builder
 		Checkpoint(job.Checkpoint{IntervalMS: 60_000, Retention: 3, ObjectStoreURI: "file://" + dir}).
 		Source("gen", generate.Config{RatePerSec: 5000, BatchSize: 50, Fields: []generate.Field{{Name: "K", Type: "string", Cardinality: 10, Prefix: &prefix}}}).
 		KeyBy("K").
-		Aggregate("count", job.Aggregation{Aggregates: []job.Aggregate{job.Count("N")}}).
+		Aggregate("count", job.Running(job.Count("N"))).
 		Sink("out", funcsink.Func[keyCount](c.sink))
 }
 

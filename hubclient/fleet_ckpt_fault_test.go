@@ -53,7 +53,7 @@ func keyedFleetJob(clicks *atomic.Int64, storeURI string) *arkflow.Builder {
 			{Name: "TS", Type: "timestamp"},
 		}}, arkflow.KeyedBy("User"), arkflow.EventTime{Field: "TS", PerRow: true}).
 		KeyBy("User").
-		Window("w", window.Tumbling(time.Second).Count("Clicks")).
+		Window("w", window.Tumbling(time.Second, job.Count("Clicks"))).
 		Sink("out", funcsink.Func[userCount](func(_ context.Context, rows []userCount) error {
 			for _, r := range rows {
 				clicks.Add(r.Clicks)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -46,7 +47,7 @@ func ExampleTumbling() {
 	j, err := arkflow.NewJob("totals").
 		Source("payments", src, arkflow.EventTime{Field: "ts", AllowedLateness: 500 * time.Millisecond, LateUpdate: true}).
 		KeyBy("user").
-		Window("per-second", window.Tumbling(time.Second).Count("n").Sum("amount", "total")).
+		Window("per-second", window.Tumbling(time.Second, job.Count("n"), job.Sum("amount", "total"))).
 		Sink("out", out).
 		Build()
 	if err != nil {
@@ -73,7 +74,7 @@ func ExampleTumbling() {
 
 // A definition is written to a spec as the window operator's config.
 func ExampleDefinition_MarshalJSON() {
-	b, err := json.Marshal(window.Sliding(time.Minute, 10*time.Second).Count("n").Avg("amount", "mean"))
+	b, err := json.Marshal(window.Sliding(time.Minute, 10*time.Second, job.Count("n"), job.Avg("amount", "mean")))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 // Package window defines the windows of a window operator: tumbling,
 // sliding and session windows with their aggregates, for
-// arkflow.Builder.Window.
+// arkflow.Builder.Window. The aggregates are job.Aggregate values
+// (job.Count, job.Sum, job.Min, job.Max, job.Avg, job.First, job.Last),
+// the same a running aggregate (arkflow.Builder.Aggregate) takes.
 //
 //	arkflow.NewJob("clicks").
 //		Source("in", src, arkflow.EventTime{Field: "ts", OutOfOrderness: 2*time.Second}).
 //		KeyBy("user").
-//		Window("per-minute", window.Tumbling(time.Minute).Count("n").Sum("amount", "total")).
+//		Window("per-minute", window.Tumbling(time.Minute, job.Count("n"), job.Sum("amount", "total"))).
 //		Sink("out", sink)
 //
 // In a spec the same operator is {"kind": "window", "key_field": "user",
@@ -33,7 +35,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/internal/agg"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -56,68 +57,37 @@ const (
 	TypeSession  = windowop.TypeSession
 )
 
-// Definition is a window and its aggregates:
-// window.Tumbling(time.Minute).Count("n").Sum("amount", "total"). Each
-// method returns a new Definition; the zero value has no window.
+// Definition is a window and its aggregates, the same job.Aggregate
+// values a running aggregate (arkflow.Builder.Aggregate) takes:
+// window.Tumbling(time.Minute, job.Count("n"), job.Sum("amount", "total")).
+// The zero value has no window.
 type Definition struct{ cfg windowop.Config }
 
-// Tumbling returns fixed windows of the given size.
-func Tumbling(size time.Duration) Definition {
-	return Definition{windowop.Config{Window: windowop.Spec{Type: TypeTumbling, SizeMS: size.Milliseconds()}}}
+// Tumbling returns fixed windows of the given size, each computing aggs
+// (job.Count, job.Sum, …) over its rows.
+func Tumbling(size time.Duration, aggs ...job.Aggregate) Definition {
+	return define(windowop.Spec{Type: TypeTumbling, SizeMS: size.Milliseconds()}, aggs)
 }
 
-// Sliding returns windows of the given size starting every slide.
-func Sliding(size, slide time.Duration) Definition {
-	return Definition{windowop.Config{Window: windowop.Spec{Type: TypeSliding, SizeMS: size.Milliseconds(), SlideMS: slide.Milliseconds()}}}
+// Sliding returns windows of the given size starting every slide, each
+// computing aggs over its rows.
+func Sliding(size, slide time.Duration, aggs ...job.Aggregate) Definition {
+	return define(windowop.Spec{Type: TypeSliding, SizeMS: size.Milliseconds(), SlideMS: slide.Milliseconds()}, aggs)
 }
 
-// Session returns per-key sessions that close after gap without events.
-func Session(gap time.Duration) Definition {
-	return Definition{windowop.Config{Window: windowop.Spec{Type: TypeSession, GapMS: gap.Milliseconds()}}}
+// Session returns per-key sessions that close after gap without events,
+// each computing aggs over its rows. When an event bridges two sessions
+// they merge, and so do their aggregates: job.First keeps the value of
+// the session that started first, job.Last the value of the one that
+// started last.
+func Session(gap time.Duration, aggs ...job.Aggregate) Definition {
+	return define(windowop.Spec{Type: TypeSession, GapMS: gap.Milliseconds()}, aggs)
 }
 
-func (d Definition) with(a job.Aggregate) Definition {
-	d.cfg.Aggregates = append(append([]job.Aggregate(nil), d.cfg.Aggregates...), a)
-	return d
-}
-
-// Count counts the rows of each window as column as.
-func (d Definition) Count(as string) Definition {
-	return d.with(job.Aggregate{Function: agg.Count, As: as})
-}
-
-// Sum sums field as column as.
-func (d Definition) Sum(field, as string) Definition {
-	return d.with(job.Aggregate{Function: agg.Sum, Field: field, As: as})
-}
-
-// Min is the smallest value of field, as column as.
-func (d Definition) Min(field, as string) Definition {
-	return d.with(job.Aggregate{Function: agg.Min, Field: field, As: as})
-}
-
-// Max is the largest value of field, as column as.
-func (d Definition) Max(field, as string) Definition {
-	return d.with(job.Aggregate{Function: agg.Max, Field: field, As: as})
-}
-
-// Avg is the mean of field (Float64), as column as.
-func (d Definition) Avg(field, as string) Definition {
-	return d.with(job.Aggregate{Function: agg.Avg, Field: field, As: as})
-}
-
-// First is the first non-null value of field in arrival order, as column
-// as. When sessions merge, the value of the session that started first is
-// kept.
-func (d Definition) First(field, as string) Definition {
-	return d.with(job.Aggregate{Function: agg.First, Field: field, As: as})
-}
-
-// Last is the last non-null value of field in arrival order, as column
-// as. When sessions merge, the value of the session that started last
-// wins.
-func (d Definition) Last(field, as string) Definition {
-	return d.with(job.Aggregate{Function: agg.Last, Field: field, As: as})
+// define copies aggs, so that a caller's slice changed later does not
+// change the definition.
+func define(w windowop.Spec, aggs []job.Aggregate) Definition {
+	return Definition{windowop.Config{Window: w, Aggregates: append([]job.Aggregate(nil), aggs...)}}
 }
 
 // MarshalJSON writes the definition as its spec config.

@@ -12,6 +12,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -111,7 +112,7 @@ func pushWindows(b *testing.B, events []timedClick, emit func([]windowTotal)) {
 		Source("clicks", in, arkflow.EventTime{Field: "TS", PerRow: true}).
 		// per_row: in-order rows that share a batch with a later window are not late.
 		KeyBy("User").
-		Window("w", window.Tumbling(embedWindow).Count("Clicks").Sum("Amount", "Total")).
+		Window("w", window.Tumbling(embedWindow, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 		Sink("out", funcsink.Func[windowTotal](func(_ context.Context, rows []windowTotal) error { emit(rows); return nil })).
 		Build()
 	if err != nil {
@@ -185,7 +186,7 @@ func BenchmarkPushHeap(b *testing.B) {
 			Source("clicks", in, arkflow.EventTime{Field: "TS", PerRow: true}).
 			// per_row: in-order rows that share a batch with a later window are not late.
 			KeyBy("User").
-			Window("w", window.Tumbling(embedWindow).Count("Clicks").Sum("Amount", "Total")).
+			Window("w", window.Tumbling(embedWindow, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 			Sink("out", funcsink.Func[windowTotal](func(_ context.Context, rs []windowTotal) error {
 				for _, r := range rs {
 					processed.Add(r.Clicks)

@@ -71,7 +71,7 @@ func TestPushRefusesZeroEventTime(t *testing.T) {
 			var out collector[windowTotal]
 			_, done := startJob(t, arkflow.NewJob("zero-ts").
 				Source("clicks", in, opts...).KeyBy("User").
-				Window("w", window.Tumbling(time.Hour).Count("Clicks").Sum("Amount", "Total")).
+				Window("w", window.Tumbling(time.Hour, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 				Sink("out", out.sink()))
 			ctx := context.Background()
 
@@ -123,7 +123,7 @@ func TestPushRefusesNullEventTime(t *testing.T) {
 	var out collector[windowTotal]
 	_, done := startJob(t, arkflow.NewJob("null-ts").
 		Source("clicks", in, arkflow.EventTime{Field: "TS"}).KeyBy("User").
-		Window("w", window.Tumbling(time.Hour).Count("Clicks").Sum("Amount", "Total")).
+		Window("w", window.Tumbling(time.Hour, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 		Sink("out", out.sink()))
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	err := in.Push(context.Background(), maybeClick{"ann", 1, &t0}, maybeClick{"ann", 2, nil})
@@ -151,7 +151,7 @@ func TestPushRoutesRowsWithoutEventTime(t *testing.T) {
 	var late collector[maybeClick]
 	_, done := startJob(t, arkflow.NewJob("route-ts").
 		Source("clicks", in, arkflow.EventTime{Field: "TS", RouteLate: "late"}).KeyBy("User").
-		Window("w", window.Tumbling(time.Hour).Count("Clicks").Sum("Amount", "Total")).
+		Window("w", window.Tumbling(time.Hour, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 		Sink("out", out.sink()).
 		LateSink("late", late.sink()))
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)

@@ -9,6 +9,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -30,7 +31,7 @@ func ExampleNew() {
 	j, err := arkflow.NewJob("per-user").
 		Source("clicks", clicks, arkflow.EventTime{Field: "TS"}).
 		KeyBy("User").
-		Window("w", window.Tumbling(time.Minute).Count("Clicks").Sum("Amount", "Total")).
+		Window("w", window.Tumbling(time.Minute, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 		Sink("out", funcsink.Func[PerUser](func(_ context.Context, rows []PerUser) error {
 			for _, r := range rows {
 				fmt.Println(r.Start.Format("15:04"), r.User, r.Clicks, r.Total)

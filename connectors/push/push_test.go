@@ -175,7 +175,7 @@ func TestPushIntoAWindowLargerThanMaxPending(t *testing.T) {
 	var out collector[windowTotal]
 	_, done := startJob(t, arkflow.NewJob("big-window").
 		Source("clicks", in, arkflow.EventTime{Field: "TS"}).KeyBy("User").
-		Window("w", window.Tumbling(time.Hour).Count("Clicks").Sum("Amount", "Total")).
+		Window("w", window.Tumbling(time.Hour, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 		Sink("out", out.sink()))
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	ctx := context.Background()
@@ -205,7 +205,7 @@ func TestPushAfterRestoreSkipsNothing(t *testing.T) {
 		j, done := startJob(t, arkflow.NewJob("restore").
 			Checkpoint(job.Checkpoint{IntervalMS: 3_600_000, ObjectStoreURI: "file://" + filepath.Join(dir, "store")}).
 			Source("clicks", in).KeyBy("User").
-			Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("Clicks"), job.Sum("Amount", "Total")}}).
+			Aggregate("per-user", job.Running(job.Count("Clicks"), job.Sum("Amount", "Total"))).
 			Sink("out", out.sink()), arkflow.WithDataDir(dir))
 		ctx := context.Background()
 		for _, r := range rows {

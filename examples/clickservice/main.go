@@ -106,7 +106,7 @@ func run(addr, data string) error {
 			// windows when traffic stops.)
 			arkflow.EventTime{Field: "TS", OutOfOrderness: 2 * time.Second, PerRow: true}).
 		KeyBy("User").
-		Window("per-user", window.Tumbling(10*time.Second).Count("Clicks").Sum("Amount", "Total")).
+		Window("per-user", window.Tumbling(10*time.Second, job.Count("Clicks"), job.Sum("Amount", "Total"))).
 		Sink("results", funcsink.Func[Result](results.Write)).
 		// Checkpoints of the window state every 2 s: a restart restores
 		// the newest one and replays only the log after it.

@@ -271,7 +271,7 @@ func runningJob(t *testing.T) *arkflow.Job {
 		Checkpoint(job.Checkpoint{ObjectStoreURI: "file://" + filepath.Join(dir, "store")}).
 		Source("in", src, arkflow.EventTime{Field: "ts", IdleTimeout: 50 * time.Millisecond}).
 		KeyBy("user").
-		Window("w", window.Tumbling(time.Second).Count("n")).
+		Window("w", window.Tumbling(time.Second, job.Count("n"))).
 		Sink("out", mem.NewSink()).
 		Build(arkflow.WithDataDir(filepath.Join(dir, "data")))
 	if err != nil {

@@ -50,9 +50,7 @@ func main() {
 		Columns("value", job.Columns{Set: []job.Column{{Name: "cents", Expr: "if(action == 'buy', to_int(round(price * 100)), 0)"}}}).
 		Where("engaged", "action != 'view'").
 		KeyBy("user").
-		Aggregate("per-user", job.Aggregation{Aggregates: []job.Aggregate{job.Count("actions"),
-			job.Sum("cents", "spent_cents"),
-			job.Max("ts", "last_seen")}, Emit: job.EmitFinal}).
+		Aggregate("per-user", job.Final(job.Count("actions"), job.Sum("cents", "spent_cents"), job.Max("ts", "last_seen"))).
 		Sink("results", results, arkflow.WithParallelism(1)).
 		Build()
 	if err != nil {

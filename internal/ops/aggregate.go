@@ -16,15 +16,23 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// Aggregate emit modes.
+// Aggregate emit modes, the spec config's "emit" (job.Running writes
+// none, job.Final EmitFinal).
 const (
-	EmitUpdates = job.EmitUpdates
-	EmitFinal   = job.EmitFinal
+	// EmitUpdates emits, after each input batch, the new values of the
+	// keys it touched (the default).
+	EmitUpdates = "updates"
+	// EmitFinal emits every key once, when the input ends.
+	EmitFinal = "final"
 )
 
 // AggregateConfig configures a keyed running aggregate (kind "aggregate"):
-// the spec block job.Aggregation.
-type AggregateConfig = job.Aggregation
+// what job.Aggregation marshals to (job.Running, job.Final).
+type AggregateConfig struct {
+	Aggregates []job.Aggregate `json:"aggregates"`
+	// Emit is EmitUpdates (the default) or EmitFinal.
+	Emit string `json:"emit,omitempty"`
+}
 
 // BuildAggregate is the factory of aggregate operators.
 func BuildAggregate(c Context) (Built, error) {

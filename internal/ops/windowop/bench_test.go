@@ -238,7 +238,7 @@ func BenchmarkTumbling(b *testing.B) {
 	for _, keys := range []int{1_000, 100_000, 1_000_000} {
 		data := benchData(keys)
 		name := fmt.Sprintf("keys=%s", map[int]string{1_000: "1k", 100_000: "100k", 1_000_000: "1M"}[keys])
-		def := window.Tumbling(benchSize*time.Millisecond).Count("n").Sum("amount", "total")
+		def := window.Tumbling(benchSize*time.Millisecond, job.Count("n"), job.Sum("amount", "total"))
 		if got, want := runEngine(b, data, def), runHand(data, benchSize, benchSize); got != want {
 			b.Fatalf("%s: engine %+v, hand loop %+v", name, got, want)
 		}
@@ -281,7 +281,7 @@ func BenchmarkTumbling(b *testing.B) {
 // windows per event, not size/slide arithmetic.
 func BenchmarkSliding(b *testing.B) {
 	data := benchData(100_000)
-	sliding := window.Sliding(benchSize*time.Millisecond, 2*time.Second).Count("n").Sum("amount", "total")
+	sliding := window.Sliding(benchSize*time.Millisecond, 2*time.Second, job.Count("n"), job.Sum("amount", "total"))
 	if got, want := runEngine(b, data, sliding), runHand(data, benchSize, 2000); got != want {
 		b.Fatalf("engine %+v, hand loop %+v", got, want)
 	}
@@ -289,7 +289,7 @@ func BenchmarkSliding(b *testing.B) {
 		name string
 		def  window.Definition
 	}{
-		{"tumbling-10s/engine", window.Tumbling(benchSize*time.Millisecond).Count("n").Sum("amount", "total")},
+		{"tumbling-10s/engine", window.Tumbling(benchSize*time.Millisecond, job.Count("n"), job.Sum("amount", "total"))},
 		{"sliding-10s-2s/engine", sliding},
 	} {
 		b.Run(c.name, func(b *testing.B) {

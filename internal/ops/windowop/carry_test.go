@@ -13,7 +13,7 @@ import (
 // whose key and encoding are the floor's.
 func TestBuildCarriesTheFloor(t *testing.T) {
 	t.Parallel()
-	raw, err := json.Marshal(Tumbling(1e9).Count("n"))
+	raw, err := json.Marshal(Tumbling(1e9, job.Count("n")))
 	if err != nil {
 		t.Fatal(err)
 	}

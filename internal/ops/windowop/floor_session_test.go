@@ -18,7 +18,7 @@ import (
 func TestFloorKeepsRowsOfOpenSessions(t *testing.T) {
 	t.Parallel()
 	store := statestore.NewMemory()
-	d := Session(500 * time.Millisecond).Count("n")
+	d := Session(500*time.Millisecond, job.Count("n"))
 	inst := newInstanceOn(t, d, job.LateDrop, 0, store)
 	var out collector
 	watermark(t, inst, &out, 0)

@@ -341,13 +341,15 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 	if c.name == "" {
 		return c, fmt.Errorf("run: missing name=")
 	}
+	// define makes the window of kind with the aggregates given.
+	var define func(aggs ...job.Aggregate) window.Definition
 	switch kind {
 	case "tumbling":
-		p.def = window.Tumbling(size)
+		define = func(aggs ...job.Aggregate) window.Definition { return window.Tumbling(size, aggs...) }
 	case "sliding":
-		p.def = window.Sliding(size, slide)
+		define = func(aggs ...job.Aggregate) window.Definition { return window.Sliding(size, slide, aggs...) }
 	case "session":
-		p.def = window.Session(gap)
+		define = func(aggs ...job.Aggregate) window.Definition { return window.Session(gap, aggs...) }
 	default:
 		return c, fmt.Errorf("window kind %q", kind)
 	}
@@ -395,6 +397,7 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 	if p.schema == nil {
 		return c, fmt.Errorf("no schema")
 	}
+	var defAggs []job.Aggregate
 	for _, a := range aggs {
 		f := strings.Split(a, ":")
 		fn, field, as := f[0], "", ""
@@ -416,23 +419,24 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 			if field != "" {
 				return c, fmt.Errorf("agg %q: count counts rows (count:<as>); the Go API has no count of a field", a)
 			}
-			p.def = p.def.Count(as)
+			defAggs = append(defAggs, job.Count(as))
 		case "sum":
-			p.def = p.def.Sum(field, as)
+			defAggs = append(defAggs, job.Sum(field, as))
 		case "min":
-			p.def = p.def.Min(field, as)
+			defAggs = append(defAggs, job.Min(field, as))
 		case "max":
-			p.def = p.def.Max(field, as)
+			defAggs = append(defAggs, job.Max(field, as))
 		case "avg":
-			p.def = p.def.Avg(field, as)
+			defAggs = append(defAggs, job.Avg(field, as))
 		case "first":
-			p.def = p.def.First(field, as)
+			defAggs = append(defAggs, job.First(field, as))
 		case "last":
-			p.def = p.def.Last(field, as)
+			defAggs = append(defAggs, job.Last(field, as))
 		default:
 			return c, fmt.Errorf("agg function %q", fn)
 		}
 	}
+	p.def = define(defAggs...)
 	switch c.policy {
 	case "drop":
 	case "update":

@@ -175,9 +175,9 @@ func watermark(t *testing.T, inst ops.Instance, out ops.Emitter, wm int64) {
 
 func definitions() map[string]Definition {
 	return map[string]Definition{
-		"tumbling": Tumbling(1e9).Count("n"),
-		"sliding":  Sliding(1e9, 5e8).Count("n"),
-		"session":  Session(1e9).Count("n"),
+		"tumbling": Tumbling(1e9, job.Count("n")),
+		"sliding":  Sliding(1e9, 5e8, job.Count("n")),
+		"session":  Session(1e9, job.Count("n")),
 	}
 }
 

@@ -284,22 +284,22 @@ func TestOperatorsAgainstModel(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(2024, 6))
 	keys := []string{"a", "b", "c"}
+	aggs := []job.Aggregate{job.Count("n"), job.Sum("v", "total"), job.Min("v", "lo"), job.Max("v", "hi")}
 	for run := 0; run < 600; run++ {
 		var d Definition
 		m := &model{wm: eventtime.NoWatermark}
 		switch run % 3 {
 		case 0:
 			m.kind, m.size = TypeTumbling, 1+r.Int64N(20)
-			d = Tumbling(msDur(m.size))
+			d = Tumbling(msDur(m.size), aggs...)
 		case 1:
 			m.kind, m.size = TypeSliding, 1+r.Int64N(20)
 			m.slide = 1 + r.Int64N(m.size)
-			d = Sliding(msDur(m.size), msDur(m.slide))
+			d = Sliding(msDur(m.size), msDur(m.slide), aggs...)
 		default:
 			m.kind, m.gap = TypeSession, 1+r.Int64N(10)
-			d = Session(msDur(m.gap))
+			d = Session(msDur(m.gap), aggs...)
 		}
-		d = d.Count("n").Sum("v", "total").Min("v", "lo").Max("v", "hi")
 		m.policy = []string{job.LateDrop, job.LateRoute, job.LateUpdate}[r.IntN(3)]
 		if r.IntN(3) > 0 {
 			m.lateness = r.Int64N(30)

@@ -149,7 +149,7 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	rec := batchOf(t, schema, `{"k":"a","ts":null,"v":1}`, `{"k":"a","ts":10,"v":2}`, `{"k":"b","v":3}`)
 	defer rec.Release()
-	res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{rec}}, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
+	res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{rec}}, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total")),
 		time: []timeOpt{routeLate("late")}, route: true}.run(t)
 	if res.err != nil {
 		t.Fatal(res.err)
@@ -177,7 +177,7 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 				opts = append(opts, lateUpdate())
 			}
 			schema := mustSchema(t, "k:string ts:timestamp_ms v:int64")
-			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"), time: opts})
+			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n")), time: opts})
 			s.push(`{"k":"a","v":1}`, `{"k":"b","ts":null,"v":2}`)
 			s.waitGauge(windowop.MetricNullDropped, 2)
 			if open := s.gauge(windowop.MetricOpenWindows); open != 0 {
@@ -217,7 +217,7 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
-	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
+	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total")),
 		time: []timeOpt{routeLate("late")}, route: true})
 	s.push(`{"k":"a","ts":2100,"v":1}`, `{"k":"a","ts":100,"v":2}`)
 	wantRows(t, "late sink", s.waitRows(s.late, 1), []string{`{"k":"a","ts":100,"v":2}`})
@@ -282,7 +282,7 @@ func TestRTime5LatePolicies(t *testing.T) {
 			[]string{fired[0], winRow("a", "00:00:00.000", "00:00:01.000", `"n":2,"total":5`, true), fired[1]}, nil, windowop.MetricLateUpdated},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{b1, b2, b3}}, def: window.Tumbling(time.Second).Count("n").Sum("v", "total"),
+			res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{b1, b2, b3}}, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total")),
 				time: c.opts, route: c.name == "route"}.run(t)
 			if res.err != nil {
 				t.Fatal(res.err)
@@ -370,7 +370,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 		}
 		return out, nil
 	}
-	def := window.Tumbling(time.Second).Count("n")
+	aggs := []job.Aggregate{job.Count("n")}
 	type col struct {
 		name string
 		want arrow.DataType
@@ -388,14 +388,14 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 		{"i32", arrow.PrimitiveTypes.Int64}, {"i16", arrow.PrimitiveTypes.Int64}, {"i8", arrow.PrimitiveTypes.Int64},
 		{"u32", arrow.PrimitiveTypes.Int64}, {"u16", arrow.PrimitiveTypes.Int64}, {"u8", arrow.PrimitiveTypes.Int64},
 	} {
-		def = def.Sum(src.field, "sum_"+src.field).Min(src.field, "min_"+src.field).Max(src.field, "max_"+src.field).Avg(src.field, "avg_"+src.field)
+		aggs = append(aggs, job.Sum(src.field, "sum_"+src.field), job.Min(src.field, "min_"+src.field), job.Max(src.field, "max_"+src.field), job.Avg(src.field, "avg_"+src.field))
 		add("sum_"+src.field, src.out)
 		add("min_"+src.field, src.out)
 		add("max_"+src.field, src.out)
 		add("avg_"+src.field, arrow.PrimitiveTypes.Float64)
 	}
 	tsUS := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
-	def = def.Min("at", "min_at").Max("at", "max_at").First("i32", "first_i32").Last("f32", "last_f32")
+	aggs = append(aggs, job.Min("at", "min_at"), job.Max("at", "max_at"), job.First("i32", "first_i32"), job.Last("f32", "last_f32"))
 	add("min_at", tsUS)
 	add("max_at", tsUS)
 	add("first_i32", arrow.PrimitiveTypes.Int32)
@@ -418,7 +418,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 		Source("in", src, arkflow.EventTime{Field: "ts", OutOfOrderness: time.Hour}).
 		Map("widen", widen, arkflow.WithSchema(mappedSchema)).
 		KeyBy("k").
-		Window("w", def).
+		Window("w", window.Tumbling(time.Second, aggs...)).
 		Sink("out", out).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -509,7 +509,7 @@ func TestRTime6NaN(t *testing.T) {
 			`{"k":"some","ts":1,"v":2}`, `{"k":"some","ts":2,"v":"NaN"}`, `{"k":"some","ts":3,"v":-1}`,
 			`{"k":"all","ts":4,"v":"NaN"}`, `{"k":"all","ts":5,"v":null}`, `{"k":"all","ts":6,"v":"NaN"}`)
 		res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{rec}},
-			def:  window.Tumbling(time.Second).Sum("v", "s").Avg("v", "a").Min("v", "lo").Max("v", "hi"),
+			def:  window.Tumbling(time.Second, job.Sum("v", "s"), job.Avg("v", "a"), job.Min("v", "lo"), job.Max("v", "hi")),
 			time: outOfOrderness(1000)}.run(t)
 		rec.Release()
 		if res.err != nil {
@@ -533,7 +533,7 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema,
-		def:  window.Tumbling(time.Second).Count("n").Sum("v", "total").Max("v", "hi"),
+		def:  window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total"), job.Max("v", "hi")),
 		time: []timeOpt{lateUpdate(), lateness(time.Second)}})
 	s.push(`{"k":"a","ts":500,"v":1}`, `{"k":"b","ts":700,"v":10}`)
 	s.waitGauge(windowop.MetricOpenWindows, 2)
@@ -608,7 +608,7 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 				opts = append(opts, lateUpdate())
 			}
 			schema := mustSchema(t, "k:string ts:int64 v:int64")
-			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"), time: opts, route: policy == "route"})
+			s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n")), time: opts, route: policy == "route"})
 			s.push(`{"k":"a","ts":500,"v":1}`)
 			s.push(`{"k":"a","ts":1500,"v":2}`) // fires [0,1000), deadline 2000
 			s.push(`{"k":"a","ts":600,"v":3}`)  // late, inside the deadline
@@ -656,7 +656,7 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
-	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond).Count("n").Sum("v", "total").Min("v", "lo").Max("v", "hi"),
+	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond, job.Count("n"), job.Sum("v", "total"), job.Min("v", "lo"), job.Max("v", "hi")),
 		time: outOfOrderness(1000)})
 	s.push(`{"k":"a","ts":0,"v":1}`, `{"k":"a","ts":100,"v":2}`) // [0, 400)
 	s.push(`{"k":"a","ts":650,"v":4}`, `{"k":"b","ts":720,"v":64}`)
@@ -697,7 +697,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
-	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond).Count("n").Sum("v", "total"),
+	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond, job.Count("n"), job.Sum("v", "total")),
 		time: []timeOpt{lateUpdate(), lateness(10 * time.Second)}})
 	s.push(`{"k":"a","ts":0,"v":1}`)
 	s.push(`{"k":"a","ts":500,"v":2}`)  // fires [0,300)
@@ -747,7 +747,7 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
-	s := firing(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n").Sum("v", "total")}, []step{
+	s := firing(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total"))}, []step{
 		{`{"k":"a","ts":0,"v":1}`, 0},
 		{`{"k":"a","ts":999,"v":2}`, 0},
 		{`{"k":"a","ts":1000,"v":4}`, 1}, // watermark 1000 >= end 1000
@@ -768,7 +768,7 @@ func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
-	def := window.Tumbling(time.Second).Count("n")
+	def := window.Tumbling(time.Second, job.Count("n"))
 	s := firing(t, pipeline{schema: schema, def: def, time: outOfOrderness(250)}, []step{
 		{`{"k":"a","ts":10,"v":1}`, 0},
 		{`{"k":"a","ts":1000,"v":1}`, 0},
@@ -798,7 +798,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 func TestRTime10LateForEmptyWindow(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
-	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second).Count("n"),
+	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n")),
 		time: []timeOpt{routeLate("late")}, route: true})
 	s.push(`{"k":"a","ts":5000,"v":1}`)
 	s.push(`{"k":"b","ts":4000,"v":2}`) // [4000,5000) is empty and late at watermark 5000
@@ -846,13 +846,13 @@ func TestDeterminismSameInputSameOutput(t *testing.T) {
 			}
 		}
 	}()
+	aggs := []job.Aggregate{job.Count("n"), job.Sum("v", "s"), job.Avg("v", "a"), job.Min("v", "lo"), job.Max("v", "hi"), job.First("v", "f"), job.Last("v", "l")}
 	defs := map[string]window.Definition{
-		"tumbling": window.Tumbling(700 * time.Millisecond),
-		"sliding":  window.Sliding(1000*time.Millisecond, 300*time.Millisecond),
-		"session":  window.Session(150 * time.Millisecond),
+		"tumbling": window.Tumbling(700*time.Millisecond, aggs...),
+		"sliding":  window.Sliding(1000*time.Millisecond, 300*time.Millisecond, aggs...),
+		"session":  window.Session(150*time.Millisecond, aggs...),
 	}
 	for name, d := range defs {
-		d = d.Count("n").Sum("v", "s").Avg("v", "a").Min("v", "lo").Max("v", "hi").First("v", "f").Last("v", "l")
 		for _, policy := range []string{"drop", "route", "update"} {
 			t.Run(name+"/"+policy, func(t *testing.T) {
 				opts := []timeOpt{ooo(400 * time.Millisecond), lateness(time.Second)}

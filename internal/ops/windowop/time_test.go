@@ -10,6 +10,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
@@ -35,7 +36,7 @@ func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
 		rec := batchOf(t, schema,
 			`{"k":"neg","ts":`+itoa(in.neg)+`}`,
 			`{"k":"a","ts":`+itoa(in.v)+`}`)
-		res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{rec}}, def: window.Tumbling(1e9).Count("n"),
+		res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{rec}}, def: window.Tumbling(1e9, job.Count("n")),
 			time: outOfOrderness(instant + 10_000)}.run(t)
 		rec.Release()
 		if res.err != nil {
@@ -62,7 +63,7 @@ func TestRTime2OverflowFailsTheJobNamingTheField(t *testing.T) {
 	defer ok.Release()
 	defer bad.Release()
 	res := pipeline{schema: schema, parts: [][]arrow.RecordBatch{{ok, bad}}, field: "happened_at",
-		def: window.Tumbling(1e9).Count("n")}.run(t)
+		def: window.Tumbling(1e9, job.Count("n"))}.run(t)
 	if res.err == nil {
 		t.Fatal("the job succeeded; want an error naming the field")
 	}
