@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +27,8 @@ import (
 // Operators are added one after another; each is connected from the
 // previous one. KeyBy makes the next edge partitioned by a field, so every
 // row of a key reaches the same subtask. From moves back to an earlier
-// operator to start another branch.
+// operator to start another branch, or to several, to merge their branches
+// into the next operator.
 //
 // Builder methods never panic and never return errors: mistakes are
 // recorded and Build reports all of them together with the spec's own
@@ -39,9 +42,11 @@ import (
 type Builder struct {
 	spec     job.Spec
 	bindings map[string]any
-	cursor   string
-	keyBy    string
-	keyCall  string // the KeyBy call that set keyBy
+	// cursor is where the next operator connects from: the last one
+	// added, or the operators From named.
+	cursor  []string
+	keyBy   string
+	keyCall string // the KeyBy call that set keyBy
 	// calls names the Builder call that wrote each operator, edge, source
 	// and sink, by its place in the spec ("operators[2]", "edges[1]",
 	// "sources[0]"), and the KeyBy call that set an operator's key_field
@@ -301,9 +306,9 @@ func (b *Builder) config(op string, v any) json.RawMessage {
 	return raw
 }
 
-// add appends an operator connected from the cursor (unless it is a
-// source) and moves the cursor to it. call is the Builder call that adds
-// it, as errors name it (componentCall).
+// add appends an operator connected from each operator of the cursor
+// (unless it is a source) and moves the cursor to it. call is the Builder
+// call that adds it, as errors name it (componentCall).
 func (b *Builder) add(call string, op job.Operator, opts []OperatorOption) opSettings {
 	srcOpts := make([]SourceOption, 0, len(opts))
 	for _, o := range opts {
@@ -333,13 +338,10 @@ func (b *Builder) addSource(call string, op job.Operator, opts []SourceOption) o
 	}
 	if op.Kind != job.KindSource {
 		switch {
-		case b.cursor == "":
+		case len(b.cursor) == 0:
 			b.problem(op.ID, "%s %q has no input: add a Source first, or use From(id)", op.Kind, op.ID)
 		default:
-			e := job.Edge{ID: b.cursor + "-" + op.ID, From: b.cursor, To: op.ID}
-			b.calls[fmt.Sprintf("edges[%d]", len(b.spec.Edges))] = call
 			if b.keyBy != "" {
-				e.Partitioned = !b.coPartitioned(b.cursor, b.keyBy, &op)
 				if op.KeyField == "" {
 					op.KeyField = b.keyBy
 					b.calls[at+".key_field"] = b.keyCall
@@ -347,14 +349,21 @@ func (b *Builder) addSource(call string, op job.Operator, opts []SourceOption) o
 					b.problem(op.ID, "KeyBy(%q) is followed by an operator keyed by %q", b.keyBy, op.KeyField)
 				}
 			}
-			b.spec.Edges = append(b.spec.Edges, e)
+			for _, from := range b.cursor {
+				e := job.Edge{ID: from + "-" + op.ID, From: from, To: op.ID}
+				b.calls[fmt.Sprintf("edges[%d]", len(b.spec.Edges))] = call
+				if b.keyBy != "" {
+					e.Partitioned = !b.coPartitioned(from, b.keyBy, &op)
+				}
+				b.spec.Edges = append(b.spec.Edges, e)
+			}
 		}
 	} else if b.keyBy != "" {
 		b.problem(op.ID, "KeyBy(%q) must be followed by the operator it keys, not by a source", b.keyBy)
 	}
 	b.keyBy = ""
 	b.spec.Operators = append(b.spec.Operators, op)
-	b.cursor = op.ID
+	b.cursor = []string{op.ID}
 	set.op = nil
 	return set
 }
@@ -409,7 +418,7 @@ func (b *Builder) LateSink(id string, snk SinkComponent) *Builder {
 		return b
 	}
 	cursor, key := b.cursor, b.keyBy
-	b.cursor, b.keyBy = "", ""
+	b.cursor, b.keyBy = nil, ""
 	if existing, _ := b.spec.Operator(id); existing != nil {
 		b.problem(id, "operator %q is added twice", id)
 	}
@@ -423,44 +432,67 @@ func (b *Builder) LateSink(id string, snk SinkComponent) *Builder {
 	return b
 }
 
-// KeyBy partitions the edge to the next operator by field: every row goes
-// to the subtask that owns the key group of its field value, and the next
-// operator gets field as its key_field. When the rows are already
-// partitioned by field (a source with KeyedBy(field), through operators of
-// the same parallelism) and the next operator has that parallelism too,
-// the edge stays a forward one: the key needs no shuffle.
+// KeyBy partitions the edge to the next operator by field (every edge to
+// it, after a From that names several operators): every row goes to the
+// subtask that owns the key group of its field value, and the next
+// operator gets field as its key_field. When the rows of an edge are
+// already partitioned by field (a source with KeyedBy(field), through
+// operators of the same parallelism) and the next operator has that
+// parallelism too, the edge stays a forward one: the key needs no shuffle.
 func (b *Builder) KeyBy(field string) *Builder {
 	if field == "" {
-		b.problem(b.cursor, "KeyBy needs a field name")
+		b.problem(b.current(), "KeyBy needs a field name")
 	}
 	if b.keyBy != "" {
-		b.problem(b.cursor, "KeyBy(%q) follows KeyBy(%q) with no operator between them", field, b.keyBy)
+		b.problem(b.current(), "KeyBy(%q) follows KeyBy(%q) with no operator between them", field, b.keyBy)
 	}
 	b.keyBy, b.keyCall = field, fmt.Sprintf(".KeyBy(%q)", field)
 	return b
 }
 
 // From continues building from an existing operator, to add another
-// branch: the next operator is connected from id.
-func (b *Builder) From(id string) *Builder {
-	if op, _ := b.spec.Operator(id); op == nil {
-		b.problem(id, "From(%q): no such operator (add it first)", id)
+// branch: the next operator is connected from id. Given more operators,
+// it is connected from each of them, which merges their branches into
+// it; a KeyBy before it partitions each of those edges:
+//
+//	From("clicks", "orders").KeyBy("user").Window("w", def)
+func (b *Builder) From(id string, more ...string) *Builder {
+	ids := append([]string{id}, more...)
+	call := "From(" + quoteAll(ids) + ")"
+	for i, id := range ids {
+		switch op, _ := b.spec.Operator(id); {
+		case op == nil && len(ids) == 1:
+			b.problem(id, "%s: no such operator (add it first)", call)
+		case op == nil:
+			b.problem(id, "%s: no such operator %q (add it first)", call, id)
+		case slices.Contains(ids[:i], id):
+			b.problem(id, "%s names %q twice: every row would be delivered twice", call, id)
+		}
 	}
 	if b.keyBy != "" {
 		b.problem(id, "KeyBy(%q) is not followed by an operator", b.keyBy)
 		b.keyBy = ""
 	}
-	b.cursor = id
+	b.cursor = ids
 	return b
 }
 
-// Connect adds an edge between two existing operators, for example to
-// merge two branches into one operator. keyed partitions the edge by the
-// downstream operator's key field.
-func (b *Builder) Connect(from, to string, keyed bool) *Builder {
-	b.calls[fmt.Sprintf("edges[%d]", len(b.spec.Edges))] = fmt.Sprintf(".Connect(%q, %q, %t)", from, to, keyed)
-	b.spec.Edges = append(b.spec.Edges, job.Edge{ID: from + "-" + to, From: from, To: to, Partitioned: keyed})
-	return b
+// current is the operator the builder is at, for problems that name one:
+// the first the cursor names.
+func (b *Builder) current() string {
+	if len(b.cursor) == 0 {
+		return ""
+	}
+	return b.cursor[0]
+}
+
+// quoteAll renders ids as Go string literals separated by commas.
+func quoteAll(ids []string) string {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = strconv.Quote(id)
+	}
+	return strings.Join(q, ", ")
 }
 
 // MapFunc transforms a batch in Go, returning rows of the same schema
@@ -520,7 +552,7 @@ func (b *Builder) Where(id, expr string, opts ...OperatorOption) *Builder {
 // keyed: use KeyBy before it, or run it with parallelism 1.
 func (b *Builder) Aggregate(id string, a job.Aggregation, opts ...OperatorOption) *Builder {
 	op := job.Operator{ID: id, Kind: job.KindAggregate, Stateful: true, Config: b.config(id, a)}
-	if b.keyBy == "" && b.cursor != "" {
+	if b.keyBy == "" && len(b.cursor) > 0 {
 		b.problem(id, "Aggregate(%q) needs a key: call KeyBy(field) before it", id)
 	}
 	b.add(componentCall("Aggregate", id), op, opts)
@@ -533,7 +565,7 @@ func (b *Builder) Aggregate(id string, a job.Aggregation, opts ...OperatorOption
 // Window("per-minute", window.Tumbling(time.Minute, job.Count("n"), job.Sum("amount", "total"))).
 // Call KeyBy before it. See the window package for the semantics.
 func (b *Builder) Window(id string, w window.Definition, opts ...OperatorOption) *Builder {
-	if b.keyBy == "" && b.cursor != "" {
+	if b.keyBy == "" && len(b.cursor) > 0 {
 		b.problem(id, "Window(%q) needs a key: call KeyBy(field) before it", id)
 	}
 	b.add(componentCall("Window", id), job.Operator{ID: id, Kind: job.KindWindow, Stateful: true, Config: b.config(id, w)}, opts)
@@ -577,7 +609,7 @@ func (b *Builder) Process(id string, f ProcessFunc, opts ...OperatorOption) *Bui
 		b.problem(id, "Process(%q) needs a ProcessFunc", id)
 		return b
 	}
-	if b.keyBy == "" && b.cursor != "" {
+	if b.keyBy == "" && len(b.cursor) > 0 {
 		b.problem(id, "Process(%q) needs a key: call KeyBy(field) before it", id)
 	}
 	set := b.add(componentCall("Process", id), job.Operator{ID: id, Kind: job.KindUDF, Stateful: true, Config: b.config(id, ops.MapConfig{Function: id})}, opts)
@@ -629,7 +661,7 @@ func (b *Builder) Build(opts ...Option) (*Job, error) {
 	var all job.ValidationErrors
 	all = append(all, b.problems...)
 	if b.keyBy != "" {
-		all = append(all, &job.ValidationError{Job: b.spec.ID, Operator: b.cursor, Field: "builder", Reason: fmt.Sprintf("KeyBy(%q) is not followed by an operator", b.keyBy)})
+		all = append(all, &job.ValidationError{Job: b.spec.ID, Operator: b.current(), Field: "builder", Reason: fmt.Sprintf("KeyBy(%q) is not followed by an operator", b.keyBy)})
 	}
 	bindings := make(map[string]any, len(b.bindings))
 	for k, v := range b.bindings {

@@ -190,8 +190,8 @@ func TestBuilderComponentErrorsNameTheCall(t *testing.T) {
 		{"sink config", arkflow.NewJob("j").Source("in", cfg).Sink("out", file.SinkConfig{}), []string{
 			`job "j": operator "out": .Sink("out", ...): path: is required`,
 		}},
-		{"Connect", arkflow.NewJob("j").Source("in", cfg).Sink("out", mem.NewSink()).Connect("in", "outt", false), []string{
-			`job "j": operator "in": .Connect("in", "outt", false): to: unknown operator "outt" (operators: "in", "out"); did you mean "out"?`,
+		{"edges", arkflow.NewJob("j").Source("in", cfg).Sink("out", mem.NewSink()).From("in", "out").Sink("out2", mem.NewSink()), []string{
+			`job "j": operator "out": .Sink("out2", ...): from: operator "out" is a sink; sinks have no outputs`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -322,5 +322,36 @@ sinks: [{operator_id: out, output_type: drop}, {operator_id: out2, output_type: 
 				t.Errorf("the builder's plan differs from the spec's:\nbuilder %s\nspec    %s", b, f)
 			}
 		})
+	}
+}
+
+// From with several operators connects the next operator from each;
+// unknown and repeated names are mistakes Build reports, naming the call.
+func TestFromSeveralOperators(t *testing.T) {
+	src := func() *arkflow.Builder {
+		return arkflow.NewJob("merge").Source("a", tsConfig()).Source("b", tsConfig())
+	}
+	j, err := src().From("a", "b").Where("f", "ts >= 0").Sink("out", drop.Config{}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edges []string
+	for _, e := range j.Spec().Edges {
+		edges = append(edges, fmt.Sprintf("%s %s->%s %v", e.ID, e.From, e.To, e.Partitioned))
+	}
+	if want := []string{"a-f a->f false", "b-f b->f false", "f-out f->out false"}; !slices.Equal(edges, want) {
+		t.Errorf("edges %q, want %q", edges, want)
+	}
+	for _, tc := range []struct {
+		b    *arkflow.Builder
+		want string
+	}{
+		{src().From("a", "ghost").Sink("out", drop.Config{}), `job "merge": operator "ghost": builder: From("a", "ghost"): no such operator "ghost" (add it first)`},
+		{src().From("a", "b", "a").Sink("out", drop.Config{}), `job "merge": operator "a": builder: From("a", "b", "a") names "a" twice: every row would be delivered twice`},
+	} {
+		_, err := tc.b.Build()
+		if errs := job.AsValidationErrors(err); len(errs) == 0 || errs[0].Error() != tc.want {
+			t.Errorf("Build: %v\nwant first: %s", err, tc.want)
+		}
 	}
 }

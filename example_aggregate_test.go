@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -25,6 +26,23 @@ func payments(users []string, amounts []float64) arrow.RecordBatch {
 	b.Field(0).(*array.StringBuilder).AppendValues(users, nil)
 	b.Field(1).(*array.Float64Builder).AppendValues(amounts, nil)
 	return b.NewRecordBatch()
+}
+
+// perUser prints rows of (user, count, sum), sorted.
+func perUser(out *mem.Sink) {
+	var lines []string
+	for _, rec := range out.Records() {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			lines = append(lines, fmt.Sprintf("%s: n=%d total=%.1f",
+				rec.Column(0).(*array.String).Value(i),
+				rec.Column(1).(*array.Int64).Value(i),
+				rec.Column(2).(*array.Float64).Value(i)))
+		}
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
 }
 
 // A running aggregate takes the same job.Count, job.Sum, … values as a
@@ -62,4 +80,42 @@ func ExampleBuilder_Aggregate() {
 	// ann: n=1 total=10.0
 	// bob: n=1 total=5.0
 	// ann: n=2 total=12.5
+}
+
+// From with several operators merges their branches into the next
+// operator; KeyBy before it partitions each of the edges by user.
+func ExampleBuilder_From() {
+	web, err := mem.NewSourceFrom([]arrow.RecordBatch{payments([]string{"ann", "bob"}, []float64{10, 5})})
+	if err != nil {
+		log.Fatal(err)
+	}
+	app, err := mem.NewSourceFrom([]arrow.RecordBatch{payments([]string{"ann"}, []float64{2.5})})
+	if err != nil {
+		log.Fatal(err)
+	}
+	out := mem.NewSink()
+	j, err := arkflow.NewJob("spend").
+		Parallelism(2).
+		Source("web", web).
+		Source("app", app).
+		From("web", "app").KeyBy("user").
+		Aggregate("per-user", job.Final(job.Count("n"), job.Sum("amount", "total"))).
+		Sink("out", out).
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range j.Spec().Edges {
+		fmt.Printf("%s -> %s partitioned=%v\n", e.From, e.To, e.Partitioned)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	perUser(out)
+	// Output:
+	// app -> per-user partitioned=true
+	// per-user -> out partitioned=false
+	// web -> per-user partitioned=true
+	// ann: n=2 total=12.5
+	// bob: n=1 total=5.0
 }
