@@ -17,6 +17,8 @@ import (
 var ErrCorrupt = corruption.Err
 
 // ErrNotFound matches, under errors.Is, the error of reading a checkpoint
-// object that does not exist. Restoring skips a checkpoint whose objects
-// are missing, so it reaches a program only when nothing older is left.
+// object that does not exist, and Inspect's and Verify's for an artifact
+// the store does not hold. Restoring skips a checkpoint whose objects are
+// missing, so from a job it reaches a program only when nothing older is
+// left.
 var ErrNotFound = ckptstore.ErrNotFound
