@@ -82,65 +82,67 @@ func (s *Store) Jobs(ctx context.Context) ([]string, error) {
 }
 
 // Info describes one checkpoint or savepoint: what its manifest records
-// and whether a restore could use it.
+// and whether a restore could use it. Its JSON (arkflow checkpoint list
+// --json) has the snake_case names of its tags, times in RFC 3339.
 type Info struct {
 	// Job is the job's id.
-	Job  string
-	Kind Kind
+	Job  string `json:"job"`
+	Kind Kind   `json:"kind"`
 	// ID is a checkpoint's id (20 digits, in id order) or a savepoint's
 	// name.
-	ID string
+	ID string `json:"id"`
 	// Latest is set on the checkpoint the store's LATEST pointer names:
 	// the one a restart of the job restores (with recovery
 	// latest_checkpoint, the default).
-	Latest bool
+	Latest bool `json:"latest"`
 	// Completed is set when the artifact is whole: its manifest is
 	// there, decodes and passes its checksum, lists exactly the planned
 	// tasks, and (for a checkpoint) was committed — its id is not above
 	// the one LATEST names. A restore passes over one that is not.
 	// Whether its state objects are intact is what Verify checks.
-	Completed bool
+	Completed bool `json:"completed"`
 	// Problem says why it is not Completed ("" when it is).
-	Problem string
+	Problem string `json:"problem,omitempty"`
 	// JobVersion and FormatVersion are the job version and state format
 	// that wrote it; a job restores only an artifact of its own format and
 	// of its own version or an older one (see Check).
-	JobVersion    uint64
-	FormatVersion int
+	JobVersion    uint64 `json:"job_version"`
+	FormatVersion int    `json:"format_version"`
 	// Generation is the deployment generation that wrote it.
-	Generation uint64
+	Generation uint64 `json:"generation"`
 	// MaxParallelism is the number of key groups its keyed state is split
 	// into (0: written before it was recorded).
-	MaxParallelism int
+	MaxParallelism int `json:"max_parallelism"`
 	// PlanDigest identifies the plan that wrote it (job.Plan.Digest).
-	PlanDigest string
+	PlanDigest string `json:"plan_digest,omitempty"`
 	// Created is when it was committed (zero when the manifest does not
 	// say).
-	Created time.Time
+	Created time.Time `json:"created,omitzero"`
 	// Bytes is the total size of its state objects.
-	Bytes int64
+	Bytes int64 `json:"bytes"`
 	// Tasks are the tasks of the plan that wrote it, sorted by id, with
 	// what it holds for each. Empty when the manifest could not be read.
-	Tasks []Task
+	Tasks []Task `json:"tasks"`
 }
 
 // Task is what an artifact holds for one task of the plan that wrote it.
 type Task struct {
 	// ID is the task's id: "{operator}-{subtask}".
-	ID string
+	ID string `json:"id"`
 	// Attempt and Node name the task attempt whose cut it holds and the
 	// node that ran it ("" if the manifest lists no attempt for it).
-	Attempt, Node string
+	Attempt string `json:"attempt,omitempty"`
+	Node    string `json:"node,omitempty"`
 	// StateBytes is the size of its state object, and StateChecksum the
 	// checksum recorded for it ("crc64nvme:…" or "sha256:…"); 0 and ""
 	// for a task without state.
-	StateBytes    int64
-	StateChecksum string
+	StateBytes    int64  `json:"state_bytes"`
+	StateChecksum string `json:"state_checksum,omitempty"`
 	// Watermark is the watermark it resumes at (zero when none was
 	// recorded).
-	Watermark time.Time
+	Watermark time.Time `json:"watermark,omitzero"`
 	// Positions are where a source task resumes reading, per partition.
-	Positions []connectors.Position
+	Positions []connectors.Position `json:"positions,omitempty"`
 }
 
 // List describes every checkpoint (by ascending id) and then every

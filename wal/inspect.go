@@ -17,80 +17,83 @@ import (
 )
 
 // Info describes one write-ahead log — one source subtask's — as a
-// restart of its job would find it.
+// restart of its job would find it. Its JSON (arkflow wal inspect
+// --json) has the snake_case names of its tags.
 type Info struct {
 	// Location is the log's directory, or its namespace in a bucket as
 	// s3://bucket/{prefix}/{node_id}/{stream}.
-	Location string
+	Location string `json:"location"`
 	// Source and Subtask name the source subtask whose log it is, for a
 	// local log laid out as a job's ({path}/{source}/{subtask}); "" and
 	// -1 otherwise (an object-store stream names them as
 	// {stream_id}.{source}.{subtask}, which Location shows).
-	Source  string
-	Subtask int
+	Source  string `json:"source,omitempty"`
+	Subtask int    `json:"subtask"`
 	// Cursor is the persisted cursor: every entry at or below it was
 	// acknowledged, and a restart does not replay it. An acknowledgement
 	// not yet persisted (at most the cursor interval, 100ms for a local
 	// log and 1s for an object-store one, old) only means more replay.
-	Cursor uint64
+	Cursor uint64 `json:"cursor"`
 	// Positions are the source positions stored with the cursor: per
 	// partition, the offset after the last row of the entries it covers,
 	// where the source resumes reading once the entries after the
 	// cursor are replayed.
-	Positions []connectors.Position
+	Positions []connectors.Position `json:"positions,omitempty"`
 	// First and Last are the oldest and newest stored sequences (0 when
 	// no entry is stored). Last may be below Cursor when acknowledged
 	// entries were lost in a power loss (sync mode periodic or none).
-	First, Last uint64
+	First uint64 `json:"first"`
+	Last  uint64 `json:"last"`
 	// Pending is the number of stored entries after the cursor: what a
 	// restart replays before the source reads new input. (A source whose
 	// input cannot be read again, in a job with checkpoints, keeps
 	// entries below the cursor too, and replays those a restored
 	// checkpoint does not hold.)
-	Pending int
+	Pending int `json:"pending"`
 	// Segments are the stored segments, oldest first.
-	Segments []Segment
+	Segments []Segment `json:"segments"`
 	// Torn describes a torn tail of the newest segment — a write a crash
 	// cut short — that a restart cuts off; "" when it ends cleanly. In a
 	// log a running job is writing it may be a write in progress.
-	Torn string
+	Torn string `json:"torn,omitempty"`
 	// Entries lists every stored entry, oldest first, with
 	// InspectOptions.Entries; nil otherwise.
-	Entries []Entry
+	Entries []Entry `json:"entries,omitempty"`
 }
 
 // Segment describes one stored segment of a log.
 type Segment struct {
 	// Name is the segment's file name in the log's directory, or its
 	// object's key in the bucket.
-	Name string
+	Name string `json:"name"`
 	// First and Last are its first and last sequences, and Entries their
 	// number; all 0 for an empty segment.
-	First, Last uint64
-	Entries     int
+	First   uint64 `json:"first"`
+	Last    uint64 `json:"last"`
+	Entries int    `json:"entries"`
 	// Bytes is its size on disk or in the bucket.
-	Bytes int64
+	Bytes int64 `json:"bytes"`
 	// Passed is set when the cursor has passed every entry of it: a
 	// restart does not read it, and the job deletes (or reuses) it
 	// unless its durability block says retain or its source holds
 	// entries for checkpoints.
-	Passed bool
+	Passed bool `json:"passed"`
 	// Damage says why a passed segment does not decode (Entries then
 	// counts those before the damage). A restart never reads it, so it
 	// does not fail; damage in a segment a restart reads fails Inspect
 	// instead, with the error the restart would fail with.
-	Damage string
+	Damage string `json:"damage,omitempty"`
 }
 
 // Entry is one stored entry: one batch a source read.
 type Entry struct {
 	// Seq is its sequence number (from 1, in the order the source read).
-	Seq uint64
+	Seq uint64 `json:"seq"`
 	// Source is the source name recorded with the rows.
-	Source string
+	Source string `json:"source"`
 	// Bytes is the size of its payload: the source name and the rows as
 	// an Arrow IPC stream.
-	Bytes int
+	Bytes int `json:"bytes"`
 }
 
 // InspectOptions configure Inspect. The zero value inspects a local
