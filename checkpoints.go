@@ -104,11 +104,11 @@ func (j *Job) Checkpoint(ctx context.Context) (string, error) { return j.rt.Chec
 func (j *Job) Savepoint(ctx context.Context, name string) error { return j.rt.Savepoint(ctx, name) }
 
 // storeOptions is the engine's form of a checkpoint.StoreOptions.
+// (checkpoint.Open makes the same conversion.)
 func storeOptions(o checkpoint.StoreOptions) ckptstore.StoreOptions {
 	return ckptstore.StoreOptions{
 		Options: blob.Options{Endpoint: o.Endpoint, Region: o.Region, AccessKeyID: o.AccessKeyID,
 			SecretAccessKey: o.SecretAccessKey, AllowHTTP: o.AllowHTTP},
-		Client: o.Client, PartSize: o.PartSize,
-		UploadConcurrency: o.UploadConcurrency, DownloadConcurrency: o.DownloadConcurrency,
+		PartSize: o.PartSize, UploadConcurrency: o.UploadConcurrency, DownloadConcurrency: o.DownloadConcurrency,
 	}
 }

@@ -1,7 +1,7 @@
 package arkflow
 
 import (
-	"github.com/arkflow-rs/arkflow-go/checkpoint"
+	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
 
@@ -14,8 +14,10 @@ var (
 	// ErrCorrupt matches, under errors.Is, every error about stored data
 	// that is not what was written: a checkpoint manifest or state object
 	// (the message names its key), a state snapshot or state directory, a
-	// WAL segment or cursor (the message names the segment and offset). It is the same
-	// value as checkpoint.ErrCorrupt and wal.ErrCorrupt. A store that
-	// cannot be reached is not corruption.
-	ErrCorrupt = checkpoint.ErrCorrupt
+	// WAL segment or cursor (the message names the segment and offset). A
+	// store that cannot be reached is not corruption. It is the module's
+	// one corruption marker: checkpoint.ErrCorrupt and wal.ErrCorrupt are
+	// this value, declared there too so that a program using only those
+	// packages can test for it.
+	ErrCorrupt = corruption.Err
 )

@@ -1,9 +1,8 @@
 package checkpoint
 
-import "github.com/minio/minio-go/v7"
-
-// StoreOptions configure an s3:// checkpoint store; a file:// store
-// ignores them. The zero value takes everything from the environment.
+// StoreOptions configure an s3:// checkpoint store, for a job
+// (arkflow.WithCheckpointStore) or for Open; a file:// store ignores
+// them. The zero value takes everything from the environment.
 type StoreOptions struct {
 	// Endpoint is the S3 API's address: "host[:port]" or
 	// "http(s)://host[:port]". An explicit "http://" means plain HTTP; a
@@ -21,9 +20,6 @@ type StoreOptions struct {
 	// AllowHTTP makes a bare "host:port" Endpoint use plain HTTP (default
 	// false: TLS).
 	AllowHTTP bool
-	// Client, if set, is used instead of one built from the fields above.
-	// It is borrowed: the store never closes it.
-	Client *minio.Client
 	// PartSize is the multipart part size of uploads (default 16 MiB; S3
 	// requires at least 5 MiB). An upload can be at most 10,000 parts
 	// long.

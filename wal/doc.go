@@ -1,6 +1,7 @@
 // Package wal is about the write-ahead log that can sit in front of a
 // source (job.Durability, arkflow.Durable): what each sync mode promises
-// in a crash, and ErrCorrupt, which matches a damaged log's errors.
+// in a crash, Inspect, which describes a log as a restart would find it,
+// and ErrCorrupt, which matches a damaged log's errors.
 //
 // A source with durability appends every batch it reads to its log, made
 // durable as the sync mode promises, before the batch enters the
@@ -16,7 +17,27 @@
 //   - job.SyncNone loses what the kernel had not written back.
 //
 // The object-store backend keeps unsynced entries in memory, so there a
-// process crash loses what a power loss loses. The log itself, its record
+// process crash loses what a power loss loses.
+//
+// # Inspecting a log
+//
+// Inspect reads the logs in a directory (one source subtask's, a
+// source's, or a whole job's: arkflow run keeps them in
+// ./arkflow-data/<job id>/wal) or under an s3:// prefix, and reports for
+// each its cursor, the source positions stored with it, its segments,
+// the entries a restart would replay (Pending) and, with
+// InspectOptions.Entries, every stored entry. It applies the rules a
+// restart applies, without changing anything and without taking the
+// log's lock, so it can look at the logs of a running job and fails
+// exactly where a restart would, with the same error. `arkflow wal
+// inspect` prints the same for people, or as JSON.
+//
+//	logs, err := wal.Inspect(ctx, "./arkflow-data/clicks/wal", wal.InspectOptions{})
+//	for _, l := range logs {
+//		fmt.Println(l.Source, l.Subtask, "cursor", l.Cursor, "pending", l.Pending)
+//	}
+//
+// The log itself, its record
 // and cursor formats and its recovery rules are described in
 // ARCHITECTURE.md ("Write-ahead log").
 package wal

@@ -55,3 +55,37 @@ func Example() {
 	// second run: 0 rows <nil>
 	// damaged: true
 }
+
+// Inspect describes the logs of a job's WAL directory as a restart would
+// find them: here, after a run that acknowledged everything it read.
+func ExampleInspect() {
+	dir, err := os.MkdirTemp("", "wal-inspect")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	j, err := arkflow.NewJob("durable").
+		Durability(job.Durability{Path: dir}).
+		Source("in", generate.Config{Count: 100, BatchSize: 25, Fields: []generate.Field{{Name: "n", Type: "int64"}}}).
+		Sink("out", mem.NewSink()).
+		Build()
+	if err != nil {
+		panic(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		panic(err)
+	}
+
+	logs, err := wal.Inspect(context.Background(), dir, wal.InspectOptions{Entries: true})
+	if err != nil {
+		panic(err)
+	}
+	for _, l := range logs {
+		fmt.Printf("source %s subtask %d: entries %d..%d, cursor %d, %d pending, resume at offset %d\n",
+			l.Source, l.Subtask, l.First, l.Last, l.Cursor, l.Pending, l.Positions[0].Offset)
+		fmt.Println("first entry:", l.Entries[0].Seq, l.Entries[0].Source)
+	}
+	// Output:
+	// source in subtask 0: entries 1..4, cursor 4, 0 pending, resume at offset 100
+	// first entry: 1 in
+}

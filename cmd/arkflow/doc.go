@@ -6,8 +6,13 @@
 //	arkflow run [flags] SPEC                   run the job until its bounded sources end, or SIGINT/SIGTERM
 //	arkflow checkpoint [flags] SPEC            take a checkpoint of the job an "arkflow run" is running
 //	arkflow savepoint --name NAME [flags] SPEC take a named savepoint of it
+//	arkflow checkpoint list URI                list the checkpoints and savepoints in a store
+//	arkflow checkpoint inspect URI ID          describe one: tasks, state, watermarks, positions
+//	arkflow checkpoint check URI ID SPEC       may SPEC start from that savepoint? (exit 0 yes, 1 no)
+//	arkflow wal inspect LOCATION               describe write-ahead logs as a restart would find them
+//	arkflow agent --hub URL [flags]            join a Hub's fleet and run the jobs it assigns
 //	arkflow version                            print the version of this program
-//	arkflow help [COMMAND]                     list the commands, or every flag of one
+//	arkflow help [COMMAND [SUBCOMMAND]]        list the commands, or every flag of one
 //
 // Flags go before or after SPEC, as --flag=value or --flag value; "--"
 // ends them. `arkflow COMMAND --help` (or -h) lists a command's flags.
@@ -34,6 +39,22 @@
 // A job with neither keeps nothing there. checkpoint and savepoint find the
 // control socket with the same default: run them from the same directory,
 // or give them the same --data-dir (or --control SOCKET).
+//
+// # Reading logs and checkpoint stores
+//
+// wal inspect and checkpoint list, inspect and check need no running job
+// and write nothing; they go through the packages wal (wal.Inspect) and
+// checkpoint (checkpoint.Open, checkpoint.Check), and --json prints those
+// packages' results. wal inspect takes a log's directory, a source's, a
+// job's (./arkflow-data/<job id>/wal) or s3://bucket/prefix, and takes no
+// lock, so it also reads the logs of a running job. The checkpoint
+// subcommands take a store's URI (a spec's checkpoint.object_store_uri)
+// and an ID: a savepoint's name or a checkpoint's id, or savepoints/NAME
+// and checkpoints/ID where a name is all digits. Without a subcommand,
+// arkflow checkpoint still asks a running job for a checkpoint, so a SPEC
+// file named list, inspect or check is given as ./list. For s3:// the
+// endpoint and credentials come from AWS_ENDPOINT_URL, AWS_REGION,
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, as for run.
 //
 // # Stopping
 //
@@ -107,4 +128,8 @@
 // per line) or the job failed (its "job failed" log record carries the
 // error, which is not printed again); 2 for a mistake on the command line,
 // printed as one line that names the fix.
+// checkpoint check exits 0 when a start would accept the savepoint, 1
+// when it would refuse it (the reason on stdout), 2 for a usage mistake
+// and 3 when it could not tell (the spec is invalid, the store cannot be
+// read); wal inspect exits 1 for a log a restart would refuse.
 package main

@@ -46,6 +46,23 @@ type command struct {
 	// with the positional arguments. A usageError from it exits 2, any
 	// other error is printed (one problem per line) and exits 1.
 	setup func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) error
+	// subs are its subcommands ("arkflow checkpoint list"), chosen by the
+	// first argument after the command's name; name is then "<command>
+	// <sub>". Without one of them the command itself runs.
+	subs []*command
+}
+
+// sub returns c's subcommand named by the first argument, if any.
+func (c *command) sub(args []string) *command {
+	if len(args) == 0 {
+		return nil
+	}
+	for _, s := range c.subs {
+		if s.name == c.name+" "+args[0] {
+			return s
+		}
+	}
+	return nil
 }
 
 // usage is the command's usage line.

@@ -156,7 +156,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"savepoint", "x.yaml"}, "arkflow savepoint: --name is required; usage: arkflow savepoint --name NAME"},
 		{[]string{"version", "now"}, "arkflow version: takes no arguments (got now); usage: arkflow version"},
 		{[]string{"help", "nope"}, `arkflow help: unknown command "nope"`},
-		{[]string{"help", "run", "plan"}, "arkflow help: expected at most one COMMAND (got 2: run plan)"},
+		{[]string{"help", "run", "plan"}, `arkflow help: run has no subcommand "plan"`},
+		{[]string{"wal"}, "arkflow wal: expected a subcommand: inspect; usage: arkflow wal inspect"},
+		{[]string{"wal", "inspekt", "dir"}, `arkflow wal: unknown subcommand "inspekt" (known: inspect)`},
+		{[]string{"wal", "inspect"}, "arkflow wal inspect: expected one LOCATION (got 0); usage: arkflow wal inspect [flags]"},
+		{[]string{"wal", "inspect", "--bogus", "d"}, "arkflow wal inspect: flag provided but not defined: -bogus"},
+		{[]string{"checkpoint", "list"}, "arkflow checkpoint list: expected one store URI (got 0); usage: arkflow checkpoint list [flags] URI"},
+		{[]string{"checkpoint", "inspect", "file:///x"}, "arkflow checkpoint inspect: expected a store URI and an ID (got 1: file:///x)"},
+		{[]string{"checkpoint", "check", "file:///x", "v1"}, "arkflow checkpoint check: expected a store URI, an ID and a SPEC file (got 2: file:///x v1)"},
+		{[]string{"help", "checkpoint", "list", "x"}, "arkflow help: expected at most a COMMAND and a SUBCOMMAND (got 3: checkpoint list x)"},
 	} {
 		code, out, errOut := runCLI(tc.args...)
 		if code != 2 {

@@ -31,8 +31,12 @@ State and write-ahead logs whose spec gives no path live under --data-dir
 (default ./arkflow-data): DIR/<job id>/state and DIR/<job id>/wal; a job
 with a checkpoint block serves checkpoint and savepoint on DIR/<job id>.sock.
 
-Exit status: 0 ok; 1 the spec is invalid or the job failed; 2 a usage mistake.
-"arkflow help COMMAND" lists a command's flags.
+arkflow wal inspect and arkflow checkpoint list, inspect and check read what
+jobs leave behind (write-ahead logs, a checkpoint store) without a job running.
+
+Exit status: 0 ok; 1 the spec is invalid or the job failed; 2 a usage mistake
+(checkpoint check: 1 a start would refuse the savepoint; 3 it could not tell).
+"arkflow help COMMAND [SUBCOMMAND]" lists a command's flags.
 `
 
 // commands are the CLI's verbs, in the order help lists them.
@@ -64,10 +68,17 @@ var commands = []*command{
 			"starts or restores, stops or failed, or after 3 failed checkpoints in a\n" +
 			"row) and /status (the control socket's JSON).",
 		setup: runCmd},
-	{name: "checkpoint", args: "[flags] (SPEC | --control SOCKET)", short: `take a checkpoint of a job "arkflow run" is running`,
+	{name: "checkpoint", args: "[flags] (SPEC | --control SOCKET) | (list | inspect | check) ...", short: `take a checkpoint of a job "arkflow run" is running; list, inspect or check a store's`,
 		long: "Checkpoint asks the job an \"arkflow run\" is running to take a checkpoint\n" +
 			"now and prints its id. It finds the job's control socket as run does:\n" +
-			"DIR/<job id>.sock with the same --data-dir, or --control SOCKET.",
+			"DIR/<job id>.sock with the same --data-dir, or --control SOCKET.\n\n" +
+			"Its subcommands read a checkpoint store instead, with no job running (a\n" +
+			"SPEC file named list, inspect or check is given as ./list):\n" +
+			"  checkpoint list URI            " + checkpointSubs[0].short + "\n" +
+			"  checkpoint inspect URI ID      " + checkpointSubs[1].short + "\n" +
+			"  checkpoint check URI ID SPEC   " + checkpointSubs[2].short + "\n" +
+			"\"arkflow help checkpoint list\" (inspect, check) lists a subcommand's flags.",
+		subs: checkpointSubs,
 		setup: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			return controlCmd("checkpoint", fs)
 		}},
@@ -88,6 +99,7 @@ var commands = []*command{
 			"Agent's and every job's), /healthz, /readyz (200 once registered and every\n" +
 			"job it holds runs; 503 naming the job and why, e.g. a restore) and /status.",
 		setup: agentCmd},
+	walCmd,
 	{name: "version", args: "", short: "print the version of this program",
 		long: "Version prints the version of this program.",
 		setup: func(*flag.FlagSet) func([]string, io.Writer, io.Writer) error {
@@ -115,7 +127,7 @@ func main() {
 }
 
 // mainUsage is the one line printed for a missing or unknown command.
-const mainUsage = "usage: arkflow COMMAND [flags] [SPEC], COMMAND one of validate, plan, run, checkpoint, savepoint, version, help"
+const mainUsage = "usage: arkflow COMMAND [flags] [SPEC], COMMAND one of validate, plan, run, checkpoint, savepoint, agent, wal, version, help"
 
 // run runs the CLI and returns its exit status.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -137,6 +149,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if sub := c.sub(rest); sub != nil {
+		c, rest = sub, rest[1:]
+	}
 	fs := newFlagSet(c.name)
 	exec := c.setup(fs)
 	pos, err := parseArgs(fs, rest)
@@ -149,11 +164,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var usage usageError
 	var logged loggedError
+	var exit exitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &logged):
 		return 1
+	case errors.As(err, &exit):
+		if exit.err != nil {
+			printErrors(stderr, exit.err)
+		}
+		return exit.code
 	case errors.As(err, &usage):
 		more := ""
 		fs.VisitAll(func(*flag.Flag) { more = fmt.Sprintf(" (arkflow help %s lists the flags)", c.name) })
@@ -188,21 +209,29 @@ func help(args []string, stdout, stderr io.Writer) int {
 		for _, c := range commands {
 			fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.short)
 		}
-		fmt.Fprintf(&b, "  %-11s %s\n", "help", "print this, or every flag of a command (arkflow help COMMAND)")
+		fmt.Fprintf(&b, "  %-11s %s\n", "help", "print this, or every flag of a command (arkflow help COMMAND [SUBCOMMAND])")
 		fmt.Fprintf(stdout, overview, b.String())
 		return 0
-	case 1:
+	case 1, 2:
 		c := lookup(args[0])
 		if c == nil {
 			fmt.Fprintf(stderr, "arkflow help: unknown command %q; %s\n", args[0], mainUsage)
 			return 2
+		}
+		if len(args) == 2 {
+			sub := c.sub(args[1:])
+			if sub == nil {
+				fmt.Fprintf(stderr, "arkflow help: %s has no subcommand %q; usage: arkflow help [COMMAND [SUBCOMMAND]]\n", c.name, args[1])
+				return 2
+			}
+			c = sub
 		}
 		fs := newFlagSet(c.name)
 		c.setup(fs)
 		printHelp(stdout, c, fs)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "arkflow help: expected at most one COMMAND (got %d: %s); usage: arkflow help [COMMAND]\n", len(args), strings.Join(args, " "))
+		fmt.Fprintf(stderr, "arkflow help: expected at most a COMMAND and a SUBCOMMAND (got %d: %s); usage: arkflow help [COMMAND [SUBCOMMAND]]\n", len(args), strings.Join(args, " "))
 		return 2
 	}
 }

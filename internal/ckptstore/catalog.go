@@ -1206,3 +1206,43 @@ func (c *Catalog) List(ctx context.Context, kind Kind) ([]Summary, error) {
 	}
 	return out, nil
 }
+
+// Verify reads every state object of m, a manifest of this catalog's job,
+// and checks its size and checksum against its entry, as Select does
+// without Want.DeferStateChecks: the error names the first object that is
+// missing (it wraps ErrNotFound) or corrupt (a *CorruptError), or is the
+// store's failure. The objects are streamed, VerifyConcurrency at a time.
+func (c *Catalog) Verify(ctx context.Context, m *Manifest) error {
+	skip, err := c.verifyStates(ctx, m)
+	if err != nil {
+		return err
+	}
+	if skip != nil {
+		return fmt.Errorf("checkpoint: %s %s: %s: %w", skip.Kind, skip.ID, skip.Reason, skip.Err)
+	}
+	return nil
+}
+
+// Jobs returns the ids of the jobs that have checkpoints or savepoints in
+// store (any object under {job}/checkpoints/ or {job}/savepoints/),
+// sorted. It lists the whole store.
+func Jobs(ctx context.Context, store Store) ([]string, error) {
+	keys, err := store.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: listing %s: %w", store.URI(), err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range keys {
+		parts := strings.SplitN(k, "/", 3)
+		if len(parts) < 3 || (parts[1] != kindDir(KindCheckpoint) && parts[1] != kindDir(KindSavepoint)) || validJobID(parts[0]) != nil {
+			continue
+		}
+		if !seen[parts[0]] {
+			seen[parts[0]] = true
+			out = append(out, parts[0])
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -905,3 +905,48 @@ func TestPutStateSum(t *testing.T) {
 		}
 	})
 }
+
+// Jobs finds the jobs with artifacts and nothing else; Verify reads a
+// manifest's state and names a damaged object.
+func TestJobsAndVerify(t *testing.T) {
+	ctx := context.Background()
+	s := openFile(t)
+	put := func(key, body string) {
+		t.Helper()
+		if err := s.Put(ctx, key, strings.NewReader(body), int64(len(body))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("orders/checkpoints/LATEST", "00000000000000000001\n")
+	put("clicks/savepoints/v1/state/a-0.snap", "x")
+	put("notes/readme.txt", "not a job")
+	put("bad.id/checkpoints/x", "x")
+	jobs, err := Jobs(ctx, s)
+	if err != nil || !slices.Equal(jobs, []string{"clicks", "orders"}) {
+		t.Fatalf("Jobs = %v, %v", jobs, err)
+	}
+
+	cat, err := NewCatalog(s, "clicks", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "the state"
+	e, err := cat.PutState(ctx, KindSavepoint, "v2", "a-0", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Manifest{Kind: KindSavepoint, Name: "v2", CheckpointID: "v2", JobID: "clicks", StateSnapshots: []StateSnapshot{e}}
+	if err := cat.Verify(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	put(e.URI, "the stat!")
+	if err := cat.Verify(ctx, m); !IsCorruption(err) || !strings.Contains(err.Error(), e.URI) {
+		t.Fatalf("Verify of a changed object: %v", err)
+	}
+	if err := s.Delete(ctx, e.URI); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Verify(ctx, m); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Verify of a missing object: %v", err)
+	}
+}

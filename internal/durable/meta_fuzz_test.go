@@ -1,10 +1,12 @@
 package durable
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/walog"
 )
 
 // FuzzDecodeMeta: the positions stored with a WAL cursor come from disk
@@ -40,4 +42,22 @@ func normMeta(m walMeta) walMeta {
 		m.Released = nil
 	}
 	return m
+}
+
+// The positions stored with a cursor, as the source wrote them; none for
+// empty meta; a corruption error for meta that does not decode.
+func TestCursorPositions(t *testing.T) {
+	want := []connectors.Position{{Topic: "t", Partition: 1, Offset: 40}}
+	for _, b := range [][]byte{encodeMeta(walMeta{Parallelism: 2, Positions: want}), []byte(`[{"topic":"t","partition":1,"offset":40}]`)} {
+		got, err := CursorPositions(b)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("CursorPositions(%s) = %v, %v", b, got, err)
+		}
+	}
+	if got, err := CursorPositions(nil); got != nil || err != nil {
+		t.Fatalf("empty meta: %v, %v", got, err)
+	}
+	if _, err := CursorPositions([]byte("{")); !errors.Is(err, walog.ErrCorrupt) {
+		t.Fatalf("bad meta: %v", err)
+	}
 }

@@ -346,6 +346,22 @@ func decodeMeta(b []byte) (walMeta, error) {
 	return m, nil
 }
 
+// CursorPositions decodes the meta a source stores with its WAL cursor
+// (walog.Inspection.Meta): the positions its cursor covers, the offset
+// after the last row of the entries at or below it, per partition. Empty
+// meta (a log whose cursor was never saved by a source) has none. Meta
+// that does not decode is an error matching walog.ErrCorrupt.
+func CursorPositions(meta []byte) ([]connectors.Position, error) {
+	if len(meta) == 0 {
+		return nil, nil
+	}
+	m, err := decodeMeta(meta)
+	if err != nil {
+		return nil, fmt.Errorf("wal: the positions stored with the cursor do not decode: %w", err)
+	}
+	return m.Positions, nil
+}
+
 // Connect reconciles the WAL with restored checkpoint positions, seeks the
 // wrapped source past what the WAL holds, connects it, and starts the
 // committer.

@@ -31,12 +31,46 @@ import (
 // one selects again with the artifact excluded (see restore), so that
 // every state byte is downloaded and hashed once.
 func (r *Runtime) selectRestore(ctx context.Context, cat *ckptstore.Catalog) (*ckptstore.Manifest, error) {
+	m, _, err := r.selectRestoreExcluding(ctx, cat, nil)
+	return m, err
+}
+
+// CheckRestore makes the choice a start makes before it touches anything
+// (selectRestore: Options.FromSavepoint, Options.FromCheckpoint or
+// spec.recovery, the compatibility rules, the fallbacks, the parallelism
+// checks) against store instead of the spec's, and stops there: no state
+// is opened, nothing is written, and the state objects are not read (a
+// start checks them as it restores them). It returns what a start would
+// restore (nil: nothing, and the job would start without state), the
+// candidates passed over, and the error the start would fail with. A
+// spec without a checkpoint block restores nothing.
+func (r *Runtime) CheckRestore(ctx context.Context, store ckptstore.Store) (*ckptstore.Manifest, []ckptstore.Skipped, error) {
+	cp := r.g.Spec.Checkpoint
+	if cp == nil {
+		return nil, nil, nil
+	}
+	cat, err := ckptstore.NewCatalog(store, r.g.Spec.ID, ckptstore.Options{Retention: cp.Retention, Logger: r.log})
+	if err != nil {
+		return nil, nil, err
+	}
 	return r.selectRestoreExcluding(ctx, cat, nil)
 }
 
+// RefusedError marks the errors of selectRestore that are its decision
+// that the start must not go on (an incompatible artifact, a savepoint
+// that is missing or unusable, a parallelism change no relayout can
+// make, recovery fail with something to restore), as opposed to a store
+// it could not read. It reads as the error it holds.
+type RefusedError struct{ Err error }
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error it holds.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
 // selectRestoreExcluding is selectRestore passing over the artifacts in
-// exclude.
-func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Catalog, exclude []string) (*ckptstore.Manifest, error) {
+// exclude; it also returns the candidates passed over (each logged).
+func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Catalog, exclude []string) (*ckptstore.Manifest, []ckptstore.Skipped, error) {
 	spec := r.g.Spec
 	want := ckptstore.Want{Target: ckptstore.LatestCheckpoint, JobVersion: spec.Version, FormatVersion: r.formatVersion(), PlannedTasks: r.plannedTasks(),
 		MaxParallelism: spec.MaxParallelism, DeferStateChecks: true, Exclude: exclude}
@@ -44,7 +78,7 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 	if r.opts.FromCheckpoint != "" && r.opts.FromSavepoint == "" {
 		id, err := NormalizeCheckpointRef(ckptstore.KindCheckpoint, r.opts.FromCheckpoint)
 		if err != nil {
-			return nil, fmt.Errorf("restoring checkpoint %q: %w", r.opts.FromCheckpoint, err)
+			return nil, nil, fmt.Errorf("restoring checkpoint %q: %w", r.opts.FromCheckpoint, err)
 		}
 		if !slices.Contains(exclude, id) {
 			exact = id
@@ -59,6 +93,7 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 		want.Target = ckptstore.LatestSavepoint
 	}
 	m, skipped, err := cat.Select(ctx, want)
+	all := skipped
 	if exact != "" && err == nil && m == nil {
 		// The checkpoint the Hub named is not usable: fall back as
 		// latest_checkpoint would, past it.
@@ -69,27 +104,32 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 		want.Target, want.Name = ckptstore.LatestCheckpoint, ""
 		want.Exclude = append(slices.Clone(exclude), exact)
 		m, skipped, err = cat.Select(ctx, want)
+		all = append(all, skipped...)
 	}
 	for _, s := range skipped {
 		r.log.Warn("checkpoint not usable", "kind", s.Kind, "checkpoint", s.ID, "reason", s.Reason)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("selecting a checkpoint to restore: %w", err)
+		err = fmt.Errorf("selecting a checkpoint to restore: %w", err)
+		if errors.As(err, new(*ckptstore.IncompatibleError)) {
+			err = &RefusedError{err}
+		}
+		return nil, all, err
 	}
 	if m == nil {
 		if r.opts.FromSavepoint != "" {
-			return nil, fmt.Errorf("savepoint %q was not found or is not usable in %s", r.opts.FromSavepoint, cat.Store().URI())
+			return nil, all, &RefusedError{fmt.Errorf("savepoint %q was not found or is not usable in %s", r.opts.FromSavepoint, cat.Store().URI())}
 		}
-		return nil, nil
+		return nil, all, nil
 	}
 	if ops := r.coPartitionedRescaled(r.manifestLayout(m), r.planLayout()); len(ops) > 0 {
-		return nil, fmt.Errorf("parallelism: %s %s changes the parallelism of %s, whose rows arrive partitioned by their source (keyed_by) and whose keyed state is kept per subtask: it cannot be redistributed; start with the old parallelism, or re-key through a Kafka topic into a job of the new one",
-			m.Kind, m.CheckpointID, strings.Join(ops, ", "))
+		return nil, all, &RefusedError{fmt.Errorf("parallelism: %s %s changes the parallelism of %s, whose rows arrive partitioned by their source (keyed_by) and whose keyed state is kept per subtask: it cannot be redistributed; start with the old parallelism, or re-key through a Kafka topic into a job of the new one",
+			m.Kind, m.CheckpointID, strings.Join(ops, ", "))}
 	}
 	if spec.Recovery == job.RecoverFail && r.opts.FromSavepoint == "" && r.opts.FromCheckpoint == "" {
-		return nil, fmt.Errorf("recovery is %q and %s %s exists: start from it with recovery latest_checkpoint, from a savepoint, or remove it", job.RecoverFail, m.Kind, m.CheckpointID)
+		return nil, all, &RefusedError{fmt.Errorf("recovery is %q and %s %s exists: start from it with recovery latest_checkpoint, from a savepoint, or remove it", job.RecoverFail, m.Kind, m.CheckpointID)}
 	}
-	return m, nil
+	return m, all, nil
 }
 
 // restore fills st from the selected manifest and returns the source
@@ -149,7 +189,7 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 			id = m.Name
 		}
 		exclude = append(exclude, id)
-		if m, err = r.selectRestoreExcluding(ctx, cat, exclude); err != nil {
+		if m, _, err = r.selectRestoreExcluding(ctx, cat, exclude); err != nil {
 			return fail(err)
 		}
 		if m == nil {

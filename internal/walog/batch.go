@@ -38,14 +38,11 @@ func EncodeBatch(dst []byte, source string, rec arrow.RecordBatch) ([]byte, erro
 // independent of payload; the caller releases it. A payload with no record
 // or more than one is an error.
 func DecodeBatch(payload []byte, mem memory.Allocator) (source string, rec arrow.RecordBatch, err error) {
-	if len(payload) < 4 {
-		return "", nil, errors.New("wal: batch payload truncated (name length)")
+	source, err = BatchSource(payload)
+	if err != nil {
+		return "", nil, err
 	}
-	n := binary.BigEndian.Uint32(payload)
-	if n > MaxSourceName || int64(n) > int64(len(payload)-4) {
-		return "", nil, fmt.Errorf("wal: batch payload truncated (name of %d bytes, %d remain)", n, len(payload)-4)
-	}
-	source = string(payload[4 : 4+n])
+	n := len(source)
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
@@ -85,6 +82,19 @@ func DecodeBatch(payload []byte, mem memory.Allocator) (source string, rec arrow
 		return "", nil, err
 	}
 	return source, rec, nil
+}
+
+// BatchSource returns the source name a batch payload (EncodeBatch's)
+// begins with, without decoding its rows.
+func BatchSource(payload []byte) (string, error) {
+	if len(payload) < 4 {
+		return "", errors.New("wal: batch payload truncated (name length)")
+	}
+	n := binary.BigEndian.Uint32(payload)
+	if n > MaxSourceName || int64(n) > int64(len(payload)-4) {
+		return "", fmt.Errorf("wal: batch payload truncated (name of %d bytes, %d remain)", n, len(payload)-4)
+	}
+	return string(payload[4 : 4+n]), nil
 }
 
 // validateRecord checks the decoded arrays' internal consistency, so that

@@ -101,8 +101,10 @@ func (s *localStorage) describe() string { return s.dir }
 
 func segName(first uint64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
 
-func (s *localStorage) listSegments() ([]uint64, error) {
-	ents, err := os.ReadDir(s.dir)
+// listSegments returns the first sequences of the segments in dir,
+// ascending.
+func listSegments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +116,7 @@ func (s *localStorage) listSegments() ([]uint64, error) {
 		}
 		first, err := strconv.ParseUint(strings.TrimSuffix(name, segSuffix), 10, 64)
 		if err != nil || first == 0 || segName(first) != name {
-			return nil, fmt.Errorf("wal: %s: unexpected file %s", s.dir, name)
+			return nil, fmt.Errorf("wal: %s: unexpected file %s", dir, name)
 		}
 		segs = append(segs, first)
 	}
@@ -130,75 +132,28 @@ func (s *localStorage) recover() (recovered, error) {
 	if err != nil {
 		return r, err
 	}
-	segs, err := s.listSegments()
+	segs, err := listSegments(s.dir)
 	if err != nil {
 		return r, err
 	}
 	if err := s.findPool(); err != nil {
 		return r, err
 	}
-	r.last = r.cursor
-	expect := uint64(0)        // first sequence the next segment must start with
-	var prevTorn *CorruptError // where the previous segment's entries ended early
-	for i, first := range segs {
-		lastSeg := i == len(segs)-1
-		// Segments are deleted only once the persisted cursor covers them,
-		// so the oldest one left starts at or before the cursor's successor.
-		if i == 0 && first-1 > r.cursor {
-			return r, &CorruptError{Segment: segName(first), Offset: 0,
-				Reason: fmt.Sprintf("the oldest segment starts at sequence %d, but the cursor is %d: entries %d..%d are missing", first, r.cursor, r.cursor+1, first-1)}
-		}
-		// A gap is allowed only where the cursor covers it (acknowledged
-		// entries that were never synced before a crash).
-		if expect != 0 && first != expect && !(first > expect && first-1 <= r.cursor) {
-			if prevTorn != nil {
-				prevTorn.Reason += fmt.Sprintf(" in a segment that is not the newest (the next one starts at sequence %d, not %d)", first, expect)
-				return r, prevTorn
-			}
-			return r, &CorruptError{Segment: segName(first), Offset: 0,
-				Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, expect-1)}
-		}
-		prevTorn = nil
-		if !lastSeg && segs[i+1]-1 <= r.cursor {
-			// Wholly acknowledged and retained: not replayed, not read.
-			expect = segs[i+1]
-			continue
-		}
-		path := filepath.Join(s.dir, segName(first))
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return r, fmt.Errorf("wal: %w", err)
-		}
-		seg, err := DecodeRecycledSegment(segName(first), b, first)
-		if err != nil {
-			return r, err
-		}
-		if seg.Torn != "" {
-			// A segment other than the newest ends where its entries
-			// end; in a recycled file the previous records follow (the
-			// next segment must then start right after it: checked
-			// above, on the next iteration).
-			if !lastSeg {
-				prevTorn = &CorruptError{Segment: segName(first), Offset: int64(seg.Intact), Reason: seg.Torn}
-				expect = first + uint64(len(seg.Entries))
-				if n := len(seg.Entries); n > 0 {
-					r.last = max(r.last, seg.Entries[n-1].Seq)
-				}
-				continue
-			}
-			// Cut the torn tail so new entries follow whole ones.
-			if err := truncateSync(path, int64(seg.Intact)); err != nil {
-				return r, fmt.Errorf("wal: cutting the torn tail of %s: %w", path, err)
-			}
-		}
-		expect = first + uint64(len(seg.Entries))
-		if n := len(seg.Entries); n > 0 {
-			r.last = max(r.last, seg.Entries[n-1].Seq)
+	sc, err := scanLocal(s.dir, segs, r.cursor, nil)
+	if err != nil {
+		return r, err
+	}
+	if sc.torn != "" {
+		// Cut the torn tail so new entries follow whole ones.
+		path := filepath.Join(s.dir, segName(segs[len(segs)-1]))
+		if err := truncateSync(path, sc.intact); err != nil {
+			return r, fmt.Errorf("wal: cutting the torn tail of %s: %w", path, err)
 		}
 	}
+	r.last = sc.last
 	s.segs = segs
 	next := max(r.last, r.cursor) + 1
-	if len(segs) == 0 || (expect != 0 && expect < next) {
+	if len(segs) == 0 || (sc.expect != 0 && sc.expect < next) {
 		// No segment yet, or the cursor is ahead of every stored entry
 		// (acknowledged entries that were never synced): start a segment
 		// at the next sequence so names keep matching contents.
@@ -223,6 +178,102 @@ func (s *localStorage) recover() (recovered, error) {
 	// with the oldest entry stored.
 	r.oldest = s.segs[0]
 	return r, nil
+}
+
+// localScan is what scanLocal found.
+type localScan struct {
+	// last is the highest sequence stored, or the cursor if that is
+	// higher.
+	last uint64
+	// expect is the sequence after the newest segment's entries (0: no
+	// segment).
+	expect uint64
+	// torn describes the newest segment's torn tail ("": none), and
+	// intact is the length of its whole records: what recovery keeps.
+	torn   string
+	intact int64
+}
+
+// scanVisit sees one segment scanLocal read: its first sequence (from its
+// name), its size, and what decoding it gave. passed is set for a segment
+// the cursor had wholly passed, which recovery does not read; its
+// decoding error, if any, is in err and is not one scanLocal returns.
+type scanVisit func(first uint64, size int64, seg Segment, passed bool, err error)
+
+// scanLocal applies the recovery rules to the segments of dir (segs, their
+// first sequences, ascending) under cursor, changing nothing: it is
+// recovery without the repairs, shared by recover (which then cuts the
+// torn tail it reports) and InspectDir. With visit nil, segments the
+// cursor has wholly passed are not read, as recovery needs; otherwise they
+// are read too, and every segment read is passed to visit.
+func scanLocal(dir string, segs []uint64, cursor uint64, visit scanVisit) (localScan, error) {
+	sc := localScan{last: cursor}
+	var prevTorn *CorruptError // where the previous segment's entries ended early
+	for i, first := range segs {
+		lastSeg := i == len(segs)-1
+		// Segments are deleted only once the persisted cursor covers them,
+		// so the oldest one left starts at or before the cursor's successor.
+		if i == 0 && first-1 > cursor {
+			return sc, &CorruptError{Segment: segName(first), Offset: 0,
+				Reason: fmt.Sprintf("the oldest segment starts at sequence %d, but the cursor is %d: entries %d..%d are missing", first, cursor, cursor+1, first-1)}
+		}
+		// A gap is allowed only where the cursor covers it (acknowledged
+		// entries that were never synced before a crash).
+		if sc.expect != 0 && first != sc.expect && !(first > sc.expect && first-1 <= cursor) {
+			if prevTorn != nil {
+				prevTorn.Reason += fmt.Sprintf(" in a segment that is not the newest (the next one starts at sequence %d, not %d)", first, sc.expect)
+				return sc, prevTorn
+			}
+			return sc, &CorruptError{Segment: segName(first), Offset: 0,
+				Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, sc.expect-1)}
+		}
+		prevTorn = nil
+		path := filepath.Join(dir, segName(first))
+		if !lastSeg && segs[i+1]-1 <= cursor {
+			// Wholly acknowledged and retained: not replayed, and not
+			// read by recovery.
+			if visit != nil {
+				// (A log in use may have removed it since the listing.)
+				b, err := os.ReadFile(path)
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					return sc, fmt.Errorf("wal: %w", err)
+				}
+				if err == nil {
+					seg, err := DecodeRecycledSegment(segName(first), b, first)
+					visit(first, int64(len(b)), seg, true, err)
+				}
+			}
+			sc.expect = segs[i+1]
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return sc, fmt.Errorf("wal: %w", err)
+		}
+		seg, err := DecodeRecycledSegment(segName(first), b, first)
+		if err != nil {
+			return sc, err
+		}
+		if visit != nil {
+			visit(first, int64(len(b)), seg, false, nil)
+		}
+		if seg.Torn != "" {
+			// A segment other than the newest ends where its entries
+			// end; in a recycled file the previous records follow (the
+			// next segment must then start right after it: checked
+			// above, on the next iteration).
+			if !lastSeg {
+				prevTorn = &CorruptError{Segment: segName(first), Offset: int64(seg.Intact), Reason: seg.Torn}
+			} else {
+				sc.torn, sc.intact = seg.Torn, int64(seg.Intact)
+			}
+		}
+		sc.expect = first + uint64(len(seg.Entries))
+		if n := len(seg.Entries); n > 0 {
+			sc.last = max(sc.last, seg.Entries[n-1].Seq)
+		}
+	}
+	return sc, nil
 }
 
 // create starts a new active segment whose first entry is first.

@@ -296,35 +296,111 @@ func (s *objStorage) get(ctx context.Context, key string) (b []byte, etag string
 func (s *objStorage) recover() (recovered, error) {
 	ctx := s.openCtx
 	var r recovered
-	manKey := s.base + manifestObject
-	body, etag, found, err := s.get(ctx, manKey)
+	sc, err := s.scan(ctx, nil)
 	if err != nil {
 		return r, err
 	}
-	var man *Manifest
+	if sc.man != nil {
+		s.exists, s.etag = true, sc.etag
+		r.cursor, r.meta = sc.man.Cursor, sc.man.CursorMeta
+	}
+	if t := sc.torn; t != nil {
+		// Keep the intact prefix, so that the segment is whole when it
+		// is no longer the newest.
+		_, err := s.st.PutObject(ctx, t.key, t.body[:t.seg.Intact], blob.PutOptions{ContentType: "application/octet-stream", IfMatch: t.etag})
+		if err != nil {
+			return r, fmt.Errorf("wal: cutting the torn tail (%s) of %s: %w", t.seg.Torn, s.url(t.key), s.hint(err))
+		}
+		s.log.Warn("wal: cut a torn tail off the newest segment", "segment", s.url(t.key), "reason", t.seg.Torn, "kept_bytes", t.seg.Intact)
+	}
+	s.nextIndex = 1
+	if n := len(sc.indexes); n > 0 {
+		if sc.indexes[n-1] == math.MaxUint64 {
+			return r, fmt.Errorf("wal: %s: segment index %d cannot be followed", s.describe(), sc.indexes[n-1])
+		}
+		s.nextIndex = sc.indexes[n-1] + 1
+	}
+	s.segs = sc.segs
+	for _, g := range sc.segs {
+		// Segments wholly at or below the cursor may be stored still
+		// (kept under Options.Hold, or not deleted yet).
+		if g.first != 0 {
+			r.oldest = g.first
+			break
+		}
+	}
+	s.maxSealed = sc.maxSealed
+	r.last = sc.last
+	return r, nil
+}
+
+// objScan is what scan found.
+type objScan struct {
+	// man is the manifest (nil: none yet), with its ETag.
+	man  *Manifest
+	etag string
+	// indexes are the segment indexes the manifest names or the LIST
+	// found, ascending; segs the stored ones, with their sequences.
+	indexes []uint64
+	segs    []objSegment
+	// maxSealed is the highest sequence in a segment (or the manifest's
+	// max_sealed_seq, if higher); last the highest sequence stored, or the
+	// cursor or max_sealed_seq if higher.
+	maxSealed, last uint64
+	// torn is the newest segment when its tail is torn, which recovery
+	// rewrites to its intact prefix.
+	torn *objTorn
+}
+
+type objTorn struct {
+	key, etag string
+	body      []byte
+	seg       Segment
+}
+
+// objVisit sees one segment scan read: its index, size and decoding, and
+// whether the cursor had wholly passed it (then recovery does not read
+// it, and its decoding error is in err instead of failing the scan).
+type objVisit func(index uint64, size int64, seg Segment, passed bool, err error)
+
+// scan applies the recovery rules to the namespace, changing nothing: the
+// manifest, the union of its segments and the listed ones, and every
+// segment that may hold entries after the cursor. It is recovery without
+// the repair, shared by recover and InspectObjects. With visit nil,
+// segments the manifest records as wholly at or below the cursor are not
+// read; otherwise they are, and every segment read is passed to visit.
+func (s *objStorage) scan(ctx context.Context, visit objVisit) (objScan, error) {
+	var sc objScan
+	var cursor uint64
+	manKey := s.base + manifestObject
+	body, etag, found, err := s.get(ctx, manKey)
+	if err != nil {
+		return sc, err
+	}
 	if found {
-		if man, err = DecodeManifest(body); err != nil {
-			return r, fmt.Errorf("%w (%s)", err, s.url(manKey))
+		man, err := DecodeManifest(body)
+		if err != nil {
+			return sc, fmt.Errorf("%w (%s)", err, s.url(manKey))
 		}
 		if man.NodeID != s.nodeID || man.StreamID != s.stream {
-			return r, fmt.Errorf("wal: %s belongs to node_id %q, stream %q, not node_id %q, stream %q (was it copied?)",
+			return sc, fmt.Errorf("wal: %s belongs to node_id %q, stream %q, not node_id %q, stream %q (was it copied?)",
 				s.url(manKey), man.NodeID, man.StreamID, s.nodeID, s.stream)
 		}
-		s.exists, s.etag = true, etag
-		r.cursor, r.meta = man.Cursor, man.CursorMeta
+		sc.man, sc.etag = man, etag
+		cursor = man.Cursor
 	}
 
 	// The union of the manifest's segments and the listed ones.
 	listed, err := s.list(ctx)
 	if err != nil {
-		return r, err
+		return sc, err
 	}
 	all := map[uint64]bool{}
 	for i := range listed {
 		all[i] = true
 	}
 	var ranges map[string]SeqRange
-	if man != nil {
+	if man := sc.man; man != nil {
 		ranges = man.SegmentSeqs
 		for _, name := range append(slices.Clone(man.SealedSegments), man.ActiveSegment) {
 			if i, ok := parseObjectSegment(name); ok {
@@ -337,10 +413,11 @@ func (s *objStorage) recover() (recovered, error) {
 		indexes = append(indexes, i)
 	}
 	sort.Slice(indexes, func(a, b int) bool { return indexes[a] < indexes[b] })
+	sc.indexes = indexes
 
-	last := r.cursor
-	if man != nil {
-		last = max(last, man.MaxSealedSeq)
+	last := cursor
+	if sc.man != nil {
+		last = max(last, sc.man.MaxSealedSeq)
 	}
 	maxSealed := uint64(0)
 	var prevEnd uint64 // last sequence of the previous non-empty segment
@@ -351,40 +428,49 @@ func (s *objStorage) recover() (recovered, error) {
 		key := s.segKey(index)
 		rng, hasRange := ranges[name]
 		if !listed[index] {
-			if hasRange && rng.Last <= r.cursor {
+			if hasRange && rng.Last <= cursor {
 				continue // acknowledged, then deleted
 			}
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("manifest.json names it but the object is missing; entries after cursor %d may be lost", r.cursor)}
+			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
+				Reason: fmt.Sprintf("manifest.json names it but the object is missing; entries after cursor %d may be lost", cursor)}
 		}
-		if hasRange && rng.Last <= r.cursor && !newest {
-			// Wholly acknowledged (retained, or not deleted yet): not read.
+		if hasRange && rng.Last <= cursor && !newest {
+			// Wholly acknowledged (retained, or not deleted yet): not
+			// read by recovery.
+			if visit != nil {
+				// (A log in use may have deleted it since the LIST.)
+				b, _, found, err := s.get(ctx, key)
+				if err != nil {
+					return sc, err
+				}
+				if found {
+					seg, err := DecodeSegment(s.url(key), b, 0)
+					visit(index, int64(len(b)), seg, true, err)
+				}
+			}
 			segs = append(segs, objSegment{index, rng.First, rng.Last})
 			prevEnd, maxSealed = rng.Last, max(maxSealed, rng.Last)
 			continue
 		}
 		b, etag, found, err := s.get(ctx, key)
 		if err != nil {
-			return r, err
+			return sc, err
 		}
 		if !found {
-			return r, fmt.Errorf("wal: %s was listed but is gone: is another process deleting in this namespace?", s.url(key))
+			return sc, fmt.Errorf("wal: %s was listed but is gone: is another process deleting in this namespace?", s.url(key))
 		}
 		seg, err := DecodeSegment(s.url(key), b, 0)
 		if err != nil {
-			return r, err
+			return sc, err
+		}
+		if visit != nil {
+			visit(index, int64(len(b)), seg, false, nil)
 		}
 		if seg.Torn != "" {
 			if !newest {
-				return r, &CorruptError{Segment: s.url(key), Offset: int64(seg.Intact), Reason: seg.Torn + " in a segment that is not the newest"}
+				return sc, &CorruptError{Segment: s.url(key), Offset: int64(seg.Intact), Reason: seg.Torn + " in a segment that is not the newest"}
 			}
-			// Keep the intact prefix, so that the segment is whole when it
-			// is no longer the newest.
-			_, err := s.st.PutObject(ctx, key, b[:seg.Intact], blob.PutOptions{ContentType: "application/octet-stream", IfMatch: etag})
-			if err != nil {
-				return r, fmt.Errorf("wal: cutting the torn tail (%s) of %s: %w", seg.Torn, s.url(key), s.hint(err))
-			}
-			s.log.Warn("wal: cut a torn tail off the newest segment", "segment", s.url(key), "reason", seg.Torn, "kept_bytes", seg.Intact)
+			sc.torn = &objTorn{key: key, etag: etag, body: b, seg: seg}
 		}
 		if len(seg.Entries) == 0 {
 			segs = append(segs, objSegment{index: index})
@@ -393,42 +479,27 @@ func (s *objStorage) recover() (recovered, error) {
 		first, end := seg.Entries[0].Seq, seg.Entries[len(seg.Entries)-1].Seq
 		switch {
 		case first <= prevEnd:
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
+			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
 				Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, prevEnd)}
-		case first > prevEnd+1 && first-1 > r.cursor:
+		case first > prevEnd+1 && first-1 > cursor:
 			// A gap is allowed only where the cursor covers it
 			// (acknowledged entries that were never PUT, or deleted).
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("segment starts at sequence %d, but sequences %d to %d are neither stored nor acknowledged (cursor %d)", first, prevEnd+1, first-1, r.cursor)}
+			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
+				Reason: fmt.Sprintf("segment starts at sequence %d, but sequences %d to %d are neither stored nor acknowledged (cursor %d)", first, prevEnd+1, first-1, cursor)}
 		case hasRange && seg.Torn == "" && (rng.First != first || rng.Last != end):
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
+			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
 				Reason: fmt.Sprintf("segment holds sequences %d to %d, but manifest.json records %d to %d", first, end, rng.First, rng.Last)}
 		}
 		segs = append(segs, objSegment{index, first, end})
 		prevEnd, maxSealed, last = end, max(maxSealed, end), max(last, end)
 	}
-	s.nextIndex = 1
-	if n := len(indexes); n > 0 {
-		if indexes[n-1] == math.MaxUint64 {
-			return r, fmt.Errorf("wal: %s: segment index %d cannot be followed", s.describe(), indexes[n-1])
-		}
-		s.nextIndex = indexes[n-1] + 1
+	sc.segs = segs
+	sc.maxSealed = maxSealed
+	if sc.man != nil {
+		sc.maxSealed = max(sc.maxSealed, sc.man.MaxSealedSeq)
 	}
-	s.segs = segs
-	for _, g := range segs {
-		// Segments wholly at or below the cursor may be stored still
-		// (kept under Options.Hold, or not deleted yet).
-		if g.first != 0 {
-			r.oldest = g.first
-			break
-		}
-	}
-	s.maxSealed = maxSealed
-	if man != nil {
-		s.maxSealed = max(s.maxSealed, man.MaxSealedSeq)
-	}
-	r.last = last
-	return r, nil
+	sc.last = last
+	return sc, nil
 }
 
 // list returns the indexes of the objects under segments/.
