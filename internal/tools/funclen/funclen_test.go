@@ -14,7 +14,6 @@ import (
 var notYetSplit = map[string]bool{
 	"internal/statestore/snapshot.go snapshotReadHash":       true,
 	"internal/ops/windowop/session.go (*sessions).Process":   true,
-	"internal/runtime/take.go (*Runtime).round":              true,
 	"internal/durable/reshard.go reshard":                    true,
 	"connectors/conformance/conformance.go TestSource":       true,
 	"internal/runtime/lifecycle.go (*Runtime).start":         true,
