@@ -16,7 +16,6 @@ var notYetSplit = map[string]bool{
 	"internal/ops/windowop/session.go (*sessions).Process":   true,
 	"internal/durable/reshard.go reshard":                    true,
 	"connectors/conformance/conformance.go TestSource":       true,
-	"internal/runtime/lifecycle.go (*Runtime).start":         true,
 	"hub/fleetckpt.go (*Hub).advanceCheckpoint":              true,
 	"internal/walog/objstore.go (*objStorage).recover":       true,
 	"internal/config/config.go decodeValue":                  true,
