@@ -22,7 +22,6 @@ var notYetSplit = map[string]bool{
 	"hub/placement.go (*Hub).place":                          true,
 	"internal/expr/arith.go (*arithNode).intOp":              true,
 	"connectors/generate/config.go check":                    true,
-	"internal/runtime/restore.go (*Runtime).restore":         true,
 	"hubclient/jobs.go (*Agent).start":                       true,
 	"internal/ops/mapfilter.go buildMap":                     true,
 	"internal/ops/windowop/aligned.go (*aligned).Process":    true,
