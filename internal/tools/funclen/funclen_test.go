@@ -40,7 +40,6 @@ var notYetSplit = map[string]bool{
 	"internal/keys/keys.go Hashes":                           true,
 	"internal/walog/local.go (*localStorage).recover":        true,
 	"examples/clickservice/main.go run":                      true,
-	"internal/runtime/chain.go (*chainInstance).run":         true,
 	"internal/statestore/bulk.go newReadAheadTo":             true,
 }
 
