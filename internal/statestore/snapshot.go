@@ -336,189 +336,274 @@ func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wan
 		err = markCorrupt(err)
 	}()
 
-	var fixed [12]byte
-	if err := sr.read(fixed[:8], true, "magic"); err != nil {
+	p := &snapParse{sr: sr, info: &info, scope: scope, now: now, jobPrefix: jobPrefix, wantObject: wantObject, objCRC: objCRC, sink: sink}
+	if err := p.readHeader(); err != nil {
 		return info, err
+	}
+	for {
+		recOff := sr.off
+		if err := sr.read(p.fixed[:1], false, "record kind"); err != nil {
+			return info, err
+		}
+		switch p.fixed[0] {
+		case snapKindEntry:
+			if err := p.entry(recOff); err != nil {
+				return info, err
+			}
+		case snapKindEnd:
+			err := p.trailer(recOff)
+			return info, err
+		default:
+			return info, fmt.Errorf("unknown record kind %d at byte offset %d", p.fixed[0], recOff)
+		}
+	}
+}
+
+// snapParse is one read of a snapshot stream by snapshotReadHash: what it
+// checks records against and what it has read so far. Records are checked
+// in stream order: each must lie in the header's scope and follow the one
+// before in key order; only those in the read's own scope and live at now
+// go to the sink.
+type snapParse struct {
+	sr         *snapReader
+	info       *RestoreInfo // the read's result, filled as it goes
+	scope      Scope
+	now        int64
+	jobPrefix  []byte
+	wantObject string
+	objCRC     hash.Hash // the CRC-64/NVME of the object, or nil
+	sink       restoreSink
+	obs        recordObserver // the sink's, or nil
+
+	// Set from the header.
+	hdr           snapHeader
+	hdrOpPrefix   []byte // the header's operator's key prefix, or nil
+	scopeOpPrefix []byte // the read scope's operator's key prefix, or nil
+	gStart, gEnd  int
+	gOK           bool // the read scope has key groups
+	wallSec       int64
+
+	fixed [12]byte
+	rec   []byte // the last record copied out of the stream
+	prev  []byte // the last record's key
+	count int64  // records read
+}
+
+// readHeader reads the magic and the header, checks the format version
+// and that the header's job and operator are the read scope's, and sets
+// what the records are checked against.
+func (p *snapParse) readHeader() error {
+	sr, scope := p.sr, p.scope
+	fixed := p.fixed[:]
+	if err := sr.read(fixed[:8], true, "magic"); err != nil {
+		return err
 	}
 	if string(fixed[:8]) != SnapshotMagic {
-		return info, fmt.Errorf("wrong magic %q at byte offset 0, want %q", fixed[:8], SnapshotMagic)
+		return fmt.Errorf("wrong magic %q at byte offset 0, want %q", fixed[:8], SnapshotMagic)
 	}
 	if err := sr.read(fixed[:4], true, "header length"); err != nil {
-		return info, err
+		return err
 	}
 	hlen := binary.BigEndian.Uint32(fixed[:4])
 	if hlen > snapMaxHeader {
-		return info, fmt.Errorf("header length %d at byte offset 8 exceeds %d", hlen, snapMaxHeader)
+		return fmt.Errorf("header length %d at byte offset 8 exceeds %d", hlen, snapMaxHeader)
 	}
 	hbuf, err := sr.readN(nil, int(hlen), "header")
 	if err != nil {
-		return info, err
+		return err
 	}
-	var hdr snapHeader
+	hdr := &p.hdr
 	dec := json.NewDecoder(bytes.NewReader(hbuf))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&hdr); err != nil {
-		return info, fmt.Errorf("bad header at byte offset 12: %v", err)
+	if err := dec.Decode(hdr); err != nil {
+		return fmt.Errorf("bad header at byte offset 12: %v", err)
 	}
 	if dec.More() {
-		return info, errors.New("bad header at byte offset 12: trailing data")
+		return errors.New("bad header at byte offset 12: trailing data")
 	}
 	if hdr.FormatVersion != SnapshotFormatVersion {
-		return info, fmt.Errorf("snapshot format version %d, this program reads %d", hdr.FormatVersion, SnapshotFormatVersion)
+		return fmt.Errorf("snapshot format version %d, this program reads %d", hdr.FormatVersion, SnapshotFormatVersion)
 	}
 	if hdr.Scope.Job != scope.Job {
-		return info, fmt.Errorf("the snapshot is of job %q, not %q", hdr.Scope.Job, scope.Job)
+		return fmt.Errorf("the snapshot is of job %q, not %q", hdr.Scope.Job, scope.Job)
 	}
 	if scope.Operator != "" && hdr.Scope.Operator != "" && hdr.Scope.Operator != scope.Operator {
-		return info, fmt.Errorf("the snapshot is of operator %q, not %q", hdr.Scope.Operator, scope.Operator)
+		return fmt.Errorf("the snapshot is of operator %q, not %q", hdr.Scope.Operator, scope.Operator)
 	}
-	var hdrOpPrefix []byte
 	if hdr.Scope.Operator != "" {
-		if hdrOpPrefix, err = keyOperatorPrefix(hdr.Scope.Job, hdr.Scope.Operator); err != nil {
-			return info, fmt.Errorf("bad header: %v", err)
+		if p.hdrOpPrefix, err = keyOperatorPrefix(hdr.Scope.Job, hdr.Scope.Operator); err != nil {
+			return fmt.Errorf("bad header: %v", err)
 		}
 	}
-	var scopeOpPrefix []byte
 	if scope.Operator != "" {
-		scopeOpPrefix, _ = keyOperatorPrefix(scope.Job, scope.Operator)
+		p.scopeOpPrefix, _ = keyOperatorPrefix(scope.Job, scope.Operator)
 	}
-	gStart, gEnd, gOK := scopeGroups(scope.Groups)
-	wallSec := wallSeconds()
-	obs, _ := sink.(recordObserver)
+	p.gStart, p.gEnd, p.gOK = scopeGroups(scope.Groups)
+	p.wallSec = wallSeconds()
+	p.obs, _ = p.sink.(recordObserver)
+	return nil
+}
 
-	var (
-		rec   []byte
-		prev  []byte
-		count int64
-	)
-	for {
-		recOff := sr.off
-		if err := sr.read(fixed[:1], false, "record kind"); err != nil {
-			return info, err
-		}
-		switch fixed[0] {
-		case snapKindEntry:
-		case snapKindEnd:
-			if obs != nil {
-				obs.end(recOff)
+// entry reads the entry record whose kind byte at recOff was just read,
+// checks it and puts it into the sink when it is in the read's scope and
+// live.
+func (p *snapParse) entry(recOff int64) error {
+	sr := p.sr
+	if sr.h != nil {
+		sr.h.Write(p.fixed[:1])
+	}
+	rec, consumed, err := p.readRecord(recOff)
+	if err != nil {
+		return err
+	}
+	if err := p.take(rec, recOff); err != nil {
+		return err
+	}
+	if consumed > 0 {
+		sr.br.Discard(consumed) // peeked: cannot fail
+		sr.off += int64(consumed)
+	}
+	return nil
+}
+
+// readRecord reads an entry's length, record and CRC32C, and returns the
+// record once its CRC matches. A record that fits the read buffer is
+// parsed where it lies (Peek) and consumed is its length with the CRC's,
+// for the caller to skip over once done with it; a larger one is copied
+// out, and consumed is 0.
+func (p *snapParse) readRecord(recOff int64) (rec []byte, consumed int, err error) {
+	sr := p.sr
+	fixed := p.fixed[:]
+	if err := sr.read(fixed[:4], true, "record length"); err != nil {
+		return nil, 0, err
+	}
+	recLen := binary.BigEndian.Uint32(fixed[:4])
+	if recLen < 16 || recLen > snapMaxRecord {
+		return nil, 0, fmt.Errorf("record %d at byte offset %d: bad length %d", p.count, recOff, recLen)
+	}
+	crc := crc32.Update(0, crc32c, []byte{snapKindEntry})
+	crc = crc32.Update(crc, crc32c, fixed[:4])
+	var stored uint32
+	if n := int(recLen) + 4; n <= sr.br.Size() {
+		if b, perr := sr.br.Peek(n); perr == nil {
+			if sr.h != nil {
+				sr.h.Write(b)
 			}
-			var tr [trailerLen - 1]byte
-			if err := sr.read(tr[:], false, "trailer"); err != nil {
-				return info, err
-			}
-			if n := int64(binary.BigEndian.Uint64(tr[:8])); n != count {
-				return info, fmt.Errorf("trailer at byte offset %d counts %d entries, the stream has %d", recOff, n, count)
-			}
-			if sr.h == nil {
-				if _, err := sr.br.ReadByte(); err != io.EOF {
-					if err != nil {
-						return info, &snapIOError{fmt.Errorf("reading after the trailer at byte offset %d: %w", sr.off, err)}
-					}
-					return info, fmt.Errorf("unexpected data after the trailer at byte offset %d", sr.off)
-				}
-				info.Checksum = "sha256:" + hex.EncodeToString(tr[8:])
-				return info, nil
-			}
-			sum := sr.h.Sum(nil)
-			if !bytes.Equal(sum, tr[8:]) {
-				return info, fmt.Errorf("checksum mismatch: trailer at byte offset %d has sha256:%x, the stream hashes to sha256:%x", recOff, tr[8:], sum)
-			}
-			if _, err := sr.br.ReadByte(); err != io.EOF {
-				if err != nil {
-					return info, &snapIOError{fmt.Errorf("reading after the trailer at byte offset %d: %w", sr.off, err)}
-				}
-				return info, fmt.Errorf("unexpected data after the trailer at byte offset %d", sr.off)
-			}
-			info.Checksum = "sha256:" + hex.EncodeToString(sum)
-			if wantObject != "" {
-				var got string
-				if objCRC != nil {
-					got = objsum.Format(objsum.CRC64NVME, objCRC.Sum(nil))
-				} else {
-					sr.h.Write([]byte{snapKindEnd})
-					sr.h.Write(tr[:])
-					got = objsum.Format(objsum.SHA256, sr.h.Sum(nil))
-				}
-				if got != wantObject {
-					return info, fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, wantObject)
-				}
-			}
-			return info, nil
-		default:
-			return info, fmt.Errorf("unknown record kind %d at byte offset %d", fixed[0], recOff)
-		}
-		if sr.h != nil {
-			sr.h.Write(fixed[:1])
-		}
-		if err := sr.read(fixed[:4], true, "record length"); err != nil {
-			return info, err
-		}
-		recLen := binary.BigEndian.Uint32(fixed[:4])
-		if recLen < 16 || recLen > snapMaxRecord {
-			return info, fmt.Errorf("record %d at byte offset %d: bad length %d", count, recOff, recLen)
-		}
-		crc := crc32.Update(0, crc32c, []byte{snapKindEntry})
-		crc = crc32.Update(crc, crc32c, fixed[:4])
-		// A record that fits the read buffer is parsed where it lies
-		// (Peek), and skipped over once done with (consumed); a larger one
-		// is copied out.
-		var stored uint32
-		consumed := 0
-		if n := int(recLen) + 4; n <= sr.br.Size() {
-			if b, perr := sr.br.Peek(n); perr == nil {
-				if sr.h != nil {
-					sr.h.Write(b)
-				}
-				rec, stored, consumed = b[:recLen], binary.BigEndian.Uint32(b[recLen:]), n
-			}
-		}
-		if consumed == 0 {
-			if rec, err = sr.readN(rec[:0:0], int(recLen), "record"); err != nil {
-				return info, fmt.Errorf("record %d: %w", count, err)
-			}
-			if err := sr.read(fixed[:4], true, "record CRC"); err != nil {
-				return info, fmt.Errorf("record %d: %w", count, err)
-			}
-			stored = binary.BigEndian.Uint32(fixed[:4])
-		}
-		crc = crc32.Update(crc, crc32c, rec)
-		if got := stored; got != crc {
-			return info, fmt.Errorf("record %d at byte offset %d: CRC32C mismatch (stored %08x, computed %08x)", count, recOff, got, crc)
-		}
-		key, value, expiresAt, perr := snapParseRecord(rec)
-		if perr != nil {
-			return info, fmt.Errorf("record %d at byte offset %d: %v", count, recOff, perr)
-		}
-		opLen, group, kerr := keySplit(key)
-		if kerr != nil || !bytes.HasPrefix(key, jobPrefix) || opLen == len(jobPrefix)+2 {
-			return info, fmt.Errorf("record %d at byte offset %d: malformed key or key of another job", count, recOff)
-		}
-		if (hdrOpPrefix != nil && !bytes.Equal(key[:opLen], hdrOpPrefix)) || !hdr.Scope.Groups.Contains(group) {
-			return info, fmt.Errorf("record %d at byte offset %d: key outside the snapshot's scope", count, recOff)
-		}
-		if prev != nil && bytes.Compare(prev, key) >= 0 {
-			return info, fmt.Errorf("record %d at byte offset %d: keys out of order", count, recOff)
-		}
-		prev = append(prev[:0], key...)
-		count++
-		if obs != nil {
-			obs.record(recOff, key)
-		}
-		if !gOK || group < gStart || group > gEnd ||
-			(scopeOpPrefix != nil && !bytes.Equal(key[:opLen], scopeOpPrefix)) ||
-			!liveAt(expiresAt, now, wallSec) {
-			info.Skipped++
-		} else {
-			if err := sink.put(key, value, expiresAt); err != nil {
-				return info, &snapIOError{fmt.Errorf("writing record %d: %w", count-1, err)}
-			}
-			info.Entries++
-		}
-		if consumed > 0 {
-			sr.br.Discard(consumed) // peeked: cannot fail
-			sr.off += int64(consumed)
+			rec, stored, consumed = b[:recLen], binary.BigEndian.Uint32(b[recLen:]), n
 		}
 	}
+	if consumed == 0 {
+		if p.rec, err = sr.readN(p.rec[:0:0], int(recLen), "record"); err != nil {
+			return nil, 0, fmt.Errorf("record %d: %w", p.count, err)
+		}
+		rec = p.rec
+		if err := sr.read(fixed[:4], true, "record CRC"); err != nil {
+			return nil, 0, fmt.Errorf("record %d: %w", p.count, err)
+		}
+		stored = binary.BigEndian.Uint32(fixed[:4])
+	}
+	crc = crc32.Update(crc, crc32c, rec)
+	if got := stored; got != crc {
+		return nil, 0, fmt.Errorf("record %d at byte offset %d: CRC32C mismatch (stored %08x, computed %08x)", p.count, recOff, got, crc)
+	}
+	return rec, consumed, nil
+}
+
+// take parses a checked record, checks its key (of the job, in the
+// header's scope, after the previous key) and puts the entry into the
+// sink, or counts it skipped when it lies outside the read's scope or has
+// expired.
+func (p *snapParse) take(rec []byte, recOff int64) error {
+	count := p.count
+	key, value, expiresAt, perr := snapParseRecord(rec)
+	if perr != nil {
+		return fmt.Errorf("record %d at byte offset %d: %v", count, recOff, perr)
+	}
+	opLen, group, kerr := keySplit(key)
+	if kerr != nil || !bytes.HasPrefix(key, p.jobPrefix) || opLen == len(p.jobPrefix)+2 {
+		return fmt.Errorf("record %d at byte offset %d: malformed key or key of another job", count, recOff)
+	}
+	if (p.hdrOpPrefix != nil && !bytes.Equal(key[:opLen], p.hdrOpPrefix)) || !p.hdr.Scope.Groups.Contains(group) {
+		return fmt.Errorf("record %d at byte offset %d: key outside the snapshot's scope", count, recOff)
+	}
+	if p.prev != nil && bytes.Compare(p.prev, key) >= 0 {
+		return fmt.Errorf("record %d at byte offset %d: keys out of order", count, recOff)
+	}
+	p.prev = append(p.prev[:0], key...)
+	p.count++
+	if p.obs != nil {
+		p.obs.record(recOff, key)
+	}
+	if !p.gOK || group < p.gStart || group > p.gEnd ||
+		(p.scopeOpPrefix != nil && !bytes.Equal(key[:opLen], p.scopeOpPrefix)) ||
+		!liveAt(expiresAt, p.now, p.wallSec) {
+		p.info.Skipped++
+		return nil
+	}
+	if err := p.sink.put(key, value, expiresAt); err != nil {
+		return &snapIOError{fmt.Errorf("writing record %d: %w", p.count-1, err)}
+	}
+	p.info.Entries++
+	return nil
+}
+
+// trailer reads the trailer whose kind byte at recOff was just read and
+// checks the entry count, that the stream ends after it, and, when the
+// read hashes, the SHA-256 and the object checksum the caller wants. It
+// records the stream's checksum.
+func (p *snapParse) trailer(recOff int64) error {
+	sr := p.sr
+	if p.obs != nil {
+		p.obs.end(recOff)
+	}
+	var tr [trailerLen - 1]byte
+	if err := sr.read(tr[:], false, "trailer"); err != nil {
+		return err
+	}
+	if n := int64(binary.BigEndian.Uint64(tr[:8])); n != p.count {
+		return fmt.Errorf("trailer at byte offset %d counts %d entries, the stream has %d", recOff, n, p.count)
+	}
+	if sr.h == nil {
+		if err := sr.atEnd(); err != nil {
+			return err
+		}
+		p.info.Checksum = "sha256:" + hex.EncodeToString(tr[8:])
+		return nil
+	}
+	sum := sr.h.Sum(nil)
+	if !bytes.Equal(sum, tr[8:]) {
+		return fmt.Errorf("checksum mismatch: trailer at byte offset %d has sha256:%x, the stream hashes to sha256:%x", recOff, tr[8:], sum)
+	}
+	if err := sr.atEnd(); err != nil {
+		return err
+	}
+	p.info.Checksum = "sha256:" + hex.EncodeToString(sum)
+	if p.wantObject == "" {
+		return nil
+	}
+	var got string
+	if p.objCRC != nil {
+		got = objsum.Format(objsum.CRC64NVME, p.objCRC.Sum(nil))
+	} else {
+		sr.h.Write([]byte{snapKindEnd})
+		sr.h.Write(tr[:])
+		got = objsum.Format(objsum.SHA256, sr.h.Sum(nil))
+	}
+	if got != p.wantObject {
+		return fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, p.wantObject)
+	}
+	return nil
+}
+
+// atEnd checks that the stream ends here.
+func (r *snapReader) atEnd() error {
+	if _, err := r.br.ReadByte(); err != io.EOF {
+		if err != nil {
+			return &snapIOError{fmt.Errorf("reading after the trailer at byte offset %d: %w", r.off, err)}
+		}
+		return fmt.Errorf("unexpected data after the trailer at byte offset %d", r.off)
+	}
+	return nil
 }
 
 func snapParseRecord(rec []byte) (key, value []byte, expiresAt int64, err error) {

@@ -12,7 +12,6 @@ import (
 // time. An entry that is no longer long fails the test too, so the list
 // only shrinks; it goes away when it is empty.
 var notYetSplit = map[string]bool{
-	"internal/statestore/snapshot.go snapshotReadHash":       true,
 	"internal/ops/windowop/session.go (*sessions).Process":   true,
 	"internal/durable/reshard.go reshard":                    true,
 	"connectors/conformance/conformance.go TestSource":       true,
