@@ -455,19 +455,7 @@ func newReadAheadTo(r io.Reader, chunk, chunks int, stages ...func([]byte) error
 	}
 	// No send below blocks: at most chunks buffers exist and
 	// every channel holds that many.
-	var (
-		failed   atomic.Bool
-		errMu    sync.Mutex
-		stageErr error // the first stage's failure
-		readErr  error // io.EOF at the end
-	)
-	setErr := func(dst *error, err error) {
-		errMu.Lock()
-		if *dst == nil {
-			*dst = err
-		}
-		errMu.Unlock()
-	}
+	errs := &readAheadErrs{}
 	var wg sync.WaitGroup
 	readDone := make(chan struct{})
 	in := make(chan []byte, chunks)
@@ -477,20 +465,7 @@ func newReadAheadTo(r io.Reader, chunk, chunks int, stages ...func([]byte) error
 		wg.Add(1)
 		go func(in <-chan []byte, out chan<- []byte) {
 			defer wg.Done()
-			defer close(out)
-			for buf := range in {
-				if !failed.Load() {
-					if err := stage(buf); err != nil {
-						setErr(&stageErr, err)
-						failed.Store(true)
-					}
-				}
-				if failed.Load() {
-					ra.free <- buf[:cap(buf)]
-					continue
-				}
-				out <- buf
-			}
+			ra.runStage(stage, errs, in, out)
 		}(src, out)
 		src = out
 	}
@@ -504,45 +479,91 @@ func newReadAheadTo(r io.Reader, chunk, chunks int, stages ...func([]byte) error
 	go func() {
 		wg.Wait()
 		<-readDone
-		ra.err = readErr
-		if stageErr != nil {
-			ra.err = stageErr
+		ra.err = errs.read
+		if errs.stage != nil {
+			ra.err = errs.stage
 		}
 		close(ra.full)
 		close(ra.exit)
 	}()
 	go func() {
 		defer close(readDone)
-		defer close(in)
-		for {
-			if failed.Load() {
-				return
-			}
-			select {
-			case <-ra.done:
-				return
-			default:
-			}
-			var buf []byte
-			select {
-			case buf = <-ra.free:
-			case <-ra.done:
-				return
-			}
-			n, err := io.ReadFull(r, buf)
-			if n > 0 {
-				in <- buf[:n]
-			}
-			if err != nil {
-				if err == io.ErrUnexpectedEOF {
-					err = io.EOF
-				}
-				setErr(&readErr, err)
-				return
-			}
-		}
+		ra.fill(r, errs, in)
 	}()
 	return ra
+}
+
+// readAheadErrs is what the goroutines of one read-ahead share about how
+// it ends. The consumer sees the first stage's failure if there is one,
+// else the reader's end.
+type readAheadErrs struct {
+	failed atomic.Bool // a stage failed: the reader stops, the stages pass nothing on
+	mu     sync.Mutex
+	stage  error // the first stage's failure
+	read   error // io.EOF at the end
+}
+
+// set keeps err in *dst unless *dst already holds one.
+func (e *readAheadErrs) set(dst *error, err error) {
+	e.mu.Lock()
+	if *dst == nil {
+		*dst = err
+	}
+	e.mu.Unlock()
+}
+
+// runStage passes each chunk of in through stage to out, and closes out
+// when in is closed. Once any stage has failed, chunks go back to the
+// free list instead.
+func (ra *readAhead) runStage(stage func([]byte) error, errs *readAheadErrs, in <-chan []byte, out chan<- []byte) {
+	defer close(out)
+	for buf := range in {
+		if !errs.failed.Load() {
+			if err := stage(buf); err != nil {
+				errs.set(&errs.stage, err)
+				errs.failed.Store(true)
+			}
+		}
+		if errs.failed.Load() {
+			ra.free <- buf[:cap(buf)]
+			continue
+		}
+		out <- buf
+	}
+}
+
+// fill reads r into free chunks and sends them to in until r ends (a
+// short last chunk is the end: io.EOF), r fails, a stage fails or the
+// consumer closes the read-ahead; then it closes in.
+func (ra *readAhead) fill(r io.Reader, errs *readAheadErrs, in chan<- []byte) {
+	defer close(in)
+	for {
+		if errs.failed.Load() {
+			return
+		}
+		select {
+		case <-ra.done:
+			return
+		default:
+		}
+		var buf []byte
+		select {
+		case buf = <-ra.free:
+		case <-ra.done:
+			return
+		}
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			in <- buf[:n]
+		}
+		if err != nil {
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF
+			}
+			errs.set(&errs.read, err)
+			return
+		}
+	}
 }
 
 func (ra *readAhead) Read(p []byte) (int, error) {

@@ -39,7 +39,6 @@ var notYetSplit = map[string]bool{
 	"internal/keys/keys.go Hashes":                           true,
 	"internal/walog/local.go (*localStorage).recover":        true,
 	"examples/clickservice/main.go run":                      true,
-	"internal/statestore/bulk.go newReadAheadTo":             true,
 }
 
 // TestNoLongFunctions fails listing every non-test function of the module
