@@ -13,7 +13,6 @@ import (
 // only shrinks; it goes away when it is empty.
 var notYetSplit = map[string]bool{
 	"internal/ops/windowop/session.go (*sessions).Process":   true,
-	"internal/durable/reshard.go reshard":                    true,
 	"connectors/conformance/conformance.go TestSource":       true,
 	"hub/fleetckpt.go (*Hub).advanceCheckpoint":              true,
 	"internal/walog/objstore.go (*objStorage).recover":       true,
