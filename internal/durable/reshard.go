@@ -50,9 +50,17 @@ const parallelismFile = "PARALLELISM"
 // not exist yet, and for the object-store backend, which Open refuses to
 // use at another parallelism instead. lg is the source operator's logger
 // (the caller has added the job and operator keys); nil discards.
-func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *slog.Logger) error {
+//
+// ctx bounds the redistribution: cancelled, Reshard touches nothing (or
+// stops between two entries) and returns ctx's error. New logs it leaves
+// half written are not marked whole, so the next start discards them and
+// the old ones are still in place.
+func Reshard(ctx context.Context, cfg *job.Durability, dataDir, jobID, source string, par int, lg *slog.Logger) error {
 	if ObjectStore(cfg) {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("source %s: redistributing its WAL: %w", source, err)
 	}
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -83,7 +91,7 @@ func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *sl
 	}
 	lg.Info("redistributing the write-ahead log by partition for a new parallelism: every entry not yet acknowledged is replayed by the subtask that now reads its partition",
 		"from", old, "to", par, "dir", dir)
-	stats, err := reshard(cfg, dir, old, par, lg)
+	stats, err := reshard(ctx, cfg, dir, old, par, lg)
 	if err != nil {
 		return fmt.Errorf("source %s: redistributing its WAL from %d to %d subtasks: %w", source, old, par, err)
 	}
@@ -180,7 +188,7 @@ type reshardStats struct{ entries, rows, partitions int }
 // to that subtask's new log; the cursor positions go to the new logs of
 // their partitions' subtasks. The new logs are written unsynced and
 // synced once, before PARALLELISM marks them whole.
-func reshard(cfg *job.Durability, dir string, oldPar, par int, lg *slog.Logger) (reshardStats, error) {
+func reshard(ctx context.Context, cfg *job.Durability, dir string, oldPar, par int, lg *slog.Logger) (reshardStats, error) {
 	rs := &resharder{cfg: cfg, par: par, lg: lg, staging: dir + "~rescale", parts: map[posKey]bool{}}
 	if err := os.RemoveAll(rs.staging); err != nil {
 		return rs.stats, err
@@ -189,7 +197,6 @@ func reshard(cfg *job.Durability, dir string, oldPar, par int, lg *slog.Logger) 
 	if err := rs.openLogs(dir, oldPar); err != nil {
 		return rs.stats, err
 	}
-	ctx := context.Background()
 	for _, l := range rs.olds {
 		if err := rs.moveLog(ctx, l); err != nil {
 			return rs.stats, err
@@ -318,6 +325,9 @@ func (rs *resharder) moveLog(ctx context.Context, l *walog.Log) error {
 			return nil
 		}
 		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := rs.moveEntry(ctx, e); err != nil {

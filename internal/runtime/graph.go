@@ -74,8 +74,9 @@ type sinkInstance struct {
 // instance per chain and local subtask with its nodes, then the edges
 // between nodes. A node that cannot be created is left out and the
 // others are still created, so the first error is returned after all were
-// tried; on any error every WAL opened so far is closed again.
-func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
+// tried; on any error every WAL opened so far is closed again. ctx bounds
+// the opening of the WALs (durable.Open): cancelled, none opens.
+func (r *Runtime) instantiate(ctx context.Context, st statestore.Backend) (chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, err error) {
 	b := &instantiation{r: r, st: st, topo: r.topology(), nodes: map[string]*node{}, coPart: build.CoPartitioned(r.g.Spec)}
 	// WALs hold a lock on their directory: one that opened must be closed
 	// if instantiation fails.
@@ -93,7 +94,7 @@ func (r *Runtime) instantiate(st statestore.Backend) (chains []*chainInstance, s
 			if !r.isLocal(job.TaskID(c.Head, sub)) {
 				continue
 			}
-			chains = append(chains, b.chainInstance(c, sub))
+			chains = append(chains, b.chainInstance(ctx, c, sub))
 		}
 	}
 	if b.err != nil {
@@ -201,12 +202,12 @@ func (b *instantiation) info(op string, sub int) connectors.TaskInfo {
 // A node that fails is recorded and left out of the chain. Each node's
 // metrics are published to the runtime only once the node is complete:
 // Metrics and Details read them from other goroutines.
-func (b *instantiation) chainInstance(c job.Chain, sub int) *chainInstance {
+func (b *instantiation) chainInstance(ctx context.Context, c job.Chain, sub int) *chainInstance {
 	r := b.r
 	id := fmt.Sprintf("%s-%d", c.ID, sub)
 	ci := &chainInstance{id: id, inbox: b.topo.inboxes[chainSub{c.ID, sub}], log: r.log.With("chain", id), barriers: r.barriers, restoredWM: r.restoredWatermarks}
 	for _, opID := range c.Operators {
-		n, err := b.node(ci, opID, sub)
+		n, err := b.node(ctx, ci, opID, sub)
 		if err != nil {
 			b.fail(err)
 			continue
@@ -229,7 +230,7 @@ func (b *instantiation) chainInstance(c job.Chain, sub int) *chainInstance {
 
 // node creates subtask sub of operator opID in ci: a source head, a sink
 // or an operator instance, by kind.
-func (b *instantiation) node(ci *chainInstance, opID string, sub int) (*node, error) {
+func (b *instantiation) node(ctx context.Context, ci *chainInstance, opID string, sub int) (*node, error) {
 	op, _ := b.r.g.Spec.Operator(opID)
 	task := job.TaskID(opID, sub)
 	m := &taskMetrics{task: task, op: opID}
@@ -239,7 +240,7 @@ func (b *instantiation) node(ci *chainInstance, opID string, sub int) (*node, er
 	var err error
 	switch op.Kind {
 	case job.KindSource:
-		err = b.sourceNode(ci, n, sub)
+		err = b.sourceNode(ctx, ci, n, sub)
 	case job.KindSink:
 		err = b.sinkNode(ci, n, sub)
 	default:
@@ -255,7 +256,7 @@ func (b *instantiation) node(ci *chainInstance, opID string, sub int) (*node, er
 // connector's source, wrapped by its WAL when the source is durable,
 // seeked to the restored positions, with its event-time tracker. The
 // node itself passes batches through.
-func (b *instantiation) sourceNode(ci *chainInstance, n *node, sub int) error {
+func (b *instantiation) sourceNode(ctx context.Context, ci *chainInstance, n *node, sub int) error {
 	r, g, spec := b.r, b.r.g, b.r.g.Spec
 	opID, task, m := n.opID, n.task, n.m
 	src, err := g.Inputs[opID].NewSource(b.info(opID, sub))
@@ -267,7 +268,7 @@ func (b *instantiation) sourceNode(ci *chainInstance, n *node, sub int) error {
 	raw := src // the connector's own, for its metrics
 	var ds *durable.Source
 	if cfg := g.Durability[opID]; cfg != nil {
-		ds, err = durable.Open(context.Background(), cfg, src, r.opts.DataDir, b.info(opID, sub), task, durable.Job{Checkpoints: spec.Checkpoint != nil})
+		ds, err = durable.Open(ctx, cfg, src, r.opts.DataDir, b.info(opID, sub), task, durable.Job{Checkpoints: spec.Checkpoint != nil})
 		if err != nil {
 			return err
 		}

@@ -330,11 +330,11 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		r.closeAll([]resource{stateRes}, false)
 		return nil, nil, err
 	}
-	if err := r.reshardWALs(); err != nil {
+	if err := r.reshardWALs(ctx); err != nil {
 		r.closeAll([]resource{stateRes}, false)
 		return nil, nil, err
 	}
-	chains, sources, sinks, err := r.instantiate(st)
+	chains, sources, sinks, err := r.instantiate(ctx, st)
 	if err != nil {
 		r.closeAll([]resource{stateRes}, false)
 		return nil, nil, err
@@ -451,12 +451,13 @@ func (r *Runtime) prepareState(ctx context.Context, cat *ckptstore.Catalog, st s
 }
 
 // reshardWALs redistributes, by partition, the logs of durable sources
-// written at another parallelism, before any of them opens.
-func (r *Runtime) reshardWALs() error {
+// written at another parallelism, before any of them opens. A cancelled
+// ctx stops it (durable.Reshard).
+func (r *Runtime) reshardWALs(ctx context.Context) error {
 	for _, src := range r.g.Spec.Sources {
 		if cfg := r.g.Durability[src.OperatorID]; cfg != nil {
 			op, _ := r.g.Spec.Operator(src.OperatorID)
-			if err := durable.Reshard(cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log.With("operator", src.OperatorID)); err != nil {
+			if err := durable.Reshard(ctx, cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log.With("operator", src.OperatorID)); err != nil {
 				return err
 			}
 		}
