@@ -22,7 +22,6 @@ var notYetSplit = map[string]bool{
 	"connectors/generate/config.go check":                    true,
 	"hubclient/jobs.go (*Agent).start":                       true,
 	"internal/ops/mapfilter.go buildMap":                     true,
-	"internal/ops/windowop/aligned.go (*aligned).Process":    true,
 	"connectors/conformance/conformance.go TestSink":         true,
 	"internal/ckptstore/catalog.go (*Catalog).Select":        true,
 	"hub/jobsapi.go (*Hub).jobDetail":                        true,
