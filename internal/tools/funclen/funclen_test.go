@@ -12,7 +12,6 @@ import (
 // time. An entry that is no longer long fails the test too, so the list
 // only shrinks; it goes away when it is empty.
 var notYetSplit = map[string]bool{
-	"internal/ops/windowop/operator.go Build":           true,
 	"connectors/conformance/conformance.go TestSource":  true,
 	"hub/fleetckpt.go (*Hub).advanceCheckpoint":         true,
 	"internal/walog/objstore.go (*objStorage).recover":  true,
