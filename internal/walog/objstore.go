@@ -293,39 +293,91 @@ func (s *objStorage) get(ctx context.Context, key string) (b []byte, etag string
 	return b, etag, true, nil
 }
 
+// recover reads the log's state back from the bucket: the manifest (the
+// cursor and its metadata), then every segment of the union of those the
+// manifest names and those listed, in index order, checking that their
+// sequences follow on (a gap only where the cursor covers it) and match
+// the manifest; a torn tail of the newest is cut off. It sets the
+// segments, the next index and the highest sealed sequence.
 func (s *objStorage) recover() (recovered, error) {
 	ctx := s.openCtx
 	var r recovered
+	man, err := s.readManifest(ctx, &r)
+	if err != nil {
+		return r, err
+	}
+	listed, indexes, err := s.segmentIndexes(ctx, man)
+	if err != nil {
+		return r, err
+	}
+	sc := &objScan{cursor: r.cursor, listed: listed, last: r.cursor}
+	if man != nil {
+		sc.ranges = man.SegmentSeqs
+		sc.last = max(sc.last, man.MaxSealedSeq)
+	}
+	for n, index := range indexes {
+		if err := s.scanSegment(ctx, sc, index, n == len(indexes)-1); err != nil {
+			return r, err
+		}
+	}
+	s.nextIndex = 1
+	if n := len(indexes); n > 0 {
+		if indexes[n-1] == math.MaxUint64 {
+			return r, fmt.Errorf("wal: %s: segment index %d cannot be followed", s.describe(), indexes[n-1])
+		}
+		s.nextIndex = indexes[n-1] + 1
+	}
+	s.segs = sc.segs
+	for _, g := range sc.segs {
+		// Segments wholly at or below the cursor may be stored still
+		// (kept under Options.Hold, or not deleted yet).
+		if g.first != 0 {
+			r.oldest = g.first
+			break
+		}
+	}
+	s.maxSealed = sc.maxSealed
+	if man != nil {
+		s.maxSealed = max(s.maxSealed, man.MaxSealedSeq)
+	}
+	r.last = sc.last
+	return r, nil
+}
+
+// readManifest reads manifest.json, if there is one, checks it is this
+// node's and stream's, and takes its cursor and cursor metadata into r.
+// It returns nil when the log has no manifest yet.
+func (s *objStorage) readManifest(ctx context.Context, r *recovered) (*Manifest, error) {
 	manKey := s.base + manifestObject
 	body, etag, found, err := s.get(ctx, manKey)
+	if err != nil || !found {
+		return nil, err
+	}
+	man, err := DecodeManifest(body)
 	if err != nil {
-		return r, err
+		return nil, fmt.Errorf("%w (%s)", err, s.url(manKey))
 	}
-	var man *Manifest
-	if found {
-		if man, err = DecodeManifest(body); err != nil {
-			return r, fmt.Errorf("%w (%s)", err, s.url(manKey))
-		}
-		if man.NodeID != s.nodeID || man.StreamID != s.stream {
-			return r, fmt.Errorf("wal: %s belongs to node_id %q, stream %q, not node_id %q, stream %q (was it copied?)",
-				s.url(manKey), man.NodeID, man.StreamID, s.nodeID, s.stream)
-		}
-		s.exists, s.etag = true, etag
-		r.cursor, r.meta = man.Cursor, man.CursorMeta
+	if man.NodeID != s.nodeID || man.StreamID != s.stream {
+		return nil, fmt.Errorf("wal: %s belongs to node_id %q, stream %q, not node_id %q, stream %q (was it copied?)",
+			s.url(manKey), man.NodeID, man.StreamID, s.nodeID, s.stream)
 	}
+	s.exists, s.etag = true, etag
+	r.cursor, r.meta = man.Cursor, man.CursorMeta
+	return man, nil
+}
 
-	// The union of the manifest's segments and the listed ones.
+// segmentIndexes returns the segments listed under segments/ and the
+// union of their indexes with those the manifest names, in order.
+func (s *objStorage) segmentIndexes(ctx context.Context, man *Manifest) (map[uint64]bool, []uint64, error) {
 	listed, err := s.list(ctx)
 	if err != nil {
-		return r, err
+		return nil, nil, err
 	}
 	all := map[uint64]bool{}
 	for i := range listed {
 		all[i] = true
 	}
-	var ranges map[string]SeqRange
 	if man != nil {
-		ranges = man.SegmentSeqs
 		for _, name := range append(slices.Clone(man.SealedSegments), man.ActiveSegment) {
 			if i, ok := parseObjectSegment(name); ok {
 				all[i] = true
@@ -337,98 +389,86 @@ func (s *objStorage) recover() (recovered, error) {
 		indexes = append(indexes, i)
 	}
 	sort.Slice(indexes, func(a, b int) bool { return indexes[a] < indexes[b] })
+	return listed, indexes, nil
+}
 
-	last := r.cursor
-	if man != nil {
-		last = max(last, man.MaxSealedSeq)
+// objScan is what recover has learnt from the segments scanned so far.
+type objScan struct {
+	cursor    uint64              // the manifest's cursor
+	ranges    map[string]SeqRange // the manifest's sequences by segment
+	listed    map[uint64]bool
+	prevEnd   uint64 // last sequence of the previous non-empty segment
+	maxSealed uint64
+	last      uint64 // the highest sequence stored or acknowledged
+	segs      []objSegment
+}
+
+// scanSegment takes the segment of index into sc. A segment the manifest
+// names but that is missing is corrupt unless the cursor covers it
+// (acknowledged, then deleted); one wholly at or below the cursor is not
+// read unless it is the newest. A read segment's sequences must follow
+// the previous segment's and match the manifest's record.
+func (s *objStorage) scanSegment(ctx context.Context, sc *objScan, index uint64, newest bool) error {
+	name := objectSegmentName(index)
+	key := s.segKey(index)
+	rng, hasRange := sc.ranges[name]
+	if !sc.listed[index] {
+		if hasRange && rng.Last <= sc.cursor {
+			return nil // acknowledged, then deleted
+		}
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("manifest.json names it but the object is missing; entries after cursor %d may be lost", sc.cursor)}
 	}
-	maxSealed := uint64(0)
-	var prevEnd uint64 // last sequence of the previous non-empty segment
-	var segs []objSegment
-	for n, index := range indexes {
-		newest := n == len(indexes)-1
-		name := objectSegmentName(index)
-		key := s.segKey(index)
-		rng, hasRange := ranges[name]
-		if !listed[index] {
-			if hasRange && rng.Last <= r.cursor {
-				continue // acknowledged, then deleted
-			}
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("manifest.json names it but the object is missing; entries after cursor %d may be lost", r.cursor)}
+	if hasRange && rng.Last <= sc.cursor && !newest {
+		// Wholly acknowledged (retained, or not deleted yet): not read.
+		sc.segs = append(sc.segs, objSegment{index, rng.First, rng.Last})
+		sc.prevEnd, sc.maxSealed = rng.Last, max(sc.maxSealed, rng.Last)
+		return nil
+	}
+	b, etag, found, err := s.get(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("wal: %s was listed but is gone: is another process deleting in this namespace?", s.url(key))
+	}
+	seg, err := DecodeSegment(s.url(key), b, 0)
+	if err != nil {
+		return err
+	}
+	if seg.Torn != "" {
+		if !newest {
+			return &CorruptError{Segment: s.url(key), Offset: int64(seg.Intact), Reason: seg.Torn + " in a segment that is not the newest"}
 		}
-		if hasRange && rng.Last <= r.cursor && !newest {
-			// Wholly acknowledged (retained, or not deleted yet): not read.
-			segs = append(segs, objSegment{index, rng.First, rng.Last})
-			prevEnd, maxSealed = rng.Last, max(maxSealed, rng.Last)
-			continue
-		}
-		b, etag, found, err := s.get(ctx, key)
+		// Keep the intact prefix, so that the segment is whole when it
+		// is no longer the newest.
+		_, err := s.st.PutObject(ctx, key, b[:seg.Intact], blob.PutOptions{ContentType: "application/octet-stream", IfMatch: etag})
 		if err != nil {
-			return r, err
+			return fmt.Errorf("wal: cutting the torn tail (%s) of %s: %w", seg.Torn, s.url(key), s.hint(err))
 		}
-		if !found {
-			return r, fmt.Errorf("wal: %s was listed but is gone: is another process deleting in this namespace?", s.url(key))
-		}
-		seg, err := DecodeSegment(s.url(key), b, 0)
-		if err != nil {
-			return r, err
-		}
-		if seg.Torn != "" {
-			if !newest {
-				return r, &CorruptError{Segment: s.url(key), Offset: int64(seg.Intact), Reason: seg.Torn + " in a segment that is not the newest"}
-			}
-			// Keep the intact prefix, so that the segment is whole when it
-			// is no longer the newest.
-			_, err := s.st.PutObject(ctx, key, b[:seg.Intact], blob.PutOptions{ContentType: "application/octet-stream", IfMatch: etag})
-			if err != nil {
-				return r, fmt.Errorf("wal: cutting the torn tail (%s) of %s: %w", seg.Torn, s.url(key), s.hint(err))
-			}
-			s.log.Warn("wal: cut a torn tail off the newest segment", "segment", s.url(key), "reason", seg.Torn, "kept_bytes", seg.Intact)
-		}
-		if len(seg.Entries) == 0 {
-			segs = append(segs, objSegment{index: index})
-			continue
-		}
-		first, end := seg.Entries[0].Seq, seg.Entries[len(seg.Entries)-1].Seq
-		switch {
-		case first <= prevEnd:
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, prevEnd)}
-		case first > prevEnd+1 && first-1 > r.cursor:
-			// A gap is allowed only where the cursor covers it
-			// (acknowledged entries that were never PUT, or deleted).
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("segment starts at sequence %d, but sequences %d to %d are neither stored nor acknowledged (cursor %d)", first, prevEnd+1, first-1, r.cursor)}
-		case hasRange && seg.Torn == "" && (rng.First != first || rng.Last != end):
-			return r, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("segment holds sequences %d to %d, but manifest.json records %d to %d", first, end, rng.First, rng.Last)}
-		}
-		segs = append(segs, objSegment{index, first, end})
-		prevEnd, maxSealed, last = end, max(maxSealed, end), max(last, end)
+		s.log.Warn("wal: cut a torn tail off the newest segment", "segment", s.url(key), "reason", seg.Torn, "kept_bytes", seg.Intact)
 	}
-	s.nextIndex = 1
-	if n := len(indexes); n > 0 {
-		if indexes[n-1] == math.MaxUint64 {
-			return r, fmt.Errorf("wal: %s: segment index %d cannot be followed", s.describe(), indexes[n-1])
-		}
-		s.nextIndex = indexes[n-1] + 1
+	if len(seg.Entries) == 0 {
+		sc.segs = append(sc.segs, objSegment{index: index})
+		return nil
 	}
-	s.segs = segs
-	for _, g := range segs {
-		// Segments wholly at or below the cursor may be stored still
-		// (kept under Options.Hold, or not deleted yet).
-		if g.first != 0 {
-			r.oldest = g.first
-			break
-		}
+	first, end := seg.Entries[0].Seq, seg.Entries[len(seg.Entries)-1].Seq
+	switch {
+	case first <= sc.prevEnd:
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, sc.prevEnd)}
+	case first > sc.prevEnd+1 && first-1 > sc.cursor:
+		// A gap is allowed only where the cursor covers it
+		// (acknowledged entries that were never PUT, or deleted).
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("segment starts at sequence %d, but sequences %d to %d are neither stored nor acknowledged (cursor %d)", first, sc.prevEnd+1, first-1, sc.cursor)}
+	case hasRange && seg.Torn == "" && (rng.First != first || rng.Last != end):
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("segment holds sequences %d to %d, but manifest.json records %d to %d", first, end, rng.First, rng.Last)}
 	}
-	s.maxSealed = maxSealed
-	if man != nil {
-		s.maxSealed = max(s.maxSealed, man.MaxSealedSeq)
-	}
-	r.last = last
-	return r, nil
+	sc.segs = append(sc.segs, objSegment{index, first, end})
+	sc.prevEnd, sc.maxSealed, sc.last = end, max(sc.maxSealed, end), max(sc.last, end)
+	return nil
 }
 
 // list returns the indexes of the objects under segments/.
