@@ -138,14 +138,36 @@ func (s *localStorage) recover() (recovered, error) {
 		return r, err
 	}
 	r.last = r.cursor
-	expect := uint64(0)        // first sequence the next segment must start with
+	expect, err := s.scanSegments(segs, &r)
+	if err != nil {
+		return r, err
+	}
+	s.segs = segs
+	if err := s.openActive(segs, max(r.last, r.cursor)+1, expect); err != nil {
+		return r, err
+	}
+	// Segments wholly at or below the cursor may be stored still (kept
+	// under Options.Hold, or not deleted yet): the oldest segment starts
+	// with the oldest entry stored.
+	r.oldest = s.segs[0]
+	return r, nil
+}
+
+// scanSegments checks the segments (first sequences, in order) against
+// the cursor in r and each other: the oldest starts at or before the
+// cursor's successor, each starts where the previous one's entries end
+// (a gap only where the cursor covers it), and only the newest may be
+// torn, whose tail is cut off. Segments wholly acknowledged are not read.
+// It raises r.last to the highest sequence stored and returns the first
+// sequence a next segment would start with (0 when none was read).
+func (s *localStorage) scanSegments(segs []uint64, r *recovered) (expect uint64, err error) {
 	var prevTorn *CorruptError // where the previous segment's entries ended early
 	for i, first := range segs {
 		lastSeg := i == len(segs)-1
 		// Segments are deleted only once the persisted cursor covers them,
 		// so the oldest one left starts at or before the cursor's successor.
 		if i == 0 && first-1 > r.cursor {
-			return r, &CorruptError{Segment: segName(first), Offset: 0,
+			return 0, &CorruptError{Segment: segName(first), Offset: 0,
 				Reason: fmt.Sprintf("the oldest segment starts at sequence %d, but the cursor is %d: entries %d..%d are missing", first, r.cursor, r.cursor+1, first-1)}
 		}
 		// A gap is allowed only where the cursor covers it (acknowledged
@@ -153,9 +175,9 @@ func (s *localStorage) recover() (recovered, error) {
 		if expect != 0 && first != expect && !(first > expect && first-1 <= r.cursor) {
 			if prevTorn != nil {
 				prevTorn.Reason += fmt.Sprintf(" in a segment that is not the newest (the next one starts at sequence %d, not %d)", first, expect)
-				return r, prevTorn
+				return 0, prevTorn
 			}
-			return r, &CorruptError{Segment: segName(first), Offset: 0,
+			return 0, &CorruptError{Segment: segName(first), Offset: 0,
 				Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, expect-1)}
 		}
 		prevTorn = nil
@@ -167,11 +189,11 @@ func (s *localStorage) recover() (recovered, error) {
 		path := filepath.Join(s.dir, segName(first))
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return r, fmt.Errorf("wal: %w", err)
+			return 0, fmt.Errorf("wal: %w", err)
 		}
 		seg, err := DecodeRecycledSegment(segName(first), b, first)
 		if err != nil {
-			return r, err
+			return 0, err
 		}
 		if seg.Torn != "" {
 			// A segment other than the newest ends where its entries
@@ -188,7 +210,7 @@ func (s *localStorage) recover() (recovered, error) {
 			}
 			// Cut the torn tail so new entries follow whole ones.
 			if err := truncateSync(path, int64(seg.Intact)); err != nil {
-				return r, fmt.Errorf("wal: cutting the torn tail of %s: %w", path, err)
+				return 0, fmt.Errorf("wal: cutting the torn tail of %s: %w", path, err)
 			}
 		}
 		expect = first + uint64(len(seg.Entries))
@@ -196,33 +218,32 @@ func (s *localStorage) recover() (recovered, error) {
 			r.last = max(r.last, seg.Entries[n-1].Seq)
 		}
 	}
-	s.segs = segs
-	next := max(r.last, r.cursor) + 1
+	return expect, nil
+}
+
+// openActive makes the newest segment the active one, open for appending;
+// with no segment yet, or when next (the sequence after everything stored
+// or acknowledged) is past the end of the stored entries (expect), it
+// starts a segment at next instead.
+func (s *localStorage) openActive(segs []uint64, next, expect uint64) error {
 	if len(segs) == 0 || (expect != 0 && expect < next) {
 		// No segment yet, or the cursor is ahead of every stored entry
 		// (acknowledged entries that were never synced): start a segment
 		// at the next sequence so names keep matching contents.
-		if err := s.create(next); err != nil {
-			return r, err
-		}
-	} else {
-		last := segs[len(segs)-1]
-		f, err := os.OpenFile(filepath.Join(s.dir, segName(last)), os.O_WRONLY, 0)
-		if err != nil {
-			return r, fmt.Errorf("wal: %w", err)
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return r, fmt.Errorf("wal: %w", err)
-		}
-		s.active, s.size = f, fi.Size()
+		return s.create(next)
 	}
-	// Segments wholly at or below the cursor may be stored still (kept
-	// under Options.Hold, or not deleted yet): the oldest segment starts
-	// with the oldest entry stored.
-	r.oldest = s.segs[0]
-	return r, nil
+	last := segs[len(segs)-1]
+	f, err := os.OpenFile(filepath.Join(s.dir, segName(last)), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("wal: %w", err)
+	}
+	s.active, s.size = f, fi.Size()
+	return nil
 }
 
 // create starts a new active segment whose first entry is first.

@@ -31,7 +31,6 @@ var notYetSplit = map[string]bool{
 	"internal/durable/hold.go (*Source).scanHeld":       true,
 	"internal/hubstore/jobs.go (*Store).SetDesired":     true,
 	"internal/keys/keys.go Hashes":                      true,
-	"internal/walog/local.go (*localStorage).recover":   true,
 	"examples/clickservice/main.go run":                 true,
 }
 
