@@ -14,7 +14,6 @@ import (
 var notYetSplit = map[string]bool{
 	"connectors/conformance/conformance.go TestSource":  true,
 	"hub/fleetckpt.go (*Hub).advanceCheckpoint":         true,
-	"internal/config/config.go decodeValue":             true,
 	"hub/placement.go (*Hub).place":                     true,
 	"internal/expr/arith.go (*arithNode).intOp":         true,
 	"connectors/generate/config.go check":               true,
