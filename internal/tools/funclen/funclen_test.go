@@ -15,7 +15,6 @@ var notYetSplit = map[string]bool{
 	"connectors/conformance/conformance.go TestSource":  true,
 	"hub/fleetckpt.go (*Hub).advanceCheckpoint":         true,
 	"hub/placement.go (*Hub).place":                     true,
-	"internal/expr/arith.go (*arithNode).intOp":         true,
 	"connectors/generate/config.go check":               true,
 	"hubclient/jobs.go (*Agent).start":                  true,
 	"internal/ops/mapfilter.go buildMap":                true,
