@@ -17,7 +17,6 @@ var notYetSplit = map[string]bool{
 	"hub/placement.go (*Hub).place":                     true,
 	"connectors/generate/config.go check":               true,
 	"hubclient/jobs.go (*Agent).start":                  true,
-	"internal/ops/mapfilter.go buildMap":                true,
 	"connectors/conformance/conformance.go TestSink":    true,
 	"internal/ckptstore/catalog.go (*Catalog).Select":   true,
 	"hub/jobsapi.go (*Hub).jobDetail":                   true,
