@@ -18,7 +18,6 @@ var notYetSplit = map[string]bool{
 	"connectors/generate/config.go check":               true,
 	"hubclient/jobs.go (*Agent).start":                  true,
 	"connectors/conformance/conformance.go TestSink":    true,
-	"internal/ckptstore/catalog.go (*Catalog).Select":   true,
 	"hub/jobsapi.go (*Hub).jobDetail":                   true,
 	"cmd/arkflow/main.go runCmd":                        true,
 	"internal/tools/apidump/api.go (*walker).writeType": true,
