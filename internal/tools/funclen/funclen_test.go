@@ -24,7 +24,6 @@ var notYetSplit = map[string]bool{
 	"connectors/generate/gen.go (*gen).column":          true,
 	"arkflowtest/harness.go start":                      true,
 	"internal/hubstore/jobs.go (*Store).SetDesired":     true,
-	"internal/keys/keys.go Hashes":                      true,
 	"examples/clickservice/main.go run":                 true,
 }
 
