@@ -23,7 +23,6 @@ var notYetSplit = map[string]bool{
 	"internal/tools/apidump/api.go (*walker).writeType": true,
 	"connectors/generate/gen.go (*gen).column":          true,
 	"arkflowtest/harness.go start":                      true,
-	"internal/hubstore/jobs.go (*Store).SetDesired":     true,
 	"examples/clickservice/main.go run":                 true,
 }
 
