@@ -13,7 +13,6 @@ import (
 // only shrinks; it goes away when it is empty.
 var notYetSplit = map[string]bool{
 	"connectors/conformance/conformance.go TestSource":  true,
-	"hub/placement.go (*Hub).place":                     true,
 	"connectors/generate/config.go check":               true,
 	"hubclient/jobs.go (*Agent).start":                  true,
 	"connectors/conformance/conformance.go TestSink":    true,
