@@ -16,7 +16,6 @@ var notYetSplit = map[string]bool{
 	"connectors/generate/config.go check":               true,
 	"hubclient/jobs.go (*Agent).start":                  true,
 	"connectors/conformance/conformance.go TestSink":    true,
-	"hub/jobsapi.go (*Hub).jobDetail":                   true,
 	"cmd/arkflow/main.go runCmd":                        true,
 	"internal/tools/apidump/api.go (*walker).writeType": true,
 	"connectors/generate/gen.go (*gen).column":          true,
