@@ -14,7 +14,6 @@ import (
 var notYetSplit = map[string]bool{
 	"connectors/conformance/conformance.go TestSource":  true,
 	"connectors/generate/config.go check":               true,
-	"hubclient/jobs.go (*Agent).start":                  true,
 	"connectors/conformance/conformance.go TestSink":    true,
 	"cmd/arkflow/main.go runCmd":                        true,
 	"internal/tools/apidump/api.go (*walker).writeType": true,
