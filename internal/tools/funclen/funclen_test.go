@@ -15,7 +15,6 @@ var notYetSplit = map[string]bool{
 	"connectors/conformance/conformance.go TestSource":  true,
 	"connectors/generate/config.go check":               true,
 	"connectors/conformance/conformance.go TestSink":    true,
-	"cmd/arkflow/main.go runCmd":                        true,
 	"internal/tools/apidump/api.go (*walker).writeType": true,
 	"connectors/generate/gen.go (*gen).column":          true,
 	"arkflowtest/harness.go start":                      true,
