@@ -15,7 +15,6 @@ var notYetSplit = map[string]bool{
 	"connectors/conformance/conformance.go TestSource":  true,
 	"connectors/conformance/conformance.go TestSink":    true,
 	"internal/tools/apidump/api.go (*walker).writeType": true,
-	"connectors/generate/gen.go (*gen).column":          true,
 	"arkflowtest/harness.go start":                      true,
 	"examples/clickservice/main.go run":                 true,
 }
