@@ -14,7 +14,6 @@ import (
 var notYetSplit = map[string]bool{
 	"connectors/conformance/conformance.go TestSource": true,
 	"connectors/conformance/conformance.go TestSink":   true,
-	"examples/clickservice/main.go run":                true,
 }
 
 // TestNoLongFunctions fails listing every non-test function of the module
