@@ -467,7 +467,7 @@ func (r *Runtime) reshardWALs(ctx context.Context) error {
 
 // connectAll connects every source, then every sink, and returns all the
 // run's resources in the order they close: sources and sinks, then the
-// WALs (after the sinks, before the state: R-WAL-6), then the state.
+// WALs, then the state.
 // When one fails to connect it closes that one, then the connected ones
 // in reverse, then the never-connected ones, then the operator instances,
 // the WALs and the state, and returns the failure.
