@@ -123,6 +123,10 @@ func Restore(t testing.TB, b *arkflow.Builder, s *Snapshot, opts ...Option) *Har
 	return start(t, b, s, opts)
 }
 
+// start runs the job b describes under a new harness (from snap when it
+// is not nil): it claims b's inputs and outputs, builds the job in the
+// harness's own directories, begins the inputs (anew, or resumed from
+// snap) and outputs, runs the job and waits until it runs and settles.
 func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Harness {
 	t.Helper()
 	cfg := config{start: time.UnixMilli(0)}
@@ -135,11 +139,30 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 		}
 	}
 	h := &Harness{t: t, clock: newClock(cfg.start), inputs: map[string]*input{}}
+	ids, outputs := h.claim(b)
+	j := h.build(b, snap, cfg)
+	h.beginInputs(ids, snap, j.Spec())
+	for _, id := range ids {
+		h.inputs[id].attach(h)
+	}
+	for _, o := range outputs {
+		o.begin(h, snap == nil)
+	}
+	go j.Run(context.Background()) // its error is Err's
+	t.Cleanup(h.cleanup)
+	h.awaitStart()
+	h.Settle()
+	return h
+}
 
-	// The builder's inputs: free to attach to this harness?
+// claim collects the builder's inputs (by operator ID, sorted) and
+// outputs, and fails the test when an input still belongs to a running
+// harness or was used before it was attached.
+func (h *Harness) claim(b *arkflow.Builder) (ids []string, outputs []harnessOutput) {
+	t := h.t
+	t.Helper()
 	bound := harness.Bindings(b)
-	ids := make([]string, 0, len(bound))
-	var outputs []harnessOutput
+	ids = make([]string, 0, len(bound))
 	for id, v := range bound {
 		switch c := v.(type) {
 		case harnessInput:
@@ -162,9 +185,15 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 			t.Fatalf("arkflowtest: input %q: %v", id, early)
 		}
 	}
+	return ids, outputs
+}
 
-	// The job, on a copy of the builder's spec that works in the
-	// harness's own directories (isolate): b is not changed.
+// build builds the job, on a copy of the builder's spec that works in the
+// harness's own directories (isolate): b is not changed. A restore uses
+// the snapshot's checkpoint store and savepoint.
+func (h *Harness) build(b *arkflow.Builder, snap *Snapshot, cfg config) *arkflow.Job {
+	t := h.t
+	t.Helper()
 	dir := t.TempDir()
 	h.store = (&url.URL{Scheme: "file", Path: filepath.Join(dir, "checkpoints")}).String()
 	if snap != nil {
@@ -187,9 +216,14 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	}
 	j := built.(*arkflow.Job)
 	h.job, h.rt = j, harness.RuntimeOf(j)
-	// A new run of the inputs (New), or the snapshot's run resumed
-	// (Restore), then attach them all.
-	spec := j.Spec()
+	return j
+}
+
+// beginInputs starts a new run of each input (New), or resumes the
+// snapshot's run of it (Restore), once per input shared by several IDs.
+func (h *Harness) beginInputs(ids []string, snap *Snapshot, spec *job.Spec) {
+	t := h.t
+	t.Helper()
 	seen := map[*input]bool{}
 	for _, id := range ids {
 		in := h.inputs[id]
@@ -207,14 +241,14 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 			t.Fatalf("arkflowtest: input %q: %v", id, err)
 		}
 	}
-	for _, id := range ids {
-		h.inputs[id].attach(h)
-	}
-	for _, o := range outputs {
-		o.begin(h, snap == nil)
-	}
-	go j.Run(context.Background()) // its error is Err's
-	t.Cleanup(h.cleanup)
+}
+
+// awaitStart waits until the job runs, or has ended already (its sources
+// are bounded), and fails the test when it failed to start or did not
+// within settleTimeout.
+func (h *Harness) awaitStart() {
+	t, j := h.t, h.job
+	t.Helper()
 	timer := time.NewTimer(settleTimeout)
 	defer timer.Stop()
 	select {
@@ -228,8 +262,6 @@ func start(t testing.TB, b *arkflow.Builder, snap *Snapshot, opts []Option) *Har
 	case <-timer.C:
 		t.Fatalf("arkflowtest: the job did not start within %v", settleTimeout)
 	}
-	h.Settle()
-	return h
 }
 
 func (h *Harness) done() bool {

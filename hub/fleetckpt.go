@@ -183,21 +183,13 @@ func (h *Hub) advanceCheckpoints(ctx context.Context) {
 	}
 }
 
+// advanceCheckpoint moves one pending record on: failed when its
+// generation ended or a part of its round failed; once every assignment's
+// node has its part in, completed (whole-job Agents, whose parts are the
+// commit) or handed to advanceCommit (two-phase rounds).
 func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.Checkpoint) {
-	finish := func(status, uri, msg string) {
-		if _, err := h.store.FinishCheckpoint(ctx, j.JobID, c.CheckpointID, status, uri, msg); err != nil {
-			h.log.Warn("finishing a checkpoint record", "job", j.JobID, "checkpoint", c.CheckpointID, "error", err)
-			return
-		}
-		h.metrics.countCheckpoint(c.Kind, status)
-		if status == hubstore.CheckpointCompleted {
-			h.log.Info(c.Kind+" completed", "job", j.JobID, "checkpoint", c.CheckpointID, "manifest", uri)
-		} else {
-			h.log.Warn(c.Kind+" failed; the previous one stays in use", "job", j.JobID, "checkpoint", c.CheckpointID, "error", msg)
-		}
-	}
 	if c.Generation != j.Generation {
-		finish(hubstore.CheckpointFailed, "", fmt.Sprintf("superseded: the job moved to generation %d before every part was committed", j.Generation))
+		h.finishCheckpoint(ctx, j, c, hubstore.CheckpointFailed, "", fmt.Sprintf("superseded: the job moved to generation %d before every part was committed", j.Generation))
 		return
 	}
 	as, err := h.store.Assignments(ctx, j.JobID, c.Generation)
@@ -227,17 +219,10 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 	if len(parts) == 0 {
 		return // the trigger is still enqueueing
 	}
-	failure := func(m hubstore.Command) string {
-		msg := fmt.Sprintf("%s on %s %s", m.Operation, m.NodeID, m.State)
-		if r, ok := h.resultOf(ctx, m.ID); ok && r.Error != "" {
-			msg += ": " + r.Error
-		}
-		return msg
-	}
 	// A failed part fails the round.
 	for _, m := range parts {
 		if m.State.Terminal() && m.State != hubstore.CommandSucceeded {
-			finish(hubstore.CheckpointFailed, "", failure(m))
+			h.finishCheckpoint(ctx, j, c, hubstore.CheckpointFailed, "", h.commandFailure(ctx, m))
 			return
 		}
 	}
@@ -261,13 +246,42 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 				}
 			}
 		}
-		finish(hubstore.CheckpointCompleted, uri, "")
+		h.finishCheckpoint(ctx, j, c, hubstore.CheckpointCompleted, uri, "")
 		return
 	}
-	// Every part is in: the node whose part finished first merges them.
-	// A commit that fails (its node restarted and lost the job's spec,
-	// or went away) goes to the next node with a part; the round fails
-	// only when every one of them failed to commit.
+	h.advanceCommit(ctx, j, c, commits, done, commitOp)
+}
+
+// finishCheckpoint records a round's outcome, counts it and logs it.
+func (h *Hub) finishCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.Checkpoint, status, uri, msg string) {
+	if _, err := h.store.FinishCheckpoint(ctx, j.JobID, c.CheckpointID, status, uri, msg); err != nil {
+		h.log.Warn("finishing a checkpoint record", "job", j.JobID, "checkpoint", c.CheckpointID, "error", err)
+		return
+	}
+	h.metrics.countCheckpoint(c.Kind, status)
+	if status == hubstore.CheckpointCompleted {
+		h.log.Info(c.Kind+" completed", "job", j.JobID, "checkpoint", c.CheckpointID, "manifest", uri)
+	} else {
+		h.log.Warn(c.Kind+" failed; the previous one stays in use", "job", j.JobID, "checkpoint", c.CheckpointID, "error", msg)
+	}
+}
+
+// commandFailure says how a command of a round ended, with the error its
+// Agent reported.
+func (h *Hub) commandFailure(ctx context.Context, m hubstore.Command) string {
+	msg := fmt.Sprintf("%s on %s %s", m.Operation, m.NodeID, m.State)
+	if r, ok := h.resultOf(ctx, m.ID); ok && r.Error != "" {
+		msg += ": " + r.Error
+	}
+	return msg
+}
+
+// advanceCommit moves a two-phase round whose parts are all in (done, by
+// node) on. The node whose part finished first merges them. A commit that
+// fails (its node restarted and lost the job's spec, or went away) goes
+// to the next node with a part; the round fails only when every one of
+// them failed to commit. A succeeded commit completes the round.
+func (h *Hub) advanceCommit(ctx context.Context, j hubstore.Job, c hubstore.Checkpoint, commits []hubstore.Command, done map[string]hubstore.Command, commitOp string) {
 	if len(commits) == 0 && c.Kind == hubstore.KindCheckpoint && h.olderRoundOpen(ctx, c) {
 		return // committed after the older one, see olderRoundOpen
 	}
@@ -280,28 +294,16 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 			if uri == "" {
 				uri = c.CheckpointID
 			}
-			finish(hubstore.CheckpointCompleted, uri, "")
+			h.finishCheckpoint(ctx, j, c, hubstore.CheckpointCompleted, uri, "")
 			return
 		case !m.State.Terminal():
 			return // on its way
 		}
 		tried[m.NodeID] = true
 	}
-	nodes := make([]string, 0, len(done))
-	first := ""
-	var firstAt time.Time
-	for n, m := range done {
-		nodes = append(nodes, n)
-		if tried[n] {
-			continue
-		}
-		if first == "" || m.FinishedAt.Before(firstAt) || (m.FinishedAt.Equal(firstAt) && n < first) {
-			first, firstAt = n, m.FinishedAt
-		}
-	}
-	sort.Strings(nodes)
+	first, nodes := nextCommitter(done, tried)
 	if first == "" {
-		finish(hubstore.CheckpointFailed, "", failure(commits[len(commits)-1]))
+		h.finishCheckpoint(ctx, j, c, hubstore.CheckpointFailed, "", h.commandFailure(ctx, commits[len(commits)-1]))
 		return
 	}
 	ref := c.CheckpointID
@@ -321,6 +323,26 @@ func (h *Hub) advanceCheckpoint(ctx context.Context, j hubstore.Job, c hubstore.
 		return
 	}
 	h.log.Info(c.Kind+" parts in; committing", "job", j.JobID, "checkpoint", c.CheckpointID, "node", first, "parts", len(nodes))
+}
+
+// nextCommitter returns the node that commits next: of the nodes with a
+// part (done) that have not tried to commit, the one whose part finished
+// first (ties by name); "" when every one has tried. nodes are all the
+// nodes with a part, sorted.
+func nextCommitter(done map[string]hubstore.Command, tried map[string]bool) (first string, nodes []string) {
+	nodes = make([]string, 0, len(done))
+	var firstAt time.Time
+	for n, m := range done {
+		nodes = append(nodes, n)
+		if tried[n] {
+			continue
+		}
+		if first == "" || m.FinishedAt.Before(firstAt) || (m.FinishedAt.Equal(firstAt) && n < first) {
+			first, firstAt = n, m.FinishedAt
+		}
+	}
+	sort.Strings(nodes)
+	return first, nodes
 }
 
 // olderRoundOpen says whether a checkpoint round of c's job with a lower

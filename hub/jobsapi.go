@@ -325,69 +325,9 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 		hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, err.Error()))
 		return
 	}
-	action := hubwire.OpJobStop
-	if j.DesiredState == hubstore.DesiredRunning {
-		action = hubwire.OpJobStart
-	}
-	now := h.cfg.Clock()
-	placed := map[string]hubstore.Assignment{}
-	if as, err := h.store.Assignments(ctx, id, j.Generation); err == nil {
-		for _, a := range as {
-			placed[a.AssignmentID] = a
-		}
-	}
-	obs, err := h.store.JobObservations(ctx, id)
-	if err != nil {
-		h.storeError(w, r, err, "")
+	measured, ok := h.detailAssignments(w, r, &d, id, j, v, agg)
+	if !ok {
 		return
-	}
-	reported := map[string]hubstore.StoredObservation{} // by node, of this generation
-	for _, o := range obs {
-		if o.Generation == j.Generation {
-			reported[o.NodeID] = o
-		}
-	}
-	type planned struct {
-		v hubstore.JobVersion
-		p *job.Plan
-	}
-	plans := map[string]planned{} // by version id
-	var measured []hubwire.JobMetrics
-	for _, a := range agg.Assignments {
-		pa := placed[a.AssignmentID]
-		if pa.VersionID == "" {
-			pa.VersionID = v.VersionID
-		}
-		pv, ok := plans[pa.VersionID]
-		if !ok {
-			if pv.v, pv.p, err = h.versionPlan(ctx, id, pa.VersionID); err != nil {
-				hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored version does not plan: "+err.Error()))
-				return
-			}
-			plans[pa.VersionID] = pv
-		}
-		o, ok := reported[a.NodeID]
-		ts := attemptState(action, a, o.State, ok)
-		// One attempt per plan task the node runs: its placement units,
-		// or every task for an Agent that runs the job whole.
-		d.Tasks = append(d.Tasks, taskAttempts(pa, pv.v, pv.p, int64(rec.Generation), ts)...)
-		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
-			Units: assignmentTasks(pa).Units, Tasks: assignmentTasks(pa).Tasks,
-			State: assignmentState(a, ts), CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
-		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
-			d.Nodes = append(d.Nodes, h.hubNode(ag, now))
-			as.Partitions = reportedPartitions(ag.LastReport, id, rec.Generation)
-		}
-		// What the node last reported of the generation: its restore's
-		// progress and its measurements of the job.
-		var js hubwire.JobStatus
-		if ok && json.Unmarshal(o.Snapshot, &js) == nil {
-			as.RecoveryProgress = js.RecoveryProgress
-			if js.Metrics != nil {
-				measured = append(measured, *js.Metrics)
-			}
-		}
-		d.Assignments = append(d.Assignments, as)
 	}
 	cmds, err := h.store.ListCommands(ctx, id, j.Generation)
 	if err != nil {
@@ -415,6 +355,81 @@ func (h *Hub) jobDetail(w http.ResponseWriter, r *http.Request) {
 	d.Metrics = jobMetrics(measured, failedRounds(cps, j.Generation))
 	hubhttp.SetETag(w, int64(rec.Generation))
 	hubhttp.WriteJSON(w, http.StatusOK, d)
+}
+
+// detailAssignments fills d's task attempts, assignments and nodes for
+// each assignment of the job's current generation (agg), from its
+// command's outcome and what its node reported of the generation, and
+// returns the job measurements the nodes reported. On a failure it writes
+// the error response and reports false.
+func (h *Hub) detailAssignments(w http.ResponseWriter, r *http.Request, d *hubwire.JobDetail, id string, j hubstore.Job, v hubstore.JobVersion, agg hubstore.Aggregate) ([]hubwire.JobMetrics, bool) {
+	ctx := r.Context()
+	rec := d.Job
+	action := hubwire.OpJobStop
+	if j.DesiredState == hubstore.DesiredRunning {
+		action = hubwire.OpJobStart
+	}
+	now := h.cfg.Clock()
+	placed := map[string]hubstore.Assignment{}
+	if as, err := h.store.Assignments(ctx, id, j.Generation); err == nil {
+		for _, a := range as {
+			placed[a.AssignmentID] = a
+		}
+	}
+	obs, err := h.store.JobObservations(ctx, id)
+	if err != nil {
+		h.storeError(w, r, err, "")
+		return nil, false
+	}
+	reported := map[string]hubstore.StoredObservation{} // by node, of this generation
+	for _, o := range obs {
+		if o.Generation == j.Generation {
+			reported[o.NodeID] = o
+		}
+	}
+	type planned struct {
+		v hubstore.JobVersion
+		p *job.Plan
+	}
+	plans := map[string]planned{} // by version id
+	var measured []hubwire.JobMetrics
+	for _, a := range agg.Assignments {
+		pa := placed[a.AssignmentID]
+		if pa.VersionID == "" {
+			pa.VersionID = v.VersionID
+		}
+		pv, ok := plans[pa.VersionID]
+		if !ok {
+			if pv.v, pv.p, err = h.versionPlan(ctx, id, pa.VersionID); err != nil {
+				hubhttp.WriteError(w, r, hubhttp.NewError(http.StatusInternalServerError, hubwire.CodeInvalidPersistedJob, "the stored version does not plan: "+err.Error()))
+				return nil, false
+			}
+			plans[pa.VersionID] = pv
+		}
+		o, ok := reported[a.NodeID]
+		ts := attemptState(action, a, o.State, ok)
+		// One attempt per plan task the node runs: its placement units,
+		// or every task for an Agent that runs the job whole.
+		d.Tasks = append(d.Tasks, taskAttempts(pa, pv.v, pv.p, int64(rec.Generation), ts)...)
+		as := hubwire.AssignmentStatus{NodeID: a.NodeID, Generation: rec.Generation, Action: action, AssignmentIDs: []string{a.AssignmentID},
+			Units: assignmentTasks(pa).Units, Tasks: assignmentTasks(pa).Tasks,
+			State: assignmentState(a, ts), CommandID: a.CommandID, Error: a.Error, FailureClass: hubwire.FailureClass(a.FailureClass), UpdatedAtMs: ms(now)}
+		if ag, err := h.store.GetAgent(ctx, a.NodeID); err == nil {
+			d.Nodes = append(d.Nodes, h.hubNode(ag, now))
+			as.Partitions = reportedPartitions(ag.LastReport, id, rec.Generation)
+		}
+		// What the node last reported of the generation: its restore's
+		// progress and its measurements of the job.
+		var js hubwire.JobStatus
+		if ok && json.Unmarshal(o.Snapshot, &js) == nil {
+			as.RecoveryProgress = js.RecoveryProgress
+			if js.Metrics != nil {
+				measured = append(measured, *js.Metrics)
+			}
+		}
+		d.Assignments = append(d.Assignments, as)
+	}
+	return measured, true
 }
 
 // attemptState is the ArkFlow v1 TaskAttempt state of an assignment's

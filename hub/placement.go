@@ -81,20 +81,47 @@ func (h *Hub) place(ctx context.Context, j hubstore.Job, v hubstore.JobVersion, 
 	if err != nil {
 		return nil, hubhttp.Internal()
 	}
-	// Where each unit ran at the current generation.
-	unitNode := map[string]string{}
-	prevNodes := map[string]bool{}
+	unitNode, prevNodes := h.currentPlacement(ctx, j)
+	cands, why := h.candidates(agents, hp, exclude, load, prevNodes)
+	if len(cands) == 0 {
+		msg := "no online agent can run job " + j.JobID
+		if len(why) > 0 {
+			msg += ": " + strings.Join(why, "; ")
+		}
+		return nil, hubhttp.NewError(http.StatusConflict, hubwire.CodeNodeUnavailable, msg).WithDetails(map[string]any{"nodes": why})
+	}
+	var split []candidate
+	for _, c := range cands {
+		if c.units {
+			split = append(split, c)
+		}
+	}
+	if len(pp.PlacementUnits) < 2 || len(split) == 0 {
+		return []hubstore.Assignment{placeWhole(j.JobID, gen, cands, pp)}, nil
+	}
+	return placeUnits(j.JobID, gen, split, pp, unitNode, balance), nil
+}
+
+// currentPlacement returns where each placement unit of a running job
+// runs at its current generation, and the nodes it runs on.
+func (h *Hub) currentPlacement(ctx context.Context, j hubstore.Job) (unitNode map[string]string, nodes map[string]bool) {
+	unitNode, nodes = map[string]string{}, map[string]bool{}
 	if as, err := h.store.Assignments(ctx, j.JobID, j.Generation); err == nil && j.DesiredState == hubstore.DesiredRunning {
 		for _, a := range as {
-			prevNodes[a.NodeID] = true
+			nodes[a.NodeID] = true
 			for _, u := range assignmentTasks(a).Units {
 				unitNode[u] = a.NodeID
 			}
 		}
 	}
+	return unitNode, nodes
+}
+
+// candidates returns the Agents that fit the job's requirements, with
+// their load and whether they ran it at its current generation, and why
+// each of the others does not.
+func (h *Hub) candidates(agents []hubstore.Agent, hp requirements, exclude map[string]bool, load map[string]int, prevNodes map[string]bool) (cands []candidate, why []string) {
 	now := h.cfg.Clock()
-	var cands []candidate
-	var why []string
 	for _, a := range agents {
 		if exclude[a.NodeID] {
 			why = append(why, a.NodeID+" is failing over")
@@ -108,41 +135,44 @@ func (h *Hub) place(ctx context.Context, j hubstore.Job, v hubstore.JobVersion, 
 		cands = append(cands, candidate{node: a.NodeID, units: slices.Contains(a.Capabilities.Features, hubwire.CapabilityPlacementUnits),
 			load: load[a.NodeID], prev: prevNodes[a.NodeID]})
 	}
-	if len(cands) == 0 {
-		msg := "no online agent can run job " + j.JobID
-		if len(why) > 0 {
-			msg += ": " + strings.Join(why, "; ")
+	return cands, why
+}
+
+// assignmentID names the assignment of a job's generation to a node.
+func assignmentID(jobID, node string, gen int64) string {
+	return fmt.Sprintf("%s:%s:%d", jobID, node, gen)
+}
+
+// placeWhole puts the whole job on one Agent: the previous node if it
+// still fits, else the least loaded. An Agent that runs placement units
+// gets them all named.
+func placeWhole(jobID string, gen int64, cands []candidate, pp *job.Plan) hubstore.Assignment {
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if (c.prev && !best.prev) || (c.prev == best.prev && c.load < best.load) {
+			best = c
 		}
-		return nil, hubhttp.NewError(http.StatusConflict, hubwire.CodeNodeUnavailable, msg).WithDetails(map[string]any{"nodes": why})
 	}
-	id := func(node string) string { return fmt.Sprintf("%s:%s:%d", j.JobID, node, gen) }
-	var split []candidate
-	for _, c := range cands {
-		if c.units {
-			split = append(split, c)
+	var p assignmentPayload
+	if best.units {
+		for _, u := range pp.PlacementUnits {
+			p.Units = append(p.Units, u.ID)
+			p.Tasks = append(p.Tasks, u.Tasks...)
 		}
 	}
-	if len(pp.PlacementUnits) < 2 || len(split) == 0 {
-		// Whole: the previous node if it still fits, else the least loaded.
-		best := cands[0]
-		for _, c := range cands[1:] {
-			if (c.prev && !best.prev) || (c.prev == best.prev && c.load < best.load) {
-				best = c
-			}
-		}
-		var p assignmentPayload
-		if best.units {
-			for _, u := range pp.PlacementUnits {
-				p.Units = append(p.Units, u.ID)
-				p.Tasks = append(p.Tasks, u.Tasks...)
-			}
-		}
-		a := hubstore.Assignment{AssignmentID: id(best.node), NodeID: best.node}
-		if len(p.Tasks) > 0 {
-			a.Payload, _ = json.Marshal(p)
-		}
-		return []hubstore.Assignment{a}, nil
+	a := hubstore.Assignment{AssignmentID: assignmentID(jobID, best.node, gen), NodeID: best.node}
+	if len(p.Tasks) > 0 {
+		a.Payload, _ = json.Marshal(p)
 	}
+	return a
+}
+
+// placeUnits spreads the placement units over the Agents that run them
+// (split): a unit stays on the node it ran on while that node fits (and,
+// with balance, holds fewer than its share), the others go one by one to
+// the least-loaded Agent (ties by name). One assignment per node used, by
+// node.
+func placeUnits(jobID string, gen int64, split []candidate, pp *job.Plan, unitNode map[string]string, balance bool) []hubstore.Assignment {
 	byNode := map[string]*assignmentPayload{}
 	fits := map[string]*candidate{}
 	for i := range split {
@@ -186,9 +216,9 @@ func (h *Hub) place(ctx context.Context, j hubstore.Job, v hubstore.JobVersion, 
 	out := make([]hubstore.Assignment, 0, len(nodes))
 	for _, n := range nodes {
 		b, _ := json.Marshal(byNode[n])
-		out = append(out, hubstore.Assignment{AssignmentID: id(n), NodeID: n, Payload: b})
+		out = append(out, hubstore.Assignment{AssignmentID: assignmentID(jobID, n, gen), NodeID: n, Payload: b})
 	}
-	return out, nil
+	return out
 }
 
 // load counts, per node, the placement units (or whole jobs) of the jobs

@@ -357,25 +357,9 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 			return nil // a redelivered start of the job that runs
 		}
 	}
-	if len(p.Spec) == 0 {
-		return errors.New("payload: job_start needs the job's spec")
-	}
-	spec, err := job.Parse(p.Spec)
+	spec, plan, tasks, err := startPlan(p)
 	if err != nil {
 		return err
-	}
-	if spec.ID != p.JobID {
-		return fmt.Errorf("payload: the spec is of job %q, the command of %q", spec.ID, p.JobID)
-	}
-	plan, err := job.NewPlan(spec)
-	if err != nil {
-		return err
-	}
-	tasks := localTasks(plan, p.Assignments)
-	if tasks != nil {
-		if err := runtime.ValidateTasks(plan, tasks); err != nil {
-			return err
-		}
 	}
 	a.mu.Lock()
 	a.specs[p.JobID] = spec
@@ -397,6 +381,59 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 			a.log.Warn("stopping the previous generation", "job", p.JobID, "generation", oldGen, "error", err)
 		}
 	}
+	built, err := harness.NewJob(spec, a.bindings[spec.ID], a.jobOptions(c, p, tasks))
+	if err != nil {
+		return err
+	}
+	j := built.(*arkflow.Job)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningJob{id: p.JobID, generation: c.Generation, job: j, payload: p, assignments: assignmentIDs(p),
+		tasks: tasks, digest: plan.Digest, cancel: cancel, done: make(chan struct{}), metrics: j.Collector()}
+	a.mu.Lock()
+	a.jobs[p.JobID] = r
+	a.mu.Unlock()
+	a.jobsWG.Add(1)
+	go func() {
+		defer a.jobsWG.Done()
+		r.err = j.Run(ctx)
+		close(r.done)
+		a.notify()
+	}()
+	return a.awaitRunning(r)
+}
+
+// startPlan reads the job of a start command: its spec (which must be of
+// the command's job), its plan and the plan tasks assigned to this node
+// (nil: the whole job).
+func startPlan(p hubwire.JobCommandPayload) (*job.Spec, *job.Plan, []string, error) {
+	if len(p.Spec) == 0 {
+		return nil, nil, nil, errors.New("payload: job_start needs the job's spec")
+	}
+	spec, err := job.Parse(p.Spec)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if spec.ID != p.JobID {
+		return nil, nil, nil, fmt.Errorf("payload: the spec is of job %q, the command of %q", spec.ID, p.JobID)
+	}
+	plan, err := job.NewPlan(spec)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tasks := localTasks(plan, p.Assignments)
+	if tasks != nil {
+		if err := runtime.ValidateTasks(plan, tasks); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return spec, plan, tasks, nil
+}
+
+// jobOptions are the options a started job is built with: the Agent's
+// data directory, checkpoint store, logger and environment, the recovery
+// the command asks for (a savepoint, or a checkpoint by id), and the
+// runtime's node, generation and assigned tasks.
+func (a *Agent) jobOptions(c hubwire.AgentCommand, p hubwire.JobCommandPayload, tasks []string) []any {
 	opts := []any{arkflow.WithDataDir(a.cfg.DataDir), arkflow.WithCheckpointStore(a.cfg.CheckpointStore),
 		// The job adds its own job key (once); the Agent adds the generation.
 		arkflow.WithLogger(a.log.With("generation", c.Generation))}
@@ -415,31 +452,20 @@ func (a *Agent) start(c hubwire.AgentCommand, p hubwire.JobCommandPayload) error
 	a.mu.Lock()
 	wrap := a.wrapStore
 	a.mu.Unlock()
-	opts = append(opts, harness.Option(func(o *runtime.Options) {
+	return append(opts, harness.Option(func(o *runtime.Options) {
 		o.NodeID, o.Generation, o.FromCheckpoint = node, gen, from
 		o.WrapStore = wrap
 		if tasks != nil {
 			o.Tasks, o.HubCheckpoints = tasks, true
 		}
 	}))
-	built, err := harness.NewJob(spec, a.bindings[spec.ID], opts)
-	if err != nil {
-		return err
-	}
-	j := built.(*arkflow.Job)
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningJob{id: p.JobID, generation: c.Generation, job: j, payload: p, assignments: assignmentIDs(p),
-		tasks: tasks, digest: plan.Digest, cancel: cancel, done: make(chan struct{}), metrics: j.Collector()}
-	a.mu.Lock()
-	a.jobs[p.JobID] = r
-	a.mu.Unlock()
-	a.jobsWG.Add(1)
-	go func() {
-		defer a.jobsWG.Done()
-		r.err = j.Run(ctx)
-		close(r.done)
-		a.notify()
-	}()
+}
+
+// awaitRunning waits, up to startTimeout, until the started job runs or
+// has ended (a bounded job may end before it is seen running), and
+// returns its failure to start.
+func (a *Agent) awaitRunning(r *runningJob) error {
+	j := r.job
 	deadline := time.Now().Add(startTimeout)
 	for {
 		switch {

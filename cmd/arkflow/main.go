@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -336,81 +337,9 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			defer stopMetrics()
 		}
 		if path := controlPath(f.control, f.dataDir, spec.ID); path != "" && spec.Checkpoint != nil {
-			// The socket appears once the job runs, so a request never meets a
-			// job still restoring.
-			var stopControl func()
-			var mu sync.Mutex
-			go func() {
-				t := time.NewTicker(10 * time.Millisecond)
-				defer t.Stop()
-				for j.Status() < arkflow.Running {
-					select {
-					case <-ctx.Done():
-						return
-					case <-j.Done():
-						return
-					case <-t.C:
-					}
-				}
-				stop, err := serveControl(ctx, path, j, logger)
-				if err != nil {
-					logger.Error("control socket", "error", err)
-					return
-				}
-				mu.Lock()
-				stopControl = stop
-				mu.Unlock()
-			}()
-			defer func() {
-				mu.Lock()
-				defer mu.Unlock()
-				if stopControl != nil {
-					stopControl()
-				}
-			}()
+			defer serveControlWhenRunning(ctx, path, j, logger)()
 		}
-		sigs := make(chan os.Signal, 2)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-		defer signal.Stop(sigs)
-		go func() {
-			select {
-			case s := <-sigs:
-				if f.drainOnStop {
-					logger.Info("signal received: draining (the input ends, every open window fires; send it again to stop at once)", "signal", s.String())
-				} else {
-					logger.Info("signal received: stopping gracefully (send it again to stop at once)", "signal", s.String())
-				}
-			case <-j.Done():
-				return
-			}
-			stopCtx, stopCancel := context.WithTimeout(context.Background(), f.stopTimeout)
-			defer stopCancel()
-			if f.savepointOnStop != "" {
-				// The job logs the savepoint ("checkpoint completed",
-				// kind=savepoint); only what the command does next is
-				// logged here.
-				if err := j.Savepoint(stopCtx, f.savepointOnStop); err != nil {
-					logger.Error("savepoint before stopping failed; stopping anyway", "savepoint", f.savepointOnStop, "error", err)
-				}
-			}
-			go func() {
-				select {
-				case <-sigs:
-					logger.Warn("second signal: cancelling without draining")
-					stopCancel()
-				case <-stopCtx.Done():
-				}
-			}()
-			if f.drainOnStop {
-				// Run returns the drain's error (a failed final
-				// checkpoint) too; here it is only logged.
-				if err := j.Drain(stopCtx); err != nil {
-					logger.Warn("drain", "error", err)
-				}
-			} else if err := j.Stop(stopCtx); err != nil {
-				logger.Warn("stop", "error", err)
-			}
-		}()
+		defer stopOnSignals(&f, j, logger)()
 		prog.start(j) // stopped first: its final lines before the others' logs
 		defer prog.stop()
 		if err := j.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -418,4 +347,89 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 		}
 		return nil
 	}
+}
+
+// serveControlWhenRunning opens the control socket at path once the job
+// runs, so a request never meets a job still restoring (not at all when
+// ctx ends or the job does first), and returns what closes it.
+func serveControlWhenRunning(ctx context.Context, path string, j *arkflow.Job, logger *slog.Logger) (stop func()) {
+	var stopControl func()
+	var mu sync.Mutex
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for j.Status() < arkflow.Running {
+			select {
+			case <-ctx.Done():
+				return
+			case <-j.Done():
+				return
+			case <-t.C:
+			}
+		}
+		stop, err := serveControl(ctx, path, j, logger)
+		if err != nil {
+			logger.Error("control socket", "error", err)
+			return
+		}
+		mu.Lock()
+		stopControl = stop
+		mu.Unlock()
+	}()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopControl != nil {
+			stopControl()
+		}
+	}
+}
+
+// stopOnSignals ends the job on the first SIGINT or SIGTERM: a savepoint
+// first with --savepoint-on-stop, then a drain (--drain-on-stop) or a
+// graceful stop, within --stop-timeout; a second signal cancels it at
+// once. It returns what stops listening.
+func stopOnSignals(f *jobFlags, j *arkflow.Job, logger *slog.Logger) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sigs:
+			if f.drainOnStop {
+				logger.Info("signal received: draining (the input ends, every open window fires; send it again to stop at once)", "signal", s.String())
+			} else {
+				logger.Info("signal received: stopping gracefully (send it again to stop at once)", "signal", s.String())
+			}
+		case <-j.Done():
+			return
+		}
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), f.stopTimeout)
+		defer stopCancel()
+		if f.savepointOnStop != "" {
+			// The job logs the savepoint ("checkpoint completed",
+			// kind=savepoint); only what the command does next is
+			// logged here.
+			if err := j.Savepoint(stopCtx, f.savepointOnStop); err != nil {
+				logger.Error("savepoint before stopping failed; stopping anyway", "savepoint", f.savepointOnStop, "error", err)
+			}
+		}
+		go func() {
+			select {
+			case <-sigs:
+				logger.Warn("second signal: cancelling without draining")
+				stopCancel()
+			case <-stopCtx.Done():
+			}
+		}()
+		if f.drainOnStop {
+			// Run returns the drain's error (a failed final
+			// checkpoint) too; here it is only logged.
+			if err := j.Drain(stopCtx); err != nil {
+				logger.Warn("drain", "error", err)
+			}
+		} else if err := j.Stop(stopCtx); err != nil {
+			logger.Warn("stop", "error", err)
+		}
+	}()
+	return func() { signal.Stop(sigs) }
 }

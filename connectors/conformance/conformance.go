@@ -149,159 +149,177 @@ func TestSource(t *testing.T, h SourceHarness) {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	t.Run("ReadAll", func(t *testing.T) {
-		data := Data(3, 7)
-		in := h.New(t, data, 2)
-		checkInputSchema(t, in, h.Features)
-		src := connect(t, in, 0, 1, nil)
-		got := readRows(t, src, in, h.Features, 21, 2, timeout)
-		checkOrder(t, got, data, nil)
-		ackAll(got)
-		checkPositions(t, src, lastPlusOne(got))
-		expectEnd(t, src, h.Features)
-	})
-	t.Run("Subtasks", func(t *testing.T) {
-		data := Data(3, 4)
-		in := h.New(t, data, 2)
-		s0 := connect(t, in, 0, 2, nil)
-		s1 := connect(t, in, 1, 2, nil)
-		got0 := readRows(t, s0, in, h.Features, 8, 2, timeout)
-		got1 := readRows(t, s1, in, h.Features, 4, 2, timeout)
-		for s, got := range [][]batchRows{got0, got1} {
-			for _, b := range got {
-				if b.part%2 != s {
-					t.Errorf("subtask %d of 2 read partition %d", s, b.part)
-				}
-			}
-		}
-		checkOrder(t, append(got0, got1...), data, nil)
-		expectEnd(t, s0, h.Features)
-		expectEnd(t, s1, h.Features)
-	})
-	t.Run("OutOfOrderAcks", func(t *testing.T) {
-		data := Data(2, 6)
-		in := h.New(t, data, 2)
-		src := connect(t, in, 0, 1, nil)
-		got := readRows(t, src, in, h.Features, 12, 2, timeout)
-		byPart := map[int][]batchRows{}
+	t.Run("ReadAll", func(t *testing.T) { sourceReadAll(t, h, timeout) })
+	t.Run("Subtasks", func(t *testing.T) { sourceSubtasks(t, h, timeout) })
+	t.Run("OutOfOrderAcks", func(t *testing.T) { sourceOutOfOrderAcks(t, h, timeout) })
+	t.Run("Seek", func(t *testing.T) { sourceSeek(t, h, timeout) })
+	t.Run("Close", func(t *testing.T) { sourceClose(t, h, timeout) })
+	t.Run("CancelUnblocksRead", func(t *testing.T) { sourceCancelUnblocksRead(t, h, timeout) })
+}
+
+// sourceReadAll is TestSource's subtest ReadAll (see there).
+func sourceReadAll(t *testing.T, h SourceHarness, timeout time.Duration) {
+	data := Data(3, 7)
+	in := h.New(t, data, 2)
+	checkInputSchema(t, in, h.Features)
+	src := connect(t, in, 0, 1, nil)
+	got := readRows(t, src, in, h.Features, 21, 2, timeout)
+	checkOrder(t, got, data, nil)
+	ackAll(got)
+	checkPositions(t, src, lastPlusOne(got))
+	expectEnd(t, src, h.Features)
+}
+
+// sourceSubtasks is TestSource's subtest Subtasks (see there).
+func sourceSubtasks(t *testing.T, h SourceHarness, timeout time.Duration) {
+	data := Data(3, 4)
+	in := h.New(t, data, 2)
+	s0 := connect(t, in, 0, 2, nil)
+	s1 := connect(t, in, 1, 2, nil)
+	got0 := readRows(t, s0, in, h.Features, 8, 2, timeout)
+	got1 := readRows(t, s1, in, h.Features, 4, 2, timeout)
+	for s, got := range [][]batchRows{got0, got1} {
 		for _, b := range got {
-			byPart[b.part] = append(byPart[b.part], b)
-		}
-		for p := 0; p < 2; p++ {
-			if len(byPart[p]) < 2 {
-				t.Fatalf("partition %d came in %d batch(es); batch size 2 should give at least 3", p, len(byPart[p]))
+			if b.part%2 != s {
+				t.Errorf("subtask %d of 2 read partition %d", s, b.part)
 			}
 		}
-		// Partition 0: acknowledge every batch but the first, last first.
-		bs := byPart[0]
-		for i := len(bs) - 1; i >= 1; i-- {
-			bs[i].b.Ack(nil)
+	}
+	checkOrder(t, append(got0, got1...), data, nil)
+	expectEnd(t, s0, h.Features)
+	expectEnd(t, s1, h.Features)
+}
+
+// sourceOutOfOrderAcks is TestSource's subtest OutOfOrderAcks (see there).
+func sourceOutOfOrderAcks(t *testing.T, h SourceHarness, timeout time.Duration) {
+	data := Data(2, 6)
+	in := h.New(t, data, 2)
+	src := connect(t, in, 0, 1, nil)
+	got := readRows(t, src, in, h.Features, 12, 2, timeout)
+	byPart := map[int][]batchRows{}
+	for _, b := range got {
+		byPart[b.part] = append(byPart[b.part], b)
+	}
+	for p := 0; p < 2; p++ {
+		if len(byPart[p]) < 2 {
+			t.Fatalf("partition %d came in %d batch(es); batch size 2 should give at least 3", p, len(byPart[p]))
 		}
-		if pos, ok := positionOf(src, 0); !ok || pos > bs[0].offs[0] {
-			t.Errorf("partition 0: position %d (known %v) after acknowledging all batches but the first, which starts at offset %d: the position skipped a gap", pos, ok, bs[0].offs[0])
+	}
+	// Partition 0: acknowledge every batch but the first, last first.
+	bs := byPart[0]
+	for i := len(bs) - 1; i >= 1; i-- {
+		bs[i].b.Ack(nil)
+	}
+	if pos, ok := positionOf(src, 0); !ok || pos > bs[0].offs[0] {
+		t.Errorf("partition 0: position %d (known %v) after acknowledging all batches but the first, which starts at offset %d: the position skipped a gap", pos, ok, bs[0].offs[0])
+	}
+	bs[0].b.Ack(nil)
+	want := bs[len(bs)-1].offs[len(bs[len(bs)-1].offs)-1] + 1
+	waitPosition(t, src, 0, want)
+	// Partition 1: the first batch fails, the others succeed.
+	bs = byPart[1]
+	bs[0].b.Ack(errors.New("conformance: injected failure"))
+	for i := 1; i < len(bs); i++ {
+		bs[i].b.Ack(nil)
+	}
+	if pos, ok := positionOf(src, 1); !ok || pos > bs[0].offs[0] {
+		t.Errorf("partition 1: position %d (known %v) after the first batch failed (it starts at offset %d): the position skipped a failed batch", pos, ok, bs[0].offs[0])
+	}
+}
+
+// sourceSeek is TestSource's subtest Seek (see there).
+func sourceSeek(t *testing.T, h SourceHarness, timeout time.Duration) {
+	data := Data(3, 6)
+	in := h.New(t, data, 2)
+	first := connect(t, in, 0, 1, nil)
+	got := readRows(t, first, in, h.Features, 18, 2, timeout)
+	offs := map[int][]int64{}
+	for _, b := range got {
+		offs[b.part] = append(offs[b.part], b.offs...)
+	}
+	template := first.(connectors.Positioner).Positions()
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	var seek []connectors.Position
+	want := map[int32]int64{0: offs[0][2], 1: offs[1][5] + 1}
+	for _, p := range template {
+		if off, ok := want[p.Partition]; ok {
+			p.Offset = off
+			seek = append(seek, p)
 		}
-		bs[0].b.Ack(nil)
-		want := bs[len(bs)-1].offs[len(bs[len(bs)-1].offs)-1] + 1
-		waitPosition(t, src, 0, want)
-		// Partition 1: the first batch fails, the others succeed.
-		bs = byPart[1]
-		bs[0].b.Ack(errors.New("conformance: injected failure"))
-		for i := 1; i < len(bs); i++ {
-			bs[i].b.Ack(nil)
+	}
+	if len(seek) != 2 {
+		t.Fatalf("positions after reading every partition: %v", template)
+	}
+	second := connect(t, in, 0, 1, seek)
+	got2 := readRows(t, second, in, h.Features, 4+6, 2, timeout)
+	checkOrder(t, got2, data, map[int]int{0: 2, 1: 6, 2: 0})
+	for p, off := range want {
+		if pos, ok := positionOf(second, int(p)); !ok || pos != off {
+			t.Errorf("partition %d: position %d (known %v) before any acknowledgement, want the sought %d", p, pos, ok, off)
 		}
-		if pos, ok := positionOf(src, 1); !ok || pos > bs[0].offs[0] {
-			t.Errorf("partition 1: position %d (known %v) after the first batch failed (it starts at offset %d): the position skipped a failed batch", pos, ok, bs[0].offs[0])
-		}
-	})
-	t.Run("Seek", func(t *testing.T) {
-		data := Data(3, 6)
-		in := h.New(t, data, 2)
-		first := connect(t, in, 0, 1, nil)
-		got := readRows(t, first, in, h.Features, 18, 2, timeout)
-		offs := map[int][]int64{}
-		for _, b := range got {
-			offs[b.part] = append(offs[b.part], b.offs...)
-		}
-		template := first.(connectors.Positioner).Positions()
-		if err := first.Close(context.Background()); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		var seek []connectors.Position
-		want := map[int32]int64{0: offs[0][2], 1: offs[1][5] + 1}
-		for _, p := range template {
-			if off, ok := want[p.Partition]; ok {
-				p.Offset = off
-				seek = append(seek, p)
-			}
-		}
-		if len(seek) != 2 {
-			t.Fatalf("positions after reading every partition: %v", template)
-		}
-		second := connect(t, in, 0, 1, seek)
-		got2 := readRows(t, second, in, h.Features, 4+6, 2, timeout)
-		checkOrder(t, got2, data, map[int]int{0: 2, 1: 6, 2: 0})
-		for p, off := range want {
-			if pos, ok := positionOf(second, int(p)); !ok || pos != off {
-				t.Errorf("partition %d: position %d (known %v) before any acknowledgement, want the sought %d", p, pos, ok, off)
-			}
-		}
-		expectNoMore(t, second, h.Features)
-		ackAll(got2)
-		waitPosition(t, second, 0, offs[0][5]+1)
-		waitPosition(t, second, 2, offs[2][5]+1)
-	})
-	t.Run("Close", func(t *testing.T) {
-		in := h.New(t, Data(1, 1), 2)
-		src, err := in.NewSource(connectors.TaskInfo{OperatorID: opID, Parallelism: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := src.Close(context.Background()); err != nil {
-			t.Errorf("Close without Connect: %v", err)
-		}
-		if err := src.Close(context.Background()); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
-		src2, err := in.NewSource(connectors.TaskInfo{OperatorID: opID, Parallelism: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := src2.Connect(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := src2.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if err := src2.Close(context.Background()); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
-	})
-	t.Run("CancelUnblocksRead", func(t *testing.T) {
-		in := h.New(t, Data(1, 2), 2)
-		src := connect(t, in, 0, 1, nil)
-		got := readRows(t, src, in, h.Features, 2, 2, timeout)
-		ackAll(got)
-		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(100*time.Millisecond, cancel)
-		start := time.Now()
-		_, err := src.Read(ctx)
-		if h.Features.Bounded && errors.Is(err, connectors.ErrEndOfInput) {
-			return
-		}
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Read after cancel: %v, want context.Canceled", err)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("Read returned %v after it was cancelled", d)
-		}
-		start = time.Now()
-		if _, err := src.Read(ctx); !errors.Is(err, context.Canceled) {
-			t.Errorf("Read with a cancelled ctx: %v", err)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("Read with a cancelled ctx took %v", d)
-		}
-	})
+	}
+	expectNoMore(t, second, h.Features)
+	ackAll(got2)
+	waitPosition(t, second, 0, offs[0][5]+1)
+	waitPosition(t, second, 2, offs[2][5]+1)
+}
+
+// sourceClose is TestSource's subtest Close (see there).
+func sourceClose(t *testing.T, h SourceHarness, timeout time.Duration) {
+	in := h.New(t, Data(1, 1), 2)
+	src, err := in.NewSource(connectors.TaskInfo{OperatorID: opID, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(context.Background()); err != nil {
+		t.Errorf("Close without Connect: %v", err)
+	}
+	if err := src.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	src2, err := in.NewSource(connectors.TaskInfo{OperatorID: opID, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src2.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := src2.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := src2.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// sourceCancelUnblocksRead is TestSource's subtest CancelUnblocksRead (see there).
+func sourceCancelUnblocksRead(t *testing.T, h SourceHarness, timeout time.Duration) {
+	in := h.New(t, Data(1, 2), 2)
+	src := connect(t, in, 0, 1, nil)
+	got := readRows(t, src, in, h.Features, 2, 2, timeout)
+	ackAll(got)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := src.Read(ctx)
+	if h.Features.Bounded && errors.Is(err, connectors.ErrEndOfInput) {
+		return
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Read after cancel: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Read returned %v after it was cancelled", d)
+	}
+	start = time.Now()
+	if _, err := src.Read(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Read with a cancelled ctx: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Read with a cancelled ctx took %v", d)
+	}
 }
 
 // batchRows is one batch read, with its rows.
@@ -585,119 +603,134 @@ type SinkHarness struct {
 //     rows of all of them read back.
 func TestSink(t *testing.T, h SinkHarness) {
 	schema := withMeta(Schema())
-	t.Run("WriteReadBack", func(t *testing.T) {
-		out, read := h.New(t, schema)
-		snk := connectSink(t, out)
-		var want []Row
-		id := int64(0)
-		for _, n := range []int{5, 1, 10} {
-			var rows []Row
-			for i := 0; i < n; i++ {
-				rows = append(rows, Row{ID: id, Name: fmt.Sprintf("row %d ✓", id)})
-				id++
-			}
-			writeRows(t, snk, rows)
-			want = append(want, rows...)
+	t.Run("WriteReadBack", func(t *testing.T) { sinkWriteReadBack(t, h, schema) })
+	t.Run("EmptyWrite", func(t *testing.T) { sinkEmptyWrite(t, h, schema) })
+	t.Run("CloseFlushes", func(t *testing.T) { sinkCloseFlushes(t, h, schema) })
+	t.Run("AsyncWriteReadBack", func(t *testing.T) { sinkAsyncWriteReadBack(t, h, schema) })
+	t.Run("Close", func(t *testing.T) { sinkClose(t, h, schema) })
+}
+
+// sinkWriteReadBack is TestSink's subtest WriteReadBack (see there).
+func sinkWriteReadBack(t *testing.T, h SinkHarness, schema *arrow.Schema) {
+	out, read := h.New(t, schema)
+	snk := connectSink(t, out)
+	var want []Row
+	id := int64(0)
+	for _, n := range []int{5, 1, 10} {
+		var rows []Row
+		for i := 0; i < n; i++ {
+			rows = append(rows, Row{ID: id, Name: fmt.Sprintf("row %d ✓", id)})
+			id++
 		}
-		checkReadBack(t, read(t, len(want)), want, h.Features)
-		if err := snk.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	t.Run("EmptyWrite", func(t *testing.T) {
-		out, read := h.New(t, schema)
-		snk := connectSink(t, out)
-		writeRows(t, snk, nil)
-		writeRows(t, snk, []Row{{ID: 7, Name: "seven"}})
-		checkReadBack(t, read(t, 1), []Row{{ID: 7, Name: "seven"}}, h.Features)
-		if err := snk.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	t.Run("CloseFlushes", func(t *testing.T) {
-		out, read := h.New(t, schema)
-		snk := connectSink(t, out)
-		rows := []Row{{1, "a"}, {2, "b"}, {3, "c"}, {4, "d"}}
 		writeRows(t, snk, rows)
-		if err := snk.Close(context.Background()); err != nil {
-			t.Fatalf("Close: %v", err)
+		want = append(want, rows...)
+	}
+	checkReadBack(t, read(t, len(want)), want, h.Features)
+	if err := snk.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// sinkEmptyWrite is TestSink's subtest EmptyWrite (see there).
+func sinkEmptyWrite(t *testing.T, h SinkHarness, schema *arrow.Schema) {
+	out, read := h.New(t, schema)
+	snk := connectSink(t, out)
+	writeRows(t, snk, nil)
+	writeRows(t, snk, []Row{{ID: 7, Name: "seven"}})
+	checkReadBack(t, read(t, 1), []Row{{ID: 7, Name: "seven"}}, h.Features)
+	if err := snk.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// sinkCloseFlushes is TestSink's subtest CloseFlushes (see there).
+func sinkCloseFlushes(t *testing.T, h SinkHarness, schema *arrow.Schema) {
+	out, read := h.New(t, schema)
+	snk := connectSink(t, out)
+	rows := []Row{{1, "a"}, {2, "b"}, {3, "c"}, {4, "d"}}
+	writeRows(t, snk, rows)
+	if err := snk.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	checkReadBack(t, read(t, len(rows)), rows, h.Features)
+}
+
+// sinkAsyncWriteReadBack is TestSink's subtest AsyncWriteReadBack (see there).
+func sinkAsyncWriteReadBack(t *testing.T, h SinkHarness, schema *arrow.Schema) {
+	out, read := h.New(t, schema)
+	snk := connectSink(t, out)
+	async, ok := snk.(connectors.AsyncSink)
+	if !ok {
+		t.Skip("the sink does not implement connectors.AsyncSink")
+	}
+	var want []Row
+	var calls [4]atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, len(calls))
+	for w := range calls {
+		var rows []Row
+		for i := 0; i < 20; i++ {
+			id := int64(w*100 + i)
+			rows = append(rows, Row{ID: id, Name: fmt.Sprintf("async %d", id)})
 		}
-		checkReadBack(t, read(t, len(rows)), rows, h.Features)
-	})
-	t.Run("AsyncWriteReadBack", func(t *testing.T) {
-		out, read := h.New(t, schema)
-		snk := connectSink(t, out)
-		async, ok := snk.(connectors.AsyncSink)
-		if !ok {
-			t.Skip("the sink does not implement connectors.AsyncSink")
-		}
-		var want []Row
-		var calls [4]atomic.Int32
-		var wg sync.WaitGroup
-		errs := make(chan error, len(calls))
-		for w := range calls {
-			var rows []Row
-			for i := 0; i < 20; i++ {
-				id := int64(w*100 + i)
-				rows = append(rows, Row{ID: id, Name: fmt.Sprintf("async %d", id)})
-			}
-			want = append(want, rows...)
-			full := metaRecord(rows)
-			wg.Add(1)
-			err := async.WriteAsync(context.Background(), full, func(err error) {
-				if calls[w].Add(1) == 1 {
-					if err != nil {
-						errs <- err
-					}
-					wg.Done()
+		want = append(want, rows...)
+		full := metaRecord(rows)
+		wg.Add(1)
+		err := async.WriteAsync(context.Background(), full, func(err error) {
+			if calls[w].Add(1) == 1 {
+				if err != nil {
+					errs <- err
 				}
-			})
-			full.Release()
-			if err != nil {
-				t.Fatalf("WriteAsync %d: %v", w, err)
+				wg.Done()
 			}
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("WriteAsync: done was not called within 30 s")
-		}
-		close(errs)
-		for err := range errs {
-			t.Errorf("WriteAsync reported %v", err)
-		}
-		checkReadBack(t, read(t, len(want)), want, SinkFeatures{Ordered: false})
-		if err := snk.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		for w := range calls {
-			if n := calls[w].Load(); n != 1 {
-				t.Errorf("write %d: done called %d times", w, n)
-			}
-		}
-	})
-	t.Run("Close", func(t *testing.T) {
-		out, _ := h.New(t, schema)
-		snk, err := out.NewSink(connectors.TaskInfo{OperatorID: "conformance-sink", Parallelism: 1})
+		})
+		full.Release()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("WriteAsync %d: %v", w, err)
 		}
-		if err := snk.Close(context.Background()); err != nil {
-			t.Errorf("Close without Connect: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WriteAsync: done was not called within 30 s")
+	}
+	close(errs)
+	for err := range errs {
+		t.Errorf("WriteAsync reported %v", err)
+	}
+	checkReadBack(t, read(t, len(want)), want, SinkFeatures{Ordered: false})
+	if err := snk.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	for w := range calls {
+		if n := calls[w].Load(); n != 1 {
+			t.Errorf("write %d: done called %d times", w, n)
 		}
-		if err := snk.Close(context.Background()); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
-		snk2 := connectSink(t, out)
-		if err := snk2.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if err := snk2.Close(context.Background()); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
-	})
+	}
+}
+
+// sinkClose is TestSink's subtest Close (see there).
+func sinkClose(t *testing.T, h SinkHarness, schema *arrow.Schema) {
+	out, _ := h.New(t, schema)
+	snk, err := out.NewSink(connectors.TaskInfo{OperatorID: "conformance-sink", Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snk.Close(context.Background()); err != nil {
+		t.Errorf("Close without Connect: %v", err)
+	}
+	if err := snk.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	snk2 := connectSink(t, out)
+	if err := snk2.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := snk2.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
 }
 
 func withMeta(s *arrow.Schema) *arrow.Schema { return connectors.WithMeta(s) }

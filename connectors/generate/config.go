@@ -141,6 +141,20 @@ func explicitZeros(raw json.RawMessage) map[string]bool {
 // check validates c, applies defaults and compiles the field generators.
 func check(c *Config, zero map[string]bool) ([]*gen, error) {
 	var errs connectors.Fields
+	checkSource(c, zero, &errs)
+	gens := make([]*gen, 0, len(c.Fields))
+	seen := map[string]int{}
+	for i, fd := range c.Fields {
+		if g := checkField(i, fd, zero, seen, &errs); g != nil {
+			gens = append(gens, g)
+		}
+	}
+	return gens, errs.Err()
+}
+
+// checkSource checks the source-wide settings (count, partitions, batch
+// size, rate, at least one field) and applies their defaults.
+func checkSource(c *Config, zero map[string]bool, errs *connectors.Fields) {
 	switch {
 	case c.Count < 0:
 		errs.Add("count", "must be >= 0 (got %d)", c.Count)
@@ -165,103 +179,117 @@ func check(c *Config, zero map[string]bool) ([]*gen, error) {
 	if len(c.Fields) == 0 {
 		errs.Add("fields", "must declare at least one field")
 	}
-	gens := make([]*gen, 0, len(c.Fields))
-	seen := map[string]int{}
-	for i, fd := range c.Fields {
-		at := fmt.Sprintf("fields[%d]", i)
-		add := func(field, format string, args ...any) { errs.Add(at+"."+field, format, args...) }
-		switch {
-		case fd.Name == "":
-			add("name", "is required")
-		case strings.HasPrefix(fd.Name, connectors.MetaPrefix):
-			add("name", "names starting with %q are reserved for source metadata (got %q)", connectors.MetaPrefix, fd.Name)
-		default:
-			if j, dup := seen[fd.Name]; dup {
-				add("name", "duplicate field %q (also fields[%d])", fd.Name, j)
-			} else {
-				seen[fd.Name] = i
-			}
+}
+
+// checkField checks field i (its name unique among those seen, its type,
+// the settings its type has) and compiles its generator; nil when the
+// type is unknown.
+func checkField(i int, fd Field, zero map[string]bool, seen map[string]int, errs *connectors.Fields) *gen {
+	at := fmt.Sprintf("fields[%d]", i)
+	add := func(field, format string, args ...any) { errs.Add(at+"."+field, format, args...) }
+	switch {
+	case fd.Name == "":
+		add("name", "is required")
+	case strings.HasPrefix(fd.Name, connectors.MetaPrefix):
+		add("name", "names starting with %q are reserved for source metadata (got %q)", connectors.MetaPrefix, fd.Name)
+	default:
+		if j, dup := seen[fd.Name]; dup {
+			add("name", "duplicate field %q (also fields[%d])", fd.Name, j)
+		} else {
+			seen[fd.Name] = i
 		}
-		dt, err := connectors.DataType(fd.Type, fd.Unit)
-		if err != nil {
-			errs.Merge(at, err)
-			continue
+	}
+	dt, err := connectors.DataType(fd.Type, fd.Unit)
+	if err != nil {
+		errs.Merge(at, err)
+		return nil
+	}
+	zeroCard := zero[at+".cardinality"]
+	only := func(field string, set bool, types ...string) bool {
+		if !set {
+			return true
 		}
-		only := func(field string, set bool, types ...string) bool {
-			if !set {
+		for _, t := range types {
+			if fd.Type == t {
 				return true
 			}
-			for _, t := range types {
-				if fd.Type == t {
-					return true
-				}
-			}
-			add(field, "only %s fields have %s (type is %q)", strings.Join(types, " and "), field, fd.Type)
-			return false
 		}
-		only("min", fd.Min != nil, "int64", "float32", "float64")
-		only("max", fd.Max != nil, "int64", "float32", "float64")
-		only("values", fd.Values != nil, "string")
-		only("cardinality", fd.Cardinality != 0 || zero[at+".cardinality"], "string")
-		only("prefix", fd.Prefix != nil, "string")
-		only("start_ms", fd.StartMs != nil, "timestamp")
-		only("step_ms", fd.StepMs != nil, "timestamp")
-		only("jitter_ms", fd.JitterMs != 0, "timestamp")
-		only("sequence", fd.Sequence, "int64")
-
-		g := &gen{field: i, dt: dt, typ: fd.Type, nullable: fd.NullRate > 0}
-		if !(fd.NullRate >= 0 && fd.NullRate <= 1) {
-			add("null_rate", "must be between 0 and 1 (got %v)", fd.NullRate)
-		} else if t := fd.NullRate * (1 << 64); t >= 1<<64 {
-			g.allNull = true
-		} else {
-			g.nullBelow = uint64(t)
-		}
-		switch fd.Type {
-		case "int64":
-			checkInt(fd, g, add)
-		case "float32", "float64":
-			checkFloat(fd, g, add)
-		case "string":
-			if fd.Values != nil {
-				if len(fd.Values) == 0 {
-					add("values", "must not be empty")
-				}
-				if fd.Cardinality != 0 || zero[at+".cardinality"] {
-					add("cardinality", "cannot be combined with values")
-				}
-				if fd.Prefix != nil {
-					add("prefix", "cannot be combined with values")
-				}
-				g.values = fd.Values
-			} else {
-				g.card = DefaultCardinality
-				if fd.Cardinality < 0 || zero[at+".cardinality"] {
-					add("cardinality", "must be > 0 (got %d)", fd.Cardinality)
-				} else if fd.Cardinality > 0 {
-					g.card = uint64(fd.Cardinality)
-				}
-				g.prefix = DefaultPrefix
-				if fd.Prefix != nil {
-					g.prefix = *fd.Prefix
-				}
-			}
-		case "timestamp":
-			g.start, g.step = DefaultStartMs, DefaultStepMs
-			if fd.StartMs != nil {
-				g.start = *fd.StartMs
-			}
-			if fd.StepMs != nil {
-				g.step = *fd.StepMs
-			}
-			if fd.JitterMs < 0 || fd.JitterMs > 1<<62 {
-				add("jitter_ms", "must be between 0 and %d (got %d)", int64(1<<62), fd.JitterMs)
-			}
-			g.jitter = fd.JitterMs
-		}
-		gens = append(gens, g)
+		add(field, "only %s fields have %s (type is %q)", strings.Join(types, " and "), field, fd.Type)
+		return false
 	}
-	return gens, errs.Err()
+	only("min", fd.Min != nil, "int64", "float32", "float64")
+	only("max", fd.Max != nil, "int64", "float32", "float64")
+	only("values", fd.Values != nil, "string")
+	only("cardinality", fd.Cardinality != 0 || zeroCard, "string")
+	only("prefix", fd.Prefix != nil, "string")
+	only("start_ms", fd.StartMs != nil, "timestamp")
+	only("step_ms", fd.StepMs != nil, "timestamp")
+	only("jitter_ms", fd.JitterMs != 0, "timestamp")
+	only("sequence", fd.Sequence, "int64")
+
+	g := &gen{field: i, dt: dt, typ: fd.Type, nullable: fd.NullRate > 0}
+	if !(fd.NullRate >= 0 && fd.NullRate <= 1) {
+		add("null_rate", "must be between 0 and 1 (got %v)", fd.NullRate)
+	} else if t := fd.NullRate * (1 << 64); t >= 1<<64 {
+		g.allNull = true
+	} else {
+		g.nullBelow = uint64(t)
+	}
+	switch fd.Type {
+	case "int64":
+		checkInt(fd, g, add)
+	case "float32", "float64":
+		checkFloat(fd, g, add)
+	case "string":
+		checkString(fd, g, add, zeroCard)
+	case "timestamp":
+		checkTimestamp(fd, g, add)
+	}
+	return g
+}
+
+// checkString sets a string field's generator: picks from values, or
+// cardinality distinct strings with a prefix (zeroCard: cardinality was
+// written as 0).
+func checkString(fd Field, g *gen, add func(string, string, ...any), zeroCard bool) {
+	if fd.Values != nil {
+		if len(fd.Values) == 0 {
+			add("values", "must not be empty")
+		}
+		if fd.Cardinality != 0 || zeroCard {
+			add("cardinality", "cannot be combined with values")
+		}
+		if fd.Prefix != nil {
+			add("prefix", "cannot be combined with values")
+		}
+		g.values = fd.Values
+		return
+	}
+	g.card = DefaultCardinality
+	if fd.Cardinality < 0 || zeroCard {
+		add("cardinality", "must be > 0 (got %d)", fd.Cardinality)
+	} else if fd.Cardinality > 0 {
+		g.card = uint64(fd.Cardinality)
+	}
+	g.prefix = DefaultPrefix
+	if fd.Prefix != nil {
+		g.prefix = *fd.Prefix
+	}
+}
+
+// checkTimestamp sets a timestamp field's start, step and jitter.
+func checkTimestamp(fd Field, g *gen, add func(string, string, ...any)) {
+	g.start, g.step = DefaultStartMs, DefaultStepMs
+	if fd.StartMs != nil {
+		g.start = *fd.StartMs
+	}
+	if fd.StepMs != nil {
+		g.step = *fd.StepMs
+	}
+	if fd.JitterMs < 0 || fd.JitterMs > 1<<62 {
+		add("jitter_ms", "must be between 0 and %d (got %d)", int64(1<<62), fd.JitterMs)
+	}
+	g.jitter = fd.JitterMs
 }
 
 func checkInt(fd Field, g *gen, add func(string, string, ...any)) {

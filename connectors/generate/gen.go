@@ -101,7 +101,9 @@ func (g *gen) validity(seed int64, part int32, o0 int64, n int) ([]byte, int) {
 
 func isValid(bm []byte, i int) bool { return bm == nil || bm[i>>3]&(1<<(i&7)) != 0 }
 
-// column generates rows [o0, o0+n) of partition part.
+// column generates rows [o0, o0+n) of partition part. Every value is a
+// function of (seed, part, field, offset), so a partition reads the same
+// rows again from any offset. A null row's value is zero (empty, false).
 func (g *gen) column(seed int64, part int32, o0 int64, n int) arrow.Array {
 	bm, nulls := g.validity(seed, part, o0, n)
 	var vb *memory.Buffer
@@ -112,44 +114,15 @@ func (g *gen) column(seed int64, part int32, o0 int64, n int) arrow.Array {
 	var bufs []*memory.Buffer
 	switch g.typ {
 	case "int64":
-		vals := make([]int64, n)
-		switch {
-		case g.sequence:
-			for i := range vals {
-				vals[i] = o0 + int64(i)
-			}
-		case g.ispan == 0:
-			for i := range vals {
-				vals[i] = int64(mix(key + uint64(i)*gamma))
-			}
-		default:
-			for i := range vals {
-				vals[i] = g.imin + int64(below(mix(key+uint64(i)*gamma), g.ispan))
-			}
-		}
+		vals := g.int64s(key, o0, n)
 		zeroNulls(vals, bm, nulls)
 		bufs = []*memory.Buffer{vb, memory.NewBufferBytes(castBytes(vals))}
 	case "float64":
-		vals := make([]float64, n)
-		for i := range vals {
-			v := g.fmin + unit01(mix(key+uint64(i)*gamma))*g.fwidth
-			if v >= g.fmax && g.fwidth > 0 {
-				v = math.Nextafter(g.fmax, math.Inf(-1))
-			}
-			vals[i] = v
-		}
+		vals := g.float64s(key, n)
 		zeroNulls(vals, bm, nulls)
 		bufs = []*memory.Buffer{vb, memory.NewBufferBytes(castBytes(vals))}
 	case "float32":
-		vals := make([]float32, n)
-		max32 := float32(g.fmax)
-		for i := range vals {
-			v := float32(g.fmin + unit01(mix(key+uint64(i)*gamma))*g.fwidth)
-			if v >= max32 && g.fwidth > 0 {
-				v = math.Nextafter32(max32, float32(math.Inf(-1)))
-			}
-			vals[i] = v
-		}
+		vals := g.float32s(key, n)
 		zeroNulls(vals, bm, nulls)
 		bufs = []*memory.Buffer{vb, memory.NewBufferBytes(castBytes(vals))}
 	case "bool":
@@ -161,56 +134,120 @@ func (g *gen) column(seed int64, part int32, o0 int64, n int) arrow.Array {
 		}
 		bufs = []*memory.Buffer{vb, memory.NewBufferBytes(vals)}
 	case "timestamp":
-		vals := make([]int64, n)
-		unit := g.dt.(*arrow.TimestampType).Unit
-		span := uint64(2*g.jitter + 1)
-		for i := range vals {
-			ms := g.start + (o0+int64(i))*g.step
-			if g.jitter > 0 {
-				ms += int64(below(mix(key+uint64(i)*gamma), span)) - g.jitter
-			}
-			switch unit {
-			case arrow.Second:
-				q := ms / 1000
-				if ms%1000 < 0 {
-					q--
-				}
-				ms = q
-			case arrow.Microsecond:
-				ms *= 1000
-			case arrow.Nanosecond:
-				ms *= 1_000_000
-			}
-			vals[i] = ms
-		}
+		vals := g.timestamps(key, o0, n)
 		zeroNulls(vals, bm, nulls)
 		bufs = []*memory.Buffer{vb, memory.NewBufferBytes(castBytes(vals))}
 	case "string":
-		offsets := make([]int32, n+1)
-		var data []byte
-		if tOffs, tData := g.strTable(); tOffs != nil {
-			k := uint64(len(tOffs) - 1)
-			data = make([]byte, 0, n*g.tblLongest)
-			for i := 0; i < n; i++ {
-				if isValid(bm, i) {
-					j := below(mix(key+uint64(i)*gamma), k)
-					data = append(data, tData[tOffs[j]:tOffs[j+1]]...)
-				}
-				offsets[i+1] = int32(len(data))
-			}
-		} else {
-			data = make([]byte, 0, n*(len(g.prefix)+len(strconv.FormatUint(g.card-1, 10))))
-			for i := 0; i < n; i++ {
-				if isValid(bm, i) {
-					data = append(data, g.prefix...)
-					data = strconv.AppendUint(data, below(mix(key+uint64(i)*gamma), g.card), 10)
-				}
-				offsets[i+1] = int32(len(data))
-			}
-		}
+		offsets, data := g.strings(key, bm, n)
 		bufs = []*memory.Buffer{vb, memory.NewBufferBytes(castBytes(offsets)), memory.NewBufferBytes(data)}
 	}
 	return makeArray(g.dt, n, bufs, nulls)
+}
+
+// int64s generates n int64 values: the offsets with sequence, else
+// uniform in [imin, imin+ispan), or over all of int64 when ispan is 0.
+func (g *gen) int64s(key uint64, o0 int64, n int) []int64 {
+	vals := make([]int64, n)
+	switch {
+	case g.sequence:
+		for i := range vals {
+			vals[i] = o0 + int64(i)
+		}
+	case g.ispan == 0:
+		for i := range vals {
+			vals[i] = int64(mix(key + uint64(i)*gamma))
+		}
+	default:
+		for i := range vals {
+			vals[i] = g.imin + int64(below(mix(key+uint64(i)*gamma), g.ispan))
+		}
+	}
+	return vals
+}
+
+// float64s generates n values uniform in [fmin, fmax).
+func (g *gen) float64s(key uint64, n int) []float64 {
+	vals := make([]float64, n)
+	for i := range vals {
+		v := g.fmin + unit01(mix(key+uint64(i)*gamma))*g.fwidth
+		if v >= g.fmax && g.fwidth > 0 {
+			v = math.Nextafter(g.fmax, math.Inf(-1))
+		}
+		vals[i] = v
+	}
+	return vals
+}
+
+// float32s generates n values uniform in [fmin, fmax), rounded to float32
+// and kept below fmax.
+func (g *gen) float32s(key uint64, n int) []float32 {
+	vals := make([]float32, n)
+	max32 := float32(g.fmax)
+	for i := range vals {
+		v := float32(g.fmin + unit01(mix(key+uint64(i)*gamma))*g.fwidth)
+		if v >= max32 && g.fwidth > 0 {
+			v = math.Nextafter32(max32, float32(math.Inf(-1)))
+		}
+		vals[i] = v
+	}
+	return vals
+}
+
+// timestamps generates n timestamps in the column's unit: start + offset ×
+// step milliseconds, moved by up to ±jitter.
+func (g *gen) timestamps(key uint64, o0 int64, n int) []int64 {
+	vals := make([]int64, n)
+	unit := g.dt.(*arrow.TimestampType).Unit
+	span := uint64(2*g.jitter + 1)
+	for i := range vals {
+		ms := g.start + (o0+int64(i))*g.step
+		if g.jitter > 0 {
+			ms += int64(below(mix(key+uint64(i)*gamma), span)) - g.jitter
+		}
+		switch unit {
+		case arrow.Second:
+			q := ms / 1000
+			if ms%1000 < 0 {
+				q--
+			}
+			ms = q
+		case arrow.Microsecond:
+			ms *= 1000
+		case arrow.Nanosecond:
+			ms *= 1_000_000
+		}
+		vals[i] = ms
+	}
+	return vals
+}
+
+// strings generates n strings (empty where bm says null) as offsets and
+// data: picked from the string table when there is one, else formatted as
+// prefix + a number below card.
+func (g *gen) strings(key uint64, bm []byte, n int) ([]int32, []byte) {
+	offsets := make([]int32, n+1)
+	var data []byte
+	if tOffs, tData := g.strTable(); tOffs != nil {
+		k := uint64(len(tOffs) - 1)
+		data = make([]byte, 0, n*g.tblLongest)
+		for i := 0; i < n; i++ {
+			if isValid(bm, i) {
+				j := below(mix(key+uint64(i)*gamma), k)
+				data = append(data, tData[tOffs[j]:tOffs[j+1]]...)
+			}
+			offsets[i+1] = int32(len(data))
+		}
+		return offsets, data
+	}
+	data = make([]byte, 0, n*(len(g.prefix)+len(strconv.FormatUint(g.card-1, 10))))
+	for i := 0; i < n; i++ {
+		if isValid(bm, i) {
+			data = append(data, g.prefix...)
+			data = strconv.AppendUint(data, below(mix(key+uint64(i)*gamma), g.card), 10)
+		}
+		offsets[i+1] = int32(len(data))
+	}
+	return offsets, data
 }
 
 // maxTable is the largest cardinality whose strings are formatted once

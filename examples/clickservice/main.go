@@ -91,44 +91,14 @@ func run(addr, data string) error {
 	// the order Push calls return, under one watermark.
 	clicks := push.New(push.Config[Click]{})
 
-	j, err := arkflow.NewJob("clicks").
-		Source("clicks", clicks,
-			// A write-ahead log in front of the source: Push returns once
-			// the clicks are appended and fsynced (group commit), and a
-			// restart replays what the job had not finished with.
-			arkflow.Durable(job.Durability{}),
-			// Event time is the TS column; clicks may arrive up to 2 s
-			// behind the newest one before they count as late (dropped).
-			// PerRow places each click against the watermark of
-			// the clicks before it, so one request's clicks in order are
-			// never late, however far apart. (With wall-clock timestamps,
-			// IdleTimeout and AdvanceWhenIdle would also close the last
-			// windows when traffic stops.)
-			arkflow.EventTime{Field: "TS", OutOfOrderness: 2 * time.Second, PerRow: true}).
-		KeyBy("User").
-		Window("per-user", window.Tumbling(10*time.Second, job.Count("Clicks"), job.Sum("Amount", "Total"))).
-		Sink("results", funcsink.Func[Result](results.Write)).
-		// Checkpoints of the window state every 2 s: a restart restores
-		// the newest one and replays only the log after it.
-		Checkpoint(job.Checkpoint{IntervalMS: 2000, ObjectStoreURI: "file://" + filepath.Join(data, "checkpoints")}).
-		Build(arkflow.WithDataDir(data)) // the WAL and the Badger state live under data/clicks/
+	j, err := buildJob(clicks, results, data)
 	if err != nil {
 		return err // every problem at once, each naming its operator and field
 	}
 	jobDone := make(chan error, 1)
 	go func() { jobDone <- j.Run(context.Background()) }()
 
-	mux := http.NewServeMux()
-	mux.Handle("POST /clicks", clickHandler(clicks))
-	mux.HandleFunc("GET /results", results.ServeHTTP)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if s := j.Status(); s != arkflow.Running {
-			http.Error(w, "job is "+s.String(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newMux(j, clicks, results), ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		stopWithin(j, 30*time.Second)
@@ -173,6 +143,50 @@ func run(addr, data string) error {
 	}
 	log.Print("clickservice: stopped")
 	return nil
+}
+
+// buildJob builds the job: the clicks, made durable and timed by their TS
+// column, counted and summed per user in tumbling 10 s windows, written
+// to results; checkpointed every 2 s under data.
+func buildJob(clicks *push.Source[Click], results *resultFile, data string) (*arkflow.Job, error) {
+	return arkflow.NewJob("clicks").
+		Source("clicks", clicks,
+			// A write-ahead log in front of the source: Push returns once
+			// the clicks are appended and fsynced (group commit), and a
+			// restart replays what the job had not finished with.
+			arkflow.Durable(job.Durability{}),
+			// Event time is the TS column; clicks may arrive up to 2 s
+			// behind the newest one before they count as late (dropped).
+			// PerRow places each click against the watermark of
+			// the clicks before it, so one request's clicks in order are
+			// never late, however far apart. (With wall-clock timestamps,
+			// IdleTimeout and AdvanceWhenIdle would also close the last
+			// windows when traffic stops.)
+			arkflow.EventTime{Field: "TS", OutOfOrderness: 2 * time.Second, PerRow: true}).
+		KeyBy("User").
+		Window("per-user", window.Tumbling(10*time.Second, job.Count("Clicks"), job.Sum("Amount", "Total"))).
+		Sink("results", funcsink.Func[Result](results.Write)).
+		// Checkpoints of the window state every 2 s: a restart restores
+		// the newest one and replays only the log after it.
+		Checkpoint(job.Checkpoint{IntervalMS: 2000, ObjectStoreURI: "file://" + filepath.Join(data, "checkpoints")}).
+		Build(arkflow.WithDataDir(data)) // the WAL and the Badger state live under data/clicks/
+}
+
+// newMux routes the service's HTTP API: POST /clicks pushes clicks,
+// GET /results lists the windows written, GET /healthz says whether the
+// job runs.
+func newMux(j *arkflow.Job, clicks *push.Source[Click], results *resultFile) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("POST /clicks", clickHandler(clicks))
+	mux.HandleFunc("GET /results", results.ServeHTTP)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if s := j.Status(); s != arkflow.Running {
+			http.Error(w, "job is "+s.String(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
 }
 
 // clickHandler accepts one click or an array of clicks as JSON and pushes

@@ -738,117 +738,156 @@ func (c *Catalog) Select(ctx context.Context, want Want) (*Manifest, []Skipped, 
 	if err := want.validate(); err != nil {
 		return nil, nil, err
 	}
-	planned := slices.Sorted(slices.Values(want.PlannedTasks))
-	var skipped []Skipped
-	try := func(kind Kind, id string, m *Manifest) (*Manifest, error) {
-		got, skip, err := c.evaluate(ctx, kind, id, m, want, planned)
-		if skip != nil {
-			skipped = append(skipped, *skip)
-		}
-		return got, err
-	}
+	sel := &selection{c: c, want: want, planned: slices.Sorted(slices.Values(want.PlannedTasks))}
 	switch want.Target {
 	case LatestCheckpoint:
-		l, err := c.list(ctx, KindCheckpoint)
-		if err != nil {
-			return nil, nil, err
-		}
-		latest, corrupt, err := c.readLatest(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		if corrupt != nil {
-			skipped = append(skipped, Skipped{Kind: KindCheckpoint, ID: "LATEST", Reason: "the LATEST pointer is unreadable; trying every checkpoint", Err: corrupt})
-		}
-		var candidates []string
-		if latest != 0 {
-			candidates = append(candidates, latest.String())
-		}
-		for i := len(l.ids) - 1; i >= 0; i-- {
-			idStr := l.ids[i]
-			if !l.manifests[idStr] {
-				continue // in flight, or never completed
-			}
-			id, _ := ParseID(idStr)
-			switch {
-			case latest == 0:
-				candidates = append(candidates, idStr)
-			case id > latest:
-				skipped = append(skipped, Skipped{Kind: KindCheckpoint, ID: idStr,
-					Reason: fmt.Sprintf("not committed: LATEST names the older checkpoint %s (its commit failed or did not finish)", latest)})
-			case id < latest:
-				candidates = append(candidates, idStr)
-			}
-		}
-		for _, id := range candidates {
-			m, err := try(KindCheckpoint, id, nil)
-			if m != nil || err != nil {
-				return m, skippedOrNil(skipped, err), err
-			}
-		}
+		return sel.latestCheckpoint(ctx)
 	case LatestSavepoint:
-		l, err := c.list(ctx, KindSavepoint)
-		if err != nil {
-			return nil, nil, err
-		}
-		var decoded []*Manifest
-		for _, name := range l.ids {
-			if !l.manifests[name] {
-				continue
-			}
-			m, skip, err := c.readManifest(ctx, KindSavepoint, name)
-			if err != nil {
-				return nil, nil, err
-			}
-			if skip != nil {
-				skipped = append(skipped, *skip)
-				continue
-			}
-			decoded = append(decoded, m)
-		}
-		sort.Slice(decoded, func(i, j int) bool {
-			a, b := decoded[i], decoded[j]
-			if a.CreatedMS != b.CreatedMS {
-				return a.CreatedMS > b.CreatedMS
-			}
-			return a.Name > b.Name
-		})
-		for _, m := range decoded {
-			got, err := try(KindSavepoint, m.Name, m)
-			if got != nil || err != nil {
-				return got, skippedOrNil(skipped, err), err
-			}
-		}
+		return sel.latestSavepoint(ctx)
 	case NamedSavepoint:
-		// A savepoint without a single object is "nothing there".
-		keys, err := c.store.List(ctx, c.Dir(KindSavepoint, want.Name))
-		if err != nil {
-			return nil, nil, fmt.Errorf("checkpoint: select: %w", err)
-		}
-		if len(keys) == 0 {
-			return nil, nil, nil
-		}
-		m, err := try(KindSavepoint, want.Name, nil)
-		if m != nil || err != nil {
-			return m, skippedOrNil(skipped, err), err
-		}
+		return sel.namedSavepoint(ctx)
 	case ExactCheckpoint:
-		latest, corrupt, err := c.readLatest(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		id, _ := ParseID(want.Name)
-		if corrupt == nil && id > latest {
-			skipped = append(skipped, Skipped{Kind: KindCheckpoint, ID: want.Name,
-				Reason: fmt.Sprintf("not committed: LATEST names the older checkpoint %s", latest)})
-			return nil, skipped, nil
-		}
-		m, err := try(KindCheckpoint, want.Name, nil)
+		return sel.exactCheckpoint(ctx)
+	}
+	return nil, nil, nil
+}
+
+// selection is one Select in progress: what it wants and the candidates
+// it has passed over so far. Each target's method returns Select's
+// outcome.
+type selection struct {
+	c       *Catalog
+	want    Want
+	planned []string // want.PlannedTasks, sorted
+	skipped []Skipped
+}
+
+// try evaluates one candidate (m, when its manifest is decoded already)
+// and records why it was skipped, if it was.
+func (s *selection) try(ctx context.Context, kind Kind, id string, m *Manifest) (*Manifest, error) {
+	got, skip, err := s.c.evaluate(ctx, kind, id, m, s.want, s.planned)
+	if skip != nil {
+		s.skipped = append(s.skipped, *skip)
+	}
+	return got, err
+}
+
+// first tries the candidates in order and returns the first usable one,
+// or the first failure that stops the selection.
+func (s *selection) first(ctx context.Context, kind Kind, ids []string) (*Manifest, []Skipped, error) {
+	for _, id := range ids {
+		m, err := s.try(ctx, kind, id, nil)
 		if m != nil || err != nil {
-			return m, skippedOrNil(skipped, err), err
+			return m, skippedOrNil(s.skipped, err), err
 		}
 	}
-	return nil, skipped, nil
+	return nil, s.skipped, nil
+}
+
+// latestCheckpoint tries the checkpoint LATEST names, then the older ones
+// by descending id; newer ones were never committed and are skipped.
+// Without a readable LATEST every checkpoint with a manifest is a
+// candidate.
+func (s *selection) latestCheckpoint(ctx context.Context) (*Manifest, []Skipped, error) {
+	l, err := s.c.list(ctx, KindCheckpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	latest, corrupt, err := s.c.readLatest(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if corrupt != nil {
+		s.skipped = append(s.skipped, Skipped{Kind: KindCheckpoint, ID: "LATEST", Reason: "the LATEST pointer is unreadable; trying every checkpoint", Err: corrupt})
+	}
+	var candidates []string
+	if latest != 0 {
+		candidates = append(candidates, latest.String())
+	}
+	for i := len(l.ids) - 1; i >= 0; i-- {
+		idStr := l.ids[i]
+		if !l.manifests[idStr] {
+			continue // in flight, or never completed
+		}
+		id, _ := ParseID(idStr)
+		switch {
+		case latest == 0:
+			candidates = append(candidates, idStr)
+		case id > latest:
+			s.skipped = append(s.skipped, Skipped{Kind: KindCheckpoint, ID: idStr,
+				Reason: fmt.Sprintf("not committed: LATEST names the older checkpoint %s (its commit failed or did not finish)", latest)})
+		case id < latest:
+			candidates = append(candidates, idStr)
+		}
+	}
+	return s.first(ctx, KindCheckpoint, candidates)
+}
+
+// latestSavepoint tries every savepoint whose manifest decodes, by
+// descending CreatedMS, then name.
+func (s *selection) latestSavepoint(ctx context.Context) (*Manifest, []Skipped, error) {
+	l, err := s.c.list(ctx, KindSavepoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	var decoded []*Manifest
+	for _, name := range l.ids {
+		if !l.manifests[name] {
+			continue
+		}
+		m, skip, err := s.c.readManifest(ctx, KindSavepoint, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if skip != nil {
+			s.skipped = append(s.skipped, *skip)
+			continue
+		}
+		decoded = append(decoded, m)
+	}
+	sort.Slice(decoded, func(i, j int) bool {
+		a, b := decoded[i], decoded[j]
+		if a.CreatedMS != b.CreatedMS {
+			return a.CreatedMS > b.CreatedMS
+		}
+		return a.Name > b.Name
+	})
+	for _, m := range decoded {
+		got, err := s.try(ctx, KindSavepoint, m.Name, m)
+		if got != nil || err != nil {
+			return got, skippedOrNil(s.skipped, err), err
+		}
+	}
+	return nil, s.skipped, nil
+}
+
+// namedSavepoint tries the savepoint want names.
+func (s *selection) namedSavepoint(ctx context.Context) (*Manifest, []Skipped, error) {
+	// A savepoint without a single object is "nothing there".
+	keys, err := s.c.store.List(ctx, s.c.Dir(KindSavepoint, s.want.Name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: select: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil, nil, nil
+	}
+	return s.first(ctx, KindSavepoint, []string{s.want.Name})
+}
+
+// exactCheckpoint tries the checkpoint want names, unless LATEST names an
+// older one (it was never committed).
+func (s *selection) exactCheckpoint(ctx context.Context) (*Manifest, []Skipped, error) {
+	latest, corrupt, err := s.c.readLatest(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, _ := ParseID(s.want.Name)
+	if corrupt == nil && id > latest {
+		s.skipped = append(s.skipped, Skipped{Kind: KindCheckpoint, ID: s.want.Name,
+			Reason: fmt.Sprintf("not committed: LATEST names the older checkpoint %s", latest)})
+		return nil, s.skipped, nil
+	}
+	return s.first(ctx, KindCheckpoint, []string{s.want.Name})
 }
 
 // skippedOrNil drops the list when a store failure is returned.

@@ -205,22 +205,61 @@ func CommitParts(ctx context.Context, c *Catalog, p Parts) (*Manifest, error) {
 	if err := checkRef(p.Kind, p.ID); err != nil {
 		return nil, err
 	}
-	nodes := slices.Clone(p.Nodes)
+	nodes, parts, err := readParts(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := partsAgree(p, nodes, parts); err != nil {
+		return nil, fmt.Errorf("checkpoint: commit %s %s: the parts do not make one artifact: %w", p.Kind, p.ID, err)
+	}
+	merged, err := mergeParts(p, nodes, parts)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: commit %s %s: refusing parts that overlap: %w", p.Kind, p.ID, err)
+	}
+	// A redelivered commit: the artifact is there with these attempts.
+	if have, err := c.ReadManifest(ctx, p.Kind, p.ID); err == nil {
+		if slices.Equal(have.TaskAttempts, merged.TaskAttempts) && slices.Equal(have.PlannedTasks, merged.PlannedTasks) {
+			return have, nil
+		}
+		return nil, fmt.Errorf("checkpoint: commit %s %s: it already has a manifest, of other task attempts: %w", p.Kind, p.ID, ErrExists)
+	} else if !errors.Is(err, ErrNotFound) {
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			return nil, fmt.Errorf("checkpoint: commit %s %s: %w", p.Kind, p.ID, err)
+		}
+	}
+	if err := c.Commit(ctx, merged); err != nil {
+		return nil, err
+	}
+	return merged, nil
+}
+
+// readParts reads the part manifest of each of p's nodes, in node order,
+// and checks its task set; a node named twice is refused.
+func readParts(ctx context.Context, c *Catalog, p Parts) (nodes []string, parts []*Manifest, err error) {
+	nodes = slices.Clone(p.Nodes)
 	slices.Sort(nodes)
-	var parts []*Manifest
 	for i, n := range nodes {
 		if i > 0 && nodes[i-1] == n {
-			return nil, fmt.Errorf("checkpoint: commit %s %s: node %q is named twice", p.Kind, p.ID, n)
+			return nil, nil, fmt.Errorf("checkpoint: commit %s %s: node %q is named twice", p.Kind, p.ID, n)
 		}
 		m, err := c.ReadPart(ctx, p.Kind, p.ID, n)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: commit %s %s: the part of node %q: %w", p.Kind, p.ID, n, err)
+			return nil, nil, fmt.Errorf("checkpoint: commit %s %s: the part of node %q: %w", p.Kind, p.ID, n, err)
 		}
 		if err := m.CheckTasks(); err != nil {
-			return nil, fmt.Errorf("checkpoint: commit %s %s: the part of node %q: %w", p.Kind, p.ID, n, err)
+			return nil, nil, fmt.Errorf("checkpoint: commit %s %s: the part of node %q: %w", p.Kind, p.ID, n, err)
 		}
 		parts = append(parts, m)
 	}
+	return nodes, parts, nil
+}
+
+// partsAgree checks that every part shares the first's job_id,
+// job_version, generation, format_version, plan_digest, max_parallelism
+// and id, and that they were cut with p's plan when it names one. It
+// reports every difference at once.
+func partsAgree(p Parts, nodes []string, parts []*Manifest) error {
 	first := parts[0]
 	var errs []error
 	for i, m := range parts[1:] {
@@ -253,9 +292,15 @@ func CommitParts(ctx context.Context, c *Catalog, p Parts) (*Manifest, error) {
 	if p.PlanDigest != "" && first.PlanDigest != p.PlanDigest {
 		errs = append(errs, fmt.Errorf("the parts were cut with plan %q, this job's plan is %q", first.PlanDigest, p.PlanDigest))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("checkpoint: commit %s %s: the parts do not make one artifact: %w", p.Kind, p.ID, err)
-	}
+	return errors.Join(errs...)
+}
+
+// mergeParts merges the agreeing parts into one manifest of p's planned
+// tasks: their attempts, positions, snapshots and watermarks, sorted by
+// task, and the first in-flight barrier. A task in two parts is an
+// ErrDuplicateTask, all of them reported at once.
+func mergeParts(p Parts, nodes []string, parts []*Manifest) (*Manifest, error) {
+	first := parts[0]
 	merged := &Manifest{CheckpointID: first.CheckpointID, JobID: first.JobID, JobVersion: first.JobVersion,
 		Generation: first.Generation, FormatVersion: first.FormatVersion, Kind: first.Kind, Name: first.Name,
 		PlannedTasks: slices.Sorted(slices.Values(p.PlannedTasks)), PlanDigest: first.PlanDigest,
@@ -283,25 +328,10 @@ func CommitParts(ctx context.Context, c *Catalog, p Parts) (*Manifest, error) {
 		}
 	}
 	if err := errors.Join(dups...); err != nil {
-		return nil, fmt.Errorf("checkpoint: commit %s %s: refusing parts that overlap: %w", p.Kind, p.ID, err)
+		return nil, err
 	}
 	sort.Slice(merged.TaskAttempts, func(i, j int) bool { return merged.TaskAttempts[i].TaskID < merged.TaskAttempts[j].TaskID })
 	sort.Slice(merged.StateSnapshots, func(i, j int) bool { return merged.StateSnapshots[i].TaskID < merged.StateSnapshots[j].TaskID })
 	sort.SliceStable(merged.SourcePositions, func(i, j int) bool { return merged.SourcePositions[i].TaskID < merged.SourcePositions[j].TaskID })
-	// A redelivered commit: the artifact is there with these attempts.
-	if have, err := c.ReadManifest(ctx, p.Kind, p.ID); err == nil {
-		if slices.Equal(have.TaskAttempts, merged.TaskAttempts) && slices.Equal(have.PlannedTasks, merged.PlannedTasks) {
-			return have, nil
-		}
-		return nil, fmt.Errorf("checkpoint: commit %s %s: it already has a manifest, of other task attempts: %w", p.Kind, p.ID, ErrExists)
-	} else if !errors.Is(err, ErrNotFound) {
-		var ce *CorruptError
-		if !errors.As(err, &ce) {
-			return nil, fmt.Errorf("checkpoint: commit %s %s: %w", p.Kind, p.ID, err)
-		}
-	}
-	if err := c.Commit(ctx, merged); err != nil {
-		return nil, err
-	}
 	return merged, nil
 }

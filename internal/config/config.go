@@ -105,25 +105,13 @@ var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 )
 
+// decodeValue decodes the generic JSON value v into rv, adding a problem
+// under path for each value of the wrong type or out of range and going on
+// with the rest. json.RawMessage takes v re-encoded and a json.Unmarshaler
+// decodes it itself; null leaves the zero value; otherwise rv's kind says
+// what v must be.
 func decodeValue(path string, v any, rv reflect.Value, errs *Problems) {
-	if rv.Type() == rawMessageType {
-		b, err := json.Marshal(v)
-		if err != nil {
-			errs.Add(path, "cannot re-encode value: %v", err)
-			return
-		}
-		rv.SetBytes(b)
-		return
-	}
-	if rv.CanAddr() && rv.Addr().Type().Implements(unmarshalerType) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			errs.Add(path, "cannot re-encode value: %v", err)
-			return
-		}
-		if err := rv.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(b); err != nil {
-			errs.Add(path, "%v", err)
-		}
+	if decodeCustom(path, v, rv, errs) {
 		return
 	}
 	if v == nil {
@@ -147,32 +135,9 @@ func decodeValue(path string, v any, rv reflect.Value, errs *Problems) {
 	case reflect.Struct:
 		decodeStruct(path, v, rv, errs)
 	case reflect.Slice:
-		arr, ok := v.([]any)
-		if !ok {
-			errs.Add(path, "must be a list (got %s)", Describe(v))
-			return
-		}
-		s := reflect.MakeSlice(rv.Type(), len(arr), len(arr))
-		for i, e := range arr {
-			decodeValue(Index(path, i), e, s.Index(i), errs)
-		}
-		rv.Set(s)
+		decodeSlice(path, v, rv, errs)
 	case reflect.Map:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			errs.Add(path, "must be an object (got %s)", Describe(v))
-			return
-		}
-		if rv.Type().Key().Kind() != reflect.String {
-			panic("config: map keys must be strings")
-		}
-		m := reflect.MakeMapWithSize(rv.Type(), len(obj))
-		for _, k := range sortedKeys(obj) {
-			e := reflect.New(rv.Type().Elem()).Elem()
-			decodeValue(Join(path, k), obj[k], e, errs)
-			m.SetMapIndex(reflect.ValueOf(k).Convert(rv.Type().Key()), e)
-		}
-		rv.Set(m)
+		decodeMap(path, v, rv, errs)
 	case reflect.String:
 		s, ok := v.(string)
 		if !ok {
@@ -188,49 +153,127 @@ func decodeValue(path string, v any, rv reflect.Value, errs *Problems) {
 		}
 		rv.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, ok := v.(json.Number)
-		if !ok {
-			errs.Add(path, "must be an integer (got %s)", Describe(v))
-			return
-		}
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		if err != nil {
-			if f, ferr := strconv.ParseFloat(string(n), 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-				i, err = int64(f), nil
-			}
-		}
-		if err != nil || rv.OverflowInt(i) {
-			errs.Add(path, "must be an integer in [%d, %d] (got %s)", minInt(rv.Type()), maxInt(rv.Type()), n)
-			return
-		}
-		rv.SetInt(i)
+		decodeInt(path, v, rv, errs)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, ok := v.(json.Number)
-		if !ok {
-			errs.Add(path, "must be a non-negative integer (got %s)", Describe(v))
-			return
-		}
-		u, err := strconv.ParseUint(string(n), 10, 64)
-		if err != nil || rv.OverflowUint(u) {
-			errs.Add(path, "must be an integer in [0, %d] (got %s)", uint64(1)<<(rv.Type().Bits())-1, n)
-			return
-		}
-		rv.SetUint(u)
+		decodeUint(path, v, rv, errs)
 	case reflect.Float32, reflect.Float64:
-		n, ok := v.(json.Number)
-		if !ok {
-			errs.Add(path, "must be a number (got %s)", Describe(v))
-			return
-		}
-		f, err := strconv.ParseFloat(string(n), 64)
-		if err != nil || rv.OverflowFloat(f) {
-			errs.Add(path, "must be a number (got %s)", n)
-			return
-		}
-		rv.SetFloat(f)
+		decodeFloat(path, v, rv, errs)
 	default:
 		panic("config: unsupported destination kind " + rv.Kind().String())
 	}
+}
+
+// decodeCustom decodes v into a json.RawMessage (v re-encoded) or a
+// json.Unmarshaler (which decodes v re-encoded itself), and reports
+// whether rv was one of them.
+func decodeCustom(path string, v any, rv reflect.Value, errs *Problems) bool {
+	if rv.Type() == rawMessageType {
+		b, err := json.Marshal(v)
+		if err != nil {
+			errs.Add(path, "cannot re-encode value: %v", err)
+			return true
+		}
+		rv.SetBytes(b)
+		return true
+	}
+	if rv.CanAddr() && rv.Addr().Type().Implements(unmarshalerType) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			errs.Add(path, "cannot re-encode value: %v", err)
+			return true
+		}
+		if err := rv.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(b); err != nil {
+			errs.Add(path, "%v", err)
+		}
+		return true
+	}
+	return false
+}
+
+// decodeSlice decodes a JSON list into a slice, element by element.
+func decodeSlice(path string, v any, rv reflect.Value, errs *Problems) {
+	arr, ok := v.([]any)
+	if !ok {
+		errs.Add(path, "must be a list (got %s)", Describe(v))
+		return
+	}
+	s := reflect.MakeSlice(rv.Type(), len(arr), len(arr))
+	for i, e := range arr {
+		decodeValue(Index(path, i), e, s.Index(i), errs)
+	}
+	rv.Set(s)
+}
+
+// decodeMap decodes a JSON object into a map with string keys, in key
+// order (so problems come in a stable order).
+func decodeMap(path string, v any, rv reflect.Value, errs *Problems) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		errs.Add(path, "must be an object (got %s)", Describe(v))
+		return
+	}
+	if rv.Type().Key().Kind() != reflect.String {
+		panic("config: map keys must be strings")
+	}
+	m := reflect.MakeMapWithSize(rv.Type(), len(obj))
+	for _, k := range sortedKeys(obj) {
+		e := reflect.New(rv.Type().Elem()).Elem()
+		decodeValue(Join(path, k), obj[k], e, errs)
+		m.SetMapIndex(reflect.ValueOf(k).Convert(rv.Type().Key()), e)
+	}
+	rv.Set(m)
+}
+
+// decodeInt decodes a JSON number into a signed integer of rv's size. A
+// number written with a fraction or exponent is taken when it is a whole
+// number that a float64 holds exactly.
+func decodeInt(path string, v any, rv reflect.Value, errs *Problems) {
+	n, ok := v.(json.Number)
+	if !ok {
+		errs.Add(path, "must be an integer (got %s)", Describe(v))
+		return
+	}
+	i, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil {
+		if f, ferr := strconv.ParseFloat(string(n), 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			i, err = int64(f), nil
+		}
+	}
+	if err != nil || rv.OverflowInt(i) {
+		errs.Add(path, "must be an integer in [%d, %d] (got %s)", minInt(rv.Type()), maxInt(rv.Type()), n)
+		return
+	}
+	rv.SetInt(i)
+}
+
+// decodeUint decodes a JSON number into an unsigned integer of rv's size.
+func decodeUint(path string, v any, rv reflect.Value, errs *Problems) {
+	n, ok := v.(json.Number)
+	if !ok {
+		errs.Add(path, "must be a non-negative integer (got %s)", Describe(v))
+		return
+	}
+	u, err := strconv.ParseUint(string(n), 10, 64)
+	if err != nil || rv.OverflowUint(u) {
+		errs.Add(path, "must be an integer in [0, %d] (got %s)", uint64(1)<<(rv.Type().Bits())-1, n)
+		return
+	}
+	rv.SetUint(u)
+}
+
+// decodeFloat decodes a JSON number into a float of rv's size.
+func decodeFloat(path string, v any, rv reflect.Value, errs *Problems) {
+	n, ok := v.(json.Number)
+	if !ok {
+		errs.Add(path, "must be a number (got %s)", Describe(v))
+		return
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || rv.OverflowFloat(f) {
+		errs.Add(path, "must be a number (got %s)", n)
+		return
+	}
+	rv.SetFloat(f)
 }
 
 // checkNumbers reports the numbers of a generic value that encoding/json

@@ -90,16 +90,8 @@ func (s *Source) scanHeld() (scanPlan, error) {
 		return scanPlan{}, fmt.Errorf("source %s: reading the WAL: %w", s.task, err)
 	}
 	defer r.Close()
-	restored := toMap(s.restored)
-	seek := posMap{}
-	seek.merge(s.base)
-	begin := posMap{} // per partition, the lowest offset the kept entries hold
-	var (
-		held        []heldEntry
-		redo, queue []posAt
-		covered     []uint64
-		first       uint64 // the first entry to replay
-	)
+	hs := &heldScan{cursor: cursor, restored: toMap(s.restored), seek: posMap{}, begin: posMap{}}
+	hs.seek.merge(s.base)
 	s.replaySet = map[uint64]bool{}
 	for {
 		e, err := r.Next()
@@ -109,83 +101,114 @@ func (s *Source) scanHeld() (scanPlan, error) {
 		if err != nil {
 			return scanPlan{}, fmt.Errorf("source %s: reading the WAL: %w", s.task, err)
 		}
-		_, rec, err := walog.DecodeBatch(e.Payload, nil)
-		if err != nil {
-			return scanPlan{}, fmt.Errorf("source %s: WAL entry %d: %w", s.task, e.Seq, err)
-		}
-		pos, rows := positionsOf(rec)
-		rec.Release()
-		if len(rows) == 0 {
-			s.warnNoOffsets(e.Seq)
-		}
-		seek.merge(pos)
-		for k, mm := range rows {
-			if b, ok := begin[k]; !ok || mm[0] < b {
-				begin[k] = mm[0]
-			}
-		}
-		held = append(held, heldEntry{seq: e.Seq, rows: rows})
-		at := posAt{seq: e.Seq, pos: pos, first: rows.first()}
-		inCkpt := restored != nil && rows.coveredBy(restored)
-		switch {
-		case e.Seq > cursor:
-			queue = append(queue, at)
-			if inCkpt {
-				covered = append(covered, e.Seq)
-				continue
-			}
-		case inCkpt:
-			continue // the restored state holds it
-		case restored == nil && (len(rows) == 0 || rows.coveredBy(s.base)):
-			// The local state holds what the positions stored with the
-			// cursor cover. They lag the cursor when the previous run
-			// replayed entries below it and did not see them all
-			// acknowledged: those are replayed again.
-			continue
-		default:
-			redo = append(redo, at)
-		}
-		s.replaySet[e.Seq] = true
-		if first == 0 {
-			first = e.Seq
+		if err := s.scanHeldEntry(hs, e); err != nil {
+			return scanPlan{}, err
 		}
 	}
+	restored := hs.restored
 	if restored != nil {
-		// Positions restart from the checkpoint's, past the rows the WAL
-		// no longer holds: they are given up, and a checkpoint that kept
-		// recording the positions before them would never hold the
-		// entries after them.
-		base := posMap{}
-		base.merge(restored)
-		gaps := s.gaps(restored, begin)
-		for _, g := range gaps {
-			base.merge(posMap{g.key: g.to})
-		}
-		if len(gaps) > 0 {
-			s.lg.Warn("the WAL no longer holds rows the restored checkpoint does not contain: they cannot be replayed, and the source starts without them "+
-				"(the checkpoint restored is older than the ones the WAL kept its entries for, e.g. an old savepoint)",
-				"lost", describeGaps(gaps), "resume_at", describePositions(restored.list()))
-		}
-		s.mu.Lock()
-		s.base = base
-		s.mu.Unlock()
-		seek.merge(restored)
+		s.restartAt(restored, hs.begin)
+		hs.seek.merge(restored)
 	}
 	s.mu.Lock()
-	s.queue, s.redo, s.held = queue, redo, held
+	s.queue, s.redo, s.held = hs.queue, hs.redo, hs.held
 	s.mu.Unlock()
-	s.redoUpTo, s.replayFrom = cursor, first
-	for _, seq := range covered {
+	s.redoUpTo, s.replayFrom = cursor, hs.first
+	for _, seq := range hs.covered {
 		if err := s.log.Ack(seq); err != nil {
 			return scanPlan{}, err
 		}
 	}
-	if len(redo) > 0 {
+	if len(hs.redo) > 0 {
 		s.lg.Info("the restored checkpoint is older than what the WAL acknowledged, and the source cannot read its input again: "+
 			"the WAL replays the entries whose rows the checkpoint does not hold before reading new input (nothing acknowledged is lost; output written after the checkpoint may be written again)",
-			"entries", len(s.replaySet), "from_entry", first, "resume_at", describePositions(restored.list()), "wal_cursor", cursor)
+			"entries", len(s.replaySet), "from_entry", hs.first, "resume_at", describePositions(restored.list()), "wal_cursor", cursor)
 	}
-	return scanPlan{seek: seek}, nil
+	return scanPlan{seek: hs.seek}, nil
+}
+
+// heldScan is what scanHeld gathers from the entries a held log keeps.
+type heldScan struct {
+	cursor   uint64
+	restored posMap // the restored checkpoint's positions, nil without a restore
+	seek     posMap // where the wrapped source resumes
+	begin    posMap // per partition, the lowest offset the kept entries hold
+	held     []heldEntry
+	redo     []posAt  // entries at or below the cursor to replay
+	queue    []posAt  // entries after the cursor
+	covered  []uint64 // entries after the cursor the checkpoint holds: acknowledged
+	first    uint64   // the first entry to replay
+}
+
+// scanHeldEntry takes one kept entry into hs: it stays held; after the
+// cursor it is queued, and acknowledged instead of replayed when the
+// restored checkpoint holds its rows; at or below the cursor it is
+// replayed again unless the restored checkpoint, or without a restore the
+// positions stored with the cursor, cover its rows.
+func (s *Source) scanHeldEntry(hs *heldScan, e walog.Entry) error {
+	_, rec, err := walog.DecodeBatch(e.Payload, nil)
+	if err != nil {
+		return fmt.Errorf("source %s: WAL entry %d: %w", s.task, e.Seq, err)
+	}
+	pos, rows := positionsOf(rec)
+	rec.Release()
+	if len(rows) == 0 {
+		s.warnNoOffsets(e.Seq)
+	}
+	hs.seek.merge(pos)
+	for k, mm := range rows {
+		if b, ok := hs.begin[k]; !ok || mm[0] < b {
+			hs.begin[k] = mm[0]
+		}
+	}
+	hs.held = append(hs.held, heldEntry{seq: e.Seq, rows: rows})
+	at := posAt{seq: e.Seq, pos: pos, first: rows.first()}
+	inCkpt := hs.restored != nil && rows.coveredBy(hs.restored)
+	switch {
+	case e.Seq > hs.cursor:
+		hs.queue = append(hs.queue, at)
+		if inCkpt {
+			hs.covered = append(hs.covered, e.Seq)
+			return nil
+		}
+	case inCkpt:
+		return nil // the restored state holds it
+	case hs.restored == nil && (len(rows) == 0 || rows.coveredBy(s.base)):
+		// The local state holds what the positions stored with the
+		// cursor cover. They lag the cursor when the previous run
+		// replayed entries below it and did not see them all
+		// acknowledged: those are replayed again.
+		return nil
+	default:
+		hs.redo = append(hs.redo, at)
+	}
+	s.replaySet[e.Seq] = true
+	if hs.first == 0 {
+		hs.first = e.Seq
+	}
+	return nil
+}
+
+// restartAt makes the positions restart from the restored checkpoint's,
+// past the rows the WAL no longer holds (begin: the lowest offset it
+// holds per partition): they are given up, and a checkpoint that kept
+// recording the positions before them would never hold the entries after
+// them.
+func (s *Source) restartAt(restored, begin posMap) {
+	base := posMap{}
+	base.merge(restored)
+	gaps := s.gaps(restored, begin)
+	for _, g := range gaps {
+		base.merge(posMap{g.key: g.to})
+	}
+	if len(gaps) > 0 {
+		s.lg.Warn("the WAL no longer holds rows the restored checkpoint does not contain: they cannot be replayed, and the source starts without them "+
+			"(the checkpoint restored is older than the ones the WAL kept its entries for, e.g. an old savepoint)",
+			"lost", describeGaps(gaps), "resume_at", describePositions(restored.list()))
+	}
+	s.mu.Lock()
+	s.base = base
+	s.mu.Unlock()
 }
 
 // isRedo reports whether a replayed entry lies at or below the cursor the

@@ -428,7 +428,7 @@ func TestHeldEntriesSurviveAReshard(t *testing.T) {
 	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	spans := partitionSpans(2, 3, 5) // partitions 0 and 1, offsets 0-14
-	if err := Reshard(cfg, dir, "j", "src", 2, slog.New(slog.DiscardHandler)); err != nil {
+	if err := Reshard(context.Background(), cfg, dir, "j", "src", 2, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	ckpt := []connectors.Position{}
@@ -447,7 +447,7 @@ func TestHeldEntriesSurviveAReshard(t *testing.T) {
 		ckpt = append(ckpt, pos(p, 5))
 		closeAll(t, s, nil)
 	}
-	if err := Reshard(cfg, dir, "j", "src", 1, slog.New(slog.DiscardHandler)); err != nil {
+	if err := Reshard(context.Background(), cfg, dir, "j", "src", 1, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	fake := newFake()

@@ -50,9 +50,17 @@ const parallelismFile = "PARALLELISM"
 // not exist yet, and for the object-store backend, which Open refuses to
 // use at another parallelism instead. lg is the source operator's logger
 // (the caller has added the job and operator keys); nil discards.
-func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *slog.Logger) error {
+//
+// ctx bounds the redistribution: cancelled, Reshard touches nothing (or
+// stops between two entries) and returns ctx's error. New logs it leaves
+// half written are not marked whole, so the next start discards them and
+// the old ones are still in place.
+func Reshard(ctx context.Context, cfg *job.Durability, dataDir, jobID, source string, par int, lg *slog.Logger) error {
 	if ObjectStore(cfg) {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("source %s: redistributing its WAL: %w", source, err)
 	}
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -83,7 +91,7 @@ func Reshard(cfg *job.Durability, dataDir, jobID, source string, par int, lg *sl
 	}
 	lg.Info("redistributing the write-ahead log by partition for a new parallelism: every entry not yet acknowledged is replayed by the subtask that now reads its partition",
 		"from", old, "to", par, "dir", dir)
-	stats, err := reshard(cfg, dir, old, par, lg)
+	stats, err := reshard(ctx, cfg, dir, old, par, lg)
 	if err != nil {
 		return fmt.Errorf("source %s: redistributing its WAL from %d to %d subtasks: %w", source, old, par, err)
 	}
@@ -174,175 +182,227 @@ func fileExists(p string) bool {
 type reshardStats struct{ entries, rows, partitions int }
 
 // reshard writes the logs of dir's old subtasks into dir~rescale for par
-// subtasks, then swaps the directories.
-func reshard(cfg *job.Durability, dir string, oldPar, par int, lg *slog.Logger) (reshardStats, error) {
-	var stats reshardStats
-	staging := dir + "~rescale"
-	if err := os.RemoveAll(staging); err != nil {
-		return stats, err
+// subtasks, then swaps the directories. Every entry after an old log's
+// cursor (from its first entry when it holds entries for checkpoints) is
+// split by the subtask that now reads each row's partition and appended
+// to that subtask's new log; the cursor positions go to the new logs of
+// their partitions' subtasks. The new logs are written unsynced and
+// synced once, before PARALLELISM marks them whole.
+func reshard(ctx context.Context, cfg *job.Durability, dir string, oldPar, par int, lg *slog.Logger) (reshardStats, error) {
+	rs := &resharder{cfg: cfg, par: par, lg: lg, staging: dir + "~rescale", parts: map[posKey]bool{}}
+	if err := os.RemoveAll(rs.staging); err != nil {
+		return rs.stats, err
 	}
-	lopts := func(o walog.Options) walog.LocalOptions {
-		o.Logger = lg
-		return walog.LocalOptions{Options: o, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle}
+	defer rs.closeLogs()
+	if err := rs.openLogs(dir, oldPar); err != nil {
+		return rs.stats, err
 	}
-	var olds []*walog.Log
-	defer func() {
-		for _, l := range olds {
-			l.Close()
+	for _, l := range rs.olds {
+		if err := rs.moveLog(ctx, l); err != nil {
+			return rs.stats, err
 		}
-	}()
+	}
+	rs.stats.partitions = len(rs.parts)
+	if err := rs.sealNew(); err != nil {
+		return rs.stats, err
+	}
+	for _, l := range rs.olds {
+		if err := l.Close(); err != nil && !errors.Is(err, walog.ErrClosed) {
+			return rs.stats, err
+		}
+	}
+	rs.olds = nil
+	if reshardHook != nil {
+		reshardHook("whole")
+	}
+	return rs.stats, finishSwap(dir)
+}
+
+// resharder is one redistribution in progress: the old subtask logs it
+// reads, the new ones it writes in the staging directory, and what the
+// new logs' cursor metadata will record.
+type resharder struct {
+	cfg     *job.Durability
+	par     int
+	lg      *slog.Logger
+	staging string
+	olds    []*walog.Log // the old subtasks' logs that exist
+	news    []*walog.Log // by new subtask; nil once sealed
+	// metas and released hold, by new subtask, the cursor positions and
+	// the released positions of the partitions it now reads.
+	metas, released []posMap
+	held            bool // an old log held entries for checkpoints
+	parts           map[posKey]bool
+	buf             []byte
+	stats           reshardStats
+}
+
+// openLogs opens the old subtask logs that exist under dir and creates
+// the new ones in the staging directory. The new logs are written
+// unsynced and synced once at the end.
+func (rs *resharder) openLogs(dir string, oldPar int) error {
+	lopts := func(o walog.Options) walog.LocalOptions {
+		o.Logger = rs.lg
+		return walog.LocalOptions{Options: o, SegmentBytes: rs.cfg.SegmentBytes, Retain: rs.cfg.Retain, NoRecycle: rs.cfg.NoRecycle}
+	}
 	for k := range oldPar {
 		d := filepath.Join(dir, strconv.Itoa(k))
 		if !exists(d) {
 			continue
 		}
-		l, err := walog.OpenDir(d, lopts(Options(cfg)))
+		l, err := walog.OpenDir(d, lopts(Options(rs.cfg)))
 		if err != nil {
-			return stats, err
+			return err
 		}
-		olds = append(olds, l)
+		rs.olds = append(rs.olds, l)
 	}
 	// The new logs are written unsynced and synced once at the end.
-	nopts := Options(cfg)
+	nopts := Options(rs.cfg)
 	nopts.Sync = walog.SyncNone
-	news := make([]*walog.Log, par)
-	defer func() {
-		for _, l := range news {
-			if l != nil {
-				l.Close()
-			}
-		}
-	}()
-	for k := range par {
-		l, err := walog.OpenDir(filepath.Join(staging, strconv.Itoa(k)), lopts(nopts))
+	rs.news = make([]*walog.Log, rs.par)
+	for k := range rs.par {
+		l, err := walog.OpenDir(filepath.Join(rs.staging, strconv.Itoa(k)), lopts(nopts))
 		if err != nil {
-			return stats, err
+			return err
 		}
-		news[k] = l
+		rs.news[k] = l
 	}
-	metas := make([]posMap, par)
-	released := make([]posMap, par)
-	for k := range metas {
-		metas[k], released[k] = posMap{}, posMap{}
+	rs.metas = make([]posMap, rs.par)
+	rs.released = make([]posMap, rs.par)
+	for k := range rs.metas {
+		rs.metas[k], rs.released[k] = posMap{}, posMap{}
 	}
-	held := false
-	parts := map[posKey]bool{}
-	ctx := context.Background()
-	var buf []byte
-	for _, l := range olds {
-		var r *walog.Replayer
-		var err error
-		if meta := l.CursorMeta(); len(meta) > 0 {
-			m, merr := decodeMeta(meta)
-			if merr != nil {
-				return stats, fmt.Errorf("the positions stored with a cursor are unreadable: %w", merr)
-			}
-			for _, p := range m.Positions {
-				metas[owner(p.Partition, par)].merge(posMap{{p.Topic, p.Partition}: p.Offset})
-				parts[posKey{p.Topic, p.Partition}] = true
-			}
-			for _, p := range m.Released {
-				released[owner(p.Partition, par)].merge(posMap{{p.Topic, p.Partition}: p.Offset})
-			}
-			if m.Held {
-				// Entries kept for checkpoints (below the cursor too) move
-				// with the others: in the new logs they come after the
-				// cursor, and a restore replays those it does not hold.
-				held = true
-				r, err = l.ReplayFrom(1)
-			}
+	return nil
+}
+
+// closeLogs closes the logs still open: the new ones, then the old ones.
+func (rs *resharder) closeLogs() {
+	for _, l := range rs.news {
+		if l != nil {
+			l.Close()
 		}
-		if r == nil && err == nil {
-			r, err = l.Replay()
+	}
+	for _, l := range rs.olds {
+		l.Close()
+	}
+}
+
+// moveLog gives the new subtasks what an old log holds: the positions
+// stored with its cursor, by partition, and its entries to replay.
+func (rs *resharder) moveLog(ctx context.Context, l *walog.Log) error {
+	var r *walog.Replayer
+	var err error
+	if meta := l.CursorMeta(); len(meta) > 0 {
+		m, merr := decodeMeta(meta)
+		if merr != nil {
+			return fmt.Errorf("the positions stored with a cursor are unreadable: %w", merr)
+		}
+		for _, p := range m.Positions {
+			rs.metas[owner(p.Partition, rs.par)].merge(posMap{{p.Topic, p.Partition}: p.Offset})
+			rs.parts[posKey{p.Topic, p.Partition}] = true
+		}
+		for _, p := range m.Released {
+			rs.released[owner(p.Partition, rs.par)].merge(posMap{{p.Topic, p.Partition}: p.Offset})
+		}
+		if m.Held {
+			// Entries kept for checkpoints (below the cursor too) move
+			// with the others: in the new logs they come after the
+			// cursor, and a restore replays those it does not hold.
+			rs.held = true
+			r, err = l.ReplayFrom(1)
+		}
+	}
+	if r == nil && err == nil {
+		r, err = l.Replay()
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			return nil
 		}
 		if err != nil {
-			return stats, err
+			return err
 		}
-		for {
-			e, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				r.Close()
-				return stats, err
-			}
-			name, rec, err := walog.DecodeBatch(e.Payload, nil)
-			if err != nil {
-				r.Close()
-				return stats, fmt.Errorf("entry %d: %w", e.Seq, err)
-			}
-			split, err := splitByOwner(rec, par)
-			rec.Release()
-			if err != nil {
-				r.Close()
-				return stats, err
-			}
-			for k, part := range split {
-				if part == nil {
-					continue
-				}
-				buf, err = walog.EncodeBatch(buf[:0], name, part)
-				stats.rows += int(part.NumRows())
-				pos, _ := positionsOf(part)
-				for pk := range pos {
-					parts[pk] = true
-				}
-				part.Release()
-				if err == nil {
-					_, err = news[k].Append(ctx, buf)
-				}
-				if err != nil {
-					r.Close()
-					for _, p := range split[k+1:] {
-						if p != nil {
-							p.Release()
-						}
-					}
-					return stats, err
-				}
-			}
-			stats.entries++
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		r.Close()
+		if err := rs.moveEntry(ctx, e); err != nil {
+			return err
+		}
 	}
-	stats.partitions = len(parts)
-	for k, l := range news {
-		m := walMeta{Parallelism: par, Positions: metas[k].list(), Held: held}
-		if held {
-			m.Released = released[k].list()
+}
+
+// moveEntry splits one old entry's batch by the new subtask that reads
+// each row's partition and appends each part to that subtask's log.
+func (rs *resharder) moveEntry(ctx context.Context, e walog.Entry) error {
+	name, rec, err := walog.DecodeBatch(e.Payload, nil)
+	if err != nil {
+		return fmt.Errorf("entry %d: %w", e.Seq, err)
+	}
+	split, err := splitByOwner(rec, rs.par)
+	rec.Release()
+	if err != nil {
+		return err
+	}
+	for k, part := range split {
+		if part == nil {
+			continue
+		}
+		rs.buf, err = walog.EncodeBatch(rs.buf[:0], name, part)
+		rs.stats.rows += int(part.NumRows())
+		pos, _ := positionsOf(part)
+		for pk := range pos {
+			rs.parts[pk] = true
+		}
+		part.Release()
+		if err == nil {
+			_, err = rs.news[k].Append(ctx, rs.buf)
+		}
+		if err != nil {
+			for _, p := range split[k+1:] {
+				if p != nil {
+					p.Release()
+				}
+			}
+			return err
+		}
+	}
+	rs.stats.entries++
+	return nil
+}
+
+// sealNew stores each new log's cursor metadata (its partitions'
+// positions, and whether it holds entries for checkpoints), syncs and
+// closes it, then marks the staging directory whole with PARALLELISM.
+func (rs *resharder) sealNew() error {
+	for k, l := range rs.news {
+		m := walMeta{Parallelism: rs.par, Positions: rs.metas[k].list(), Held: rs.held}
+		if rs.held {
+			m.Released = rs.released[k].list()
 		}
 		meta := encodeMeta(m)
 		if err := l.Flush(); err != nil {
-			return stats, err
+			return err
 		}
 		if err := l.SaveCursorMeta(meta); err != nil {
-			return stats, err
+			return err
 		}
 		if err := l.Close(); err != nil {
-			return stats, err
+			return err
 		}
-		news[k] = nil
-		if err := fsutil.SyncDir(filepath.Join(staging, strconv.Itoa(k))); err != nil {
-			return stats, err
-		}
-	}
-	if err := fsutil.SyncDir(staging); err != nil {
-		return stats, err
-	}
-	if err := writeParallelism(staging, par); err != nil {
-		return stats, err
-	}
-	for _, l := range olds {
-		if err := l.Close(); err != nil && !errors.Is(err, walog.ErrClosed) {
-			return stats, err
+		rs.news[k] = nil
+		if err := fsutil.SyncDir(filepath.Join(rs.staging, strconv.Itoa(k))); err != nil {
+			return err
 		}
 	}
-	olds = nil
-	if reshardHook != nil {
-		reshardHook("whole")
+	if err := fsutil.SyncDir(rs.staging); err != nil {
+		return err
 	}
-	return stats, finishSwap(dir)
+	return writeParallelism(rs.staging, rs.par)
 }
 
 // reshardHook, when set (tests), runs once the new logs are whole

@@ -45,7 +45,7 @@ func partitionSpans(parts, n, size int) map[int32][]span {
 // each partition. It returns what every partition left unacknowledged.
 func writeLogs(t *testing.T, cfg *job.Durability, dir string, par int, spans map[int32][]span, acked int) map[int32][]span {
 	t.Helper()
-	if err := Reshard(cfg, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
+	if err := Reshard(context.Background(), cfg, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	left := map[int32][]span{}
@@ -151,7 +151,7 @@ func TestReshardReplaysEveryEntryByItsPartitionsOwner(t *testing.T) {
 	spans := partitionSpans(6, 4, 5) // partitions 0-5, offsets 0-19
 	left := writeLogs(t, cfg, dir, 2, spans, 2)
 	for _, par := range []int{3, 1, 4} {
-		if err := Reshard(cfg, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
+		if err := Reshard(context.Background(), cfg, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 		got, _, _ := logParallelism(filepath.Join(dir, "j", "wal", "src"))
@@ -224,7 +224,7 @@ func TestReshardSurvivesSIGKILL(t *testing.T) {
 			fmt.Println(step)
 			time.Sleep(time.Duration(rand.IntN(25)) * time.Millisecond)
 		}
-		if err := Reshard(&job.Durability{Sync: "always"}, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
+		if err := Reshard(context.Background(), &job.Durability{Sync: "always"}, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -262,7 +262,7 @@ func TestReshardSurvivesSIGKILL(t *testing.T) {
 			kills++
 		}
 		// The next start finishes what the kill interrupted.
-		if err := Reshard(cfg, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
+		if err := Reshard(context.Background(), cfg, dir, "j", "src", par, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		rows, _ := replayAll(t, cfg, dir, par)

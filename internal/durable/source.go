@@ -133,7 +133,14 @@ type Job struct {
 // Open opens the WAL of one source subtask and wraps the source with it.
 // The caller closes the returned Source (which closes inner) and then,
 // after the sinks, calls CloseWAL (R-WAL-6).
+//
+// ctx bounds only the opening (of the object-store backend, also by 30 s),
+// not the WAL's lifetime: cancelled, Open opens nothing and returns ctx's
+// error.
 func Open(ctx context.Context, cfg *job.Durability, inner connectors.Source, dataDir string, info connectors.TaskInfo, task string, job Job) (*Source, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("opening the WAL of source %s: %w", task, err)
+	}
 	s := &Source{
 		inner: inner, name: info.OperatorID, task: task,
 		lg:        info.Logger,

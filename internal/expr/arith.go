@@ -144,112 +144,16 @@ func (n *arithNode) intOp(c *evalCtx, act []bool, op tokKind, l, r *vec) (*vec, 
 	var over bool
 	switch op {
 	case tokPlus, tokMinus:
-		sub := op == tokMinus
-		var flags int64
-		switch {
-		case l.scalar && !r.scalar:
-			x := a[0]
-			for i, y := range b[:m] {
-				if sub {
-					y = -y // overflow of -MinInt64 is caught below via the flag
-					flags |= y & b[i]
-				}
-				s := x + y
-				o[i] = s
-				flags |= (x ^ s) & (y ^ s)
-			}
-		case r.scalar:
-			y := b[0]
-			if sub {
-				if y == math.MinInt64 {
-					// x - MinInt64 overflows unless x < 0.
-					for i, x := range a[:m] {
-						o[i] = x - y
-						flags |= ^x
-					}
-					break
-				}
-				y = -y
-			}
-			for i, x := range a[:m] {
-				s := x + y
-				o[i] = s
-				flags |= (x ^ s) & (y ^ s)
-			}
-		default:
-			b = b[:m]
-			for i, x := range a[:m] {
-				y := b[i]
-				var s int64
-				if sub {
-					s = x - y
-					flags |= (x ^ y) & (x ^ s)
-				} else {
-					s = x + y
-					flags |= (x ^ s) & (y ^ s)
-				}
-				o[i] = s
-			}
-		}
-		over = flags < 0
+		over = addInts(o, l, r, m, op == tokMinus)
 	case tokStar:
-		var flags int64
-		switch {
-		case l.scalar || r.scalar:
-			var vs []int64 // the vector operand, or the second scalar
-			var y int64
-			if l.scalar {
-				vs, y = b, a[0] // multiplication commutes
-			} else {
-				vs, y = a, b[0]
-			}
-			for i, x := range vs[:m] {
-				p, bad := mulFlag(x, y)
-				o[i] = p
-				flags |= bad
-			}
-		default:
-			b = b[:m]
-			for i, x := range a[:m] {
-				p, bad := mulFlag(x, b[i])
-				o[i] = p
-				flags |= bad
-			}
-		}
-		over = flags != 0
+		over = mulInts(o, l, r, m)
 	case tokSlash, tokPercent:
 		if r.scalar && b[0] == 0 {
 			return nullScalar(n.t.k), nil
 		}
-		var valid []bool
-		for i := range o {
-			x, y := a[l.idx(i)], b[r.idx(i)]
-			switch {
-			case y == 0:
-				if valid == nil {
-					valid = make([]bool, m)
-					for j := range valid {
-						valid[j] = out.valid == nil || out.valid[j]
-					}
-				}
-				valid[i] = false
-			case y == -1:
-				// Avoid the hardware trap for MinInt64 / -1.
-				if op == tokSlash {
-					o[i] = -x
-					over = over || x == math.MinInt64
-				}
-			case op == tokSlash:
-				o[i] = x / y
-			default:
-				o[i] = x % y
-			}
-		}
-		if valid != nil {
-			if scalar {
-				return nullScalar(n.t.k), nil
-			}
-			out.valid = valid
+		var allNull bool
+		if over, allNull = divInts(out, l, r, m, op == tokSlash, scalar); allNull {
+			return nullScalar(n.t.k), nil
 		}
 	}
 	if over {
@@ -261,6 +165,129 @@ func (n *arithNode) intOp(c *evalCtx, act []bool, op tokKind, l, r *vec) (*vec, 
 		}
 	}
 	return out, nil
+}
+
+// addInts writes l + r (l - r when sub) into o for the m rows, and
+// reports whether any row may have overflowed: the sign bits of all rows
+// are or-ed into one flag, so the loops do not branch; the caller finds
+// the row.
+func addInts(o []int64, l, r *vec, m int, sub bool) bool {
+	a, b := l.i, r.i
+	var flags int64
+	switch {
+	case l.scalar && !r.scalar:
+		x := a[0]
+		for i, y := range b[:m] {
+			if sub {
+				y = -y // overflow of -MinInt64 is caught below via the flag
+				flags |= y & b[i]
+			}
+			s := x + y
+			o[i] = s
+			flags |= (x ^ s) & (y ^ s)
+		}
+	case r.scalar:
+		y := b[0]
+		if sub {
+			if y == math.MinInt64 {
+				// x - MinInt64 overflows unless x < 0.
+				for i, x := range a[:m] {
+					o[i] = x - y
+					flags |= ^x
+				}
+				break
+			}
+			y = -y
+		}
+		for i, x := range a[:m] {
+			s := x + y
+			o[i] = s
+			flags |= (x ^ s) & (y ^ s)
+		}
+	default:
+		b = b[:m]
+		for i, x := range a[:m] {
+			y := b[i]
+			var s int64
+			if sub {
+				s = x - y
+				flags |= (x ^ y) & (x ^ s)
+			} else {
+				s = x + y
+				flags |= (x ^ s) & (y ^ s)
+			}
+			o[i] = s
+		}
+	}
+	return flags < 0
+}
+
+// mulInts writes l * r into o for the m rows, and reports whether any row
+// overflowed.
+func mulInts(o []int64, l, r *vec, m int) bool {
+	a, b := l.i, r.i
+	var flags int64
+	switch {
+	case l.scalar || r.scalar:
+		var vs []int64 // the vector operand, or the second scalar
+		var y int64
+		if l.scalar {
+			vs, y = b, a[0] // multiplication commutes
+		} else {
+			vs, y = a, b[0]
+		}
+		for i, x := range vs[:m] {
+			p, bad := mulFlag(x, y)
+			o[i] = p
+			flags |= bad
+		}
+	default:
+		b = b[:m]
+		for i, x := range a[:m] {
+			p, bad := mulFlag(x, b[i])
+			o[i] = p
+			flags |= bad
+		}
+	}
+	return flags != 0
+}
+
+// divInts writes l / r (l % r unless div) into out for the m rows; a row
+// dividing by zero becomes null. It reports whether a row overflowed
+// (MinInt64 / -1), and allNull when the result is a scalar made null.
+func divInts(out, l, r *vec, m int, div, scalar bool) (over, allNull bool) {
+	a, b, o := l.i, r.i, out.i
+	var valid []bool
+	for i := range o {
+		x, y := a[l.idx(i)], b[r.idx(i)]
+		switch {
+		case y == 0:
+			if valid == nil {
+				valid = make([]bool, m)
+				for j := range valid {
+					valid[j] = out.valid == nil || out.valid[j]
+				}
+			}
+			valid[i] = false
+		case y == -1:
+			// Avoid the hardware trap for MinInt64 / -1.
+			if div {
+				o[i] = -x
+				over = over || x == math.MinInt64
+			}
+		case div:
+			o[i] = x / y
+		default:
+			o[i] = x % y
+		}
+	}
+	if valid != nil {
+		if scalar {
+			return over, true
+		}
+		out.valid = valid
+	}
+	return over, false
 }
 
 // intOp1 computes one int64 operation, reporting overflow. y must not be 0

@@ -243,21 +243,11 @@ type DesiredResult struct {
 // commands of older generations superseded), an outbox row for the
 // reconciler and an audit row. When it returns nil the intent is durable.
 func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult, error) {
-	if ch.DesiredState != DesiredRunning && ch.DesiredState != DesiredStopped {
-		return DesiredResult{}, invalidf("state must be running or stopped")
+	if err := checkDesired(ch); err != nil {
+		return DesiredResult{}, err
 	}
 	if ch.Kind == "" {
 		ch.Kind = "set_state"
-	}
-	seen := map[string]bool{}
-	for _, a := range ch.Assignments {
-		if a.AssignmentID == "" || a.NodeID == "" {
-			return DesiredResult{}, invalidf("assignment needs assignment_id and node_id")
-		}
-		if seen[a.AssignmentID] {
-			return DesiredResult{}, invalidf("duplicate assignment %q", a.AssignmentID)
-		}
-		seen[a.AssignmentID] = true
 	}
 	// The hash identifies the client's request: the assignments are the
 	// Hub's placement, which may differ when the request is replayed.
@@ -283,11 +273,7 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 		}
 		version := j.CurrentVersion
 		if ch.VersionID != "" {
-			var one int
-			if err := tx.QueryRowContext(ctx, "SELECT 1 FROM job_versions WHERE job_id = ? AND version_id = ?", ch.JobID, ch.VersionID).Scan(&one); err != nil {
-				if errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("%w: version %s of job %s", ErrNotFound, ch.VersionID, ch.JobID)
-				}
+			if err := versionExists(ctx, tx, ch.JobID, ch.VersionID); err != nil {
 				return err
 			}
 			version = ch.VersionID
@@ -310,20 +296,7 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 			}
 		}
 		intentID := "intent-" + uuid.NewString()
-		if _, err := tx.ExecContext(ctx, `UPDATE intents SET state = 'superseded', superseded_by = ?, updated_at_ms = ?
-			WHERE job_id = ? AND state IN ('accepted','converging','retrying')`, intentID, now, ch.JobID); err != nil {
-			return err
-		}
-		// Queued and delivered commands have no result yet (a result moves
-		// them to acknowledged or further), so theirs is result number 1.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO command_results(command_id, n, state, failure_class, error, received_at_ms)
-			SELECT command_id, 1, 'superseded', 'stale_generation', ?, ? FROM commands
-			WHERE job_id = ? AND generation < ? AND state IN ('queued','delivered')`,
-			fmt.Sprintf("superseded by generation %d", gen), now, ch.JobID, gen); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'superseded', finished_at_ms = ?, updated_at_ms = ?
-			WHERE job_id = ? AND generation < ? AND state IN ('queued','delivered')`, now, now, ch.JobID, gen); err != nil {
+		if err := supersedeOlder(ctx, tx, ch.JobID, intentID, gen, now); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO intents(intent_id, job_id, generation, kind, desired_state, version_id, action_id, payload_json,
@@ -343,6 +316,59 @@ func (s *Store) SetDesired(ctx context.Context, ch DesiredChange) (DesiredResult
 		return idemSave(ctx, tx, scope, ch.Actor, ch.IdempotencyKey, hash, out, now)
 	})
 	return out, err
+}
+
+// checkDesired checks a desired-state change before anything is read: a
+// known state, and assignments with ids and nodes, each id once.
+func checkDesired(ch DesiredChange) error {
+	if ch.DesiredState != DesiredRunning && ch.DesiredState != DesiredStopped {
+		return invalidf("state must be running or stopped")
+	}
+	seen := map[string]bool{}
+	for _, a := range ch.Assignments {
+		if a.AssignmentID == "" || a.NodeID == "" {
+			return invalidf("assignment needs assignment_id and node_id")
+		}
+		if seen[a.AssignmentID] {
+			return invalidf("duplicate assignment %q", a.AssignmentID)
+		}
+		seen[a.AssignmentID] = true
+	}
+	return nil
+}
+
+// versionExists returns ErrNotFound (wrapped) unless the job has the
+// version.
+func versionExists(ctx context.Context, tx *cachedTx, jobID, versionID string) error {
+	var one int
+	if err := tx.QueryRowContext(ctx, "SELECT 1 FROM job_versions WHERE job_id = ? AND version_id = ?", jobID, versionID).Scan(&one); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: version %s of job %s", ErrNotFound, versionID, jobID)
+		}
+		return err
+	}
+	return nil
+}
+
+// supersedeOlder marks, in a desired-state change's transaction, the job's
+// open intents superseded by intentID and its undelivered commands of
+// generations before gen superseded (with a result saying so).
+func supersedeOlder(ctx context.Context, tx *cachedTx, jobID, intentID string, gen, now int64) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE intents SET state = 'superseded', superseded_by = ?, updated_at_ms = ?
+		WHERE job_id = ? AND state IN ('accepted','converging','retrying')`, intentID, now, jobID); err != nil {
+		return err
+	}
+	// Queued and delivered commands have no result yet (a result moves
+	// them to acknowledged or further), so theirs is result number 1.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO command_results(command_id, n, state, failure_class, error, received_at_ms)
+		SELECT command_id, 1, 'superseded', 'stale_generation', ?, ? FROM commands
+		WHERE job_id = ? AND generation < ? AND state IN ('queued','delivered')`,
+		fmt.Sprintf("superseded by generation %d", gen), now, jobID, gen); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'superseded', finished_at_ms = ?, updated_at_ms = ?
+		WHERE job_id = ? AND generation < ? AND state IN ('queued','delivered')`, now, now, jobID, gen)
+	return err
 }
 
 // Assignments lists a job generation's assignments by assignment id.

@@ -84,6 +84,27 @@ func Hashes(col arrow.Array, dst []uint64) error {
 		for i := 0; i < n; i++ {
 			dst[i] = job.HashKey(a.Value(i))
 		}
+	default:
+		if !hashFixed(col, dst) {
+			return fmt.Errorf("type %s cannot be a key", col.DataType())
+		}
+	}
+	if col.NullN() > 0 {
+		for i := 0; i < n; i++ {
+			if col.IsNull(i) {
+				dst[i] = null
+			}
+		}
+	}
+	return nil
+}
+
+// hashFixed is Hashes for the fixed-width key types (integers, times,
+// booleans, floats); it reports false for any other type. Nulls are left
+// to Hashes.
+func hashFixed(col arrow.Array, dst []uint64) bool {
+	n := col.Len()
+	switch a := col.(type) {
 	case *array.Int64:
 		for i, v := range a.Int64Values() {
 			dst[i] = hashU64(uint64(v))
@@ -149,16 +170,9 @@ func Hashes(col arrow.Array, dst []uint64) error {
 			dst[i] = hashU64(math.Float64bits(float64(v)))
 		}
 	default:
-		return fmt.Errorf("type %s cannot be a key", col.DataType())
+		return false
 	}
-	if col.NullN() > 0 {
-		for i := 0; i < n; i++ {
-			if col.IsNull(i) {
-				dst[i] = null
-			}
-		}
-	}
-	return nil
+	return true
 }
 
 // Router maps rows to the subtasks that own their key groups.

@@ -87,29 +87,17 @@ func unboundFunction(name string) string {
 	return fmt.Sprintf("no Go function %q is bound to this operator: functions exist only in the program that registered them through the builder; a declarative spec uses expressions instead", name)
 }
 
+// buildMap builds a map (or udf) operator: a bound Go function, or the
+// declarative steps of its config — set (each expression sees the columns
+// the previous ones made), then drop, then select — checked against the
+// input schema, with every problem reported at once.
 func buildMap(c Context) (Built, error) {
 	var cfg MapConfig
 	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
 		return Built{}, PrefixErrors("config", err)
 	}
 	if cfg.Function != "" {
-		if len(cfg.Set)+len(cfg.Drop)+len(cfg.Select) > 0 {
-			return Built{}, Errf("config.function", "cannot be combined with set, drop or select")
-		}
-		if pb, ok := c.Bound.(ProcessBinding); ok && pb.Fn != nil {
-			return buildProcess(c, pb)
-		}
-		mb, ok := c.Bound.(MapBinding)
-		if !ok || mb.Fn == nil {
-			return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
-		}
-		out := mb.Output
-		if out == nil {
-			out = c.Input
-		}
-		return Built{Output: out, New: func(Task) (Instance, error) {
-			return &funcMap{op: c.Op.ID, fn: mb.Fn, out: out}, nil
-		}}, nil
+		return buildFuncMap(c, cfg)
 	}
 	if c.Op.Kind == job.KindUDF {
 		return Built{}, Errf("config.function", "a udf operator needs a Go function bound by the builder")
@@ -117,10 +105,61 @@ func buildMap(c Context) (Built, error) {
 	if c.Input == nil {
 		return Built{}, nil
 	}
+	steps, schema, errs := compileSets(cfg.Set, c.Input)
+	keep, kerrs := keptColumns(cfg, schema)
+	errs = append(errs, kerrs...)
+	if err := errs.Err(); err != nil {
+		return Built{}, err
+	}
+	fields := make([]arrow.Field, len(keep))
+	for i, k := range keep {
+		fields[i] = schema.Field(k)
+	}
+	out := arrow.NewSchema(fields, nil)
+	// Identity only when every input column is kept in its place: a
+	// select that reorders all of them is not.
+	identity := len(steps) == 0 && len(keep) == c.Input.NumFields()
+	for i, k := range keep {
+		identity = identity && k == i
+	}
+	return Built{Output: out, New: func(Task) (Instance, error) {
+		if identity {
+			return Passthrough{}, nil
+		}
+		return &exprMap{op: c.Op.ID, steps: steps, keep: keep, out: out}, nil
+	}}, nil
+}
+
+// buildFuncMap builds a map over the Go function its config names, which
+// the builder bound (a Process binding makes it a process operator).
+func buildFuncMap(c Context, cfg MapConfig) (Built, error) {
+	if len(cfg.Set)+len(cfg.Drop)+len(cfg.Select) > 0 {
+		return Built{}, Errf("config.function", "cannot be combined with set, drop or select")
+	}
+	if pb, ok := c.Bound.(ProcessBinding); ok && pb.Fn != nil {
+		return buildProcess(c, pb)
+	}
+	mb, ok := c.Bound.(MapBinding)
+	if !ok || mb.Fn == nil {
+		return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
+	}
+	out := mb.Output
+	if out == nil {
+		out = c.Input
+	}
+	return Built{Output: out, New: func(Task) (Instance, error) {
+		return &funcMap{op: c.Op.ID, fn: mb.Fn, out: out}, nil
+	}}, nil
+}
+
+// compileSets compiles the set assignments in order, each against the
+// schema the ones before it made: a new column goes before the metadata
+// columns, an existing one is replaced in place. It returns the steps,
+// the schema after the last, and the problems.
+func compileSets(sets []job.Column, schema *arrow.Schema) ([]mapStep, *arrow.Schema, Errors) {
 	var errs Errors
-	schema := c.Input
 	var steps []mapStep
-	for i, a := range cfg.Set {
+	for i, a := range sets {
 		at := fmt.Sprintf("config.set[%d]", i)
 		if a.Name == "" {
 			errs = append(errs, Errf(at+".name", "is required"))
@@ -148,6 +187,14 @@ func buildMap(c Context) (Built, error) {
 		schema = arrow.NewSchema(fields, nil)
 		steps[len(steps)-1].schema = schema
 	}
+	return steps, schema, errs
+}
+
+// keptColumns returns the indexes in schema of the columns the map
+// outputs, in order: with select, the selected ones and then the metadata
+// columns neither selected nor dropped; else every column not dropped.
+func keptColumns(cfg MapConfig, schema *arrow.Schema) ([]int, Errors) {
+	var errs Errors
 	keep := make([]int, 0, schema.NumFields())
 	dropped := map[string]bool{}
 	for i, d := range cfg.Drop {
@@ -156,54 +203,35 @@ func buildMap(c Context) (Built, error) {
 		}
 		dropped[d] = true
 	}
-	if len(cfg.Select) > 0 {
-		seen := map[string]bool{}
-		for i, s := range cfg.Select {
-			idx := schema.FieldIndices(s)
-			switch {
-			case len(idx) == 0:
-				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "%s", UnknownColumn(s, schema)))
-			case seen[s]:
-				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "column %q is selected twice", s))
-			case dropped[s]:
-				errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "column %q is also dropped", s))
-			default:
-				keep = append(keep, idx[0])
-			}
-			seen[s] = true
-		}
-		for i, f := range schema.Fields() {
-			if connectors.IsMeta(f.Name) && !seen[f.Name] && !dropped[f.Name] {
-				keep = append(keep, i)
-			}
-		}
-	} else {
+	if len(cfg.Select) == 0 {
 		for i, f := range schema.Fields() {
 			if !dropped[f.Name] {
 				keep = append(keep, i)
 			}
 		}
+		return keep, errs
 	}
-	if err := errs.Err(); err != nil {
-		return Built{}, err
-	}
-	fields := make([]arrow.Field, len(keep))
-	for i, k := range keep {
-		fields[i] = schema.Field(k)
-	}
-	out := arrow.NewSchema(fields, nil)
-	// Identity only when every input column is kept in its place: a
-	// select that reorders all of them is not.
-	identity := len(steps) == 0 && len(keep) == c.Input.NumFields()
-	for i, k := range keep {
-		identity = identity && k == i
-	}
-	return Built{Output: out, New: func(Task) (Instance, error) {
-		if identity {
-			return Passthrough{}, nil
+	seen := map[string]bool{}
+	for i, s := range cfg.Select {
+		idx := schema.FieldIndices(s)
+		switch {
+		case len(idx) == 0:
+			errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "%s", UnknownColumn(s, schema)))
+		case seen[s]:
+			errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "column %q is selected twice", s))
+		case dropped[s]:
+			errs = append(errs, Errf(fmt.Sprintf("config.select[%d]", i), "column %q is also dropped", s))
+		default:
+			keep = append(keep, idx[0])
 		}
-		return &exprMap{op: c.Op.ID, steps: steps, keep: keep, out: out}, nil
-	}}, nil
+		seen[s] = true
+	}
+	for i, f := range schema.Fields() {
+		if connectors.IsMeta(f.Name) && !seen[f.Name] && !dropped[f.Name] {
+			keep = append(keep, i)
+		}
+	}
+	return keep, errs
 }
 
 // insertBeforeMeta appends f after the last non-metadata column, so

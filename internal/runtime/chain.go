@@ -39,45 +39,95 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 		defer close(c.source.done)
 		return c.runSource(ctx, stopping, clock)
 	}
+	return c.runInbox(ctx)
+}
+
+// inboxMerge is what a chain head that reads an inbox keeps about its
+// slots: barrier alignment (the current barrier and the slots it came
+// through; slots that ended count as arrived) and the watermark of each
+// slot, whose minimum is the head's.
+type inboxMerge struct {
+	slotEnded []bool
+	ended     int // slots that ended
+	barrierID uint64
+	barrierAt []bool
+	wms       []int64
+	current   int64 // the minimum of wms forwarded last
+}
+
+func newInboxMerge(n int) *inboxMerge {
+	m := &inboxMerge{slotEnded: make([]bool, n), barrierAt: make([]bool, n), wms: make([]int64, n), current: eventtime.NoWatermark}
+	for i := range m.wms {
+		m.wms[i] = eventtime.NoWatermark
+	}
+	return m
+}
+
+// aligned reports whether the current barrier has arrived on every slot
+// that has not ended.
+func (m *inboxMerge) aligned() bool {
+	for i := range m.barrierAt {
+		if !m.barrierAt[i] && !m.slotEnded[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// takeAligned returns the current barrier once it is aligned, and starts
+// waiting for the next; 0 while there is none or it is not aligned.
+func (m *inboxMerge) takeAligned() uint64 {
+	if m.barrierID == 0 || !m.aligned() {
+		return 0
+	}
+	id := m.barrierID
+	m.barrierID = 0
+	clear(m.barrierAt)
+	return id
+}
+
+// watermark records slot's watermark wm and returns the head's new
+// watermark, the minimum over the slots, when that advanced.
+func (m *inboxMerge) watermark(slot int, wm int64) (int64, bool) {
+	if wm <= m.wms[slot] {
+		return 0, false
+	}
+	m.wms[slot] = wm
+	low := m.wms[0]
+	for _, w := range m.wms[1:] {
+		low = min(low, w)
+	}
+	if low <= m.current {
+		return 0, false
+	}
+	m.current = low
+	return low, true
+}
+
+// runInbox drives a chain whose head reads an inbox: batches go to the
+// head; a watermark is forwarded when the minimum over the slots
+// advances; a barrier is forwarded once it has come through every slot
+// still open; the chain ends when every slot has. A watermark restored
+// from a checkpoint starts every slot, and is forwarded first.
+func (c *chainInstance) runInbox(ctx context.Context) error {
 	c.inbox.start(ctx)
 	n := len(c.inbox.slots)
-	// Barrier alignment: the current barrier and the slots it came
-	// through; slots that ended count as arrived.
-	slotEnded := make([]bool, n)
-	var barrierID uint64
-	barrierAt := make([]bool, n)
-	aligned := func() bool {
-		for i := range barrierAt {
-			if !barrierAt[i] && !slotEnded[i] {
-				return false
-			}
-		}
-		return true
-	}
+	mg := newInboxMerge(n)
 	forward := func() error {
-		if barrierID == 0 || !aligned() {
-			return nil
+		if id := mg.takeAligned(); id != 0 {
+			return c.head.barrier(ctx, id)
 		}
-		id := barrierID
-		barrierID = 0
-		clear(barrierAt)
-		return c.head.barrier(ctx, id)
+		return nil
 	}
-	wms := make([]int64, n)
-	for i := range wms {
-		wms[i] = eventtime.NoWatermark
-	}
-	current := int64(eventtime.NoWatermark)
 	if wm, ok := c.restoredWM[c.head.task]; ok && wm != eventtime.NoWatermark {
-		for i := range wms {
-			wms[i] = wm
+		for i := range mg.wms {
+			mg.wms[i] = wm
 		}
-		current = wm
+		mg.current = wm
 		if err := c.head.watermark(ctx, wm); err != nil {
 			return err
 		}
 	}
-	ended := 0
 	for {
 		m, slot, err := c.inbox.next(ctx)
 		if err != nil {
@@ -89,33 +139,24 @@ func (c *chainInstance) run(ctx context.Context, stopping <-chan struct{}, clock
 				return err
 			}
 		case msgWatermark:
-			if m.wm <= wms[slot] {
-				continue
-			}
-			wms[slot] = m.wm
-			low := wms[0]
-			for _, w := range wms[1:] {
-				low = min(low, w)
-			}
-			if low > current {
-				current = low
-				if err := c.head.watermark(ctx, current); err != nil {
+			if low, ok := mg.watermark(slot, m.wm); ok {
+				if err := c.head.watermark(ctx, low); err != nil {
 					return err
 				}
 			}
 		case msgBarrier:
-			barrierID = m.id
-			barrierAt[slot] = true
+			mg.barrierID = m.id
+			mg.barrierAt[slot] = true
 			if err := forward(); err != nil {
 				return err
 			}
 		case msgEnd:
-			ended++
-			slotEnded[slot] = true
+			mg.ended++
+			mg.slotEnded[slot] = true
 			if err := forward(); err != nil {
 				return err
 			}
-			if ended == n {
+			if mg.ended == n {
 				return c.head.end(ctx)
 			}
 		}

@@ -301,23 +301,68 @@ func (r *Runtime) closeAll(res []resource, reverse bool) error {
 // sinks (R-VAL-4). On failure it closes the one that failed, then what was
 // connected in reverse order, then what was never connected: every Source
 // and Sink is closed exactly once.
+//
+// State comes first: operators restore from it when they are created, and
+// it closes last, after the sinks (R-VAL-4, R-WAL-6). Then the WALs are
+// resharded, the graph instantiated and its sources and sinks connected.
 func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, error) {
 	if len(r.opts.Tasks) > 0 {
 		if err := ValidateTasks(r.g.Plan, r.opts.Tasks); err != nil {
 			return nil, nil, err
 		}
 	}
-	// State first: operators restore from it when they are created, and it
-	// closes last, after the sinks (R-VAL-4, R-WAL-6).
-	// The checkpoint to restore is chosen before the state store opens,
-	// so that a refused one leaves the state untouched (R-CKPT-6).
-	cat, err := r.openCatalog(ctx)
+	cat, restoreFrom, st, fresh, err := r.openStartState(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	var restoreFrom *ckptstore.Manifest
-	var st statestore.Backend
-	fresh := false // st was created empty by this start
+	stateRes := resource{kind: "state", task: r.g.Spec.ID, close: func(context.Context) error {
+		// Keep the last sizes for Metrics after the job ended.
+		sizes := r.stateSizes(st)
+		r.mu.Lock()
+		r.lastStateSizes = sizes
+		r.mu.Unlock()
+		return st.Close()
+	}}
+	r.mu.Lock()
+	r.store = st
+	r.mu.Unlock()
+	if err := r.prepareState(ctx, cat, st, restoreFrom, fresh); err != nil {
+		r.closeAll([]resource{stateRes}, false)
+		return nil, nil, err
+	}
+	if err := r.reshardWALs(ctx); err != nil {
+		r.closeAll([]resource{stateRes}, false)
+		return nil, nil, err
+	}
+	chains, sources, sinks, err := r.instantiate(ctx, st)
+	if err != nil {
+		r.closeAll([]resource{stateRes}, false)
+		return nil, nil, err
+	}
+	r.mu.Lock()
+	r.sources = sources
+	for _, s := range sinks {
+		r.sinkTasks = append(r.sinkTasks, s.task)
+	}
+	r.mu.Unlock()
+	res, err := r.connectAll(ctx, chains, sources, sinks, stateRes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return chains, res, nil
+}
+
+// openStartState opens the checkpoint catalog (nil without checkpoints),
+// chooses the checkpoint to restore (nil for none) and opens the state
+// backend. The checkpoint is chosen before the state store opens, so that
+// a refused one leaves the state untouched (R-CKPT-6); fresh reports that
+// this call created the state directory empty. On error nothing stays
+// open.
+func (r *Runtime) openStartState(ctx context.Context) (cat *ckptstore.Catalog, restoreFrom *ckptstore.Manifest, st statestore.Backend, fresh bool, err error) {
+	cat, err = r.openCatalog(ctx)
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
 	if cat != nil {
 		// A state directory that does not exist yet (a new node, or one
 		// replacing a lost one) holds nothing a refused checkpoint could
@@ -343,36 +388,34 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 			}
 			st, fresh = res.st, res.st != nil
 			if err == nil && res.err != nil {
-				return nil, nil, res.err
+				return nil, nil, nil, false, res.err
 			}
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, false, err
 		}
 	}
 	if st == nil {
 		if restoreFrom == nil {
 			if err := r.checkLayout(); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, false, err
 			}
 		}
 		if st, err = r.openState(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, false, err
 		}
 	}
-	stateRes := resource{kind: "state", task: r.g.Spec.ID, close: func(context.Context) error {
-		// Keep the last sizes for Metrics after the job ended.
-		sizes := r.stateSizes(st)
-		r.mu.Lock()
-		r.lastStateSizes = sizes
-		r.mu.Unlock()
-		return st.Close()
-	}}
-	r.mu.Lock()
-	r.store = st
-	r.mu.Unlock()
-	// Restore before any operator is created or source connected: state
-	// and positions first, then input (R-CKPT-1, R-CKPT-8).
+	return cat, restoreFrom, st, fresh, nil
+}
+
+// prepareState puts the state the run starts from in place, before any
+// operator is created or source connected: state and positions first,
+// then input (R-CKPT-1, R-CKPT-8). With a checkpoint to restore it
+// restores it into st and takes its positions (unless the options gave
+// some); without one it saves the key-group layout of the plan. With a
+// catalog, the runtime's checkpoint status is enabled. The caller closes
+// st on error.
+func (r *Runtime) prepareState(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, restoreFrom *ckptstore.Manifest, fresh bool) error {
 	r.startPositions = r.opts.StartPositions
 	if cat != nil {
 		if restoreFrom != nil {
@@ -381,8 +424,7 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 				err = statestore.Ready(st) // a restore without layers may not have waited
 			}
 			if err != nil {
-				r.closeAll([]resource{stateRes}, false)
-				return nil, nil, err
+				return err
 			}
 			if r.startPositions == nil {
 				r.startPositions = restored
@@ -402,32 +444,34 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 		// A restore lays the keyed state out for the plan; else it must
 		// be laid out so already (checked before the store opened).
 		if err := r.saveLayout(); err != nil {
-			r.closeAll([]resource{stateRes}, false)
-			return nil, nil, err
+			return err
 		}
 	}
-	// Logs written at another parallelism are redistributed by partition
-	// before any opens.
+	return nil
+}
+
+// reshardWALs redistributes, by partition, the logs of durable sources
+// written at another parallelism, before any of them opens. A cancelled
+// ctx stops it (durable.Reshard).
+func (r *Runtime) reshardWALs(ctx context.Context) error {
 	for _, src := range r.g.Spec.Sources {
 		if cfg := r.g.Durability[src.OperatorID]; cfg != nil {
 			op, _ := r.g.Spec.Operator(src.OperatorID)
-			if err := durable.Reshard(cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log.With("operator", src.OperatorID)); err != nil {
-				r.closeAll([]resource{stateRes}, false)
-				return nil, nil, err
+			if err := durable.Reshard(ctx, cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log.With("operator", src.OperatorID)); err != nil {
+				return err
 			}
 		}
 	}
-	chains, sources, sinks, err := r.instantiate(st)
-	if err != nil {
-		r.closeAll([]resource{stateRes}, false)
-		return nil, nil, err
-	}
-	r.mu.Lock()
-	r.sources = sources
-	for _, s := range sinks {
-		r.sinkTasks = append(r.sinkTasks, s.task)
-	}
-	r.mu.Unlock()
+	return nil
+}
+
+// connectAll connects every source, then every sink, and returns all the
+// run's resources in the order they close: sources and sinks, then the
+// WALs, then the state.
+// When one fails to connect it closes that one, then the connected ones
+// in reverse, then the never-connected ones, then the operator instances,
+// the WALs and the state, and returns the failure.
+func (r *Runtime) connectAll(ctx context.Context, chains []*chainInstance, sources []*sourceHead, sinks []*sinkInstance, stateRes resource) ([]resource, error) {
 	var all []resource
 	for _, s := range sources {
 		all = append(all, resource{kind: "source", task: s.task, connect: s.src.Connect, close: s.src.Close})
@@ -455,8 +499,8 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 			}
 			r.closeAll(wals, false)
 			r.closeAll([]resource{stateRes}, false)
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return chains, append(append(all, wals...), stateRes), nil
+	return append(append(all, wals...), stateRes), nil
 }

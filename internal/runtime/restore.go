@@ -149,39 +149,73 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 // carry and nothing to empty, so the first attempt does not wait for a
 // store still opening in the background.
 func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) (map[string][]connectors.Position, error) {
-	spec := r.g.Spec
-	var exclude []string
-	// A restore that fails leaves no partial state behind: the next
-	// start may restore nothing (another checkpoint, none at all).
-	fail := func(err error) (map[string][]connectors.Position, error) {
-		if derr := r.emptyState(st); derr != nil {
-			err = errors.Join(err, derr)
-		}
+	carry, err := r.prepareCarry(st, m, fresh)
+	if err != nil {
 		return nil, err
 	}
-	// Read before the restore empties the store, and kept beside it
-	// until the restore is done: a kill in between must not lose them.
-	var carry *markCarry
-	// After a rescale the local store's floors belong to other subtasks:
-	// they are not carried (the windows acknowledged since m fire again).
-	if !fresh && len(rescaled(r.manifestLayout(m), r.planLayout())) == 0 {
-		var err error
-		if carry, err = r.carriedMarks(st, m); err != nil {
-			return nil, err
-		}
-		if err := r.saveCarry(carry); err != nil {
-			return nil, err
-		}
+	m, err = r.restoreUsable(ctx, cat, st, m, fresh)
+	if err != nil || m == nil {
+		return nil, err
 	}
+	if err := r.adoptRestored(st, m, carry); err != nil {
+		return nil, r.failRestore(st, err)
+	}
+	oldPar := manifestParallelism(m)
+	r.restoredWatermarks = restoredWatermarks(r.g.Spec, r.g.Plan, m.WatermarksMS, oldPar)
+	r.ckpt.mu.Lock()
+	r.ckpt.watermarks = m.WatermarksMS
+	r.ckpt.mu.Unlock()
+	return r.restoredPositions(m, oldPar), nil
+}
+
+// failRestore empties st after a restore failed and returns err (joined
+// with the emptying's own failure). A restore that fails leaves no
+// partial state behind: the next start may restore nothing (another
+// checkpoint, none at all).
+func (r *Runtime) failRestore(st statestore.Backend, err error) error {
+	if derr := r.emptyState(st); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return err
+}
+
+// prepareCarry reads the floors st holds for m, saves them beside the
+// store and returns them (nil when none are carried). They are read
+// before the restore empties the store,
+// and kept beside it until the restore is done: a kill in between must
+// not lose them. A fresh store holds none, and after a rescale the local
+// store's floors belong to other subtasks: they are not carried (the
+// windows acknowledged since m fire again).
+func (r *Runtime) prepareCarry(st statestore.Backend, m *ckptstore.Manifest, fresh bool) (*markCarry, error) {
+	if fresh || len(rescaled(r.manifestLayout(m), r.planLayout())) != 0 {
+		return nil, nil
+	}
+	carry, err := r.carriedMarks(st, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.saveCarry(carry); err != nil {
+		return nil, err
+	}
+	return carry, nil
+}
+
+// restoreUsable restores m's state into st; while that fails because m's
+// state is missing or corrupt, it excludes m and restores the next
+// artifact Select gives instead. It returns the manifest restored, or nil
+// when none is left: st is then empty and laid out for the plan, and the
+// recovery is done. Other failures empty st and are returned.
+func (r *Runtime) restoreUsable(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) (*ckptstore.Manifest, error) {
+	var exclude []string
 	for {
 		r.log.Info("restoring", "kind", m.Kind, "checkpoint", m.CheckpointID, "job_version", m.JobVersion, "snapshots", len(m.StateSnapshots))
 		err := r.restoreState(ctx, cat, st, m, fresh)
 		fresh = false // a failed attempt may have left entries
 		if err == nil {
-			break
+			return m, nil
 		}
 		if !restoreCorrupt(err) {
-			return fail(err)
+			return nil, r.failRestore(st, err)
 		}
 		r.log.Warn("checkpoint not usable: its state could not be restored; selecting the previous one", "kind", m.Kind, "checkpoint", m.CheckpointID, "error", err)
 		id := m.CheckpointID
@@ -190,7 +224,7 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 		}
 		exclude = append(exclude, id)
 		if m, _, err = r.selectRestoreExcluding(ctx, cat, exclude); err != nil {
-			return fail(err)
+			return nil, r.failRestore(st, err)
 		}
 		if m == nil {
 			if err := r.emptyState(st); err != nil {
@@ -206,19 +240,27 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 			return nil, nil
 		}
 	}
+}
+
+// adoptRestored makes m's restored state the run's: the floors carried
+// for m are kept, the state is laid out for the plan (relayout after a
+// rescale, then the layout saved), a restored checkpoint is noted as cut
+// by its attempt's run, and the carry is dropped. The caller empties st
+// on error.
+func (r *Runtime) adoptRestored(st statestore.Backend, m *ckptstore.Manifest, carry *markCarry) error {
 	if carry != nil && carry.id == m.CheckpointID {
 		if err := r.keepMarks(st, carry); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	if m.MaxParallelism == 0 {
-		r.log.Warn("restore: the checkpoint does not record its max_parallelism (it was written by an older arkflow-go); its state is restored as if cut with this job's", "kind", m.Kind, "checkpoint", m.CheckpointID, "max_parallelism", spec.MaxParallelism)
+		r.log.Warn("restore: the checkpoint does not record its max_parallelism (it was written by an older arkflow-go); its state is restored as if cut with this job's", "kind", m.Kind, "checkpoint", m.CheckpointID, "max_parallelism", r.g.Spec.MaxParallelism)
 	}
 	if err := r.relayout(st, m); err != nil {
-		return fail(err)
+		return err
 	}
 	if err := r.saveLayout(); err != nil {
-		return fail(err)
+		return err
 	}
 	if a, ok := r.localAttempt(m); m.Kind == ckptstore.KindCheckpoint && ok {
 		// The restored state is m's: a restore of m again may keep
@@ -230,16 +272,25 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 	r.ckpt.mu.Lock()
 	r.ckpt.status.Restored = string(m.Kind) + " " + m.CheckpointID
 	r.ckpt.mu.Unlock()
+	return nil
+}
+
+// manifestParallelism returns the parallelism of each operator when m was
+// cut: the number of its planned tasks.
+func manifestParallelism(m *ckptstore.Manifest) map[string]int {
 	oldPar := map[string]int{}
 	for _, t := range m.PlannedTasks {
 		if op, _, ok := splitTask(t); ok {
 			oldPar[op]++
 		}
 	}
-	r.restoredWatermarks = restoredWatermarks(spec, r.g.Plan, m.WatermarksMS, oldPar)
-	r.ckpt.mu.Lock()
-	r.ckpt.watermarks = m.WatermarksMS
-	r.ckpt.mu.Unlock()
+	return oldPar
+}
+
+// restoredPositions returns the positions each source task of the plan
+// resumes from, given m and the parallelism it was cut at.
+func (r *Runtime) restoredPositions(m *ckptstore.Manifest, oldPar map[string]int) map[string][]connectors.Position {
+	spec := r.g.Spec
 	// Positions by source task: a task that recorded its own gets them;
 	// after a parallelism change every subtask gets all of its operator's
 	// (each keeps the partitions it reads).
@@ -270,7 +321,7 @@ func (r *Runtime) restore(ctx context.Context, cat *ckptstore.Catalog, st states
 			out[t.ID] = ps
 		}
 	}
-	return out, nil
+	return out
 }
 
 // restoreState empties the state of every stateful operator of the plan

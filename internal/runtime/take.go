@@ -69,51 +69,7 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 	start := time.Now()
 	var pause time.Duration
 	var bytes int64
-	defer func() {
-		r.ckpt.mu.Lock()
-		defer r.ckpt.mu.Unlock()
-		s := &r.ckpt.status
-		if err != nil {
-			if errors.Is(err, errNoCut) {
-				return
-			}
-			if errors.Is(ctx.Err(), context.Canceled) {
-				// Cancelled, not failed: the job is ending (its input
-				// ended, or it stops) or the caller gave up. The store
-				// did nothing wrong, so health and failure counts stay.
-				if id != "" {
-					r.log.Info("checkpoint abandoned: cancelled before it committed; the previous one stays in use", "kind", kind, "checkpoint", id)
-				} else {
-					r.log.Info("checkpoint abandoned: cancelled before it committed; the previous one stays in use", "kind", kind)
-				}
-				return
-			}
-			s.Healthy = false
-			s.Failures++
-			s.ConsecutiveFailures++
-			s.LastError = err.Error()
-			if id != "" {
-				r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "checkpoint", id, "error", err)
-			} else {
-				r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "error", err)
-			}
-			return
-		}
-		s.Healthy = true
-		s.LastError = ""
-		s.Completed++
-		s.ConsecutiveFailures = 0
-		s.LastID, s.LastDuration, s.LastPause, s.LastBytes = m.CheckpointID, time.Since(start), pause, bytes
-		s.LastCompleted = time.Now()
-		r.ckpt.duration.ObserveDuration(s.LastDuration)
-		r.ckpt.pause.ObserveDuration(pause)
-		r.ckpt.size.Observe(bytes)
-		what := "checkpoint completed"
-		if part {
-			what = "checkpoint part written (the Hub commits it)"
-		}
-		r.log.Info(what, "kind", kind, "checkpoint", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
-	}()
+	defer func() { r.noteRound(ctx, kind, id, part, m, start, pause, bytes, err) }()
 	if !part {
 		id = name
 	}
@@ -139,20 +95,96 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 	}
 	pause = c.Pause
 
+	results := r.uploadSnapshots(ctx, cat, c, kind, id, part)
+	m, bytes, err = r.roundManifest(c, kind, id, name, part, results)
+	if err != nil {
+		return nil, "", err
+	}
+	if part {
+		key, err := r.putPart(ctx, cat, m, kind, id)
+		if err != nil {
+			return nil, "", err
+		}
+		return m, key, nil
+	}
+	if err := r.commitRound(ctx, cat, m, c, kind, id); err != nil {
+		return nil, "", err
+	}
+	return m, "", nil
+}
+
+// noteRound records how a round ended in the checkpoint status, its
+// metrics and the log; it runs deferred, after the frozen view closed. A
+// round without a cut (errNoCut) leaves no trace, a cancelled one only an
+// INFO line. start is when the round took the round lock; pause and bytes
+// are what its cut paused and uploaded.
+func (r *Runtime) noteRound(ctx context.Context, kind ckptstore.Kind, id string, part bool, m *ckptstore.Manifest, start time.Time, pause time.Duration, bytes int64, err error) {
+	r.ckpt.mu.Lock()
+	defer r.ckpt.mu.Unlock()
+	s := &r.ckpt.status
+	if err != nil {
+		if errors.Is(err, errNoCut) {
+			return
+		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// Cancelled, not failed: the job is ending (its input
+			// ended, or it stops) or the caller gave up. The store
+			// did nothing wrong, so health and failure counts stay.
+			if id != "" {
+				r.log.Info("checkpoint abandoned: cancelled before it committed; the previous one stays in use", "kind", kind, "checkpoint", id)
+			} else {
+				r.log.Info("checkpoint abandoned: cancelled before it committed; the previous one stays in use", "kind", kind)
+			}
+			return
+		}
+		s.Healthy = false
+		s.Failures++
+		s.ConsecutiveFailures++
+		s.LastError = err.Error()
+		if id != "" {
+			r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "checkpoint", id, "error", err)
+		} else {
+			r.log.Warn("checkpoint failed; the previous one stays in use", "kind", kind, "error", err)
+		}
+		return
+	}
+	s.Healthy = true
+	s.LastError = ""
+	s.Completed++
+	s.ConsecutiveFailures = 0
+	s.LastID, s.LastDuration, s.LastPause, s.LastBytes = m.CheckpointID, time.Since(start), pause, bytes
+	s.LastCompleted = time.Now()
+	r.ckpt.duration.ObserveDuration(s.LastDuration)
+	r.ckpt.pause.ObserveDuration(pause)
+	r.ckpt.size.Observe(bytes)
+	what := "checkpoint completed"
+	if part {
+		what = "checkpoint part written (the Hub commits it)"
+	}
+	r.log.Info(what, "kind", kind, "checkpoint", m.CheckpointID, "duration", s.LastDuration, "pause", pause, "bytes", bytes)
+}
+
+// snapResult is one task's uploaded state snapshot, or why it failed.
+type snapResult struct {
+	snap ckptstore.StateSnapshot
+	err  error
+}
+
+// uploadSnapshots snapshots the key-group scope of every local stateful
+// task from the cut's frozen view and streams it to the catalog, at most
+// four at a time, while the pipeline runs. It returns one result per task
+// in plan order, after every upload has ended.
+func (r *Runtime) uploadSnapshots(ctx context.Context, cat *ckptstore.Catalog, c *cut, kind ckptstore.Kind, id string, part bool) []snapResult {
 	spec, plan := r.g.Spec, r.g.Plan
 	ns := stateJob(spec)
 	now := r.opts.Clock.Now().UnixMilli()
-	type result struct {
-		snap ckptstore.StateSnapshot
-		err  error
-	}
 	var tasks []job.Task
 	for _, t := range plan.Tasks {
 		if op, _ := spec.Operator(t.OperatorID); op != nil && r.statefulOp(op) && r.isLocal(t.ID) {
 			tasks = append(tasks, t)
 		}
 	}
-	results := make([]result, len(tasks))
+	results := make([]snapResult, len(tasks))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for i, t := range tasks {
@@ -178,15 +210,24 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 				snap.NodeID = r.nodeID()
 			}
 			pr.CloseWithError(errors.New("upload ended"))
-			results[i] = result{snap, err}
+			results[i] = snapResult{snap, err}
 		}(i, t)
 	}
 	wg.Wait()
+	return results
+}
+
+// roundManifest builds the round's manifest: the planned tasks (this
+// process's only, for a part) with their attempts, the uploaded snapshots
+// and their total bytes, the cut's watermarks and source positions (in
+// task order). The first failed upload fails the round.
+func (r *Runtime) roundManifest(c *cut, kind ckptstore.Kind, id, name string, part bool, results []snapResult) (*ckptstore.Manifest, int64, error) {
+	spec, plan := r.g.Spec, r.g.Plan
 	planned := r.plannedTasks()
 	if part {
 		planned = r.localTasks()
 	}
-	m = &ckptstore.Manifest{
+	m := &ckptstore.Manifest{
 		CheckpointID: id, JobID: spec.ID, JobVersion: spec.Version, Generation: r.generation.Load(),
 		FormatVersion: r.formatVersion(), Kind: kind, Name: name,
 		CreatedMS: time.Now().UnixMilli(), PlannedTasks: planned, PlanDigest: plan.Digest,
@@ -195,9 +236,10 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 	for _, t := range m.PlannedTasks {
 		m.TaskAttempts = append(m.TaskAttempts, ckptstore.TaskAttempt{TaskID: t, AttemptID: t + ":" + r.nodeID() + ":" + r.run, NodeID: r.nodeID()})
 	}
+	var bytes int64
 	for _, res := range results {
 		if res.err != nil {
-			return nil, "", fmt.Errorf("%s %s: uploading state: %w", kind, id, res.err)
+			return nil, bytes, fmt.Errorf("%s %s: uploading state: %w", kind, id, res.err)
 		}
 		m.StateSnapshots = append(m.StateSnapshots, res.snap)
 		bytes += res.snap.Bytes
@@ -213,23 +255,34 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 			m.SourcePositions = append(m.SourcePositions, ckptstore.SourcePosition{TaskID: t, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
 		}
 	}
-	if part {
-		key, err := cat.PutPart(ctx, m, r.nodeID())
-		if err != nil {
-			return nil, "", fmt.Errorf("%s %s: %w", kind, id, err)
-		}
-		if kind == r.restartKind() {
-			r.ckpt.mu.Lock()
-			r.parts = append(r.parts, id)
-			if len(r.parts) > maxPendingParts {
-				r.parts = r.parts[len(r.parts)-maxPendingParts:]
-			}
-			r.ckpt.mu.Unlock()
-		}
-		return m, key, nil
+	return m, bytes, nil
+}
+
+// putPart writes a part round's manifest for the Hub to commit and
+// returns its key. A part of the kind restarts use is remembered (the
+// last maxPendingParts) until the Hub says which one committed.
+func (r *Runtime) putPart(ctx context.Context, cat *ckptstore.Catalog, m *ckptstore.Manifest, kind ckptstore.Kind, id string) (string, error) {
+	key, err := cat.PutPart(ctx, m, r.nodeID())
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", kind, id, err)
 	}
+	if kind == r.restartKind() {
+		r.ckpt.mu.Lock()
+		r.parts = append(r.parts, id)
+		if len(r.parts) > maxPendingParts {
+			r.parts = r.parts[len(r.parts)-maxPendingParts:]
+		}
+		r.ckpt.mu.Unlock()
+	}
+	return key, nil
+}
+
+// commitRound commits a whole round's manifest; once it has, the round's
+// watermarks are the checkpoint's, and a round of the kind restarts use
+// lets the sources commit the cut's positions.
+func (r *Runtime) commitRound(ctx context.Context, cat *ckptstore.Catalog, m *ckptstore.Manifest, c *cut, kind ckptstore.Kind, id string) error {
 	if err := cat.Commit(ctx, m); err != nil {
-		return nil, "", fmt.Errorf("%s %s: %w", kind, id, err)
+		return fmt.Errorf("%s %s: %w", kind, id, err)
 	}
 	r.ckpt.mu.Lock()
 	r.ckpt.watermarks = m.WatermarksMS
@@ -237,7 +290,7 @@ func (r *Runtime) round(ctx context.Context, kind ckptstore.Kind, id, name strin
 	if kind == r.restartKind() {
 		r.checkpointCompleted(c.Positions)
 	}
-	return m, "", nil
+	return nil
 }
 
 func (r *Runtime) nodeID() string {

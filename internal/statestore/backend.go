@@ -1,16 +1,3 @@
-// Package statestore keeps keyed operator state (the engine behind
-// package state) in an embedded key-value store
-// local to the process: Badger by default, memory for
-// tests. Entries are isolated by job, operator and namespace, carry an
-// optional expiry (TTL), are accounted in bytes per job and operator, and
-// live in a directory stamped with a state format version. Snapshots stream
-// a key-group range out with a checksum and restore it into an empty store,
-// so a restore can take only the groups a task owns; Badger restores them
-// as read-only layers under the store (LayerRestorer, layer.go).
-//
-// Operators do not write to a Backend directly: they stage mutations in a
-// Journal per input batch (an epoch), and the journal commits an epoch only
-// when the output it produced has been acknowledged by the sinks.
 package statestore
 
 import (

@@ -2,8 +2,6 @@ package statestore
 
 import (
 	"io"
-	"maps"
-	"slices"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -119,31 +117,6 @@ func (b *badgerBackend) dropEntered(scope Scope) error {
 		return nil
 	}
 	return b.dropLayers(scope)
-}
-
-// Freeze returns a copy of the map (entries are immutable once stored, so
-// a shallow copy is a consistent view).
-func (b *memBackend) Freeze() (Frozen, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, ErrClosed
-	}
-	return &memBackend{m: maps.Clone(b.m), sorted: slices.Clone(b.sorted), pending: slices.Clone(b.pending), tombs: b.tombs}, nil
-}
-
-// Drop deletes every entry of scope.
-func (b *memBackend) Drop(scope Scope) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	items, err := b.collect(scope, nil, func(*memEntry) bool { return true })
-	for _, it := range items {
-		b.del(it.key)
-	}
-	return err
 }
 
 // holdsAny reports whether Badger holds any item (live or not) in scope.

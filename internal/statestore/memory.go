@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -347,4 +348,29 @@ func (b *memBackend) Close() error {
 		b.m, b.sorted, b.pending = nil, nil, nil
 	}
 	return nil
+}
+
+// Freeze returns a copy of the map (entries are immutable once stored, so
+// a shallow copy is a consistent view).
+func (b *memBackend) Freeze() (Frozen, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	return &memBackend{m: maps.Clone(b.m), sorted: slices.Clone(b.sorted), pending: slices.Clone(b.pending), tombs: b.tombs}, nil
+}
+
+// Drop deletes every entry of scope.
+func (b *memBackend) Drop(scope Scope) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	items, err := b.collect(scope, nil, func(*memEntry) bool { return true })
+	for _, it := range items {
+		b.del(it.key)
+	}
+	return err
 }

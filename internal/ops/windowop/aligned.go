@@ -120,6 +120,12 @@ func (w *aligned) close(x *win) {
 	}
 }
 
+// Process folds a batch's rows into their windows: each row goes to every
+// window it belongs to that is still open (or, late under update, within
+// its deadline), is counted replayed when a window it belongs to already
+// took it before a restart, or is late; then the touched late windows are
+// emitted again, late rows routed, and the batch's acknowledgement held
+// until the last window it fed fires.
 func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
 	b, epoch, err := w.begin(b)
 	if err != nil || b.Rec == nil {
@@ -135,6 +141,48 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		return fail(err)
 	}
 	n := len(w.ts)
+	w.resetRows(n)
+	route := w.route[:n]
+	anyRoute := false
+	maxEnd := int64(eventtime.NoWatermark)
+	w.touched = w.touched[:0]
+	update := w.tm.policy == job.LateUpdate
+	wm := w.wm
+	for r := 0; r < n; r++ {
+		route[r] = false
+		if !w.valid[r] {
+			if w.lateRow(true) {
+				route[r], anyRoute = true, true
+			}
+			continue
+		}
+		routeIt, end, err := w.assignRow(r, wm, update)
+		if err != nil {
+			return fail(err)
+		}
+		if routeIt {
+			route[r], anyRoute = true, true
+		}
+		maxEnd = max(maxEnd, end)
+	}
+	w.reportDrops()
+	for k := 0; k < w.perEvent; k++ {
+		if err := w.acc.Update(rec, w.gids[k]); err != nil {
+			return fail(err)
+		}
+	}
+	updates := w.lateUpdates(epoch)
+	routed, err := routeRows(rec, route, anyRoute)
+	if err != nil {
+		return fail(fmt.Errorf("routing late rows: %w", err))
+	}
+	return finishBatch(ctx, b, out, w.build(updates), routed, &w.held, maxEnd)
+}
+
+// resetRows sizes the per-row assignment for n rows: one group slice per
+// window an event belongs to (w.perEvent), all -1 (no group), and the
+// route mask.
+func (w *aligned) resetRows(n int) {
 	for len(w.gids) < w.perEvent {
 		w.gids = append(w.gids, nil)
 	}
@@ -150,78 +198,70 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 	if cap(w.route) < n {
 		w.route = make([]bool, n)
 	}
-	route := w.route[:n]
-	anyRoute := false
-	maxEnd := int64(eventtime.NoWatermark)
-	w.touched = w.touched[:0]
-	update := w.tm.policy == job.LateUpdate
-	wm := w.wm
-	for r := 0; r < n; r++ {
-		route[r] = false
-		if !w.valid[r] {
-			if w.lateRow(true) {
-				route[r], anyRoute = true, true
+}
+
+// assignRow assigns valid row r to the groups of its windows at watermark
+// wm: an open window takes it; a window the watermark has passed takes it
+// only under update (within its deadline, touched for re-emission), and
+// not when the row is a replay the window already holds. It returns
+// whether the row is to be routed as late, and the latest end of the open
+// windows that took it (eventtime.NoWatermark: none).
+func (w *aligned) assignRow(r int, wm int64, update bool) (routeIt bool, maxEnd int64, err error) {
+	maxEnd = eventtime.NoWatermark
+	t := w.ts[r]
+	if !eventtime.InRange(t, w.size) {
+		return false, maxEnd, w.rangeError(r, t, w.size)
+	}
+	if w.slide == w.size {
+		w.starts = append(w.starts[:0], eventtime.TumblingStart(t, w.size))
+	} else {
+		w.starts = eventtime.SlidingStarts(w.starts[:0], t, w.size, w.slide)
+	}
+	accepted, late, updated, replayed := false, false, false, false
+	for k, s := range w.starts {
+		end := s + w.size
+		if wm >= end {
+			if w.replayOf(end) {
+				replayed = true // the window has it already
+				continue
+			}
+			late = true
+			if !update || wm >= satAdd(end, w.tm.lateness) {
+				continue
+			}
+			x := w.window(s, true)
+			g := w.group(x, w.kid[r])
+			w.gids[k][r] = g
+			accepted, updated = true, true
+			m := slices.Index(x.members, g)
+			if !x.inBatch[m] {
+				x.inBatch[m] = true
+				w.touched = append(w.touched, touch{x, m})
 			}
 			continue
 		}
-		t := w.ts[r]
-		if !eventtime.InRange(t, w.size) {
-			return fail(w.rangeError(r, t, w.size))
-		}
-		if w.slide == w.size {
-			w.starts = append(w.starts[:0], eventtime.TumblingStart(t, w.size))
-		} else {
-			w.starts = eventtime.SlidingStarts(w.starts[:0], t, w.size, w.slide)
-		}
-		accepted, late, updated, replayed := false, false, false, false
-		for k, s := range w.starts {
-			end := s + w.size
-			if wm >= end {
-				if w.replayOf(end) {
-					replayed = true // the window has it already
-					continue
-				}
-				late = true
-				if !update || wm >= satAdd(end, w.tm.lateness) {
-					continue
-				}
-				x := w.window(s, true)
-				g := w.group(x, w.kid[r])
-				w.gids[k][r] = g
-				accepted, updated = true, true
-				m := slices.Index(x.members, g)
-				if !x.inBatch[m] {
-					x.inBatch[m] = true
-					w.touched = append(w.touched, touch{x, m})
-				}
-				continue
-			}
-			x := w.window(s, false)
-			w.gids[k][r] = w.group(x, w.kid[r])
-			accepted = true
-			maxEnd = max(maxEnd, end)
-		}
-		switch {
-		case updated:
-			w.m.lateUpdated.Add(1)
-		case replayed && !accepted:
-			// The first time, a window took it (the one replayed): it
-			// was not late, whatever its other windows did with it.
-			w.replayedRow()
-		case late && !accepted:
-			if w.lateRow(false) {
-				route[r], anyRoute = true, true
-			}
-		}
+		x := w.window(s, false)
+		w.gids[k][r] = w.group(x, w.kid[r])
+		accepted = true
+		maxEnd = max(maxEnd, end)
 	}
-	w.reportDrops()
-	for k := 0; k < w.perEvent; k++ {
-		if err := w.acc.Update(rec, w.gids[k]); err != nil {
-			return fail(err)
-		}
+	switch {
+	case updated:
+		w.m.lateUpdated.Add(1)
+	case replayed && !accepted:
+		// The first time, a window took it (the one replayed): it
+		// was not late, whatever its other windows did with it.
+		w.replayedRow()
+	case late && !accepted:
+		return w.lateRow(false), maxEnd, nil
 	}
-	// Late updates: re-emit every touched window with its corrected
-	// aggregates.
+	return false, maxEnd, nil
+}
+
+// lateUpdates re-emits every window late rows touched with its corrected
+// aggregates, in result order; the corrected windows are kept state and
+// commit with the batch's epoch.
+func (w *aligned) lateUpdates(epoch *statestore.Epoch) []result {
 	var updates []result
 	for _, t := range w.touched {
 		t.w.inBatch[t.m] = false
@@ -232,11 +272,7 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		w.keepState(epoch, t.w.start, key, nil, g)
 	}
 	sortResults(updates)
-	routed, err := routeRows(rec, route, anyRoute)
-	if err != nil {
-		return fail(fmt.Errorf("routing late rows: %w", err))
-	}
-	return finishBatch(ctx, b, out, w.build(updates), routed, &w.held, maxEnd)
+	return updates
 }
 
 // Watermark fires every window whose end the watermark reached, in order

@@ -115,22 +115,46 @@ func Build(c ops.Context) (ops.Built, error) {
 	if err != nil {
 		errs = append(errs, ops.PrefixErrors("", err)...)
 	}
-	tsCol := -1
-	if tm.event {
-		idx := c.Input.FieldIndices(tm.field)
-		switch {
-		case len(idx) == 0:
-			errs = append(errs, ops.Errf("config", "the event-time field of its source is not in the rows it receives: %s", ops.UnknownColumn(tm.field, c.Input)))
-		case !eventtime.Supported(c.Input.Field(idx[0]).Type):
-			errs = append(errs, ops.Errf("config", "the event-time field %q has type %s; it must be int64 (milliseconds) or a timestamp", tm.field, c.Input.Field(idx[0]).Type))
-		default:
-			tsCol = idx[0]
-		}
+	tsCol, err := eventTimeColumn(c.Input, tm)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if err := errs.Err(); err != nil {
 		return ops.Built{}, err
 	}
 	key := c.Input.Field(keyCol)
+	out, err := outputSchema(key, set)
+	if err != nil {
+		return ops.Built{}, err
+	}
+	meta := ops.MetaColumnsOf(c.Input)
+	wb := windowBuild{spec: cfg.Window, tm: tm, set: set, out: out, keyType: key.Type, keyCol: keyCol, tsCol: tsCol, meta: meta,
+		warn: newDropWarner(c.Spec, c.Op.ID)} // the warner is shared by the subtasks
+	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: wb.newInstance}, nil
+}
+
+// eventTimeColumn returns the index of the event-time column in the rows
+// in, -1 without event time; the column must be int64 milliseconds or a
+// timestamp.
+func eventTimeColumn(in *arrow.Schema, tm timing) (int, error) {
+	if !tm.event {
+		return -1, nil
+	}
+	idx := in.FieldIndices(tm.field)
+	switch {
+	case len(idx) == 0:
+		return -1, ops.Errf("config", "the event-time field of its source is not in the rows it receives: %s", ops.UnknownColumn(tm.field, in))
+	case !eventtime.Supported(in.Field(idx[0]).Type):
+		return -1, ops.Errf("config", "the event-time field %q has type %s; it must be int64 (milliseconds) or a timestamp", tm.field, in.Field(idx[0]).Type)
+	}
+	return idx[0], nil
+}
+
+// outputSchema is the schema of a window operator's rows: the key, the
+// window's start and end, one column per aggregate and the update flag.
+// An aggregate's column may not take the name of another.
+func outputSchema(key arrow.Field, set *agg.Set) (*arrow.Schema, error) {
+	var errs ops.Errors
 	fields := []arrow.Field{
 		{Name: key.Name, Type: key.Type, Nullable: true},
 		{Name: ColumnStart, Type: tsMillis},
@@ -145,57 +169,74 @@ func Build(c ops.Context) (ops.Built, error) {
 	}
 	fields = append(fields, arrow.Field{Name: ColumnUpdate, Type: arrow.FixedWidthTypes.Boolean})
 	if err := errs.Err(); err != nil {
-		return ops.Built{}, err
+		return nil, err
 	}
-	out := arrow.NewSchema(fields, nil)
-	spec := cfg.Window
-	meta := ops.MetaColumnsOf(c.Input)
-	warn := newDropWarner(c.Spec, c.Op.ID) // shared by the subtasks
-	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: func(info ops.Task) (ops.Instance, error) {
-		t, err := keys.NewTable(key.Type)
-		if err != nil {
-			return nil, err
-		}
-		j, err := statestore.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups)
-		if err != nil {
-			return nil, err
-		}
-		fl := newFloor(info.State, info.JobID, info.OperatorID, info.KeyGroups.Start)
-		wm, reached, err := fl.load(info.Now())
-		if err != nil {
-			return nil, fmt.Errorf("operator %q: reading the watermark floor: %w", info.OperatorID, err)
-		}
-		meta := meta
-		meta.Key, meta.MaxParallelism = keyCol, info.MaxParallelism
-		b := base{op: info.OperatorID, keyCol: keyCol, tsCol: tsCol, tm: tm, set: set, acc: newMemAccumulators(set), keys: t, out: out, wm: wm, input: eventtime.NoWatermark, reached: reached, m: &counters{},
-			journal: j, meta: meta, groups: info.Grouper(), floor: fl, warn: warn, log: info.Logger, now: info.Now}
-		var inst interface {
-			ops.Instance
-			restore(e statestore.Entry) error
-		}
-		if spec.Type == TypeSession {
-			ss := newSessions(b, spec.GapMS, info.CheckpointWatermark)
-			if ss.perKey {
-				if err := j.Scan(sessionFloorNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), ss.loadFloor); err != nil {
-					return nil, fmt.Errorf("operator %q: reading the session floors: %w", info.OperatorID, err)
-				}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// windowBuild is what Build checked and derived, from which each subtask's
+// instance is made.
+type windowBuild struct {
+	spec          Spec
+	tm            timing
+	set           *agg.Set
+	out           *arrow.Schema
+	keyType       arrow.DataType
+	keyCol, tsCol int
+	meta          ops.MetaColumns
+	warn          *dropWarner
+}
+
+// newInstance creates one subtask's window operator: its journal, the
+// watermark floor it resumes at, per-key session floors, and the windows
+// kept for late updates when the last run stopped (they come back fired;
+// everything else is rebuilt by replaying the input from the committed
+// positions).
+func (wb windowBuild) newInstance(info ops.Task) (ops.Instance, error) {
+	t, err := keys.NewTable(wb.keyType)
+	if err != nil {
+		return nil, err
+	}
+	j, err := statestore.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups)
+	if err != nil {
+		return nil, err
+	}
+	fl := newFloor(info.State, info.JobID, info.OperatorID, info.KeyGroups.Start)
+	wm, reached, err := fl.load(info.Now())
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: reading the watermark floor: %w", info.OperatorID, err)
+	}
+	meta := wb.meta
+	meta.Key, meta.MaxParallelism = wb.keyCol, info.MaxParallelism
+	b := base{op: info.OperatorID, keyCol: wb.keyCol, tsCol: wb.tsCol, tm: wb.tm, set: wb.set, acc: newMemAccumulators(wb.set), keys: t, out: wb.out, wm: wm, input: eventtime.NoWatermark, reached: reached, m: &counters{},
+		journal: j, meta: meta, groups: info.Grouper(), floor: fl, warn: wb.warn, log: info.Logger, now: info.Now}
+	var inst interface {
+		ops.Instance
+		restore(e statestore.Entry) error
+	}
+	spec := wb.spec
+	if spec.Type == TypeSession {
+		ss := newSessions(b, spec.GapMS, info.CheckpointWatermark)
+		if ss.perKey {
+			if err := j.Scan(sessionFloorNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), ss.loadFloor); err != nil {
+				return nil, fmt.Errorf("operator %q: reading the session floors: %w", info.OperatorID, err)
 			}
-			inst = ss
-		} else {
-			slide := spec.SlideMS
-			if spec.Type == TypeTumbling {
-				slide = spec.SizeMS
-			}
-			inst = newAligned(b, spec.SizeMS, slide)
 		}
-		// Windows kept for late updates when the last run stopped come
-		// back fired; everything else is rebuilt by replaying the input
-		// from the committed positions.
-		if err := j.Scan(keptNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), inst.restore); err != nil {
-			return nil, fmt.Errorf("operator %q: restoring kept windows: %w", info.OperatorID, err)
+		inst = ss
+	} else {
+		slide := spec.SlideMS
+		if spec.Type == TypeTumbling {
+			slide = spec.SizeMS
 		}
-		return inst, nil
-	}}, nil
+		inst = newAligned(b, spec.SizeMS, slide)
+	}
+	// Windows kept for late updates when the last run stopped come
+	// back fired; everything else is rebuilt by replaying the input
+	// from the committed positions.
+	if err := j.Scan(keptNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), inst.restore); err != nil {
+		return nil, fmt.Errorf("operator %q: restoring kept windows: %w", info.OperatorID, err)
+	}
+	return inst, nil
 }
 
 // keptNamespace holds windows that fired and are kept for late updates

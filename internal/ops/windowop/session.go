@@ -192,6 +192,12 @@ func (w *sessions) flush(b ops.Batch, dirty *bool) error {
 	return nil
 }
 
+// Process assigns a batch's rows to their keys' sessions (starting,
+// extending or merging them), skips rows a restore replays and handles
+// late ones by the late policy, folds the rows into the sessions'
+// groups, emits the sessions late rows updated and routes late rows. The
+// batch's acknowledgement is held by every live session it fed, until it
+// fires.
 func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
 	b, epoch, err := w.begin(b)
 	if err != nil || b.Rec == nil {
@@ -216,160 +222,25 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 	for i := range w.gid {
 		w.gid[i], w.route[i] = -1, false
 	}
-	anyRoute, dirty := false, false
-	update := w.tm.policy == job.LateUpdate
-	wm := w.wm
-	var touched []*session // sessions to emit now (late updates)
-	var pending []*session // sessions holding this batch's acknowledgement
-	hold := func(s *session) {
-		if s.ackOf != w.batch {
-			s.ackOf = w.batch
-			pending = append(pending, s)
-		}
-	}
+	sb := &sessionBatch{b: b, update: w.tm.policy == job.LateUpdate, wm: w.wm}
 	for r := 0; r < n; r++ {
-		if !w.valid[r] {
-			if w.lateRow(true) {
-				w.route[r], anyRoute = true, true
-			}
-			continue
+		if err := w.assignRow(sb, r); err != nil {
+			return fail(err)
 		}
-		t := w.ts[r]
-		if !eventtime.InRange(t, w.gap) {
-			return fail(w.rangeError(r, t, w.gap))
-		}
-		k := w.kid[r]
-		list := w.byKey[k]
-		// Sessions the event's own window [t, t+gap) overlaps. A key's
-		// sessions are disjoint and sorted, so their ends are too.
-		lo := sort.Search(len(list), func(i int) bool { return list[i].end(w.gap) > t })
-		hi := lo
-		for hi < len(list) && list[hi].start < t+w.gap {
-			hi++
-		}
-		overlap := list[lo:hi]
-		if w.perKey && len(overlap) == 0 {
-			// At or before the key's floor and joining no open session:
-			// a replayed row of a fired session, or one as late as that
-			// session's end, which the watermark had passed.
-			if t <= w.firedUpTo(k) {
-				// Which of the two the watermark tells: the first time,
-				// a late row met one past its own window [t, t+gap)
-				// (the session fired at last+gap >= t+gap, and the
-				// watermark never moves back), a row of the session
-				// one before it; a restart re-reads the row at the
-				// watermark it met then (see base.replayOf).
-				if w.replayOf(satAdd(t, w.gap)) {
-					w.replayedRow()
-				} else if w.lateRow(false) {
-					w.route[r], anyRoute = true, true
-				}
-				continue
-			}
-		}
-		end := t + w.gap
-		anyEmitted := false
-		for _, s := range overlap {
-			end = max(end, s.end(w.gap))
-			anyEmitted = anyEmitted || s.emitted
-		}
-		// Late: the merged window's end is already behind the watermark
-		// (then every session it touches has fired); a replay when only
-		// the restored floor put it there (base.replayOf).
-		late := wm >= end
-		if late && w.replayOf(end) {
-			w.replayedRow()
-			continue
-		}
-		if late && (!update || wm >= satAdd(end, w.tm.lateness)) {
-			if w.lateRow(false) {
-				w.route[r], anyRoute = true, true
-			}
-			continue
-		}
-		var s *session
-		reschedule := false
-		switch len(overlap) {
-		case 0:
-			s = &session{key: k, start: t, last: t, group: w.newGroup(), alive: true}
-			w.m.open.Add(1)
-			list = append(list, nil)
-			copy(list[lo+1:], list[lo:])
-			list[lo] = s
-			reschedule = true
-		case 1:
-			s = overlap[0]
-			old := s.end(w.gap)
-			s.start, s.last = min(s.start, t), max(s.last, t)
-			reschedule = s.fired || s.end(w.gap) != old
-		default:
-			// The event bridges sessions: fold them into the first.
-			if err := w.flush(b, &dirty); err != nil {
-				return fail(err)
-			}
-			s = overlap[0]
-			for _, o := range overlap[1:] {
-				if err := w.acc.Merge(s.group, o.group); err != nil {
-					return fail(err)
-				}
-				s.last = max(s.last, o.last)
-				s.acks = append(s.acks, o.acks...)
-				o.acks = nil
-				if o.ackOf == w.batch {
-					hold(s)
-				}
-				w.drop(o)
-			}
-			s.start, s.last = min(s.start, t), max(s.last, t)
-			s.emitted = anyEmitted
-			list = append(list[:lo+1], list[hi:]...)
-			reschedule = true
-		}
-		w.byKey[k] = list
-		w.gid[r] = s.group
-		dirty = true
-		if late {
-			// Within the deadline under update: emitted now and kept
-			// until its deadline.
-			w.m.lateUpdated.Add(1)
-			s.fired = true
-			if !containsSession(touched, s) {
-				touched = append(touched, s)
-			}
-			continue
-		}
-		if reschedule {
-			s.fired = false
-			heap.Push(&w.ends, sessionAt{end: s.end(w.gap), s: s})
-		}
-		hold(s)
 	}
 	w.reportDrops()
-	if err := w.flush(b, &dirty); err != nil {
+	if err := w.flush(b, &sb.dirty); err != nil {
 		return fail(err)
 	}
 	refs := 0
-	for _, s := range pending {
+	for _, s := range sb.pending {
 		if s.alive && s.ackOf == w.batch {
 			s.acks = append(s.acks, b.Ack)
 			refs++
 		}
 	}
-	var updates []result
-	for _, s := range touched {
-		// A later row of the batch may have extended the session past the
-		// watermark (it is no longer fired): it fires at its new end, not
-		// now, which would emit a window the watermark has not closed.
-		if !s.alive || !s.fired {
-			continue
-		}
-		updates = append(updates, result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted})
-		s.emitted = true
-		w.keepUntilDeadline(s)
-		w.persist(epoch, s)
-	}
-	sortResults(updates)
-	routed, err := routeRows(b.Rec, w.route, anyRoute)
+	updates := w.lateUpdates(epoch, sb.touched)
+	routed, err := routeRows(b.Rec, w.route, sb.anyRoute)
 	if err != nil {
 		return fail(err)
 	}
@@ -391,6 +262,186 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 		}
 	}
 	return emitAll(ctx, out, routed, b.Ack, ops.PortLate)
+}
+
+// sessionBatch is what Process keeps while it assigns one batch's rows.
+type sessionBatch struct {
+	b        ops.Batch
+	update   bool       // the late policy is update
+	wm       int64      // the watermark the rows are classified against
+	anyRoute bool       // some row goes to the late port
+	dirty    bool       // rows were assigned since the last flush
+	touched  []*session // sessions to emit now (late updates)
+	pending  []*session // sessions holding this batch's acknowledgement
+}
+
+// hold records that s holds the batch's acknowledgement (once per batch).
+func (w *sessions) hold(sb *sessionBatch, s *session) {
+	if s.ackOf != w.batch {
+		s.ackOf = w.batch
+		sb.pending = append(sb.pending, s)
+	}
+}
+
+// assignRow assigns row r to its key's session, or skips it: a row
+// without a time or late is routed or dropped by the late policy, a
+// replayed one is counted. A row joining a session the watermark has
+// passed (late, within the deadline under update) marks it for emission
+// now; any other row reschedules its session's firing when its end moved
+// and makes it hold the batch's acknowledgement.
+func (w *sessions) assignRow(sb *sessionBatch, r int) error {
+	if !w.valid[r] {
+		if w.lateRow(true) {
+			w.route[r], sb.anyRoute = true, true
+		}
+		return nil
+	}
+	t := w.ts[r]
+	if !eventtime.InRange(t, w.gap) {
+		return w.rangeError(r, t, w.gap)
+	}
+	k := w.kid[r]
+	list := w.byKey[k]
+	// Sessions the event's own window [t, t+gap) overlaps. A key's
+	// sessions are disjoint and sorted, so their ends are too.
+	lo := sort.Search(len(list), func(i int) bool { return list[i].end(w.gap) > t })
+	hi := lo
+	for hi < len(list) && list[hi].start < t+w.gap {
+		hi++
+	}
+	overlap := list[lo:hi]
+	if w.perKey && len(overlap) == 0 {
+		// At or before the key's floor and joining no open session:
+		// a replayed row of a fired session, or one as late as that
+		// session's end, which the watermark had passed.
+		if t <= w.firedUpTo(k) {
+			// Which of the two the watermark tells: the first time,
+			// a late row met one past its own window [t, t+gap)
+			// (the session fired at last+gap >= t+gap, and the
+			// watermark never moves back), a row of the session
+			// one before it; a restart re-reads the row at the
+			// watermark it met then (see base.replayOf).
+			if w.replayOf(satAdd(t, w.gap)) {
+				w.replayedRow()
+			} else if w.lateRow(false) {
+				w.route[r], sb.anyRoute = true, true
+			}
+			return nil
+		}
+	}
+	end := t + w.gap
+	anyEmitted := false
+	for _, s := range overlap {
+		end = max(end, s.end(w.gap))
+		anyEmitted = anyEmitted || s.emitted
+	}
+	// Late: the merged window's end is already behind the watermark
+	// (then every session it touches has fired); a replay when only
+	// the restored floor put it there (base.replayOf).
+	late := sb.wm >= end
+	if late && w.replayOf(end) {
+		w.replayedRow()
+		return nil
+	}
+	if late && (!sb.update || sb.wm >= satAdd(end, w.tm.lateness)) {
+		if w.lateRow(false) {
+			w.route[r], sb.anyRoute = true, true
+		}
+		return nil
+	}
+	s, reschedule, err := w.join(sb, k, t, lo, hi, anyEmitted)
+	if err != nil {
+		return err
+	}
+	w.gid[r] = s.group
+	sb.dirty = true
+	if late {
+		// Within the deadline under update: emitted now and kept
+		// until its deadline.
+		w.m.lateUpdated.Add(1)
+		s.fired = true
+		if !containsSession(sb.touched, s) {
+			sb.touched = append(sb.touched, s)
+		}
+		return nil
+	}
+	if reschedule {
+		s.fired = false
+		heap.Push(&w.ends, sessionAt{end: s.end(w.gap), s: s})
+	}
+	w.hold(sb, s)
+	return nil
+}
+
+// join returns the session of key k that an event at t joins, given the
+// key's sessions [lo, hi) it overlaps: a new one when it overlaps none,
+// the one it overlaps extended to t, or, when it bridges several, the
+// first with the others merged into it (their groups, acknowledgements
+// and emitted flag; the rows assigned so far are folded first).
+// reschedule reports that the session's end changed or it had fired, so
+// its firing must be scheduled again.
+func (w *sessions) join(sb *sessionBatch, k int32, t int64, lo, hi int, anyEmitted bool) (s *session, reschedule bool, err error) {
+	list := w.byKey[k]
+	overlap := list[lo:hi]
+	switch len(overlap) {
+	case 0:
+		s = &session{key: k, start: t, last: t, group: w.newGroup(), alive: true}
+		w.m.open.Add(1)
+		list = append(list, nil)
+		copy(list[lo+1:], list[lo:])
+		list[lo] = s
+		reschedule = true
+	case 1:
+		s = overlap[0]
+		old := s.end(w.gap)
+		s.start, s.last = min(s.start, t), max(s.last, t)
+		reschedule = s.fired || s.end(w.gap) != old
+	default:
+		// The event bridges sessions: fold them into the first.
+		if err := w.flush(sb.b, &sb.dirty); err != nil {
+			return nil, false, err
+		}
+		s = overlap[0]
+		for _, o := range overlap[1:] {
+			if err := w.acc.Merge(s.group, o.group); err != nil {
+				return nil, false, err
+			}
+			s.last = max(s.last, o.last)
+			s.acks = append(s.acks, o.acks...)
+			o.acks = nil
+			if o.ackOf == w.batch {
+				w.hold(sb, s)
+			}
+			w.drop(o)
+		}
+		s.start, s.last = min(s.start, t), max(s.last, t)
+		s.emitted = anyEmitted
+		list = append(list[:lo+1], list[hi:]...)
+		reschedule = true
+	}
+	w.byKey[k] = list
+	return s, reschedule, nil
+}
+
+// lateUpdates returns the results of the sessions late rows touched that
+// are still fired, in result order. Each is kept until its deadline and
+// persisted with the batch's epoch.
+func (w *sessions) lateUpdates(epoch *statestore.Epoch, touched []*session) []result {
+	var updates []result
+	for _, s := range touched {
+		// A later row of the batch may have extended the session past the
+		// watermark (it is no longer fired): it fires at its new end, not
+		// now, which would emit a window the watermark has not closed.
+		if !s.alive || !s.fired {
+			continue
+		}
+		updates = append(updates, result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted})
+		s.emitted = true
+		w.keepUntilDeadline(s)
+		w.persist(epoch, s)
+	}
+	sortResults(updates)
+	return updates
 }
 
 func containsSession(list []*session, s *session) bool {
@@ -418,69 +469,11 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	if !w.advance(wm) {
 		return nil
 	}
-	var fired []*session
-	var acks []*ack.Node
-	for w.ends.Len() > 0 && w.ends[0].end <= wm {
-		e := heap.Pop(&w.ends).(sessionAt)
-		s := e.s
-		if !s.alive {
-			continue
-		}
-		if e.deadline {
-			if s.fired && satAdd(s.end(w.gap), w.tm.lateness) == e.end {
-				closedTo, closes = max(closedTo, e.end), true
-				w.remove(s)
-			}
-			continue
-		}
-		if s.fired || s.end(w.gap) != e.end {
-			continue // stale entry: the session grew or already fired
-		}
-		s.fired = true
-		fired = append(fired, s)
-		acks = append(acks, s.acks...)
-		s.acks = nil
-	}
+	fired, acks, closedTo, closes := w.due(wm, closedTo, closes)
 	if w.keeps() {
-		var fe *statestore.Epoch
-		for _, s := range fired {
-			if wm < satAdd(s.end(w.gap), w.tm.lateness) {
-				if fe == nil {
-					fe = w.journal.Begin()
-				}
-				w.persist(fe, s)
-			}
-		}
-		w.firingEpoch = fe
+		w.firingEpoch = w.persistKept(wm, fired)
 	}
-	fire := make([]result, len(fired))
-	var keyFloors []statestore.Mutation
-	for i, s := range fired {
-		if w.keeps() {
-			closedTo = max(closedTo, satAdd(s.end(w.gap), w.tm.lateness))
-		} else {
-			closedTo = max(closedTo, s.end(w.gap))
-		}
-		fire[i] = result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted}
-		s.emitted = true
-		if w.perKey {
-			last := s.last
-			if wm == eventtime.EndOfTime {
-				// The end of time closes the session for good: a row
-				// after a restart that would have joined it (before its
-				// end) is late, as for aligned windows, instead of
-				// starting a session with part of its rows.
-				last = max(last, s.end(w.gap)-1)
-			}
-			w.setFloor(s.key, last)
-			keyFloors = append(keyFloors, statestore.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(last))})
-		}
-	}
-	if w.perKey && len(fired) > 0 {
-		// Deletions go with the firing's floor write, after its new
-		// floors (a floor written and expired at once ends deleted).
-		keyFloors = append(keyFloors, w.expiredFloors()...)
-	}
+	fire, keyFloors, closedTo := w.fireResults(wm, fired, closedTo)
 	sortResults(fire)
 	recs := w.build(fire)
 	w.m.fired.Add(int64(len(fire)))
@@ -513,6 +506,89 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	}
 	node.Retain(len(recs) - 1)
 	return emitAll(ctx, out, recs, node, ops.PortMain)
+}
+
+// due pops the sessions the watermark wm has reached: those whose end it
+// reached fire (they are returned with the acknowledgements they held),
+// and those whose deadline it reached are removed, which moves closedTo
+// to their deadline and sets closes. Stale entries (a session that grew,
+// fired already, or is gone) are skipped.
+func (w *sessions) due(wm, closedTo int64, closes bool) (fired []*session, acks []*ack.Node, _ int64, _ bool) {
+	for w.ends.Len() > 0 && w.ends[0].end <= wm {
+		e := heap.Pop(&w.ends).(sessionAt)
+		s := e.s
+		if !s.alive {
+			continue
+		}
+		if e.deadline {
+			if s.fired && satAdd(s.end(w.gap), w.tm.lateness) == e.end {
+				closedTo, closes = max(closedTo, e.end), true
+				w.remove(s)
+			}
+			continue
+		}
+		if s.fired || s.end(w.gap) != e.end {
+			continue // stale entry: the session grew or already fired
+		}
+		s.fired = true
+		fired = append(fired, s)
+		acks = append(acks, s.acks...)
+		s.acks = nil
+	}
+	return fired, acks, closedTo, closes
+}
+
+// persistKept stages the state of the fired sessions kept for late
+// updates (their deadline is after wm) in one epoch of the firing, and
+// returns it (nil when none is kept).
+func (w *sessions) persistKept(wm int64, fired []*session) *statestore.Epoch {
+	var fe *statestore.Epoch
+	for _, s := range fired {
+		if wm < satAdd(s.end(w.gap), w.tm.lateness) {
+			if fe == nil {
+				fe = w.journal.Begin()
+			}
+			w.persist(fe, s)
+		}
+	}
+	return fe
+}
+
+// fireResults returns the results of the fired sessions (in firing
+// order), and, with per-key floors, the floor writes of their keys
+// followed by the deletions of the floors no restore needs any more.
+// closedTo moves to each session's deadline (its end when nothing is
+// kept).
+func (w *sessions) fireResults(wm int64, fired []*session, closedTo int64) ([]result, []statestore.Mutation, int64) {
+	fire := make([]result, len(fired))
+	var keyFloors []statestore.Mutation
+	for i, s := range fired {
+		if w.keeps() {
+			closedTo = max(closedTo, satAdd(s.end(w.gap), w.tm.lateness))
+		} else {
+			closedTo = max(closedTo, s.end(w.gap))
+		}
+		fire[i] = result{group: s.group, key: s.key, start: s.start, end: s.end(w.gap), update: s.emitted}
+		s.emitted = true
+		if w.perKey {
+			last := s.last
+			if wm == eventtime.EndOfTime {
+				// The end of time closes the session for good: a row
+				// after a restart that would have joined it (before its
+				// end) is late, as for aligned windows, instead of
+				// starting a session with part of its rows.
+				last = max(last, s.end(w.gap)-1)
+			}
+			w.setFloor(s.key, last)
+			keyFloors = append(keyFloors, statestore.Mutation{Key: w.sessionFloorKey(s.key), Value: binary.BigEndian.AppendUint64(nil, uint64(last))})
+		}
+	}
+	if w.perKey && len(fired) > 0 {
+		// Deletions go with the firing's floor write, after its new
+		// floors (a floor written and expired at once ends deleted).
+		keyFloors = append(keyFloors, w.expiredFloors()...)
+	}
+	return fire, keyFloors, closedTo
 }
 
 // persist stages a kept session's state; a session whose start moved is

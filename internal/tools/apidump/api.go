@@ -349,31 +349,7 @@ func (w *walker) signatureString(sig *types.Signature) string {
 func (w *walker) writeType(buf *bytes.Buffer, typ types.Type) {
 	switch typ := typ.(type) {
 	case *types.Basic:
-		s := typ.Name()
-		switch typ.Kind() {
-		case types.UnsafePointer:
-			s = "unsafe.Pointer"
-		case types.UntypedBool:
-			s = "ideal-bool"
-		case types.UntypedInt:
-			s = "ideal-int"
-		case types.UntypedRune:
-			s = "ideal-char"
-		case types.UntypedFloat:
-			s = "ideal-float"
-		case types.UntypedComplex:
-			s = "ideal-complex"
-		case types.UntypedString:
-			s = "ideal-string"
-		default:
-			switch s {
-			case "byte":
-				s = "uint8"
-			case "rune":
-				s = "int32"
-			}
-		}
-		buf.WriteString(s)
+		buf.WriteString(basicName(typ))
 	case *types.Array:
 		fmt.Fprintf(buf, "[%d]", typ.Len())
 		w.writeType(buf, typ.Elem())
@@ -389,23 +365,7 @@ func (w *walker) writeType(buf *bytes.Buffer, typ types.Type) {
 		buf.WriteString("func")
 		w.writeSignature(buf, typ)
 	case *types.Interface:
-		if typ.NumMethods() == 0 && typ.NumEmbeddeds() == 0 {
-			buf.WriteString("any")
-			return
-		}
-		var parts []string
-		for i := range typ.NumMethods() {
-			parts = append(parts, typ.Method(i).Name())
-		}
-		slices.Sort(parts)
-		var embs []string
-		for i := range typ.NumEmbeddeds() {
-			embs = append(embs, w.typeString(typ.EmbeddedType(i)))
-		}
-		slices.Sort(embs)
-		buf.WriteString("interface{ ")
-		buf.WriteString(strings.Join(append(parts, embs...), ", "))
-		buf.WriteString(" }")
+		w.writeInterface(buf, typ)
 	case *types.Union:
 		for i := range typ.Len() {
 			if i > 0 {
@@ -435,27 +395,85 @@ func (w *walker) writeType(buf *bytes.Buffer, typ types.Type) {
 	case *types.Alias:
 		w.writeType(buf, types.Unalias(typ))
 	case *types.Named:
-		obj := typ.Obj()
-		if pkg := obj.Pkg(); pkg != nil && pkg != w.pkg {
-			buf.WriteString(pkg.Name())
-			buf.WriteByte('.')
-		}
-		buf.WriteString(obj.Name())
-		if targs := typ.TypeArgs(); targs.Len() > 0 {
-			buf.WriteByte('[')
-			for i := range targs.Len() {
-				if i > 0 {
-					buf.WriteString(", ")
-				}
-				w.writeType(buf, targs.At(i))
-			}
-			buf.WriteByte(']')
-		}
+		w.writeNamed(buf, typ)
 	case *types.TypeParam:
 		// Type parameter names may change without changing the API.
 		fmt.Fprintf(buf, "$%d", typ.Index())
 	default:
 		panic(fmt.Sprintf("unknown type %T", typ))
+	}
+}
+
+// basicName is a basic type's name as Go's api files write it: byte and
+// rune by their underlying names, untyped constants' types as ideal-*.
+func basicName(typ *types.Basic) string {
+	s := typ.Name()
+	switch typ.Kind() {
+	case types.UnsafePointer:
+		s = "unsafe.Pointer"
+	case types.UntypedBool:
+		s = "ideal-bool"
+	case types.UntypedInt:
+		s = "ideal-int"
+	case types.UntypedRune:
+		s = "ideal-char"
+	case types.UntypedFloat:
+		s = "ideal-float"
+	case types.UntypedComplex:
+		s = "ideal-complex"
+	case types.UntypedString:
+		s = "ideal-string"
+	default:
+		switch s {
+		case "byte":
+			s = "uint8"
+		case "rune":
+			s = "int32"
+		}
+	}
+	return s
+}
+
+// writeInterface writes an interface type as its method names and
+// embedded types, each sorted ("any" when empty).
+func (w *walker) writeInterface(buf *bytes.Buffer, typ *types.Interface) {
+	if typ.NumMethods() == 0 && typ.NumEmbeddeds() == 0 {
+		buf.WriteString("any")
+		return
+	}
+	var parts []string
+	for i := range typ.NumMethods() {
+		parts = append(parts, typ.Method(i).Name())
+	}
+	slices.Sort(parts)
+	var embs []string
+	for i := range typ.NumEmbeddeds() {
+		embs = append(embs, w.typeString(typ.EmbeddedType(i)))
+	}
+	slices.Sort(embs)
+	buf.WriteString("interface{ ")
+	buf.WriteString(strings.Join(append(parts, embs...), ", "))
+	buf.WriteString(" }")
+}
+
+// writeNamed writes a named type, qualified by its package's name outside
+// the package being dumped, with its type arguments.
+func (w *walker) writeNamed(buf *bytes.Buffer, typ *types.Named) {
+	obj := typ.Obj()
+	if pkg := obj.Pkg(); pkg != nil && pkg != w.pkg {
+		buf.WriteString(pkg.Name())
+		buf.WriteByte('.')
+	}
+	buf.WriteString(obj.Name())
+	if targs := typ.TypeArgs(); targs.Len() > 0 {
+		buf.WriteByte('[')
+		for i := range targs.Len() {
+			if i > 0 {
+				buf.WriteString(", ")
+			}
+			w.writeType(buf, targs.At(i))
+		}
+		buf.WriteByte(']')
 	}
 }
 
