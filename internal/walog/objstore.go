@@ -371,37 +371,65 @@ type objVisit func(index uint64, size int64, seg Segment, passed bool, err error
 // read; otherwise they are, and every segment read is passed to visit.
 func (s *objStorage) scan(ctx context.Context, visit objVisit) (objScan, error) {
 	var sc objScan
-	var cursor uint64
+	if err := s.scanManifest(ctx, &sc); err != nil {
+		return sc, err
+	}
+	listed, err := s.segmentIndexes(ctx, &sc)
+	if err != nil {
+		return sc, err
+	}
+	ss := segScan{listed: listed, visit: visit}
+	if sc.man != nil {
+		ss.cursor, ss.ranges = sc.man.Cursor, sc.man.SegmentSeqs
+	}
+	sc.last = ss.cursor
+	if sc.man != nil {
+		sc.last = max(sc.last, sc.man.MaxSealedSeq)
+	}
+	for n, index := range sc.indexes {
+		if err := s.scanSegment(ctx, &sc, &ss, index, n == len(sc.indexes)-1); err != nil {
+			return sc, err
+		}
+	}
+	if sc.man != nil {
+		sc.maxSealed = max(sc.maxSealed, sc.man.MaxSealedSeq)
+	}
+	return sc, nil
+}
+
+// scanManifest reads manifest.json into sc, if there is one, and checks
+// it is this node's and stream's.
+func (s *objStorage) scanManifest(ctx context.Context, sc *objScan) error {
 	manKey := s.base + manifestObject
 	body, etag, found, err := s.get(ctx, manKey)
+	if err != nil || !found {
+		return err
+	}
+	man, err := DecodeManifest(body)
 	if err != nil {
-		return sc, err
+		return fmt.Errorf("%w (%s)", err, s.url(manKey))
 	}
-	if found {
-		man, err := DecodeManifest(body)
-		if err != nil {
-			return sc, fmt.Errorf("%w (%s)", err, s.url(manKey))
-		}
-		if man.NodeID != s.nodeID || man.StreamID != s.stream {
-			return sc, fmt.Errorf("wal: %s belongs to node_id %q, stream %q, not node_id %q, stream %q (was it copied?)",
-				s.url(manKey), man.NodeID, man.StreamID, s.nodeID, s.stream)
-		}
-		sc.man, sc.etag = man, etag
-		cursor = man.Cursor
+	if man.NodeID != s.nodeID || man.StreamID != s.stream {
+		return fmt.Errorf("wal: %s belongs to node_id %q, stream %q, not node_id %q, stream %q (was it copied?)",
+			s.url(manKey), man.NodeID, man.StreamID, s.nodeID, s.stream)
 	}
+	sc.man, sc.etag = man, etag
+	return nil
+}
 
-	// The union of the manifest's segments and the listed ones.
+// segmentIndexes sets sc.indexes to the union of the segments the
+// manifest names and those listed under segments/, ascending, and returns
+// the listed ones.
+func (s *objStorage) segmentIndexes(ctx context.Context, sc *objScan) (map[uint64]bool, error) {
 	listed, err := s.list(ctx)
 	if err != nil {
-		return sc, err
+		return nil, err
 	}
 	all := map[uint64]bool{}
 	for i := range listed {
 		all[i] = true
 	}
-	var ranges map[string]SeqRange
 	if man := sc.man; man != nil {
-		ranges = man.SegmentSeqs
 		for _, name := range append(slices.Clone(man.SealedSegments), man.ActiveSegment) {
 			if i, ok := parseObjectSegment(name); ok {
 				all[i] = true
@@ -414,92 +442,95 @@ func (s *objStorage) scan(ctx context.Context, visit objVisit) (objScan, error) 
 	}
 	sort.Slice(indexes, func(a, b int) bool { return indexes[a] < indexes[b] })
 	sc.indexes = indexes
+	return listed, nil
+}
 
-	last := cursor
-	if sc.man != nil {
-		last = max(last, sc.man.MaxSealedSeq)
+// segScan is what scan checks each segment against, and the end of the
+// previous one.
+type segScan struct {
+	cursor  uint64              // the manifest's cursor
+	ranges  map[string]SeqRange // the manifest's sequences by segment
+	listed  map[uint64]bool
+	visit   objVisit
+	prevEnd uint64 // last sequence of the previous non-empty segment
+}
+
+// scanSegment takes the segment of index into sc. A segment the manifest
+// names but that is missing is corrupt unless the cursor covers it
+// (acknowledged, then deleted); one wholly at or below the cursor is not
+// read by recovery unless it is the newest. A read segment's sequences
+// must follow the previous segment's and match the manifest's record;
+// only the newest may be torn.
+func (s *objStorage) scanSegment(ctx context.Context, sc *objScan, ss *segScan, index uint64, newest bool) error {
+	name := objectSegmentName(index)
+	key := s.segKey(index)
+	rng, hasRange := ss.ranges[name]
+	if !ss.listed[index] {
+		if hasRange && rng.Last <= ss.cursor {
+			return nil // acknowledged, then deleted
+		}
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("manifest.json names it but the object is missing; entries after cursor %d may be lost", ss.cursor)}
 	}
-	maxSealed := uint64(0)
-	var prevEnd uint64 // last sequence of the previous non-empty segment
-	var segs []objSegment
-	for n, index := range indexes {
-		newest := n == len(indexes)-1
-		name := objectSegmentName(index)
-		key := s.segKey(index)
-		rng, hasRange := ranges[name]
-		if !listed[index] {
-			if hasRange && rng.Last <= cursor {
-				continue // acknowledged, then deleted
+	if hasRange && rng.Last <= ss.cursor && !newest {
+		// Wholly acknowledged (retained, or not deleted yet): not
+		// read by recovery.
+		if ss.visit != nil {
+			// (A log in use may have deleted it since the LIST.)
+			b, _, found, err := s.get(ctx, key)
+			if err != nil {
+				return err
 			}
-			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("manifest.json names it but the object is missing; entries after cursor %d may be lost", cursor)}
-		}
-		if hasRange && rng.Last <= cursor && !newest {
-			// Wholly acknowledged (retained, or not deleted yet): not
-			// read by recovery.
-			if visit != nil {
-				// (A log in use may have deleted it since the LIST.)
-				b, _, found, err := s.get(ctx, key)
-				if err != nil {
-					return sc, err
-				}
-				if found {
-					seg, err := DecodeSegment(s.url(key), b, 0)
-					visit(index, int64(len(b)), seg, true, err)
-				}
+			if found {
+				seg, err := DecodeSegment(s.url(key), b, 0)
+				ss.visit(index, int64(len(b)), seg, true, err)
 			}
-			segs = append(segs, objSegment{index, rng.First, rng.Last})
-			prevEnd, maxSealed = rng.Last, max(maxSealed, rng.Last)
-			continue
 		}
-		b, etag, found, err := s.get(ctx, key)
-		if err != nil {
-			return sc, err
-		}
-		if !found {
-			return sc, fmt.Errorf("wal: %s was listed but is gone: is another process deleting in this namespace?", s.url(key))
-		}
-		seg, err := DecodeSegment(s.url(key), b, 0)
-		if err != nil {
-			return sc, err
-		}
-		if visit != nil {
-			visit(index, int64(len(b)), seg, false, nil)
-		}
-		if seg.Torn != "" {
-			if !newest {
-				return sc, &CorruptError{Segment: s.url(key), Offset: int64(seg.Intact), Reason: seg.Torn + " in a segment that is not the newest"}
-			}
-			sc.torn = &objTorn{key: key, etag: etag, body: b, seg: seg}
-		}
-		if len(seg.Entries) == 0 {
-			segs = append(segs, objSegment{index: index})
-			continue
-		}
-		first, end := seg.Entries[0].Seq, seg.Entries[len(seg.Entries)-1].Seq
-		switch {
-		case first <= prevEnd:
-			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, prevEnd)}
-		case first > prevEnd+1 && first-1 > cursor:
-			// A gap is allowed only where the cursor covers it
-			// (acknowledged entries that were never PUT, or deleted).
-			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("segment starts at sequence %d, but sequences %d to %d are neither stored nor acknowledged (cursor %d)", first, prevEnd+1, first-1, cursor)}
-		case hasRange && seg.Torn == "" && (rng.First != first || rng.Last != end):
-			return sc, &CorruptError{Segment: s.url(key), Offset: 0,
-				Reason: fmt.Sprintf("segment holds sequences %d to %d, but manifest.json records %d to %d", first, end, rng.First, rng.Last)}
-		}
-		segs = append(segs, objSegment{index, first, end})
-		prevEnd, maxSealed, last = end, max(maxSealed, end), max(last, end)
+		sc.segs = append(sc.segs, objSegment{index, rng.First, rng.Last})
+		ss.prevEnd, sc.maxSealed = rng.Last, max(sc.maxSealed, rng.Last)
+		return nil
 	}
-	sc.segs = segs
-	sc.maxSealed = maxSealed
-	if sc.man != nil {
-		sc.maxSealed = max(sc.maxSealed, sc.man.MaxSealedSeq)
+	b, etag, found, err := s.get(ctx, key)
+	if err != nil {
+		return err
 	}
-	sc.last = last
-	return sc, nil
+	if !found {
+		return fmt.Errorf("wal: %s was listed but is gone: is another process deleting in this namespace?", s.url(key))
+	}
+	seg, err := DecodeSegment(s.url(key), b, 0)
+	if err != nil {
+		return err
+	}
+	if ss.visit != nil {
+		ss.visit(index, int64(len(b)), seg, false, nil)
+	}
+	if seg.Torn != "" {
+		if !newest {
+			return &CorruptError{Segment: s.url(key), Offset: int64(seg.Intact), Reason: seg.Torn + " in a segment that is not the newest"}
+		}
+		sc.torn = &objTorn{key: key, etag: etag, body: b, seg: seg}
+	}
+	if len(seg.Entries) == 0 {
+		sc.segs = append(sc.segs, objSegment{index: index})
+		return nil
+	}
+	first, end := seg.Entries[0].Seq, seg.Entries[len(seg.Entries)-1].Seq
+	switch {
+	case first <= ss.prevEnd:
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("segment starts at sequence %d, but the previous one ends at %d", first, ss.prevEnd)}
+	case first > ss.prevEnd+1 && first-1 > ss.cursor:
+		// A gap is allowed only where the cursor covers it
+		// (acknowledged entries that were never PUT, or deleted).
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("segment starts at sequence %d, but sequences %d to %d are neither stored nor acknowledged (cursor %d)", first, ss.prevEnd+1, first-1, ss.cursor)}
+	case hasRange && seg.Torn == "" && (rng.First != first || rng.Last != end):
+		return &CorruptError{Segment: s.url(key), Offset: 0,
+			Reason: fmt.Sprintf("segment holds sequences %d to %d, but manifest.json records %d to %d", first, end, rng.First, rng.Last)}
+	}
+	sc.segs = append(sc.segs, objSegment{index, first, end})
+	ss.prevEnd, sc.maxSealed, sc.last = end, max(sc.maxSealed, end), max(sc.last, end)
+	return nil
 }
 
 // list returns the indexes of the objects under segments/.
