@@ -11,7 +11,8 @@ import (
 // SHA-256 differs from its manifest entry (the message names the object's
 // key and what is wrong). It is
 // the same value as arkflow.ErrCorrupt and wal.ErrCorrupt. A store that
-// cannot be reached is not corruption.
+// cannot be reached is not corruption. Being the module's, its text
+// starts with "arkflow: ", not "checkpoint: ".
 var ErrCorrupt = corruption.Err
 
 // ErrNotFound matches, under errors.Is, the error of reading a checkpoint

@@ -293,6 +293,9 @@ func pushErr(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if err == ErrStopped || err == ErrClosed {
+		return fmt.Errorf("arkflow: %w", err) // their text starts with "push: "
+	}
 	return fmt.Errorf("arkflow: push: %w", err)
 }
 
