@@ -85,13 +85,22 @@
 //
 // Every harness works in fresh temporary directories: its checkpoint
 // store, its state and its write-ahead logs are its own, whatever the
-// job's spec names (an object_store_uri, a state path, a durability path
-// or object-store backend), and nothing is written there. A Restore reads
-// the snapshot's store, which holds its savepoint. So a builder written
-// for production is tested as it is, a test run twice sees the same
-// thing twice, and harnesses of one builder do not meet: one after the
-// other (New starts its Inputs and Outputs afresh), or at once when their
-// sources are not Inputs.
+// job's spec names, and nothing is written there. New replaces the
+// checkpoint block's object_store_uri with the temporary store, and drops
+// the state block's path and the durability blocks' path and backend, so
+// that state and logs (local ones, whatever the backend) live in the
+// temporary data directory; the rest of the spec (backends, sync modes,
+// intervals) is kept, and the builder is not changed. A Restore reads the
+// snapshot's store, which holds its savepoint. So a builder written for
+// production is tested as it is, and no harness restores or replays what
+// another left.
+//
+// New starts a run afresh: an Input or Output that an earlier harness
+// used starts empty again, but for what was pushed to the Input after that
+// harness's job ended, which the new job reads. A test run twice thus sees
+// the same rows twice, and harnesses of one builder do not meet: one after
+// the other, or at once when their sources are not Inputs (an Input
+// belongs to one running harness at a time).
 //
 // # When the job has ended
 //

@@ -78,25 +78,13 @@ func JobOptions(opts ...arkflow.Option) Option {
 // returns once it runs and has handled whatever its inputs already hold.
 // The job stops when the test ends (t.Cleanup).
 //
-// The harness never reads or writes the places b's spec names for the
-// job's checkpoints, state and write-ahead logs: the checkpoint block's
-// object_store_uri is replaced by the temporary store, and the state
-// block's path and the durability blocks' path and backend are dropped,
-// so that state and logs (local ones, whatever the backend) live in the
-// temporary data directory. So a builder configured for production runs
-// as it is, and no harness restores or replays what another left. The rest of
-// the spec (backends, sync modes, intervals) is kept. b itself is not
-// changed: harnesses of one builder may run one after the other, or at
-// once when their sources are not Inputs (an Input belongs to one running
-// harness at a time).
-//
-// b's sources are typically Inputs and its sinks Outputs, though any
-// connector works. A job without a checkpoint block gets one (no periodic
-// checkpoints), which Snapshot and Settle need; a job without a state
-// block then keeps its state in memory. New starts a run afresh: an Input
-// or Output of b that an earlier harness used starts empty again, but for
-// what was pushed to the Input after that harness's job ended, which the
-// new job reads. The same test, run twice, thus sees the same rows.
+// The harness never touches the places b's spec names for checkpoints,
+// state and write-ahead logs; the rest of the spec (backends, sync modes,
+// intervals) is kept, and b itself is not changed (see "Isolation" in the
+// package documentation). b's sources are typically Inputs and its sinks
+// Outputs, though any connector works. A job without a checkpoint block
+// gets one (no periodic checkpoints), which Snapshot and Settle need; a
+// job without a state block then keeps its state in memory.
 func New(t testing.TB, b *arkflow.Builder, opts ...Option) *Harness {
 	t.Helper()
 	return start(t, b, nil, opts)

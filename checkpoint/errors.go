@@ -13,7 +13,8 @@ import (
 // match, a state object whose size or checksum differs from its manifest
 // entry (the message names the object's key and what is wrong), whether
 // a job's restore, Inspect or Verify met it. A store that cannot be
-// reached is not corruption.
+// reached is not corruption. Its text starts with "arkflow: ", the
+// module's, not "checkpoint: ".
 var ErrCorrupt = corruption.Err
 
 // ErrNotFound matches, under errors.Is, the error of reading a checkpoint

@@ -26,6 +26,37 @@
 // Config errors that implement FieldPath() (as DecodeConfig's do) are
 // reported with the full path in the spec, e.g. sources[0].config.path.
 // The RegisterInput example is a complete input, run in a job.
+//
+// # Sources that cannot read again
+//
+// A restore of a checkpoint puts back the state as of the checkpoint's
+// positions, and a rewindable source reads the rows after them again.
+// For an Unrewindable source the runtime does instead:
+//
+//   - Without a WAL, a restore loses the rows read after the restored
+//     checkpoint: they are in neither the restored state nor the input.
+//     For those rows the job is at-most-once.
+//   - With a WAL (a durability block) in a job that takes checkpoints,
+//     nothing acknowledged to the writer is lost. The WAL keeps every
+//     entry, also once its cursor has passed it, until a completed
+//     checkpoint holds the entry's rows; a restore replays, in order and
+//     once each, the entries whose rows the restored checkpoint does not
+//     hold, instead of seeking the source back, and the source is sought
+//     past everything the WAL holds. The positions tell which rows a
+//     checkpoint holds, so the source must implement Positioner and its
+//     rows must carry __meta_offset (and __meta_partition when it has
+//     several partitions): a row without an offset is never held by a
+//     checkpoint, and the WAL keeps its entry, and every later one, for
+//     good.
+//   - With a WAL and no checkpoints nothing is restored: the WAL replays
+//     the entries its cursor has not passed, as for any source, and the
+//     local state store holds the rest.
+//
+// Restores of the checkpoint a restart picks (the latest checkpoint, or
+// with recovery latest_savepoint the latest savepoint) are covered. The
+// restore of an older one, such as an old savepoint, after the WAL let go
+// of the entries it needed, logs a warning naming the rows that cannot be
+// replayed, and the job starts without them.
 package connectors
 
 import (
@@ -127,36 +158,10 @@ type CoverageAware interface {
 // write-ahead log in front of the source, when durability is on). A push
 // source, whose rows Go code hands over in process, is one. Seek on such a
 // source never reads rows again; it only says where its positions go on
-// from.
-//
-// A restore of a checkpoint puts back the state as of the checkpoint's
-// positions, and a rewindable source reads the rows after them again.
-// For an Unrewindable source the runtime does instead:
-//
-//   - Without a WAL, a restore loses the rows read after the restored
-//     checkpoint: they are in neither the restored state nor the input.
-//     For those rows the job is at-most-once.
-//   - With a WAL (a durability block) in a job that takes checkpoints,
-//     nothing acknowledged to the writer is lost. The WAL keeps every
-//     entry, also once its cursor has passed it, until a completed
-//     checkpoint holds the entry's rows; a restore replays, in order and
-//     once each, the entries whose rows the restored checkpoint does not
-//     hold, instead of seeking the source back, and the source is sought
-//     past everything the WAL holds. The positions tell which rows a
-//     checkpoint holds, so the source must implement Positioner and its
-//     rows must carry __meta_offset (and __meta_partition when it has
-//     several partitions): a row without an offset is never held by a
-//     checkpoint, and the WAL keeps its entry, and every later one, for
-//     good.
-//   - With a WAL and no checkpoints nothing is restored: the WAL replays
-//     the entries its cursor has not passed, as for any source, and the
-//     local state store holds the rest.
-//
-// Restores of the checkpoint a restart picks (the latest checkpoint, or
-// with recovery latest_savepoint the latest savepoint) are covered. The
-// restore of an older one, such as an old savepoint, after the WAL let go
-// of the entries it needed, logs a warning naming the rows that cannot be
-// replayed, and the job starts without them.
+// from. What a restore then does, with and without a WAL, is in the
+// package documentation ("Sources that cannot read again"): with a WAL
+// and checkpoints nothing acknowledged to the writer is lost, provided the
+// source implements Positioner and its rows carry __meta_offset.
 type Unrewindable interface {
 	Unrewindable()
 }

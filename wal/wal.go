@@ -10,5 +10,6 @@ import "github.com/arkflow-rs/arkflow-go/internal/corruption"
 // the offset), a cursor whose every slot fails its checks, an
 // object-store manifest that is not valid JSON, positions stored with the
 // cursor that do not decode — whether a job's start or Inspect met it,
-// and false for I/O errors.
+// and false for I/O errors. Its text starts with "arkflow: ", the
+// module's, not "wal: ".
 var ErrCorrupt = corruption.Err

@@ -24,9 +24,9 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
 )
 
-// Func is a sink that calls a Go function with the rows of every batch
-// a job writes, decoded into []T. T's fields are matched to the
-// sink's input columns by name as described at arkflow.Decode; a field the input
+// Func is a sink that calls a Go function with the rows of every batch a
+// job writes, decoded into []T. T's fields are matched to the sink's input
+// columns by name, as arkflow.DecodeInto matches them; a field the input
 // has no column for, or cannot be stored in, is reported when the job is
 // built. Columns T has no field for are ignored, so a window's results
 // decode into
@@ -39,12 +39,10 @@ import (
 //	}
 //
 // A nil return acknowledges the rows: the sources advance past them (and,
-// with durability, the WAL). An error fails the job: the rows stay
-// unacknowledged, so a restart reads them again (from the WAL, or from a
-// source that can re-read). The function may be called by several sink
-// subtasks at once (arkflow.WithParallelism on the sink); each call's rows are in
-// the order that subtask received them. The rows slice is the function's to
-// keep; the sink retains nothing after it returns.
+// with durability, the WAL). An error fails the job; the rows stay
+// unacknowledged, so a restart reads them again. Several sink subtasks
+// (arkflow.WithParallelism) may call the function at once, each with rows
+// in the order it received them. The rows slice is the function's to keep.
 type Func[T any] func(ctx context.Context, rows []T) error
 
 // OutputType implements arkflow.SinkComponent.

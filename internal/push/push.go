@@ -37,10 +37,10 @@ import (
 // ErrStopped is returned for rows pushed after the job reading the queue
 // stopped, and for rows still queued when it stopped. The job never took
 // them: nothing of them is processed.
-var ErrStopped = errors.New("the job reading this push source has stopped; the rows were not taken")
+var ErrStopped = errors.New("push: the job reading this source has stopped; the rows were not taken")
 
 // ErrClosed is returned for rows pushed after Close.
-var ErrClosed = errors.New("push source is closed")
+var ErrClosed = errors.New("push: the source is closed")
 
 // DefaultMaxPending is the default limit of rows pushed and not yet taken.
 const DefaultMaxPending = 1 << 16

@@ -61,7 +61,7 @@ type RecoveryProgress struct {
 
 // ErrNoCheckpoints is returned by Checkpoint and Savepoint when the spec
 // has no checkpoint block.
-var ErrNoCheckpoints = errors.New("the job has no checkpoint block (spec.checkpoint with an object_store_uri)")
+var ErrNoCheckpoints = errors.New("arkflow: the job has no checkpoint block (spec.checkpoint with an object_store_uri)")
 
 // statefulOp reports whether an operator may keep keyed state, so that
 // checkpoints snapshot it: its factory says it does (ops.Built.State), or
