@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // unitCaps are the capabilities of an Agent that runs parts of jobs.
@@ -173,7 +174,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		_, _, body := call(t, "GET", api+"/jobs/fleet/detail", viewerToken, nil)
 		return decode[hubwire.JobDetail](t, body)
 	}
-	waitFor(t, "the job running on three Agents", func() bool {
+	polltest.Eventually(t, "the job running on three Agents", func() bool {
 		d := detail()
 		return d.Job.ObservedState == hubwire.JobRunning && len(d.Assignments) == 3
 	})
@@ -252,7 +253,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		t.Fatalf("after one failed commit: %+v", r)
 	}
 	agents["a"].succeed(commit, map[string]any{"checkpoint_manifest_uri": "fleet/checkpoints/" + cp1 + "/manifest.json"})
-	waitFor(t, "the checkpoint completed", func() bool {
+	polltest.Eventually(t, "the checkpoint completed", func() bool {
 		r := records()
 		return r[0].Status == "completed" && r[0].ManifestURI == "fleet/checkpoints/"+cp1+"/manifest.json"
 	})
@@ -276,7 +277,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 		}
 		a.succeed(c, map[string]any{"checkpoint_manifest_uri": "x"})
 	}
-	waitFor(t, "the failed round", func() bool { r := records(); return r[0].CheckpointID == cp2 && r[0].Status == "failed" })
+	polltest.Eventually(t, "the failed round", func() bool { r := records(); return r[0].CheckpointID == cp2 && r[0].Status == "failed" })
 	if r := records(); r[1].CheckpointID != cp1 || r[1].Status != "completed" || !strings.Contains(r[0].Error, "upload refused") {
 		t.Fatalf("after the failed round: %+v", r)
 	}
@@ -332,7 +333,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 			t.Fatalf("lost task %s not moved to a: a has %v", task, got["a"])
 		}
 	}
-	waitFor(t, "the job running again at the new generation", func() bool {
+	polltest.Eventually(t, "the job running again at the new generation", func() bool {
 		d := detail()
 		if d.Job.ObservedState == hubwire.JobFailed {
 			t.Fatalf("the job failed during failover: %+v", d.Job)
@@ -366,7 +367,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 			t.Fatalf("d took %s, which a did not run", task)
 		}
 	}
-	waitFor(t, "the job running on a, b and d", func() bool {
+	polltest.Eventually(t, "the job running on a, b and d", func() bool {
 		d := detail()
 		return d.Job.Generation == gen+2 && d.Job.ObservedState == hubwire.JobRunning && len(d.Assignments) == 3
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // Two checkpoint rounds of one job whose parts are all in are committed
@@ -41,7 +42,7 @@ func TestCheckpointCommitsGoInIDOrder(t *testing.T) {
 	claim := func(op string) hubstore.Command {
 		t.Helper()
 		var got []hubstore.Command
-		waitUntil(t, "a "+op, func() bool {
+		polltest.Eventually(t, "a "+op, func() bool {
 			got, err = h.store.ClaimCommands(ctx, "n1", reg.SessionToken, time.Minute, 1)
 			return err == nil && len(got) == 1
 		})
@@ -74,7 +75,7 @@ func TestCheckpointCommitsGoInIDOrder(t *testing.T) {
 	// operator's.
 	h.poke()
 	var older string
-	waitUntil(t, "the periodic round", func() bool {
+	polltest.Eventually(t, "the periodic round", func() bool {
 		cps, err := h.store.ListCheckpoints(ctx, "j", hubstore.KindCheckpoint)
 		if err == nil && len(cps) == 1 {
 			older = cps[0].CheckpointID

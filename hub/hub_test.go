@@ -22,6 +22,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -93,18 +94,6 @@ func decode[T any](t *testing.T, b []byte) T {
 	return v
 }
 
-// waitFor polls cond until it holds; it fails the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type row struct{ N int64 }
 
 func ticks(n *atomic.Int64, checkpoints string) *arkflow.Builder {
@@ -165,7 +154,7 @@ func TestEndToEnd(t *testing.T) {
 	go func() { defer close(agentDone); _ = agent.Run(ctx) }()
 	defer func() { cancel(); <-agentDone }()
 
-	waitFor(t, "the agent online", func() bool {
+	polltest.Eventually(t, "the agent online", func() bool {
 		st, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)
 		if st != 200 {
 			t.Fatalf("nodes: %d %s", st, body)
@@ -227,7 +216,7 @@ func TestEndToEnd(t *testing.T) {
 	envelope(t, st, 412, hdr, body, hubwire.CodeGenerationConflict)
 
 	var detail hubwire.JobDetail
-	waitFor(t, "the job observed running with rows", func() bool {
+	polltest.Eventually(t, "the job observed running with rows", func() bool {
 		st, _, body := call(t, "GET", api+"/jobs/ticks/detail", viewerToken, nil)
 		if st != 200 {
 			t.Fatalf("detail: %d %s", st, body)
@@ -266,7 +255,7 @@ func TestEndToEnd(t *testing.T) {
 		return hubwire.JobCheckpointRecord{}, cps
 	}
 	spID := decode[hubwire.JobRecord](t, body).CheckpointID
-	waitFor(t, "the savepoint completed", func() bool {
+	polltest.Eventually(t, "the savepoint completed", func() bool {
 		sp, _ := record("savepoints", spID)
 		return sp.Status == hubwire.CheckpointCompleted && sp.Kind == hubwire.KindSavepoint && sp.ManifestURI == "ticks/savepoints/before-upgrade/manifest.json"
 	})
@@ -281,7 +270,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("checkpoint: %d %s", st, body)
 	}
 	cpID := decode[hubwire.JobRecord](t, body).CheckpointID
-	waitFor(t, "the checkpoint completed", func() bool {
+	polltest.Eventually(t, "the checkpoint completed", func() bool {
 		cp, all := record("checkpoints", cpID)
 		periodic := 0
 		for _, c := range all {
@@ -300,7 +289,7 @@ func TestEndToEnd(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("desired stopped: %d %s", st, body)
 	}
-	waitFor(t, "the job observed stopped", func() bool {
+	polltest.Eventually(t, "the job observed stopped", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
 		r := decode[hubwire.JobRecord](t, body)
 		return r.Generation == 3 && r.ObservedState == hubwire.JobStopped
@@ -336,7 +325,7 @@ func TestEndToEnd(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("running v2: %d %s", st, body)
 	}
-	waitFor(t, "version 2 running from the savepoint", func() bool {
+	polltest.Eventually(t, "version 2 running from the savepoint", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
 		r := decode[hubwire.JobRecord](t, body)
 		if r.ObservedState == hubwire.JobFailed {
@@ -348,7 +337,7 @@ func TestEndToEnd(t *testing.T) {
 	st, hdr, body = call(t, "POST", api+"/jobs/ticks/upgrades/any/rollback", operatorToken, nil)
 	envelope(t, st, 409, hdr, body, hubwire.CodeJobMustBeStopped)
 	call(t, "PUT", api+"/jobs/ticks/desired-state", operatorToken, hubwire.JobDesiredStateRequest{State: "stopped"})
-	waitFor(t, "version 2 stopped", func() bool {
+	polltest.Eventually(t, "version 2 stopped", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
 		return decode[hubwire.JobRecord](t, body).ObservedState == hubwire.JobStopped
 	})
@@ -361,7 +350,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("running v1 again: %d %s", st, body)
 	}
 	n = rows.Load()
-	waitFor(t, "version 1 running again from its savepoint", func() bool {
+	polltest.Eventually(t, "version 1 running again from its savepoint", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
 		r := decode[hubwire.JobRecord](t, body)
 		if r.ObservedState == hubwire.JobFailed {
@@ -410,7 +399,7 @@ func TestRestartKeepsJobsAndCommands(t *testing.T) {
 	}
 	// Wait until the reconciler queued the start (it is visible in the
 	// detail's operations), then restart without the Agent polling.
-	waitFor(t, "the job_start queued", func() bool {
+	polltest.Eventually(t, "the job_start queued", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/files/detail", viewerToken, nil)
 		return len(decode[hubwire.JobDetail](t, body).Operations) == 1
 	})
@@ -540,7 +529,7 @@ func TestAgentRestartRestartsItsJobs(t *testing.T) {
 	}
 	var first, second atomic.Int64
 	b, stop := startAgent(&first)
-	waitFor(t, "the agent online", func() bool {
+	polltest.Eventually(t, "the agent online", func() bool {
 		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)
 		p := decode[hubwire.Page[hubwire.HubNode]](t, body)
 		return len(p.Items) == 1 && p.Items[0].State == hubwire.NodeOnline
@@ -549,8 +538,8 @@ func TestAgentRestartRestartsItsJobs(t *testing.T) {
 	if st != 202 {
 		t.Fatalf("submit: %d %s", st, body)
 	}
-	waitFor(t, "rows in the first process", func() bool { return first.Load() > 0 })
-	waitFor(t, "the job observed running", func() bool {
+	polltest.Eventually(t, "rows in the first process", func() bool { return first.Load() > 0 })
+	polltest.Eventually(t, "the job observed running", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
 		return decode[hubwire.JobRecord](t, body).ObservedState == hubwire.JobRunning
 	})
@@ -558,8 +547,8 @@ func TestAgentRestartRestartsItsJobs(t *testing.T) {
 
 	_, stop = startAgent(&second)
 	defer stop()
-	waitFor(t, "rows in the restarted process", func() bool { return second.Load() > 0 })
-	waitFor(t, "the job observed running again", func() bool {
+	polltest.Eventually(t, "rows in the restarted process", func() bool { return second.Load() > 0 })
+	polltest.Eventually(t, "the job observed running again", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
 		r := decode[hubwire.JobRecord](t, body)
 		return r.ObservedState == hubwire.JobRunning && r.Generation == 2

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // reportJob sends a's next report with one job observation (job at gen).
@@ -57,7 +58,7 @@ func TestDetailMetricsAggregateTheNodesReports(t *testing.T) {
 		_, _, body := call(t, "GET", api+"/jobs/fleet/detail", viewerToken, nil)
 		return decode[hubwire.JobDetail](t, body)
 	}
-	waitFor(t, "the job running", func() bool { return detail().Job.ObservedState == hubwire.JobRunning })
+	polltest.Eventually(t, "the job running", func() bool { return detail().Job.ObservedState == hubwire.JobRunning })
 	if m := mustJSON(t, detail().Metrics); m != "{}" {
 		t.Fatalf("metrics before any node measured the job: %s", m)
 	}
@@ -69,7 +70,7 @@ func TestDetailMetricsAggregateTheNodesReports(t *testing.T) {
 			t.Fatalf("failed part: %d %v", st, v)
 		}
 	}
-	waitFor(t, "the failed round", func() bool {
+	polltest.Eventually(t, "the failed round", func() bool {
 		h := detail().CheckpointHealth
 		return h != nil && h.ConsecutiveFailures == 1
 	})
@@ -126,7 +127,7 @@ func TestDetailMetricsAggregateTheNodesReports(t *testing.T) {
 func TestDetailMetricsOfARunningJob(t *testing.T) {
 	_, hubURL, api := serveHub(t, testConfig(t, t.TempDir()))
 	startAgent(t, hubURL, "n1")
-	waitFor(t, "the agent online", func() bool {
+	polltest.Eventually(t, "the agent online", func() bool {
 		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)
 		p := decode[hubwire.Page[hubwire.HubNode]](t, body)
 		return len(p.Items) == 1 && p.Items[0].State == hubwire.NodeOnline
@@ -147,7 +148,7 @@ func TestDetailMetricsOfARunningJob(t *testing.T) {
 	}
 	var m hubwire.JobMetrics
 	var at time.Time
-	waitFor(t, "every metric measured, the state non-empty", func() bool {
+	polltest.Eventually(t, "every metric measured, the state non-empty", func() bool {
 		at = time.Now()
 		_, _, body := call(t, "GET", api+"/jobs/measured/detail", viewerToken, nil)
 		d := decode[hubwire.JobDetail](t, body)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // callRaw sends body as it is (not marshalled) with a JSON content type.
@@ -42,7 +43,7 @@ func runOnV1Agent(t *testing.T, api string, a *v1Agent, spec, id string) {
 		t.Fatalf("desired running: %d %s", st, body)
 	}
 	var start map[string]any
-	waitFor(t, "the job_start of "+id, func() bool {
+	polltest.Eventually(t, "the job_start of "+id, func() bool {
 		for _, c := range a.poll() {
 			if c["operation"] == "job_start" && c["resource_id"] == id {
 				start = c
@@ -155,7 +156,7 @@ func TestSavepointBodyHonouredOrRefused(t *testing.T) {
 		"observed_checkpoint_id": "before-upgrade", "checkpoint_manifest_uri": "kept/savepoints/before-upgrade/manifest.json"}); st != 200 {
 		t.Fatalf("savepoint result: %d %v", st, v)
 	}
-	waitFor(t, "the savepoint completed", func() bool {
+	polltest.Eventually(t, "the savepoint completed", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/kept/savepoints", viewerToken, nil)
 		for _, c := range decode[[]hubwire.JobCheckpointRecord](t, body) {
 			if c.CheckpointID == spID {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -35,17 +36,6 @@ func serve(t *testing.T, h *Hub, method, path, token string, body any, hdr ...st
 	rec := httptest.NewRecorder()
 	h.Handler().ServeHTTP(rec, req)
 	return rec
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // The reconciler turns desired running into one job_start for the only
@@ -105,7 +95,7 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 	}
 	ctx := context.Background()
 	var cmds []hubstore.Command
-	waitUntil(t, "the job_start queued", func() bool {
+	polltest.Eventually(t, "the job_start queued", func() bool {
 		cmds, err = h.store.ListCommands(ctx, "j", -1)
 		return err == nil && len(cmds) == 1
 	})
@@ -114,7 +104,7 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 	}
 	clock.advance(2 * time.Minute)
 	h.poke()
-	waitUntil(t, "the command timed out", func() bool {
+	polltest.Eventually(t, "the command timed out", func() bool {
 		c, err := h.store.GetCommand(ctx, cmds[0].ID)
 		return err == nil && c.State == hubstore.CommandTimedOut
 	})
@@ -128,7 +118,7 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 	// retry delay.
 	clock.advance(retryDelay + time.Second)
 	h.poke()
-	waitUntil(t, "the start sent again", func() bool {
+	polltest.Eventually(t, "the start sent again", func() bool {
 		cmds, err = h.store.ListCommands(ctx, "j", -1)
 		return err == nil && len(cmds) == 2
 	})
@@ -221,7 +211,7 @@ func TestSecretsResolvedOnDelivery(t *testing.T) {
 		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
 	}
 	var cmds []hubwire.AgentCommand
-	waitUntil(t, "the start delivered", func() bool {
+	polltest.Eventually(t, "the start delivered", func() bool {
 		rec := serve(t, h, "GET", "/api/v1/agent/commands?node_id=n1&session_token="+reg.SessionToken, "", nil)
 		if err := json.Unmarshal(rec.Body.Bytes(), &cmds); err != nil {
 			t.Fatal(err)

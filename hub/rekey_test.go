@@ -13,6 +13,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 
 	_ "github.com/arkflow-rs/arkflow-go/connectors/kafka" // the kafka input and output
@@ -123,7 +124,7 @@ func TestRekeyJobsAcrossAgents(t *testing.T) {
 	for _, id := range []string{"a1", "a2", "b1", "b2"} {
 		startAgent(t, hubURL, id)
 	}
-	waitFor(t, "four agents online", func() bool {
+	polltest.Eventually(t, "four agents online", func() bool {
 		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)
 		return decode[hubwire.Page[hubwire.HubNode]](t, body).Total == 4
 	})
@@ -139,7 +140,7 @@ func TestRekeyJobsAcrossAgents(t *testing.T) {
 		}
 	}
 	for job, nodes := range map[string]string{"orders-by-user": "[a1 a2]", "spend-per-user": "[b1 b2]"} {
-		waitFor(t, job+" running on two Agents", func() bool {
+		polltest.Eventually(t, job+" running on two Agents", func() bool {
 			_, _, body := call(t, "GET", api+"/jobs/"+job+"/detail", viewerToken, nil)
 			d := decode[hubwire.JobDetail](t, body)
 			if d.Job.ObservedState == hubwire.JobFailed {
@@ -157,7 +158,7 @@ func TestRekeyJobsAcrossAgents(t *testing.T) {
 	// The detail says which partitions of the re-keyed topic each Agent
 	// reads: two each (subtask s reads p with p mod 2 = s), all four in
 	// all, once a checkpoint has been cut.
-	waitFor(t, "the partitions each Agent reads", func() bool {
+	polltest.Eventually(t, "the partitions each Agent reads", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/spend-per-user/detail", viewerToken, nil)
 		var got []string
 		for _, a := range decode[hubwire.JobDetail](t, body).Assignments {
@@ -175,7 +176,7 @@ func TestRekeyJobsAcrossAgents(t *testing.T) {
 
 	// Every user's last total reaches the reference.
 	var spend []rekeyRecord
-	waitFor(t, "every user's total", func() bool {
+	polltest.Eventually(t, "every user's total", func() bool {
 		spend = rekeyRead(t, brokers, "spend-"+run, 2)
 		last := map[string]int64{}
 		for _, r := range spend {

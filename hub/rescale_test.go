@@ -10,6 +10,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -74,7 +75,7 @@ func TestRescaleThroughHub(t *testing.T) {
 	for _, id := range []string{"n1", "n2"} {
 		startAgent(t, hubURL, id, rescaleJob(c, 2, 1, ckpts))
 	}
-	waitFor(t, "two agents", func() bool {
+	polltest.Eventually(t, "two agents", func() bool {
 		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)
 		return decode[hubwire.Page[hubwire.HubNode]](t, body).Total == 2
 	})
@@ -90,14 +91,14 @@ func TestRescaleThroughHub(t *testing.T) {
 		}
 		return r
 	}
-	waitFor(t, "all ten keys counted", func() bool { return jobState().ObservedState == hubwire.JobRunning && c.keys(0) == 10 })
+	polltest.Eventually(t, "all ten keys counted", func() bool { return jobState().ObservedState == hubwire.JobRunning && c.keys(0) == 10 })
 
 	st, _, body = call(t, "POST", api+"/jobs/rescale/savepoints", operatorToken, hubwire.SavepointRequest{Name: "before-rescale"})
 	if st != 202 {
 		t.Fatalf("savepoint: %d %s", st, body)
 	}
 	spID := decode[hubwire.JobRecord](t, body).CheckpointID
-	waitFor(t, "the savepoint", func() bool {
+	polltest.Eventually(t, "the savepoint", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/rescale/savepoints", viewerToken, nil)
 		for _, r := range decode[[]hubwire.JobCheckpointRecord](t, body) {
 			if r.CheckpointID == spID {
@@ -115,7 +116,7 @@ func TestRescaleThroughHub(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("stop: %d %s", st, body)
 	}
-	waitFor(t, "stopped", func() bool { return jobState().ObservedState == hubwire.JobStopped })
+	polltest.Eventually(t, "stopped", func() bool { return jobState().ObservedState == hubwire.JobStopped })
 	gen = jobState().Generation
 
 	st, _, body = call(t, "POST", api+"/jobs/rescale/upgrades", operatorToken, hubwire.UpgradeRequest{
@@ -132,7 +133,7 @@ func TestRescaleThroughHub(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("start version 2: %d %s", st, body)
 	}
-	waitFor(t, "version 2 running with all keys counted", func() bool {
+	polltest.Eventually(t, "version 2 running with all keys counted", func() bool {
 		r := jobState()
 		return r.ObservedState == hubwire.JobRunning && r.Version == 2 && c.keys(1) == 10
 	})

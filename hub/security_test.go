@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go/hub"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // routeKind says how a route is authenticated.
@@ -179,7 +180,7 @@ func TestSecuritySweep(t *testing.T) {
 		t.Fatalf("submit: %d %s", st, body)
 	}
 	var start map[string]any
-	waitFor(t, "the job_start", func() bool {
+	polltest.Eventually(t, "the job_start", func() bool {
 		for _, c := range a.poll() {
 			if c["operation"] == "job_start" {
 				start = c

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // chromium finds the browser for the page tests: $ARKFLOW_TEST_CHROMIUM,
@@ -161,7 +162,7 @@ func TestPageInChromium(t *testing.T) {
 	evil := &v1Agent{t: t, api: api, nodeID: `<img src=x id=injected onerror="document.title='pwned'">`}
 	evil.register()
 
-	waitFor(t, "three agents online", func() bool {
+	polltest.Eventually(t, "three agents online", func() bool {
 		_, _, body := call(t, "GET", api+"/nodes", viewerToken, nil)
 		p := decode[hubwire.Page[hubwire.HubNode]](t, body)
 		online := 0
@@ -178,7 +179,7 @@ func TestPageInChromium(t *testing.T) {
 		t.Fatalf("submit: %d %s", st, body)
 	}
 	var running hubwire.JobRecord
-	waitFor(t, "the job running", func() bool {
+	polltest.Eventually(t, "the job running", func() bool {
 		_, _, body := call(t, "GET", api+"/jobs/ticks", viewerToken, nil)
 		running = decode[hubwire.JobRecord](t, body)
 		return running.ObservedState == hubwire.JobRunning && len(running.NodeIDs) == 1 && rows.Load() > 0

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go/hub"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // v1Agent is an Agent that speaks only ArkFlow v1's JSON, written from the
@@ -198,7 +199,7 @@ func TestV1OnlyAgent(t *testing.T) {
 	}
 
 	var start map[string]any
-	waitFor(t, "the job_start on the v1 agent", func() bool {
+	polltest.Eventually(t, "the job_start on the v1 agent", func() bool {
 		for _, c := range a.poll() {
 			if c["operation"] == "job_start" {
 				start = c
@@ -302,7 +303,7 @@ func TestV1OnlyAgent(t *testing.T) {
 		t.Fatalf("desired stopped: %d %s", st, body)
 	}
 	var stop map[string]any
-	waitFor(t, "the job_stop on the v1 agent", func() bool {
+	polltest.Eventually(t, "the job_stop on the v1 agent", func() bool {
 		for _, c := range a.poll() {
 			if c["operation"] == "job_stop" {
 				stop = c

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // The types below are ArkFlow v1's, written from the reference
@@ -266,7 +268,7 @@ func TestV1JobPlanAndTaskAttempts(t *testing.T) {
 		t.Fatalf("running: %d %s", st, body)
 	}
 	// Queued until the Agent takes the start.
-	waitFor(t, "the start queued", func() bool {
+	polltest.Eventually(t, "the start queued", func() bool {
 		var d struct {
 			Tasks []v1TaskAttempt `json:"tasks"`
 		}
@@ -275,7 +277,7 @@ func TestV1JobPlanAndTaskAttempts(t *testing.T) {
 	})
 	checkV1Attempts(t, "detail's tasks, start queued", field(detail(), "tasks"), "shapes", "v1-node", 2, tasks, "queued")
 	var start map[string]any
-	waitFor(t, "the job_start", func() bool {
+	polltest.Eventually(t, "the job_start", func() bool {
 		for _, c := range a.poll() {
 			if c["operation"] == "job_start" {
 				start = c
@@ -315,7 +317,7 @@ func TestV1JobPlanAndTaskAttempts(t *testing.T) {
 	}
 	checkV1Attempts(t, "detail's tasks, stop queued", field(detail(), "tasks"), "shapes", "v1-node", 3, tasks, "stopping")
 	var stop map[string]any
-	waitFor(t, "the job_stop", func() bool {
+	polltest.Eventually(t, "the job_stop", func() bool {
 		for _, c := range a.poll() {
 			if c["operation"] == "job_stop" {
 				stop = c
@@ -379,7 +381,7 @@ func TestV1AttemptsOfAJobOnTwoNodes(t *testing.T) {
 			t.Fatalf("%s: attempts of %d tasks, the plan has %d", what, len(byTask), len(all))
 		}
 	}
-	waitFor(t, "the job running", func() bool { return len(detailTasks()["gen-0"]) == 1 && detailTasks()["gen-0"][0].State == "running" })
+	polltest.Eventually(t, "the job running", func() bool { return len(detailTasks()["gen-0"]) == 1 && detailTasks()["gen-0"][0].State == "running" })
 	check("running", "running")
 	if st, _, body := call(t, "PUT", api+"/jobs/fleet/desired-state", operatorToken, map[string]any{"state": "stopped"}); st != 200 {
 		t.Fatalf("stopped: %d %s", st, body)

@@ -21,6 +21,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // fakeHub serves the agent endpoints of the Hub protocol from memory, so
@@ -195,23 +196,11 @@ func (h *fakeHub) count(what string) int {
 	return len(h.reports)
 }
 
-// waitFor polls cond until it holds; it fails the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitResult waits for the terminal result of command id.
 func waitResult(t *testing.T, h *fakeHub, id string) hubwire.CommandResult {
 	t.Helper()
 	var res []hubwire.CommandResult
-	waitFor(t, "the result of "+id, func() bool { res = h.terminal(id); return len(res) > 0 })
+	polltest.Eventually(t, "the result of "+id, func() bool { res = h.terminal(id); return len(res) > 0 })
 	return res[0]
 }
 
@@ -286,8 +275,8 @@ func TestStartAndStopAJob(t *testing.T) {
 	if res.State != hubwire.OpStateSucceeded || res.Generation != 1 || res.ObservedGeneration == nil || *res.ObservedGeneration != 1 || res.JobID != "ticks" {
 		t.Fatalf("job_start result: %+v", res)
 	}
-	waitFor(t, "rows at the service's sink", func() bool { return c.n.Load() > 100 })
-	waitFor(t, "a report of the running job", func() bool {
+	polltest.Eventually(t, "rows at the service's sink", func() bool { return c.n.Load() > 100 })
+	polltest.Eventually(t, "a report of the running job", func() bool {
 		s, ok := h.lastJob("ticks")
 		return ok && s.State == hubwire.JobRunning && s.Generation == 1 && len(s.AssignmentIDs) == 1
 	})
@@ -296,7 +285,7 @@ func TestStartAndStopAJob(t *testing.T) {
 	if res := waitResult(t, h, "c2"); res.State != hubwire.OpStateSucceeded {
 		t.Fatalf("job_stop result: %+v", res)
 	}
-	waitFor(t, "a report of the stopped job", func() bool {
+	polltest.Eventually(t, "a report of the stopped job", func() bool {
 		s, ok := h.lastJob("ticks")
 		return ok && s.State == hubwire.JobStopped
 	})
@@ -330,7 +319,7 @@ func TestStaleGenerationIsRefused(t *testing.T) {
 		t.Fatalf("the job after stale commands: %+v", s)
 	}
 	n := c.n.Load()
-	waitFor(t, "rows still flowing", func() bool { return c.n.Load() > n })
+	polltest.Eventually(t, "rows still flowing", func() bool { return c.n.Load() > n })
 }
 
 // blockingInput is a source whose Connect waits until release is closed:
@@ -379,7 +368,7 @@ func TestHeartbeatsContinueDuringALongCommand(t *testing.T) {
 	runAgent(t, h, hubclient.Config{Environment: env, Jobs: []*arkflow.Builder{b}})
 	h.send(startCommand(t, "slow", b, 1))
 	before := h.count("heartbeats")
-	waitFor(t, "heartbeats while the start blocks", func() bool { return h.count("heartbeats") >= before+10 })
+	polltest.Eventually(t, "heartbeats while the start blocks", func() bool { return h.count("heartbeats") >= before+10 })
 	if len(h.terminal("slow")) != 0 {
 		t.Fatal("the start finished before its source connected")
 	}
@@ -402,10 +391,10 @@ func TestReconnectKeepsJobsAndReportOrder(t *testing.T) {
 	a, _ := runAgent(t, h, hubclient.Config{Jobs: []*arkflow.Builder{ticks(c)}})
 	h.send(startCommand(t, "c1", ticks(nil), 1))
 	waitResult(t, h, "c1")
-	waitFor(t, "a report", func() bool { return h.count("reports") > 0 })
+	polltest.Eventually(t, "a report", func() bool { return h.count("reports") > 0 })
 	h.revoke()
-	waitFor(t, "a second registration", func() bool { return h.count("registers") >= 2 })
-	waitFor(t, "reports of the new session", func() bool {
+	polltest.Eventually(t, "a second registration", func() bool { return h.count("registers") >= 2 })
+	polltest.Eventually(t, "reports of the new session", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return len(h.reports) > 0 && h.sessions[h.reports[len(h.reports)-1].SessionToken]
@@ -424,7 +413,7 @@ func TestReconnectKeepsJobsAndReportOrder(t *testing.T) {
 		}
 	}
 	n := c.n.Load()
-	waitFor(t, "rows after the reconnect", func() bool { return c.n.Load() > n })
+	polltest.Eventually(t, "rows after the reconnect", func() bool { return c.n.Load() > n })
 	if s, _ := h.lastJob("ticks"); s.State != hubwire.JobRunning {
 		t.Fatalf("the job after the reconnect: %+v", s)
 	}
@@ -444,7 +433,7 @@ func TestRedeliveredCommandIsNotRunTwice(t *testing.T) {
 	h.send(startCommand(t, "c1", ticks(nil), 1))
 	waitResult(t, h, "c1")
 	h.send(jobCommand("sp", hubwire.OpJobSavepoint, "ticks", 1)) // redelivered: the same answer
-	waitFor(t, "the second result", func() bool { return len(h.terminal("sp")) == 2 })
+	polltest.Eventually(t, "the second result", func() bool { return len(h.terminal("sp")) == 2 })
 	if again := h.terminal("sp")[1]; again.State != first.State || again.Error != first.Error {
 		t.Fatalf("redelivery answered %+v, first %+v", again, first)
 	}
@@ -458,7 +447,7 @@ func TestShutdownStopsJobs(t *testing.T) {
 	_, stop := runAgent(t, h, hubclient.Config{Jobs: []*arkflow.Builder{ticks(c)}})
 	h.send(startCommand(t, "c1", ticks(nil), 1))
 	waitResult(t, h, "c1")
-	waitFor(t, "rows", func() bool { return c.n.Load() > 0 })
+	polltest.Eventually(t, "rows", func() bool { return c.n.Load() > 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore/ckpttest"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -168,18 +169,6 @@ func (h *hubAPI) record(jobID, id string) hubwire.JobCheckpointRecord {
 	return hubwire.JobCheckpointRecord{}
 }
 
-// wait polls cond until it holds, for at most d.
-func wait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // startAgent runs an Agent until the test ends.
 func startAgent(t *testing.T, h *hubAPI, node string, b *arkflow.Builder, store checkpoint.StoreOptions, setup func(*hubclient.Agent)) {
 	t.Helper()
@@ -284,7 +273,7 @@ func TestFleetCheckpointPartFault(t *testing.T) {
 		}
 		startAgent(t, h, n, b, storeOpts, setup)
 	}
-	wait(t, time.Minute, "three Agents online", func() bool {
+	polltest.Eventually(t, "three Agents online", func() bool {
 		var p hubwire.Page[hubwire.HubNode]
 		h.do("GET", "/nodes", nil, &p, 200)
 		on := 0
@@ -296,14 +285,14 @@ func TestFleetCheckpointPartFault(t *testing.T) {
 		return on == 3
 	})
 	h.do("POST", "/jobs", map[string]any{"spec": spec, "desired_state": "running"}, nil, 202)
-	wait(t, time.Minute, "the job running on three Agents", func() bool {
+	polltest.Eventually(t, "the job running on three Agents", func() bool {
 		d := h.detail(jobID)
 		if d.Job.ObservedState == hubwire.JobFailed {
 			t.Fatalf("the job failed: %+v", d.Job)
 		}
 		return d.Job.ObservedState == hubwire.JobRunning && len(d.Assignments) == 3
 	})
-	wait(t, time.Minute, "rows out of every unit", func() bool {
+	polltest.Eventually(t, "rows out of every unit", func() bool {
 		return clicks[0].Load() > 0 && clicks[1].Load() > 0 && clicks[2].Load() > 0
 	})
 
@@ -338,7 +327,7 @@ func TestFleetCheckpointPartFault(t *testing.T) {
 	}
 	finished := func(id string) hubwire.JobCheckpointRecord {
 		var r hubwire.JobCheckpointRecord
-		wait(t, time.Minute, "checkpoint "+id+" finished", func() bool {
+		polltest.Eventually(t, "checkpoint "+id+" finished", func() bool {
 			r = h.record(jobID, id)
 			return r.Status == "completed" || r.Status == "failed"
 		})
@@ -349,7 +338,7 @@ func TestFleetCheckpointPartFault(t *testing.T) {
 	// is an hour away. Wait for it to end, so that the rounds below are
 	// the only ones (a manual round beside it would race it: the lower id
 	// fails when the higher commits first).
-	wait(t, time.Minute, "the first periodic round ended", func() bool {
+	polltest.Eventually(t, "the first periodic round ended", func() bool {
 		r := h.records(jobID)
 		return len(r) > 0 && r[0].Status != "pending"
 	})

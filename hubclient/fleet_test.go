@@ -14,6 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -97,11 +98,11 @@ func TestFleetUnitsOnTwoAgents(t *testing.T) {
 	hb.send(unitStart(t, "b1", b, "node-b", 1, "", "gen-1", "out-1"))
 	succeeded(t, ha, "a1")
 	succeeded(t, hb, "b1")
-	waitFor(t, "rows on both nodes", func() bool { return ca.n.Load() > 50 && cb.n.Load() > 50 })
+	polltest.Eventually(t, "rows on both nodes", func() bool { return ca.n.Load() > 50 && cb.n.Load() > 50 })
 	if m := hubclient.JobOf(a, "fleet").Metrics(); len(m.Tasks) != 2 {
 		t.Fatalf("node-a runs %d tasks, want its unit's 2: %+v", len(m.Tasks), m.Tasks)
 	}
-	waitFor(t, "node-a's report of its assignment", func() bool {
+	polltest.Eventually(t, "node-a's report of its assignment", func() bool {
 		s, ok := ha.lastJob("fleet")
 		return ok && s.State == hubwire.JobRunning && strings.Join(s.AssignmentIDs, ",") == "gen-0:node-a:1,out-0:node-a:1"
 	})
@@ -161,7 +162,7 @@ func TestFleetUnitsOnTwoAgents(t *testing.T) {
 	if after := hubclient.JobOf(a, "fleet"); after != before || after.Status() != arkflow.Running {
 		t.Fatalf("the job was restarted to adopt generation 2 (%p → %p, %v)", before, after, after.Status())
 	}
-	waitFor(t, "node-a's report at generation 2", func() bool {
+	polltest.Eventually(t, "node-a's report at generation 2", func() bool {
 		s, ok := ha.lastJob("fleet")
 		return ok && s.Generation == 2 && s.State == hubwire.JobRunning && strings.Join(s.AssignmentIDs, ",") == "gen-0:node-a:2,out-0:node-a:2"
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // statusOf returns the Agent's status of job id.
@@ -50,7 +51,7 @@ func TestStatusHoldsAJobFromItsStartCommand(t *testing.T) {
 	b := arkflow.NewJob("gated").Source("in", blockingConfig{}).Sink("out", funcsink.Func[row](func(context.Context, []row) error { return nil }))
 	a, _ := runAgent(t, h, hubclient.Config{Environment: env, Jobs: []*arkflow.Builder{b}})
 	t.Cleanup(open) // before the Agent's stop: a failed check must not leave the build waiting
-	waitFor(t, "the agent registered", func() bool { return a.Status().Registered })
+	polltest.Eventually(t, "the agent registered", func() bool { return a.Status().Registered })
 	if len(a.Status().Jobs) != 0 {
 		t.Fatalf("jobs before any command: %+v", a.Status().Jobs)
 	}
@@ -60,7 +61,7 @@ func TestStatusHoldsAJobFromItsStartCommand(t *testing.T) {
 	if j, ok := statusOf(a, "gated"); !ok || j.State != hubwire.JobStarting || j.Generation != 3 {
 		t.Fatalf("while the start builds the job: %+v (listed %v), want starting at generation 3", j, ok)
 	}
-	waitFor(t, "a report of the start", func() bool {
+	polltest.Eventually(t, "a report of the start", func() bool {
 		s, ok := h.lastJob("gated")
 		return ok && s.State == hubwire.JobStarting && s.Generation == 3
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/opsrv/opsrvtest"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -137,17 +138,17 @@ func TestAgentServesMetrics(t *testing.T) {
 	send(t, "PUT", api+"/jobs/fleet/desired-state", map[string]any{"state": "running"})
 	// Registered, the job assigned and starting (its source waits for the
 	// gate): not ready, saying which job.
-	waitFor(t, stderr, func() bool {
+	polltest.Eventually(t, "/readyz to say job fleet is starting", func() bool {
 		code, r := readyz(t, base)
 		return code == http.StatusServiceUnavailable && r.Job == "fleet" && r.State == "starting" &&
 			r.Reason == "job fleet: the job is starting, not yet running"
-	})
+	}, stderr.String)
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// Ready once the job runs, with a checkpoint the Agent reported.
 	var st hubclient.Status
-	waitFor(t, stderr, func() bool {
+	polltest.Eventually(t, "/readyz OK with a checkpoint reported", func() bool {
 		code, _ := readyz(t, base)
 		_, body := opsrvtest.Get(t, base+"/status")
 		st = hubclient.Status{}
@@ -155,7 +156,7 @@ func TestAgentServesMetrics(t *testing.T) {
 			t.Fatalf("/status: %v: %s", err, body)
 		}
 		return code == http.StatusOK && len(st.Jobs) == 1 && st.Jobs[0].Checkpoints.Completed > 0
-	})
+	}, stderr.String)
 	if st.NodeID != "n1" || st.HubURL != hubURL || !st.Registered || st.BootID == "" ||
 		st.Jobs[0].JobID != "fleet" || st.Jobs[0].State != "running" || st.Jobs[0].Generation == 0 || !st.Jobs[0].Checkpoints.Healthy {
 		t.Errorf("/status: %+v", st)
@@ -217,27 +218,14 @@ func TestAgentServesMetrics(t *testing.T) {
 func metricsBase(t *testing.T, stderr *lockedBuffer) string {
 	t.Helper()
 	var base string
-	waitFor(t, stderr, func() bool {
+	polltest.Eventually(t, "the metrics listening line", func() bool {
 		m := metricsListening.FindStringSubmatch(stderr.String())
 		if m != nil {
 			base = "http://" + m[1]
 		}
 		return m != nil
-	})
+	}, stderr.String)
 	return base
-}
-
-// waitFor polls cond until it holds, failing the test with the log after
-// a minute.
-func waitFor(t *testing.T, log *lockedBuffer, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting:\n%s", log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func equalLabels(a, b map[string]string) bool {

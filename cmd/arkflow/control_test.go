@@ -7,7 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // The CLI's on-demand checkpoints (R-CKPT-7): `arkflow checkpoint` and
@@ -113,18 +114,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// eventuallyFile waits until path exists.
 func eventuallyFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	polltest.Eventually(t, path+" to appear", func() bool { _, err := os.Stat(path); return err == nil })
 }
 
 // Without a running job, checkpoint says where it looked and what to

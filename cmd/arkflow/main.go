@@ -355,7 +355,9 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 func serveControlWhenRunning(ctx context.Context, path string, j *arkflow.Job, logger *slog.Logger) (stop func()) {
 	var stopControl func()
 	var mu sync.Mutex
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		for j.Status() < arkflow.Running {
@@ -377,6 +379,11 @@ func serveControlWhenRunning(ctx context.Context, path string, j *arkflow.Job, l
 		mu.Unlock()
 	}()
 	return func() {
+		// The goroutine may still be starting the socket (the job ran
+		// briefly; it has ended by now, so the wait is short): wait for
+		// it, so that neither the socket nor its log line outlives the
+		// command.
+		<-done
 		mu.Lock()
 		defer mu.Unlock()
 		if stopControl != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -282,19 +283,6 @@ func firstOffset(rec arrow.RecordBatch) int64 {
 	return rec.Column(3).(*array.Int64).Value(0)
 }
 
-// eventually polls cond until it holds, failing the test after a generous
-// deadline (only the outcome is asserted, never how fast it came).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // settleBriefly gives background goroutines a chance to do what they must
 // not do, before a negative check.
 func settleBriefly() { time.Sleep(50 * time.Millisecond) }
@@ -355,7 +343,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 	if got, want := s.Positions(), []connectors.Position{pos(0, 6)}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Positions() = %v, want %v (through batch 2 only)", got, want)
 	}
-	eventually(t, "native acks of batches 1 and 2", func() bool { return len(fake.nativeAcks()) == 2 })
+	polltest.Eventually(t, "native acks of batches 1 and 2", func() bool { return len(fake.nativeAcks()) == 2 })
 	// Entry 4's native ack waits on entry 3, which never comes: Close's
 	// drain window runs out (R-WAL-5) and entry 4 is never committed.
 	closeAll(t, s, walog.ErrClosedPending)
@@ -433,7 +421,7 @@ func TestNativeAcksWaitForTheCursor(t *testing.T) {
 	}
 
 	b1.Ack(nil)
-	eventually(t, "native acks of both batches", func() bool { return len(fake.nativeAcks()) == 2 })
+	polltest.Eventually(t, "native acks of both batches", func() bool { return len(fake.nativeAcks()) == 2 })
 	acks := fake.nativeAcks()
 	if got := ackStarts(acks); !reflect.DeepEqual(got, []int64{0, 4}) {
 		t.Errorf("native acks in the order %v, want [0 4]", got)
@@ -467,7 +455,7 @@ func TestNativeAcksInOrderUnderRace(t *testing.T) {
 		second.Ack(nil)
 		time.Sleep(time.Millisecond) // let the committer park on the later entry
 		first.Ack(nil)
-		eventually(t, "native acks of the pair", func() bool { return len(fake.nativeAcks()) == 2*i+2 })
+		polltest.Eventually(t, "native acks of the pair", func() bool { return len(fake.nativeAcks()) == 2*i+2 })
 		if acks := fake.nativeAcks(); acks[2*i].start > acks[2*i+1].start {
 			inverted++
 		}
@@ -493,7 +481,7 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 
 	boom := errors.New("sink failed")
 	b1.Ack(boom)
-	eventually(t, "native ack of batch 1", func() bool { return len(fake.nativeAcks()) == 1 })
+	polltest.Eventually(t, "native ack of batch 1", func() bool { return len(fake.nativeAcks()) == 1 })
 	if a := fake.nativeAcks()[0]; a.start != 0 || a.err != boom {
 		t.Fatalf("native ack %+v, want batch at 0 with %v", a, boom)
 	}
@@ -502,7 +490,7 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 	}
 
 	b2.Ack(nil)
-	eventually(t, "native ack of batch 2", func() bool { return len(fake.nativeAcks()) == 2 })
+	polltest.Eventually(t, "native ack of batch 2", func() bool { return len(fake.nativeAcks()) == 2 })
 	a := fake.nativeAcks()[1]
 	var abandoned *walog.AbandonedError
 	if a.start != 2 || !errors.As(a.err, &abandoned) {
@@ -550,8 +538,8 @@ func TestParkedLease(t *testing.T) {
 	b2 := read(t, s, span{0, 1, 1})
 
 	b2.Ack(nil)
-	eventually(t, "a parked timeout", func() bool { return s.Counters()["wal_parked_timeouts"] >= 1 })
-	eventually(t, "a second parked timeout (the retry)", func() bool { return s.Counters()["wal_parked_timeouts"] >= 2 })
+	polltest.Eventually(t, "a parked timeout", func() bool { return s.Counters()["wal_parked_timeouts"] >= 1 })
+	polltest.Eventually(t, "a second parked timeout (the retry)", func() bool { return s.Counters()["wal_parked_timeouts"] >= 2 })
 	const msg = "WAL acknowledgement parked for >20ms waiting for sequence 1; the gap owner appears stalled"
 	if !strings.Contains(logs.String(), msg) {
 		t.Errorf("log does not contain %q:\n%s", msg, logs.String())
@@ -561,7 +549,7 @@ func TestParkedLease(t *testing.T) {
 	}
 
 	b1.Ack(nil)
-	eventually(t, "native acks of both batches", func() bool { return len(fake.nativeAcks()) == 2 })
+	polltest.Eventually(t, "native acks of both batches", func() bool { return len(fake.nativeAcks()) == 2 })
 	got := ackStarts(fake.nativeAcks())
 	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 	if !reflect.DeepEqual(got, []int64{0, 1}) {
@@ -805,7 +793,7 @@ func TestCheckpointRecordsPartitionsTheCursorDoesNotCoverYet(t *testing.T) {
 	// the checkpoint is cut now.
 	bs[0].Ack(nil)
 	bs[1].Ack(nil)
-	eventually(t, "the cursor past partition 0's entries", func() bool { return s.Log().Cursor() == 2 })
+	polltest.Eventually(t, "the cursor past partition 0's entries", func() bool { return s.Log().Cursor() == 2 })
 	ckpt := s.Positions()
 	if want := []connectors.Position{pos(0, 20), pos(1, 0)}; !reflect.DeepEqual(ckpt, want) {
 		t.Errorf("Positions() at the cut = %v, want %v (partition 1 was read from offset 0)", ckpt, want)
@@ -814,7 +802,7 @@ func TestCheckpointRecordsPartitionsTheCursorDoesNotCoverYet(t *testing.T) {
 	// acknowledgements commit offset 20 of partition 1.
 	bs[2].Ack(nil)
 	bs[3].Ack(nil)
-	eventually(t, "native acks of every batch", func() bool { return len(fake.nativeAcks()) == 4 })
+	polltest.Eventually(t, "native acks of every batch", func() bool { return len(fake.nativeAcks()) == 4 })
 	if err := s.Log().Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,19 +10,9 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // R-CKPT-2, R-CKPT-3: a cut through a running job with two sources feeding
 // one keyed aggregate (a multi-input chain that aligns the barrier) waits
@@ -44,7 +34,7 @@ func TestCutAlignsAndResumes(t *testing.T) {
 	rt := New(mustBuild(t, spec, map[string]any{"left": left, "right": right, "out": sink}), Options{ChannelCapacity: 1})
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(context.Background()) }()
-	eventually(t, "running", func() bool { return rt.State() == Running })
+	polltest.Eventually(t, "running", func() bool { return rt.State() == Running })
 
 	rows := func(src *mem.Source, part int, users ...string) {
 		amounts := make([]int64, len(users))
@@ -58,7 +48,7 @@ func TestCutAlignsAndResumes(t *testing.T) {
 	rows(left, 0, "a", "b")
 	rows(left, 1, "c")
 	rows(right, 0, "a", "d", "e")
-	eventually(t, "6 rows written", func() bool { return sink.NumRows() == 6 })
+	polltest.Eventually(t, "6 rows written", func() bool { return sink.NumRows() == 6 })
 
 	ctx := context.Background()
 	c, err := rt.cut(ctx)
@@ -87,11 +77,11 @@ func TestCutAlignsAndResumes(t *testing.T) {
 	}
 	// The sources resumed: new rows flow.
 	rows(right, 0, "f")
-	eventually(t, "7 rows written after the cut", func() bool { return sink.NumRows() == 7 })
+	polltest.Eventually(t, "7 rows written after the cut", func() bool { return sink.NumRows() == 7 })
 
 	// With one source ended, a second cut still completes.
 	left.Close()
-	eventually(t, "left ended", func() bool {
+	polltest.Eventually(t, "left ended", func() bool {
 		for _, s := range rt.sources {
 			if s.task == "left-0" {
 				select {

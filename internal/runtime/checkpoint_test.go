@@ -20,6 +20,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore/ckpttest"
 	"github.com/arkflow-rs/arkflow-go/internal/logtest"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -88,7 +89,7 @@ func (r *ckptRun) feed(n int64, users []string, amounts []int64) {
 	if err := r.src.Append(0, b); err != nil {
 		r.t.Fatal(err)
 	}
-	eventually(r.t, fmt.Sprintf("%d rows at the sink", n), func() bool { return r.sink.NumRows() == n })
+	polltest.Eventually(r.t, fmt.Sprintf("%d rows at the sink", n), func() bool { return r.sink.NumRows() == n })
 }
 
 // totals returns the last running total per user the sink received.
@@ -574,7 +575,7 @@ func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
-	eventually(t, "a periodic checkpoint", func() bool { return r.rt.CheckpointStatus().Completed > 0 })
+	polltest.Eventually(t, "a periodic checkpoint", func() bool { return r.rt.CheckpointStatus().Completed > 0 })
 	st.armed.Store(true)
 	<-st.stalled
 	r.stop()
@@ -597,7 +598,7 @@ func TestCancelledRunIsNotLoggedAsAFailure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(ctx) }()
-	eventually(t, "running", func() bool { return rt.State() == Running })
+	polltest.Eventually(t, "running", func() bool { return rt.State() == Running })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v, want context.Canceled", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -143,7 +144,7 @@ func TestCoPartitionedKeyedState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "40 totals", func() bool { return len(r.totals()) == 40 })
+	polltest.Eventually(t, "40 totals", func() bool { return len(r.totals()) == 40 })
 	if _, err := r.rt.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestCoPartitionedKeyedState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "40 totals after the restore", func() bool { return len(r2.totals()) == 40 })
+	polltest.Eventually(t, "40 totals after the restore", func() bool { return len(r2.totals()) == 40 })
 	var lost []string
 	for u, total := range r2.totals() {
 		if total != 11 {

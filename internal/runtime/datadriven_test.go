@@ -83,6 +83,7 @@ import (
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -305,7 +306,7 @@ func (d *ddJob) settle() {
 			want[task][int32(p.part)] += p.rec.NumRows()
 		}
 	}
-	eventually(d.t, "the rows pushed to be acknowledged", func() bool {
+	polltest.Eventually(d.t, "the rows pushed to be acknowledged", func() bool {
 		got := d.rt.Positions()
 		for task, parts := range want {
 			for p, n := range parts {

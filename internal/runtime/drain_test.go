@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // windowCounts returns "start:count" for every row the sink received
@@ -38,7 +39,7 @@ func TestDrainFiresOpenWindows(t *testing.T) {
 	}
 	r.add(timed(100, 200))
 	r.add(timed(1100))
-	waitFor(t, "[0,1000) to fire", func() bool { return r.sink.NumRows() == 1 })
+	polltest.Eventually(t, "[0,1000) to fire", func() bool { return r.sink.NumRows() == 1 })
 	for range 2 {
 		if err := r.rt.Drain(context.Background()); err != nil {
 			t.Fatal(err)
@@ -66,7 +67,7 @@ func TestStopDoesNotFireOpenWindows(t *testing.T) {
 	r := startEv(t, "", nil)
 	r.add(timed(100))
 	r.add(timed(1100))
-	waitFor(t, "[0,1000) to fire", func() bool { return r.sink.NumRows() == 1 })
+	polltest.Eventually(t, "[0,1000) to fire", func() bool { return r.sink.NumRows() == 1 })
 	if err := r.rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +110,14 @@ func restartAfterDrain(t *testing.T, window string, run1, run2 []string) {
 	}
 	r := startFloorRun(t, spec, nil)
 	add(r, 10, 20)
-	waitFor(t, "2 rows in the window", func() bool { return windowRowsIn(r.rt) == 2 })
+	polltest.Eventually(t, "2 rows in the window", func() bool { return windowRowsIn(r.rt) == 2 })
 	if _, err := r.rt.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	add(r, 150, 160)
-	waitFor(t, "[0,100) at the sink", func() bool { return r.sink.NumRows() == 1 })
+	polltest.Eventually(t, "[0,100) at the sink", func() bool { return r.sink.NumRows() == 1 })
 	add(r, 170)
-	waitFor(t, "5 rows in the window", func() bool { return windowRowsIn(r.rt) == 5 })
+	polltest.Eventually(t, "5 rows in the window", func() bool { return windowRowsIn(r.rt) == 5 })
 	if err := r.rt.Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func restartAfterDrain(t *testing.T, window string, run1, run2 []string) {
 	add(r, 180)      // in the window the drain fired last: late
 	add(r, 250, 260) // a new window
 	add(r, 370)      // fires it
-	waitFor(t, "the new window at the sink", func() bool { return r.sink.NumRows() == 1 })
+	polltest.Eventually(t, "the new window at the sink", func() bool { return r.sink.NumRows() == 1 })
 	if err := r.rt.Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // fakeClock is a Clock the test moves by hand: Advance sets the time and
@@ -65,17 +66,6 @@ func timed(ts ...int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func windowCounter(rt *Runtime, name string) int64 {
 	for _, m := range rt.Metrics() {
 		if m.Operator == "w" {
@@ -112,12 +102,12 @@ func TestIdlePartitionReleasesWatermark(t *testing.T) {
 	rt := New(mustBuild(t, spec, map[string]any{"in": src, "out": sink}), Options{Clock: clock})
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(context.Background()) }()
-	waitFor(t, "running", func() bool { return rt.State() == Running })
+	polltest.Eventually(t, "running", func() bool { return rt.State() == Running })
 
 	if err := src.Append(0, timed(100, 200, 1500)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the window to receive 3 rows", func() bool { return windowRowsIn(rt) == 3 })
+	polltest.Eventually(t, "the window to receive 3 rows", func() bool { return windowRowsIn(rt) == 3 })
 	if sink.NumRows() != 0 {
 		t.Fatal("a window fired while partition 1, which never delivered, holds the watermark back")
 	}
@@ -128,13 +118,13 @@ func TestIdlePartitionReleasesWatermark(t *testing.T) {
 	if err := src.Append(0, timed(1600)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the window to receive 4 rows", func() bool { return windowRowsIn(rt) == 4 })
+	polltest.Eventually(t, "the window to receive 4 rows", func() bool { return windowRowsIn(rt) == 4 })
 	clock.Advance(399 * time.Millisecond)
 	if sink.NumRows() != 0 {
 		t.Fatal("fired before partition 1 was silent for idle_timeout_ms")
 	}
 	clock.Advance(time.Millisecond)
-	waitFor(t, "the window to fire", func() bool { return sink.NumRows() == 1 })
+	polltest.Eventually(t, "the window to fire", func() bool { return sink.NumRows() == 1 })
 	if n := sink.Records()[0].Column(3).(*array.Int64).Value(0); n != 2 {
 		t.Fatalf("window [0,1000) counted %d rows, want 2", n)
 	}
@@ -143,7 +133,7 @@ func TestIdlePartitionReleasesWatermark(t *testing.T) {
 	if err := src.Append(1, timed(50)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the late row to be dropped", func() bool { return windowCounter(rt, "late_dropped") == 1 })
+	polltest.Eventually(t, "the late row to be dropped", func() bool { return windowCounter(rt, "late_dropped") == 1 })
 	src.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -169,22 +159,22 @@ func TestProcessingTimeWindows(t *testing.T) {
 	rt := New(mustBuild(t, spec, map[string]any{"in": src, "out": sink}), Options{Clock: clock})
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(context.Background()) }()
-	waitFor(t, "running", func() bool { return rt.State() == Running })
+	polltest.Eventually(t, "running", func() bool { return rt.State() == Running })
 	// The ts column is ignored: processing time.
 	if err := src.Append(0, timed(1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "2 rows in the window", func() bool { return windowRowsIn(rt) == 2 })
+	polltest.Eventually(t, "2 rows in the window", func() bool { return windowRowsIn(rt) == 2 })
 	clock.Advance(500 * time.Millisecond)
 	if err := src.Append(0, timed(3)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "3 rows in the window", func() bool { return windowRowsIn(rt) == 3 })
+	polltest.Eventually(t, "3 rows in the window", func() bool { return windowRowsIn(rt) == 3 })
 	if sink.NumRows() != 0 {
 		t.Fatal("fired before the clock passed the window's end")
 	}
 	clock.Advance(500 * time.Millisecond) // 11,000: window [10,000, 11,000) ends
-	waitFor(t, "the window to fire", func() bool { return sink.NumRows() == 1 })
+	polltest.Eventually(t, "the window to fire", func() bool { return sink.NumRows() == 1 })
 	rec := sink.Records()[0]
 	if start := rec.Column(1).(*array.Timestamp).Value(0); start != 10_000 {
 		t.Fatalf("window starts at %d, want 10000", start)

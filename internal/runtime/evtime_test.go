@@ -18,6 +18,7 @@ import (
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/logtest"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // timedNull is a batch of key "a" whose event times are null.
@@ -58,7 +59,7 @@ func startEv(t *testing.T, wm string, log *slog.Logger) *evRun {
 	r := &evRun{t: t, src: mem.NewSource(eventSchema, 1), sink: mem.NewSink(), clock: &fakeClock{now: time.UnixMilli(1_000_000)}, done: make(chan error, 1)}
 	r.rt = New(mustBuild(t, evSpec(wm), map[string]any{"in": r.src, "out": r.sink}), Options{Clock: r.clock, Logger: log})
 	go func() { r.done <- r.rt.Run(context.Background()) }()
-	waitFor(t, "running", func() bool { return r.rt.State() == Running })
+	polltest.Eventually(t, "running", func() bool { return r.rt.State() == Running })
 	return r
 }
 
@@ -70,7 +71,7 @@ func (r *evRun) add(b arrow.RecordBatch) {
 	if err := r.src.Append(0, b); err != nil {
 		r.t.Fatal(err)
 	}
-	waitFor(r.t, fmt.Sprintf("%d rows in the window", r.rows), func() bool { return windowRowsIn(r.rt) == r.rows })
+	polltest.Eventually(r.t, fmt.Sprintf("%d rows in the window", r.rows), func() bool { return windowRowsIn(r.rt) == r.rows })
 }
 
 func (r *evRun) end() {
@@ -182,7 +183,7 @@ func TestAllIdleAdvanceFiresWindowsOfAQuietSource(t *testing.T) {
 			r.clock.Advance(4999 * time.Millisecond) // 1,005,999 - 5,000 = 1,000,999
 			settle()
 			if c.advance {
-				waitFor(t, "the watermark to follow the clock", func() bool { return wmOf() == 1_000_999 })
+				polltest.Eventually(t, "the watermark to follow the clock", func() bool { return wmOf() == 1_000_999 })
 			} else if wm := wmOf(); wm != 1_000_200 {
 				t.Fatalf("hold: the watermark moved to %d", wm)
 			}
@@ -192,14 +193,14 @@ func TestAllIdleAdvanceFiresWindowsOfAQuietSource(t *testing.T) {
 			r.clock.Advance(time.Millisecond) // 1,001,000: the window's end
 			settle()
 			if c.advance {
-				waitFor(t, "the window to fire", func() bool { return r.sink.NumRows() == 1 })
+				polltest.Eventually(t, "the window to fire", func() bool { return r.sink.NumRows() == 1 })
 			} else if r.sink.NumRows() != 0 || wmOf() != 1_000_200 {
 				t.Fatalf("hold: fired (%d rows) or moved (%d) without new rows", r.sink.NumRows(), wmOf())
 			}
 			// A row older than the clock's watermark is late.
 			r.add(timed(1_000_500))
 			if c.advance {
-				waitFor(t, "the late row to be dropped", func() bool { return windowCounter(r.rt, "late_dropped") == 1 })
+				polltest.Eventually(t, "the late row to be dropped", func() bool { return windowCounter(r.rt, "late_dropped") == 1 })
 			}
 			r.end()
 			if r.sink.NumRows() != 1 {
@@ -231,7 +232,7 @@ func TestPerRowAdvanceKeepsInOrderRows(t *testing.T) {
 			r.add(timed(100))
 			r.add(timed(800, 900, 1100, 1200)) // in order, across 1000
 			r.add(timed(2500, 1500))           // 1500 out of order: late in both
-			waitFor(t, "[0,1000) and [1000, 2000) to fire", func() bool { return r.sink.NumRows() == int64(len(c.want))-1 })
+			polltest.Eventually(t, "[0,1000) and [1000, 2000) to fire", func() bool { return r.sink.NumRows() == int64(len(c.want))-1 })
 			r.end()
 			var got []int64
 			for _, rec := range r.sink.Records() {
@@ -262,14 +263,14 @@ func TestStarvedPartitionIsWarnedOnce(t *testing.T) {
 		rt := New(mustBuild(t, evSpec(wm), map[string]any{"in": src, "out": sink}), Options{Clock: clock, Logger: slog.New(logs)})
 		done := make(chan error, 1)
 		go func() { done <- rt.Run(context.Background()) }()
-		waitFor(t, "running", func() bool { return rt.State() == Running })
+		polltest.Eventually(t, "running", func() bool { return rt.State() == Running })
 		rows := int64(0)
 		add := func(ts ...int64) {
 			rows += int64(len(ts))
 			if err := src.Append(0, timed(ts...)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the window to take the rows", func() bool { return windowRowsIn(rt) == rows })
+			polltest.Eventually(t, "the window to take the rows", func() bool { return windowRowsIn(rt) == rows })
 		}
 		starved := func() int {
 			n := 0

@@ -11,6 +11,7 @@ import (
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // fleetSpec is two independent keyed running sums, a → suma → outa and
@@ -87,7 +88,7 @@ func (r *fleetRun) feed(p string, n int64, users []string, amounts []int64) {
 	if err := r.srcs[p].Append(0, b); err != nil {
 		r.t.Fatal(err)
 	}
-	eventually(r.t, fmt.Sprintf("%d rows at out%s", n, p), func() bool { return r.sinks[p].NumRows() == n })
+	polltest.Eventually(r.t, fmt.Sprintf("%d rows at out%s", n, p), func() bool { return r.sinks[p].NumRows() == n })
 }
 
 // totals is the last running total per user pipeline p's sink received.

@@ -10,6 +10,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -68,7 +69,7 @@ func startFleetFloor(t *testing.T, spec string, opts Options, hist map[string][]
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.rt.Run(ctx) }()
-	waitFor(t, "running", func() bool { return r.rt.State() == Running || r.rt.State() == Failed })
+	polltest.Eventually(t, "running", func() bool { return r.rt.State() == Running || r.rt.State() == Failed })
 	if r.rt.State() == Failed {
 		t.Fatal(<-r.done)
 	}
@@ -110,7 +111,7 @@ func TestFleetSurvivorKeepsItsFloorsBesideAMovedUnit(t *testing.T) {
 		}
 		return -1
 	}
-	waitFor(t, "3 rows in each window", func() bool { return rowsIn(a, "wa") == 3 && rowsIn(b, "wb") == 3 })
+	polltest.Eventually(t, "3 rows in each window", func() bool { return rowsIn(a, "wa") == 3 && rowsIn(b, "wb") == 3 })
 	const id = "1733011200000"
 	for _, r := range []*fleetFloorRun{a, b} {
 		if _, err := r.rt.CheckpointPart(ctx, ckptstore.KindCheckpoint, id); err != nil {
@@ -124,8 +125,8 @@ func TestFleetSurvivorKeepsItsFloorsBesideAMovedUnit(t *testing.T) {
 	// acknowledged; [100,200) stays open.
 	for p, r := range map[string]*fleetFloorRun{"a": a, "b": b} {
 		add(r, p, timed(110, 120))
-		waitFor(t, "window [0,100) at out"+p, func() bool { return r.sinks[p].NumRows() == 1 })
-		waitFor(t, "the firing of w"+p+" acknowledged", func() bool {
+		polltest.Eventually(t, "window [0,100) at out"+p, func() bool { return r.sinks[p].NumRows() == 1 })
+		polltest.Eventually(t, "the firing of w"+p+" acknowledged", func() bool {
 			v, _, ok, _ := r.rt.store.Get(statestore.Key{Job: "fl", Operator: "w" + p, Namespace: "__arkflow_window_floor", KeyGroup: 0, User: []byte("wm")}, 0)
 			return ok && len(v) == 8
 		})
@@ -144,7 +145,7 @@ func TestFleetSurvivorKeepsItsFloorsBesideAMovedUnit(t *testing.T) {
 	}
 	for p, r := range map[string]*fleetFloorRun{"a": a2, "b": a2} {
 		add(r, p, timed(250))
-		waitFor(t, "window [100,200) at out"+p, func() bool {
+		polltest.Eventually(t, "window [100,200) at out"+p, func() bool {
 			for _, s := range windowStarts(t, r.sinks[p]) {
 				if s == 100 {
 					return true

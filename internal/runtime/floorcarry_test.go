@@ -12,6 +12,7 @@ import (
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -58,7 +59,7 @@ func startFloorRunOn(t *testing.T, spec string, src *mem.Source) *floorRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.rt.Run(ctx) }()
-	waitFor(t, "running", func() bool { return r.rt.State() == Running || r.rt.State() == Failed })
+	polltest.Eventually(t, "running", func() bool { return r.rt.State() == Running || r.rt.State() == Failed })
 	if r.rt.State() == Failed {
 		t.Fatal(<-r.done)
 	}
@@ -127,15 +128,15 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 				}
 			}
 			add(r, timed(10, 20, 30))
-			waitFor(t, "3 rows in the window", func() bool { return windowRowsIn(r.rt) == 3 })
+			polltest.Eventually(t, "3 rows in the window", func() bool { return windowRowsIn(r.rt) == 3 })
 			if _, err := r.rt.Checkpoint(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			// After the checkpoint: window [0,100) fires and is
 			// acknowledged; [100,200) stays open.
 			add(r, timed(110, 120))
-			waitFor(t, "window [0,100) at the sink", func() bool { return r.sink.NumRows() == 1 })
-			waitFor(t, "the firing acknowledged", func() bool {
+			polltest.Eventually(t, "window [0,100) at the sink", func() bool { return r.sink.NumRows() == 1 })
+			polltest.Eventually(t, "the firing acknowledged", func() bool {
 				v, _, ok, _ := r.rt.store.Get(statestore.Key{Job: "fl", Operator: "w", Namespace: "__arkflow_window_floor", KeyGroup: 0, User: []byte("wm")}, 0)
 				return ok && len(v) == 8
 			})
@@ -194,7 +195,7 @@ func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
 				t.Fatal("the second run restored nothing")
 			}
 			add(r, timed(250))
-			waitFor(t, "window [100,200) at the sink", func() bool {
+			polltest.Eventually(t, "window [100,200) at the sink", func() bool {
 				for _, s := range windowStarts(t, r.sink) {
 					if s == 100 {
 						return true
@@ -285,7 +286,7 @@ func TestSessionRestoredFromCheckpointKeepsEarlyRows(t *testing.T) {
 	}
 	// One uninterrupted run.
 	ref := startFloorRun(t, spec(t.TempDir(), t.TempDir()), input)
-	waitFor(t, "a's session in the uninterrupted run", func() bool { return len(sessionCounts(t, ref.sink)["a"]) > 0 })
+	polltest.Eventually(t, "a's session in the uninterrupted run", func() bool { return len(sessionCounts(t, ref.sink)["a"]) > 0 })
 	want := sessionCounts(t, ref.sink)
 	ref.kill()
 	if fmt.Sprint(want["a"]) != "[3]" {
@@ -294,7 +295,7 @@ func TestSessionRestoredFromCheckpointKeepsEarlyRows(t *testing.T) {
 
 	store, dir := t.TempDir(), t.TempDir()
 	r := startFloorRun(t, spec(store, dir), input[:3])
-	waitFor(t, "b's session", func() bool { return r.sink.NumRows() == 1 })
+	polltest.Eventually(t, "b's session", func() bool { return r.sink.NumRows() == 1 })
 	if _, err := r.rt.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestSessionRestoredFromCheckpointKeepsEarlyRows(t *testing.T) {
 	if r.rt.CheckpointStatus().Restored == "" {
 		t.Fatal("the second run restored nothing")
 	}
-	waitFor(t, "a's session after the restore", func() bool { return len(sessionCounts(t, r.sink)["a"]) > 0 })
+	polltest.Eventually(t, "a's session after the restore", func() bool { return len(sessionCounts(t, r.sink)["a"]) > 0 })
 	got := sessionCounts(t, r.sink)
 	r.kill()
 	if fmt.Sprint(got["a"]) != fmt.Sprint(want["a"]) {
@@ -347,8 +348,8 @@ func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
 	if err := r.src.Append(0, hist[50]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "50 sessions fired", func() bool { return r.sink.NumRows() == 50 })
-	waitFor(t, "their firing acknowledged", func() bool {
+	polltest.Eventually(t, "50 sessions fired", func() bool { return r.sink.NumRows() == 50 })
+	polltest.Eventually(t, "their firing acknowledged", func() bool {
 		v, _, ok, _ := r.rt.store.Get(windowop.FloorKey("sg", "w", 0), 0)
 		wm, okV := windowop.DecodeFloor(v)
 		return ok && okV && wm == 1000
@@ -368,7 +369,7 @@ func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "y's and x's sessions", func() bool { return r.sink.NumRows() == 2 })
+	polltest.Eventually(t, "y's and x's sessions", func() bool { return r.sink.NumRows() == 2 })
 	floorAt := func(want int64) func() bool {
 		return func() bool {
 			v, _, ok, _ := r.rt.store.Get(windowop.FloorKey("sg", "w", 0), 0)
@@ -376,7 +377,7 @@ func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
 			return ok && okV && wm == want
 		}
 	}
-	waitFor(t, "x's firing acknowledged", floorAt(3000))
+	polltest.Eventually(t, "x's firing acknowledged", floorAt(3000))
 	if _, err := r.rt.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -386,8 +387,8 @@ func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
 	if err := r.src.Append(0, keyed("v", 4000)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "w's session", func() bool { return r.sink.NumRows() == 3 })
-	waitFor(t, "w's firing acknowledged", floorAt(4000))
+	polltest.Eventually(t, "w's session", func() bool { return r.sink.NumRows() == 3 })
+	polltest.Eventually(t, "w's firing acknowledged", floorAt(4000))
 	r.kill()
 	if n := floors(); n != 2 {
 		t.Fatalf("%d session floors after the checkpoint and the next firing, want 2 (x's and w's; the 50 of run 1 and y's removed)", n)

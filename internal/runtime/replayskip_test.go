@@ -16,6 +16,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/logtest"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // replaySpec is a keyed window (its config's window block) over an
@@ -150,7 +151,7 @@ func TestRestartTellsReplayedRowsFromLateOnes(t *testing.T) {
 			for _, b := range all {
 				ref.src.Append(0, b)
 			}
-			waitFor(t, "every row in the uninterrupted run", func() bool { return windowRowsIn(ref.rt) == int64(total) })
+			polltest.Eventually(t, "every row in the uninterrupted run", func() bool { return windowRowsIn(ref.rt) == int64(total) })
 			lateCounts := func(r *floorRun) [3]int64 {
 				return [3]int64{windowCounter(r.rt, windowop.MetricLateDropped), windowCounter(r.rt, windowop.MetricLateRouted), windowCounter(r.rt, windowop.MetricLateUpdated)}
 			}
@@ -170,8 +171,8 @@ func TestRestartTellsReplayedRowsFromLateOnes(t *testing.T) {
 				src.Append(0, b)
 				in += int(b.NumRows())
 			}
-			waitFor(t, "the rows before the checkpoint", func() bool { return windowRowsIn(r.rt) == int64(in) })
-			waitFor(t, "the firings before the checkpoint", func() bool { return r.sink.NumRows() == int64(c.fired) })
+			polltest.Eventually(t, "the rows before the checkpoint", func() bool { return windowRowsIn(r.rt) == int64(in) })
+			polltest.Eventually(t, "the firings before the checkpoint", func() bool { return r.sink.NumRows() == int64(c.fired) })
 			if _, err := r.rt.Checkpoint(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -179,8 +180,8 @@ func TestRestartTellsReplayedRowsFromLateOnes(t *testing.T) {
 				src.Append(0, b)
 				in += int(b.NumRows())
 			}
-			waitFor(t, "the rows after the checkpoint", func() bool { return windowRowsIn(r.rt) == int64(in) })
-			waitFor(t, "the firing acknowledged", func() bool {
+			polltest.Eventually(t, "the rows after the checkpoint", func() bool { return windowRowsIn(r.rt) == int64(in) })
+			polltest.Eventually(t, "the firing acknowledged", func() bool {
 				v, _, ok, _ := r.rt.store.Get(windowop.FloorKey("rp", "w", 0), 0)
 				wm, okV := windowop.DecodeFloor(v)
 				return ok && okV && wm == c.floor
@@ -205,7 +206,7 @@ func TestRestartTellsReplayedRowsFromLateOnes(t *testing.T) {
 				slices.Sort(u)
 				return slices.Compact(u) // windows acknowledged after the checkpoint may come again
 			}
-			waitFor(t, "every window of the uninterrupted run", func() bool { return len(all2()) >= len(want) })
+			polltest.Eventually(t, "every window of the uninterrupted run", func() bool { return len(all2()) >= len(want) })
 			late, replayed := lateCounts(r), windowCounter(r.rt, "replayed_skipped")
 			r.kill()
 			got = all2()
@@ -251,7 +252,7 @@ func startReplayRun(t *testing.T, spec string, src *mem.Source, log *slog.Logger
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.rt.Run(ctx) }()
-	waitFor(t, "running", func() bool { return r.rt.State() == Running || r.rt.State() == Failed })
+	polltest.Eventually(t, "running", func() bool { return r.rt.State() == Running || r.rt.State() == Failed })
 	if r.rt.State() == Failed {
 		t.Fatal(<-r.done)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -216,7 +217,7 @@ func startOnce(t *testing.T, spec, dataDir string, opts Options) *onceRun {
 	opts.DataDir = dataDir
 	r.rt = New(buildIn(t, spec, dataDir, map[string]any{"in": r.feed, "out": r.tally}), opts)
 	go func() { r.done <- r.rt.Run(context.Background()) }()
-	eventually(t, "the job running", func() bool {
+	polltest.Eventually(t, "the job running", func() bool {
 		select {
 		case err := <-r.done:
 			t.Fatalf("the job ended while starting: %v", err)
@@ -244,7 +245,7 @@ func buildIn(t *testing.T, spec, dataDir string, bindings map[string]any) *build
 // waitFor waits until the tally shows n rows and total for user.
 func (r *onceRun) waitFor(user string, n, total int64) {
 	r.t.Helper()
-	eventually(r.t, fmt.Sprintf("%s at n=%d total=%d", user, n, total), func() bool {
+	polltest.Eventually(r.t, fmt.Sprintf("%s at n=%d total=%d", user, n, total), func() bool {
 		gn, gt := r.tally.get(user)
 		return gn == n && gt == total
 	})
@@ -340,7 +341,7 @@ func TestUnrewindableReplayOfAppliedRowsIsDropped(t *testing.T) {
 	r.stop()
 
 	r2 := startOnce(t, spec, dir, Options{StartPositions: map[string][]connectors.Position{"in-0": {{Partition: 0, Offset: 3}}}})
-	eventually(t, "the replay of the entry", func() bool { return r2.replayed() == 1 })
+	polltest.Eventually(t, "the replay of the entry", func() bool { return r2.replayed() == 1 })
 	r2.feed.Push([]string{"ann"}, []int64{1}) // offset 4
 	r2.waitFor("ann", 3, 16)
 	if n, total := r2.tally.get("bob"); n != 0 && (n != 2 || total != 8) {

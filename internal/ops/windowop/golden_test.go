@@ -4,34 +4,44 @@ package windowop_test
 // operators run end to end: a memory source → KeyBy → Window → memory sink,
 // plus a late sink under the route policy.
 //
-// Every file internal/ops/windowop/testdata/*.txt holds several cases. Run
+// Every file internal/ops/windowop/testdata/*.txt holds several cases, each
+// a short sequence of commands in the style of pebble's datadriven tests:
+// a command line, its input, ---- and its output (up to the next blank
+// line). Run
 //
 //	go test ./internal/ops/windowop -run TestGolden -rewrite
 //
-// to rewrite the expected outputs from the current behaviour (then review
-// the diff: a golden file is only as good as its review).
+// to rewrite the outputs from the current behaviour (then review the
+// diff: a golden file is only as good as its review). The other tests
+// that walk these files skip under -rewrite.
 //
-// # Case format
+// # Commands
 //
-// Lines outside a case are blank lines or # comments. A case is one run
-// directive, its input, ---- and its expected output (up to the next
-// blank line):
+// Lines between commands are blank lines or # comments. A case starts
+// with job and ends with run; only run has an output.
 //
-//	run name=<case> window=tumbling size=<ms>
-//	run name=<case> window=sliding size=<ms> slide=<ms>
-//	run name=<case> window=session gap=<ms>
+//	job name=<case> window=tumbling size=<ms>
+//	job name=<case> window=sliding size=<ms> slide=<ms>
+//	job name=<case> window=session gap=<ms>
 //	    ... [key=<field>] [field=<ts field>] [strategy=bounded|monotonous]
 //	    [ooo=<ms>] [lateness=<ms>] [policy=drop|route|update]
 //	    [partitions=<n>] [advance=batch|per_row]
+//	----
+//
 //	schema <field>:<type> ...    types: string int64 float64 float32 bool
-//	                             timestamp_s timestamp_ms timestamp_us timestamp_ns
+//	----                         timestamp_s timestamp_ms timestamp_us timestamp_ns
 //	                             (every column nullable)
-//	agg <fn>:<field>:<as> ...   fn: sum min max avg first last;
-//	                             <fn>:<field> is named <fn>_<field>;
+//
+//	agg <fn>:<field>:<as> ...    fn: sum min max avg first last;
+//	----                         <fn>:<field> is named <fn>_<field>;
 //	                             count:<as> counts rows
-//	batch <partition>            the JSON lines after it, up to the next
-//	{"k":"a","ts":1,"v":2}       schema, agg or batch line, are one batch of
-//	...                          that partition
+//
+//	batch <partition>            its input, JSON lines, is one batch of that
+//	{"k":"a","ts":1,"v":2}       partition (of the schema given before it)
+//	...
+//	----
+//
+//	run                          runs the case
 //	----
 //	<expected output>
 //
@@ -44,7 +54,7 @@ package windowop_test
 // each batch is passed on (advance per_row: before each row behind it). The
 // window runs with parallelism 1. The input is bounded: at its end the
 // watermark jumps to the end of time, so every open window fires. The
-// output is
+// output of run is
 //
 //	out <row>        each main-output row (JSON, rowjson), in emission order
 //	late <row>       each row of the late sink (route policy), in order
@@ -263,19 +273,19 @@ func (p pipeline) run(t testing.TB) result {
 
 // ---- golden files ----
 
-// goldenCase is one run directive of internal/ops/windowop/testdata/*.txt.
+// goldenCase is one case of internal/ops/windowop/testdata/*.txt, from its
+// job command to its run.
 type goldenCase struct {
 	name   string
 	policy string // drop, route or update
 	p      pipeline
+	// define makes the case's window with the aggregates given.
+	define func(aggs ...job.Aggregate) window.Definition
 }
 
-// parseCase turns a run directive and its input into a pipeline.
-func parseCase(d *datadriven.TestData) (goldenCase, error) {
-	c := goldenCase{policy: "drop"}
-	if d.Cmd != "run" {
-		return c, fmt.Errorf("unknown command %q (want run)", d.Cmd)
-	}
+// newCase reads a job command: the case's name, window and event time.
+func newCase(d *datadriven.TestData) (*goldenCase, error) {
+	c := &goldenCase{policy: "drop"}
 	p := &c.p
 	var kind string
 	var size, slide, gap time.Duration
@@ -339,64 +349,81 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 		}
 	}
 	if c.name == "" {
-		return c, fmt.Errorf("run: missing name=")
+		return c, fmt.Errorf("job: missing name=")
 	}
-	// define makes the window of kind with the aggregates given.
-	var define func(aggs ...job.Aggregate) window.Definition
 	switch kind {
 	case "tumbling":
-		define = func(aggs ...job.Aggregate) window.Definition { return window.Tumbling(size, aggs...) }
+		c.define = func(aggs ...job.Aggregate) window.Definition { return window.Tumbling(size, aggs...) }
 	case "sliding":
-		define = func(aggs ...job.Aggregate) window.Definition { return window.Sliding(size, slide, aggs...) }
+		c.define = func(aggs ...job.Aggregate) window.Definition { return window.Sliding(size, slide, aggs...) }
 	case "session":
-		define = func(aggs ...job.Aggregate) window.Definition { return window.Session(gap, aggs...) }
+		c.define = func(aggs ...job.Aggregate) window.Definition { return window.Session(gap, aggs...) }
 	default:
 		return c, fmt.Errorf("window kind %q", kind)
 	}
+	switch c.policy {
+	case "drop":
+	case "update":
+		opts = append(opts, lateUpdate())
+	case "route":
+		opts = append(opts, routeLate("late"))
+		p.route = true
+	default:
+		return c, fmt.Errorf("policy %q", c.policy)
+	}
+	p.time = opts
+	p.parts = make([][]arrow.RecordBatch, parts)
+	return c, nil
+}
 
-	var aggs []string
-	type pending struct {
-		part int
-		rows []string
+// command applies one command between job and run to the case.
+func (c *goldenCase) command(d *datadriven.TestData) error {
+	p := &c.p
+	var words []string
+	for _, a := range d.CmdArgs {
+		words = append(words, a.String())
 	}
-	var batches []*pending
-	var cur *pending
-	for _, l := range strings.Split(d.Input, "\n") {
-		if s := strings.TrimSpace(l); s == "" || strings.HasPrefix(s, "#") {
-			continue
+	switch d.Cmd {
+	case "schema":
+		s, err := parseSchema(strings.Join(words, " "))
+		if err != nil {
+			return err
 		}
-		if strings.HasPrefix(l, "{") {
-			if cur == nil {
-				return c, fmt.Errorf("row %q before any batch line", l)
-			}
-			cur.rows = append(cur.rows, l)
-			continue
+		p.schema = s
+	case "agg":
+		return c.agg(words)
+	case "batch":
+		if len(words) != 1 {
+			return fmt.Errorf("batch: want one partition")
 		}
-		cur = nil
-		word, rest, _ := strings.Cut(l, " ")
-		switch word {
-		case "schema":
-			s, err := parseSchema(rest)
-			if err != nil {
-				return c, err
-			}
-			p.schema = s
-		case "agg":
-			aggs = strings.Fields(rest)
-		case "batch":
-			n, err := strconv.Atoi(strings.TrimSpace(rest))
-			if err != nil {
-				return c, fmt.Errorf("batch: %v", err)
-			}
-			cur = &pending{part: n}
-			batches = append(batches, cur)
-		default:
-			return c, fmt.Errorf("unknown input line %q", l)
+		part, err := strconv.Atoi(words[0])
+		if err != nil {
+			return fmt.Errorf("batch: %v", err)
 		}
+		if part < 0 || part >= len(p.parts) {
+			return fmt.Errorf("batch partition %d outside [0, %d)", part, len(p.parts))
+		}
+		if p.schema == nil {
+			return fmt.Errorf("batch before any schema")
+		}
+		var rows []string
+		if d.Input != "" {
+			rows = strings.Split(d.Input, "\n")
+		}
+		rec, err := decodeBatch(p.schema, rows)
+		if err != nil {
+			return err
+		}
+		p.parts[part] = append(p.parts[part], rec)
+	default:
+		return fmt.Errorf("unknown command %q (want schema, agg, batch or run)", d.Cmd)
 	}
-	if p.schema == nil {
-		return c, fmt.Errorf("no schema")
-	}
+	return nil
+}
+
+// agg sets the window's aggregates from an agg command.
+func (c *goldenCase) agg(aggs []string) error {
+	p := &c.p
 	var defAggs []job.Aggregate
 	for _, a := range aggs {
 		f := strings.Split(a, ":")
@@ -409,7 +436,7 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 		case len(f) == 3:
 			field, as = f[1], f[2]
 		default:
-			return c, fmt.Errorf("agg %q: want fn:field:as", a)
+			return fmt.Errorf("agg %q: want fn:field:as", a)
 		}
 		if as == "" {
 			as = fn + "_" + field
@@ -417,7 +444,7 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 		switch fn {
 		case "count":
 			if field != "" {
-				return c, fmt.Errorf("agg %q: count counts rows (count:<as>); the Go API has no count of a field", a)
+				return fmt.Errorf("agg %q: count counts rows (count:<as>); the Go API has no count of a field", a)
 			}
 			defAggs = append(defAggs, job.Count(as))
 		case "sum":
@@ -433,33 +460,11 @@ func parseCase(d *datadriven.TestData) (goldenCase, error) {
 		case "last":
 			defAggs = append(defAggs, job.Last(field, as))
 		default:
-			return c, fmt.Errorf("agg function %q", fn)
+			return fmt.Errorf("agg function %q", fn)
 		}
 	}
-	p.def = define(defAggs...)
-	switch c.policy {
-	case "drop":
-	case "update":
-		opts = append(opts, lateUpdate())
-	case "route":
-		opts = append(opts, routeLate("late"))
-		p.route = true
-	default:
-		return c, fmt.Errorf("policy %q", c.policy)
-	}
-	p.time = opts
-	p.parts = make([][]arrow.RecordBatch, parts)
-	for _, b := range batches {
-		if b.part < 0 || b.part >= parts {
-			return c, fmt.Errorf("batch partition %d outside [0, %d)", b.part, parts)
-		}
-		rec, err := decodeBatch(p.schema, b.rows)
-		if err != nil {
-			return c, err
-		}
-		p.parts[b.part] = append(p.parts[b.part], rec)
-	}
-	return c, nil
+	p.def = c.define(defAggs...)
+	return nil
 }
 
 // release releases the case's input batches.
@@ -492,29 +497,59 @@ func (c goldenCase) output(t *testing.T, stateDir string) string {
 	return b.String()
 }
 
-// runGolden calls f on every case of internal/ops/windowop/testdata/*.txt, each in the
-// subtest <file>/<case>, and compares what f returns with the case's
-// expected output (datadriven's -rewrite flag rewrites it).
+// runGolden calls f at the run command of every case of
+// internal/ops/windowop/testdata/*.txt, each in the subtest <file>/<case>,
+// and compares what f returns with the case's expected output
+// (datadriven's -rewrite flag rewrites it).
 func runGolden(t *testing.T, f func(t *testing.T, d *datadriven.TestData, c goldenCase) string) {
 	t.Helper()
 	cases := 0
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		names := map[string]bool{}
+		var cur *goldenCase // the case between its job and its run
+		defer func() {
+			if cur != nil {
+				cur.release()
+			}
+		}()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			c, err := parseCase(d)
+			switch {
+			case d.Cmd == "job":
+				if cur != nil {
+					d.Fatalf(t, "job %q: case %q has no run", d.CmdArgs, cur.name)
+				}
+				c, err := newCase(d)
+				if err != nil {
+					d.Fatalf(t, "%v", err)
+				}
+				if names[c.name] {
+					d.Fatalf(t, "duplicate case %q", c.name)
+				}
+				names[c.name] = true
+				cur = c
+				return ""
+			case cur == nil:
+				d.Fatalf(t, "%s before any job", d.Cmd)
+			case d.Cmd != "run":
+				if err := cur.command(d); err != nil {
+					d.Fatalf(t, "%v", err)
+				}
+				return ""
+			}
+			c := *cur
+			cur = nil
 			defer c.release()
-			if err != nil {
-				d.Fatalf(t, "%v", err)
+			if c.p.schema == nil {
+				d.Fatalf(t, "no schema")
 			}
-			if names[c.name] {
-				d.Fatalf(t, "duplicate case %q", c.name)
-			}
-			names[c.name] = true
 			cases++
 			var out string
 			t.Run(c.name, func(t *testing.T) { out = f(t, d, c) })
 			return out
 		})
+		if cur != nil {
+			t.Fatalf("%s: case %q has no run", path, cur.name)
+		}
 	})
 	if cases == 0 {
 		t.Fatal("no golden cases in testdata")

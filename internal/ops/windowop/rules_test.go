@@ -21,6 +21,7 @@ import (
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -60,20 +61,8 @@ func startStream(t *testing.T, p pipeline) *stream {
 	// task's gauges while it starts without synchronization (a data race
 	// in internal/runtime, reported separately); the state lock orders
 	// the start before this read.
-	waitFor(t, "the job to run", func() bool { return j.Status() == arkflow.Running }, func() string { return j.Status().String() })
+	polltest.Eventually(t, "the job to run", func() bool { return j.Status() == arkflow.Running }, func() string { return "status " + j.Status().String() })
 	return s
-}
-
-// waitFor polls cond until it holds, failing the test after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool, state func() string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; state: %s", what, state())
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func (s *stream) window() arkflow.TaskMetrics { return s.job.Metrics().Operator("w") }
@@ -86,7 +75,7 @@ func (s *stream) state() string {
 // push appends one batch and waits until the window has received it. The
 // watermark the batch moved has then been processed (it travels ahead of
 // the batch), so windows_fired is final for it; effects of the batch's own
-// rows need waitFor.
+// rows need polltest.Eventually.
 func (s *stream) push(lines ...string) {
 	s.t.Helper()
 	rec := batchOf(s.t, s.schema, lines...)
@@ -96,7 +85,7 @@ func (s *stream) push(lines ...string) {
 	}
 	s.rows += int64(len(lines))
 	want := s.rows
-	waitFor(s.t, fmt.Sprintf("the window to receive %d rows", want), func() bool { return s.window().RowsIn >= want }, s.state)
+	polltest.Eventually(s.t, fmt.Sprintf("the window to receive %d rows", want), func() bool { return s.window().RowsIn >= want }, s.state)
 }
 
 // gauge returns one gauge of the window operator.
@@ -105,13 +94,13 @@ func (s *stream) gauge(name string) int64 { return allMetrics(s.window())[name] 
 // waitGauge waits until a gauge has the value.
 func (s *stream) waitGauge(name string, v int64) {
 	s.t.Helper()
-	waitFor(s.t, fmt.Sprintf("%s = %d", name, v), func() bool { return s.gauge(name) == v }, s.state)
+	polltest.Eventually(s.t, fmt.Sprintf("%s = %d", name, v), func() bool { return s.gauge(name) == v }, s.state)
 }
 
 // waitRows waits until the sink holds n rows and returns them.
 func (s *stream) waitRows(snk *mem.Sink, n int64) []string {
 	s.t.Helper()
-	waitFor(s.t, fmt.Sprintf("%d rows in the sink", n), func() bool { return snk.NumRows() >= n }, s.state)
+	polltest.Eventually(s.t, fmt.Sprintf("%d rows in the sink", n), func() bool { return snk.NumRows() >= n }, s.state)
 	return rowsOf(s.t, snk.Records())
 }
 
