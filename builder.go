@@ -13,7 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
@@ -102,7 +104,7 @@ func (b *Builder) Parallelism(p int) *Builder {
 // 1 are mistakes Build reports). It cannot change once the job has state.
 func (b *Builder) MaxParallelism(m int) *Builder {
 	if m < 1 {
-		b.callProblem("", ".MaxParallelism(n)", "must be in [1, %d] (got %d); leave MaxParallelism out for the default %d", job.MaxMaxParallelism, m, job.DefaultMaxParallelism)
+		b.callProblem("", ".MaxParallelism(n)", "must be in [1, %d] (got %d); leave MaxParallelism out for the default %d", jobdefaults.MaxMaxParallelism, m, jobdefaults.MaxParallelism)
 		return b
 	}
 	b.spec.MaxParallelism = m
@@ -375,7 +377,7 @@ func (b *Builder) coPartitioned(from, key string, op *job.Operator) bool {
 		return false
 	}
 	up, _ := b.spec.Operator(from)
-	return up != nil && b.spec.OperatorParallelism(up) == b.spec.OperatorParallelism(op)
+	return up != nil && planner.OperatorParallelism(&b.spec, up) == planner.OperatorParallelism(&b.spec, op)
 }
 
 // Source adds a source. A job may have several; each starts a branch.

@@ -89,7 +89,7 @@
 //     the logger you pass).
 //   - operator and subtask: the operator ID and the subtask index, on
 //     what one operator or subtask logs.
-//   - task: a task ID ("operator-subtask", as job.TaskID forms it), only
+//   - task: a task ID ("operator-subtask", as job.Task.ID names it), only
 //     where the record names a task of a checkpoint rather than the
 //     subtask logging (a snapshot being restored).
 //   - checkpoint: the checkpoint ID (a savepoint's name for kind=savepoint),

@@ -19,8 +19,10 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -137,11 +139,11 @@ func TestRoundTripBuilderSpec(t *testing.T) {
 		t.Fatalf("the round-trip job does not validate with its bindings:\n%v", err)
 	}
 	built := b.Spec()
-	builtVersion, err := job.NewVersion(built)
+	builtVersion, err := planner.NewVersion(built)
 	if err != nil {
 		t.Fatal(err)
 	}
-	builtPlan, err := job.NewPlan(built)
+	builtPlan, err := planner.NewPlan(built)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestRoundTripBuilderSpec(t *testing.T) {
 				t.Fatalf("Parse(%s) of the Builder's spec: %v\n%s", enc.name, err, data)
 			}
 			// (a) The same job: equal canonical forms, digests and specs.
-			v, err := job.NewVersion(decoded)
+			v, err := planner.NewVersion(decoded)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +190,7 @@ func TestRoundTripBuilderSpec(t *testing.T) {
 				t.Errorf("the decoded spec is no fixed point of JSON → Parse:\nonce  %s\ntwice %s", again, again2)
 			}
 			// (c) The same plan.
-			p, err := job.NewPlan(decoded)
+			p, err := planner.NewPlan(decoded)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,12 +248,12 @@ var roundTripConfigs = map[string]reflect.Type{
 // roundTripDefaults are the values ApplyDefaults fills in: a key holding
 // only its default does not show that the Builder can set it.
 var roundTripDefaults = map[string]any{
-	"version":                int64(job.DefaultVersion),
-	"max_parallelism":        int64(job.DefaultMaxParallelism),
+	"version":                int64(jobdefaults.Version),
+	"max_parallelism":        int64(jobdefaults.MaxParallelism),
 	"parallelism":            int64(1),
-	"checkpoint.interval_ms": int64(job.DefaultCheckpointIntervalMS),
-	"checkpoint.retention":   int64(job.DefaultCheckpointRetention),
-	"state.format_version":   int64(job.DefaultStateFormatVersion),
+	"checkpoint.interval_ms": int64(jobdefaults.CheckpointIntervalMS),
+	"checkpoint.retention":   int64(jobdefaults.CheckpointRetention),
+	"state.format_version":   int64(jobdefaults.StateFormatVersion),
 	"recovery":               string(job.RecoverLatestCheckpoint),
 }
 
@@ -278,7 +280,7 @@ func TestRoundTripBuilderSetsEveryKey(t *testing.T) {
 		}
 		w.walk("operators[kind="+op.Kind+"].config", v.Elem())
 	}
-	for _, k := range job.Kinds {
+	for _, k := range planner.Kinds {
 		if !kinds[k] && k != job.KindJoin {
 			t.Errorf("the round-trip job has no operator of kind %q", k)
 		}

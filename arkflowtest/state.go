@@ -38,7 +38,7 @@ func (h *Harness) State(op string, key any) *state.Keyed {
 		if t.OperatorID != op {
 			continue
 		}
-		r := t.KeyGroups()
+		r := t.Partitions[0].KeyGroup
 		if group < r.Start || group > r.End {
 			continue
 		}

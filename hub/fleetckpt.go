@@ -25,6 +25,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -387,7 +388,7 @@ func (h *Hub) periodicCheckpoints(ctx context.Context) {
 		}
 		every := time.Duration(spec.Checkpoint.IntervalMS) * time.Millisecond
 		if every <= 0 {
-			every = time.Duration(job.DefaultCheckpointIntervalMS) * time.Millisecond
+			every = time.Duration(jobdefaults.CheckpointIntervalMS) * time.Millisecond
 		}
 		cps, err := h.store.ListCheckpoints(ctx, j.JobID, "")
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -38,7 +39,7 @@ func physicalPlan(v hubstore.JobVersion) (*job.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return job.NewPlan(spec)
+	return planner.NewPlan(spec)
 }
 
 // candidate is an online Agent that fits a job.

@@ -11,6 +11,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/hubhttp"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -239,8 +240,8 @@ func fixedParallelism(old, next *job.Spec) []string {
 		if !build.CoPartitionedKeyed(old, op, cp) {
 			continue
 		}
-		if n, _ := next.Operator(op.ID); n != nil && next.OperatorParallelism(n) != old.OperatorParallelism(op) {
-			out = append(out, fmt.Sprintf("%s from %d to %d", op.ID, old.OperatorParallelism(op), next.OperatorParallelism(n)))
+		if n, _ := next.Operator(op.ID); n != nil && planner.OperatorParallelism(next, n) != planner.OperatorParallelism(old, op) {
+			out = append(out, fmt.Sprintf("%s from %d to %d", op.ID, planner.OperatorParallelism(old, op), planner.OperatorParallelism(next, n)))
 		}
 	}
 	return out

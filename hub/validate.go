@@ -14,6 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/internal/hubstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -127,7 +128,7 @@ func (h *Hub) validateSpec(ctx context.Context, raw json.RawMessage, nodeIDs []s
 	}
 	if len(v.problems) == 0 {
 		// The tasks of the spec as stored (its secrets unresolved).
-		if v.plan.Plan, err = job.NewPlan(spec); err != nil {
+		if v.plan.Plan, err = planner.NewPlan(spec); err != nil {
 			v.problems = append(v.problems, err.Error())
 			v.fields = append(v.fields, "spec")
 		}

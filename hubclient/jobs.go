@@ -17,6 +17,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -416,7 +417,7 @@ func startPlan(p hubwire.JobCommandPayload) (*job.Spec, *job.Plan, []string, err
 	if spec.ID != p.JobID {
 		return nil, nil, nil, fmt.Errorf("payload: the spec is of job %q, the command of %q", spec.ID, p.JobID)
 	}
-	plan, err := job.NewPlan(spec)
+	plan, err := planner.NewPlan(spec)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -494,7 +495,7 @@ func localTasks(plan *job.Plan, assignments []hubwire.TaskAttempt) []string {
 	}
 	var tasks []string
 	for _, t := range assignments {
-		if _, ok := plan.Task(t.TaskID); !ok {
+		if _, ok := planner.Task(plan, t.TaskID); !ok {
 			return nil
 		}
 		tasks = append(tasks, t.TaskID)

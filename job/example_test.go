@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log"
 
+	arkflow "github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -18,6 +19,7 @@ edges: [{id: e, from: in, to: out}]
 sources:
   - operator_id: in
     input_type: generate
+    config: {fields: [{name: ts, type: timestamp}]}
     time:
       mode: event_time
       timestamp_field: ts
@@ -37,9 +39,7 @@ sinks: [{operator_id: out, output_type: drop}]
 	fmt.Println(w.Advance == job.AdvancePerRow, w.AllIdle == job.AllIdleAdvance, w.AllIdleDelayMS)
 
 	w.Advance, w.AllIdle = "per_batch", job.AllIdleHold
-	p := job.Problems{Job: spec.ID}
-	job.CheckStructure(spec, &p)
-	fmt.Println(p.Err())
+	fmt.Println(arkflow.Validate(spec))
 	// Output:
 	// true true 5000
 	// job "clicks": operator "in": sources[0].time.watermark.advance: must be batch or per_row (got "per_batch")

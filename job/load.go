@@ -6,12 +6,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdecode"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
+	"github.com/arkflow-rs/arkflow-go/internal/specpath"
 )
+
+func init() {
+	jobdecode.Problems = func(spec any) any { return spec.(*Spec).undecoded }
+}
 
 // Parse decodes a spec from JSON or YAML (detected from the first
 // non-blank character: '{' means JSON). Unknown fields and values of the
@@ -24,7 +32,7 @@ import (
 // With such errors, Parse still returns the spec as far as it decoded
 // (a value of the wrong type is left zero, or gets its default), unless
 // the data is not a JSON or YAML object at all. That spec remembers its
-// decode errors: validating it (CheckStructure, arkflow.Validate,
+// decode errors: validating it (arkflow.Validate,
 // arkflow.FromSpec) reports them again together with every other mistake
 // of the spec, and never builds it. So a validator that wants every
 // mistake at once validates the returned spec instead of stopping at
@@ -57,11 +65,10 @@ func Parse(data []byte) (*Spec, error) {
 	var spec Spec
 	var errs config.Problems
 	config.DecodeValue("", obj, &spec, &errs)
-	p := Problems{Job: spec.ID}
 	for _, e := range errs {
-		p.Add(operatorAt(&spec, e.Path), e.Path, "%s", e.Reason)
+		spec.undecoded = append(spec.undecoded, &ValidationError{Job: spec.ID, Operator: operatorAt(&spec, e.Path), Field: e.Path, Reason: e.Reason})
 	}
-	spec.undecoded = AsValidationErrors(p.Err())
+	sort.SliceStable(spec.undecoded, func(i, j int) bool { return specpath.Less(spec.undecoded[i].Field, spec.undecoded[j].Field) })
 	applyDefaults(&spec, obj)
 	if len(spec.undecoded) > 0 {
 		return &spec, spec.undecoded
@@ -144,10 +151,10 @@ func applyDefaults(s *Spec, raw map[string]any) {
 		return m
 	}
 	if absent(raw, "version", s.Version == 0) {
-		s.Version = DefaultVersion
+		s.Version = jobdefaults.Version
 	}
 	if absent(raw, "max_parallelism", s.MaxParallelism == 0) {
-		s.MaxParallelism = DefaultMaxParallelism
+		s.MaxParallelism = jobdefaults.MaxParallelism
 	}
 	if absent(raw, "parallelism", s.Parallelism == 0) {
 		s.Parallelism = 1
@@ -168,15 +175,15 @@ func applyDefaults(s *Spec, raw map[string]any) {
 		s.Sinks = []Sink{}
 	}
 	if s.State != nil && absent(sub("state"), "state.format_version", s.State.FormatVersion == 0) {
-		s.State.FormatVersion = DefaultStateFormatVersion
+		s.State.FormatVersion = jobdefaults.StateFormatVersion
 	}
 	if c := s.Checkpoint; c != nil {
 		cr := sub("checkpoint")
 		if absent(cr, "checkpoint.interval_ms", c.IntervalMS == 0) {
-			c.IntervalMS = DefaultCheckpointIntervalMS
+			c.IntervalMS = jobdefaults.CheckpointIntervalMS
 		}
 		if absent(cr, "checkpoint.retention", c.Retention == 0) {
-			c.Retention = DefaultCheckpointRetention
+			c.Retention = jobdefaults.CheckpointRetention
 		}
 	}
 	for i := range s.Sources {

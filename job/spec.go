@@ -2,20 +2,6 @@ package job
 
 import "encoding/json"
 
-// DefaultMaxParallelism is the number of key groups a job gets when its spec
-// does not set max_parallelism. It matches ArkFlow v1, so both plan the same
-// key-group ranges for the same spec.
-const DefaultMaxParallelism = 128
-
-// DefaultVersion is the version number given to a spec that omits version.
-// ArkFlow v1 requires the field; we accept its absence (extension) and fill in
-// this value, so the canonical form and digest always carry a version.
-const DefaultVersion = 1
-
-// MaxMaxParallelism bounds max_parallelism: key groups are planned into a
-// table of that size for every keyed edge, and Flink uses the same limit.
-const MaxMaxParallelism = 32768
-
 // Spec is a job as a Hub stores it and an Agent receives it: a graph of
 // operators and edges with stable IDs, plus the sources and sinks bound to
 // operators of kind "source" and "sink".
@@ -29,8 +15,9 @@ type Spec struct {
 	// Version is the user's version number of this job (ArkFlow v1's
 	// JobVersion, a bare number). Default 1. Upgrades require a higher one.
 	Version uint64 `json:"version"`
-	// MaxParallelism is the number of key groups (default 128). It is fixed
-	// for the life of the job's state: state is redistributed by key group.
+	// MaxParallelism is the number of key groups (default 128, at most
+	// 32768). It is fixed for the life of the job's state: state is
+	// redistributed by key group.
 	MaxParallelism int `json:"max_parallelism"`
 	// Parallelism is the default number of subtasks per operator (default 1).
 	Parallelism int `json:"parallelism"`
@@ -57,7 +44,7 @@ type Spec struct {
 	zeros map[string]bool
 	// undecoded are the problems Parse found decoding the spec: unknown
 	// fields, and values of the wrong type (their fields are left zero,
-	// or get their default). CheckStructure reports them with every other
+	// or get their default). Validation reports them with every other
 	// problem, so a spec that did not decode never builds, and validating
 	// it shows all its mistakes at once.
 	undecoded ValidationErrors
@@ -86,9 +73,6 @@ const (
 	KindSink      = "sink"
 	KindUDF       = "udf"
 )
-
-// Kinds lists every operator kind ArkFlow v1 knows, in its order.
-var Kinds = []string{KindSource, KindMap, KindFilter, KindAggregate, KindWindow, KindJoin, KindSink, KindUDF}
 
 // Operator is one node of the job graph.
 type Operator struct {
@@ -257,17 +241,13 @@ type State struct {
 
 // Checkpoint configures periodic checkpoints (ArkFlow v1's CheckpointSpec).
 type Checkpoint struct {
-	IntervalMS     int64  `json:"interval_ms"`
+	// IntervalMS is the time between periodic checkpoints (default
+	// 30000).
+	IntervalMS int64 `json:"interval_ms"`
+	// Retention is how many completed checkpoints are kept (default 3).
 	Retention      int    `json:"retention"`
 	ObjectStoreURI string `json:"object_store_uri"`
 }
-
-// Checkpoint defaults, as in ArkFlow v1.
-const (
-	DefaultCheckpointIntervalMS = 30000
-	DefaultCheckpointRetention  = 3
-	DefaultStateFormatVersion   = 1
-)
 
 // Recovery is where a restarting job takes its state from.
 type Recovery string
@@ -307,14 +287,6 @@ func (s *Spec) Sink(operatorID string) (*Sink, int) {
 		}
 	}
 	return nil, -1
-}
-
-// OperatorParallelism is the number of subtasks the operator runs with.
-func (s *Spec) OperatorParallelism(op *Operator) int {
-	if op.Parallelism > 0 {
-		return op.Parallelism
-	}
-	return s.Parallelism
 }
 
 // Clone returns a deep copy of the spec.

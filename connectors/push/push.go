@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	queue "github.com/arkflow-rs/arkflow-go/internal/push"
 	"github.com/arkflow-rs/arkflow-go/internal/typed"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -40,7 +41,7 @@ type Config[T any] struct {
 	// for 10 s while others have rows.)
 	Partitions int
 	// PartitionKey, when set, sends each row to the partition of its key
-	// (job.HashKey of the key, FNV-1a 64, modulo Partitions), so that the
+	// (FNV-1a 64 of the key, modulo Partitions), so that the
 	// rows of one key keep their order. When nil, each Push call goes to
 	// one partition, round-robin over calls.
 	PartitionKey func(row T) string
@@ -177,7 +178,7 @@ func (p *Source[T]) push(ctx context.Context, processed bool, rows []T) error {
 	}
 	groups := make([][]T, parts)
 	for _, r := range rows {
-		k := job.HashKey([]byte(p.cfg.PartitionKey(r))) % uint64(parts)
+		k := keys.HashKey([]byte(p.cfg.PartitionKey(r))) % uint64(parts)
 		groups[k] = append(groups[k], r)
 	}
 	// Every group is handed over before waiting for any, so the

@@ -22,6 +22,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -95,8 +96,8 @@ type Graph struct {
 func Build(spec *job.Spec, env Env) (*Graph, error) {
 	s := spec.Clone()
 	job.ApplyDefaults(s)
-	p := &job.Problems{Job: s.ID}
-	job.CheckStructure(s, p)
+	p := &planner.Problems{Job: s.ID}
+	planner.CheckStructure(s, p)
 	g := &Graph{Inputs: map[string]connectors.Input{}, Outputs: map[string]connectors.Output{}, Ops: map[string]ops.Built{}, Schemas: map[string]*arrow.Schema{}, InputSchemas: map[string]*arrow.Schema{}, Durability: map[string]*job.Durability{}}
 	b := builder{s: s, p: p, g: g, env: env}
 	b.sources()
@@ -106,7 +107,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	plan, err := job.NewPlan(s)
+	plan, err := planner.NewPlan(s)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func Build(spec *job.Spec, env Env) (*Graph, error) {
 
 type builder struct {
 	s    *job.Spec
-	p    *job.Problems
+	p    *planner.Problems
 	g    *Graph
 	env  Env
 	late map[string]bool // IDs of implicit late-row edges
@@ -211,9 +212,9 @@ func (b *builder) operators() {
 	s := b.s
 	// The implicit late-row edges count: a route sink comes after its
 	// windows and receives the rows they receive.
-	edges := append(append([]job.Edge(nil), s.Edges...), job.LateEdges(s)...)
+	edges := append(append([]job.Edge(nil), s.Edges...), planner.LateEdges(s)...)
 	late := map[string]bool{}
-	for _, e := range job.LateEdges(s) {
+	for _, e := range planner.LateEdges(s) {
 		late[e.ID] = true
 	}
 	order, ok := topo(s, edges)
@@ -245,7 +246,7 @@ func (b *builder) operators() {
 		for _, e := range incoming[id] {
 			keyed = keyed && e.Partitioned
 		}
-		keyed = keyed || s.OperatorParallelism(op) == 1 || CoPartitionedKeyed(s, op, coPart)
+		keyed = keyed || planner.OperatorParallelism(s, op) == 1 || CoPartitionedKeyed(s, op, coPart)
 		for _, e := range incoming[id] {
 			if in != nil && e.Partitioned && op.KeyField != "" {
 				if err := CheckKeyField(in, op.KeyField); err != nil {
@@ -260,7 +261,7 @@ func (b *builder) operators() {
 		}
 		f, ok := factories[op.Kind]
 		if !ok {
-			if op.Kind != job.KindJoin && slicesContains(job.Kinds, op.Kind) {
+			if op.Kind != job.KindJoin && slicesContains(planner.Kinds, op.Kind) {
 				b.p.Add(op.ID, at+".kind", "kind %q has no implementation in this program", op.Kind)
 			}
 			continue // unknown kinds are reported by CheckStructure
@@ -367,7 +368,7 @@ func (b *builder) jobChecks() {
 	}
 	// The sources upstream of every operator, along edges and late-row
 	// edges.
-	edges := append(append([]job.Edge(nil), b.s.Edges...), job.LateEdges(b.s)...)
+	edges := append(append([]job.Edge(nil), b.s.Edges...), planner.LateEdges(b.s)...)
 	from := map[string][]string{}
 	for _, e := range edges {
 		from[e.To] = append(from[e.To], e.From)

@@ -15,6 +15,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/blob"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -132,7 +133,7 @@ func TestBuildDerivesSchemasAndPlan(t *testing.T) {
 	}
 	var tasks []string
 	for _, tk := range g.Plan.Tasks {
-		tasks = append(tasks, fmt.Sprintf("%s@%s%v", tk.ID, tk.Chain, tk.KeyGroups()))
+		tasks = append(tasks, fmt.Sprintf("%s@%s%v", tk.ID, tk.Chain, tk.Partitions[0].KeyGroup))
 	}
 	slices.Sort(tasks)
 	want := "a-0@chain-a[0,63] a-1@chain-a[64,127] f-0@chain-in[0,127] in-0@chain-in[0,127] m-0@chain-in[0,127] out-0@chain-out[0,127] out2-0@chain-w[0,127] w-0@chain-w[0,127]"
@@ -146,7 +147,7 @@ func TestBuildDerivesSchemasAndPlan(t *testing.T) {
 	if got, want := strings.Join(modes, " "), "e1=chained e2=chained e3=key_groups e4=rebalance e5=key_groups e6=chained"; got != want {
 		t.Errorf("edge modes = %s, want %s", got, want)
 	}
-	if g.Spec == nil || g.Spec.ID != "j" || g.Plan.MaxParallelism != job.DefaultMaxParallelism {
+	if g.Spec == nil || g.Spec.ID != "j" || g.Plan.MaxParallelism != jobdefaults.MaxParallelism {
 		t.Errorf("Spec = %v, MaxParallelism = %d", g.Spec, g.Plan.MaxParallelism)
 	}
 }

@@ -1,6 +1,9 @@
 package build
 
-import "github.com/arkflow-rs/arkflow-go/job"
+import (
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
 
 // CoPartitioned returns, for every operator whose input rows arrive
 // already partitioned by a key, that key column: a source with KeyedBy,
@@ -10,7 +13,7 @@ import "github.com/arkflow-rs/arkflow-go/job"
 // subtask's partitions). A keyed operator whose key_field is that column
 // is keyed without a partitioned edge: all rows of a key reach one
 // subtask. Operators not in the map are not co-partitioned. The spec
-// must have resolvable, acyclic edges (job.CheckStructure).
+// must have resolvable, acyclic edges (planner.CheckStructure).
 func CoPartitioned(s *job.Spec) map[string]string {
 	out := map[string]string{}
 	for _, src := range s.Sources {
@@ -27,7 +30,7 @@ func CoPartitioned(s *job.Spec) map[string]string {
 	}
 	par := map[string]int{}
 	for i := range s.Operators {
-		par[s.Operators[i].ID] = s.OperatorParallelism(&s.Operators[i])
+		par[s.Operators[i].ID] = planner.OperatorParallelism(s, &s.Operators[i])
 	}
 	// Propagate until nothing changes: the graph is small and acyclic.
 	for changed := true; changed; {
@@ -62,5 +65,5 @@ func CoPartitionedKeyed(s *job.Spec, op *job.Operator, cp map[string]string) boo
 		return false
 	}
 	k, ok := cp[op.ID]
-	return ok && k == op.KeyField && s.OperatorParallelism(op) > 1
+	return ok && k == op.KeyField && planner.OperatorParallelism(s, op) > 1
 }

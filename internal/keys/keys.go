@@ -1,7 +1,7 @@
 // Package keys turns key columns into key groups.
 //
 // A row's key group is FNV-1a-64 of its key bytes modulo max_parallelism
-// (ArkFlow v1's formula, job.KeyGroup). The key bytes of a value are:
+// (ArkFlow v1's formula, KeyGroup). The key bytes of a value are:
 //
 //   - strings and binary: their bytes;
 //   - signed integers (8 to 64 bits), timestamps, date32/64 and durations:
@@ -20,27 +20,25 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-
-	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// The hash is job.HashKey, the one FNV-1a-64 of the module (ArkFlow v1's
+// The hash is HashKey, the one FNV-1a-64 of the module (ArkFlow v1's
 // key-group function is part of the wire contract). The helpers below only
-// lay a value out as its key bytes first; job.HashKey inlines, so the hot
+// lay a value out as its key bytes first; HashKey inlines, so the hot
 // loops in Hashes pay no call.
 
-// hashU64 is job.HashKey of v as 8 big-endian bytes.
+// hashU64 is HashKey of v as 8 big-endian bytes.
 func hashU64(v uint64) uint64 {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
-	return job.HashKey(b[:])
+	return HashKey(b[:])
 }
 
 // nullHash and boolHash are the hashes of the key bytes of null (none)
 // and of false and true (one byte, 0 or 1).
 var (
-	nullHash = job.HashKey(nil)
-	boolHash = [2]uint64{job.HashKey([]byte{0}), job.HashKey([]byte{1})}
+	nullHash = HashKey(nil)
+	boolHash = [2]uint64{HashKey([]byte{0}), HashKey([]byte{1})}
 )
 
 // Supported reports whether a column type can be a key.
@@ -68,21 +66,21 @@ func Hashes(col arrow.Array, dst []uint64) error {
 		offs, data := a.ValueOffsets(), a.ValueBytes()
 		base := offs[0]
 		for i := 0; i < n; i++ {
-			dst[i] = job.HashKey(data[offs[i]-base : offs[i+1]-base])
+			dst[i] = HashKey(data[offs[i]-base : offs[i+1]-base])
 		}
 	case *array.LargeString:
 		offs, data := a.ValueOffsets(), a.ValueBytes()
 		base := offs[0]
 		for i := 0; i < n; i++ {
-			dst[i] = job.HashKey(data[offs[i]-base : offs[i+1]-base])
+			dst[i] = HashKey(data[offs[i]-base : offs[i+1]-base])
 		}
 	case *array.Binary:
 		for i := 0; i < n; i++ {
-			dst[i] = job.HashKey(a.Value(i))
+			dst[i] = HashKey(a.Value(i))
 		}
 	case *array.LargeBinary:
 		for i := 0; i < n; i++ {
-			dst[i] = job.HashKey(a.Value(i))
+			dst[i] = HashKey(a.Value(i))
 		}
 	default:
 		if !hashFixed(col, dst) {
@@ -183,7 +181,7 @@ type Router struct {
 }
 
 // NewRouter returns a router for max parallelism m and p subtasks, using
-// the ranges of job.RangeFor.
+// the ranges of RangeFor.
 func NewRouter(m, p int) *Router {
 	r := &Router{m: m, owner: make([]int32, m)}
 	for g := 0; g < m; g++ {

@@ -11,8 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // keyTypes are every supported key type.
@@ -218,7 +216,7 @@ func TestHashesMatchJobHashKey(t *testing.T) {
 						t.Fatal(err)
 					}
 					for i := range got {
-						if want := job.HashKey(keyBytes(t, a, i)); got[i] != want {
+						if want := HashKey(keyBytes(t, a, i)); got[i] != want {
 							t.Fatalf("row %d (%s): hash %#x, want %#x", i, a.ValueStr(i), got[i], want)
 						}
 					}
@@ -230,11 +228,11 @@ func TestHashesMatchJobHashKey(t *testing.T) {
 
 func TestHashesKnownValues(t *testing.T) {
 	t.Parallel()
-	// FNV-1a-64 test vectors, independent of job.HashKey.
-	if got := job.HashKey(nil); got != 0xcbf29ce484222325 {
+	// FNV-1a-64 test vectors, independent of HashKey.
+	if got := HashKey(nil); got != 0xcbf29ce484222325 {
 		t.Fatalf("HashKey(empty) = %#x", got)
 	}
-	if got := job.HashKey([]byte("a")); got != 0xaf63dc4c8601ec8c {
+	if got := HashKey([]byte("a")); got != 0xaf63dc4c8601ec8c {
 		t.Fatalf("HashKey(a) = %#x", got)
 	}
 	b := array.NewStringBuilder(memory.DefaultAllocator)
@@ -327,15 +325,15 @@ func TestRouteMatchesOwnerOf(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i := 0; i < n; i++ {
-					g := job.KeyGroup(keyBytes(t, a, i), m)
+					g := KeyGroup(keyBytes(t, a, i), m)
 					if int(groups[i]) != g {
 						t.Fatalf("m=%d %s row %d: group %d, want %d", m, dt, i, groups[i], g)
 					}
-					want := job.OwnerOf(m, p, g)
+					want := OwnerOf(m, p, g)
 					if int(dst[i]) != want {
 						t.Fatalf("m=%d p=%d %s row %d: subtask %d, want %d", m, p, dt, i, dst[i], want)
 					}
-					rg := job.RangeFor(m, p, want)
+					rg := RangeFor(m, p, want)
 					if !rg.Contains(g) {
 						t.Fatalf("group %d routed to subtask %d whose range is %s", g, want, rg)
 					}

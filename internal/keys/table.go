@@ -298,7 +298,7 @@ func (t *Table) Bytes(id int32) []byte {
 // Group returns the key group of a key ID for max parallelism m: the same
 // group keyed edges route its rows by.
 func (t *Table) Group(id int32, m int) int {
-	return job.KeyGroup(t.Bytes(id), m)
+	return KeyGroup(t.Bytes(id), m)
 }
 
 // IDOfBytes returns the ID of the key whose Bytes are b, adding it: the
@@ -359,7 +359,7 @@ func RowBytes(col arrow.Array, i int) ([]byte, error) {
 }
 
 // GroupOfBytes is the key group of key bytes for max parallelism m.
-func GroupOfBytes(b []byte, m int) int { return job.KeyGroup(b, m) }
+func GroupOfBytes(b []byte, m int) int { return KeyGroup(b, m) }
 
 // Grouper maps a key to the key group its state is kept in: Base plus its
 // hash modulo Width. Keyed edges route by HashGrouper(max parallelism);
@@ -368,7 +368,7 @@ func GroupOfBytes(b []byte, m int) int { return job.KeyGroup(b, m) }
 // not routed by key group.
 type Grouper struct{ Base, Width int }
 
-// HashGrouper is the grouping of keyed edges: job.KeyGroup.
+// HashGrouper is the grouping of keyed edges: KeyGroup.
 func HashGrouper(maxParallelism int) Grouper { return Grouper{Width: maxParallelism} }
 
 // RangeGrouper keeps every key in r.
@@ -377,7 +377,7 @@ func RangeGrouper(r job.KeyGroupRange) Grouper {
 }
 
 // Of is the key group of key bytes b.
-func (g Grouper) Of(b []byte) int { return g.Base + int(job.HashKey(b)%uint64(max(g.Width, 1))) }
+func (g Grouper) Of(b []byte) int { return g.Base + int(HashKey(b)%uint64(max(g.Width, 1))) }
 
 // GroupWith is the key group of key ID id under g.
 func (t *Table) GroupWith(id int32, g Grouper) int { return g.Of(t.Bytes(id)) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -131,7 +132,7 @@ func task(b statestore.Backend) Task {
 	return Task{
 		TaskInfo:       connectors.TaskInfo{JobID: "j", OperatorID: "op", Parallelism: 1},
 		State:          b,
-		KeyGroups:      job.RangeFor(128, 1, 0),
+		KeyGroups:      keys.RangeFor(128, 1, 0),
 		MaxParallelism: 128,
 		Now:            func() int64 { return 1_000 },
 	}

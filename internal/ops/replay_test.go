@@ -10,8 +10,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
-	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // R-JOB-3: after a rescale, a replayed row is dropped exactly when the
@@ -34,7 +34,7 @@ func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
 	if err := statestore.Relayout(b, "j", "agg", M, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	j, err := statestore.NewJournal(b, "j", "agg", job.RangeFor(M, 1, 0))
+	j, err := statestore.NewJournal(b, "j", "agg", keys.RangeFor(M, 1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
 		if i >= 26 {
 			k += string(rune('a' + i/26))
 		}
-		if g := job.KeyGroup([]byte(k), M); g < 4 && lowKey == "" {
+		if g := keys.KeyGroup([]byte(k), M); g < 4 && lowKey == "" {
 			lowKey = k
 		} else if g >= 4 && highKey == "" {
 			highKey = k

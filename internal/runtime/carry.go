@@ -131,7 +131,7 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 			!slices.ContainsFunc(m.TaskAttempts, func(a ckptstore.TaskAttempt) bool { return a.TaskID == t.ID && ownAttempt(a, c.run) }) {
 			continue
 		}
-		k := carrier.MarkKey(ns, t.OperatorID, t.KeyGroups().Start)
+		k := carrier.MarkKey(ns, t.OperatorID, t.Partitions[0].KeyGroup.Start)
 		v, _, ok, err := st.Get(k, now)
 		if err != nil {
 			return nil, fmt.Errorf("restore: reading the window floor of %s: %w", t.ID, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
 	"github.com/arkflow-rs/arkflow-go/internal/metrics"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -209,7 +210,7 @@ func (r *Runtime) checkpointLoop(ctx context.Context) {
 	cp := r.g.Spec.Checkpoint
 	every := time.Duration(cp.IntervalMS) * time.Millisecond
 	if every <= 0 {
-		every = time.Duration(job.DefaultCheckpointIntervalMS) * time.Millisecond
+		every = time.Duration(jobdefaults.CheckpointIntervalMS) * time.Millisecond
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

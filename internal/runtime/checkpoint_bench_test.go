@@ -832,7 +832,7 @@ func discardSnapshots(b *testing.B, r *Runtime) int64 {
 		if op, _ := spec.Operator(t.OperatorID); op == nil || !r.statefulOp(op) {
 			continue
 		}
-		info, err := fr.Snapshot(io.Discard, statestore.Scope{Job: stateJob(spec), Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, r.opts.Clock.Now().UnixMilli())
+		info, err := fr.Snapshot(io.Discard, statestore.Scope{Job: stateJob(spec), Operator: t.OperatorID, Groups: keys.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, r.opts.Clock.Now().UnixMilli())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,6 +9,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -96,7 +99,7 @@ func TestCoPartitionedKeyedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := job.NewPlan(s)
+	plan, err := planner.NewPlan(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +124,9 @@ func TestCoPartitionedKeyedState(t *testing.T) {
 	}
 	outside := 0
 	for p := range 2 {
-		own := job.RangeFor(job.DefaultMaxParallelism, 2, p)
+		own := keys.RangeFor(jobdefaults.MaxParallelism, 2, p)
 		for _, u := range users(p) {
-			if !own.Contains(job.KeyGroup([]byte(u), job.DefaultMaxParallelism)) {
+			if !own.Contains(keys.KeyGroup([]byte(u), jobdefaults.MaxParallelism)) {
 				outside++
 			}
 		}

@@ -83,9 +83,9 @@ import (
 
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
-	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 func TestDataDriven(t *testing.T) {
@@ -271,7 +271,7 @@ func (d *ddJob) close() {
 
 // task is the source subtask that reads a partition.
 func (d *ddJob) task(source string, part int) string {
-	return job.TaskID(source, part%d.readers)
+	return planner.TaskID(source, part%d.readers)
 }
 
 // paused reports whether the subtask reading a partition has passed the

@@ -34,6 +34,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -52,7 +54,7 @@ func ValidateTasks(plan *job.Plan, tasks []string) error {
 	in := map[string]bool{}
 	var unknown []string
 	for _, t := range tasks {
-		if _, ok := plan.Task(t); !ok {
+		if _, ok := planner.Task(plan, t); !ok {
 			unknown = append(unknown, t)
 		}
 		in[t] = true
@@ -272,12 +274,12 @@ func (r *Runtime) snapshotWanted(op string, sub, oldPar, maxPar int) bool {
 	if r.local == nil {
 		return true
 	}
-	rg := job.RangeFor(maxPar, oldPar, sub)
-	for _, t := range r.g.Plan.OperatorTasks(op) {
+	rg := keys.RangeFor(maxPar, oldPar, sub)
+	for _, t := range planner.OperatorTasks(r.g.Plan, op) {
 		if !r.local[t.ID] {
 			continue
 		}
-		own := t.KeyGroups()
+		own := t.Partitions[0].KeyGroup
 		if own.Start <= rg.End && rg.Start <= own.End {
 			return true
 		}

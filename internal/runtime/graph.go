@@ -17,6 +17,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -91,7 +92,7 @@ func (r *Runtime) instantiate(ctx context.Context, st statestore.Backend) (chain
 		for sub := 0; sub < c.Parallelism; sub++ {
 			// A run of part of the job creates only its chain instances
 			// (a chain instance lies in one placement unit).
-			if !r.isLocal(job.TaskID(c.Head, sub)) {
+			if !r.isLocal(planner.TaskID(c.Head, sub)) {
 				continue
 			}
 			chains = append(chains, b.chainInstance(ctx, c, sub))
@@ -138,7 +139,7 @@ func (r *Runtime) topology() topology {
 	spec, plan := r.g.Spec, r.g.Plan
 	t := topology{par: map[string]int{}, chainOf: map[string]job.Chain{}, inboxes: map[chainSub]*inbox{}, slotOf: map[slotKey]int{}}
 	for _, op := range spec.Operators {
-		t.par[op.ID] = spec.OperatorParallelism(&op)
+		t.par[op.ID] = planner.OperatorParallelism(spec, &op)
 	}
 	for _, c := range plan.Chains {
 		for _, op := range c.Operators {
@@ -152,7 +153,7 @@ func (r *Runtime) topology() topology {
 		}
 		to := t.chainOf[e.To]
 		for dst := 0; dst < t.par[e.To]; dst++ {
-			if !r.isLocal(job.TaskID(e.To, dst)) {
+			if !r.isLocal(planner.TaskID(e.To, dst)) {
 				continue // placement units are closed under edges
 			}
 			for f := 0; f < t.par[e.From]; f++ {
@@ -232,7 +233,7 @@ func (b *instantiation) chainInstance(ctx context.Context, c job.Chain, sub int)
 // or an operator instance, by kind.
 func (b *instantiation) node(ctx context.Context, ci *chainInstance, opID string, sub int) (*node, error) {
 	op, _ := b.r.g.Spec.Operator(opID)
-	task := job.TaskID(opID, sub)
+	task := planner.TaskID(opID, sub)
 	m := &taskMetrics{task: task, op: opID}
 	m.watermark.Store(eventtime.NoWatermark)
 	m.finite.Store(eventtime.NoWatermark)
@@ -328,7 +329,7 @@ func (b *instantiation) sinkNode(ci *chainInstance, n *node, sub int) error {
 func (b *instantiation) operatorNode(n *node, op *job.Operator, sub int) error {
 	r, g, spec := b.r, b.r.g, b.r.g.Spec
 	task := n.task
-	t, _ := g.Plan.Task(task)
+	t, _ := planner.Task(g.Plan, task)
 	stInfo := b.info(n.opID, sub)
 	stInfo.JobID = stateJob(spec)
 	var ckptWM func() (int64, bool)
@@ -339,9 +340,9 @@ func (b *instantiation) operatorNode(n *node, op *job.Operator, sub int) error {
 	if build.CoPartitionedKeyed(spec, op, b.coPart) {
 		// Its rows were not routed by key group: its keys
 		// stay in its own range (see job.Source.KeyedBy).
-		groups = keys.RangeGrouper(t.KeyGroups())
+		groups = keys.RangeGrouper(t.Partitions[0].KeyGroup)
 	}
-	inst, err := g.Ops[n.opID].New(ops.Task{TaskInfo: stInfo, State: b.st, KeyGroups: t.KeyGroups(), MaxParallelism: spec.MaxParallelism, Groups: groups,
+	inst, err := g.Ops[n.opID].New(ops.Task{TaskInfo: stInfo, State: b.st, KeyGroups: t.Partitions[0].KeyGroup, MaxParallelism: spec.MaxParallelism, Groups: groups,
 		Now: func() int64 { return r.opts.Clock.Now().UnixMilli() }, CheckpointWatermark: ckptWM})
 	if err != nil {
 		return fmt.Errorf("creating operator %s: %w", task, err)
@@ -369,17 +370,17 @@ func (b *instantiation) wireEdges() error {
 	spec, g, topo := b.r.g.Spec, b.r.g, b.topo
 	for _, e := range g.Plan.Edges {
 		for f := 0; f < topo.par[e.From]; f++ {
-			if !b.r.isLocal(job.TaskID(e.From, f)) {
+			if !b.r.isLocal(planner.TaskID(e.From, f)) {
 				continue
 			}
-			from := b.nodes[job.TaskID(e.From, f)]
+			from := b.nodes[planner.TaskID(e.From, f)]
 			port := ops.PortMain
 			if e.Port == job.PortLate {
 				port = ops.PortLate
 			}
 			switch e.Mode {
 			case job.EdgeChained:
-				from.children[port] = append(from.children[port], b.nodes[job.TaskID(e.To, f)])
+				from.children[port] = append(from.children[port], b.nodes[planner.TaskID(e.To, f)])
 				continue
 			}
 			to := topo.chainOf[e.To]

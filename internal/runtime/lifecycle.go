@@ -17,6 +17,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/durable"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
@@ -270,7 +271,7 @@ func (r *Runtime) DryRun(ctx context.Context) error {
 			continue
 		}
 		op, _ := spec.Operator(src.OperatorID)
-		info := connectors.TaskInfo{JobID: spec.ID, OperatorID: src.OperatorID, Parallelism: spec.OperatorParallelism(op), Logger: r.log.With("operator", src.OperatorID)}
+		info := connectors.TaskInfo{JobID: spec.ID, OperatorID: src.OperatorID, Parallelism: planner.OperatorParallelism(spec, op), Logger: r.log.With("operator", src.OperatorID)}
 		if err := durable.DryRun(ctx, cfg, r.opts.DataDir, info); err != nil {
 			errs = append(errs, err)
 		}
@@ -457,7 +458,7 @@ func (r *Runtime) reshardWALs(ctx context.Context) error {
 	for _, src := range r.g.Spec.Sources {
 		if cfg := r.g.Durability[src.OperatorID]; cfg != nil {
 			op, _ := r.g.Spec.Operator(src.OperatorID)
-			if err := durable.Reshard(ctx, cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, r.g.Spec.OperatorParallelism(op), r.log.With("operator", src.OperatorID)); err != nil {
+			if err := durable.Reshard(ctx, cfg, r.opts.DataDir, r.g.Spec.ID, src.OperatorID, planner.OperatorParallelism(r.g.Spec, op), r.log.With("operator", src.OperatorID)); err != nil {
 				return err
 			}
 		}

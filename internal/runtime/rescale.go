@@ -9,7 +9,9 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -42,7 +44,7 @@ func (r *Runtime) planLayout() layout {
 	l := layout{MaxParallelism: r.g.Spec.MaxParallelism, Parallelism: map[string]int{}}
 	for _, op := range r.g.Spec.Operators {
 		if r.statefulOp(&op) {
-			l.Parallelism[op.ID] = r.g.Spec.OperatorParallelism(&op)
+			l.Parallelism[op.ID] = planner.OperatorParallelism(r.g.Spec, &op)
 		}
 	}
 	return l
@@ -199,8 +201,8 @@ func (r *Runtime) relayoutMarks(st statestore.Backend, c ops.Carrier, op string,
 		k.User = append([]byte(nil), k.User...)
 		muts = append(muts, statestore.Mutation{Key: k, Delete: true})
 		wm, ok := c.DecodeMark(e.Value)
-		s := job.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
-		if ok && job.RangeFor(maxPar, oldPar, s).Start == e.Key.KeyGroup {
+		s := keys.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
+		if ok && keys.RangeFor(maxPar, oldPar, s).Start == e.Key.KeyGroup {
 			old[s] = wm
 		}
 		return nil
@@ -209,9 +211,9 @@ func (r *Runtime) relayoutMarks(st statestore.Backend, c ops.Carrier, op string,
 		return fmt.Errorf("restore: reading the window floors of %s: %w", op, err)
 	}
 	for s := range newPar {
-		rg := job.RangeFor(maxPar, newPar, s)
+		rg := keys.RangeFor(maxPar, newPar, s)
 		low, found := int64(0), false
-		for o := job.OwnerOf(maxPar, oldPar, rg.Start); o <= job.OwnerOf(maxPar, oldPar, rg.End); o++ {
+		for o := keys.OwnerOf(maxPar, oldPar, rg.Start); o <= keys.OwnerOf(maxPar, oldPar, rg.End); o++ {
 			wm, ok := old[o]
 			if !ok {
 				found = false // an old subtask without a floor: none

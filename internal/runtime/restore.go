@@ -16,6 +16,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -366,7 +368,7 @@ func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st s
 			continue // another process's key groups (issue 20)
 		}
 		snaps = append(snaps, s)
-		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: job.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
+		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: keys.RangeFor(spec.MaxParallelism, oldPar[op], sub)})
 	}
 	var total int64
 	for _, s := range snaps {
@@ -516,12 +518,12 @@ func restoredWatermarks(spec *job.Spec, plan *job.Plan, wms map[string]int64, ol
 		for sub := 0; sub < c.Parallelism; sub++ {
 			low, found := int64(0), false
 			for _, op := range c.Operators[1:] {
-				if wm, ok := out[job.TaskID(op, sub)]; ok && (!found || wm < low) {
+				if wm, ok := out[planner.TaskID(op, sub)]; ok && (!found || wm < low) {
 					low, found = wm, true
 				}
 			}
 			if found {
-				out[job.TaskID(c.Head, sub)] = low
+				out[planner.TaskID(c.Head, sub)] = low
 			}
 		}
 	}

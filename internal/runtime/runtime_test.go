@@ -20,6 +20,8 @@ import (
 	_ "github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -67,7 +69,7 @@ func (pi probeInput) Schema() *arrow.Schema { return pi.in.Schema() }
 func (pi probeInput) Partitions() int       { return pi.in.Partitions() }
 func (pi probeInput) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
 	s, err := pi.in.NewSource(info)
-	return &probeSource{Source: s, p: pi.p, task: job.TaskID(info.OperatorID, info.Subtask)}, err
+	return &probeSource{Source: s, p: pi.p, task: planner.TaskID(info.OperatorID, info.Subtask)}, err
 }
 
 type probeSource struct {
@@ -133,7 +135,7 @@ func (s *probeSink) Close(context.Context) error {
 type probeOutput struct{ p *probe }
 
 func (po probeOutput) NewSink(info connectors.TaskInfo) (connectors.Sink, error) {
-	return &probeSink{p: po.p, task: job.TaskID(info.OperatorID, info.Subtask), sub: info.Subtask}, nil
+	return &probeSink{p: po.p, task: planner.TaskID(info.OperatorID, info.Subtask), sub: info.Subtask}, nil
 }
 
 // testEnv holds the test-only connector types ("probe", and "once" and
@@ -267,9 +269,9 @@ func TestKeyedEdgeRoutesByKeyGroup(t *testing.T) {
 		t.Fatalf("got %d rows, want 60", rows)
 	}
 	for _, u := range users {
-		want := job.OwnerOf(128, 4, job.KeyGroup([]byte(u), 128))
+		want := keys.OwnerOf(128, 4, keys.KeyGroup([]byte(u), 128))
 		if owner[u] != want {
-			t.Errorf("key %q went to subtask %d; its key group %d belongs to %d", u, owner[u], job.KeyGroup([]byte(u), 128), want)
+			t.Errorf("key %q went to subtask %d; its key group %d belongs to %d", u, owner[u], keys.KeyGroup([]byte(u), 128), want)
 		}
 		if len(fromPartitions[u]) != 3 {
 			t.Errorf("key %q came from partitions %v, want all 3", u, fromPartitions[u])
@@ -431,7 +433,7 @@ func TestAcksAdvancePositions(t *testing.T) {
 	}
 	pos := rt.Positions()
 	for sub, part := range []int32{0, 1} {
-		got := pos[job.TaskID("in", sub)]
+		got := pos[planner.TaskID("in", sub)]
 		if len(got) != 1 || got[0].Partition != part || got[0].Offset != 12 {
 			t.Errorf("source in-%d positions %v, want partition %d at offset 12", sub, got, part)
 		}

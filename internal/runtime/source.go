@@ -15,6 +15,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -133,7 +134,7 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 			return nil, fmt.Errorf("event-time field %q is not in the source's rows", t.TimestampField)
 		}
 		var parts []int
-		par := spec.OperatorParallelism(mustOperator(spec, opID))
+		par := planner.OperatorParallelism(spec, mustOperator(spec, opID))
 		for p := 0; p < r.g.Inputs[opID].Partitions(); p++ {
 			if p%par == sub {
 				parts = append(parts, p)
@@ -145,7 +146,7 @@ func (r *Runtime) sourceTime(opID string, sub int) (*sourceTime, error) {
 		if w := t.Watermark; w != nil && w.Strategy != job.Monotonous {
 			st.ooo = w.OutOfOrdernessMS
 		}
-		if wm, ok := r.restoredWatermarks[job.TaskID(opID, sub)]; ok {
+		if wm, ok := r.restoredWatermarks[planner.TaskID(opID, sub)]; ok {
 			st.tracker.Restore(wm)
 			st.restored = wm
 		}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -25,7 +27,7 @@ func (r *Runtime) formatVersion() int {
 	if s := r.g.Spec.State; s != nil && s.FormatVersion > 0 {
 		return s.FormatVersion
 	}
-	return job.DefaultStateFormatVersion
+	return jobdefaults.StateFormatVersion
 }
 
 func (r *Runtime) plannedTasks() []string {
@@ -196,7 +198,7 @@ func (r *Runtime) uploadSnapshots(ctx context.Context, cat *ckptstore.Catalog, c
 			pr, pw := io.Pipe()
 			produced := make(chan statestore.SnapshotInfo, 1)
 			go func() {
-				info, err := c.Frozen.Snapshot(pw, statestore.Scope{Job: ns, Operator: t.OperatorID, Groups: job.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
+				info, err := c.Frozen.Snapshot(pw, statestore.Scope{Job: ns, Operator: t.OperatorID, Groups: keys.RangeFor(spec.MaxParallelism, t.Parallelism, t.Subtask)}, now)
 				produced <- info
 				pw.CloseWithError(err)
 			}()

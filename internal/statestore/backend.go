@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -212,7 +213,7 @@ var ErrClosed = errors.New("state: closed")
 // Open opens a backend.
 func Open(opts Options) (Backend, error) {
 	if opts.FormatVersion == 0 {
-		opts.FormatVersion = job.DefaultStateFormatVersion
+		opts.FormatVersion = jobdefaults.StateFormatVersion
 	}
 	switch opts.Backend {
 	case "", Badger, job.BackendEmbeddedKV:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -111,8 +112,8 @@ func Relayout(b Backend, jobNS, op string, maxPar, oldPar, newPar int) error {
 		}
 		// Positions are stored under a subtask's first key group; an
 		// entry anywhere else belongs to no subtask of oldPar.
-		s := job.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
-		if job.RangeFor(maxPar, oldPar, s).Start != e.Key.KeyGroup {
+		s := keys.OwnerOf(maxPar, oldPar, e.Key.KeyGroup)
+		if keys.RangeFor(maxPar, oldPar, s).Start != e.Key.KeyGroup {
 			return nil
 		}
 		if own[s] == nil {
@@ -144,10 +145,10 @@ func Relayout(b Backend, jobNS, op string, maxPar, oldPar, newPar int) error {
 		return fmt.Errorf("state: relayout of %q: reading inherited positions: %w", op, err)
 	}
 	for s := range oldPar {
-		cuts[job.RangeFor(maxPar, oldPar, s).Start] = true
+		cuts[keys.RangeFor(maxPar, oldPar, s).Start] = true
 	}
 	for s := range newPar {
-		cuts[job.RangeFor(maxPar, newPar, s).Start] = true
+		cuts[keys.RangeFor(maxPar, newPar, s).Start] = true
 	}
 	bounds := slices.Sorted(maps.Keys(cuts))
 	// Between two cuts every key group has the same positions: its old
@@ -160,7 +161,7 @@ func Relayout(b Backend, jobNS, op string, maxPar, oldPar, newPar int) error {
 	var runs []run
 	for i := 0; i+1 < len(bounds); i++ {
 		start, end := bounds[i], bounds[i+1]-1
-		pos := maps.Clone(own[job.OwnerOf(maxPar, oldPar, start)])
+		pos := maps.Clone(own[keys.OwnerOf(maxPar, oldPar, start)])
 		for _, in := range inherited {
 			if in.start <= start && start <= in.end {
 				if pos == nil {
@@ -172,7 +173,7 @@ func Relayout(b Backend, jobNS, op string, maxPar, oldPar, newPar int) error {
 			}
 		}
 		if n := len(runs); n > 0 && maps.Equal(runs[n-1].pos, pos) &&
-			job.OwnerOf(maxPar, newPar, runs[n-1].start) == job.OwnerOf(maxPar, newPar, start) {
+			keys.OwnerOf(maxPar, newPar, runs[n-1].start) == keys.OwnerOf(maxPar, newPar, start) {
 			runs[n-1].end = end
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -42,7 +43,7 @@ func TestRelayoutKeepsEveryKeyGroupsFrontier(t *testing.T) {
 	check := func(par int, want func(g int, p position) int64) {
 		t.Helper()
 		for s := range par {
-			r := job.RangeFor(M, par, s)
+			r := keys.RangeFor(M, par, s)
 			jr, err := NewJournal(b, "j", "agg", r)
 			if err != nil {
 				t.Fatal(err)
@@ -70,14 +71,14 @@ func TestRelayoutKeepsEveryKeyGroupsFrontier(t *testing.T) {
 	check(3, first)
 	// The old subtasks' own entries are gone: subtask 0 of 3 starts at
 	// group 0 like subtask 0 of 2 did, and must not read them as its own.
-	j0, err := NewJournal(b, "j", "agg", job.RangeFor(M, 3, 0))
+	j0, err := NewJournal(b, "j", "agg", keys.RangeFor(M, 3, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := j0.Applied("in", 0); got != noOffset {
 		t.Fatalf("subtask 0 of 3 has own position %d after the relayout", got)
 	}
-	if jo, _ := NewJournal(b, "j", "other", job.RangeFor(M, 1, 0)); jo.Applied("in", 0) != 7 {
+	if jo, _ := NewJournal(b, "j", "other", keys.RangeFor(M, 1, 0)); jo.Applied("in", 0) != 7 {
 		t.Fatal("the relayout changed another operator's positions")
 	}
 	// Subtask 1 of 3 (groups 5-10) applies partition 0 up to 110 itself:
@@ -110,7 +111,7 @@ func TestRelayoutRandomChains(t *testing.T) {
 		for step := range 6 {
 			// Each subtask applies some more input on its own.
 			for s := range par {
-				r := job.RangeFor(M, par, s)
+				r := keys.RangeFor(M, par, s)
 				if r.Len() == 0 {
 					continue
 				}
@@ -152,7 +153,7 @@ func TestRelayoutRandomChains(t *testing.T) {
 			}
 			par = next
 			for s := range par {
-				r := job.RangeFor(M, par, s)
+				r := keys.RangeFor(M, par, s)
 				if r.Len() == 0 {
 					continue
 				}

@@ -21,6 +21,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -62,7 +63,7 @@ type timing struct {
 }
 
 func timingOf(s *job.Spec, opID string) (timing, error) {
-	sources := job.UpstreamSources(s, opID, nil)
+	sources := planner.UpstreamSources(s, opID, nil)
 	var tm timing
 	var first string
 	for i, src := range sources {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -44,7 +45,7 @@ func newDropWarner(s *job.Spec, op string) *dropWarner {
 	d := &dropWarner{op: op}
 	var names, ooo, perRow, route []string
 	field := ""
-	for _, src := range job.UpstreamSources(s, op, nil) {
+	for _, src := range planner.UpstreamSources(s, op, nil) {
 		_, i := s.Source(src.OperatorID)
 		at := fmt.Sprintf("sources[%d].time", i)
 		names = append(names, src.OperatorID)

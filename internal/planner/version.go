@@ -1,4 +1,4 @@
-package job
+package planner
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"math"
 	"sort"
 	"strconv"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // Version is an immutable, content-addressed version of a job: its number
@@ -22,16 +24,16 @@ type Version struct {
 	// Digest is "sha256:" and the hex SHA-256 of Canonical().
 	Digest    string `json:"digest"`
 	canonical []byte
-	spec      *Spec
+	spec      *job.Spec
 }
 
 // NewVersion computes the version of a spec. The spec is not modified.
-func NewVersion(s *Spec) (Version, error) {
+func NewVersion(s *job.Spec) (Version, error) {
 	c, err := Canonical(s)
 	if err != nil {
 		return Version{}, err
 	}
-	var spec Spec
+	var spec job.Spec
 	if err := json.Unmarshal(c, &spec); err != nil {
 		return Version{}, fmt.Errorf("job %q: canonical spec does not decode: %w", s.ID, err)
 	}
@@ -40,7 +42,7 @@ func NewVersion(s *Spec) (Version, error) {
 }
 
 // Spec returns a copy of the canonical spec of this version.
-func (v Version) Spec() *Spec { return v.spec.Clone() }
+func (v Version) Spec() *job.Spec { return v.spec.Clone() }
 
 // Canonical returns the canonical JSON of this version's spec.
 func (v Version) Canonical() []byte { return append([]byte(nil), v.canonical...) }
@@ -50,9 +52,9 @@ func (v Version) Canonical() []byte { return append([]byte(nil), v.canonical...)
 // order carries no meaning); every object's keys sorted; numbers in their
 // shortest form; empty configs dropped. Two specs have the same canonical
 // form exactly when they describe the same job.
-func Canonical(s *Spec) ([]byte, error) {
+func Canonical(s *job.Spec) ([]byte, error) {
 	c := s.Clone()
-	ApplyDefaults(c)
+	job.ApplyDefaults(c)
 	sort.SliceStable(c.Operators, func(i, j int) bool { return c.Operators[i].ID < c.Operators[j].ID })
 	sort.SliceStable(c.Edges, func(i, j int) bool { return c.Edges[i].ID < c.Edges[j].ID })
 	sort.SliceStable(c.Sources, func(i, j int) bool { return c.Sources[i].OperatorID < c.Sources[j].OperatorID })
@@ -76,10 +78,10 @@ func Canonical(s *Spec) ([]byte, error) {
 		// An extension field written with its default is the same job as
 		// one that leaves it out.
 		if t := c.Sources[i].Time; t != nil && t.Watermark != nil {
-			if t.Watermark.Advance == AdvanceBatch {
+			if t.Watermark.Advance == job.AdvanceBatch {
 				t.Watermark.Advance = ""
 			}
-			if t.Watermark.AllIdle == AllIdleHold {
+			if t.Watermark.AllIdle == job.AllIdleHold {
 				t.Watermark.AllIdle = ""
 			}
 		}

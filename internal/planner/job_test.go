@@ -1,4 +1,4 @@
-package job
+package planner_test
 
 import (
 	"encoding/json"
@@ -8,11 +8,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-func mustParse(t *testing.T, data string) *Spec {
+func mustParse(t *testing.T, data string) *job.Spec {
 	t.Helper()
-	s, err := Parse([]byte(data))
+	s, err := job.Parse([]byte(data))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -32,32 +37,32 @@ func readFile(t *testing.T, path string) []byte {
 // loads unchanged, passes the structural checks and plans.
 func TestV1SpecLoadsAndPlans(t *testing.T) {
 	t.Parallel()
-	s, err := Parse(readFile(t, "testdata/v1-orders.json"))
+	s, err := job.Parse(readFile(t, "../../job/testdata/v1-orders.json"))
 	if err != nil {
 		t.Fatalf("v1 spec does not load: %v", err)
 	}
 	if s.ID != "orders" || s.Version != 1 || s.MaxParallelism != 128 || s.Parallelism != 3 {
 		t.Fatalf("header fields: %+v", s)
 	}
-	if s.State.Backend != BackendEmbeddedKV || s.State.TTLMS != nil || s.Checkpoint.Retention != 2 || s.Recovery != RecoverLatestCheckpoint {
+	if s.State.Backend != job.BackendEmbeddedKV || s.State.TTLMS != nil || s.Checkpoint.Retention != 2 || s.Recovery != job.RecoverLatestCheckpoint {
 		t.Fatalf("state/checkpoint/recovery: %+v %+v %q", s.State, s.Checkpoint, s.Recovery)
 	}
 	tm := s.Sources[0].Time
-	if tm.Mode != EventTime || tm.Watermark.OutOfOrdernessMS != 1000 || *tm.Watermark.IdleTimeoutMS != 10000 || tm.AllowedLatenessMS != 500 {
+	if tm.Mode != job.EventTime || tm.Watermark.OutOfOrdernessMS != 1000 || *tm.Watermark.IdleTimeoutMS != 10000 || tm.AllowedLatenessMS != 500 {
 		t.Fatalf("time: %+v %+v", tm, tm.Watermark)
 	}
-	p := Problems{Job: s.ID}
-	CheckStructure(s, &p)
+	p := planner.Problems{Job: s.ID}
+	planner.CheckStructure(s, &p)
 	if err := p.Err(); err != nil {
 		t.Fatalf("structural problems: %v", err)
 	}
-	plan, err := NewPlan(s)
+	plan, err := planner.NewPlan(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, task := range plan.OperatorTasks("aggregate") {
-		got = append(got, task.ID+task.KeyGroups().String())
+	for _, task := range planner.OperatorTasks(plan, "aggregate") {
+		got = append(got, task.ID+task.Partitions[0].KeyGroup.String())
 	}
 	want := []string{"aggregate-0[0,41]", "aggregate-1[42,84]", "aggregate-2[85,127]"}
 	if !reflect.DeepEqual(got, want) {
@@ -91,7 +96,7 @@ func TestV1SpecLoadsAndPlans(t *testing.T) {
 // R-JOB-1: lossless round trip through JSON and YAML.
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	s, err := Parse(readFile(t, "testdata/v1-orders.json"))
+	s, err := job.Parse(readFile(t, "../../job/testdata/v1-orders.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +153,7 @@ sinks:
   - {operator_id: out, output_type: drop}
 `
 	digest := func(src string) string {
-		v, err := NewVersion(mustParse(t, src))
+		v, err := planner.NewVersion(mustParse(t, src))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,12 +189,12 @@ func TestKeyGroupRangesTile(t *testing.T) {
 		for p := 1; p <= m; p++ {
 			next := 0
 			for s := 0; s < p; s++ {
-				r := RangeFor(m, p, s)
+				r := keys.RangeFor(m, p, s)
 				if r.Start != next || r.Len() < 1 {
 					t.Fatalf("M=%d P=%d subtask %d: range %v does not start at %d", m, p, s, r, next)
 				}
 				for g := r.Start; g <= r.End; g++ {
-					if o := OwnerOf(m, p, g); o != s {
+					if o := keys.OwnerOf(m, p, g); o != s {
 						t.Fatalf("M=%d P=%d: group %d owned by %d, range says %d", m, p, g, o, s)
 					}
 				}
@@ -205,32 +210,32 @@ func TestKeyGroupRangesTile(t *testing.T) {
 func TestKeyGroupIsFNV1a(t *testing.T) {
 	t.Parallel()
 	// Reference values of FNV-1a 64.
-	if h := HashKey(nil); h != 0xcbf29ce484222325 {
+	if h := keys.HashKey(nil); h != 0xcbf29ce484222325 {
 		t.Fatalf("FNV-1a of empty: %x", h)
 	}
-	if h := HashKey([]byte("a")); h != 0xaf63dc4c8601ec8c {
+	if h := keys.HashKey([]byte("a")); h != 0xaf63dc4c8601ec8c {
 		t.Fatalf("FNV-1a of a: %x", h)
 	}
-	if h := HashKey([]byte("foobar")); h != 0x85944171f73967e8 {
+	if h := keys.HashKey([]byte("foobar")); h != 0x85944171f73967e8 {
 		t.Fatalf("FNV-1a of foobar: %x", h)
 	}
-	if g := KeyGroup([]byte("foobar"), 128); g != int(uint64(0x85944171f73967e8)%128) {
+	if g := keys.KeyGroup([]byte("foobar"), 128); g != int(uint64(0x85944171f73967e8)%128) {
 		t.Fatalf("group %d", g)
 	}
 }
 
-func structural(t *testing.T, spec string) ValidationErrors {
+func structural(t *testing.T, spec string) job.ValidationErrors {
 	t.Helper()
-	s, err := Parse([]byte(spec))
+	s, err := job.Parse([]byte(spec))
 	if err != nil {
-		return AsValidationErrors(err)
+		return job.AsValidationErrors(err)
 	}
-	p := Problems{Job: s.ID}
-	CheckStructure(s, &p)
-	return AsValidationErrors(p.Err())
+	p := planner.Problems{Job: s.ID}
+	planner.CheckStructure(s, &p)
+	return job.AsValidationErrors(p.Err())
 }
 
-func expectProblem(t *testing.T, errs ValidationErrors, op, field, reason string) {
+func expectProblem(t *testing.T, errs job.ValidationErrors, op, field, reason string) {
 	t.Helper()
 	for _, e := range errs {
 		if e.Operator == op && e.Field == field && strings.Contains(e.Reason, reason) {
@@ -300,22 +305,22 @@ func TestCheckStructure(t *testing.T) {
 
 func TestParseErrorsNameFields(t *testing.T) {
 	t.Parallel()
-	_, err := Parse([]byte(`{"id":"j","paralelism":2,"operators":[{"id":"a","kind":"map","parallelism":"x"}],"max_parallelism":0}`))
-	errs := AsValidationErrors(err)
+	_, err := job.Parse([]byte(`{"id":"j","paralelism":2,"operators":[{"id":"a","kind":"map","parallelism":"x"}],"max_parallelism":0}`))
+	errs := job.AsValidationErrors(err)
 	expectProblem(t, errs, "", "paralelism", "unknown field")
 	expectProblem(t, errs, "a", "operators[0].parallelism", "must be an integer")
 	// Explicit zero is kept (and reported by validation), absence defaults.
-	s, _ := Parse([]byte(`{"id":"j","max_parallelism":0}`))
+	s, _ := job.Parse([]byte(`{"id":"j","max_parallelism":0}`))
 	if s.MaxParallelism != 0 {
 		t.Fatalf("explicit 0 replaced by %d", s.MaxParallelism)
 	}
-	p := Problems{Job: "j"}
-	CheckStructure(s, &p)
+	p := planner.Problems{Job: "j"}
+	planner.CheckStructure(s, &p)
 	expectProblem(t, p.List(), "", "max_parallelism", "must be in [1, 32768] (got 0)")
-	if _, err := Parse([]byte("[1,2]")); err == nil || !strings.Contains(err.Error(), "must be an object") {
+	if _, err := job.Parse([]byte("[1,2]")); err == nil || !strings.Contains(err.Error(), "must be an object") {
 		t.Fatalf("array spec: %v", err)
 	}
-	if _, err := Parse([]byte("id: [unclosed")); err == nil || !strings.Contains(err.Error(), "invalid YAML") {
+	if _, err := job.Parse([]byte("id: [unclosed")); err == nil || !strings.Contains(err.Error(), "invalid YAML") {
 		t.Fatalf("bad YAML: %v", err)
 	}
 }
@@ -337,7 +342,7 @@ func TestParseProblemsDoNotHideTheRest(t *testing.T) {
 		`out operators[1].parallelism: must be an integer (got string "two")`,
 		`in edges[0].to: unknown operator "outt" (operators: "in", "out"); did you mean "out"?`,
 	}
-	render := func(errs ValidationErrors) []string {
+	render := func(errs job.ValidationErrors) []string {
 		var out []string
 		for _, e := range errs {
 			l := e.Field + ": " + e.Reason
@@ -348,26 +353,26 @@ func TestParseProblemsDoNotHideTheRest(t *testing.T) {
 		}
 		return out
 	}
-	s, err := Parse([]byte(spec))
+	s, err := job.Parse([]byte(spec))
 	if s == nil {
 		t.Fatalf("Parse returned no spec with %v", err)
 	}
-	if got := render(AsValidationErrors(err)); !slices.Equal(got, want[:3]) {
+	if got := render(job.AsValidationErrors(err)); !slices.Equal(got, want[:3]) {
 		t.Errorf("Parse:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want[:3], "\n"))
 	}
 	// The field that did not decode takes its default, as if absent.
-	if s.MaxParallelism != DefaultMaxParallelism {
-		t.Errorf("max_parallelism = %d, want the default %d", s.MaxParallelism, DefaultMaxParallelism)
+	if s.MaxParallelism != jobdefaults.MaxParallelism {
+		t.Errorf("max_parallelism = %d, want the default %d", s.MaxParallelism, jobdefaults.MaxParallelism)
 	}
-	p := Problems{Job: s.ID}
-	CheckStructure(s, &p)
-	if got := render(AsValidationErrors(p.Err())); !slices.Equal(got, want) {
+	p := planner.Problems{Job: s.ID}
+	planner.CheckStructure(s, &p)
+	if got := render(job.AsValidationErrors(p.Err())); !slices.Equal(got, want) {
 		t.Errorf("CheckStructure:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// So does a clone (what a deep build checks).
-	p = Problems{Job: s.ID}
-	CheckStructure(s.Clone(), &p)
-	if got := render(AsValidationErrors(p.Err())); !slices.Equal(got, want) {
+	p = planner.Problems{Job: s.ID}
+	planner.CheckStructure(s.Clone(), &p)
+	if got := render(job.AsValidationErrors(p.Err())); !slices.Equal(got, want) {
 		t.Errorf("CheckStructure of a clone:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
@@ -383,7 +388,7 @@ func TestPlanChainsAndPlacement(t *testing.T) {
 	  {"id":"cd","from":"c","to":"d"},{"id":"xy","from":"x","to":"y"}],
 	  "sources":[{"operator_id":"a","input_type":"generate"},{"operator_id":"x","input_type":"generate"}],
 	  "sinks":[{"operator_id":"d","output_type":"drop"},{"operator_id":"y","output_type":"drop"}]}`)
-	plan, err := NewPlan(s)
+	plan, err := planner.NewPlan(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +404,7 @@ func TestPlanChainsAndPlacement(t *testing.T) {
 	for _, e := range plan.Edges {
 		modes[e.ID] = e.Mode
 	}
-	if modes["ab"] != EdgeChained || modes["bc"] != EdgeKeyGroups || modes["cd"] != EdgeChained || modes["xy"] != EdgeRebalance {
+	if modes["ab"] != job.EdgeChained || modes["bc"] != job.EdgeKeyGroups || modes["cd"] != job.EdgeChained || modes["xy"] != job.EdgeRebalance {
 		t.Fatalf("edge modes %v", modes)
 	}
 	// a,b,c,d are connected through the keyed edge: one unit. x,y too.
@@ -417,7 +422,7 @@ func TestPlanChainsAndPlacement(t *testing.T) {
 	// out by splitting source partitions (R-JOB-4).
 	s2 := mustParse(t, `{"id":"j","parallelism":3,"operators":[{"id":"a","kind":"source"},{"id":"b","kind":"sink"}],
 	  "edges":[{"id":"ab","from":"a","to":"b"}],"sources":[{"operator_id":"a","input_type":"generate"}],"sinks":[{"operator_id":"b","output_type":"drop"}]}`)
-	plan2, _ := NewPlan(s2)
+	plan2, _ := planner.NewPlan(s2)
 	if len(plan2.PlacementUnits) != 3 {
 		t.Fatalf("independent subtasks: %+v", plan2.PlacementUnits)
 	}
@@ -430,7 +435,7 @@ func TestPlanChainsAndPlacement(t *testing.T) {
 
 func TestCloneIsDeep(t *testing.T) {
 	t.Parallel()
-	s, _ := Parse(readFile(t, "testdata/v1-orders.json"))
+	s, _ := job.Parse(readFile(t, "../../job/testdata/v1-orders.json"))
 	c := s.Clone()
 	c.Operators[0].Config[0] = 'X'
 	*c.Sources[0].Time.Watermark.IdleTimeoutMS = 1

@@ -1,8 +1,10 @@
-package job
+package planner_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 )
 
 // watermarkSpec is a valid event-time job whose source's watermark block
@@ -92,7 +94,7 @@ func TestWatermarkExtensionsValidation(t *testing.T) {
 func TestWatermarkExtensionsDigest(t *testing.T) {
 	t.Parallel()
 	digest := func(src string) string {
-		v, err := NewVersion(mustParse(t, src))
+		v, err := planner.NewVersion(mustParse(t, src))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package job
+package planner
 
 import (
 	"cmp"
@@ -6,7 +6,10 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/arkflow-rs/arkflow-go/internal/jobdefaults"
 	"github.com/arkflow-rs/arkflow-go/internal/suggest"
+
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // CheckStructure runs the validation rules that need no knowledge of
@@ -21,8 +24,8 @@ import (
 // It is one half of validation. arkflow.Validate runs it and then the deep
 // build of every operator, source and sink (config, schemas, key fields), the
 // same build a real start performs; most callers want that.
-func CheckStructure(s *Spec, p *Problems) {
-	p.undecoded(s.undecoded)
+func CheckStructure(s *job.Spec, p *Problems) {
+	p.undecoded(undecodedOf(s))
 	c := checker{s: s, p: p}
 	c.job()
 	c.operators()
@@ -38,7 +41,7 @@ func CheckStructure(s *Spec, p *Problems) {
 }
 
 type checker struct {
-	s *Spec
+	s *job.Spec
 	p *Problems
 	// ops maps operator ID to its index, for IDs that are valid and unique.
 	ops map[string]int
@@ -69,14 +72,14 @@ func (c *checker) job() {
 	if s.Version == 0 {
 		p.Add("", "version", "must be >= 1 (got 0)")
 	}
-	if s.MaxParallelism < 1 || s.MaxParallelism > MaxMaxParallelism {
-		p.Add("", "max_parallelism", "must be in [1, %d] (got %d)", MaxMaxParallelism, s.MaxParallelism)
+	if s.MaxParallelism < 1 || s.MaxParallelism > jobdefaults.MaxMaxParallelism {
+		p.Add("", "max_parallelism", "must be in [1, %d] (got %d)", jobdefaults.MaxMaxParallelism, s.MaxParallelism)
 	}
 	if s.Parallelism < 1 || (s.MaxParallelism >= 1 && s.Parallelism > s.MaxParallelism) {
 		p.Add("", "parallelism", "must be in [1, max_parallelism=%d] (got %d)", s.MaxParallelism, s.Parallelism)
 	}
 	switch s.Recovery {
-	case RecoverLatestCheckpoint, RecoverLatestSavepoint, RecoverFail:
+	case job.RecoverLatestCheckpoint, job.RecoverLatestSavepoint, job.RecoverFail:
 	default:
 		p.Add("", "recovery", "must be one of latest_checkpoint, latest_savepoint, fail (got %q)", s.Recovery)
 	}
@@ -110,13 +113,13 @@ func (c *checker) operators() {
 		if !known {
 			p.Add(op.ID, at+".kind", "unknown operator kind %q (known: %s)%s", op.Kind, strings.Join(Kinds, ", "), suggest.Hint(op.Kind, Kinds))
 		}
-		if op.Kind == KindJoin {
+		if op.Kind == job.KindJoin {
 			p.Add(op.ID, at+".kind", "kind %q is not supported by this runtime yet; chain two jobs through an external system instead", op.Kind)
 		}
 		if op.Stateful && op.KeyField == "" {
 			p.Add(op.ID, at+".key_field", "a stateful operator needs key_field")
 		}
-		if op.Stateful && (op.Kind == KindSource || op.Kind == KindSink) {
+		if op.Stateful && (op.Kind == job.KindSource || op.Kind == job.KindSink) {
 			p.Add(op.ID, at+".stateful", "a %s operator cannot be stateful", op.Kind)
 		}
 		if op.Parallelism < 0 || (op.Parallelism > 0 && s.MaxParallelism >= 1 && op.Parallelism > s.MaxParallelism) {
@@ -165,7 +168,7 @@ func (c *checker) bindings() {
 		switch {
 		case !c.has(src.OperatorID):
 			p.Add(src.OperatorID, at+".operator_id", "%s", c.unknownOperator(src.OperatorID))
-		case c.kind(src.OperatorID) != KindSource:
+		case c.kind(src.OperatorID) != job.KindSource:
 			p.Add(src.OperatorID, at+".operator_id", "operator %q has kind %q; a source binds an operator of kind \"source\"", src.OperatorID, c.kind(src.OperatorID))
 		case bound[src.OperatorID] != "":
 			p.Add(src.OperatorID, at+".operator_id", "operator %q is already bound by %s", src.OperatorID, bound[src.OperatorID])
@@ -182,7 +185,7 @@ func (c *checker) bindings() {
 		switch {
 		case !c.has(snk.OperatorID):
 			p.Add(snk.OperatorID, at+".operator_id", "%s", c.unknownOperator(snk.OperatorID))
-		case c.kind(snk.OperatorID) != KindSink:
+		case c.kind(snk.OperatorID) != job.KindSink:
 			p.Add(snk.OperatorID, at+".operator_id", "operator %q has kind %q; a sink binds an operator of kind \"sink\"", snk.OperatorID, c.kind(snk.OperatorID))
 		case bound[snk.OperatorID] != "":
 			p.Add(snk.OperatorID, at+".operator_id", "operator %q is already bound by %s", snk.OperatorID, bound[snk.OperatorID])
@@ -194,9 +197,9 @@ func (c *checker) bindings() {
 		}
 	}
 	for i, op := range s.Operators {
-		if (op.Kind == KindSource || op.Kind == KindSink) && op.ID != "" && bound[op.ID] == "" {
+		if (op.Kind == job.KindSource || op.Kind == job.KindSink) && op.ID != "" && bound[op.ID] == "" {
 			list := "sources"
-			if op.Kind == KindSink {
+			if op.Kind == job.KindSink {
 				list = "sinks"
 			}
 			p.Add(op.ID, fmt.Sprintf("operators[%d]", i), "operator of kind %q has no entry in %s[] (nothing says what it reads or writes)", op.Kind, list)
@@ -204,7 +207,7 @@ func (c *checker) bindings() {
 	}
 }
 
-func (c *checker) time(src Source, at string) {
+func (c *checker) time(src job.Source, at string) {
 	p := c.p
 	t := src.Time
 	if t == nil {
@@ -213,11 +216,11 @@ func (c *checker) time(src Source, at string) {
 	at += ".time"
 	op := src.OperatorID
 	switch t.Mode {
-	case ProcessingTime:
+	case job.ProcessingTime:
 		if t.Watermark != nil {
 			p.Add(op, at+".watermark", "a processing_time source cannot declare a watermark")
 		}
-	case EventTime:
+	case job.EventTime:
 		if t.TimestampField == "" {
 			p.Add(op, at+".timestamp_field", "an event_time source needs timestamp_field")
 		}
@@ -229,7 +232,7 @@ func (c *checker) time(src Source, at string) {
 	}
 	if w := t.Watermark; w != nil {
 		switch w.Strategy {
-		case BoundedOutOfOrderness, Monotonous:
+		case job.BoundedOutOfOrderness, job.Monotonous:
 		default:
 			p.Add(op, at+".watermark.strategy", "must be bounded_out_of_orderness or monotonous (got %q)", w.Strategy)
 		}
@@ -240,16 +243,16 @@ func (c *checker) time(src Source, at string) {
 			p.Add(op, at+".watermark.idle_timeout_ms", "must be > 0 (got %d)", *w.IdleTimeoutMS)
 		}
 		switch w.Advance {
-		case "", AdvanceBatch, AdvancePerRow:
+		case "", job.AdvanceBatch, job.AdvancePerRow:
 		default:
 			p.Add(op, at+".watermark.advance", "must be batch or per_row (got %q)", w.Advance)
 		}
 		switch w.AllIdle {
-		case "", AllIdleHold:
+		case "", job.AllIdleHold:
 			if w.AllIdleDelayMS != 0 {
-				p.Add(op, at+".watermark.all_idle_delay_ms", "is only used with all_idle \"advance\" (all_idle is %q)", cmp.Or(w.AllIdle, AllIdleHold))
+				p.Add(op, at+".watermark.all_idle_delay_ms", "is only used with all_idle \"advance\" (all_idle is %q)", cmp.Or(w.AllIdle, job.AllIdleHold))
 			}
-		case AllIdleAdvance:
+		case job.AllIdleAdvance:
 			if w.AllIdleDelayMS <= 0 {
 				p.Add(op, at+".watermark.all_idle_delay_ms", "must be > 0 with all_idle \"advance\": the longest an event takes from its timestamp to the source (got %d)", w.AllIdleDelayMS)
 			}
@@ -264,17 +267,17 @@ func (c *checker) time(src Source, at string) {
 		p.Add(op, at+".allowed_lateness_ms", "must be >= 0 (got %d)", t.AllowedLatenessMS)
 	}
 	switch t.LateEventPolicy {
-	case "", LateDrop, LateUpdate:
+	case "", job.LateDrop, job.LateUpdate:
 		if t.LateEventRoute != "" {
 			p.Add(op, at+".late_event_route", "is only used with late_event_policy \"route\" (policy is %q)", t.LateEventPolicy)
 		}
-	case LateRoute:
+	case job.LateRoute:
 		switch {
 		case t.LateEventRoute == "":
 			p.Add(op, at+".late_event_route", "late_event_policy \"route\" needs late_event_route naming a sink operator")
 		case !c.has(t.LateEventRoute):
 			p.Add(op, at+".late_event_route", "%s", c.unknownOperator(t.LateEventRoute))
-		case c.kind(t.LateEventRoute) != KindSink:
+		case c.kind(t.LateEventRoute) != job.KindSink:
 			p.Add(op, at+".late_event_route", "operator %q has kind %q; late rows are routed to a sink", t.LateEventRoute, c.kind(t.LateEventRoute))
 		}
 	default:
@@ -313,10 +316,10 @@ func (c *checker) edges() {
 			p.Add(e.From, at, "an edge cannot connect operator %q to itself", e.From)
 			continue
 		}
-		if c.kind(e.To) == KindSource {
+		if c.kind(e.To) == job.KindSource {
 			p.Add(e.To, at+".to", "operator %q is a source; sources have no inputs", e.To)
 		}
-		if c.kind(e.From) == KindSink {
+		if c.kind(e.From) == job.KindSink {
 			p.Add(e.From, at+".from", "operator %q is a sink; sinks have no outputs", e.From)
 		}
 		if j, dup := pairs[[2]string{e.From, e.To}]; dup {
@@ -347,7 +350,7 @@ func (c *checker) edgesResolve() bool {
 // edges, the implicit late-row edges included.
 func (c *checker) adjacency() (out, in map[string][]string) {
 	out, in = map[string][]string{}, map[string][]string{}
-	for _, e := range append(append([]Edge(nil), c.s.Edges...), LateEdges(c.s)...) {
+	for _, e := range append(append([]job.Edge(nil), c.s.Edges...), LateEdges(c.s)...) {
 		if c.has(e.From) && c.has(e.To) && e.From != e.To {
 			out[e.From] = append(out[e.From], e.To)
 			in[e.To] = append(in[e.To], e.From)
@@ -428,17 +431,17 @@ func (c *checker) reachability() {
 		hasMainOutput[e.From] = true
 	}
 	for i, src := range s.Sources {
-		if c.kind(src.OperatorID) != KindSource {
+		if c.kind(src.OperatorID) != job.KindSource {
 			continue
 		}
-		if t := src.Time; t != nil && t.LateEventPolicy == LateRoute && c.kind(t.LateEventRoute) == KindSink && !late[t.LateEventRoute] {
+		if t := src.Time; t != nil && t.LateEventPolicy == job.LateRoute && c.kind(t.LateEventRoute) == job.KindSink && !late[t.LateEventRoute] {
 			p.Add(src.OperatorID, fmt.Sprintf("sources[%d].time.late_event_route", i),
 				"no window operator is downstream of source %q, so it has no late rows to route to %q", src.OperatorID, t.LateEventRoute)
 		}
 		reach := walk(src.OperatorID, out)
 		ok := false
 		for n := range reach {
-			ok = ok || c.kind(n) == KindSink
+			ok = ok || c.kind(n) == job.KindSink
 		}
 		if !ok {
 			p.Add(src.OperatorID, fmt.Sprintf("sources[%d].operator_id", i), "source %q reaches no sink; add an edge path to a sink", src.OperatorID)
@@ -449,10 +452,10 @@ func (c *checker) reachability() {
 			continue
 		}
 		at := fmt.Sprintf("operators[%d]", i)
-		if op.Kind != KindSource && len(in[op.ID]) == 0 {
+		if op.Kind != job.KindSource && len(in[op.ID]) == 0 {
 			p.Add(op.ID, at, "operator %q has no incoming edge; nothing feeds it", op.ID)
 		}
-		if op.Kind != KindSink && !hasMainOutput[op.ID] {
+		if op.Kind != job.KindSink && !hasMainOutput[op.ID] {
 			p.Add(op.ID, at, "operator %q has no outgoing edge; its output would be discarded", op.ID)
 		}
 	}
@@ -462,7 +465,7 @@ func (c *checker) state() {
 	s, p := c.s, c.p
 	if st := s.State; st != nil {
 		switch st.Backend {
-		case BackendBadger, BackendMemory, BackendEmbeddedKV:
+		case job.BackendBadger, job.BackendMemory, job.BackendEmbeddedKV:
 		default:
 			p.Add("", "state.backend", "unknown state backend %q (known: badger, memory, embedded_kv = badger)", st.Backend)
 		}

@@ -1,8 +1,10 @@
-package job
+package planner_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
 )
 
 // plan --text draws a chain as the tree it is: a fan-out's branches are
@@ -15,7 +17,7 @@ func TestPlanTextDrawsFanOutAsSiblings(t *testing.T) {
 		{"id":"e4","from":"f","to":"out-b"},{"id":"e5","from":"f","to":"out-c"}],
 	"sources":[{"operator_id":"in","input_type":"memory"}],
 	"sinks":[{"operator_id":"out-a","output_type":"memory"},{"operator_id":"out-b","output_type":"memory"},{"operator_id":"out-c","output_type":"memory"}]}`)
-	p, err := NewPlan(s)
+	p, err := planner.NewPlan(s)
 	if err != nil {
 		t.Fatal(err)
 	}
