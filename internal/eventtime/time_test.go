@@ -43,7 +43,7 @@ func millis(t *testing.T, col arrow.Array) ([]int64, []bool, bool, error) {
 	return dst, valid, nulls, err
 }
 
-// R-TIME-2: Int64 is milliseconds; Timestamp s, ms, µs and ns give the same
+// Int64 is milliseconds; Timestamp s, ms, µs and ns give the same
 // milliseconds for the same instant. Sub-millisecond digits are floored
 // (towards the past, also for negative instants).
 func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
@@ -75,7 +75,7 @@ func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
 	}
 }
 
-// R-TIME-2: digits below the millisecond are floored with Euclidean
+// Digits below the millisecond are floored with Euclidean
 // division, consistently with window boundaries.
 func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
 	t.Parallel()
@@ -105,7 +105,7 @@ func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
 	}
 }
 
-// R-TIME-2: nulls are reported in valid and by the nulls result; their
+// Nulls are reported in valid and by the nulls result; their
 // values are not converted (a null slot holding an out-of-range value is no
 // error).
 func TestRTime2MillisNulls(t *testing.T) {
@@ -133,7 +133,7 @@ func TestRTime2MillisNulls(t *testing.T) {
 	}
 }
 
-// R-TIME-2: a Timestamp(s) whose milliseconds overflow int64 is a
+// A Timestamp(s) whose milliseconds overflow int64 is a
 // *eventtime.TimeError naming the field, never a wrap-around or a panic.
 func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
 	t.Parallel()
@@ -155,7 +155,7 @@ func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
 	}
 }
 
-// R-TIME-2: a column that cannot hold event time is an error naming the
+// A column that cannot hold event time is an error naming the
 // field; Supported tells which types can.
 func TestRTime2MillisUnsupportedType(t *testing.T) {
 	t.Parallel()
@@ -186,7 +186,7 @@ func TestRTime2MillisUnsupportedType(t *testing.T) {
 	}
 }
 
-// R-TIME-2: window boundaries floor negative times: -1 ms with size 1000 is
+// Window boundaries floor negative times: -1 ms with size 1000 is
 // in [-1000, 0), -1000 too, -1001 in [-2000, -1000).
 func TestRTime2NegativeTumblingStarts(t *testing.T) {
 	t.Parallel()
@@ -213,7 +213,7 @@ func TestRTime2NegativeTumblingStarts(t *testing.T) {
 	}
 }
 
-// R-TIME-7: SlidingStarts enumerates every start whose window contains t,
+// SlidingStarts enumerates every start whose window contains t,
 // also when size is not a multiple of slide.
 func TestRTime7SlidingStartsExamples(t *testing.T) {
 	t.Parallel()
@@ -260,7 +260,7 @@ func bruteStarts(t, size, slide int64) []int64 {
 	return out
 }
 
-// R-TIME-7: property test against a brute-force enumeration, for random t
+// SlidingStarts, property test against a brute-force enumeration, for random t
 // (negative too), sizes and slides (slide <= size).
 func TestRTime7SlidingStartsProperty(t *testing.T) {
 	t.Parallel()

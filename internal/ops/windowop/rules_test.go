@@ -128,9 +128,9 @@ func wantRows(t *testing.T, what string, got, want []string) {
 	}
 }
 
-// ---- R-TIME-3 ----
+// ---- Null event times ----
 
-// R-TIME-3: with the route policy a null event time goes to the late sink
+// With the route policy a null event time goes to the late sink
 // (with its original columns), counted as null_timestamp_routed; it never
 // opens or joins a window.
 func TestRTime3NullTimestampRouted(t *testing.T) {
@@ -151,7 +151,7 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 	}
 }
 
-// R-TIME-3: with drop and update a null event time is dropped, counted in
+// With drop and update a null event time is dropped, counted in
 // null_timestamp_dropped, acknowledged (the bounded job completes: a held
 // acknowledgement would not stop it, but it would stay unacknowledged; see
 // also the white-box TestRTime3NullTimestampAckCompletesAtOnce), and never
@@ -196,9 +196,9 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-4 ----
+// ---- The watermark advances before rows are classified ----
 
-// R-TIME-4: in the batch [2100, 100] (size 1000, out_of_orderness 0) the
+// In the batch [2100, 100] (size 1000, out_of_orderness 0) the
 // watermark advances to 2100 first, so 100 goes to the late policy at
 // once: routed, in the late sink and in no window. 2100 is truly in the
 // future: it is held (open_windows 1, nothing emitted) and emitted when its
@@ -239,9 +239,9 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 	wantRows(t, "late sink at the end", rowsOf(t, s.late.Records()), []string{`{"k":"a","ts":100,"v":2}`})
 }
 
-// ---- R-TIME-5 ----
+// ---- Late policies ----
 
-// R-TIME-5: an event past its window's end + allowed lateness follows the
+// An event past its window's end + allowed lateness follows the
 // late policy: drop (counted), route (to the late sink, original columns)
 // or update (which can only update within the lateness: past it, dropped).
 func TestRTime5LatePolicies(t *testing.T) {
@@ -291,7 +291,7 @@ func TestRTime5LatePolicies(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-6 ----
+// ---- Aggregate output types ----
 
 // castInts casts an int64 column to another integer type.
 func castInts(t *testing.T, col *array.Int64, to arrow.DataType) arrow.Array {
@@ -323,7 +323,7 @@ func castInts(t *testing.T, col *array.Int64, to arrow.DataType) arrow.Array {
 	return b.NewArray()
 }
 
-// R-TIME-6: aggregates keep the input's numeric type: sum/min/max of
+// Aggregates keep the input's numeric type: sum/min/max of
 // Float64 are Float64, of Float32 Float32, of every integer type Int64; avg
 // is Float64, count Int64; min/max of a timestamp keep its type. An empty
 // or all-null group gives null (not 0, not a sentinel). NaN: sum and avg
@@ -488,7 +488,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 	}
 }
 
-// R-TIME-6: NaN as documented in internal/agg: sum and avg propagate it;
+// NaN as documented in internal/agg: sum and avg propagate it;
 // min and max ignore it unless every non-null value is NaN.
 func TestRTime6NaN(t *testing.T) {
 	t.Parallel()
@@ -511,9 +511,9 @@ func TestRTime6NaN(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-8 ----
+// ---- Late updates and the lateness deadline ----
 
-// R-TIME-8: within allowed lateness, update modifies the same (key,
+// Within allowed lateness, update modifies the same (key,
 // window) aggregate and re-emits the full corrected row with
 // __arkflow_window_update = true. Once the watermark passes end +
 // allowed_lateness the window's state is freed (open_windows, read while
@@ -582,7 +582,7 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	}
 }
 
-// R-TIME-8: after the deadline, rows for the window follow the policy:
+// After the deadline, rows for the window follow the policy:
 // drop → dropped and counted; route → routed (inside the lateness too:
 // allowed lateness only matters to update).
 func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
@@ -637,9 +637,9 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-9 ----
+// ---- Session windows ----
 
-// R-TIME-9: an event that bridges two sessions merges them; the merged
+// An event that bridges two sessions merges them; the merged
 // session fires once, with count and sum equal to the sums of both plus
 // the bridging event.
 func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
@@ -680,7 +680,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 	}
 }
 
-// R-TIME-9 with R-TIME-8: a late bridging event within allowed lateness
+// A late bridging event within allowed lateness
 // under update merges the two fired sessions and re-emits the merged
 // session with update = true and the combined aggregate.
 func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
@@ -709,7 +709,7 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-10 ----
+// ---- Window and watermark conventions ----
 
 // step is one row pushed as a batch, and windows_fired after it.
 type step struct {
@@ -731,7 +731,7 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 	return s
 }
 
-// R-TIME-10: windows are half-open (an event at exactly end belongs to the
+// Windows are half-open (an event at exactly end belongs to the
 // next window) and fire once the watermark >= end.
 func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 	t.Parallel()
@@ -752,7 +752,7 @@ func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 	}
 }
 
-// R-TIME-10: out_of_orderness delays firing by that much; monotonous uses
+// Out_of_orderness delays firing by that much; monotonous uses
 // the max event time.
 func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 	t.Parallel()
@@ -781,7 +781,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 	}
 }
 
-// R-TIME-10: an event is late for a window when the watermark has reached
+// An event is late for a window when the watermark has reached
 // the window's end, whether or not the window held data; the operator
 // watermark never moves backwards (an older batch does not lower it).
 func TestRTime10LateForEmptyWindow(t *testing.T) {
@@ -875,7 +875,7 @@ func TestDeterminismSameInputSameOutput(t *testing.T) {
 	}
 }
 
-// ---- R-VAL-1: bad window specs ----
+// ---- Validation: bad window specs ----
 
 const baseSpec = `{
   "id": "v",
@@ -969,7 +969,7 @@ func TestRVal1BaseSpecIsValid(t *testing.T) {
 	}
 }
 
-// R-VAL-1: window size 0.
+// Window size 0.
 func TestRVal1WindowSizeZero(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
@@ -978,7 +978,7 @@ func TestRVal1WindowSizeZero(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.window.size_ms", "must be > 0 (got 0)")
 }
 
-// R-VAL-1: a slide larger than the size; a negative gap.
+// A slide larger than the size; a negative gap.
 func TestRVal1SlideLargerThanSize(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
@@ -991,7 +991,7 @@ func TestRVal1SlideLargerThanSize(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.window.gap_ms", "must be > 0 (got -1)")
 }
 
-// R-VAL-1: an unknown aggregate function.
+// An unknown aggregate function.
 func TestRVal1UnknownAggregateFunction(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
@@ -1000,7 +1000,7 @@ func TestRVal1UnknownAggregateFunction(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.aggregates[1].function", `unknown aggregate function "median" (known: count, sum, min, max, avg, first, last)`)
 }
 
-// R-VAL-1: sum of a string column.
+// Sum of a string column.
 func TestRVal1SumOfStringField(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
@@ -1009,7 +1009,7 @@ func TestRVal1SumOfStringField(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.aggregates[0].field", `sum cannot aggregate column "s" of type utf8 (it needs a numeric column)`)
 }
 
-// R-VAL-1: an event-time field of a non-time type.
+// An event-time field of a non-time type.
 func TestRVal1TimestampFieldNotATime(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) { sourceTime(m)["timestamp_field"] = "s" })
@@ -1018,7 +1018,7 @@ func TestRVal1TimestampFieldNotATime(t *testing.T) {
 	wantProblem(t, err, "in", "sources[0].time.timestamp_field", `unknown column "nope" (columns: k, ts, v, s, __meta_source, __meta_partition, __meta_offset)`)
 }
 
-// R-VAL-1: a window with parallelism 2 not fed by a keyed edge.
+// A window with parallelism 2 not fed by a keyed edge.
 func TestRVal1WindowNotKeyed(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
@@ -1032,7 +1032,7 @@ func TestRVal1WindowNotKeyed(t *testing.T) {
 	}
 }
 
-// R-VAL-1: the route policy naming an operator that is not a sink, or none.
+// The route policy naming an operator that is not a sink, or none.
 func TestRVal1RouteToNonSink(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
@@ -1049,7 +1049,7 @@ func TestRVal1RouteToNonSink(t *testing.T) {
 	wantProblem(t, err, "in", "sources[0].time.late_event_route", `late_event_policy "route" needs late_event_route naming a sink operator`)
 }
 
-// R-VAL-1: every problem is reported at once.
+// Every problem is reported at once.
 func TestRVal1AllProblemsAtOnce(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {

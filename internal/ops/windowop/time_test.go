@@ -14,7 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
-// R-TIME-2, end to end: the same instant in Int64 ms and in Timestamp s,
+// End to end: the same instant in Int64 ms and in Timestamp s,
 // ms, µs and ns lands in the same window, and -1 ms (in every unit that can
 // express it) lands in [-1000, 0).
 func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
@@ -53,7 +53,7 @@ func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
 	}
 }
 
-// R-TIME-2, end to end: a Timestamp(s) value whose milliseconds overflow
+// End to end: a Timestamp(s) value whose milliseconds overflow
 // int64 fails the job with an error naming the field; nothing is emitted.
 func TestRTime2OverflowFailsTheJobNamingTheField(t *testing.T) {
 	t.Parallel()
