@@ -225,7 +225,7 @@ func TestCheckReport(t *testing.T) {
 	}
 }
 
-// TestCheckReportSessions plays R-HUB-4's scenario: an Agent reports, is
+// TestCheckReportSessions plays a restarted Agent: it reports, is
 // SIGKILLed and restarted (new boot, new session, sequence from 0), and
 // late reports of the dead session arrive after the new session's. The new
 // snapshot is never rolled back. The same holds for a reconnect of one
