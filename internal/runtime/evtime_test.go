@@ -95,7 +95,7 @@ func TestDroppedRowsWarning(t *testing.T) {
 	next := int64(2100)
 	sync := func() { next += 10; r.add(timed(next)) }
 
-	r.add(timed(2100, 100)) // the watermark moves first: 100 is late at once
+	r.add(timed(2100, 100)) // 100 is late at once: the watermark moved first
 	sync()
 	ws := logs.Warnings()
 	if len(ws) != 1 {
