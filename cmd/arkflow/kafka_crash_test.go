@@ -260,7 +260,7 @@ func TestKafkaExactlyOnceL2SurvivesSIGKILL(t *testing.T) {
 // transactions.
 func TestKafkaExactlyOnceL3SurvivesSIGKILL(t *testing.T) {
 	if err := kafkaL3Supported(); err != nil {
-		t.Skipf("L3 is not implemented in connectors/kafka yet (R-KAFKA-5/6: the input's transactional_offsets "+
+		t.Skipf("L3 is not implemented in connectors/kafka yet (the input's transactional_offsets "+
 			"and the output's offset_commit_group): %v", err)
 	}
 	t.Run("window", func(t *testing.T) { kafkaCrashProof(t, kafkaProof{l3: true}) })

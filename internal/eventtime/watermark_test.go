@@ -60,7 +60,7 @@ const none = eventtime.NoWatermark
 
 // The watermark is the minimum over active partitions of max
 // event time - out_of_orderness.
-func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
+func TestWatermarkIsMinimumOverPartitions(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(100, 0), []int{0, 1, 2}, 0)
 	if tr.Watermark() != none || tr.IdleTimeout() != 0 {
@@ -81,7 +81,7 @@ func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
 
 // The monotonous strategy uses the max event time itself, with
 // no out_of_orderness subtracted (even if one is set).
-func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
+func TestMonotonousUsesMaxEventTime(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 500}, []int{0}, 0)
 	runSteps(t, tr, []wmStep{
@@ -105,7 +105,7 @@ func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
 // A partition that has produced no data holds the
 // watermark back until it turns idle (idle_timeout_ms after the tracker was
 // created); once idle it stops holding it back.
-func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
+func TestSilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 1000), []int{0, 1}, 10_000)
 	if tr.IdleTimeout() != 1000 {
@@ -125,7 +125,7 @@ func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
 // watermark back (Tick), and rejoins when data arrives (Observe); the
 // watermark never moves backwards, also when a rejoining partition is
 // behind.
-func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
+func TestIdlePartitionStopsHoldingAndRejoins(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 500), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
@@ -153,7 +153,7 @@ func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
 
 // Touch (a batch with only null event times) keeps a partition
 // active without moving its candidate.
-func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
+func TestTouchKeepsPartitionActive(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
@@ -173,7 +173,7 @@ func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
 // Documented behaviour: when ALL partitions are idle the
 // watermark does not jump to the newest candidate nor follow the clock; it
 // stays where it is until data arrives.
-func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
+func TestAllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
@@ -198,7 +198,7 @@ func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
 
 // A partition the tracker was not created with joins with its
 // first data (a source that discovers partitions).
-func TestRTime1UnknownPartitionJoins(t *testing.T) {
+func TestUnknownPartitionJoins(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 0), []int{0}, 0)
 	runSteps(t, tr, []wmStep{
@@ -219,7 +219,7 @@ func TestRTime1UnknownPartitionJoins(t *testing.T) {
 
 // Out_of_orderness near the ends of int64 saturates instead of
 // wrapping around.
-func TestRTime1CandidateSaturates(t *testing.T) {
+func TestWatermarkCandidateSaturates(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(1000, 0), []int{0}, 0)
 	wm, adv := tr.Observe(0, math.MinInt64+10, 0)
@@ -235,7 +235,7 @@ func TestRTime1CandidateSaturates(t *testing.T) {
 // The watermark never moves backwards and always
 // equals the minimum candidate over active partitions when that minimum is
 // ahead, under any random sequence of calls (checked against a model).
-func TestRTime1WatermarkPropertyAgainstModel(t *testing.T) {
+func TestWatermarkPropertyAgainstModel(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 5))
 	for run := 0; run < 300; run++ {
@@ -331,7 +331,7 @@ func TestPerRowCuts(t *testing.T) {
 		ts    []int64
 		want  []eventtime.Cut
 	}{
-		{name: "R-TIME-4's batch", w: perRow(0), ts: []int64{2100, 100}, want: []eventtime.Cut{{Row: 1, WM: 2100}}},
+		{name: "2100 then 100", w: perRow(0), ts: []int64{2100, 100}, want: []eventtime.Cut{{Row: 1, WM: 2100}}},
 		{name: "in order", w: perRow(0), ts: []int64{100, 200, 999, 1000, 2100}},
 		{name: "equal times", w: perRow(0), ts: []int64{500, 500, 500}},
 		{name: "two steps back", w: perRow(0), ts: []int64{100, 2100, 150, 2200, 160, 170},

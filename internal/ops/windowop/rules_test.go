@@ -1,7 +1,9 @@
 package windowop_test
 
-// One test per rule of R-TIME (requirements.md), named after it, asserting
-// the exact outcome; and the window operator's validation errors (R-VAL-1).
+// One test per event-time rule of the requirements (null event times,
+// the watermark before classification, late policies, aggregate types,
+// late updates, sessions, window conventions), asserting the exact
+// outcome; and the window operator's validation errors.
 
 import (
 	"context"
@@ -133,7 +135,7 @@ func wantRows(t *testing.T, what string, got, want []string) {
 // With the route policy a null event time goes to the late sink
 // (with its original columns), counted as null_timestamp_routed; it never
 // opens or joins a window.
-func TestRTime3NullTimestampRouted(t *testing.T) {
+func TestNullTimestampRouted(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	rec := batchOf(t, schema, `{"k":"a","ts":null,"v":1}`, `{"k":"a","ts":10,"v":2}`, `{"k":"b","v":3}`)
@@ -154,10 +156,10 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 // With drop and update a null event time is dropped, counted in
 // null_timestamp_dropped, acknowledged (the bounded job completes: a held
 // acknowledgement would not stop it, but it would stay unacknowledged; see
-// also the white-box TestRTime3NullTimestampAckCompletesAtOnce), and never
+// also the white-box TestNullTimestampAckCompletesAtOnce), and never
 // held: while the job runs, with only null event times received, no window
 // is open.
-func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
+func TestNullTimestampDroppedNeverHeld(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"drop", "update"} {
 		t.Run(policy, func(t *testing.T) {
@@ -203,7 +205,7 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 // once: routed, in the late sink and in no window. 2100 is truly in the
 // future: it is held (open_windows 1, nothing emitted) and emitted when its
 // window fires.
-func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
+func TestWatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total")),
@@ -244,7 +246,7 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 // An event past its window's end + allowed lateness follows the
 // late policy: drop (counted), route (to the late sink, original columns)
 // or update (which can only update within the lateness: past it, dropped).
-func TestRTime5LatePolicies(t *testing.T) {
+func TestLatePolicies(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	b1 := batchOf(t, schema, `{"k":"a","ts":500,"v":1}`)
@@ -328,7 +330,7 @@ func castInts(t *testing.T, col *array.Int64, to arrow.DataType) arrow.Array {
 // is Float64, count Int64; min/max of a timestamp keep its type. An empty
 // or all-null group gives null (not 0, not a sentinel). NaN: sum and avg
 // propagate it; min and max ignore it unless every value is NaN.
-func TestRTime6OutputTypesAndNulls(t *testing.T) {
+func TestAggregateOutputTypesAndNulls(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 i:int64 f64:float64 f32:float32 at:timestamp_us")
 	ints := []struct {
@@ -490,7 +492,7 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 
 // NaN as documented in internal/agg: sum and avg propagate it;
 // min and max ignore it unless every non-null value is NaN.
-func TestRTime6NaN(t *testing.T) {
+func TestAggregateNaN(t *testing.T) {
 	t.Parallel()
 	for _, typ := range []string{"float64", "float32"} {
 		schema := mustSchema(t, "k:string ts:int64 v:"+typ)
@@ -518,7 +520,7 @@ func TestRTime6NaN(t *testing.T) {
 // __arkflow_window_update = true. Once the watermark passes end +
 // allowed_lateness the window's state is freed (open_windows, read while
 // the job runs), and later rows for it are dropped and counted.
-func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
+func TestUpdateWithinLatenessThenFreed(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema,
@@ -585,7 +587,7 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 // After the deadline, rows for the window follow the policy:
 // drop → dropped and counted; route → routed (inside the lateness too:
 // allowed lateness only matters to update).
-func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
+func TestAfterDeadlineFollowsPolicy(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"drop", "route", "update"} {
 		t.Run(policy, func(t *testing.T) {
@@ -642,7 +644,7 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 // An event that bridges two sessions merges them; the merged
 // session fires once, with count and sum equal to the sums of both plus
 // the bridging event.
-func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
+func TestSessionsMergeAndFireOnce(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond, job.Count("n"), job.Sum("v", "total"), job.Min("v", "lo"), job.Max("v", "hi")),
@@ -683,7 +685,7 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 // A late bridging event within allowed lateness
 // under update merges the two fired sessions and re-emits the merged
 // session with update = true and the combined aggregate.
-func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
+func TestSessionLateBridgeUnderUpdate(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond, job.Count("n"), job.Sum("v", "total")),
@@ -733,7 +735,7 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 
 // Windows are half-open (an event at exactly end belongs to the
 // next window) and fire once the watermark >= end.
-func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
+func TestHalfOpenAndFiringAtEnd(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := firing(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total"))}, []step{
@@ -754,7 +756,7 @@ func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 
 // Out_of_orderness delays firing by that much; monotonous uses
 // the max event time.
-func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
+func TestOutOfOrdernessAndMonotonous(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	def := window.Tumbling(time.Second, job.Count("n"))
@@ -784,7 +786,7 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 // An event is late for a window when the watermark has reached
 // the window's end, whether or not the window held data; the operator
 // watermark never moves backwards (an older batch does not lower it).
-func TestRTime10LateForEmptyWindow(t *testing.T) {
+func TestLateForEmptyWindow(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n")),
@@ -962,7 +964,7 @@ func wantProblem(t *testing.T, err error, op, field, reason string) {
 	t.Fatalf("no error [%s] %s: %s among:\n%s", op, field, reason, strings.Join(got, "\n"))
 }
 
-func TestRVal1BaseSpecIsValid(t *testing.T) {
+func TestValidateBaseSpecIsValid(t *testing.T) {
 	t.Parallel()
 	if err := validate(t, func(map[string]any) {}); err != nil {
 		t.Fatalf("the base spec does not validate: %v", err)
@@ -970,7 +972,7 @@ func TestRVal1BaseSpecIsValid(t *testing.T) {
 }
 
 // Window size 0.
-func TestRVal1WindowSizeZero(t *testing.T) {
+func TestValidateWindowSizeZero(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}
@@ -979,7 +981,7 @@ func TestRVal1WindowSizeZero(t *testing.T) {
 }
 
 // A slide larger than the size; a negative gap.
-func TestRVal1SlideLargerThanSize(t *testing.T) {
+func TestValidateSlideLargerThanSize(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "sliding", "size_ms": 1000, "slide_ms": 2000}
@@ -992,7 +994,7 @@ func TestRVal1SlideLargerThanSize(t *testing.T) {
 }
 
 // An unknown aggregate function.
-func TestRVal1UnknownAggregateFunction(t *testing.T) {
+func TestValidateUnknownAggregateFunction(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "count", "as": "n"}, map[string]any{"function": "median", "field": "v"}}
@@ -1001,7 +1003,7 @@ func TestRVal1UnknownAggregateFunction(t *testing.T) {
 }
 
 // Sum of a string column.
-func TestRVal1SumOfStringField(t *testing.T) {
+func TestValidateSumOfStringField(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "sum", "field": "s", "as": "total"}}
@@ -1010,7 +1012,7 @@ func TestRVal1SumOfStringField(t *testing.T) {
 }
 
 // An event-time field of a non-time type.
-func TestRVal1TimestampFieldNotATime(t *testing.T) {
+func TestValidateTimestampFieldNotATime(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) { sourceTime(m)["timestamp_field"] = "s" })
 	wantProblem(t, err, "in", "sources[0].time.timestamp_field", `column "s" has type utf8; event time needs int64 (milliseconds) or a timestamp`)
@@ -1019,7 +1021,7 @@ func TestRVal1TimestampFieldNotATime(t *testing.T) {
 }
 
 // A window with parallelism 2 not fed by a keyed edge.
-func TestRVal1WindowNotKeyed(t *testing.T) {
+func TestValidateWindowNotKeyed(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowOp(m)["parallelism"] = 2
@@ -1033,7 +1035,7 @@ func TestRVal1WindowNotKeyed(t *testing.T) {
 }
 
 // The route policy naming an operator that is not a sink, or none.
-func TestRVal1RouteToNonSink(t *testing.T) {
+func TestValidateRouteToNonSink(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		sourceTime(m)["late_event_policy"] = "route"
@@ -1050,7 +1052,7 @@ func TestRVal1RouteToNonSink(t *testing.T) {
 }
 
 // Every problem is reported at once.
-func TestRVal1AllProblemsAtOnce(t *testing.T) {
+func TestValidateAllProblemsAtOnce(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}
