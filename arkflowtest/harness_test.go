@@ -99,7 +99,7 @@ func TestLateDrop(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
 	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out))
 	in.Push(0, click{"ann", 100})
-	in.Push(0, click{"bob", 1500}, click{"ann", 200}) // 200 is late at once: the watermark moved first
+	in.Push(0, click{"bob", 1500}, click{"ann", 200}) // late at once: the watermark moved first
 	expect(t, out.Take(), "ann[0,1000)=1")
 	if n := h.Counter("w", "late_dropped"); n != 1 {
 		t.Fatalf("late_dropped = %d, want 1", n)

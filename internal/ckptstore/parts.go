@@ -1,10 +1,10 @@
 package ckptstore
 
-// This file holds the fleet side of the catalog: a job whose placement
-// units run on several nodes cuts one checkpoint in parts, and commits it
-// only with the complete set of planned tasks. Each node uploads the
-// state objects of its own tasks under the artifact's directory, as a single process would, and
-// writes a sealed part manifest listing only its tasks at
+// This file holds the fleet side of the catalog: a job whose placement units
+// run on several nodes cuts one checkpoint in parts, and commits it only with
+// the complete set of planned tasks. Each node uploads the state objects of
+// its own tasks under the artifact's directory, as a single process would,
+// and writes a sealed part manifest listing only its tasks at
 //
 //	{job}/{checkpoints|savepoints}/{id or name}/manifests/{node}.json
 //
