@@ -45,7 +45,7 @@ func clickBuilder(out arkflow.SinkComponent) *arkflow.Builder {
 		Sink("out", out, arkflow.WithParallelism(1))
 }
 
-// R-JOB-1: a builder job and its JSON compile to identical plans.
+// A builder job and its JSON compile to identical plans.
 func TestBuilderAndJSONCompileToSamePlan(t *testing.T) {
 	built, err := clickBuilder(file.SinkConfig{Path: filepath.Join(t.TempDir(), "out.jsonl")}).Build()
 	if err != nil {
@@ -150,7 +150,7 @@ func TestBuilderAndSpecRunTheSame(t *testing.T) {
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-// R-VAL-1: the deep build finds component problems, each naming operator
+// The deep build finds component problems, each naming operator
 // and field path, all at once.
 func TestValidateDeep(t *testing.T) {
 	base := `{"id":"deep","operators":[

@@ -218,7 +218,7 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 // BenchmarkPipelineMetrics measures what Prometheus scrapes cost a
-// running job (issue 21), for two jobs over the same 1 M events: pass,
+// running job, for two jobs over the same 1 M events: pass,
 // BenchmarkPipeline's generate → keyBy(user) → memory sink with 1 sink
 // subtask (about 40 ms a job), and state, generate → keyBy(user) → a
 // running count per user (100 k keys) in the memory state backend

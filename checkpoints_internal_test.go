@@ -38,7 +38,7 @@ func TestCheckpointStatusCarriesEveryField(t *testing.T) {
 
 // The checkpoint status's JSON, as /status serves it: snake_case names,
 // durations in nanoseconds, no last_completed before a commit; and a job
-// without checkpoints has nothing to restore (recovery done) (issue 21).
+// without checkpoints has nothing to restore (recovery done).
 func TestCheckpointStatusJSON(t *testing.T) {
 	b, err := json.Marshal(CheckpointStatus{Enabled: true, Healthy: true, Completed: 2, LastID: "7", LastDuration: 1500 * time.Millisecond, Recovery: RecoveryProgress{BytesTotal: 10, Done: true}})
 	if err != nil {

@@ -586,7 +586,7 @@ func TestCollectorIdlePartition(t *testing.T) {
 
 // TestCollectorSourceProgress: a bounded generate source reports how far
 // through its input each of its tasks is, in rows of the task's own
-// partitions, and a finished job shows every task at its end (issue 21).
+// partitions, and a finished job shows every task at its end.
 func TestCollectorSourceProgress(t *testing.T) {
 	j, err := clickBuilder(mem.NewSink()).Build()
 	if err != nil {
@@ -619,7 +619,7 @@ func TestCollectorSourceProgress(t *testing.T) {
 
 // A service that runs a job again (a Job runs once, so a new Job with the
 // same ID) swaps its collector: Unregister the old one, Register the new
-// one; the registry then serves the new run's series only (issue 21).
+// one; the registry then serves the new run's series only.
 func TestCollectorReplacedOnRestart(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	run := func() (*arkflow.Job, prometheus.Collector) {

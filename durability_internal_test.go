@@ -26,8 +26,8 @@ func resolve(t *testing.T, jobWide, own *job.Durability) *job.Durability {
 	return cfg
 }
 
-// The builder and the spec decoder share job.Durability (issue 18: the
-// builder had mirrored the decoder's type by hand and lost no_recycle):
+// The builder and the spec decoder share job.Durability (the builder
+// once mirrored the decoder's type by hand and lost no_recycle):
 // every field the builder sets comes back from the decoder.
 func TestDurabilityBlockRoundTrips(t *testing.T) {
 	on := true

@@ -13,7 +13,7 @@ import (
 
 // A durable source resumes after what its WAL holds: a second run of the
 // same job over the same WAL path reads nothing new from a bounded source
-// that the first run finished (R-WAL-3), and the spec carries the block.
+// that the first run finished, and the spec carries the block.
 func TestDurableSourceResumes(t *testing.T) {
 	dir := t.TempDir()
 	build := func(out *mem.Sink) *arkflow.Job {
@@ -54,7 +54,7 @@ func TestDurableSourceResumes(t *testing.T) {
 		t.Fatalf("WAL cursor after the run: %d, want 40", cursor)
 	}
 	// Behind its WAL the source still reports how far through its input
-	// it is (issue 21): all 4 partitions of 1000 rows.
+	// it is: all 4 partitions of 1000 rows.
 	for _, m := range j.Metrics().Tasks {
 		if m.Task == "in-0" && (m.Gauges["source_position_rows"] != 4000 || m.Gauges["source_end_rows"] != 4000) {
 			t.Fatalf("source gauges after the run: %v, want source_position_rows and source_end_rows 4000", m.Gauges)

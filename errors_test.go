@@ -18,7 +18,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
-// Issue 18: one field-error type. A field problem found by job
+// One field-error type. A field problem found by job
 // validation (an operator's, an aggregate's or a connector's own check),
 // by connectors.DecodeConfig, or by a connector's config helper is a
 // *job.FieldError, with the path where it was found.
@@ -82,7 +82,7 @@ func TestOneFieldErrorType(t *testing.T) {
 	}
 }
 
-// Issue 18: one corruption marker. Every store's error about data that
+// One corruption marker. Every store's error about data that
 // is not what was written matches arkflow.ErrCorrupt (the same value as
 // checkpoint.ErrCorrupt and wal.ErrCorrupt); I/O errors do not.
 func TestOneCorruptionMarker(t *testing.T) {

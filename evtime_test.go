@@ -43,9 +43,10 @@ sources:
 `
 }
 
-// R-EMBED-5, declaratively: the new watermark fields in YAML are what the
-// Builder's options write, and advance per_row keeps the in-order rows the
-// seeds' rule (R-TIME-4) drops.
+// Event-time options, declaratively: the new watermark fields in YAML are
+// what the Builder's options write, and advance per_row keeps the in-order
+// rows the seeds' rule (the watermark advances before a batch's rows are
+// classified) drops.
 func TestEventTimeOptionsInYAML(t *testing.T) {
 	extra := "        advance: per_row\n        idle_timeout_ms: 60000\n        all_idle: advance\n        all_idle_delay_ms: 5000\n"
 	spec, err := job.Parse([]byte(perRowYAML(extra)))

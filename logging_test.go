@@ -55,7 +55,7 @@ sinks:
 	return spec
 }
 
-// No library code logs through the default logger (issue 21): with
+// No library code logs through the default logger: with
 // slog.SetDefault pointing at a recorder (which also takes package log's
 // output), jobs run through the public API, with a logger and without
 // one, through the write-ahead log, the state store, checkpoints, late
@@ -116,7 +116,7 @@ var defaultLogging = map[string]map[string]bool{
 // non-test Go file outside the programs (cmd/, examples/, internal/tools)
 // is parsed, and a call of slog.Default, slog.Info and the like, or of
 // log.Print, log.Fatal and the like, fails the test with its file:line.
-// The library logs only through the logger it is given (issue 21).
+// The library logs only through the logger it is given.
 func TestNoDefaultLoggerInSource(t *testing.T) {
 	fset := token.NewFileSet()
 	files := 0

@@ -27,7 +27,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
-// Issue 18, one configuration vocabulary: a job built with every Builder
+// One configuration vocabulary: a job built with every Builder
 // call that writes a spec block goes builder → JSON (and YAML) → Parse →
 // plan unchanged, and every JSON key of every spec block is written by
 // some Builder call, so a new spec field the Builder cannot set, or a

@@ -221,7 +221,7 @@ func dirDigest(t *testing.T, dir string) string {
 	return string(h.Sum(nil))
 }
 
-// R-STATE-2: state written with another format version is refused with a
+// State written with another format version is refused with a
 // clear error, before anything on disk changes; the job ends Failed.
 func TestStateFormatVersionRefused(t *testing.T) {
 	dir := t.TempDir()

@@ -33,7 +33,7 @@ state: {backend: badger}
 checkpoint: {interval_ms: 60000, object_store_uri: "file://CKPT"}
 `
 
-// R-VAL-1: what a start refuses before any data moves, validation with
+// What a start refuses before any data moves, validation with
 // the same options refuses too, with the same text and the field path;
 // and a spec that validates with its options starts.
 func TestValidateRefusesWhatStartRefuses(t *testing.T) {

@@ -356,7 +356,7 @@ func ExampleNewInput() {
 	// Output: arkflowtest
 }
 
-// R-TIME-4: within a batch the watermark advances first, so 100 is late.
+// Within a batch the watermark advances first, so 100 is late.
 func ExampleInput_Push() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()
 	h := arkflowtest.New(t, arkflow.NewJob("clicks").

@@ -71,7 +71,7 @@ func TestTumbling(t *testing.T) {
 	expect(t, out.Take(), "ann[10000,20000)=1")
 }
 
-// R-TIME-7: every window containing the event, size 5 s sliding by 2 s.
+// Every window containing the event, size 5 s sliding by 2 s.
 func TestSliding(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
 	h := arkflowtest.New(t, counts(in, window.Sliding(5*time.Second, 2*time.Second, job.Count("n")), out))
@@ -82,7 +82,7 @@ func TestSliding(t *testing.T) {
 	expect(t, out.Take(), "ann[2000,7000)=2; ann[4000,9000)=2; ann[6000,11000)=1")
 }
 
-// R-TIME-9: sessions merge when an event bridges two of them.
+// Sessions merge when an event bridges two of them.
 func TestSession(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
 	h := arkflowtest.New(t, counts(in, window.Session(time.Second, job.Count("n")), out, ooo(2*time.Second)))
@@ -94,19 +94,19 @@ func TestSession(t *testing.T) {
 	expect(t, out.Take(), "ann[0,2500)=3")
 }
 
-// R-TIME-5: drop (the default) counts late events and emits nothing.
+// Drop (the default) counts late events and emits nothing.
 func TestLateDrop(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
 	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out))
 	in.Push(0, click{"ann", 100})
-	in.Push(0, click{"bob", 1500}, click{"ann", 200}) // R-TIME-4: 200 is late at once
+	in.Push(0, click{"bob", 1500}, click{"ann", 200}) // late at once: the watermark moved first
 	expect(t, out.Take(), "ann[0,1000)=1")
 	if n := h.Counter("w", "late_dropped"); n != 1 {
 		t.Fatalf("late_dropped = %d, want 1", n)
 	}
 }
 
-// R-TIME-5: route sends late events, as they came, to the late sink.
+// Route sends late events, as they came, to the late sink.
 func TestLateRoute(t *testing.T) {
 	in, out, late := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count](), arkflowtest.NewOutput[click]()
 	arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out, routeLate("late")).LateSink("late", late))
@@ -116,7 +116,7 @@ func TestLateRoute(t *testing.T) {
 	expect(t, late.Rows(), "{ann 200}")
 }
 
-// R-TIME-8: update re-emits the corrected window until its deadline.
+// Update re-emits the corrected window until its deadline.
 func TestLateUpdate(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](1), arkflowtest.NewOutput[count]()
 	h := arkflowtest.New(t, counts(in, window.Tumbling(time.Second, job.Count("n")), out, lateness(time.Second), lateUpdate()))
@@ -238,7 +238,7 @@ func TestProcessingTime(t *testing.T) {
 	expect(t, out.Take(), "ann[0,1000)=3")
 }
 
-// R-TIME-1: a partition without data holds the watermark back until it
+// A partition without data holds the watermark back until it
 // has been idle for the idle timeout.
 func TestIdlePartition(t *testing.T) {
 	in, out := arkflowtest.NewInput[click](2), arkflowtest.NewOutput[count]()

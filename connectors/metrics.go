@@ -1,7 +1,7 @@
 package connectors
 
-// This file holds the way a source or sink reports metrics of its own
-// (issue 21, R-OPS-1): optional interfaces the runtime finds by type
+// This file holds the way a source or sink reports metrics of its own:
+// optional interfaces the runtime finds by type
 // assertion. The Input or Output declares its metric families before the
 // job runs (so that a Prometheus collector can describe them), and each
 // Source or Sink reports their values when the job's metrics are read (a

@@ -14,7 +14,8 @@ import (
 )
 
 // failover moves the assignments of Agents whose lease lapsed to other
-// Agents that fit, as a new generation of the job (R-HUB-2, issue 20):
+// Agents that fit, as a new generation of the job (reports of the older
+// generation are then rejected):
 // placement keeps every other unit where it runs (those Agents adopt the
 // new generation without a restart), and the moved units restore from the
 // job's last completed checkpoint and read their sources from its

@@ -1,9 +1,8 @@
 package hub_test
 
 // Benchmarks of a job whose placement units run on several in-process
-// Agents (issue 20): throughput against the same job in one process, and
-// failover time after an Agent's lease lapses. See BENCHMARKS.md, "Fleet
-// (issue 20)".
+// Agents: throughput against the same job in one process, and failover
+// time after an Agent's lease lapses. See BENCHMARKS.md, section "Fleet".
 
 import (
 	"bytes"

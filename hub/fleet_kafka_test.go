@@ -31,9 +31,10 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/kafkatest"
 )
 
-// TestFleetKafkaExactlyOnceUnderSIGKILL is issue 20's first acceptance
-// line (R-JOB-4, R-HUB-5, R-CKPT-5, with the Kafka connector's
-// exactly-once output, R-KAFKA-4): real processes — a Hub
+// TestFleetKafkaExactlyOnceUnderSIGKILL is the fleet's acceptance test
+// (placement by whole units, checkpoints committed only with every
+// planned task, with the Kafka connector's transactional exactly-once
+// output): real processes — a Hub
 // (cmd/arkflow-hub, lease 3 s) and three Agents (cmd/arkflow agent) —
 // run a Kafka → keyed tumbling window → Kafka job with parallelism 6
 // whose source declares keyed_by user (the input topic's 6 partitions are

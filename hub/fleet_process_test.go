@@ -139,7 +139,7 @@ func fleetWait(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestFleetProcesses is issue 19's first acceptance line on loopback, with
+// TestFleetProcesses is the Hub's acceptance test on loopback, with
 // real processes: a Hub (cmd/arkflow-hub) on a SQLite data dir and three
 // Agents (cmd/arkflow agent). A job of built-in connectors (generate →
 // drop) is validated, submitted and set running over the operator API.

@@ -127,11 +127,11 @@ func fleetSpec(dir string) string {
 }
 
 // TestFleetPlacementCheckpointsFailover drives the Hub's side of a job run
-// by three Agents that run parts of jobs (issue 20): the three placement
-// units go one to each Agent (R-JOB-4); a checkpoint is cut in three parts
+// by three Agents that run parts of jobs: the three placement
+// units go one to each Agent; a checkpoint is cut in three parts
 // and committed by one node only when all three succeeded, a round with a
 // failed part is failed and the previous checkpoint stays the newest
-// completed (R-HUB-5, R-CKPT-5); when an Agent's lease lapses its unit
+// completed; when an Agent's lease lapses its unit
 // moves to another Agent as a new generation restoring from the last
 // completed checkpoint, while the others adopt the generation, and the
 // job is observed running again, never failed.
@@ -342,7 +342,7 @@ func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 	})
 
 	// Agent d joins; a rebalance moves one of a's two units to it, and
-	// only that one: b keeps its unit (R-JOB-4).
+	// only that one: b keeps its unit.
 	agents["d"] = newFleetAgent(t, api, "d")
 	st, hdr, body := call(t, "POST", api+"/jobs/fleet/actions/rebalance", operatorToken, nil, "If-Match", fmt.Sprintf(`"generation-%d"`, gen+1))
 	if st != 200 || hdr.Get("ETag") != fmt.Sprintf(`"generation-%d"`, gen+2) {

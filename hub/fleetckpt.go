@@ -2,7 +2,8 @@ package hub
 
 // This file drives checkpoints and savepoints of jobs on Agents. For a job
 // whose assignments name plan tasks (Agents with placement_units) it is
-// v1's two-phase protocol (R-HUB-5, R-CKPT-5): the Hub picks the id and
+// v1's two-phase protocol, which commits only with every expected
+// assignment: the Hub picks the id and
 // sends job_checkpoint (job_savepoint) to every node of the generation;
 // each cuts its own tasks and writes a part manifest; when every expected
 // assignment succeeded, one node gets job_checkpoint_commit with the list

@@ -9,7 +9,7 @@ import (
 
 // TestCheckpointHealth: the detail's checkpoint health counts the failed
 // checkpoints since the last completed one, ignores savepoints and pending
-// rounds, and is absent before the first finished checkpoint (R-OPS-1).
+// rounds, and is absent before the first finished checkpoint.
 func TestCheckpointHealth(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000)
 	cp := func(id, kind, status, err string) hubstore.Checkpoint {

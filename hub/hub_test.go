@@ -129,8 +129,7 @@ func envelope(t *testing.T, status, wantStatus int, hdr http.Header, b []byte, c
 
 // TestEndToEnd runs a Hub and a real Agent over loopback HTTP: an operator
 // validates and submits a job, sets it running, sees it observed running
-// with rows arriving in the Agent's Go sink, then stops it (R-HUB-1,
-// R-HUB-5, R-HUB-7).
+// with rows arriving in the Agent's Go sink, then stops it.
 func TestEndToEnd(t *testing.T) {
 	h, err := hub.New(testConfig(t, t.TempDir()))
 	if err != nil {
@@ -232,7 +231,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("detail: %+v", detail)
 	}
 
-	// A named savepoint (R-CKPT-7): a job_savepoint to the assigned Agent,
+	// A named savepoint: a job_savepoint to the assigned Agent,
 	// completed when its result arrives.
 	st, _, body = call(t, "POST", api+"/jobs/ticks/savepoints", operatorToken, hubwire.SavepointRequest{Name: "before-upgrade"})
 	if st != 202 {
@@ -305,7 +304,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("resubmit: %d %s", st, body)
 	}
 
-	// Upgrade (R-CKPT-7): version 2 of the job takes over the savepoint.
+	// Upgrade: version 2 of the job takes over the savepoint.
 	var spare atomic.Int64
 	v2 := specOf(t, ticks(&spare, ckpts).Version(2))
 	st, hdr, body = call(t, "POST", api+"/jobs/ticks/upgrades", operatorToken, hubwire.UpgradeRequest{Spec: v2, ExpectedGeneration: 2, SavepointID: "before-upgrade"})

@@ -230,7 +230,7 @@ func (h *Hub) currentVersion(ctx context.Context, id string) (hubstore.Job, hubs
 }
 
 // observe aggregates the job's current generation against its desired
-// state (R-HUB-5).
+// state, over all its expected assignments.
 func (h *Hub) observe(ctx context.Context, j hubstore.Job) (hubstore.Aggregate, error) {
 	if j.DesiredState == hubstore.DesiredRunning {
 		return h.store.ObserveJob(ctx, j.JobID, hubstore.OpJobStart, hubstore.ObservedRunning)

@@ -24,7 +24,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/hub"
 )
 
-// BenchmarkHubLoad is issue 19's load test: 1,000 simulated v1 Agents
+// BenchmarkHubLoad is the Hub's load test: 1,000 simulated v1 Agents
 // (raw HTTP, one connection each at most) heartbeating every 5 s, each
 // heartbeat followed by a report, and polling for commands at the Hub's
 // poll interval (1 s), plus 100 jobs set running (the Agents acknowledge

@@ -1,7 +1,7 @@
 package hub
 
-// This file exposes the Hub to the tools that operate it (issue 21,
-// R-OPS-1): a prometheus.Collector of the fleet's state and of the Hub's
+// This file exposes the Hub to the tools that operate it: a
+// prometheus.Collector of the fleet's state and of the Hub's
 // own work, and a Status summary. `arkflow-hub --metrics-addr` serves
 // both on a listener of its own.
 

@@ -83,7 +83,7 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 			t.Fatalf("n2 should fit: %+v", n)
 		}
 	}
-	// The deep validation names the operator and the field (R-VAL-1).
+	// The deep validation names the operator and the field.
 	bad := json.RawMessage(strings.Replace(string(spec), `"type":"int64"`, `"type":"int65"`, 1))
 	rec = serve(t, h, "POST", "/api/v1/jobs/validate", "", hubwire.ValidateJobRequest{Spec: bad})
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `"code":"invalid_job_spec"`) ||
@@ -183,7 +183,7 @@ func TestSubmitReplacesAStoppedJob(t *testing.T) {
 
 // ${secret:NAME} is resolved from the Hub's secrets only in the command an
 // Agent receives: the stored spec and command keep the reference, and
-// validation refuses a secret the Hub lacks (R-HUB-8).
+// validation refuses a secret the Hub lacks.
 func TestSecretsResolvedOnDelivery(t *testing.T) {
 	secrets := map[string]string{}
 	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true, ReconcileInterval: 5 * time.Millisecond,
@@ -229,7 +229,7 @@ func TestSecretsResolvedOnDelivery(t *testing.T) {
 
 // The capability details an Agent registered with are stored: after a Hub
 // restart a job naming the Agent's Go operator validates and places at
-// once, without waiting for a heartbeat (R-HUB-3).
+// once, without waiting for a heartbeat.
 func TestCapabilitiesSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, InsecureNoAuth: true}

@@ -80,9 +80,9 @@ func rekeySpec(t *testing.T, file, brokers, run, ckpts string) json.RawMessage {
 }
 
 // TestRekeyJobsAcrossAgents runs examples/rekey on a Hub with four
-// Agents (issue 20): orders-by-user on two, re-keying orders by user into
+// Agents: orders-by-user on two, re-keying orders by user into
 // a topic; spend-per-user on the other two, a per-user running total that
-// needs no shuffle because its source is keyed_by user (R-JOB-4). Each
+// needs no shuffle because its source is keyed_by user. Each
 // job's two placement units run on its two Agents. Read committed, the
 // re-keyed topic holds every order once with each user in one partition,
 // and each user's last total equals the sum the input gives (the

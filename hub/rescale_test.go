@@ -61,7 +61,7 @@ func rescaleJob(c *counts, par int, version uint64, dir string) *arkflow.Builder
 		Sink("out", funcsink.Func[keyCount](c.sink))
 }
 
-// TestRescaleThroughHub (issue 20, R-CKPT-7): a job keyed by partitioned
+// TestRescaleThroughHub: a job keyed by partitioned
 // edges goes from parallelism 2 to 3 through the Hub: a savepoint, a stop,
 // an upgrade to a version with the new parallelism, a start. The restore
 // redistributes the key groups to the three subtasks (the relayout is

@@ -5,7 +5,8 @@ import (
 	"regexp"
 )
 
-// secretRef is a ${secret:NAME} reference in a spec (R-HUB-8).
+// secretRef is a ${secret:NAME} reference in a spec, which the Hub
+// resolves from its own environment when it distributes the spec.
 var secretRef = regexp.MustCompile(`\$\{secret:([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // resolveSecrets replaces every ${secret:NAME} in the JSON text b with the

@@ -21,7 +21,7 @@ type recoveryPayload struct {
 	Recovery *hubwire.JobRecovery `json:"recovery"`
 }
 
-// upgrade is POST /jobs/{id}/upgrades (R-CKPT-7): the job must be stopped
+// upgrade is POST /jobs/{id}/upgrades: the job must be stopped
 // and converged at expected_generation, the savepoint completed and of
 // the new spec's state format, and the new spec's version higher. The new
 // version becomes current, the job stays stopped, and its next start

@@ -9,7 +9,7 @@ import (
 
 // TestFixedParallelism: an upgrade may not change the parallelism of an
 // operator keyed by co-partitioning (keyed_by), whose state is kept per
-// subtask; other operators' may change (issue 20).
+// subtask; other operators' may change.
 func TestFixedParallelism(t *testing.T) {
 	spec := func(par int, keyedBy string) *job.Spec {
 		s, err := job.Parse(fmt.Appendf(nil, `{"id":"j","parallelism":%d,"operators":[{"id":"in","kind":"source"},

@@ -264,7 +264,7 @@ func runAgent(t *testing.T, h *fakeHub, cfg hubclient.Config) (*hubclient.Agent,
 }
 
 // The Hub starts a job whose sink is Go code of the service, sees it run
-// in the reports, and stops it (R-HUB-2: results carry the generation).
+// in the reports, and stops it (results carry the generation).
 func TestStartAndStopAJob(t *testing.T) {
 	h := newFakeHub(t, time.Second)
 	c := &counter{}
@@ -299,7 +299,7 @@ func TestStartAndStopAJob(t *testing.T) {
 }
 
 // A command older than the job it would touch is refused with the
-// running generation, and leaves the job alone (R-HUB-2).
+// running generation, and leaves the job alone.
 func TestStaleGenerationIsRefused(t *testing.T) {
 	h := newFakeHub(t, time.Second)
 	c := &counter{}
@@ -355,7 +355,7 @@ func (s *blockingSource) Read(ctx context.Context) (connectors.Batch, error) {
 func (s *blockingSource) Close(context.Context) error { return nil }
 
 // A start that blocks for many lease periods does not stop heartbeats
-// (R-HUB-6: the lease never lapses during long work).
+// (the lease never lapses during long work).
 func TestHeartbeatsContinueDuringALongCommand(t *testing.T) {
 	const lease = 150 * time.Millisecond
 	h := newFakeHub(t, lease)
@@ -384,7 +384,7 @@ func (blockingConfig) InputType() string { return "blocking" }
 
 // A Hub that forgets the session gets a new registration; the jobs keep
 // running, the boot id stays, and report sequence numbers keep growing
-// across sessions (R-HUB-4; ArkFlow's agent restarts them per session).
+// across sessions (ArkFlow's agent restarts them per session).
 func TestReconnectKeepsJobsAndReportOrder(t *testing.T) {
 	h := newFakeHub(t, time.Second)
 	c := &counter{}

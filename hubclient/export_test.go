@@ -19,7 +19,7 @@ func JobOf(a *Agent, id string) *arkflow.Job {
 // SetWrapStore makes the Agent wrap the checkpoint store of every job it
 // builds from then on (a start, or a commit of a job it does not run)
 // with wrap, e.g. a ckpttest.FaultStore: a test fails one Agent's
-// uploads while the others' succeed (issue 20).
+// uploads while the others' succeed.
 func SetWrapStore(a *Agent, wrap func(ckptstore.Store) ckptstore.Store) {
 	a.mu.Lock()
 	a.wrapStore = wrap

@@ -248,9 +248,9 @@ func (fs *faultyStores) puts() int {
 // the round and never sends the commit; no manifest is sealed for that
 // id, LATEST stays on the previous checkpoint, which stays the newest
 // completed, and the job's checkpoint health is degraded with one
-// failure (R-CKPT-5, R-HUB-5). With the fault lifted, the next round
+// failure. With the fault lifted, the next round
 // completes: health healthy, LATEST moved, and its manifest lists every
-// task of the plan (issue 20).
+// task of the plan.
 func TestFleetCheckpointPartFault(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three Agents and a Hub")

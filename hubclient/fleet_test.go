@@ -81,7 +81,7 @@ func succeeded(t *testing.T, h *fakeHub, id string) hubwire.CommandResult {
 	return res
 }
 
-// R-JOB-4, R-CKPT-5, R-HUB-5 (issue 20): two Agents each run one unit of
+// Two Agents each run one unit of
 // a job; the Hub's checkpoint is a part on each, committed by one of
 // them only with both parts; a newer generation of the same units is
 // adopted without a restart; an Agent that no longer runs the job can

@@ -1,7 +1,7 @@
 package hubclient
 
 // This file measures what a job's report carries for the Hub's detail
-// metrics (hubwire.JobMetrics, issue 28): the node's share of them, which
+// metrics (hubwire.JobMetrics): the node's share of them, which
 // the Hub aggregates over the job's nodes. Everything but the state size
 // is a read of counters the runtime keeps anyway; the state size is a
 // walk over every key, so it is rate-limited (stateEvery).

@@ -1,9 +1,9 @@
 package hubclient
 
-// This file exposes what an Agent does to the service that embeds it
-// (issue 21, R-OPS-1): a prometheus.Collector of the Agent and of every
-// job it runs, and a Status snapshot for status pages and readiness
-// probes. `arkflow agent --metrics-addr` serves both.
+// This file exposes what an Agent does to the service that embeds it: a
+// prometheus.Collector of the Agent and of every job it runs, and a
+// Status snapshot for status pages and readiness probes. `arkflow agent
+// --metrics-addr` serves both.
 
 import (
 	"sort"

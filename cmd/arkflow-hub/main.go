@@ -140,8 +140,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	return h.Run(ctx, ln)
 }
 
-// serveMetrics serves the Hub's --metrics-addr routes (issue 21,
-// R-OPS-1), those of `arkflow run` and `arkflow agent`: /metrics (the
+// serveMetrics serves the Hub's --metrics-addr routes, those of
+// `arkflow run` and `arkflow agent`: /metrics (the
 // Hub's collector, the Go runtime's and the process's), /healthz,
 // /readyz (200 while the store answers and the API listener serves) and
 // /status (hub.Status).

@@ -86,7 +86,7 @@ func TestSplitTokens(t *testing.T) {
 }
 
 // --log-format json writes one JSON object a line, each with time, level
-// and msg (issue 21, R-OPS-1).
+// and msg.
 func TestLogFormatJSON(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)

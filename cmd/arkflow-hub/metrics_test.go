@@ -57,7 +57,7 @@ func do(t *testing.T, method, url string, body any) (int, []byte) {
 }
 
 // `arkflow-hub --metrics-addr 127.0.0.1:0` serves the routes of
-// `arkflow run` on a listener of its own (issue 21, R-OPS-1), over real
+// `arkflow run` on a listener of its own, over real
 // HTTP: /readyz 200 once the store answers and the API serves; /metrics
 // has the jobs by desired and observed state, the nodes by state, the
 // API's requests labelled by route pattern (never by raw path) and code,

@@ -95,7 +95,7 @@ func readyz(t *testing.T, base string) (int, struct {
 }
 
 // `arkflow agent --metrics-addr 127.0.0.1:0` against a Hub in this
-// process serves the same four routes as run (issue 21, R-OPS-1), over
+// process serves the same four routes as run, over
 // real HTTP: /readyz is 503 before the Agent registers (the Hub does not
 // answer yet) and while its job starts (naming the job), 200 once it
 // runs; /metrics has the Agent's families and the job's, labelled, and

@@ -27,8 +27,8 @@ const (
 // windowJobOf is a keyed event-time window job over a rate-limited file
 // source with durability and checkpoints every 500 ms to file://. The
 // out-of-orderness (3 s) exceeds the event-time span of one batch (25 rows
-// of a partition, 80 ms apart): within a batch the watermark advances first
-// (R-TIME-4), so a smaller bound would drop rows as late depending on where
+// of a partition, 80 ms apart): within a batch the watermark advances
+// first, so a smaller bound would drop rows as late depending on where
 // batches happen to break, and no two runs would agree. Sessions get 6 s:
 // their input also pauses 2 s at different rows for different users.
 func windowJobOf(window, storeURI, in, out string, rate int) string {
@@ -93,7 +93,7 @@ func readLines(t *testing.T, path string) []string {
 	return lines
 }
 
-// The proof of issue 6 (R-CKPT-1..5, R-CKPT-8): the window job is SIGKILLed
+// The checkpoint proof: the window job is SIGKILLed
 // at random moments and restarted with `arkflow run` each time; after the
 // last run completes, the distinct window results equal those of one
 // uninterrupted run — no window missing, no aggregate wrong. Results
@@ -114,7 +114,7 @@ func TestCheckpointSurvivesSIGKILLSessions(t *testing.T) {
 	checkpointCrashLoop(t, dir, "file://"+filepath.Join(dir, "killed", "checkpoints"), nil, sessionSecond)
 }
 
-// The same proof once against a real MinIO server (R-CKPT-1: S3-compatible
+// The same proof once against a real MinIO server (S3-compatible
 // storage), its endpoint and keys passed the way a deployment would: the
 // AWS_* environment.
 func TestCheckpointSurvivesSIGKILLMinIO(t *testing.T) {

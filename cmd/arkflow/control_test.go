@@ -11,7 +11,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
-// The CLI's on-demand checkpoints (R-CKPT-7): `arkflow checkpoint` and
+// The CLI's on-demand checkpoints and savepoints: `arkflow checkpoint` and
 // `arkflow savepoint` reach a running `arkflow run` through its control
 // socket; --savepoint-on-stop takes one on SIGTERM; --from-savepoint
 // starts from it.

@@ -37,9 +37,9 @@ func cliCommand(dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// The end-to-end proof of issue 5 (R-WAL-1..3): a file source → keyed map
-// → file sink job with durability on is SIGKILLed at random moments and
-// restarted with `arkflow run` each time; after a final run to the end,
+// The end-to-end proof of the WAL's at-least-once delivery: a file source →
+// keyed map → file sink job with durability on is SIGKILLed at random moments
+// and restarted with `arkflow run` each time; after a final run to the end,
 // every input row is in the output at least once. Duplicates (rows replayed
 // after the last persisted cursor) are counted and logged, not failed.
 func TestRunSurvivesSIGKILL(t *testing.T) {
@@ -153,7 +153,7 @@ sinks:
 	t.Logf("sync=%s: %d kills, %d rows out for %d in (%d duplicates from replay)", sync, killed, total, rows, total-rows)
 }
 
-// R-VAL-2: a dry run opens and closes every WAL, so the real run that
+// A dry run opens and closes every WAL, so the real run that
 // follows at once can open the same paths.
 func TestDryRunThenRun(t *testing.T) {
 	dir := t.TempDir()

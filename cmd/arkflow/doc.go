@@ -92,7 +92,7 @@
 //
 // # Progress
 //
-// run with stderr on a terminal draws live lines there (issue 21), one
+// run with stderr on a terminal draws live lines there, one
 // per source task (per source operator, "in ×16", when there are more
 // than 8 source tasks):
 //

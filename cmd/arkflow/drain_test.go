@@ -38,7 +38,7 @@ sinks:
 `
 }
 
-// --drain-on-stop (R-EMBED-5): SIGTERM drains the job, so every row read
+// --drain-on-stop: SIGTERM drains the job, so every row read
 // is in a window written before the process exits; without the flag the
 // window open at the signal is not written.
 func TestRunDrainOnStop(t *testing.T) {

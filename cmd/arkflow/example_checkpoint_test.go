@@ -23,11 +23,11 @@ const replayMsg = "window skips rows replayed after the restore"
 // The checkpointed-windows example does what its comment says: it
 // validates, and killed with SIGKILL after its first checkpoint and run
 // again with the same command, it restores the checkpoint and writes the
-// window results of an uninterrupted run (R-CKPT-1, R-CKPT-4); windows
+// window results of an uninterrupted run; windows
 // fired between the checkpoint and the kill may be written twice (the
 // stdout sink is at-least-once), so results are compared by window. The
 // rows the restarted run reads again whose windows fired before the kill
-// are replays, not late data (R-EMBED-5, R-CKPT-8, issue 28): it counts no
+// are replays, not late data: it counts no
 // late row, logs no warning, and counts them in their own family with one
 // INFO line for the window operator.
 func TestExampleCheckpointedWindows(t *testing.T) {

@@ -32,7 +32,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/kafkatest"
 )
 
-// The proofs of issue 7 (R-KAFKA-4, R-KAFKA-5, R-KAFKA-6): a Kafka →
+// The Kafka exactly-once proofs (transactional output, and the input's
+// offsets committed inside its transactions): a Kafka →
 // keyed tumbling window → Kafka job with exactly_once on its output,
 // durability (WAL) and checkpoints (file://, every 500 ms) is SIGKILLed at
 // random moments 20 times and restarted with `arkflow run` each time; a
@@ -61,7 +62,7 @@ import (
 // zombie producers; it does not make the output idempotent. After a kill
 // the job restores its last completed checkpoint: state and the input
 // positions recorded at that checkpoint's cut (restored positions win over
-// the group's offsets, R-KAFKA-2). The input from those positions is read
+// the group's offsets). The input from those positions is read
 // again, and every result it feeds that the killed run had already written
 // (its transaction committed, its input not yet covered by a checkpoint)
 // is written again in a new transaction. So the per-kill bound is exact
@@ -96,7 +97,7 @@ import (
 // Input: a fifth is produced before the first run, the rest paced over
 // the kill loop (see kafkaCrashProof).
 //
-// TestKafkaRestartParallelism1 (issue 16) runs the L3 pass-through proof
+// TestKafkaRestartParallelism1 runs the L3 pass-through proof
 // with the source at parallelism 1 (consumer-group subscription, static
 // membership) and kills each run only once it read every partition again.
 //
@@ -122,7 +123,7 @@ const kafkaNoBroker = "no Kafka broker: bash .ci/test.sh starts kfake and sets A
 // the last data window: it fires, theirs do not. The tail advances the
 // watermark in steps like the data: one record far ahead would ride in a
 // batch with the last data rows and make them late (the watermark moves
-// before a batch's rows are classified, R-TIME-4).
+// before a batch's rows are classified).
 const (
 	kafkaParts     = 4
 	kafkaPerPart   = 2500
@@ -145,12 +146,12 @@ type kafkaProof struct {
 	// rows keep their __meta_* columns (which L3 derives offsets from).
 	passThrough bool
 	// par1: the source runs as one subtask, subscribing with the consumer
-	// group (static membership), instead of two explicitly assigned ones
-	// (issue 16). Each run is killed only once it read every partition
-	// again (see kafkaCrashProof), and the time it took is measured.
+	// group (static membership), instead of two explicitly assigned ones.
+	// Each run is killed only once it read every partition again (see
+	// kafkaCrashProof), and the time it took is measured.
 	par1 bool
 	// dynamic (with par1): group.instance.id "" turns static membership
-	// off, the baseline of issue 16.
+	// off, the baseline static membership is measured against.
 	dynamic bool
 }
 
@@ -246,19 +247,20 @@ sinks:
 `
 }
 
-// TestKafkaExactlyOnceL2SurvivesSIGKILL is the L2 proof (R-KAFKA-4), on
+// TestKafkaExactlyOnceL2SurvivesSIGKILL is the L2 proof (one transaction
+// per acknowledged batch), on
 // the keyed window job and on a pass-through job.
 func TestKafkaExactlyOnceL2SurvivesSIGKILL(t *testing.T) {
 	t.Run("window", func(t *testing.T) { kafkaCrashProof(t, kafkaProof{}) })
 	t.Run("pass-through", func(t *testing.T) { kafkaCrashProof(t, kafkaProof{passThrough: true}) })
 }
 
-// TestKafkaExactlyOnceL3SurvivesSIGKILL is the L3 proof (R-KAFKA-5,
-// R-KAFKA-6): the input's offsets are committed inside the output's
+// TestKafkaExactlyOnceL3SurvivesSIGKILL is the L3 proof: the input's
+// offsets are committed inside the output's
 // transactions.
 func TestKafkaExactlyOnceL3SurvivesSIGKILL(t *testing.T) {
 	if err := kafkaL3Supported(); err != nil {
-		t.Skipf("L3 is not implemented in connectors/kafka yet (R-KAFKA-5/6: the input's transactional_offsets "+
+		t.Skipf("L3 is not implemented in connectors/kafka yet (the input's transactional_offsets "+
 			"and the output's offset_commit_group): %v", err)
 	}
 	t.Run("window", func(t *testing.T) { kafkaCrashProof(t, kafkaProof{l3: true}) })
@@ -887,7 +889,7 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) []time.Duration {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		if v.par1 {
-			// Until the run read every partition again (R-KAFKA-2: the
+			// Until the run read every partition again (the
 			// group hands them all to the one subscribing source), then
 			// a little longer, so the kill lands while it works.
 			limit := kafkaP1Limit
@@ -1025,7 +1027,7 @@ func kafkaCrashProof(t *testing.T, v kafkaProof) []time.Duration {
 	return restarts
 }
 
-// The par1 variants (issue 16): how many kills, and how long a run may
+// The par1 variants: how many kills, and how long a run may
 // take to read every partition again before the proof fails (static
 // membership) or counts it as that long (the dynamic baseline, whose
 // restarts wait for the killed member's session: librdkafka's default
@@ -1076,14 +1078,14 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-// TestKafkaRestartParallelism1 is the proof of issue 16 (R-KAFKA-2): the
-// L3 pass-through job with a source of parallelism 1, which subscribes
-// with the consumer group as a static member, SIGKILLed 12 times; every
-// run is killed only after it read every partition again (the proof fails
-// if a run does not within 60 s), then at a random moment up to 1.5 s
-// later. The rest is the L3 proof: nothing lost, duplicates within the L3
-// bound. It logs, per restart, the time from the process's start until
-// it read every partition again (its source's first record of each).
+// TestKafkaRestartParallelism1 is the proof for a source of parallelism 1:
+// the L3 pass-through job with a source of parallelism 1, which keeps the
+// consumer group subscription as a static member, SIGKILLed 12 times; every
+// run is killed only after it read every partition again (the proof fails if
+// a run does not within 60 s), then at a random moment up to 1.5 s later. The
+// rest is the L3 proof: nothing lost, duplicates within the L3 bound. It
+// logs, per restart, the time from the process's start until it read every
+// partition again (its source's first record of each).
 //
 // ARKFLOW_KAFKA_RESTART_BASELINE=1 also runs the baseline, the same job
 // with group.instance.id "" (a dynamic member), killed 3 times (each
@@ -1352,7 +1354,7 @@ func kafkaCheck(t *testing.T, v kafkaProof, seed uint64, killed int, want map[st
 	// batch: the group offset of a partition trails what the output wrote
 	// of it by at most one source batch, and never runs ahead of it (no
 	// skip). A restart resumes from its restored (checkpoint or WAL)
-	// positions (R-KAFKA-2: restored positions win), and the output drops
+	// positions (restored positions win), and the output drops
 	// replayed rows below the group's committed offset, so a restart writes
 	// again only what lies beyond the group offset: at most one batch per
 	// partition per crash (the tail). A clean stop commits the rest.

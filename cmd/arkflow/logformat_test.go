@@ -105,8 +105,7 @@ sinks:
 
 // arkflow run --log-format json writes one JSON object a line on stderr,
 // every one naming the job once (the command's own lines too), and the
-// checkpoints' lines carry the checkpoint ID under "checkpoint" (issue
-// 21, R-OPS-1).
+// checkpoints' lines carry the checkpoint ID under "checkpoint".
 func TestRunLogFormatJSON(t *testing.T) {
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "job.yaml")

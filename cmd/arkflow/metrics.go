@@ -13,7 +13,7 @@ import (
 )
 
 // `arkflow run --metrics-addr HOST:PORT` serves the job over plain HTTP for
-// the tools that operate a service (issue 21, R-OPS-1):
+// the tools that operate a service:
 //
 //	/metrics  the job's Collector (and the Go runtime's and the process's)
 //	          in a registry of its own, Prometheus text format

@@ -46,7 +46,7 @@ sinks:
 var metricsListening = regexp.MustCompile(`msg="metrics listening".*? addr=(\S+)`)
 
 // `arkflow run --metrics-addr 127.0.0.1:0` serves the running job over
-// real HTTP (issue 21, R-OPS-1): /metrics has the job's families with
+// real HTTP: /metrics has the job's families with
 // their label sets and passes promlint, /healthz is live, /readyz becomes
 // ready once the job runs and checkpoints, /status names the job; the
 // server goes away with the job.

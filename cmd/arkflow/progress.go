@@ -1,6 +1,6 @@
 package main
 
-// `arkflow run` on a terminal shows how the job is doing (issue 21): a live
+// `arkflow run` on a terminal shows how the job is doing: a live
 // line per source, and a bar while a restore runs. The drawing is
 // github.com/vbauerster/mpb/v8's (several lines redrawn in place, log lines
 // printed above them); this file only reads the job's numbers and words

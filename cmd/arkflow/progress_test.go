@@ -154,10 +154,10 @@ var progressLine = regexp.MustCompile(`(?m)^in-0 +\[=+\] 12,000 of 12,000 rows +
 // seconds, and a position short of the end.
 var liveLine = regexp.MustCompile(`(?m)^in-0 +\[[=>-]+\] ([0-9,]+) of 12,000 rows +[0-9,]+ rows/s`)
 
-// `arkflow run` with stderr on a terminal draws a live line per source
-// (issue 21): rows/s while it runs, position of end, watermark and late
-// rows; the final line stays. Its stdout, the job's output, is the same as
-// without a terminal and holds nothing of the progress lines.
+// `arkflow run` with stderr on a terminal draws a live line per source:
+// rows/s while it runs, position of end, watermark and late rows; the final
+// line stays. Its stdout, the job's output, is the same as without a terminal
+// and holds nothing of the progress lines.
 func TestRunProgressOnTerminal(t *testing.T) {
 	dir := t.TempDir()
 	writeSpec(t, dir, progressSpec)

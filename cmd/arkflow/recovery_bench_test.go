@@ -20,7 +20,7 @@ import (
 )
 
 // BenchmarkRecoveryAfterSIGKILL measures end-to-end recovery of a job with
-// about 1 M keys of state (issue 6):
+// about 1 M keys of state:
 //
 //	go test -run '^$' -bench BenchmarkRecoveryAfterSIGKILL -benchtime=2x -count=3 ./cmd/arkflow/
 //

@@ -83,7 +83,7 @@ func finalTotals(t *testing.T, path string) map[string][2]int64 {
 	return out
 }
 
-// The rescale proof of issue 16 (R-JOB-3, R-CKPT-6, R-WAL-3): the job runs
+// The rescale proof: the job runs
 // at parallelism 2, stops with a savepoint, and is restored from it at 3,
 // then at 1, then at 4, each run reading further into the input. The
 // savepoint of the run at 3 is taken while it runs and the process is
@@ -249,7 +249,7 @@ func dirSnapshot(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// R-JOB-3, R-CKPT-6: state cut with one max_parallelism is never restored
+// State cut with one max_parallelism is never restored
 // into another. A start from a checkpoint or a savepoint with another one
 // exits non-zero before it opens the state store, naming both values and
 // the field; so does a start on the local store alone. The state

@@ -98,8 +98,8 @@ func checkpointKeys(t *testing.T, dir string, keys int64) int64 {
 
 // `arkflow run --metrics-addr` restoring a checkpoint of 1 M keys: its
 // /readyz answers 503 saying that it restores, with the bytes restored of
-// the total, while the restore runs, and 200 once the job runs (issue 21,
-// R-OPS-1). The metrics server listens before the restore begins, and the
+// the total, while the restore runs, and 200 once the job runs. The
+// metrics server listens before the restore begins, and the
 // test polls /readyz as fast as it answers (a poll takes about a
 // millisecond, the restore seconds), asserting nothing about time.
 //

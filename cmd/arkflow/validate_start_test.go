@@ -28,7 +28,7 @@ state: {backend: badger}
 checkpoint: {interval_ms: 60000, object_store_uri: "file:///CKPT"}
 `
 
-// R-VAL-1: every spec (and flag) that `arkflow run` refuses before data
+// Every spec (and flag) that `arkflow run` refuses before data
 // moves, `arkflow validate` with the same flags refuses too, with the same
 // lines, each naming the field; and what validates, runs.
 func TestValidateRefusesWhatRunRefuses(t *testing.T) {

@@ -524,8 +524,8 @@ func TestSinkToSourceRoundTrip(t *testing.T) {
 	}
 }
 
-// Progress counts the bytes of the file read, per batch, of its size
-// (issue 21); every subtask reads the whole file.
+// Progress counts the bytes of the file read, per batch, of its size;
+// every subtask reads the whole file.
 func TestProgress(t *testing.T) {
 	path := writeFile(t, idLines(100)...)
 	fi, err := os.Stat(path)

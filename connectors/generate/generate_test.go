@@ -503,7 +503,7 @@ func TestLargeCardinality(t *testing.T) {
 }
 
 // Progress counts the rows delivered of count × the subtask's partitions,
-// from offset 0 (a Seek's offsets included), per batch (issue 21).
+// from offset 0 (a Seek's offsets included), per batch.
 func TestProgress(t *testing.T) {
 	in := mustBuild(t, `{"count": 2500, "partitions": 3, "batch_size": 1000, "fields": [{"name": "id", "type": "int64", "sequence": true}]}`)
 	s := open(t, in, 0, 2, []connectors.Position{{Partition: 2, Offset: 500}}) // partitions 0 and 2

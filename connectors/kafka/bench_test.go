@@ -113,7 +113,7 @@ func BenchmarkKafkaPassThrough(b *testing.B) {
 		{"json", "json", "", "", 1, false},
 		{"raw-p4", "raw", "", "value_field: value", 4, false},
 		// What exactly-once costs, against at-least-once with the WAL that
-		// exactly-once requires (R-KAFKA-4), and how the batch size moves it.
+		// exactly-once requires, and how the batch size moves it.
 		{"raw-wal", "raw", "", "value_field: value", 1, true},
 		{"raw-eos", "raw", "", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}", 1, true},
 		{"raw-eos-l3", "raw", "transactional_offsets: true", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}\n      offset_commit_group: {group}", 1, true},

@@ -203,7 +203,8 @@ sinks:
     config: {brokers: ["b:9092"], topic: orders-copy, exactly_once: true}
 `
 
-// Validation names the field in the spec (R-KAFKA-4).
+// Validation names the field in the spec (exactly_once without a
+// transactional_id).
 func TestValidationNamesSpecField(t *testing.T) {
 	spec, err := job.Parse([]byte(specYAML))
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 // The input's partition lookup, which runs outside any subtask, logs its
 // failure and librdkafka's own log lines through the operator's logger
-// (BuildContext.Logger), never through slog.Default (issue 21). No broker
+// (BuildContext.Logger), never through slog.Default. No broker
 // is needed: the lookup fails against a closed port, after
 // MetadataTimeout.
 func TestPartitionLookupLogsToTheJobsLogger(t *testing.T) {

@@ -1,7 +1,7 @@
 package kafka
 
 // This file holds the metrics the Kafka source and sink report to their
-// job (connectors.Metered, issue 21, R-OPS-1): the consumer lag of every
+// job (connectors.Metered): the consumer lag of every
 // partition a source reads, and a transactional sink's commits and
 // aborts. Everything is read when the job's metrics are, from counters
 // and librdkafka's local caches: nothing is asked of the brokers.

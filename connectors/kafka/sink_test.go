@@ -113,8 +113,8 @@ func flushTxn(p *kafka.Producer) {
 	}
 }
 
-// L2 (R-KAFKA-4): every Write is one transaction; until its commit,
-// read_committed consumers see none of its rows (read_uncommitted ones
+// L2 (exactly-once output): every Write is one transaction; until its
+// commit, read_committed consumers see none of its rows (read_uncommitted ones
 // already do), after it all of them.
 func TestTransactionPerWrite(t *testing.T) {
 	brokers(t)

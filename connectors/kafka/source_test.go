@@ -39,7 +39,7 @@ func waitCommitted(t *testing.T, group, topic string, want []int64) {
 	}
 }
 
-// R-KAFKA-1: positions and the offsets committed to the group are the
+// Positions and the offsets committed to the group are the
 // contiguous acknowledged frontier; acknowledgements out of order never
 // skip a gap. Both assignment modes.
 func TestCommitsContiguousFrontier(t *testing.T) {
@@ -123,7 +123,7 @@ func span(from, to int64) []int64 {
 	return out
 }
 
-// R-KAFKA-2: a checkpoint with positions for partitions 0–1 of a
+// A checkpoint with positions for partitions 0–1 of a
 // 4-partition topic restores 0–1 at their offsets and 2–3 at the
 // configured start: the group's committed offset (partition 2) or, without
 // one, the end (start_from_latest; partition 3). The restored positions
@@ -218,7 +218,7 @@ func commitOffsets(t *testing.T, group, topic string, offs map[int32]int64) {
 }
 
 // A restored position the broker does not have fails the source instead of
-// silently resetting (R-KAFKA-2: never auto.offset.reset).
+// silently resetting (never by auto.offset.reset).
 func TestRestoredOffsetOutOfRange(t *testing.T) {
 	brokers(t)
 	topic := newTopic(t, 2)

@@ -19,10 +19,10 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// Static group membership (KIP-345) of a source with parallelism 1
-// (issue 16, R-KAFKA-2): the subscription stays, and a restart takes the
-// dead member's place and its partitions at once instead of waiting for
-// its session to expire.
+// Static group membership (KIP-345) of a source with parallelism 1: the
+// group subscription stays, and a restart takes the dead member's place
+// and its partitions at once instead of waiting for its session to
+// expire.
 
 // The config side: the default id, the override, and errors that name
 // the field.

@@ -68,8 +68,8 @@ func l3SpecFor(jobExtra, inExtra, outExtra, broker, in, out, group string) strin
 	return fmt.Sprintf(l3Spec, jobExtra, inExtra, outExtra, broker, in, group, out)
 }
 
-// The fail-closed rules of L3 (R-KAFKA-6) and the exactly-once
-// requirements (R-KAFKA-4) are validation errors naming the field.
+// The fail-closed rules of L3 and the exactly-once requirements are
+// validation errors naming the field.
 func TestL3ValidationErrors(t *testing.T) {
 	const group = "orders-group"
 	pair := eos + "\n      offset_commit_group: " + group
@@ -185,8 +185,7 @@ func rawRecords(n int, from int) []kafka.Message {
 // The output commits the input's offsets clamped to its contiguous
 // acknowledged frontier: a batch written and acknowledged ahead of an
 // earlier, unacknowledged one never moves the group past the gap; once
-// the gap closes, the next transaction commits up to the frontier
-// (R-KAFKA-5).
+// the gap closes, the next transaction commits up to the frontier.
 func TestL3ClampNeverCommitsPastAGap(t *testing.T) {
 	in, out := newTopic(t, 1), newTopic(t, 1)
 	group := uniqueName(t, "g")
@@ -315,7 +314,7 @@ func TestL3AbortLeavesGroupOffset(t *testing.T) {
 }
 
 // A write whose offset_commit_group has no live transactional input fails
-// with ErrUnpairedGroup and writes nothing (R-KAFKA-6).
+// with ErrUnpairedGroup and writes nothing.
 func TestL3UnpairedWriteFails(t *testing.T) {
 	in, out := newTopic(t, 1), newTopic(t, 1)
 	p := newProducer(t, nil)
@@ -654,7 +653,7 @@ func TestL3Rebalance(t *testing.T) {
 }
 
 // Rows without the Kafka metadata columns (a window's or an aggregate's
-// results) are written, but commit no offsets (R-KAFKA-6).
+// results) are written, but commit no offsets.
 func TestL3RowsWithoutMetadataCommitNothing(t *testing.T) {
 	in, out := newTopic(t, 1), newTopic(t, 1)
 	group := uniqueName(t, "g")

@@ -780,8 +780,8 @@ func TestConcurrentReaders(t *testing.T) {
 }
 
 // A restore to positions past the rows an open Source holds is refused,
-// naming why, instead of skipping the rows appended to it later (issue 17:
-// a service restarted with a checkpoint lost its first pushed events
+// naming why, instead of skipping the rows appended to it later (a
+// service restarted with a checkpoint once lost its first pushed events
 // without a word).
 func TestRestoredOpenSourceRefusesPositionsItNeverDelivered(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)

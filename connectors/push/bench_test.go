@@ -134,7 +134,7 @@ func pushWindows(b *testing.B, events []timedClick, emit func([]windowTotal)) {
 
 // BenchmarkPushWindow compares Push → keyed tumbling window → funcsink.Func with
 // a hand-written goroutine + channel + map loop over the same structs
-// (issue 17: target ≥ 0.5 at 100 k keys). Both must produce the same
+// (target ≥ 0.5 at 100 k keys). Both must produce the same
 // totals.
 func BenchmarkPushWindow(b *testing.B) {
 	events := embedEvents(embedRows, 100_000)
@@ -172,7 +172,7 @@ func BenchmarkPushWindow(b *testing.B) {
 
 // BenchmarkPushHeap pushes 10 M rows through
 // Push → keyed tumbling window → funcsink.Func and reports the largest live heap
-// seen after each million (issue 17: the heap stays within a constant
+// seen after each million (the heap must stay within a constant
 // bound, whatever the volume).
 func BenchmarkPushHeap(b *testing.B) {
 	const keys = 100_000

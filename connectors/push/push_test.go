@@ -62,7 +62,7 @@ func startJob(t *testing.T, b *arkflow.Builder, opts ...arkflow.Option) (*arkflo
 }
 
 // PushWait returns once the sink acknowledged the rows; the rows arrive
-// typed; Close ends the job (R-EMBED-2, R-EMBED-3).
+// typed; Close ends the job.
 func TestPushToSinkFunc(t *testing.T) {
 	in := push.New(push.Config[click]{Partitions: 3, PartitionKey: func(c click) string { return c.User }})
 	var out collector[click]
@@ -195,7 +195,7 @@ func TestPushIntoAWindowLargerThanMaxPending(t *testing.T) {
 
 // A job restarted from a checkpoint with a new Push (a new process) takes
 // every row pushed to it: none is skipped because the checkpoint's
-// position was further on (issue 17's lost events), and the restored
+// position was further on (as events once were lost), and the restored
 // state is kept.
 func TestPushAfterRestoreSkipsNothing(t *testing.T) {
 	dir := t.TempDir()

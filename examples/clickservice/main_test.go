@@ -34,11 +34,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The proof of issue 17 (R-EMBED-2, R-EMBED-3): the service is SIGKILLed at
-// random moments at least 20 times and restarted on the same data
-// directory while a client POSTs clicks one at a time, each retried until
-// it gets a 200 and only then followed by the next (so event time stays in
-// order). After the last restart a click an hour later fires every window,
+// The proof that an embedding service loses no accepted push: the service is
+// SIGKILLed at random moments at least 20 times and restarted on the same
+// data directory while a client POSTs clicks one at a time, each retried
+// until it gets a 200 and only then followed by the next (so event time stays
+// in order). After the last restart a click an hour later fires every window,
 // and every click that got a 200 is counted in its window's result.
 //
 // The bounds, asserted per (user, window) on the result with the largest

@@ -2,7 +2,7 @@
 // the metrics of Job.Collector and `arkflow agent --metrics-addr`: that
 // it is a dashboard Grafana lays out (ids, grid, data source variable)
 // and that every series it queries is one the library exports, with the
-// labels it groups by (issue 21, R-OPS-1). A renamed family or label
+// labels it groups by. A renamed family or label
 // fails here instead of leaving an empty panel.
 package grafana_test
 

@@ -7,7 +7,7 @@
 // aggregate, so a batch costs one pass per aggregate rather than one map
 // lookup per row and aggregate.
 //
-// Types (R-TIME-6): count is Int64; sum, min and max of integer columns are
+// Types: count is Int64; sum, min and max of integer columns are
 // Int64, of Float64 columns Float64, of Float32 columns Float32 (accumulated
 // in float64); avg is Float64; min and max of timestamps keep the timestamp
 // type; first and last keep the input type. Nulls are ignored by every

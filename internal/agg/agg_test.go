@@ -29,7 +29,8 @@ var intTypes = []arrow.DataType{
 	arrow.PrimitiveTypes.Uint8, arrow.PrimitiveTypes.Uint16, arrow.PrimitiveTypes.Uint32,
 }
 
-// wantType is R-TIME-6 written out: the output type of fn over in, or nil
+// wantType is the rule that aggregates keep the input's numeric type,
+// written out: the output type of fn over in, or nil
 // when fn cannot aggregate in.
 func wantType(fn string, in arrow.DataType) arrow.DataType {
 	isInt := false

@@ -1,7 +1,7 @@
 // Package blob is the one object-store layer under the WAL's object
 // backend (internal/walog.OpenObjectStore) and the s3:// checkpoint store
 // (internal/ckptstore): one S3 options type, one client constructor, one
-// error classifier and one set of hints (issue 18).
+// error classifier and one set of hints.
 //
 // Before it, each user built its own minio-go client with its own
 // defaults: the checkpoint store used TLS unless told otherwise, the WAL

@@ -43,7 +43,7 @@ func TestClassify(t *testing.T) {
 }
 
 // The hints name keys that exist: the spec's and the Go fields, never
-// the "object_store.access_key" of before issue 18.
+// the "object_store.access_key" of older specs.
 func TestHint(t *testing.T) {
 	denied := minio.ErrorResponse{Code: "AccessDenied", StatusCode: 403, Message: "Access Denied."}
 	noBucket := minio.ErrorResponse{Code: "NoSuchBucket", StatusCode: 404, Message: "The specified bucket does not exist"}

@@ -7,7 +7,7 @@ import (
 )
 
 // TLS is the default everywhere; plain HTTP takes AllowHTTP or an explicit
-// http:// (issue 18).
+// http://.
 func TestEndpoint(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL", "")
 	for _, c := range []struct {

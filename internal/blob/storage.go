@@ -15,7 +15,7 @@ import (
 // Storage is a flat namespace of objects, in the shape of pebble's
 // objstorage/remote.Storage: read (whole, or a byte range as a stream),
 // write (in one request, or streamed), list, delete, and telling a
-// missing object from other failures (issue 18). Names are object keys,
+// missing object from other failures. Names are object keys,
 // relative to whatever the implementation is rooted at (a bucket for
 // S3Storage).
 //

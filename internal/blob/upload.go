@@ -49,7 +49,7 @@ type UploadOptions struct {
 // up as a multipart upload, Concurrency parts at once while the next is
 // written, completed on Close. minio-go's own streaming upload allocated
 // its part buffers (Concurrency × PartSize) for every object: 160 MB of
-// new memory per 108 MB checkpoint at p=2 on the issue 6 benchmark,
+// new memory per 108 MB checkpoint at p=2 on the checkpoint benchmark,
 // which the garbage collector then had to clear while the job ran. Each
 // part is sent by minio-go, which retries it from its buffer. A failed
 // part, a failed Write or a done ctx aborts the upload, leaving the name

@@ -590,7 +590,7 @@ const (
 	// NamedSavepoint: the savepoint Want.Name.
 	NamedSavepoint
 	// ExactCheckpoint: the checkpoint whose id is Want.Name (a Hub's
-	// recovery names one, issue 20), if it was committed: an id above
+	// recovery names one), if it was committed: an id above
 	// LATEST's never was. No fallback: the caller decides what to do when
 	// it is unusable.
 	ExactCheckpoint

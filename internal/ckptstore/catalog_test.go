@@ -159,7 +159,7 @@ func readState(t *testing.T, c *Catalog, e StateSnapshot) ([]byte, error) {
 	return io.ReadAll(rc)
 }
 
-// TestCommitAndSelect (R-CKPT-1, R-CKPT-8): a committed checkpoint is
+// TestCommitAndSelect: a committed checkpoint is
 // selected and its state reads back.
 func TestCommitAndSelect(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
@@ -216,7 +216,8 @@ func commitRefused(t *testing.T, c *Catalog, m *Manifest, want error) {
 	}
 }
 
-// TestCommitRejectsMissingTask (R-CKPT-5).
+// TestCommitRejectsMissingTask: a checkpoint is sealed only with every
+// planned task.
 func TestCommitRejectsMissingTask(t *testing.T) {
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
@@ -226,7 +227,7 @@ func TestCommitRejectsMissingTask(t *testing.T) {
 	selectOK(t, c, wantLatest(1), ID(1).String())
 }
 
-// TestCommitRejectsDuplicateTask (R-CKPT-5).
+// TestCommitRejectsDuplicateTask: a task listed twice is not sealed.
 func TestCommitRejectsDuplicateTask(t *testing.T) {
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
@@ -236,7 +237,7 @@ func TestCommitRejectsDuplicateTask(t *testing.T) {
 	selectOK(t, c, wantLatest(1), ID(1).String())
 }
 
-// TestCommitRejectsExtraTask (R-CKPT-5).
+// TestCommitRejectsExtraTask: a task not in the plan is not sealed.
 func TestCommitRejectsExtraTask(t *testing.T) {
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
@@ -264,7 +265,7 @@ func TestCommitRejectsForeignState(t *testing.T) {
 	}
 }
 
-// TestSelectSkipsCorruptManifest (R-CKPT-5): damaged manifest bytes make
+// TestSelectSkipsCorruptManifest: damaged manifest bytes make
 // the checkpoint skipped with a reason, and the previous one selected.
 func TestSelectSkipsCorruptManifest(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
@@ -288,7 +289,7 @@ func TestSelectSkipsCorruptManifest(t *testing.T) {
 	})
 }
 
-// TestSelectSkipsCorruptState (R-CKPT-5): a flipped byte, a truncated and
+// TestSelectSkipsCorruptState: a flipped byte, a truncated and
 // a missing state object each make the checkpoint skipped.
 func TestSelectSkipsCorruptState(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
@@ -329,7 +330,7 @@ func TestSelectSkipsCorruptState(t *testing.T) {
 	})
 }
 
-// TestSelectDeferredStateChecks (R-CKPT-8): with DeferStateChecks Select
+// TestSelectDeferredStateChecks: with DeferStateChecks Select
 // reads manifests only, so it selects a checkpoint whose state object is
 // damaged; OpenStateSized still catches a wrong size (the caller checks
 // the hash), and selecting again with the artifact in Exclude falls back
@@ -381,7 +382,7 @@ func TestSelectDeferredStateChecks(t *testing.T) {
 	})
 }
 
-// TestSelectSkipsResealedIncompleteManifest (R-CKPT-5): a manifest with a
+// TestSelectSkipsResealedIncompleteManifest: a manifest with a
 // task entry removed and a valid checksum is still never selected.
 func TestSelectSkipsResealedIncompleteManifest(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
@@ -425,9 +426,9 @@ func selectIncompatible(t *testing.T, c *Catalog, w Want, reason Incompatibility
 	return inc
 }
 
-// TestSelectRejectsDowngrade (R-CKPT-6): a checkpoint of a newer job
+// TestSelectRejectsDowngrade: a checkpoint of a newer job
 // version is rejected up front, without touching state, and no older
-// checkpoint is silently used instead (R-CKPT-7: rollback is explicit).
+// checkpoint is silently used instead (rollback is explicit).
 func TestSelectRejectsDowngrade(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
@@ -443,7 +444,8 @@ func TestSelectRejectsDowngrade(t *testing.T) {
 	})
 }
 
-// TestSelectRejectsFormatChange (R-CKPT-6).
+// TestSelectRejectsFormatChange: another state format version has no
+// migration path and is rejected up front.
 func TestSelectRejectsFormatChange(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
@@ -461,7 +463,7 @@ func TestSelectRejectsFormatChange(t *testing.T) {
 	})
 }
 
-// TestSelectUpgrade (R-CKPT-6): a newer job version restores an older
+// TestSelectUpgrade: a newer job version restores an older
 // version's savepoint or checkpoint of the same format, even with another
 // task set.
 func TestSelectUpgrade(t *testing.T) {
@@ -471,7 +473,7 @@ func TestSelectUpgrade(t *testing.T) {
 		m, _ := commit(t, c, artifact{version: 1, tasks: []string{"map-0", "src-0"}})
 		selectOK(t, c, wantLatest(2), m.CheckpointID)
 		selectOK(t, c, Want{Target: LatestSavepoint, JobVersion: 2, FormatVersion: 1, PlannedTasks: testPlan}, "before-upgrade")
-		// The same version with another parallelism is a rescale (R-JOB-3):
+		// The same version with another parallelism is a rescale:
 		// map-0 alone restores into map-0 and map-1.
 		selectOK(t, c, wantLatest(1), m.CheckpointID)
 		// The same version with other operators is a change without a
@@ -485,7 +487,7 @@ func TestSelectUpgrade(t *testing.T) {
 	})
 }
 
-// TestSelectRejectsMaxParallelismChange (R-JOB-3, R-CKPT-6): state cut
+// TestSelectRejectsMaxParallelismChange: state cut
 // with one number of key groups cannot be restored into another; the
 // error names both values and the field; a rescale with the same
 // max_parallelism is fine; an artifact that does not record it is taken
@@ -515,7 +517,7 @@ func TestSelectRejectsMaxParallelismChange(t *testing.T) {
 	})
 }
 
-// TestRetention (R-CKPT-7): Commit keeps the newest Retention completed
+// TestRetention: Commit keeps the newest Retention completed
 // checkpoints and never deletes savepoints.
 func TestRetention(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
@@ -575,7 +577,7 @@ func TestRetention(t *testing.T) {
 	})
 }
 
-// TestLatestUnchangedWhenManifestWriteFails (R-CKPT-5): the previous
+// TestLatestUnchangedWhenManifestWriteFails: the previous
 // checkpoint stays selected until its replacement is durably committed.
 func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
 	forEachStore(t, func(t *testing.T, inner Store) {
@@ -699,7 +701,7 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// TestSavepoints (R-CKPT-7): named, write-once, selected by name or as the
+// TestSavepoints: named, write-once, selected by name or as the
 // newest.
 func TestSavepoints(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {

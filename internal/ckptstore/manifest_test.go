@@ -43,7 +43,7 @@ func fnv1(b []byte) uint64 {
 // TestManifestChecksum pins the checksum input: ArkFlow's 10-element
 // array (compact JSON, no HTML escaping, sorted map keys, absent options
 // omitted) plus the 11th element of extensions, hashed with FNV-1 64
-// (R-CKPT-1: a manifest protected by a checksum).
+// (a manifest is protected by a checksum).
 func TestManifestChecksum(t *testing.T) {
 	if got := fnv1([]byte("a")); got != 0xaf63bd4c8601b7be {
 		t.Fatalf("fnv1(a) = %x, the FNV-1 test vector is af63bd4c8601b7be", got)
@@ -201,7 +201,7 @@ func TestCheckTasksAccepts(t *testing.T) {
 	}
 }
 
-// TestCheckTasksRejectsMissingTask (R-CKPT-5): a planned task without an
+// TestCheckTasksRejectsMissingTask: a planned task without an
 // entry.
 func TestCheckTasksRejectsMissingTask(t *testing.T) {
 	m := planned()
@@ -219,7 +219,7 @@ func TestCheckTasksRejectsMissingTask(t *testing.T) {
 	}
 }
 
-// TestCheckTasksRejectsDuplicateTask (R-CKPT-5): a task listed twice.
+// TestCheckTasksRejectsDuplicateTask: a task listed twice.
 func TestCheckTasksRejectsDuplicateTask(t *testing.T) {
 	m := planned()
 	m.TaskAttempts = append(m.TaskAttempts, TaskAttempt{TaskID: "map-0", AttemptID: "a3", NodeID: "n2"})
@@ -233,7 +233,7 @@ func TestCheckTasksRejectsDuplicateTask(t *testing.T) {
 	}
 }
 
-// TestCheckTasksRejectsExtraTask (R-CKPT-5): an entry for a task not in
+// TestCheckTasksRejectsExtraTask: an entry for a task not in
 // the plan.
 func TestCheckTasksRejectsExtraTask(t *testing.T) {
 	m := planned()
@@ -248,7 +248,7 @@ func TestCheckTasksRejectsExtraTask(t *testing.T) {
 	}
 }
 
-// TestCheckTasksOtherFields (R-CKPT-5): state snapshots, watermarks and
+// TestCheckTasksOtherFields: state snapshots, watermarks and
 // source positions name planned tasks only, once.
 func TestCheckTasksOtherFields(t *testing.T) {
 	for name, tc := range map[string]struct {

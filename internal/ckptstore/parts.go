@@ -1,10 +1,10 @@
 package ckptstore
 
-// This file holds the fleet side of the catalog (issue 20, R-CKPT-5,
-// R-HUB-5): a job whose placement units run on several nodes cuts one
-// checkpoint in parts. Each node uploads the state objects of its own
-// tasks under the artifact's directory, as a single process would, and
-// writes a sealed part manifest listing only its tasks at
+// This file holds the fleet side of the catalog: a job whose placement units
+// run on several nodes cuts one checkpoint in parts, and commits it only with
+// the complete set of planned tasks. Each node uploads the state objects of
+// its own tasks under the artifact's directory, as a single process would,
+// and writes a sealed part manifest listing only its tasks at
 //
 //	{job}/{checkpoints|savepoints}/{id or name}/manifests/{node}.json
 //
@@ -181,7 +181,7 @@ type Parts struct {
 	// Nodes are the nodes whose parts make the artifact.
 	Nodes []string
 	// PlannedTasks is the whole plan's task set: the merged manifest must
-	// name exactly these tasks (R-CKPT-5).
+	// name exactly these tasks.
 	PlannedTasks []string
 	// PlanDigest, if set, is the plan every part must have been cut with.
 	PlanDigest string
@@ -193,8 +193,8 @@ type Parts struct {
 // plan_digest, max_parallelism, kind and id; no task may appear in two
 // parts (ErrDuplicateTask); the merged task set must be exactly
 // p.PlannedTasks, so a unit whose part is missing leaves the artifact
-// uncommitted (ErrMissingTask) and LATEST where it was (R-CKPT-5,
-// R-HUB-5). A missing or corrupt part fails the commit the same way.
+// uncommitted (ErrMissingTask) and LATEST where it was. A missing or
+// corrupt part fails the commit the same way.
 //
 // A commit that is delivered again after it succeeded finds the
 // artifact's manifest with the same task attempts and returns it.

@@ -41,7 +41,7 @@ func putPart(t *testing.T, c *Catalog, kind Kind, id, node string, gen uint64, t
 	return key
 }
 
-// R-CKPT-5, R-HUB-5 (issue 20): parts of every unit merge into one
+// Parts of every unit merge into one
 // committed manifest with the whole plan's task set; a missing part, a
 // task in two parts or parts of different generations are refused and
 // leave LATEST where it was; a redelivered commit returns the committed

@@ -198,7 +198,7 @@ func TestRangedReaderCloseAndCancel(t *testing.T) {
 
 // Through a real s3 store (MinIO): a state object large enough to be read
 // in ranges comes back whole and checked; one that was truncated,
-// lengthened or had a byte changed reads as corrupt (R-CKPT-8), and a
+// lengthened or had a byte changed reads as corrupt, and a
 // removed one as missing.
 func TestOpenStateRangedS3(t *testing.T) {
 	cl, bucket := testBucket(t)

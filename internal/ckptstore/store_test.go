@@ -20,7 +20,7 @@ import (
 )
 
 // TestStoreConformance checks the Store contract on every backend
-// (R-CKPT-1: a local directory or S3-compatible storage).
+// (a local directory or S3-compatible storage).
 func TestStoreConformance(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
@@ -152,8 +152,8 @@ func tempFiles(t *testing.T, dir string) []string {
 	return found
 }
 
-// TestFileStorePutIsAtomic (R-CKPT-1, R-CKPT-5: a checkpoint is durable and
-// whole or absent): concurrent readers only ever see a whole object, and
+// TestFileStorePutIsAtomic (a checkpoint is durable and whole or
+// absent): concurrent readers only ever see a whole object, and
 // no temporary file is left behind, whether the Put succeeded or failed.
 func TestFileStorePutIsAtomic(t *testing.T) {
 	dir := t.TempDir()
@@ -344,8 +344,7 @@ func (f *failAfter) Read(p []byte) (int, error) {
 // around the part boundaries come back whole, from uploads running at
 // once (their part buffers come from one free list); an upload that fails
 // part-way (the reader, a wrong announced size, a cancelled context)
-// leaves the old object and no incomplete upload behind (R-CKPT-1,
-// R-CKPT-5).
+// leaves the old object and no incomplete upload behind.
 func TestS3PutParts(t *testing.T) {
 	c, bucket := testBucket(t)
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-// Package durable gives any source a write-ahead log (R-WAL-1..7, kept by
+// Package durable gives any source a write-ahead log (kept by
 // internal/walog): every batch a source reads is appended to the WAL
 // before it enters the pipeline, acknowledgements move the WAL cursor
 // contiguously, and a restart replays what was not acknowledged before

@@ -9,7 +9,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/walog"
 )
 
-// Issue 18: unreadable cursor meta and an unreadable parallelism file are
+// Unreadable cursor meta and an unreadable parallelism file are
 // corruption, under the one marker.
 func TestCorruptMetaMatchesErrCorrupt(t *testing.T) {
 	for _, b := range []string{"{", "[1"} {

@@ -14,7 +14,7 @@ import (
 // loses, on the restore of a checkpoint older than the WAL cursor, the
 // rows acknowledged after the checkpoint: the restore replaced the state
 // they went into, the WAL has let go of them behind its cursor, and the
-// source cannot read them again (issue 17). In a job that takes
+// source cannot read them again. In a job that takes
 // checkpoints its log is therefore held (walog.Options.Hold):
 //
 //   - Every entry stays in the WAL, also once the cursor has passed it,
@@ -73,7 +73,7 @@ func (s *Source) CheckpointCompleted(ps []connectors.Position) {
 //     checkpoint does not hold is replayed, in sequence order, whether the
 //     cursor has passed it or not (the restore replaced the state it went
 //     into), and the entries after the cursor that it does hold are
-//     acknowledged (R-WAL-3). The positions restart from the checkpoint's
+//     acknowledged. The positions restart from the checkpoint's
 //     and pass the replayed entries below the cursor as they are
 //     acknowledged, in order (fold).
 //   - Without a restore, the local state store holds what the cursor

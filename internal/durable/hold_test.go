@@ -93,7 +93,7 @@ func checkNotSoughtBack(t *testing.T, f *fakeSource, min int64) {
 	}
 }
 
-// Issue 17, R-WAL-3: a checkpoint at offset 20 (after entry 2), the WAL
+// A checkpoint at offset 20 (after entry 2), the WAL
 // cursor at entry 4 (offset 40), entries 5 and 6 read but not
 // acknowledged, then a crash. The restart restores the checkpoint: the
 // WAL replays entries 3..6 (offsets 20..59) exactly once, in order —
@@ -357,7 +357,7 @@ func TestHeldPerPartition(t *testing.T) {
 // again, nothing changes: the WAL deletes what its cursor passed, the
 // floor follows the cursor, CheckpointCompleted does nothing, and a
 // checkpoint older than the cursor seeks the source back to it with no
-// replay (the path before issue 17).
+// replay (the path of a source that can read its input again).
 func TestNotHeld(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -423,7 +423,7 @@ func TestHeldNeedsAPositioner(t *testing.T) {
 // A held log redistributed for a new parallelism keeps its held entries:
 // those below the cursor move with the others, and a restore of the
 // checkpoint replays, in the subtask that now reads their partition, the
-// ones the checkpoint does not hold (R-WAL-3, R-JOB-3).
+// ones the checkpoint does not hold.
 func TestHeldEntriesSurviveAReshard(t *testing.T) {
 	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
@@ -486,7 +486,7 @@ func TestHeldEntriesSurviveAReshard(t *testing.T) {
 	closeAll(t, s, nil)
 }
 
-// The object-store backend holds entries the same way (R-WAL-7): the
+// The object-store backend holds entries the same way: the
 // restore of a checkpoint older than the cursor replays what it does not
 // hold from the bucket.
 func TestHeldObjectStore(t *testing.T) {

@@ -17,9 +17,9 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// R-WAL-7 end to end: a job whose source keeps its WAL in a real MinIO
-// bucket writes every row once, and a second run of the same job resumes
-// after what the bucket's WAL holds. The namespace is
+// The object-store WAL end to end: a job whose source keeps its WAL in a
+// real MinIO bucket writes every row once, and a second run of the same
+// job resumes after what the bucket's WAL holds. The namespace is
 // {prefix}/{node_id}/{job}.{source}.{subtask}/.
 func TestObjectStoreDurableJob(t *testing.T) {
 	endpoint := os.Getenv("ARKFLOW_TEST_S3_ENDPOINT")

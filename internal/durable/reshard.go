@@ -28,7 +28,7 @@ import (
 // source's parallelism changes, the entries a log holds after its cursor
 // belong to other subtasks: Reshard redistributes them by partition before
 // the logs open, so that every entry is replayed by the subtask that now
-// reads its partition, and never by another (R-WAL-3, R-JOB-3).
+// reads its partition, and never by another.
 //
 // It writes the new logs beside the old ones, in {source}~rescale, then
 // swaps the directories:

@@ -141,7 +141,7 @@ func offsetsOf(sps []span) []int64 {
 	return out
 }
 
-// R-WAL-3, R-JOB-3: after a parallelism change every entry a log held
+// After a parallelism change every entry a log held
 // after its cursor is replayed once, by the subtask that now reads its
 // partition, and each source resumes its partitions after what the logs
 // hold; through 2 → 3 → 1 → 4.

@@ -25,10 +25,10 @@ import (
 )
 
 // Source wraps a connector's source with a WAL. Read appends each batch
-// before returning it (R-WAL-1); acknowledgements go to the WAL first and
+// before returning it; acknowledgements go to the WAL first and
 // reach the wrapped source's own acknowledgement (its native commit) only
-// once the WAL cursor has passed them (R-WAL-2); Connect arranges for every
-// entry after the cursor to be read again before new input (R-WAL-3).
+// once the WAL cursor has passed them; Connect arranges for every
+// entry after the cursor to be read again before new input.
 //
 // Its positions (connectors.Positioner) are those of the WAL cursor: for
 // each partition, the offset after the last row of the entries the cursor
@@ -132,7 +132,7 @@ type Job struct {
 
 // Open opens the WAL of one source subtask and wraps the source with it.
 // The caller closes the returned Source (which closes inner) and then,
-// after the sinks, calls CloseWAL (R-WAL-6).
+// after the sinks, calls CloseWAL.
 //
 // ctx bounds only the opening (of the object-store backend, also by 30 s),
 // not the WAL's lifetime: cancelled, Open opens nothing and returns ctx's
@@ -230,9 +230,9 @@ func (s *Source) Seek(ps []connectors.Position) error {
 // entry read but not acknowledged, or one the WAL replays), else the
 // wrapped source's own position (its start, as nothing of it is
 // acknowledged). Leaving such a partition out would make a restore of a
-// checkpoint taken now resume it at the wrapped source's configured start
-// (R-WAL-3), which the native commits move on once the cursor passes its
-// rows: the rows in between would be skipped.
+// checkpoint taken now resume it at the wrapped source's configured start,
+// which the native commits move on once the cursor passes its rows: the
+// rows in between would be skipped.
 func (s *Source) Positions() []connectors.Position {
 	cursor := s.log.Cursor()
 	var inner []connectors.Position
@@ -418,7 +418,7 @@ type scanPlan struct {
 
 // scan reads the entries after the cursor once: their positions, whether
 // a restored checkpoint covers them (then they are acknowledged instead of
-// replayed, so the cursor moves past the covered prefix: R-WAL-3), and where
+// replayed, so the cursor moves past the covered prefix), and where
 // the wrapped source must resume.
 func (s *Source) scan() (scanPlan, error) {
 	r, err := s.log.Replay()
@@ -645,8 +645,8 @@ func (s *Source) ackFunc(seq uint64, native func(error)) func(error) {
 }
 
 // commit runs native acknowledgements in sequence order once the cursor
-// covers them. A parked wait that outlives its lease is logged and retried
-// (R-WAL-4): the error repeats while the gap stays open and stops the moment
+// covers them. A parked wait that outlives its lease is logged and retried:
+// the error repeats while the gap stays open and stops the moment
 // it closes.
 func (s *Source) commit(ctx context.Context) error {
 	for {
@@ -702,7 +702,7 @@ func (s *Source) settle(upTo uint64, err error) {
 }
 
 // Close lets pending native acknowledgements drain (bounded by the drain
-// window, R-WAL-5), then closes the wrapped source. The WAL stays open
+// window), then closes the wrapped source. The WAL stays open
 // until CloseWAL.
 func (s *Source) Close(ctx context.Context) error {
 	var drainErr error
@@ -749,7 +749,7 @@ func (s *Source) Gauges() map[string]int64 {
 }
 
 // WALStats returns the write-ahead log's appends, sync latencies and
-// parked acknowledgements (issue 21's Prometheus families).
+// parked acknowledgements (for the Prometheus families).
 func (s *Source) WALStats() walog.Stats { return s.log.Stats() }
 
 // Counters are the WAL's totals since the source opened: wal_replayed
@@ -941,7 +941,7 @@ func (h *seqHeap) pop() uint64 {
 // DryRun opens the WALs of a source's subtasks and closes them again:
 // it checks that they are reachable, not held by another process and
 // readable (no corruption), and leaves them free for the real start to
-// open at once (R-VAL-2). info names the source and its parallelism
+// open at once. info names the source and its parallelism
 // (Subtask is ignored). Local logs written at another parallelism are
 // checked as they are: the start redistributes them first (Reshard).
 func DryRun(ctx context.Context, cfg *job.Durability, dataDir string, info connectors.TaskInfo) error {

@@ -312,7 +312,7 @@ func (s *syncBuffer) String() string {
 // ---------------------------------------------------------------------------
 // Tests.
 
-// R-WAL-1, R-WAL-3: every batch is in the WAL when Read returns it; after a
+// Every batch is in the WAL when Read returns it; after a
 // restart, every entry after the cursor is replayed, in order, before new
 // input, and the wrapped source resumes after what the WAL holds.
 func TestAppendBeforeReturnAndReplay(t *testing.T) {
@@ -329,7 +329,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 	var batches []connectors.Batch
 	for i, sp := range data {
 		batches = append(batches, read(t, s, sp))
-		// R-WAL-1: appended before Read returned.
+		// Appended before Read returned.
 		if last := s.Log().Last(); last != uint64(i+1) {
 			t.Fatalf("after Read %d the WAL's last sequence is %d", i+1, last)
 		}
@@ -345,7 +345,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 	}
 	polltest.Eventually(t, "native acks of batches 1 and 2", func() bool { return len(fake.nativeAcks()) == 2 })
 	// Entry 4's native ack waits on entry 3, which never comes: Close's
-	// drain window runs out (R-WAL-5) and entry 4 is never committed.
+	// drain window runs out and entry 4 is never committed.
 	closeAll(t, s, walog.ErrClosedPending)
 	if got := ackStarts(fake.nativeAcks()); !reflect.DeepEqual(got, []int64{0, 3}) {
 		t.Errorf("native acks of batches starting at %v, want [0 3]", got)
@@ -395,7 +395,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 	}
 }
 
-// R-WAL-2: a native acknowledgement waits until the WAL cursor has passed
+// A native acknowledgement waits until the WAL cursor has passed
 // its entry; out-of-order acks never skip the gap, and the native
 // acknowledgements run in sequence order.
 func TestNativeAcksWaitForTheCursor(t *testing.T) {
@@ -437,7 +437,7 @@ func TestNativeAcksWaitForTheCursor(t *testing.T) {
 	closeAll(t, s, nil)
 }
 
-// R-WAL-2: native acknowledgements run in sequence order even when the
+// Native acknowledgements run in sequence order even when the
 // committer, parked on a later entry, races the acknowledgement that closes
 // the gap. ackFunc moves the WAL cursor (Log.Ack) before it registers its
 // native acknowledgement, so a committer that wakes in between settles the
@@ -521,7 +521,7 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 	closeAll(t, s2, nil)
 }
 
-// R-WAL-4: an ack parked behind a stalled earlier one reports the gap when
+// An ack parked behind a stalled earlier one reports the gap when
 // its lease runs out, with the exact message, and retries; once the gap
 // closes both native acks go through.
 func TestParkedLease(t *testing.T) {
@@ -563,7 +563,7 @@ func TestParkedLease(t *testing.T) {
 	closeAll(t, s, nil)
 }
 
-// R-WAL-5: a graceful stop gives an ack blocked behind an unacknowledged
+// A graceful stop gives an ack blocked behind an unacknowledged
 // entry the drain window, then fails with exactly "WAL closed while
 // acknowledgement was pending"; a restart replays both entries.
 func TestDrainWindow(t *testing.T) {
@@ -603,7 +603,7 @@ func TestDrainWindow(t *testing.T) {
 	closeAll(t, s2, nil)
 }
 
-// R-WAL-5 counterpart: with everything acknowledged, Close drains the
+// The drain's counterpart: with everything acknowledged, Close drains the
 // native acks and returns nil.
 func TestDrainAllAcked(t *testing.T) {
 	data := uniform(3, 2)
@@ -632,7 +632,7 @@ func TestDrainAllAcked(t *testing.T) {
 	}
 }
 
-// R-WAL-3: entries covered by a restored checkpoint are acknowledged, not
+// Entries covered by a restored checkpoint are acknowledged, not
 // replayed, and the cursor moves past them; the rest are replayed. A
 // checkpoint older than the cursor makes the source resume from it, with no
 // replay.
@@ -724,7 +724,7 @@ func TestCheckpointReconciliation(t *testing.T) {
 	closeAll(t, s3, nil)
 }
 
-// R-WAL-3 with an older checkpoint: after resuming from a checkpoint at
+// Replay with an older checkpoint: after resuming from a checkpoint at
 // offset 10, the positions the source reports (which the next checkpoint
 // records, and which are stored with the WAL cursor) must not run ahead of
 // what has been acknowledged since. Otherwise a checkpoint taken while rows
@@ -767,7 +767,7 @@ func TestOlderCheckpointResetsPositions(t *testing.T) {
 	closeAll(t, s2, nil)
 }
 
-// R-WAL-3: a checkpoint taken while the cursor covers nothing of a
+// A checkpoint taken while the cursor covers nothing of a
 // partition yet (its rows were read after another partition's backlog, and
 // wait in open windows) must still record that partition, at the first
 // offset read from it. Otherwise restoring the checkpoint once the WAL has
@@ -892,7 +892,7 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-// R-WAL-1, R-WAL-3: a crash (no Close) loses nothing Read returned: a copy
+// A crash (no Close) loses nothing Read returned: a copy
 // of the WAL directory taken while the log is open replays every entry
 // after the last persisted cursor.
 func TestCrashWithoutClose(t *testing.T) {
@@ -945,7 +945,7 @@ func TestCrashWithoutClose(t *testing.T) {
 	}
 }
 
-// R-VAL-2: a dry run closes the WAL, so the real start opens it at once;
+// A dry run closes the WAL, so the real start opens it at once;
 // while a Source holds the directory, another Open (or dry run) fails
 // naming the lock.
 func TestDryRunThenOpenAndLock(t *testing.T) {
@@ -1026,7 +1026,7 @@ func TestFakeSourceSeek(t *testing.T) {
 // positions for it; that is the configured start. A WAL that has moved on
 // since (its entries acknowledged and committed into state the restore
 // replaced) must not be trusted over it: the source rewinds to the start
-// and nothing is replayed (R-WAL-3). The SIGKILL proof with checkpoints
+// and nothing is replayed. The SIGKILL proof with checkpoints
 // found this under load, as half-filled windows.
 func TestEmptyCheckpointPositionsRewind(t *testing.T) {
 	data := uniform(3, 10)

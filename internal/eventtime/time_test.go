@@ -43,10 +43,10 @@ func millis(t *testing.T, col arrow.Array) ([]int64, []bool, bool, error) {
 	return dst, valid, nulls, err
 }
 
-// R-TIME-2: Int64 is milliseconds; Timestamp s, ms, µs and ns give the same
+// Int64 is milliseconds; Timestamp s, ms, µs and ns give the same
 // milliseconds for the same instant. Sub-millisecond digits are floored
 // (towards the past, also for negative instants).
-func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
+func TestMillisSameInstantInEveryUnit(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -75,9 +75,9 @@ func TestRTime2MillisSameInstantInEveryUnit(t *testing.T) {
 	}
 }
 
-// R-TIME-2: digits below the millisecond are floored with Euclidean
+// Digits below the millisecond are floored with Euclidean
 // division, consistently with window boundaries.
-func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
+func TestMillisFloorsSubMillisecondDigits(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		unit arrow.TimeUnit
@@ -105,10 +105,10 @@ func TestRTime2MillisFloorsSubMillisecondDigits(t *testing.T) {
 	}
 }
 
-// R-TIME-2: nulls are reported in valid and by the nulls result; their
+// Nulls are reported in valid and by the nulls result; their
 // values are not converted (a null slot holding an out-of-range value is no
 // error).
-func TestRTime2MillisNulls(t *testing.T) {
+func TestMillisNulls(t *testing.T) {
 	t.Parallel()
 	col := timestampArray(arrow.Second, []int64{5, 0, 7}, []bool{true, false, true})
 	defer col.Release()
@@ -133,9 +133,9 @@ func TestRTime2MillisNulls(t *testing.T) {
 	}
 }
 
-// R-TIME-2: a Timestamp(s) whose milliseconds overflow int64 is a
+// A Timestamp(s) whose milliseconds overflow int64 is a
 // *eventtime.TimeError naming the field, never a wrap-around or a panic.
-func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
+func TestMillisOverflowNamesTheField(t *testing.T) {
 	t.Parallel()
 	for _, v := range []int64{math.MaxInt64/1000 + 1, math.MinInt64/1000 - 1, math.MaxInt64, math.MinInt64} {
 		col := timestampArray(arrow.Second, []int64{0, v}, nil)
@@ -155,9 +155,9 @@ func TestRTime2MillisOverflowNamesTheField(t *testing.T) {
 	}
 }
 
-// R-TIME-2: a column that cannot hold event time is an error naming the
+// A column that cannot hold event time is an error naming the
 // field; Supported tells which types can.
-func TestRTime2MillisUnsupportedType(t *testing.T) {
+func TestMillisUnsupportedType(t *testing.T) {
 	t.Parallel()
 	b := array.NewStringBuilder(memory.DefaultAllocator)
 	b.Append("1")
@@ -186,9 +186,9 @@ func TestRTime2MillisUnsupportedType(t *testing.T) {
 	}
 }
 
-// R-TIME-2: window boundaries floor negative times: -1 ms with size 1000 is
+// Window boundaries floor negative times: -1 ms with size 1000 is
 // in [-1000, 0), -1000 too, -1001 in [-2000, -1000).
-func TestRTime2NegativeTumblingStarts(t *testing.T) {
+func TestNegativeTumblingStarts(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ t, size, want int64 }{
 		{-1, 1000, -1000},
@@ -213,9 +213,9 @@ func TestRTime2NegativeTumblingStarts(t *testing.T) {
 	}
 }
 
-// R-TIME-7: SlidingStarts enumerates every start whose window contains t,
+// SlidingStarts enumerates every start whose window contains t,
 // also when size is not a multiple of slide.
-func TestRTime7SlidingStartsExamples(t *testing.T) {
+func TestSlidingStartsExamples(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		t, size, slide int64
@@ -260,9 +260,9 @@ func bruteStarts(t, size, slide int64) []int64 {
 	return out
 }
 
-// R-TIME-7: property test against a brute-force enumeration, for random t
+// SlidingStarts, property test against a brute-force enumeration, for random t
 // (negative too), sizes and slides (slide <= size).
-func TestRTime7SlidingStartsProperty(t *testing.T) {
+func TestSlidingStartsProperty(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := 0; i < 20000; i++ {

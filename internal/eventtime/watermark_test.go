@@ -58,9 +58,9 @@ func runSteps(t *testing.T, tr *eventtime.Tracker, steps []wmStep) {
 
 const none = eventtime.NoWatermark
 
-// R-TIME-1: the watermark is the minimum over active partitions of max
+// The watermark is the minimum over active partitions of max
 // event time - out_of_orderness.
-func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
+func TestWatermarkIsMinimumOverPartitions(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(100, 0), []int{0, 1, 2}, 0)
 	if tr.Watermark() != none || tr.IdleTimeout() != 0 {
@@ -79,9 +79,9 @@ func TestRTime1WatermarkIsMinimumOverPartitions(t *testing.T) {
 	})
 }
 
-// R-TIME-10: the monotonous strategy uses the max event time itself, with
+// The monotonous strategy uses the max event time itself, with
 // no out_of_orderness subtracted (even if one is set).
-func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
+func TestMonotonousUsesMaxEventTime(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(&job.Watermark{Strategy: job.Monotonous, OutOfOrdernessMS: 500}, []int{0}, 0)
 	runSteps(t, tr, []wmStep{
@@ -102,10 +102,10 @@ func TestRTime10MonotonousUsesMaxEventTime(t *testing.T) {
 	})
 }
 
-// R-TIME-1, R-TIME-10: a partition that has produced no data holds the
+// A partition that has produced no data holds the
 // watermark back until it turns idle (idle_timeout_ms after the tracker was
 // created); once idle it stops holding it back.
-func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
+func TestSilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 1000), []int{0, 1}, 10_000)
 	if tr.IdleTimeout() != 1000 {
@@ -121,11 +121,11 @@ func TestRTime1SilentPartitionHoldsWatermarkUntilIdle(t *testing.T) {
 	})
 }
 
-// R-TIME-1: a partition silent for idle_timeout_ms stops holding the
+// A partition silent for idle_timeout_ms stops holding the
 // watermark back (Tick), and rejoins when data arrives (Observe); the
 // watermark never moves backwards, also when a rejoining partition is
 // behind.
-func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
+func TestIdlePartitionStopsHoldingAndRejoins(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 500), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
@@ -151,9 +151,9 @@ func TestRTime1IdlePartitionStopsHoldingAndRejoins(t *testing.T) {
 	})
 }
 
-// R-TIME-1: Touch (a batch with only null event times) keeps a partition
+// Touch (a batch with only null event times) keeps a partition
 // active without moving its candidate.
-func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
+func TestTouchKeepsPartitionActive(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
@@ -170,10 +170,10 @@ func TestRTime1TouchKeepsPartitionActive(t *testing.T) {
 	})
 }
 
-// R-TIME-1 (documented behaviour): when ALL partitions are idle the
+// Documented behaviour: when ALL partitions are idle the
 // watermark does not jump to the newest candidate nor follow the clock; it
 // stays where it is until data arrives.
-func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
+func TestAllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 100), []int{0, 1}, 0)
 	runSteps(t, tr, []wmStep{
@@ -196,9 +196,9 @@ func TestRTime1AllPartitionsIdleWatermarkDoesNotJump(t *testing.T) {
 	})
 }
 
-// R-TIME-1: a partition the tracker was not created with joins with its
+// A partition the tracker was not created with joins with its
 // first data (a source that discovers partitions).
-func TestRTime1UnknownPartitionJoins(t *testing.T) {
+func TestUnknownPartitionJoins(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(0, 0), []int{0}, 0)
 	runSteps(t, tr, []wmStep{
@@ -217,9 +217,9 @@ func TestRTime1UnknownPartitionJoins(t *testing.T) {
 	})
 }
 
-// R-TIME-1: out_of_orderness near the ends of int64 saturates instead of
+// Out_of_orderness near the ends of int64 saturates instead of
 // wrapping around.
-func TestRTime1CandidateSaturates(t *testing.T) {
+func TestWatermarkCandidateSaturates(t *testing.T) {
 	t.Parallel()
 	tr := eventtime.NewTracker(bounded(1000, 0), []int{0}, 0)
 	wm, adv := tr.Observe(0, math.MinInt64+10, 0)
@@ -232,10 +232,10 @@ func TestRTime1CandidateSaturates(t *testing.T) {
 	}
 }
 
-// R-TIME-1, R-TIME-10: the watermark never moves backwards and always
+// The watermark never moves backwards and always
 // equals the minimum candidate over active partitions when that minimum is
 // ahead, under any random sequence of calls (checked against a model).
-func TestRTime1WatermarkPropertyAgainstModel(t *testing.T) {
+func TestWatermarkPropertyAgainstModel(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 5))
 	for run := 0; run < 300; run++ {
@@ -318,7 +318,7 @@ func perRow(ooo int64) *job.Watermark {
 	return w
 }
 
-// R-EMBED-5: under advance per_row a batch is cut before each row that is
+// Under advance per_row a batch is cut before each row that is
 // behind the watermark its earlier rows give; in-order rows never cause a
 // cut, and a cut needs the watermark to have moved since the last one.
 func TestPerRowCuts(t *testing.T) {
@@ -331,7 +331,7 @@ func TestPerRowCuts(t *testing.T) {
 		ts    []int64
 		want  []eventtime.Cut
 	}{
-		{name: "R-TIME-4's batch", w: perRow(0), ts: []int64{2100, 100}, want: []eventtime.Cut{{Row: 1, WM: 2100}}},
+		{name: "2100 then 100", w: perRow(0), ts: []int64{2100, 100}, want: []eventtime.Cut{{Row: 1, WM: 2100}}},
 		{name: "in order", w: perRow(0), ts: []int64{100, 200, 999, 1000, 2100}},
 		{name: "equal times", w: perRow(0), ts: []int64{500, 500, 500}},
 		{name: "two steps back", w: perRow(0), ts: []int64{100, 2100, 150, 2200, 160, 170},
@@ -379,7 +379,7 @@ func TestPerRowCuts(t *testing.T) {
 	}
 }
 
-// R-EMBED-5, against a model: each row's segment (the rows from a cut, or
+// Advance per_row against a model: each row's segment (the rows from a cut, or
 // the batch's start, to the next cut) meets a watermark that classifies it
 // exactly as the watermark a tracker had after observing the rows before
 // it one at a time: equal when the row is behind it, not ahead of it
@@ -458,7 +458,7 @@ func TestPerRowCutsAgainstOneRowAtATime(t *testing.T) {
 	}
 }
 
-// R-EMBED-5: with all_idle advance, a tick while every partition is idle
+// With all_idle advance, a tick while every partition is idle
 // moves the watermark to now - all_idle_delay_ms - out_of_orderness_ms
 // (never back); with hold (the default) it stays. A partition that
 // delivers again is active: the clock no longer moves the watermark, and

@@ -1,5 +1,5 @@
 // Package harness links package arkflowtest to the engine behind package
-// arkflow's facade (R-EMBED-4): the runtime of a built Job, the Go values
+// arkflow's facade: the runtime of a built Job, the Go values
 // bound to a Builder, and runtime options such as a fake clock, none of
 // which the public API exposes. Package arkflow fills in the functions when
 // it is initialised; only arkflowtest calls them.

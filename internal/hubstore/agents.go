@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// Capabilities an Agent declares (R-HUB-3).
+// Capabilities an Agent declares; the Hub places tasks only on Agents
+// whose capabilities fit.
 type Capabilities struct {
 	// JobRuntimeVersion is the version of the job runtime the Agent embeds.
 	JobRuntimeVersion string `json:"job_runtime_version,omitempty"`
@@ -90,7 +91,7 @@ func newToken() (string, error) {
 }
 
 // RegisterAgent opens a new session for the node: a fresh random token,
-// the report sequence restarted (R-HUB-4), the lease renewed. Every older
+// the report sequence restarted, the lease renewed. Every older
 // session of the node ends, so its late requests are rejected with
 // ErrStaleSession. Commands delivered to an older session but never
 // acknowledged become claimable at once; if the boot id changed, commands
@@ -297,11 +298,11 @@ type ReportOutcome struct {
 	NewBoot        bool
 	FencedCommands []string
 	// IgnoredJobs are observations at a generation other than the job's
-	// current one (R-HUB-2), or of unknown jobs.
+	// current one, or of unknown jobs.
 	IgnoredJobs []string
 }
 
-// RecordReport applies a report if it is fresh (R-HUB-4): it must come
+// RecordReport applies a report if it is fresh: it must come
 // from the node's current session (a late report of an older session is
 // ErrStaleSession and changes nothing), and within the session either name
 // a new boot id or carry a sequence number above the last accepted one. A

@@ -43,7 +43,7 @@ type AssignmentStatus struct {
 	Error        string
 }
 
-// Failure is the correlation metadata of a terminal failure (R-HUB-6).
+// Failure is the correlation metadata of a terminal failure.
 type Failure struct {
 	JobID        string
 	Generation   int64
@@ -79,7 +79,7 @@ func retryable(state CommandState, class string) bool {
 }
 
 // AggregateObserved derives a job generation's observed state from every
-// expected assignment (R-HUB-5): target ("running" or "stopped") only when
+// expected assignment: target ("running" or "stopped") only when
 // all succeeded; converging while any is pending or retryably degraded;
 // failed when an assignment failed permanently, with that command's
 // correlation metadata. Outcomes of other generations or of unexpected

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The store's share of the Hub's hot agent paths (issue 19's load test):
+// The store's share of the Hub's hot agent paths (the Hub's load test):
 // heartbeats, reports and polls of many Agents at once, and the reads
 // behind the job detail and node pages. BenchmarkHeartbeat (crash_test.go)
 // is the single-writer latency of one durable commit.

@@ -18,7 +18,7 @@ const restartFrames = 2000
 // inside whichever commit crossed 1,000 WAL pages, so that write, and
 // every write queued behind the single writer, waited while the WAL was
 // copied into the database and the database synced (commits of 0.2-0.3 s
-// on this disk under issue 19's load).
+// on this disk under the Hub's load test).
 //
 // Every second a PASSIVE checkpoint copies what no reader still needs and
 // syncs the database file; it takes no lock a writer or reader waits on,

@@ -89,7 +89,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c Checkpoint) (Checkpoint,
 // URI) or failed. A terminal record never changes: finishing it again the
 // same way is a no-op, another way is ErrConflict.
 //
-// Completion requires the complete expected assignment set (R-HUB-5):
+// Completion requires the complete expected assignment set:
 // every assignment of the record's generation must have a succeeded
 // job_checkpoint / job_savepoint command for this checkpoint id (one
 // naming the assignment, or a per-node one naming none). Otherwise it is

@@ -90,7 +90,7 @@ type Command struct {
 // CommandResult is one result an agent posted for a command.
 type CommandResult struct {
 	CommandID string
-	// Generation, if not 0, must equal the command's (R-HUB-2).
+	// Generation, if not 0, must equal the command's.
 	Generation         int64
 	State              CommandState
 	Progress           int

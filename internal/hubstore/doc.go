@@ -35,9 +35,9 @@
 //     Every registration starts a session whose report sequence restarts;
 //     reports are accepted only from the current session with a higher
 //     sequence (or a new boot id), so a late report of an old session
-//     never rolls back a newer one (R-HUB-4).
+//     never rolls back a newer one.
 //   - A checkpoint is completed only with a succeeded result for every
-//     expected assignment (R-HUB-5).
+//     expected assignment.
 //
 // Time comes from Options.Clock, so leases are tested without sleeping.
 // Errors are sentinels (ErrNotFound, ErrStaleSession, ...) and

@@ -13,12 +13,12 @@ var (
 	ErrUnauthorized = errors.New("hubstore: unauthorized")
 	// ErrStaleSession: the token belongs to an older session of the node;
 	// the request is rejected and changes nothing (401 for the agent, which
-	// must re-register; R-HUB-4).
+	// must re-register).
 	ErrStaleSession = errors.New("hubstore: session superseded")
 	// ErrWrongNode: the command belongs to another node (401/403).
 	ErrWrongNode = errors.New("hubstore: command belongs to another node")
 	// ErrStaleGeneration: the request names a generation other than the
-	// current one (R-HUB-2).
+	// current one.
 	ErrStaleGeneration = errors.New("hubstore: stale generation")
 	// ErrGenerationConflict: the If-Match generation is not the current
 	// one (412/409 generation_conflict). The concrete error is

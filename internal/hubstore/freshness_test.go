@@ -60,7 +60,7 @@ func TestReportFreshness(t *testing.T) {
 		t.Fatalf("observation rolled back: %+v", o)
 	}
 
-	// Generation fencing of observations (R-HUB-2).
+	// Generation fencing of observations.
 	out := step("s2 seq 2 stale generation", Report{NodeID: "n1", SessionToken: s2.Token, BootID: "boot-A", Seq: 2,
 		Jobs: []JobObservation{{JobID: "j1", Generation: d.Generation - 1, State: "failed"}, {JobID: "ghost", Generation: 1, State: "running"}}}, true)
 	if len(out.IgnoredJobs) != 2 {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Group commit (issue 19's load test). Every write waits for its commit's
+// Group commit. Every write waits for its commit's
 // fsync (synchronous=FULL), one at a time on the single writer, so under
 // 1,000 Agents heartbeats and reports queue behind each other's syncs,
 // and one slow sync (a checkpoint, a busy disk) delays every queued

@@ -67,7 +67,7 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-// R-HUB-5: a checkpoint completes only when every expected assignment has
+// A checkpoint completes only when every expected assignment has
 // a succeeded checkpoint result; an offline node's gap keeps it pending.
 func TestCheckpointNeedsEveryAssignment(t *testing.T) {
 	s, _, _ := openTest(t)

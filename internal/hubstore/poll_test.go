@@ -7,7 +7,7 @@ import (
 )
 
 // An idle poll is answered from the read pool: it does not wait for the
-// writer (issue 19's load test), and still says nothing more than the
+// writer (the Hub's load test), and still says nothing more than the
 // claim's transaction would.
 func TestPollIdleSkipsWriter(t *testing.T) {
 	s, clk, _ := openTest(t)

@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// Prepared statements (issue 19's load test). Without them the driver
+// Prepared statements. Without them the driver
 // parses every statement again on every call: a fifth of the Hub's CPU
 // under 1,000 Agents went to SQLite's parser. Every SQL text of the store
 // is a constant, so a statement is prepared once per database handle and

@@ -98,7 +98,7 @@ func open(path string, opts Options) (*Store, error) {
 	wq.Add("_pragma", "synchronous(FULL)")
 	// No checkpoint inside a commit: it would copy the WAL into the
 	// database and sync it while every queued write waits (a 0.2-0.3 s
-	// stall on this disk under issue 19's load); checkpointer does it
+	// stall on this disk under the Hub's load test); checkpointer does it
 	// beside the writer.
 	wq.Add("_pragma", "wal_autocheckpoint(0)")
 	wq.Add("_pragma", "foreign_keys(1)")

@@ -3,7 +3,7 @@ package hubwire
 import "encoding/json"
 
 // CapabilityDetails says what the declared capabilities mean on this Agent,
-// so the Hub can place a job only where it fits (R-HUB-3).
+// so the Hub can place a job only where it fits.
 //
 // Extension: the whole type is absent from ArkFlow v1, where capabilities
 // are bare names.
@@ -42,7 +42,7 @@ type RegisterRequest struct {
 	// Extension: the Agent's software version (v1 sends it only in
 	// heartbeats and reports).
 	SoftwareVersion string `json:"software_version,omitempty"`
-	// Extension: R-HUB-3 capability details.
+	// Extension: capability details.
 	CapabilityDetails *CapabilityDetails `json:"capability_details,omitempty"`
 }
 
@@ -81,7 +81,7 @@ type HeartbeatRequest struct {
 	// Extension: the boot identity, so a heartbeat from a restarted process
 	// that reuses a session is recognised.
 	BootID string `json:"boot_id,omitempty"`
-	// Extension: R-HUB-3 capability details.
+	// Extension: capability details.
 	CapabilityDetails *CapabilityDetails `json:"capability_details,omitempty"`
 }
 
@@ -254,7 +254,7 @@ type CommandResult struct {
 	Error         string `json:"error,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
 	// Generation is the command's generation, copied back so the Hub can
-	// drop results of an older generation (R-HUB-2).
+	// drop results of an older generation.
 	Generation         uint64       `json:"generation"`
 	ObservedGeneration *uint64      `json:"observed_generation,omitempty"`
 	ActionID           string       `json:"action_id,omitempty"`
@@ -265,7 +265,7 @@ type CommandResult struct {
 	ObservedCheckpointID  string `json:"observed_checkpoint_id,omitempty"`
 	CheckpointManifestURI string `json:"checkpoint_manifest_uri,omitempty"`
 
-	// Extension: correlation metadata of a job command result (R-HUB-6):
+	// Extension: correlation metadata of a job command result:
 	// the job and the task attempt ids of this node's assignment.
 	JobID         string   `json:"job_id,omitempty"`
 	AssignmentIDs []string `json:"assignment_ids,omitempty"`
@@ -280,17 +280,16 @@ type JobStatus struct {
 
 	// Extension: the task attempt ids this observation covers.
 	AssignmentIDs []string `json:"assignment_ids,omitempty"`
-	// Extension: restore and replay progress, 0-100, while recovering
-	// (R-CKPT-8).
+	// Extension: restore and replay progress, 0-100, while recovering.
 	RecoveryProgress *uint8 `json:"recovery_progress,omitempty"`
 	// Extension: the checkpoint the job recovered from or last completed.
 	CheckpointID string `json:"checkpoint_id,omitempty"`
 	// Extension: when the Agent made the observation.
 	ObservedAtMs uint64 `json:"observed_at_ms,omitempty"`
-	// Extension (issue 20): the input partitions each of the node's
+	// Extension: the input partitions each of the node's
 	// source tasks read at its last checkpoint, "topic/partition".
 	Partitions map[string][]string `json:"partitions,omitempty"`
-	// Extension (issue 28): the node's measurements of the job, which the
+	// Extension: the node's measurements of the job, which the
 	// Hub aggregates into the detail's metrics (see JobMetrics).
 	Metrics *JobMetrics `json:"metrics,omitempty"`
 }

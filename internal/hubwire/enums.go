@@ -169,7 +169,7 @@ const (
 // Job states. v1 stores desired stopped|running and observed draft,
 // validated, starting, running, stopped, failed; the core enum also has
 // stopping, recovering and cancelled. JobConverging is our aggregate state
-// while any expected assignment is pending or retryably degraded (R-HUB-5).
+// while any expected assignment is pending or retryably degraded.
 const (
 	JobDraft      = "draft"
 	JobValidated  = "validated"
@@ -254,7 +254,7 @@ const (
 	CodeInvalidRollout               = "invalid_rollout"
 	CodeInvalidRolloutAction         = "invalid_rollout_action"
 
-	// Jobs (A.4, R-CKPT-7).
+	// Jobs (A.4).
 	CodeInvalidJobSpec          = "invalid_job_spec"
 	CodeInvalidJobPlan          = "invalid_job_plan"
 	CodeInvalidJobState         = "invalid_job_state"
@@ -275,7 +275,7 @@ const (
 	CodeSavepointExists = "savepoint_exists"
 
 	// CodeStaleGeneration rejects an Agent's result or observation of a
-	// generation older than the current one (R-HUB-2). Extension: v1
+	// generation older than the current one. Extension: v1
 	// ignores such bodies silently or folds them into
 	// agent_request_rejected.
 	CodeStaleGeneration = "stale_generation"

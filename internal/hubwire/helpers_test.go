@@ -198,7 +198,7 @@ func TestCheckReport(t *testing.T) {
 		want    ReportVerdict
 		next    ReportCursor
 	}{
-		{"first report ever, seq 0 (R-HUB-4)", ReportCursor{}, 1, "b1", 0, ReportSessionStart, at(1, "b1", 0)},
+		{"first report ever, seq 0", ReportCursor{}, 1, "b1", 0, ReportSessionStart, at(1, "b1", 0)},
 		{"new session, seq 1 below the old max (Rust Agent)", at(1, "b1", 40), 2, "b1", 1, ReportSessionStart, at(2, "b1", 1)},
 		{"new session, new boot", at(1, "b1", 40), 2, "b2", 0, ReportSessionStart, at(2, "b2", 0)},
 		{"new session, process-wide counter", at(1, "b1", 40), 2, "b1", 41, ReportSessionStart, at(2, "b1", 41)},
@@ -225,7 +225,7 @@ func TestCheckReport(t *testing.T) {
 	}
 }
 
-// TestCheckReportSessions plays R-HUB-4's scenario: an Agent reports, is
+// TestCheckReportSessions plays a restarted Agent: it reports, is
 // SIGKILLed and restarted (new boot, new session, sequence from 0), and
 // late reports of the dead session arrive after the new session's. The new
 // snapshot is never rolled back. The same holds for a reconnect of one

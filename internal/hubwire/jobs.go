@@ -25,7 +25,7 @@ type ValidateJobResponse struct {
 	Warnings             []string            `json:"warnings"`
 
 	// Extension: every validation problem, each naming the operator and
-	// config field at fault (R-VAL-1). v1 reports only the first, as a 422.
+	// config field at fault. v1 reports only the first, as a 422.
 	Errors []ValidationIssue `json:"errors,omitempty"`
 }
 
@@ -65,7 +65,7 @@ type NodeCompatibility struct {
 	MissingCapabilities []string `json:"missing_capabilities"`
 
 	// Extension: what exactly is required and what the node offers, for
-	// each missing capability (R-HUB-3).
+	// each missing capability.
 	Mismatches []CapabilityMismatch `json:"mismatches,omitempty"`
 }
 
@@ -159,9 +159,9 @@ type JobDetail struct {
 	Checkpoints []JobCheckpointRecord `json:"checkpoints"`
 	Metrics     JobMetrics            `json:"metrics"`
 
-	// Extension: observed state per expected assignment (R-HUB-5).
+	// Extension: observed state per expected assignment.
 	Assignments []AssignmentStatus `json:"assignments,omitempty"`
-	// Extension: checkpoint health (R-OPS-1).
+	// Extension: checkpoint health.
 	CheckpointHealth *CheckpointHealth `json:"checkpoint_health,omitempty"`
 }
 
@@ -252,12 +252,12 @@ type AssignmentStatus struct {
 	Generation    uint64    `json:"generation"`
 	Action        Operation `json:"action"`
 	AssignmentIDs []string  `json:"assignment_ids,omitempty"`
-	// Extension (issue 20, R-JOB-4): the placement units the node runs
+	// Extension: the placement units the node runs
 	// and their plan tasks, when the Hub placed the job's units on
 	// several nodes (empty: the whole job).
 	Units []string `json:"units,omitempty"`
 	Tasks []string `json:"tasks,omitempty"`
-	// Extension (issue 20): the input partitions each source task of the
+	// Extension: the input partitions each source task of the
 	// node read at its last checkpoint ("topic/partition"), as the node
 	// last reported them.
 	Partitions map[string][]string `json:"partitions,omitempty"`
@@ -316,7 +316,7 @@ type JobCheckpointRecord struct {
 
 	// Extension: the job generation the checkpoint was taken at.
 	Generation uint64 `json:"generation,omitempty"`
-	// Extension: the savepoint's operator-given name (R-CKPT-7).
+	// Extension: the savepoint's operator-given name.
 	Name string `json:"name,omitempty"`
 	// Extension: why a failed checkpoint failed.
 	Error string `json:"error,omitempty"`

@@ -100,7 +100,7 @@ type HubOperation struct {
 	ObservedState        string         `json:"observed_state,omitempty"`
 	CheckpointID         string         `json:"checkpoint_id,omitempty"`
 
-	// Extension: the job and task attempt ids of a job command (R-HUB-6).
+	// Extension: the job and task attempt ids of a job command.
 	JobID         string   `json:"job_id,omitempty"`
 	AssignmentIDs []string `json:"assignment_ids,omitempty"`
 }
@@ -121,7 +121,7 @@ type HubNode struct {
 
 	// Extension: the current boot identity.
 	BootID string `json:"boot_id,omitempty"`
-	// Extension: R-HUB-3 capability details.
+	// Extension: capability details.
 	CapabilityDetails *CapabilityDetails `json:"capability_details,omitempty"`
 }
 

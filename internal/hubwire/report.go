@@ -1,6 +1,6 @@
 package hubwire
 
-// Report ordering (B.4, R-HUB-4).
+// Report ordering (B.4).
 //
 // ArkFlow v1 orders reports by (boot_id, report_seq) alone: a report with
 // the stored boot_id and report_seq <= the stored one is dropped, a new
@@ -24,8 +24,9 @@ package hubwire
 //     the token; this check closes the race where the token was checked
 //     before a concurrent registration committed.)
 //   - The first report of a newer session is accepted and starts the
-//     sequence (ReportSessionStart), whatever its value: 0 as R-HUB-4
-//     prescribes, 1 as the Rust Agent sends, or a process-wide counter.
+//     sequence (ReportSessionStart), whatever its value: 0 as our
+//     requirements prescribe, 1 as the Rust Agent sends, or a
+//     process-wide counter.
 //   - Within a session v1's rule applies, except that the boot id cannot
 //     change: a session token lives in one process's memory, so a second
 //     boot id within a session is refused (ReportBootChanged) rather than

@@ -1,7 +1,7 @@
 // Package logformat is the --log-format flag of the commands (arkflow
 // run, validate, plan and agent; arkflow-hub) and the one function that
 // builds their logger from it, so every command writes the same records
-// the same way (issue 21, R-OPS-1).
+// the same way.
 package logformat
 
 import (

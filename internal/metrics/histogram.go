@@ -1,5 +1,5 @@
 // Package metrics holds the lock-free histogram the engine keeps for its
-// latencies and sizes (issue 21, R-OPS-1): observing is a few atomic adds,
+// latencies and sizes: observing is a few atomic adds,
 // with no lock and no allocation, so the hot paths (a sink's write, a WAL's
 // fsync, a checkpoint round) pay next to nothing for it; a scrape reads a
 // Snapshot and turns it into a Prometheus const histogram.

@@ -182,7 +182,7 @@ func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {
 	}
 	// The touched keys, each once, in order of first appearance: their new
 	// accumulators are staged in this batch's epoch, which commits when the
-	// batch's output is acknowledged (R-STATE-3).
+	// batch's output is acknowledged.
 	if len(a.seen) < a.keys.Len() {
 		a.seen = make([]bool, a.keys.Len()+a.keys.Len()/2)
 	}

@@ -141,9 +141,9 @@ type Built struct {
 // across restores and rescales, knowing only this:
 //
 //   - a restore from a checkpoint that the local store ran on from keeps
-//     the higher of the local mark and the restored one (R-CKPT-1);
+//     the higher of the local mark and the restored one;
 //   - a rescale gives each new subtask the lowest mark of the old subtasks
-//     whose key groups it takes (R-JOB-3);
+//     whose key groups it takes;
 //   - a restore that may be interrupted saves the marks beside the store
 //     as numbers (MarkKey's namespace and user key are not saved).
 type Carrier interface {

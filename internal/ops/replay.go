@@ -48,7 +48,7 @@ func (m MetaColumns) Present() bool { return m.Source >= 0 && m.Partition >= 0 &
 // emits from it: when every output is acknowledged, the epoch is done; when
 // the epoch commits (in order, after every earlier epoch), the input's own
 // acknowledgement is released. So the source and the WAL commit only input
-// whose state is committed (R-CKPT-2). When every row was already applied,
+// whose state is committed. When every row was already applied,
 // it releases the batch and returns a zero Batch. Rows without position
 // columns are never dropped (and cover nothing).
 func Replayed(j *statestore.Journal, m MetaColumns, b Batch) (Batch, *statestore.Epoch, error) {

@@ -14,7 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
-// R-JOB-3: after a rescale, a replayed row is dropped exactly when the
+// After a rescale, a replayed row is dropped exactly when the
 // old subtask that owned its key group had applied it, whichever new
 // subtask receives it.
 func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {

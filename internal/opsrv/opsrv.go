@@ -1,5 +1,5 @@
 // Package opsrv serves the operations routes every arkflow binary offers
-// on --metrics-addr (issue 21, R-OPS-1): `arkflow run`, `arkflow agent`
+// on --metrics-addr: `arkflow run`, `arkflow agent`
 // and `arkflow-hub` answer the same four routes the same way, so one
 // scrape config and one set of probes fit all three.
 //

@@ -1,6 +1,5 @@
 // Package push is the untyped core of arkflow.Push: a bounded queue of
-// record batches that Go code fills and a job's source subtasks drain
-// (R-EMBED-2).
+// record batches that Go code fills and a job's source subtasks drain.
 //
 // A pushed batch waits in its partition's queue until the subtask reading
 // that partition takes it. The queue holds it only until then: the runtime

@@ -12,8 +12,8 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
-// A checkpoint's synchronous phase is a cut through the running graph
-// (R-CKPT-2, R-CKPT-3):
+// A checkpoint's synchronous phase is a cut through the running graph,
+// taken at one acknowledged boundary and aligned across multiple inputs:
 //
 //  1. Each running source head, between two batches, sends a barrier
 //     downstream and pauses: it reads nothing and sends nothing until the
@@ -25,7 +25,7 @@ import (
 //     until the cut ends, so alignment holds no data back.
 //  3. When the barrier has reached every sink, every batch sent before it
 //     was written and its acknowledgement ran — except the ones stateful
-//     operators hold (open windows), which are not waited for (R-CKPT-4):
+//     operators hold (open windows), which are not waited for:
 //     their rows lie after the sources' contiguous positions and are replayed.
 //     Acknowledgements commit the state journal before they move positions,
 //     so the committed state covers at least everything up to the

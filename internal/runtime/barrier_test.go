@@ -14,7 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
-// R-CKPT-2, R-CKPT-3: a cut through a running job with two sources feeding
+// A cut through a running job with two sources feeding
 // one keyed aggregate (a multi-input chain that aligns the barrier) waits
 // until everything sent before it was written, records the sources'
 // positions and a frozen view of the state that covers them, and resumes

@@ -80,7 +80,7 @@ func (r *Runtime) carriedMarks(st statestore.Backend, m *ckptstore.Manifest) (*m
 	ns := stateJob(spec)
 	now := r.opts.Clock.Now().UnixMilli()
 	// Only this process's tasks count: in a job whose units run on
-	// several nodes, the other tasks' attempts are other runs' (issue 20).
+	// several nodes, the other tasks' attempts are other runs'.
 	// A line matches when run cut m's attempt of a local task; the marks
 	// kept are then those of the local tasks whose attempts run cut
 	// (ownTask). A local task whose attempt another run cut (a unit a

@@ -51,7 +51,8 @@ type CheckpointStatus struct {
 	Recovery RecoveryProgress
 }
 
-// RecoveryProgress counts a restore's state (R-CKPT-8).
+// RecoveryProgress counts a restore's state, reported before the job
+// reports healthy.
 type RecoveryProgress struct {
 	BytesRestored, BytesTotal int64
 	KeysRestored              int64
@@ -168,7 +169,7 @@ func (r *Runtime) Checkpoint(ctx context.Context) (string, error) {
 }
 
 // Savepoint takes a named savepoint: a checkpoint that retention never
-// deletes, to upgrade or roll back from (R-CKPT-7).
+// deletes, to upgrade or roll back from.
 func (r *Runtime) Savepoint(ctx context.Context, name string) error {
 	if name == "" {
 		return errors.New("a savepoint needs a name")
@@ -193,7 +194,7 @@ func (r *Runtime) restartKind() ckptstore.Kind {
 // restart would restore is committed, with the positions its cut recorded
 // for the source's task: a WAL that holds its entries for checkpoints (a
 // source that cannot read its input again, connectors.Unrewindable) lets
-// go of the entries the artifact holds (R-WAL-3, issue 17).
+// go of the entries the artifact holds.
 func (r *Runtime) checkpointCompleted(positions map[string][]connectors.Position) {
 	r.mu.Lock()
 	sources := r.sources

@@ -38,7 +38,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/state"
 )
 
-// Checkpoint benchmarks (issue 6). Every number is paired with a baseline
+// Checkpoint benchmarks. Every number is paired with a baseline
 // measured in the same run:
 //
 //	# checkpoint and restore of 100 MB of keyed state through MinIO

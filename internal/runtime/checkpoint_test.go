@@ -113,7 +113,7 @@ func (r *ckptRun) stop() {
 	}
 }
 
-// R-CKPT-1, R-CKPT-8: a checkpoint taken while the job runs brings the
+// A checkpoint taken while the job runs brings the
 // keyed state back in a new run on an empty store, and the recovery
 // progress is complete before the job reports Running.
 func TestCheckpointRestoresState(t *testing.T) {
@@ -228,7 +228,7 @@ func dirBytes(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// R-CKPT-6, R-CKPT-7: stop with a savepoint, start version 2 (an added
+// Stop with a savepoint, start version 2 (an added
 // stateless operator) from it: the state carries over. Starting version 1
 // from version 2's savepoint (a downgrade), or version 2 with another
 // state format, is refused before the state store is touched: its files
@@ -327,7 +327,7 @@ func dumpState(t *testing.T, dir, jobName string) []string {
 	return out
 }
 
-// R-CKPT-1, R-CKPT-8: on Badger a restore gives back exactly the entries
+// On Badger a restore gives back exactly the entries
 // that were checkpointed — into a directory that does not exist yet (a
 // replacement node, whose store opens while the checkpoint is chosen),
 // into the crashed node's own directory, and
@@ -386,7 +386,7 @@ func TestCheckpointRestoreBadgerExact(t *testing.T) {
 	}
 }
 
-// R-CKPT-8: a state object found damaged or missing while it is restored
+// A state object found damaged or missing while it is restored
 // (Select reads manifests only) makes the restore discard what it wrote
 // and fall back to the previous checkpoint; with none left the job starts
 // from the beginning of its input. Either way the totals come out as in
@@ -561,7 +561,7 @@ func (s *stallingStore) Create(ctx context.Context, key string, r io.Reader, siz
 // abandoned, not failed: the job ending is no checkpoint failure, so the
 // health stays good, no failure is counted and nothing is logged as a
 // warning (it was, at the end of every bounded job that ended during a
-// round; issue 21, R-OPS-1).
+// round).
 func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 	hist := &history{}
 	spec := strings.Replace(ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), `"interval_ms":3600000`, `"interval_ms":20`, 1)
@@ -590,7 +590,7 @@ func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 
 // Cancelling Run's context ends the job as Failed with the context's
 // error, as documented, but logs it as a cancellation (a warning), not
-// as a failure: a service shutting down is no fault of the job (issue 21).
+// as a failure: a service shutting down is no fault of the job.
 func TestCancelledRunIsNotLoggedAsAFailure(t *testing.T) {
 	logs := logtest.New()
 	src := mem.NewSource(clickSchema, 2)

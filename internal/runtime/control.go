@@ -13,7 +13,7 @@ import (
 // The hooks in this file let a test harness (package arkflowtest, through
 // internal/harness) drive a job deterministically: advance a source's
 // watermark without data, wait until everything sent so far has reached
-// the sinks, and read an operator's keyed state (R-EMBED-4). Nothing else
+// the sinks, and read an operator's keyed state. Nothing else
 // uses them; none of them changes how a job runs.
 
 // ControlReader is implemented by sources that deliver, besides batches,

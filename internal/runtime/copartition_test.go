@@ -85,7 +85,7 @@ func (r *coPartRun) stop() {
 	}
 }
 
-// TestCoPartitionedKeyedState (issue 20, R-JOB-4, R-CKPT-1): a keyed
+// TestCoPartitionedKeyedState: a keyed
 // operator whose source is keyed_by its key runs in the source's subtask
 // (one placement unit per subtask, no shuffle) and keeps each key's state
 // in its own subtask's key groups, so a checkpoint and a restore keep

@@ -29,7 +29,7 @@ func windowCounts(t *testing.T, sink *mem.Sink) []string {
 	return out
 }
 
-// R-EMBED-5: Drain ends an unbounded input as if it ended now: every open
+// Drain ends an unbounded input as if it ended now: every open
 // window fires and is written, the positions move past every row read, and
 // Run returns nil. Drain is idempotent; before Run it is ErrNotRunning.
 func TestDrainFiresOpenWindows(t *testing.T) {
@@ -79,7 +79,7 @@ func TestStopDoesNotFireOpenWindows(t *testing.T) {
 	}
 }
 
-// R-EMBED-5, R-CKPT-1: a drain of a checkpointed job takes a final
+// A drain of a checkpointed job takes a final
 // checkpoint after its windows fired. A restart from it reads on after
 // the last row read before the drain, fires none of the drained windows
 // again (a row for one of them is late), and its own windows fire as

@@ -84,7 +84,7 @@ func windowRowsIn(rt *Runtime) int64 {
 	return -1
 }
 
-// R-TIME-1 end to end, with an injected clock and no sleeps: a partition
+// Idle partitions end to end, with an injected clock and no sleeps: a partition
 // that has not delivered data holds the watermark back; once it is silent
 // for idle_timeout_ms it stops holding it back, and the window fires; when
 // it delivers again it rejoins (the watermark does not move back, so its

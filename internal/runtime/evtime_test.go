@@ -1,6 +1,6 @@
 package runtime
 
-// Event time beyond the seeds (issue 17, R-EMBED-5): the warning about
+// Event time beyond the seeds: the warning about
 // dropped rows, all_idle advance and per_row advance, end to end on a
 // fake clock.
 
@@ -82,7 +82,7 @@ func (r *evRun) end() {
 	}
 }
 
-// R-EMBED-5: rows dropped as late, or for a null event time, are counted
+// Rows dropped as late, or for a null event time, are counted
 // (late_dropped, null_timestamp_dropped) and warned about: at once the
 // first time, then at most once per 10 s of the runtime's clock, with the
 // count since the previous warning; what is left when the operator closes
@@ -95,7 +95,7 @@ func TestDroppedRowsWarning(t *testing.T) {
 	next := int64(2100)
 	sync := func() { next += 10; r.add(timed(next)) }
 
-	r.add(timed(2100, 100)) // R-TIME-4: 100 is late at once
+	r.add(timed(2100, 100)) // 100 is late at once: the watermark moved first
 	sync()
 	ws := logs.Warnings()
 	if len(ws) != 1 {
@@ -145,7 +145,7 @@ func TestDroppedRowsWarning(t *testing.T) {
 	}
 }
 
-// R-EMBED-5: with all_idle advance, a source whose every partition is idle
+// With all_idle advance, a source whose every partition is idle
 // moves its watermark with the clock (now - all_idle_delay_ms -
 // out_of_orderness_ms), so the last window of a quiet input fires without
 // new rows; with hold (the default) it waits for the end of the input.
@@ -213,7 +213,7 @@ func TestAllIdleAdvanceFiresWindowsOfAQuietSource(t *testing.T) {
 	}
 }
 
-// R-EMBED-5, R-TIME-4: the same batches, one of them straddling a window
+// The same batches, one of them straddling a window
 // boundary; under advance batch its in-order rows before the boundary are
 // late (the seeds' rule), under per_row they are not. A row out of order
 // by more than out_of_orderness is late in both.
@@ -247,7 +247,7 @@ func TestPerRowAdvanceKeepsInOrderRows(t *testing.T) {
 	}
 }
 
-// R-EMBED-5: a partition that never had a row holds the watermark back, and
+// A partition that never had a row holds the watermark back, and
 // without an idle timeout no window ever fires. The source says so, once,
 // after 10 s of the clock, naming the partition and the fix; with an idle
 // timeout it does not.

@@ -1,9 +1,9 @@
 package runtime
 
-// This file holds a run of part of a job (issue 20): a job whose
+// This file holds a run of part of a job: a job whose
 // placement units run on several nodes, each process running some units
-// (Options.Tasks), with checkpoints the Hub drives in two phases
-// (R-JOB-4, R-CKPT-5, R-HUB-5):
+// (Options.Tasks), with checkpoints the Hub drives in two phases and
+// commits only with every planned task:
 //
 //  1. CheckpointPart: every node cuts its own tasks with the normal
 //     barrier protocol under the id the Hub chose, uploads their state
@@ -49,7 +49,7 @@ var errPartial = errors.New("this process runs part of the job: its checkpoints 
 
 // ValidateTasks checks that tasks is a set of plan tasks made of whole
 // placement units: a unit split between this process and another would
-// need data to cross processes (R-JOB-4).
+// need data to cross processes, and there is no cross-node shuffle.
 func ValidateTasks(plan *job.Plan, tasks []string) error {
 	in := map[string]bool{}
 	var unknown []string

@@ -15,7 +15,7 @@ import (
 )
 
 // fleetSpec is two independent keyed running sums, a → suma → outa and
-// b → sumb → outb: two placement units, which issue 20 runs on two
+// b → sumb → outb: two placement units, which a fleet runs on two
 // nodes.
 func fleetSpec(store string) string {
 	pipe := func(p string) (ops, edges string) {
@@ -114,7 +114,7 @@ func (r *fleetRun) stop() {
 	}
 }
 
-// R-JOB-4, R-CKPT-5, R-HUB-5 (issue 20): a job of two placement units
+// A job of two placement units
 // runs as two processes, each with its unit only; a checkpoint is cut in
 // two parts under the id the Hub chose and committed by merging them; a
 // commit with a part missing is refused and LATEST stays; two new
@@ -228,7 +228,7 @@ func TestFleetPartsCommitAndRestore(t *testing.T) {
 	}
 }
 
-// R-JOB-4 (issue 20): a task set that splits a placement unit, or names
+// A task set that splits a placement unit, or names
 // a task the plan does not have, is refused with the unit named.
 func TestFleetTasksMustBeWholeUnits(t *testing.T) {
 	spec := fleetSpec(t.TempDir())
@@ -256,7 +256,7 @@ func walFloor(t *testing.T, rt *Runtime, task string) uint64 {
 	return 0
 }
 
-// R-WAL-3, R-CKPT-5 (issue 20): with Hub-driven checkpoints, an
+// With Hub-driven checkpoints, an
 // unrewindable source's WAL keeps the entries a part holds until a
 // checkpoint holding them is committed: not at the part, not when
 // another node merges the commit, but at the next part round after it
@@ -310,7 +310,7 @@ func TestFleetWALReleasedOnlyAfterCommit(t *testing.T) {
 	}
 }
 
-// Issue 20: after a rescale, a process restores only the snapshots whose
+// After a rescale, a process restores only the snapshots whose
 // key groups overlap those of its own tasks, so what it reads follows the
 // key groups it takes.
 func TestFleetRestoresOnlyOverlappingSnapshots(t *testing.T) {

@@ -126,7 +126,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		}
 	}
 
-	// Close in order: sources, then sinks (R-WAL-6).
+	// Close in order: sources, then sinks.
 	closeErr := r.closeAll(resources, false)
 	switch {
 	case firstErr != nil:
@@ -260,8 +260,7 @@ func (r *Runtime) finalCheckpoint(ctx context.Context) error {
 
 // DryRun opens and closes every WAL the job would use, without starting
 // anything else: a WAL that is locked by another process, unreachable or
-// corrupt fails here, and the real start can reopen each one at once
-// (R-VAL-2).
+// corrupt fails here, and the real start can reopen each one at once.
 func (r *Runtime) DryRun(ctx context.Context) error {
 	spec := r.g.Spec
 	var errs []error
@@ -299,12 +298,12 @@ func (r *Runtime) closeAll(res []resource, reverse bool) error {
 }
 
 // start instantiates every chain instance and connects sources, then
-// sinks (R-VAL-4). On failure it closes the one that failed, then what was
+// sinks. On failure it closes the one that failed, then what was
 // connected in reverse order, then what was never connected: every Source
 // and Sink is closed exactly once.
 //
 // State comes first: operators restore from it when they are created, and
-// it closes last, after the sinks (R-VAL-4, R-WAL-6). Then the WALs are
+// it closes last, after the sinks. Then the WALs are
 // resharded, the graph instantiated and its sources and sinks connected.
 func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, error) {
 	if len(r.opts.Tasks) > 0 {
@@ -356,7 +355,7 @@ func (r *Runtime) start(ctx context.Context) ([]*chainInstance, []resource, erro
 // openStartState opens the checkpoint catalog (nil without checkpoints),
 // chooses the checkpoint to restore (nil for none) and opens the state
 // backend. The checkpoint is chosen before the state store opens, so that
-// a refused one leaves the state untouched (R-CKPT-6); fresh reports that
+// a refused one leaves the state untouched; fresh reports that
 // this call created the state directory empty. On error nothing stays
 // open.
 func (r *Runtime) openStartState(ctx context.Context) (cat *ckptstore.Catalog, restoreFrom *ckptstore.Manifest, st statestore.Backend, fresh bool, err error) {
@@ -411,7 +410,7 @@ func (r *Runtime) openStartState(ctx context.Context) (cat *ckptstore.Catalog, r
 
 // prepareState puts the state the run starts from in place, before any
 // operator is created or source connected: state and positions first,
-// then input (R-CKPT-1, R-CKPT-8). With a checkpoint to restore it
+// then input. With a checkpoint to restore it
 // restores it into st and takes its positions (unless the options gave
 // some); without one it saves the key-group layout of the plan. With a
 // catalog, the runtime's checkpoint status is enabled. The caller closes
@@ -480,7 +479,7 @@ func (r *Runtime) connectAll(ctx context.Context, chains []*chainInstance, sourc
 	for _, s := range sinks {
 		all = append(all, resource{kind: "sink", task: s.task, connect: s.snk.Connect, close: s.snk.Close})
 	}
-	// WALs close after the sinks, before the state (R-WAL-6).
+	// WALs close after the sinks, before the state.
 	var wals []resource
 	for _, s := range sources {
 		if w := s.wal; w != nil {

@@ -108,7 +108,7 @@ type TaskMetrics struct {
 	Gauges map[string]int64
 }
 
-// TaskDetail is what a task measures beyond TaskMetrics (issue 21's
+// TaskDetail is what a task measures beyond TaskMetrics (for the
 // Prometheus families). It is kept apart so that TaskMetrics stays the
 // shape of the public arkflow.TaskMetrics.
 type TaskDetail struct {
@@ -193,8 +193,8 @@ func recordBytes(rec arrow.RecordBatch) int64 {
 	return n
 }
 
-// StateBytes returns the bytes of state each stateful operator keeps
-// (R-STATE-2), by operator ID.
+// StateBytes returns the bytes of state each stateful operator keeps,
+// by operator ID.
 func (r *Runtime) StateBytes() map[string]int64 {
 	out := map[string]int64{}
 	for op, sz := range r.StateSizes() {

@@ -16,7 +16,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// A rescale (R-JOB-3) runs a job whose state was written at one
+// A rescale runs a job whose state was written at one
 // parallelism at another, with the same max_parallelism. Keyed state is
 // stored by key group, so every key group is restored as it is and read
 // by the subtask that owns it now. What is stored per subtask — under its

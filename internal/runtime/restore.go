@@ -25,8 +25,7 @@ import (
 // selectRestore picks the checkpoint or savepoint to start from
 // (spec.recovery, or Options.FromSavepoint), or nil. It runs before the
 // state store is opened: a checkpoint that must not be used (downgrade,
-// format change) fails the start with the state untouched, byte for byte
-// (R-CKPT-6).
+// format change) fails the start with the state untouched, byte for byte.
 //
 // Select checks manifests only (Want.DeferStateChecks): the restore
 // verifies each state object as it reads it, and on a missing or corrupt
@@ -136,14 +135,13 @@ func (r *Runtime) selectRestoreExcluding(ctx context.Context, cat *ckptstore.Cat
 
 // restore fills st from the selected manifest and returns the source
 // positions to resume from. It runs before any operator is created and
-// before any source connects: state and positions first, then input
-// (R-CKPT-1, R-CKPT-8).
+// before any source connects: state and positions first, then input.
 //
 // A state object that is missing or corrupt (wrong size or SHA-256, or a
 // snapshot that does not parse) makes the artifact unusable, as Select
 // would have found had it read the objects: what was restored is
 // discarded and the next valid artifact is selected and restored
-// instead (R-CKPT-8); if there is none, the job starts without state, as
+// instead; if there is none, the job starts without state, as
 // when Select finds nothing usable. Other failures (the store, the disk)
 // fail the start.
 //
@@ -365,7 +363,7 @@ func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st s
 			continue
 		}
 		if !r.snapshotWanted(op, sub, oldPar[op], spec.MaxParallelism) {
-			continue // another process's key groups (issue 20)
+			continue // another process's key groups
 		}
 		snaps = append(snaps, s)
 		scopes = append(scopes, statestore.Scope{Job: ns, Operator: op, Groups: keys.RangeFor(spec.MaxParallelism, oldPar[op], sub)})

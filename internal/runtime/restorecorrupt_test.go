@@ -10,7 +10,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
 
-// Issue 18: restoreCorrupt asks the one marker, except for the local
+// restoreCorrupt asks the one corruption marker, except for the local
 // state directory, whose damage is not the checkpoint's fault.
 func TestRestoreCorruptUsesTheMarker(t *testing.T) {
 	cases := []struct {

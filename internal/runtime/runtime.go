@@ -8,7 +8,7 @@
 // group. Watermarks and end-of-input travel in the same channels as the
 // rows.
 //
-// Lifecycle (R-VAL-3, R-VAL-4): Created → Starting (instantiate, connect
+// Lifecycle: Created → Starting (instantiate, connect
 // sources then sinks; a failure closes what was connected, in reverse, and
 // ends Failed) → Running → Stopping → Stopped, or Failed after an error.
 package runtime
@@ -109,7 +109,7 @@ type Options struct {
 	// positions instead of their configured start (restores, restarts).
 	StartPositions map[string][]connectors.Position
 
-	// Tasks is the set of plan tasks this process runs (issue 20: a job
+	// Tasks is the set of plan tasks this process runs (for a job
 	// whose placement units run on several nodes); empty runs them all.
 	// It must be a union of whole placement units (job.Plan's
 	// PlacementUnits), or Run fails naming the unit it splits

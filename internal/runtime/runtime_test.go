@@ -219,7 +219,7 @@ const keyedSpec = `{"id":"routing","max_parallelism":128,"operators":[
   "sources":[{"operator_id":"in","input_type":"probe"}],
   "sinks":[{"operator_id":"out","output_type":"probe","config":{}}]}`
 
-// R-JOB-3: rows with the same key arriving on different source partitions
+// Rows with the same key arriving on different source partitions
 // reach the same downstream subtask, the one owning the key's group.
 func TestKeyedEdgeRoutesByKeyGroup(t *testing.T) {
 	users := []string{"ann", "bob", "cid", "dee", "eve", "fay", "gus", "hal", "ivy", "jon"}
@@ -287,7 +287,7 @@ const probeSpec = `{"id":"lifecycle","operators":[{"id":"in","kind":"source"},{"
   "sources":[{"operator_id":"in","input_type":"probe"}],
   "sinks":[{"operator_id":"out","output_type":"probe"}]}`
 
-// R-VAL-3, R-VAL-4: a sink that fails to connect fails the job before any
+// A sink that fails to connect fails the job before any
 // task loop starts, and the source that was already connected is closed
 // (observed through the connector), in reverse order.
 func TestSinkConnectFailureClosesConnectedSource(t *testing.T) {
@@ -312,7 +312,7 @@ func TestSinkConnectFailureClosesConnectedSource(t *testing.T) {
 	}
 }
 
-// R-WAL-6 order on a normal end: sources close before sinks.
+// Close order on a normal end: sources close before sinks.
 func TestCloseOrderOnEnd(t *testing.T) {
 	src, _ := mem.NewSourceFrom([]arrow.RecordBatch{clicks([]string{"a", "b"}, []int64{1, 2})})
 	ev := &events{}

@@ -133,7 +133,7 @@ func (s *sinkOp) Watermark(context.Context, int64, ops.Emitter) error {
 }
 
 // Close waits for the writes in flight, so that every acknowledgement is
-// released before the sources close (R-WAL-6) — unless the chain was
+// released before the sources close — unless the chain was
 // cancelled: then they are abandoned, and their rows replay after a
 // restart.
 func (s *sinkOp) Close() error {

@@ -213,7 +213,7 @@ type readResult struct {
 
 // runSource reads a source until it ends, the job stops, or ctx is done.
 // With event time, the watermark advances before the batch that moved it
-// is passed on, so rows are classified against it (R-TIME-4).
+// is passed on, so rows are classified against it.
 func (c *chainInstance) runSource(ctx context.Context, stopping <-chan struct{}, clock Clock) error {
 	readCtx, stopRead := context.WithCancel(ctx)
 	defer stopRead()
@@ -503,7 +503,7 @@ const starvedAfter = 10_000
 
 // warnStarved warns, once a run, when partitions that never had a row
 // hold the watermark back: without an idle timeout, no window downstream
-// fires until they get one (R-EMBED-5).
+// fires until they get one.
 func (st *sourceTime) warnStarved(now int64) {
 	if st.log == nil || st.tracker.IdleTimeout() > 0 {
 		return
@@ -518,7 +518,7 @@ func (st *sourceTime) warnStarved(now int64) {
 		"partitions", parts, "watermark", st.tracker.Watermark())
 }
 
-// perRow passes a batch on under advance per_row (R-EMBED-5): every row
+// perRow passes a batch on under advance per_row: every row
 // meets the watermark in force before it, the one the rows before it
 // gave. The batch goes on in segments split where Tracker.Cuts says, the
 // watermark moving between them; in-order input is one segment, behind

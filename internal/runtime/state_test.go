@@ -86,7 +86,7 @@ func runUntilDone(t *testing.T, dir string, src *mem.Source, sink *probe) int {
 	return 0
 }
 
-// R-STATE-3: a stateful operator's mutations commit only when the sink
+// A stateful operator's mutations commit only when the sink
 // acknowledged the output they produced, and roll back otherwise. With a
 // sink that fails every third write and a restart from the acknowledged
 // positions after each failure, the final committed state equals the state
@@ -112,7 +112,7 @@ func TestJournalCommitsOnlyAcknowledgedOutput(t *testing.T) {
 	}
 }
 
-// R-STATE-3: a replay of input already in committed state never commits
+// A replay of input already in committed state never commits
 // twice: running the whole input again from the start leaves the state as
 // it was.
 func TestReplayNeverCommitsTwice(t *testing.T) {
@@ -139,7 +139,7 @@ func TestReplayNeverCommitsTwice(t *testing.T) {
 	}
 }
 
-// R-STATE-1: two jobs using the same user keys in one state directory
+// Two jobs using the same user keys in one state directory
 // never see each other's state.
 func TestStateIsolatedByJob(t *testing.T) {
 	dir := t.TempDir()

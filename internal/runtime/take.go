@@ -51,7 +51,7 @@ func (r *Runtime) takeCheckpoint(ctx context.Context, kind ckptstore.Kind, name 
 	return m, err
 }
 
-// round runs one round of kind. A part round (part true: issue 20) cuts
+// round runs one round of kind. A part round (part true) cuts
 // this process's tasks under the id (or savepoint name) the Hub chose,
 // and writes their part manifest instead of committing (see
 // CheckpointPart); it returns the part's key. Otherwise id is empty, the

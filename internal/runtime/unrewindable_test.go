@@ -270,7 +270,7 @@ func (r *onceRun) replayed() int64 {
 	return -1
 }
 
-// Issue 17 (R-WAL-3, R-CKPT-1, R-EMBED-2): rows an unrewindable source
+// Rows an unrewindable source
 // delivered after the last checkpoint, acknowledged and then stopped
 // gracefully (no checkpoint at the stop), are replayed from the WAL into
 // the restored state on restart: the restore puts back the checkpoint's
@@ -320,7 +320,7 @@ func TestUnrewindableRowsAfterTheCheckpointAreReplayed(t *testing.T) {
 	r3.stop()
 }
 
-// Issue 17: replaying an entry whose rows the restored state has applied
+// Replaying an entry whose rows the restored state has applied
 // in part is safe: the stateful operators drop the rows whose positions
 // their state has applied (ops.Replayed), however the restored positions
 // cut the entry. Here the state is the checkpoint's (offsets 0..3
@@ -509,7 +509,7 @@ func readAcceptedFile(path string) (int64, error) {
 	return max, nil
 }
 
-// The end-to-end proof of issue 17 (R-WAL-3, R-CKPT-1, R-EMBED-2): the
+// The end-to-end proof for unrewindable sources: the
 // once job — an unrewindable source generating rows that are never read
 // again, a keyed running count and sum in Badger, a WAL, checkpoints every
 // 250 ms — is SIGKILLed at random moments, at least 10 times, and

@@ -484,8 +484,8 @@ func TestCarryFileIsNotBadgers(t *testing.T) {
 
 // A process killed between creating a memtable file and extending it
 // leaves an empty .mem file, on which Badger's own Open fails
-// (dgraph-io/badger issue 2207; seen here in SIGKILL loops). The store
-// opens anyway, its data intact, and the empty file is gone.
+// (dgraph-io/badger#2207; seen here in SIGKILL loops). The store opens
+// anyway, its data intact, and the empty file is gone.
 func TestBadgerOpensOverAnEmptyMemtable(t *testing.T) {
 	dir := t.TempDir()
 	badgerFill(t, dir, 500)

@@ -459,8 +459,9 @@ func lockDir(path string) (release func() error, err error) {
 // removeEmptyMemtables deletes the memtable files of dir that have no
 // bytes. Badger creates a memtable's file and then extends it; a process
 // killed between the two leaves an empty file, on which Badger's Open fails
-// with "while opening memtables ... Create a new file" (dgraph-io/badger
-// issue 2207). An empty file holds no entry, so removing it loses nothing.
+// with "while opening memtables ... Create a new file"
+// (dgraph-io/badger#2207). An empty file holds no entry, so removing it
+// loses nothing.
 func removeEmptyMemtables(dir string) error {
 	mems, err := filepath.Glob(filepath.Join(dir, "*.mem"))
 	if err != nil {

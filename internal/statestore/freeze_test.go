@@ -7,7 +7,7 @@ import (
 )
 
 // A frozen view snapshots what the store held at Freeze, whatever is
-// written or deleted afterwards (R-CKPT-2: the cut is short; snapshots
+// written or deleted afterwards (the cut is short; snapshots
 // stream while the pipeline runs on). Drop empties one scope only.
 func TestFreezeAndDrop(t *testing.T) {
 	now := kvNow()

@@ -186,7 +186,7 @@ func (e *Epoch) stage(m Mutation) {
 // overlayKey is the overlay's map key of k: namespace, key group and user
 // key, NUL-separated. Built by appending rather than by fmt.Sprintf: it
 // runs twice per staged mutation (stage and commit), a million times for
-// a million new keys (issue 21's restore test spent 5 % of its CPU in
+// a million new keys (a restore test once spent 5 % of its CPU in
 // Sprintf here).
 func overlayKey(k Key) string {
 	b := make([]byte, 0, len(k.Namespace)+len(k.User)+12)

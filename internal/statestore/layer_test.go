@@ -44,7 +44,7 @@ func layerFiles(t testing.TB, dir string) []string {
 // RestoreLayers of per-task snapshots (and of one snapshot split over new
 // tasks, as after a rescale) reads back exactly what the source held at
 // the restore's now, snapshots to the same bytes, takes writes over the
-// restored entries, and reopens with them (R-CKPT-1).
+// restored entries, and reopens with them.
 func TestRestoreLayersEqualsSource(t *testing.T) {
 	now := kvNow()
 	src := openDir(t, t.TempDir())
@@ -290,7 +290,7 @@ func TestLayersAgainstModel(t *testing.T) {
 
 // A corrupt snapshot, or one whose checksum is not the manifest's, fails
 // RestoreLayers as ErrCorruptSnapshot, leaves the scopes empty, and leaves
-// no layer file behind (R-CKPT-8).
+// no layer file behind.
 func TestRestoreLayersCorrupt(t *testing.T) {
 	now := kvNow()
 	src := NewMemory()

@@ -22,7 +22,7 @@ func setBeforeBackgroundOpen(t *testing.T, fn func(dir string)) {
 // Badger is open, and RestoreLayers downloads while Badger opens: the
 // hook holds the open until a source has been opened, so a restore that
 // waited for the open first would never finish. The restored store reads
-// back what the source held, before and after a plain reopen (R-CKPT-1).
+// back what the source held, before and after a plain reopen.
 func TestOpenInBackgroundRestoreOverlapsOpen(t *testing.T) {
 	now, src, sc, data := layerFixture(t)
 	want := kvScan(t, src, sc, now)

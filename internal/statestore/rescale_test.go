@@ -25,7 +25,7 @@ func writeOwn(t *testing.T, b Backend, op string, group int, pos map[position]in
 
 const noOffset = int64(-1 << 63)
 
-// R-JOB-3: after a relayout, every key group keeps the frontier of the
+// After a relayout, every key group keeps the frontier of the
 // subtask that owned it, whichever new subtask owns it now; a later
 // relayout carries both what a subtask applied itself and what it
 // inherited.

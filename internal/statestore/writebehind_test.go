@@ -100,7 +100,7 @@ func checkRestored(t *testing.T, when string, b, src Backend, now int64, data []
 // chunk, across chunks, across the written part and the tail) returns
 // the snapshot's entries. LAYERS lists the layer only once its file is
 // written; then the tail is gone and the file holds the snapshot's
-// bytes, which a reopen reads (R-CKPT-1).
+// bytes, which a reopen reads.
 func TestLayerWriteBehind(t *testing.T) {
 	now, src, data := writeBehindFixture(t)
 	release := make(chan struct{})

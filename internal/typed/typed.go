@@ -1,5 +1,5 @@
 // Package typed maps Go structs to Arrow schemas and converts between
-// []T and record batches (R-EMBED-1). The public face is arkflow.Encode,
+// []T and record batches. The public face is arkflow.Encode,
 // arkflow.Decode and arkflow.SchemaOf, whose doc comments give the mapping
 // rules in full; the rest of the module uses Codec.
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // Benchmarks of the local WAL, each beside its baseline on the same disk in
-// the same run (see BENCHMARKS.md, "WAL (issue 5)", for the command, which
+// the same run (see BENCHMARKS.md, section "WAL", for the command, which
 // runs each mode's group right after its baseline).
 //
 // BenchmarkAppend measures Append (and Ack, so the cursor advances, is

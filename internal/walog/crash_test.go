@@ -190,7 +190,9 @@ func (h *crashHistory) contiguousAcked() uint64 {
 	return n
 }
 
-// TestCrashLoop is the proof of R-WAL-1..3 for the local backend under
+// TestCrashLoop is the proof of the WAL's at-least-once contract
+// (persisted before Append returns, a contiguous cursor, replay after it)
+// for the local backend under
 // process crashes: nothing Append returned is ever lost, the cursor never
 // passes an entry that was not acknowledged, and replay returns intact
 // payloads. Run with -short for 5 kills per mode instead of 20.

@@ -52,8 +52,7 @@ func checkHeld(t *testing.T, what string, es []Entry, first, last uint64) {
 // passes it too: segments go only once both have passed all their
 // entries, a floor that moves without the cursor still releases at the
 // next save, ReplayFrom reads the kept entries below the cursor, and a
-// reopened log starts its floor at the oldest entry stored (R-WAL-3,
-// issue 17).
+// reopened log starts its floor at the oldest entry stored.
 func TestHoldKeepsEntriesUntilTheFloor(t *testing.T) {
 	for _, recycle := range []bool{true, false} {
 		t.Run(fmt.Sprintf("recycle=%v", recycle), func(t *testing.T) {

@@ -98,7 +98,7 @@ func checkReplay(t *testing.T, l *Log, first, last uint64) {
 }
 
 // TestTornTailRepair: reopening cuts a torn last record and keeps the
-// intact prefix; new entries follow it (R-WAL-3).
+// intact prefix; new entries follow it.
 func TestTornTailRepair(t *testing.T) {
 	rec6 := AppendRecord(nil, 6, payloadOf(6))
 	cases := []struct {
@@ -359,7 +359,7 @@ func TestSegmentDeletion(t *testing.T) {
 }
 
 // TestLock: one writer per directory; Close releases it at once, so a dry
-// run's open can be followed by the real one (R-VAL-2).
+// run's open can be followed by the real one.
 func TestLock(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, LocalOptions{})
@@ -523,7 +523,7 @@ func (m *walModel) checkOpen(t *testing.T, l *Log) {
 // acknowledged, abandoned entries, Flushes at random points, clean restarts
 // and simulated process crashes. The cursor never passes an unacknowledged
 // entry, and after a restart Replay yields exactly the entries after the
-// persisted cursor, in order, with intact payloads (R-WAL-2, R-WAL-3).
+// persisted cursor, in order, with intact payloads.
 func TestPropertyCursor(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)

@@ -126,7 +126,7 @@ func (o *ObjectStoreOptions) validate() error {
 }
 
 // OpenObjectStore opens the log of opts.NodeID and opts.Stream in an
-// S3-compatible object store (R-WAL-7), creating it on the first write.
+// S3-compatible object store, creating it on the first write.
 // The bucket must exist. ctx bounds opening (recovery) only, not the log's
 // lifetime. Like OpenDir, it starts a goroutine that persists the cursor;
 // Close stops it.

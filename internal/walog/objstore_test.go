@@ -556,8 +556,8 @@ func TestObjectStoreMissingSegment(t *testing.T) {
 }
 
 // The client the log builds uses TLS unless AllowHTTP or an http://
-// endpoint says otherwise, like the checkpoint store's (issue 18: it used
-// to default to plain HTTP).
+// endpoint says otherwise, like the checkpoint store's (it used to
+// default to plain HTTP).
 func TestObjectStoreTLSByDefault(t *testing.T) {
 	for _, c := range []struct {
 		o      ObjectStoreOptions

@@ -47,7 +47,7 @@ func checkEntries(t *testing.T, got []Entry, first uint64, want [][]byte) {
 
 // TestRecordLayout pins the byte layout shared with ArkFlow's object-store
 // segments: seq u64 BE | len u32 BE | payload | crc32-IEEE(payload) u32 BE
-// (R-WAL-7: both backends and ArkFlow decode the same records).
+// (both backends and ArkFlow decode the same records).
 func TestRecordLayout(t *testing.T) {
 	got := AppendRecord([]byte("x"), 0x0102030405060708, []byte("hi"))
 	want := []byte{'x', 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 2, 'h', 'i'}
@@ -83,7 +83,7 @@ func TestDecodeRoundTrip(t *testing.T) {
 
 // TestDecodeTornTail: a crash in the middle of a write leaves a torn last
 // record. Each kind keeps the whole records before it and is not an error
-// (R-WAL-3: recovery cuts the tail and replays the intact prefix).
+// (recovery cuts the tail and replays the intact prefix).
 func TestDecodeTornTail(t *testing.T) {
 	ps := testPayloads()
 	good := encodeRecords(1, ps...)
@@ -315,7 +315,7 @@ func checkSegmentInvariants(t *testing.T, b []byte, first uint64) {
 }
 
 // FuzzDecodeSegment: no panics; every accepted entry re-encodes to exactly
-// the input bytes of the intact prefix (R-WAL-3).
+// the input bytes of the intact prefix.
 func FuzzDecodeSegment(f *testing.F) {
 	good := encodeRecords(1, testPayloads()...)
 	f.Add(good, uint8(1))

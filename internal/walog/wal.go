@@ -805,8 +805,8 @@ func (l *Log) Await(ctx context.Context, seq uint64) error {
 	}
 }
 
-// Stats are a log's counters since it opened (issue 21: the job's
-// Prometheus collector reads them at scrape time).
+// Stats are a log's counters since it opened (the job's Prometheus
+// collector reads them at scrape time).
 type Stats struct {
 	// Appends counts the entries appended.
 	Appends uint64

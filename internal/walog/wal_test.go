@@ -233,7 +233,7 @@ func openMem(t *testing.T, opts Options) (*Log, *memStorage) {
 	return l, m
 }
 
-// TestSyncAlways: one sync per entry, each before Append returns (R-WAL-1).
+// TestSyncAlways: one sync per entry, each before Append returns.
 func TestSyncAlways(t *testing.T) {
 	l, m := openMem(t, Options{Sync: SyncAlways})
 	ctx := context.Background()
@@ -307,7 +307,7 @@ func goAppend(l *Log, m *memStorage, payload string, results chan<- appendResult
 // TestGroupCommit: the writer queue. Appenders that arrive while a group is
 // committed queue up; the next leader gives all of them their sequences in
 // queue order, writes them with one write and syncs them with one sync,
-// and each returns only once its own entry is durable (R-WAL-1).
+// and each returns only once its own entry is durable.
 func TestGroupCommit(t *testing.T) {
 	l, m := openMem(t, Options{Sync: SyncGroupCommit})
 	m.gate = make(chan struct{})
@@ -616,7 +616,7 @@ func TestSyncFailureStopsTheLog(t *testing.T) {
 }
 
 // TestCursorContiguous: the cursor is the highest contiguous acknowledged
-// sequence; an ack ahead of a gap waits for it (R-WAL-2).
+// sequence; an ack ahead of a gap waits for it.
 func TestCursorContiguous(t *testing.T) {
 	l, _ := openMem(t, Options{})
 	for range 6 {
@@ -685,7 +685,7 @@ func TestCloseOrder(t *testing.T) {
 }
 
 // TestFlushAfterClose: a closed log no longer owns its directory (another
-// process may have opened it, R-VAL-2), so Flush and Sync refuse instead of
+// process may have opened it), so Flush and Sync refuse instead of
 // writing a cursor there.
 func TestFlushAfterClose(t *testing.T) {
 	m := newMemStorage()
@@ -746,7 +746,7 @@ func openClocked(t *testing.T, opts Options) (*Log, *fakeClock, string) {
 // TestParkedAck: an acknowledgement waiting for an earlier one returns an
 // explicit, retryable error when its lease runs out; the lease fences
 // nothing, so a retry after the gap closes succeeds at once, and the error
-// repeats for as long as it does not (R-WAL-4).
+// repeats for as long as it does not.
 func TestParkedAck(t *testing.T) {
 	l, clock, _ := openClocked(t, Options{})
 	ctx := context.Background()
@@ -801,7 +801,7 @@ func TestParkedAck(t *testing.T) {
 		t.Fatalf("parked wait after the gap closed: %v", err)
 	}
 
-	// A wait is cancelled by its context (R-WAL-6).
+	// A wait is cancelled by its context.
 	appendN(t, l, 2) // 6, 7
 	l.Ack(7)
 	cctx, cancel := context.WithCancel(ctx)
@@ -875,7 +875,7 @@ func TestAwaitAbandoned(t *testing.T) {
 }
 
 // TestDrainAcked: Close gives a parked acknowledgement the drain window; if
-// the gap closes within it, the wait and Close both succeed (R-WAL-5).
+// the gap closes within it, the wait and Close both succeed.
 func TestDrainAcked(t *testing.T) {
 	l, clock, dir := openClocked(t, Options{})
 	ctx := context.Background()
@@ -912,7 +912,7 @@ func TestDrainAcked(t *testing.T) {
 
 // TestDrainTimeout: if the drain window runs out, the wait fails with
 // ErrClosedPending, Close reports it with the exact text, and the entries
-// are replayed after a restart (R-WAL-5).
+// are replayed after a restart.
 func TestDrainTimeout(t *testing.T) {
 	for _, drain := range []time.Duration{0, 5 * time.Second} {
 		t.Run(fmt.Sprint(drain), func(t *testing.T) {
@@ -989,7 +989,7 @@ func replayAll(t *testing.T, l *Log) []Entry {
 }
 
 // TestAppendCancelled: an Append whose context is already done writes
-// nothing (R-WAL-6).
+// nothing.
 func TestAppendCancelled(t *testing.T) {
 	l, m := openMem(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -1069,9 +1069,9 @@ func TestAppendAllocations(t *testing.T) {
 	}
 }
 
-// TestStats checks the counters the job's Prometheus collector reads
-// (issue 21): appends, one sync latency per storage sync, and
-// acknowledgements parked ahead of a gap until it closes.
+// TestStats checks the counters the job's Prometheus collector reads:
+// appends, one sync latency per storage sync, and acknowledgements parked
+// ahead of a gap until it closes.
 func TestStats(t *testing.T) {
 	for _, mode := range []SyncMode{SyncAlways, SyncGroupCommit} {
 		t.Run(string(mode), func(t *testing.T) {

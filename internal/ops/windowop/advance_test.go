@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// R-EMBED-5: advance per_row classifies each row as if it had come in a
+// Advance per_row classifies each row as if it had come in a
 // batch of its own. Every one-partition golden case, run per row on its
 // batches, writes what it writes under advance batch on one-row batches:
 // the same rows (late rows the same, routed the same) and the same

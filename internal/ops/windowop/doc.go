@@ -1,6 +1,6 @@
 // Package windowop is the window operator: tumbling, sliding and session
 // windows with aggregates, fired by the watermark, and the late-event
-// policies drop, route and update (R-TIME-3..10). Users define windows
+// policies drop, route and update. Users define windows
 // with the public window package, whose Definition marshals to Config;
 // internal/build maps job.KindWindow to Build.
 //

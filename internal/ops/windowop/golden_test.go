@@ -573,8 +573,8 @@ func TestGolden(t *testing.T) {
 	})
 }
 
-// TestGoldenBadger: the same golden files hold with state in Badger
-// (R-STATE-1): the window operator's output does not depend on the backend.
+// TestGoldenBadger: the same golden files hold with state in Badger:
+// the window operator's output does not depend on the backend.
 func TestGoldenBadger(t *testing.T) {
 	t.Parallel()
 	skipIfRewriting(t)

@@ -181,10 +181,10 @@ func definitions() map[string]Definition {
 	}
 }
 
-// R-TIME-3: a batch of null event times is never held: under drop and
+// A batch of null event times is never held: under drop and
 // update its acknowledgement completes during Process, before any
 // watermark; under route it completes once the late sink wrote the rows.
-func TestRTime3NullTimestampAckCompletesAtOnce(t *testing.T) {
+func TestNullTimestampAckCompletesAtOnce(t *testing.T) {
 	t.Parallel()
 	for name, d := range definitions() {
 		for _, policy := range []string{job.LateDrop, job.LateUpdate, job.LateRoute} {
@@ -312,9 +312,9 @@ func TestCloseAbandonsHeldAcks(t *testing.T) {
 	}
 }
 
-// R-TIME-8: a late update's output carries the late batch's
+// A late update's output carries the late batch's
 // acknowledgement; the batch is acknowledged once the update is written.
-func TestRTime8UpdateAckFollowsTheUpdate(t *testing.T) {
+func TestLateUpdateAckFollowsTheUpdate(t *testing.T) {
 	t.Parallel()
 	for name, d := range definitions() {
 		t.Run(name, func(t *testing.T) {

@@ -2,7 +2,7 @@ package windowop
 
 // A differential test: window operators driven with random batches and
 // watermarks, compared after every call with a small reference model of
-// the documented semantics (package doc, R-TIME-4/5/8/9/10). The model is
+// the documented semantics (package doc). The model is
 // deliberately naive (linear scans, no heaps, no group reuse), so that it
 // checks the bookkeeping of the real operators: heaps of ends and
 // deadlines, recycled groups, merged sessions, late updates.

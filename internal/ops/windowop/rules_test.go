@@ -1,7 +1,9 @@
 package windowop_test
 
-// One test per rule of R-TIME (requirements.md), named after it, asserting
-// the exact outcome; and the window operator's validation errors (R-VAL-1).
+// One test per event-time rule of the requirements (null event times,
+// the watermark before classification, late policies, aggregate types,
+// late updates, sessions, window conventions), asserting the exact
+// outcome; and the window operator's validation errors.
 
 import (
 	"context"
@@ -128,12 +130,12 @@ func wantRows(t *testing.T, what string, got, want []string) {
 	}
 }
 
-// ---- R-TIME-3 ----
+// ---- Null event times ----
 
-// R-TIME-3: with the route policy a null event time goes to the late sink
+// With the route policy a null event time goes to the late sink
 // (with its original columns), counted as null_timestamp_routed; it never
 // opens or joins a window.
-func TestRTime3NullTimestampRouted(t *testing.T) {
+func TestNullTimestampRouted(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	rec := batchOf(t, schema, `{"k":"a","ts":null,"v":1}`, `{"k":"a","ts":10,"v":2}`, `{"k":"b","v":3}`)
@@ -151,13 +153,13 @@ func TestRTime3NullTimestampRouted(t *testing.T) {
 	}
 }
 
-// R-TIME-3: with drop and update a null event time is dropped, counted in
+// With drop and update a null event time is dropped, counted in
 // null_timestamp_dropped, acknowledged (the bounded job completes: a held
 // acknowledgement would not stop it, but it would stay unacknowledged; see
-// also the white-box TestRTime3NullTimestampAckCompletesAtOnce), and never
+// also the white-box TestNullTimestampAckCompletesAtOnce), and never
 // held: while the job runs, with only null event times received, no window
 // is open.
-func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
+func TestNullTimestampDroppedNeverHeld(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"drop", "update"} {
 		t.Run(policy, func(t *testing.T) {
@@ -196,14 +198,14 @@ func TestRTime3NullTimestampDroppedNeverHeld(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-4 ----
+// ---- The watermark advances before rows are classified ----
 
-// R-TIME-4: in the batch [2100, 100] (size 1000, out_of_orderness 0) the
+// In the batch [2100, 100] (size 1000, out_of_orderness 0) the
 // watermark advances to 2100 first, so 100 goes to the late policy at
 // once: routed, in the late sink and in no window. 2100 is truly in the
 // future: it is held (open_windows 1, nothing emitted) and emitted when its
 // window fires.
-func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
+func TestWatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total")),
@@ -239,12 +241,12 @@ func TestRTime4WatermarkAdvancesBeforeRowsAreClassified(t *testing.T) {
 	wantRows(t, "late sink at the end", rowsOf(t, s.late.Records()), []string{`{"k":"a","ts":100,"v":2}`})
 }
 
-// ---- R-TIME-5 ----
+// ---- Late policies ----
 
-// R-TIME-5: an event past its window's end + allowed lateness follows the
+// An event past its window's end + allowed lateness follows the
 // late policy: drop (counted), route (to the late sink, original columns)
 // or update (which can only update within the lateness: past it, dropped).
-func TestRTime5LatePolicies(t *testing.T) {
+func TestLatePolicies(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	b1 := batchOf(t, schema, `{"k":"a","ts":500,"v":1}`)
@@ -291,7 +293,7 @@ func TestRTime5LatePolicies(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-6 ----
+// ---- Aggregate output types ----
 
 // castInts casts an int64 column to another integer type.
 func castInts(t *testing.T, col *array.Int64, to arrow.DataType) arrow.Array {
@@ -323,12 +325,12 @@ func castInts(t *testing.T, col *array.Int64, to arrow.DataType) arrow.Array {
 	return b.NewArray()
 }
 
-// R-TIME-6: aggregates keep the input's numeric type: sum/min/max of
+// Aggregates keep the input's numeric type: sum/min/max of
 // Float64 are Float64, of Float32 Float32, of every integer type Int64; avg
 // is Float64, count Int64; min/max of a timestamp keep its type. An empty
 // or all-null group gives null (not 0, not a sentinel). NaN: sum and avg
 // propagate it; min and max ignore it unless every value is NaN.
-func TestRTime6OutputTypesAndNulls(t *testing.T) {
+func TestAggregateOutputTypesAndNulls(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 i:int64 f64:float64 f32:float32 at:timestamp_us")
 	ints := []struct {
@@ -488,9 +490,9 @@ func TestRTime6OutputTypesAndNulls(t *testing.T) {
 	}
 }
 
-// R-TIME-6: NaN as documented in internal/agg: sum and avg propagate it;
+// NaN as documented in internal/agg: sum and avg propagate it;
 // min and max ignore it unless every non-null value is NaN.
-func TestRTime6NaN(t *testing.T) {
+func TestAggregateNaN(t *testing.T) {
 	t.Parallel()
 	for _, typ := range []string{"float64", "float32"} {
 		schema := mustSchema(t, "k:string ts:int64 v:"+typ)
@@ -511,14 +513,14 @@ func TestRTime6NaN(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-8 ----
+// ---- Late updates and the lateness deadline ----
 
-// R-TIME-8: within allowed lateness, update modifies the same (key,
+// Within allowed lateness, update modifies the same (key,
 // window) aggregate and re-emits the full corrected row with
 // __arkflow_window_update = true. Once the watermark passes end +
 // allowed_lateness the window's state is freed (open_windows, read while
 // the job runs), and later rows for it are dropped and counted.
-func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
+func TestUpdateWithinLatenessThenFreed(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema,
@@ -582,10 +584,10 @@ func TestRTime8UpdateWithinLatenessThenFreed(t *testing.T) {
 	}
 }
 
-// R-TIME-8: after the deadline, rows for the window follow the policy:
+// After the deadline, rows for the window follow the policy:
 // drop → dropped and counted; route → routed (inside the lateness too:
 // allowed lateness only matters to update).
-func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
+func TestAfterDeadlineFollowsPolicy(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"drop", "route", "update"} {
 		t.Run(policy, func(t *testing.T) {
@@ -637,12 +639,12 @@ func TestRTime8AfterDeadlineFollowsPolicy(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-9 ----
+// ---- Session windows ----
 
-// R-TIME-9: an event that bridges two sessions merges them; the merged
+// An event that bridges two sessions merges them; the merged
 // session fires once, with count and sum equal to the sums of both plus
 // the bridging event.
-func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
+func TestSessionsMergeAndFireOnce(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond, job.Count("n"), job.Sum("v", "total"), job.Min("v", "lo"), job.Max("v", "hi")),
@@ -680,10 +682,10 @@ func TestRTime9SessionsMergeAndFireOnce(t *testing.T) {
 	}
 }
 
-// R-TIME-9 with R-TIME-8: a late bridging event within allowed lateness
+// A late bridging event within allowed lateness
 // under update merges the two fired sessions and re-emits the merged
 // session with update = true and the combined aggregate.
-func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
+func TestSessionLateBridgeUnderUpdate(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Session(300*time.Millisecond, job.Count("n"), job.Sum("v", "total")),
@@ -709,7 +711,7 @@ func TestRTime9LateBridgeUnderUpdate(t *testing.T) {
 	}
 }
 
-// ---- R-TIME-10 ----
+// ---- Window and watermark conventions ----
 
 // step is one row pushed as a batch, and windows_fired after it.
 type step struct {
@@ -731,9 +733,9 @@ func firing(t *testing.T, p pipeline, steps []step) *stream {
 	return s
 }
 
-// R-TIME-10: windows are half-open (an event at exactly end belongs to the
+// Windows are half-open (an event at exactly end belongs to the
 // next window) and fire once the watermark >= end.
-func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
+func TestHalfOpenAndFiringAtEnd(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := firing(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n"), job.Sum("v", "total"))}, []step{
@@ -752,9 +754,9 @@ func TestRTime10HalfOpenAndFiringAtEnd(t *testing.T) {
 	}
 }
 
-// R-TIME-10: out_of_orderness delays firing by that much; monotonous uses
+// Out_of_orderness delays firing by that much; monotonous uses
 // the max event time.
-func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
+func TestOutOfOrdernessAndMonotonous(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	def := window.Tumbling(time.Second, job.Count("n"))
@@ -781,10 +783,10 @@ func TestRTime10OutOfOrdernessAndMonotonous(t *testing.T) {
 	}
 }
 
-// R-TIME-10: an event is late for a window when the watermark has reached
+// An event is late for a window when the watermark has reached
 // the window's end, whether or not the window held data; the operator
 // watermark never moves backwards (an older batch does not lower it).
-func TestRTime10LateForEmptyWindow(t *testing.T) {
+func TestLateForEmptyWindow(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string ts:int64 v:int64")
 	s := startStream(t, pipeline{schema: schema, def: window.Tumbling(time.Second, job.Count("n")),
@@ -875,7 +877,7 @@ func TestDeterminismSameInputSameOutput(t *testing.T) {
 	}
 }
 
-// ---- R-VAL-1: bad window specs ----
+// ---- Validation: bad window specs ----
 
 const baseSpec = `{
   "id": "v",
@@ -962,15 +964,15 @@ func wantProblem(t *testing.T, err error, op, field, reason string) {
 	t.Fatalf("no error [%s] %s: %s among:\n%s", op, field, reason, strings.Join(got, "\n"))
 }
 
-func TestRVal1BaseSpecIsValid(t *testing.T) {
+func TestValidateBaseSpecIsValid(t *testing.T) {
 	t.Parallel()
 	if err := validate(t, func(map[string]any) {}); err != nil {
 		t.Fatalf("the base spec does not validate: %v", err)
 	}
 }
 
-// R-VAL-1: window size 0.
-func TestRVal1WindowSizeZero(t *testing.T) {
+// Window size 0.
+func TestValidateWindowSizeZero(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}
@@ -978,8 +980,8 @@ func TestRVal1WindowSizeZero(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.window.size_ms", "must be > 0 (got 0)")
 }
 
-// R-VAL-1: a slide larger than the size; a negative gap.
-func TestRVal1SlideLargerThanSize(t *testing.T) {
+// A slide larger than the size; a negative gap.
+func TestValidateSlideLargerThanSize(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "sliding", "size_ms": 1000, "slide_ms": 2000}
@@ -991,8 +993,8 @@ func TestRVal1SlideLargerThanSize(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.window.gap_ms", "must be > 0 (got -1)")
 }
 
-// R-VAL-1: an unknown aggregate function.
-func TestRVal1UnknownAggregateFunction(t *testing.T) {
+// An unknown aggregate function.
+func TestValidateUnknownAggregateFunction(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "count", "as": "n"}, map[string]any{"function": "median", "field": "v"}}
@@ -1000,8 +1002,8 @@ func TestRVal1UnknownAggregateFunction(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.aggregates[1].function", `unknown aggregate function "median" (known: count, sum, min, max, avg, first, last)`)
 }
 
-// R-VAL-1: sum of a string column.
-func TestRVal1SumOfStringField(t *testing.T) {
+// Sum of a string column.
+func TestValidateSumOfStringField(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["aggregates"] = []any{map[string]any{"function": "sum", "field": "s", "as": "total"}}
@@ -1009,8 +1011,8 @@ func TestRVal1SumOfStringField(t *testing.T) {
 	wantProblem(t, err, "w", "operators[1].config.aggregates[0].field", `sum cannot aggregate column "s" of type utf8 (it needs a numeric column)`)
 }
 
-// R-VAL-1: an event-time field of a non-time type.
-func TestRVal1TimestampFieldNotATime(t *testing.T) {
+// An event-time field of a non-time type.
+func TestValidateTimestampFieldNotATime(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) { sourceTime(m)["timestamp_field"] = "s" })
 	wantProblem(t, err, "in", "sources[0].time.timestamp_field", `column "s" has type utf8; event time needs int64 (milliseconds) or a timestamp`)
@@ -1018,8 +1020,8 @@ func TestRVal1TimestampFieldNotATime(t *testing.T) {
 	wantProblem(t, err, "in", "sources[0].time.timestamp_field", `unknown column "nope" (columns: k, ts, v, s, __meta_source, __meta_partition, __meta_offset)`)
 }
 
-// R-VAL-1: a window with parallelism 2 not fed by a keyed edge.
-func TestRVal1WindowNotKeyed(t *testing.T) {
+// A window with parallelism 2 not fed by a keyed edge.
+func TestValidateWindowNotKeyed(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowOp(m)["parallelism"] = 2
@@ -1032,8 +1034,8 @@ func TestRVal1WindowNotKeyed(t *testing.T) {
 	}
 }
 
-// R-VAL-1: the route policy naming an operator that is not a sink, or none.
-func TestRVal1RouteToNonSink(t *testing.T) {
+// The route policy naming an operator that is not a sink, or none.
+func TestValidateRouteToNonSink(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		sourceTime(m)["late_event_policy"] = "route"
@@ -1049,8 +1051,8 @@ func TestRVal1RouteToNonSink(t *testing.T) {
 	wantProblem(t, err, "in", "sources[0].time.late_event_route", `late_event_policy "route" needs late_event_route naming a sink operator`)
 }
 
-// R-VAL-1: every problem is reported at once.
-func TestRVal1AllProblemsAtOnce(t *testing.T) {
+// Every problem is reported at once.
+func TestValidateAllProblemsAtOnce(t *testing.T) {
 	t.Parallel()
 	err := validate(t, func(m map[string]any) {
 		windowConfig(m)["window"] = map[string]any{"type": "tumbling", "size_ms": 0}

@@ -14,10 +14,10 @@ import (
 	"github.com/arkflow-rs/arkflow-go/window"
 )
 
-// R-TIME-2, end to end: the same instant in Int64 ms and in Timestamp s,
+// End to end: the same instant in Int64 ms and in Timestamp s,
 // ms, µs and ns lands in the same window, and -1 ms (in every unit that can
 // express it) lands in [-1000, 0).
-func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
+func TestEventTimeSameWindowInEveryUnitEndToEnd(t *testing.T) {
 	t.Parallel()
 	const instant = 1_704_164_645_000 // 2024-01-02T03:04:05Z
 	inputs := []struct {
@@ -53,9 +53,9 @@ func TestRTime2SameWindowInEveryUnitEndToEnd(t *testing.T) {
 	}
 }
 
-// R-TIME-2, end to end: a Timestamp(s) value whose milliseconds overflow
+// End to end: a Timestamp(s) value whose milliseconds overflow
 // int64 fails the job with an error naming the field; nothing is emitted.
-func TestRTime2OverflowFailsTheJobNamingTheField(t *testing.T) {
+func TestEventTimeOverflowFailsTheJobNamingTheField(t *testing.T) {
 	t.Parallel()
 	schema := mustSchema(t, "k:string happened_at:timestamp_s")
 	ok := batchOf(t, schema, `{"k":"a","happened_at":1}`)

@@ -9,7 +9,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// R-EMBED-5: the first drop warns at once; later ones at most every
+// The first drop warns at once; later ones at most every
 // warnInterval ms of the clock given, each warning with the count since
 // the previous one; flush reports what is left.
 func TestDropWarnerRateLimit(t *testing.T) {

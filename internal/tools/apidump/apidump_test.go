@@ -33,7 +33,7 @@ func packages(t *testing.T) []*publicPackage {
 }
 
 // TestAPIFilesUpToDate fails when the public surface changed without
-// api/*.txt (issue 18).
+// api/*.txt.
 func TestAPIFilesUpToDate(t *testing.T) {
 	pkgs := packages(t)
 	d, err := diff(filepath.Join(moduleRoot, "api"), apiFiles(pkgs))
@@ -68,7 +68,7 @@ func TestPublicPackages(t *testing.T) {
 }
 
 // TestDocComments fails when an exported package-level identifier or
-// method of a public package has no doc comment (issue 18). Struct fields
+// method of a public package has no doc comment. Struct fields
 // and interface methods without one are only logged.
 func TestDocComments(t *testing.T) {
 	var fields int
@@ -111,7 +111,7 @@ func TestIsPublic(t *testing.T) {
 	}
 }
 
-// TestInternalImportsOnlySPI checks the layering rule of issue 18: no
+// TestInternalImportsOnlySPI checks the layering rule: no
 // package under internal/ depends, directly or not, on a public package
 // of the module other than job (the spec) and connectors (the SPI).
 func TestInternalImportsOnlySPI(t *testing.T) {

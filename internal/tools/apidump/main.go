@@ -1,5 +1,5 @@
 // Command apidump records the public API of arkflow-go, one file per public
-// package under api/ (issue 18).
+// package under api/.
 //
 // Each file lists the package's exported identifiers with their
 // signatures, one per line and sorted, in the style of Go's own
