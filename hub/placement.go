@@ -51,7 +51,7 @@ type candidate struct {
 }
 
 // placement puts the job's placement units on the online Agents that fit
-// (R-JOB-4): a unit is never split, units stay where they ran at the
+// (units are the connected parts of the task graph): a unit is never split, units stay where they ran at the
 // previous generation when that node still fits, and the others go to the
 // least-loaded fitting Agent. A job of one unit, or without Agents that run
 // parts of jobs, goes whole onto one Agent. exclude names nodes that must

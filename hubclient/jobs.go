@@ -30,7 +30,7 @@ type runningJob struct {
 	payload     hubwire.JobCommandPayload
 	assignments []string // under Agent.mu
 	// tasks are the plan tasks this node runs when the Hub placed the
-	// job's units on several nodes (issue 20), sorted; nil when the node
+	// job's units on several nodes, sorted; nil when the node
 	// runs the whole job (a Hub that assigns the job, not its tasks).
 	tasks      []string
 	digest     string // the plan's digest
@@ -608,7 +608,7 @@ func (a *Agent) checkpoint(ctx context.Context, c hubwire.AgentCommand, p hubwir
 }
 
 // checkpointPart cuts this node's tasks of r for the artifact the Hub
-// named and writes their part manifest (issue 20); it commits nothing.
+// named and writes their part manifest; it commits nothing.
 func (a *Agent) checkpointPart(ctx context.Context, r *runningJob, c hubwire.AgentCommand, p hubwire.CheckpointPayload) (string, string, error) {
 	kind, ref := ckptstore.KindCheckpoint, p.CheckpointID
 	if c.Operation == hubwire.OpJobSavepoint {
@@ -633,7 +633,7 @@ func (a *Agent) checkpointPart(ctx context.Context, r *runningJob, c hubwire.Age
 }
 
 // commit merges the part manifests of the nodes the Hub names into the
-// artifact's manifest and commits it (issue 20, R-CKPT-5): a node's part
+// artifact's manifest and commits it (sealed only with every planned task): a node's part
 // missing, or a task in two parts, fails it and LATEST stays. A node that
 // does not run the job commits with the last spec it was sent.
 func (a *Agent) commit(ctx context.Context, c hubwire.AgentCommand, p hubwire.CommitPayload) (id, uri string, err error) {

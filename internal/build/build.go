@@ -2,8 +2,8 @@
 // then every source, operator and sink built from its config against the
 // schema of the rows it receives, then the plan. It is side-effect free, and
 // it is the one code path behind every validation entry (CLI validate, the
-// builder's Build, arkflow.Validate, the Hub) and behind a real start
-// (R-VAL-1): what validates, starts; what fails validation never starts.
+// builder's Build, arkflow.Validate, the Hub) and behind a real start:
+// what validates, starts; what fails validation never starts.
 package build
 
 import (
@@ -190,7 +190,7 @@ func (b *builder) sources() {
 }
 
 // checkTime checks an event-time source's timestamp field against its
-// schema: it must exist and be Int64 (ms) or a Timestamp (R-TIME-2).
+// schema: it must exist and be Int64 (ms) or a Timestamp.
 func (b *builder) checkTime(src job.Source, at string, schema *arrow.Schema) {
 	t := src.Time
 	if t == nil || t.Mode != job.EventTime || t.TimestampField == "" {
@@ -452,7 +452,7 @@ func slicesContains(xs []string, x string) bool {
 // that the spec and the Env decide alone: where state and write-ahead
 // logs live, the checkpoint store's URI and options. A start runs them too (it builds first), so a job that
 // validates with the options it runs with does not fail to start for
-// these reasons (R-VAL-1).
+// these reasons.
 func (b *builder) startChecks() {
 	s, env := b.s, b.env
 	if st := s.State; st != nil && st.Backend != job.BackendMemory && st.Path == "" && env.DataDir == "" {

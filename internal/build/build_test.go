@@ -23,7 +23,7 @@ import (
 
 // These tests use only the built-in connectors (memory, generate, drop)
 // and Go values bound through Env.Bindings: registering probe connectors
-// in the global registry from tests is a known problem (issue 18), and
+// in the global registry from tests would make them share state, and
 // Build only reads the registries, so the tests run in parallel.
 
 // cols renders a schema as "name:type" pairs.
@@ -204,7 +204,7 @@ func TestBuildReportsEveryProblem(t *testing.T) {
 			`a | operators[3].config.aggregates[0].field | unknown column "zz" (columns: user, amount, __meta_source, __meta_partition, __meta_offset)`,
 		},
 	}, {
-		// Issue 20: keyed_by names a column of the source; a keyed
+		// keyed_by names a column of the source; a keyed
 		// operator behind it needs no partitioned edge when keyed by the
 		// same column, and still does when keyed by another.
 		name: "keyed_by",

@@ -7,7 +7,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// TestCoPartitioned (issue 20, R-JOB-4): rows arrive co-partitioned by a
+// TestCoPartitioned: rows arrive co-partitioned by a
 // source's keyed_by through forward and chained edges of equal
 // parallelism, not through a partitioned or rebalanced edge, and not when
 // two inputs are partitioned by different keys.

@@ -33,7 +33,7 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// R-JOB-1: a v1 JobSpec (ArkFlow's field names, nulls for absent options)
+// A v1 JobSpec (ArkFlow's field names, nulls for absent options)
 // loads unchanged, passes the structural checks and plans.
 func TestV1SpecLoadsAndPlans(t *testing.T) {
 	t.Parallel()
@@ -93,7 +93,7 @@ func TestV1SpecLoadsAndPlans(t *testing.T) {
 	}
 }
 
-// R-JOB-1: lossless round trip through JSON and YAML.
+// A lossless round trip through JSON and YAML.
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	s, err := job.Parse(readFile(t, "../../job/testdata/v1-orders.json"))
@@ -125,7 +125,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// R-JOB-2: the digest ignores field order and format, follows semantics.
+// The digest ignores field order and format, follows semantics.
 func TestVersionDigest(t *testing.T) {
 	t.Parallel()
 	base := `{"id":"j","version":2,"operators":[{"id":"src","kind":"source"},{"id":"out","kind":"sink"}],
@@ -181,7 +181,7 @@ sinks:
 	}
 }
 
-// R-JOB-3: for every P in 1..M the ranges tile [0, M), and OwnerOf inverts
+// For every P in 1..M the ranges tile [0, M), and OwnerOf inverts
 // RangeFor.
 func TestKeyGroupRangesTile(t *testing.T) {
 	t.Parallel()
@@ -245,7 +245,7 @@ func expectProblem(t *testing.T, errs job.ValidationErrors, op, field, reason st
 	t.Errorf("no problem {operator %q, field %q, reason ~%q} in:\n%v", op, field, reason, errs)
 }
 
-// R-VAL-1: structural rules, each reported with operator and field path,
+// The structural rules, each reported with operator and field path,
 // all at once.
 func TestCheckStructure(t *testing.T) {
 	t.Parallel()
@@ -419,7 +419,7 @@ func TestPlanChainsAndPlacement(t *testing.T) {
 	}
 
 	// Without keyed edges, subtasks are independent placement units: scale
-	// out by splitting source partitions (R-JOB-4).
+	// out by splitting source partitions.
 	s2 := mustParse(t, `{"id":"j","parallelism":3,"operators":[{"id":"a","kind":"source"},{"id":"b","kind":"sink"}],
 	  "edges":[{"id":"ab","from":"a","to":"b"}],"sources":[{"operator_id":"a","input_type":"generate"}],"sinks":[{"operator_id":"b","output_type":"drop"}]}`)
 	plan2, _ := planner.NewPlan(s2)

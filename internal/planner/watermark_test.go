@@ -39,7 +39,7 @@ sources:
 `
 }
 
-// R-EMBED-5: watermark.advance, watermark.all_idle and
+// watermark.advance, watermark.all_idle and
 // watermark.all_idle_delay_ms are checked, each problem naming its field
 // path, and the same way whether the spec is JSON or YAML.
 func TestWatermarkExtensionsValidation(t *testing.T) {
