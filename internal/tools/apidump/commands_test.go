@@ -196,3 +196,66 @@ func definesBenchmark(dirs []string, pattern string) error {
 	}
 	return fmt.Errorf("-bench %q matches none of the %d benchmarks the packages it names define", pattern, len(names))
 }
+
+// mdLink is a Markdown link's target; codeSpan is inline code, whose
+// brackets are not links.
+var (
+	mdLink   = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)\)`)
+	codeSpan = regexp.MustCompile("`[^`]*`")
+)
+
+// TestMarkdownLinksResolve: every relative link of the module's Markdown
+// files (BENCHMARKS.md's rows into docs/benchmarks/, and back) names a
+// file or directory that exists, so moving a page leaves no dead link.
+func TestMarkdownLinksResolve(t *testing.T) {
+	root, err := filepath.Abs(moduleRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" || name == "artifacts") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(d.Name(), ".md") {
+			return nil
+		}
+		body, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		fence := false
+		for i, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fence = !fence
+			}
+			if fence {
+				continue
+			}
+			for _, m := range mdLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
+				target, _, _ := strings.Cut(m[1], "#")
+				if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				links++
+				if _, err := os.Stat(filepath.Join(filepath.Dir(path), target)); err != nil {
+					t.Errorf("%s:%d: link to %s, which does not exist", rel, i+1, m[1])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if links == 0 {
+		t.Fatal("no relative Markdown link found: the scan is broken")
+	}
+}
