@@ -247,17 +247,13 @@ func (j *Job) Stop(ctx context.Context) error { return j.rt.Stop(ctx) }
 
 // Drain ends a running job as if every source's input ended now (what
 // Flink calls stop --drain): sources stop reading, a final watermark of +∞
-// flows, every open window fires and its rows are written, sources
-// acknowledge every row read; then, when the job has a checkpoint block,
-// a final checkpoint is taken; then sources, sinks and state close as
-// after Stop. Run returns nil.
-//
-// A restart resumes after the last row read before the drain, from the
-// final checkpoint (or, without checkpoints, from the positions and state
-// the run committed). The windows the drain fired are not fired again: a
-// row that would have joined one of them is late (its source's late
-// policy applies). So drain to end a job, or before a change that can
-// live with that; use Stop to pause and resume with windows intact.
+// fires every open window and its rows are written, every row read is
+// acknowledged, a job with a checkpoint block takes a final checkpoint,
+// and everything closes as after Stop. Run returns nil. A restart resumes
+// after the last row read, and the windows the drain fired are not fired
+// again: a row that would have joined one is late (ARCHITECTURE.md,
+// "Lifecycle and errors"). So drain to end a job; use Stop to pause and
+// resume with windows intact.
 //
 // If ctx ends first, the job is cancelled without draining and Drain
 // returns an error wrapping ctx.Err(). Drain returns the job's error if it

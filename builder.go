@@ -34,13 +34,7 @@ import (
 //
 // Builder methods never panic and never return errors: mistakes are
 // recorded and Build reports all of them together with the spec's own
-// validation errors. An error names the Builder call that made the
-// mistake, followed by the path inside the value that call was given
-// (".Checkpoint(job.Checkpoint{...}): interval_ms: must be > 0",
-// `.Window("w", ...): aggregates[0].field: unknown column "amout" (…);
-// did you mean "amount"?`, `.KeyBy("usr"): unknown column "usr" (…)`),
-// not the spec path ("checkpoint.interval_ms", "operators[1].key_field")
-// the Go code never wrote.
+// validation errors, each naming the Builder call that made it.
 type Builder struct {
 	spec     job.Spec
 	bindings map[string]any
@@ -658,7 +652,13 @@ func (b *Builder) Spec() *job.Spec {
 
 // Build validates the job (the builder's own checks plus the deep build of
 // every component) and returns it ready to run, or every problem found as
-// ValidationErrors.
+// ValidationErrors. An error names the Builder call that made the
+// mistake, followed by the path inside the value that call was given
+// (".Checkpoint(job.Checkpoint{...}): interval_ms: must be > 0",
+// `.Window("w", ...): aggregates[0].field: unknown column "amout" (…);
+// did you mean "amount"?`, `.KeyBy("usr"): unknown column "usr" (…)`),
+// not the spec path ("checkpoint.interval_ms", "operators[1].key_field")
+// the Go code never wrote.
 func (b *Builder) Build(opts ...Option) (*Job, error) {
 	var all job.ValidationErrors
 	all = append(all, b.problems...)

@@ -1,13 +1,14 @@
 package arkflow
 
-// This file exposes a job's metrics as a prometheus.Collector (issue 21,
-// R-OPS-1). The collector counts nothing of its own: each scrape reads the
-// counters the runtime keeps anyway (atomic adds, at most once per batch,
-// and lock-free histograms of sink writes, WAL syncs and checkpoints) and
+// This file exposes a job's metrics as a prometheus.Collector. The
+// collector counts nothing of its own: each scrape reads the counters the
+// runtime keeps anyway (atomic adds, at most once per batch, and
+// lock-free histograms of sink writes, WAL syncs and checkpoints) and
 // turns them into const metrics, so a job pays for Prometheus only when
 // it is scraped, never per row. The one expensive reading, the size of
 // the state (a walk over every key, under the memory backend's lock), is
-// rate-limited.
+// rate-limited. METRICS.md, generated from this collector by
+// internal/tools/metricsdoc, lists the families.
 
 import (
 	"math"
@@ -28,86 +29,12 @@ import (
 // Collector returns a prometheus.Collector of the job's metrics, for the
 // service to register in its own registry (the library registers nothing
 // globally and serves no HTTP). Each scrape reads the job's live counters,
-// as Metrics does; nothing is recorded between scrapes, so the pipeline
-// pays nothing for it until a scrape. It can be registered before Run and
-// stays valid after the job ended (its last values).
-//
-// Every series carries the label job (the job's ID), so the collectors of
-// several jobs can share a registry; registering two jobs with the same ID
-// in one registry fails (prometheus.AlreadyRegisteredError or a duplicate
-// descriptor error). To run a job again in the same process (a Job runs
-// once, so a new Job with the same ID), Unregister the old run's
-// collector before registering the new one's. Per-task series add
-// operator and subtask ("0", "1", …). The families, with Prometheus's base units:
-//
-//	arkflow_job_status{status}                 1 for the job's status, 0 for the others
-//	arkflow_rows_in_total, arkflow_rows_out_total, arkflow_batches_in_total,
-//	arkflow_batches_out_total{operator,subtask}  a task's traffic
-//	arkflow_bytes_in_total, arkflow_bytes_out_total{operator,subtask}  its Arrow buffer bytes
-//	arkflow_watermark_seconds{operator,subtask}  a task's input watermark, Unix time
-//	arkflow_watermark_lag_seconds{operator,subtask}  wall clock minus that watermark
-//	arkflow_partition_watermark_seconds, arkflow_partition_watermark_lag_seconds,
-//	arkflow_partition_idle{operator,subtask,partition}  an event-time source's partitions
-//	arkflow_channel_occupancy_items, arkflow_channel_capacity_items{operator,subtask}
-//	                                           a task's input channels (backpressure)
-//	arkflow_sink_write_duration_seconds{operator,subtask}  histogram of a sink's writes
-//	arkflow_sink_write_errors_total{operator,subtask}  a sink's failed writes
-//	arkflow_windows_fired_total, arkflow_open_windows{operator,subtask}
-//	arkflow_late_rows_total{operator,subtask,action}  action: dropped, routed, updated
-//	arkflow_null_timestamp_rows_total{operator,subtask,action}  action: dropped, routed
-//	arkflow_replayed_skipped_rows_total{operator,subtask}  rows a restart read again that
-//	                                           a window's restored state holds (not late)
-//	arkflow_wal_replayed_entries_total, arkflow_wal_parked_timeouts_total,
-//	arkflow_wal_last_sequence, arkflow_wal_cursor_sequence,
-//	arkflow_wal_cursor_lag_entries, arkflow_wal_appends_total,
-//	arkflow_wal_parked_acks, arkflow_wal_sync_duration_seconds (histogram)
-//	                      {operator,subtask}  a source's write-ahead log
-//	arkflow_source_position_rows, arkflow_source_end_rows,
-//	arkflow_source_position_bytes, arkflow_source_end_bytes{operator,subtask}
-//	                                           how far a source is through a bounded input
-//	arkflow_state_bytes, arkflow_state_keys{operator}  a stateful operator's state (see below)
-//	arkflow_checkpoints_completed_total, arkflow_checkpoints_failed_total,
-//	arkflow_checkpoint_consecutive_failures, arkflow_checkpoint_healthy,
-//	arkflow_checkpoint_last_duration_seconds, arkflow_checkpoint_last_pause_seconds,
-//	arkflow_checkpoint_last_size_bytes, arkflow_checkpoint_last_success_timestamp_seconds
-//	arkflow_checkpoint_duration_seconds, arkflow_checkpoint_pause_seconds,
-//	arkflow_checkpoint_size_bytes              histograms of every committed round
-//	arkflow_restore_done, arkflow_restore_restored_bytes, arkflow_restore_size_bytes,
-//	arkflow_restore_restored_keys, arkflow_restore_restored_snapshots, arkflow_restore_snapshots
-//
-// A connector's own families follow, named by the connector (see
-// connectors.Metered), with the task's labels and the connector's: the
-// Kafka source's arkflow_kafka_consumer_lag_messages{operator,subtask,
-// topic,partition}, the Kafka sink's
-// arkflow_kafka_transactions_committed_total and _aborted_total.
-//
-// The watermark families are absent for a task before its first watermark
-// and after its bounded input ended; the partition families are those of
-// sources with event time, one series per partition the subtask reads, and
-// a partition's watermark only after its first event. A partition is idle
-// (arkflow_partition_idle 1) while it has had no data for the source's
-// idle timeout (without one, never): it then no longer holds the
-// source's watermark back. The channel families are those of tasks that
-// receive over channels (every chain head but a source): messages
-// (batches, watermarks, barriers) waiting, against what the channels hold
-// before the senders block. Bytes are the sizes of the Arrow buffers each
-// batch references (a slice its share of them), read from the arrays'
-// headers once per batch. A sink's write latency runs from Write's call
-// to its return (for an asynchronous sink, to its completion). The
-// sink families are those of sink tasks, the WAL's those of sources with a
-// durability block; the checkpoint and restore families only for a job
-// with a checkpoint block, and the last success time only after one
-// committed. An operator counter or gauge without a family of its own
-// (see TaskMetrics) appears as
-// arkflow_operator_events_total{operator,subtask,metric} or
-// arkflow_operator_value{operator,subtask,metric}.
-//
-// Measuring the state walks every key of it (Metrics.StateBytes does the
-// same; the walk counts the keys too), so while the job runs a collector
-// measures it at most once a minute, and less often when a measurement
-// takes longer than 1 % of the time since the last; scrapes in between
-// repeat the last value (state keys with state bytes). Every
-// other value is read at each scrape, cheaply (atomic counters).
+// as Metrics does, so the pipeline pays nothing until it is scraped. It
+// can be registered before Run and keeps the last values after the job
+// ended. Every series carries the label job, the job's ID, so the
+// collectors of jobs with different IDs can share a registry. METRICS.md
+// lists every family with its type, labels and meaning; README's
+// "Operating a job" says what to do about them.
 //
 // Collect is safe to call concurrently with Run and with other scrapes.
 func (j *Job) Collector() prometheus.Collector {

@@ -25,8 +25,9 @@ func SchemaOf[T any]() (*arrow.Schema, error) {
 }
 
 // Encode builds a record batch holding rows, with the schema SchemaOf[T]
-// returns, from memory.DefaultAllocator. The caller releases the batch.
-// The fields map to columns as SchemaOf describes (names and tags,
+// returns, from memory.DefaultAllocator, writing each column's Arrow
+// buffers directly (no reflection per value). The caller releases the
+// batch. The fields map to columns as SchemaOf describes (names and tags,
 // types, units, nulls), and a type SchemaOf refuses is refused here with
 // the same error.
 //
@@ -37,9 +38,6 @@ func SchemaOf[T any]() (*arrow.Schema, error) {
 // an error naming the field and the row; a nil []byte is an empty value,
 // not a null (use *[]byte for nulls); strings are not checked for valid
 // UTF-8; and a column's strings or bytes may not pass 2 GiB in one batch.
-//
-// Encode reads each field at its offset in the rows and writes the Arrow
-// buffers directly, one column at a time: no reflection per value.
 func Encode[T any](rows []T) (arrow.RecordBatch, error) {
 	c, err := typed.For[T]()
 	if err != nil {

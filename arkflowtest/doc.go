@@ -64,7 +64,8 @@
 // pushed before. The clock starts at the Unix epoch and moves only with
 // AdvanceClock; it drives processing time, idle partitions and state TTL.
 //
-// Each Push settles before it returns, so the job sees the batches in push
+// Each Push (and AdvanceWatermark) settles before it returns, so the job
+// sees the batches and watermark advances of all partitions in push
 // order, whatever the parallelism. Only what is pushed before New may be
 // read in another order: one source subtask (the default parallelism)
 // reads it in push order too, several read their partitions concurrently.

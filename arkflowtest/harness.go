@@ -336,13 +336,10 @@ func (h *Harness) Job() *arkflow.Job { return h.job }
 // of its inputs settle by themselves; call Settle after driving the job
 // some other way (a source that is not an Input, Job().Checkpoint).
 //
-// It waits for the engine's own signals, never for time to pass: first
-// until every source subtask reading an Input has taken all it holds and
-// waits for more, then for a barrier, sent by every source behind what
-// they sent before, to reach every sink (as a checkpoint's would, without
-// the checkpoint). Sinks that write asynchronously (connectors.AsyncSink)
-// may still have writes in flight. A job that failed fails the test; one
-// that ended (Finish, Stop) is settled.
+// It waits for the engine's own signals, never for time to pass ("How a
+// step completes" in the package doc). Sinks that write asynchronously
+// (connectors.AsyncSink) may still have writes in flight. A job that
+// failed fails the test; one that ended (Finish, Stop) is settled.
 func (h *Harness) Settle() {
 	h.t.Helper()
 	deadline := time.Now().Add(settleTimeout)

@@ -31,23 +31,19 @@ func init() {
 
 // Input is a source of typed rows that a test pushes into a job: give it
 // to Builder.Source, start the job with New, then Push rows (each Push is
-// one batch of one partition) and AdvanceWatermark. It keeps every pushed
-// row, so that a job restored from a Snapshot can replay what the
-// snapshot had not yet acknowledged, at the same offsets.
+// one batch of one partition) and AdvanceWatermark, from the test's
+// goroutine. It keeps every pushed row, so that a job restored from a
+// Snapshot can replay what the snapshot had not yet acknowledged, at the
+// same offsets. Rows carry the metadata columns of other partitioned
+// sources (__meta_source, __meta_partition and __meta_offset, the row's
+// index in its partition); the package doc says in which order the job
+// reads them.
 //
-// Rows carry the metadata columns of other partitioned sources
-// (__meta_source, __meta_partition and __meta_offset, the row's index in
-// its partition). The job reads the batches and watermark advances of all
-// partitions in the order they were pushed: each returns once handled, and
-// what was pushed before New is read in push order by one source subtask
-// (the default parallelism 1).
-//
-// Methods that move data (Push, AdvanceWatermark) are for the test's
-// goroutine, like the Harness's; an Input belongs to one running harness
-// at a time. Once that harness's job has ended (Stop, Finish), what is
-// pushed waits for the next harness of the builder, as before New: a
-// Restore reads it after the snapshot's rows, a New reads only it (New
-// starts the input afresh, its offsets from 0 again).
+// An Input belongs to one running harness at a time. What is pushed while
+// none runs its job (before New, or after Stop or Finish) waits for the
+// next harness of the builder: a Restore reads it after the snapshot's
+// rows, a New reads only it (New starts the input afresh, its offsets
+// from 0 again).
 type Input[T any] struct {
 	in    *input
 	codec *typed.Codec[T]

@@ -50,17 +50,9 @@ func (e *RefusedError) Error() string {
 // Agent's recovery names one) from store would accept it. nil means it
 // would; a *RefusedError says why it would not; any other error means
 // Check could not tell (the spec does not build — its
-// job.ValidationErrors —, or the store could not be read).
-//
-// It builds spec as a start does (without connecting or writing
-// anything) and runs the choice the start makes before it opens its
-// state, the same code: the state format must be the spec's, the job
-// version the spec's or older (an upgrade), max_parallelism the same, the
-// operators the same at the same version, and an operator keyed by its
-// source's partitioning at the same parallelism. The state objects are
-// not read (a start checks them as it restores them; Store.Verify reads
-// them now). store stands for the spec's own checkpoint.object_store_uri:
-// a start reads the store its spec names.
+// job.ValidationErrors —, or the store could not be read). store stands
+// for the spec's own checkpoint.object_store_uri; no state object is read.
+// The package doc ("Before an upgrade") says what is checked.
 //
 // ctx bounds reading the store.
 func Check(ctx context.Context, store *Store, kind Kind, id string, spec *job.Spec, opts CheckOptions) error {

@@ -34,6 +34,17 @@
 // change, another max_parallelism, other operators at the same job
 // version). `arkflow checkpoint check` prints it and exits 0 or 1.
 //
+// Check builds the spec as a start does (without connecting or writing
+// anything) and runs the choice the start makes before it opens its
+// state, the same code: the state format must be the spec's, the job
+// version the spec's or older (an upgrade), max_parallelism the same, the
+// operators the same at the same version, and an operator keyed by its
+// source's partitioning at the same parallelism. The state objects are
+// not read: a start checks them as it restores them, and Store.Verify
+// reads them now. The store given stands for the spec's own
+// checkpoint.object_store_uri, since a start reads the store its spec
+// names.
+//
 //	err := checkpoint.Check(ctx, store, checkpoint.KindSavepoint, "before-v2", specV2, checkpoint.CheckOptions{})
 //
 // # Errors

@@ -34,8 +34,8 @@ type StoreOptions struct {
 	// restore reads at once (default 1: one GET per object). Above 1 an
 	// object of at least 16 MiB is read in ranges of 8 MiB, and a range
 	// whose connection drops is read again. Against a remote store 4 to 8
-	// can make a restore of few large objects faster; BENCHMARKS.md
-	// ("Checkpoints") has measurements. When 0, the environment variable
-	// ARKFLOW_S3_DOWNLOAD_CONCURRENCY sets it.
+	// can make a restore of few large objects faster;
+	// docs/benchmarks/checkpoints.md has measurements. When 0, the
+	// environment variable ARKFLOW_S3_DOWNLOAD_CONCURRENCY sets it.
 	DownloadConcurrency int
 }

@@ -2,7 +2,7 @@ package hub_test
 
 // Benchmarks of a job whose placement units run on several in-process
 // Agents: throughput against the same job in one process, and failover
-// time after an Agent's lease lapses. See BENCHMARKS.md, section "Fleet".
+// time after an Agent's lease lapses. See docs/benchmarks/fleet.md.
 
 import (
 	"bytes"
@@ -313,7 +313,7 @@ const (
 // Each reports rows/s over fleetBenchRows rows after fleetWarmRows of
 // warm-up, the process's CPU seconds per second over them (everything in
 // the process: the Hub and the Agents' HTTP too) and rows per CPU second.
-// The ratios (BENCHMARKS.md) are agents-3 / process-p3 (the cost of
+// The ratios (docs/benchmarks/fleet.md) are agents-3 / process-p3 (the cost of
 // running the units as separate Agents), per wall second and per CPU
 // second, and the per-Agent scaling efficiency agents-3 / (3 × process-p1).
 func BenchmarkFleetThroughput(b *testing.B) {

@@ -1,9 +1,9 @@
 package hub
 
 // This file exposes the Hub to the tools that operate it: a
-// prometheus.Collector of the fleet's state and of the Hub's
-// own work, and a Status summary. `arkflow-hub --metrics-addr` serves
-// both on a listener of its own.
+// prometheus.Collector of the fleet's state and of the Hub's own work,
+// and a Status summary. `arkflow-hub --metrics-addr` serves both on a
+// listener of its own.
 
 import (
 	"context"
@@ -189,28 +189,10 @@ var (
 )
 
 // Collector returns a prometheus.Collector of the Hub, for a registry of
-// the caller's (nothing is registered globally). Job and node counts are
-// read from the store at each scrape; the rest is counted as the Hub
-// works, from New on:
-//
-//	arkflow_hub_jobs{desired_state,observed_state}  jobs by state
-//	arkflow_hub_nodes{state}                        Agents: online, draining, stale
-//	arkflow_hub_store_up                            1 when the scrape read the store
-//	arkflow_hub_http_requests_total{route,code}     requests answered, by route
-//	                                                pattern ("GET /api/v1/jobs/{id}";
-//	                                                unmatched for none) and status code
-//	arkflow_hub_http_request_duration_seconds{route,code}  their latency
-//	arkflow_hub_checkpoint_rounds_total{kind,result}  two-phase rounds the Hub
-//	                                                drove that ended: completed, failed
-//	arkflow_hub_failovers_total                     jobs moved off lapsed Agents
-//	arkflow_hub_store_write_duration_seconds        the store's write transactions,
-//	                                                fsync included
-//
-// Only requests to Handler are counted, and only the rounds the Hub
-// drives (an operator's checkpoint or savepoint request, the periodic
-// rounds of a job whose units run on several Agents); a job run whole by
-// one Agent also checkpoints on its own, counted by that Agent's metrics
-// (arkflow_checkpoints_completed_total).
+// the caller's (nothing is registered globally): the fleet's jobs and
+// nodes, read from the store at each scrape, and the Hub's own work
+// (requests to Handler, the checkpoint rounds it drives, failovers, the
+// store's writes), counted from New on. METRICS.md lists the families.
 //
 // Collect is safe to call concurrently with everything else; it reads
 // the store (a few queries per job), so scrape it every few seconds at

@@ -82,25 +82,11 @@ var jobStates = []string{hubwire.JobStarting, hubwire.JobRecovering, hubwire.Job
 
 // Collector returns a prometheus.Collector of the Agent and of every job
 // it holds, for the service to register in its own registry (nothing is
-// registered globally).
-//
-// The jobs' series are those of arkflow.Job.Collector, told apart by
-// their label job; as the Hub starts and stops jobs, a scrape collects
-// the jobs the Agent holds then (a job the Hub started again, with a new
-// generation, starts its counters from zero). Because that set changes,
-// the collector is unchecked: it describes no series in advance. The
-// Agent's own families:
-//
-//	arkflow_agent_registered                    1 while the Agent holds a session with the Hub, else 0
-//	arkflow_agent_registrations_total           registrations the Hub accepted
-//	arkflow_agent_heartbeats_total{result}      heartbeats sent: ok, failed
-//	arkflow_agent_commands_total{operation,result}  commands executed, by job_* operation
-//	                                            (other for the rest) and terminal state
-//	                                            (succeeded, failed, superseded, timed_out)
-//	arkflow_agent_job_generation{job}           the Hub's generation of each job held
-//	arkflow_agent_jobs{state}                   jobs held, by the state reported to the Hub
-//	                                            (a job whose start arrived counts from then on;
-//	                                            see Status.Jobs)
+// registered globally). The jobs' series are those of
+// arkflow.Job.Collector, told apart by their label job, for the jobs the
+// Agent holds at the scrape; because that set changes, the collector is
+// unchecked: it describes no series in advance. METRICS.md lists the
+// Agent's own families and the jobs'.
 //
 // Collect is safe to call concurrently with Run and with other scrapes.
 func (a *Agent) Collector() prometheus.Collector { return &agentCollector{a: a} }

@@ -43,7 +43,7 @@ type Durability struct {
 	Retain bool `json:"retain,omitempty"`
 	// NoRecycle deletes the local segments the cursor has passed instead
 	// of writing the next segments over them: acknowledged entries are
-	// gone from disk at once, and syncs cost more (BENCHMARKS.md, WAL).
+	// gone from disk at once, and syncs cost more (docs/benchmarks/wal.md).
 	NoRecycle bool `json:"no_recycle,omitempty"`
 	// Backend is where the log is kept; nil is a local directory.
 	Backend *WALBackend `json:"backend,omitempty"`

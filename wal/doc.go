@@ -37,6 +37,15 @@
 //		fmt.Println(l.Source, l.Subtask, "cursor", l.Cursor, "pending", l.Pending)
 //	}
 //
+// The location Inspect takes is
+//
+//   - a directory (or file:///abs/dir): one log, or every log below it —
+//     a source's ({path}/{source}, its subtasks' logs) or a job's
+//     ({path}, e.g. arkflow run's ./arkflow-data/<job id>/wal);
+//   - s3://bucket/prefix: every object-store log whose namespace
+//     ({prefix}/{node_id}/{stream}/) lies under prefix, e.g.
+//     s3://bucket/arkflow/wal for every node's.
+//
 // The log itself, its record
 // and cursor formats and its recovery rules are described in
 // ARCHITECTURE.md ("Write-ahead log").

@@ -125,14 +125,10 @@ type InspectOptions struct {
 // Inspect reads the write-ahead logs at location and describes each, as a
 // restart would recover it, without changing anything: no lock is taken
 // (the logs of a running job can be inspected), no torn tail is cut, no
-// segment deleted, nothing written to a bucket. location is
-//
-//   - a directory (or file:///abs/dir): one log, or every log below it —
-//     a source's ({path}/{source}, its subtasks' logs) or a job's
-//     ({path}, e.g. arkflow run's ./arkflow-data/<job id>/wal);
-//   - s3://bucket/prefix: every object-store log whose namespace
-//     ({prefix}/{node_id}/{stream}/) lies under prefix, e.g.
-//     s3://bucket/arkflow/wal for every node's.
+// segment deleted, nothing written to a bucket. location is a directory
+// (or file:///abs/dir) holding one log or logs below it, or
+// s3://bucket/prefix for every object-store log under prefix; the
+// package doc ("Inspecting a log") gives examples of each.
 //
 // Logs are returned sorted by Location. Damage a restart would refuse is
 // an error matching ErrCorrupt that names the segment (or cursor) and

@@ -1090,8 +1090,8 @@ func (b *syncBuffer) String() string {
 // ARKFLOW_KAFKA_RESTART_BASELINE=1 also runs the baseline, the same job
 // with group.instance.id "" (a dynamic member), killed 3 times (each
 // restart waits for the killed member's session), and logs the ratio of
-// the medians; BENCHMARKS.md, "Kafka restart at parallelism 1", has the
-// command and the numbers.
+// the medians; docs/benchmarks/kafka-restart.md has the command and the
+// numbers.
 func TestKafkaRestartParallelism1(t *testing.T) {
 	static := kafkaProof{l3: true, passThrough: true, par1: true}
 	var got, base []time.Duration

@@ -25,6 +25,39 @@
 //
 // The rows are Row values (an int64 "id" and a string "name"); Schema,
 // Declared, Row.JSON and NewRecord give them in the forms connectors need.
+//
+// # What the suites check
+//
+// TestSource runs one subtest per contract of a source:
+//
+//   - ReadAll: every row is read once, in partition order, with
+//     __meta_source = the operator ID, __meta_partition = the batch's
+//     partition, increasing __meta_offset, batches of at most batch size;
+//     acknowledging everything moves each partition's position to its
+//     last offset + 1; bounded sources end.
+//   - Subtasks: with parallelism 2, subtask s reads exactly the partitions
+//     p with p % 2 == s.
+//   - OutOfOrderAcks: acknowledging later batches first never moves the
+//     position past an unacknowledged one; a failed acknowledgement keeps
+//     it there.
+//   - Seek: a new source sought to positions resumes exactly there;
+//     partitions without a position start from the beginning; the sought
+//     positions are the positions until rows are acknowledged.
+//   - Close: without Connect, and twice, returns nil.
+//   - CancelUnblocksRead: a Read waiting for rows returns once ctx is
+//     cancelled.
+//
+// TestSink runs one subtest per contract of a sink:
+//
+//   - WriteReadBack: the rows of several writes (with __meta_* columns) are
+//     readable back after Write returned, without the metadata columns.
+//   - EmptyWrite: a batch without rows writes nothing and succeeds.
+//   - CloseFlushes: rows written before Close are readable after it.
+//   - Close: without Connect, and twice, returns nil.
+//   - AsyncWriteReadBack (sinks that implement connectors.AsyncSink):
+//     several WriteAsync calls in flight, the record released as soon as
+//     each returns; every done is called exactly once, with nil, and the
+//     rows of all of them read back.
 package conformance
 
 import (
@@ -126,24 +159,9 @@ type SourceHarness struct {
 
 const opID = "conformance-src"
 
-// TestSource runs the source suite:
-//
-//   - ReadAll: every row is read once, in partition order, with
-//     __meta_source = the operator ID, __meta_partition = the batch's
-//     partition, increasing __meta_offset, batches of at most batch size;
-//     acknowledging everything moves each partition's position to its
-//     last offset + 1; bounded sources end.
-//   - Subtasks: with parallelism 2, subtask s reads exactly the partitions
-//     p with p % 2 == s.
-//   - OutOfOrderAcks: acknowledging later batches first never moves the
-//     position past an unacknowledged one; a failed acknowledgement keeps
-//     it there.
-//   - Seek: a new source sought to positions resumes exactly there;
-//     partitions without a position start from the beginning; the sought
-//     positions are the positions until rows are acknowledged.
-//   - Close: without Connect, and twice, returns nil.
-//   - CancelUnblocksRead: a Read waiting for rows returns once ctx is
-//     cancelled.
+// TestSource runs the source suite on inputs h makes, one subtest per
+// contract: ReadAll, Subtasks, OutOfOrderAcks, Seek, Close and
+// CancelUnblocksRead (the package doc says what each checks).
 func TestSource(t *testing.T, h SourceHarness) {
 	timeout := h.Features.Timeout
 	if timeout == 0 {
@@ -590,17 +608,10 @@ type SinkHarness struct {
 	New func(t *testing.T, schema *arrow.Schema) (connectors.Output, ReadBack)
 }
 
-// TestSink runs the sink suite:
-//
-//   - WriteReadBack: the rows of several writes (with __meta_* columns) are
-//     readable back after Write returned, without the metadata columns.
-//   - EmptyWrite: a batch without rows writes nothing and succeeds.
-//   - CloseFlushes: rows written before Close are readable after it.
-//   - Close: without Connect, and twice, returns nil.
-//   - AsyncWriteReadBack (sinks that implement connectors.AsyncSink):
-//     several WriteAsync calls in flight, the record released as soon as
-//     each returns; every done is called exactly once, with nil, and the
-//     rows of all of them read back.
+// TestSink runs the sink suite on outputs h makes, one subtest per
+// contract: WriteReadBack, EmptyWrite, CloseFlushes, Close and, for sinks
+// that implement connectors.AsyncSink, AsyncWriteReadBack (the package doc
+// says what each checks).
 func TestSink(t *testing.T, h SinkHarness) {
 	schema := withMeta(Schema())
 	t.Run("WriteReadBack", func(t *testing.T) { sinkWriteReadBack(t, h, schema) })

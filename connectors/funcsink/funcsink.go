@@ -10,6 +10,17 @@
 //			return store.Upsert(ctx, rows)
 //		})).
 //		Build()
+//
+// Func[T] matches T's fields to the sink's input columns by name and
+// ignores the columns T has no field for, so a window's results decode
+// into
+//
+//	type Result struct {
+//		User   string
+//		Start  time.Time `arkflow:"window_start"`
+//		End    time.Time `arkflow:"window_end"`
+//		Clicks int64
+//	}
 package funcsink
 
 import (
@@ -28,15 +39,8 @@ import (
 // job writes, decoded into []T. T's fields are matched to the sink's input
 // columns by name, as arkflow.DecodeInto matches them; a field the input
 // has no column for, or cannot be stored in, is reported when the job is
-// built. Columns T has no field for are ignored, so a window's results
-// decode into
-//
-//	type Result struct {
-//		User   string
-//		Start  time.Time `arkflow:"window_start"`
-//		End    time.Time `arkflow:"window_end"`
-//		Clicks int64
-//	}
+// built, and columns T has no field for are ignored (the package doc shows
+// a window's results).
 //
 // A nil return acknowledges the rows: the sources advance past them (and,
 // with durability, the WAL). An error fails the job; the rows stay

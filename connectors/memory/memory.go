@@ -5,8 +5,14 @@
 // A service that feeds a job from Go uses push.New instead: it
 // blocks under backpressure, acknowledges durably, keeps nothing once
 // processed, and its offsets carry across process restarts. A memory
-// Source keeps every batch, and its offsets count from 0 in every process,
-// so it refuses a restore to positions it never delivered (see Source).
+// Source keeps every batch, and its offsets count the rows of a partition
+// from 0 in every process, so a Source made again (in a new process) must
+// be given the same rows in the same order to restore a job's positions:
+// it is a replay of the input, as a Kafka topic would be. A restore to a
+// position past the rows the Source holds when the job connects is
+// refused while the Source is open (NewSource): the position was written
+// for other rows, and seeking there would skip rows appended after the
+// connect.
 //
 // Input type "memory", config:
 //
@@ -52,17 +58,9 @@ type SourceConfig struct {
 // and __meta_offset (the row's index in its partition) added. The source is
 // bounded once closed: readers end after the last batch. A Source may be
 // read by several runs of a job (restarts) in one process; each run seeks
-// to its positions, skipping the rows before them.
-//
-// Offsets count the rows of a partition from 0, so a Source made again (in
-// a new process) must be given the same rows in the same order to restore
-// a job's positions: it is a replay of the input, as a Kafka topic would
-// be. A restore to a position past the rows the Source holds when the job
-// connects is refused while the Source is open (NewSource): the position
-// was written for other rows, and seeking there would skip rows appended
-// after the connect. A service whose rows arrive while the job runs uses
-// push.New instead, whose offsets carry across restarts. It is safe
-// for concurrent use.
+// to its positions, skipping the rows before them. While it is open, a
+// restore to a position past the rows it holds is refused (the package
+// doc says why). It is safe for concurrent use.
 type Source struct {
 	schema *arrow.Schema
 	mu     sync.Mutex

@@ -164,7 +164,7 @@ func (s *S3Storage) PutObject(ctx context.Context, name string, data []byte, opt
 // would send a HEAD first when asked for the object's attributes, and
 // hand every Read to a goroutine of its own over channels: both cost a
 // checkpoint restore time against the bare GET it is measured against
-// (BENCHMARKS.md, "Checkpoints").
+// (docs/benchmarks/checkpoints.md).
 func (s *S3Storage) ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, ObjectInfo, error) {
 	if n == 0 || off < 0 {
 		return nil, ObjectInfo{}, fmt.Errorf("blob: read %s: bad range (%d, %d)", name, off, n)

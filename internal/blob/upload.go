@@ -59,7 +59,7 @@ type UploadOptions struct {
 // signs no SHA-256 of a body on TLS anyway, and on plain HTTP that was a
 // second SHA-256 pass over every byte, which its users checksum
 // themselves (a checkpoint's manifest holds each state object's SHA-256,
-// checked on every restore; BENCHMARKS.md, "Checkpoints").
+// checked on every restore; docs/benchmarks/checkpoints.md).
 func (s *S3Storage) CreateObject(ctx context.Context, name string) (io.WriteCloser, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	return &s3Writer{s: s, ctx: ctx, pctx: pctx, cancel: cancel, name: name,

@@ -22,7 +22,7 @@ import (
 // io.Discard). Each iteration runs both, interleaved, so that the ratio
 // compares like with like on a noisy machine:
 //
-//	go test -run XXX -bench 'State(Up|Down)load' -count 5 ./checkpoint
+//	go test -run XXX -bench 'State(Up|Down)load' -count 5 ./internal/ckptstore/
 //
 // Metrics: MB/s (catalog), raw-MB/s (baseline) and ratio (catalog/raw).
 // ARKFLOW_BENCH_LARGE=1 adds 1 GB objects.
@@ -218,7 +218,7 @@ func timeOpenState(b *testing.B, cat *Catalog, e StateSnapshot) time.Duration {
 // 1 (the default: one GET), 4 and 8, against raw GetObject to io.Discard
 // through the same proxy, in the same iteration.
 //
-//	go test -run XXX -bench StateDownloadThrottled -benchtime 2x -count 3 ./checkpoint
+//	go test -run XXX -bench StateDownloadThrottled -benchtime 2x -count 3 ./internal/ckptstore/
 func BenchmarkStateDownloadThrottled(b *testing.B) {
 	mbps := 90.0
 	if v, err := strconv.ParseFloat(os.Getenv("ARKFLOW_BENCH_CONN_MBPS"), 64); err == nil && v > 0 {

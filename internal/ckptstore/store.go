@@ -84,7 +84,7 @@ type StoreOptions struct {
 	// its bandwidth, so against a remote store 4 to 8 can make a restore
 	// of few large objects that many times faster; against a MinIO on
 	// the job's own two cores, ranges were slower than one GET
-	// (BENCHMARKS.md, "Checkpoints"), hence the default. When 0, the
+	// (docs/benchmarks/checkpoints.md), hence the default. When 0, the
 	// environment variable ARKFLOW_S3_DOWNLOAD_CONCURRENCY sets it (for
 	// arkflow run).
 	DownloadConcurrency int
@@ -97,7 +97,7 @@ const DownloadConcurrencyEnv = "ARKFLOW_S3_DOWNLOAD_CONCURRENCY"
 // DefaultUploadConcurrency is StoreOptions.UploadConcurrency's default.
 // With one part in flight a checkpoint's snapshot production and its
 // upload take turns (0.40–0.57 of raw PutObject's MB/s against MinIO in
-// BENCHMARKS.md); with 4 they overlap and parts go up in parallel, as
+// docs/benchmarks/checkpoints.md); with 4 they overlap and parts go up in parallel, as
 // minio-go does for uploads of known size.
 const DefaultUploadConcurrency = blob.DefaultUploadConcurrency
 

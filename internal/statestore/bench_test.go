@@ -19,9 +19,9 @@ import (
 // backend's own cost: key encoding, validation, the value header, copies,
 // the close guard.
 //
-//	go test ./state -run '^$' -bench . -benchtime 1x   # smoke
-//	go test ./state -run '^$' -bench 'BenchmarkBadger(Get|Apply|Scan)'
-//	go test ./state -run '^$' -bench BenchmarkBadger1M   # 1 M keys, < 1 min
+//	go test ./internal/statestore/ -run '^$' -bench . -benchtime 1x   # smoke
+//	go test ./internal/statestore/ -run '^$' -bench 'BenchmarkBadger(Get|Apply|Scan)'
+//	go test ./internal/statestore/ -run '^$' -bench BenchmarkBadger1M   # 1 M keys, < 1 min
 
 const (
 	benchJob   = "bench"

@@ -32,7 +32,7 @@ import (
 // machine, whose disk writes no faster than its network reads).
 // Building Badger's tables ran at 130–180 MB/s on two cores, well under a
 // local object store's download; a layer costs the download, one checksum
-// pass and the write (BENCHMARKS.md, "Checkpoints").
+// pass and the write (docs/benchmarks/checkpoints.md).
 //
 // Each layer covers a scope: the restored task's operator and key groups,
 // less the scopes Drop has taken out of it since (excluded). Layers never

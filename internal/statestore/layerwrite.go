@@ -122,7 +122,7 @@ func (w *behindWriter) run() {
 // layerWriter writes a layer file. With O_DIRECT (direct) the data goes
 // to the disk without passing through the page cache: filling new page
 // cache pages ran at a third of the disk's direct bandwidth on the
-// benchmark machine (BENCHMARKS.md), and the layer is read once it is
+// benchmark machine (docs/benchmarks/checkpoints.md), and the layer is read once it is
 // needed, not all at once. Every chunk but the last is a multiple of
 // directAlign bytes in an aligned buffer (readAhead's); the last is
 // written padded to directAlign and the file truncated after.

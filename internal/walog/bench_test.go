@@ -11,8 +11,8 @@ import (
 )
 
 // Benchmarks of the local WAL, each beside its baseline on the same disk in
-// the same run (see BENCHMARKS.md, section "WAL", for the command, which
-// runs each mode's group right after its baseline).
+// the same run (see docs/benchmarks/wal.md for the command, which runs
+// each mode's group right after its baseline).
 //
 // BenchmarkAppend measures Append (and Ack, so the cursor advances, is
 // persisted and segments are deleted as in a pipeline) per sync mode,

@@ -26,19 +26,26 @@ type Undocumented struct {
 	Misnamed []string
 }
 
-// undocumented parses the package's files (the ones the go command builds
-// on this platform) and finds exported identifiers without a doc comment.
-func undocumented(p *publicPackage) (Undocumented, error) {
+// parseDocs parses the package's files (the ones the go command builds on
+// this platform) into their documentation, as mode says.
+func parseDocs(p *publicPackage, mode doc.Mode) (*token.FileSet, *doc.Package, error) {
 	fset := token.NewFileSet()
 	var files []*ast.File
 	for _, name := range slices.Concat(p.GoFiles, p.CgoFiles) {
 		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.ParseComments)
 		if err != nil {
-			return Undocumented{}, err
+			return nil, nil, err
 		}
 		files = append(files, f)
 	}
-	dp, err := doc.NewFromFiles(fset, files, p.ImportPath)
+	dp, err := doc.NewFromFiles(fset, files, p.ImportPath, mode)
+	return fset, dp, err
+}
+
+// undocumented finds the package's exported identifiers without a doc
+// comment.
+func undocumented(p *publicPackage) (Undocumented, error) {
+	_, dp, err := parseDocs(p, 0)
 	if err != nil {
 		return Undocumented{}, err
 	}
@@ -138,4 +145,101 @@ func fieldsWithoutDoc(name string, decl *ast.GenDecl) []string {
 		}
 	}
 	return out
+}
+
+// LongDoc is an exported identifier whose doc comment is longer than a
+// limit.
+type LongDoc struct {
+	// Name is "pkg.Name", "pkg.Type.Method" or "pkg.Type.Field".
+	Name string
+	// File and Line are where the comment starts; File is relative to
+	// the package's directory.
+	File  string
+	Line  int
+	Lines int
+}
+
+// longDocs lists the exported package-level identifiers, methods, struct
+// fields and interface methods of the package whose doc comment has more
+// than limit lines. The package's own doc comment is not counted.
+func longDocs(p *publicPackage, limit int) ([]LongDoc, error) {
+	// PreserveAST keeps the declarations' comments, which go/doc would
+	// otherwise take off the AST into its own strings.
+	fset, dp, err := parseDocs(p, doc.PreserveAST)
+	if err != nil {
+		return nil, err
+	}
+	prefix := p.Types.Name() + "."
+	var out []LongDoc
+	check := func(name string, cg *ast.CommentGroup) {
+		if cg == nil {
+			return
+		}
+		start, end := fset.Position(cg.Pos()), fset.Position(cg.End())
+		if n := end.Line - start.Line + 1; n > limit {
+			out = append(out, LongDoc{Name: prefix + name, File: filepath.Base(start.Filename), Line: start.Line, Lines: n})
+		}
+	}
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			var names []string
+			for _, spec := range v.Decl.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for _, n := range vs.Names {
+					if n.IsExported() {
+						names = append(names, n.Name)
+						check(n.Name, vs.Doc)
+					}
+				}
+			}
+			if len(names) > 0 {
+				check(strings.Join(names, ", "), v.Decl.Doc)
+			}
+		}
+	}
+	funcs := func(fs []*doc.Func, recv string) {
+		for _, f := range fs {
+			if recv != "" && f.Recv != "" {
+				check(recv+"."+f.Name, f.Decl.Doc)
+			} else {
+				check(f.Name, f.Decl.Doc)
+			}
+		}
+	}
+	values(dp.Consts)
+	values(dp.Vars)
+	funcs(dp.Funcs, "")
+	for _, t := range dp.Types {
+		check(t.Name, t.Decl.Doc)
+		for _, spec := range t.Decl.Specs {
+			ts := spec.(*ast.TypeSpec)
+			if ts.Name.Name != t.Name {
+				continue
+			}
+			check(t.Name, ts.Doc)
+			var list *ast.FieldList
+			switch x := ts.Type.(type) {
+			case *ast.StructType:
+				list = x.Fields
+			case *ast.InterfaceType:
+				list = x.Methods
+			}
+			if list == nil {
+				continue
+			}
+			for _, f := range list.List {
+				for _, n := range f.Names {
+					if n.IsExported() {
+						check(t.Name+"."+n.Name, f.Doc)
+					}
+				}
+			}
+		}
+		values(t.Consts)
+		values(t.Vars)
+		funcs(t.Funcs, "")
+		funcs(t.Methods, t.Name)
+	}
+	slices.SortFunc(out, func(a, b LongDoc) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

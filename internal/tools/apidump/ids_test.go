@@ -13,14 +13,6 @@ import (
 	"testing"
 )
 
-// beingRewritten lists files, and directories (ending in "/"), relative
-// to the module root, that TestNoTrackerReferences skips because another
-// change is rewriting them at the same time. Empty it once that change
-// has landed: the test then covers the whole module.
-var beingRewritten = []string{
-	"collector.go",
-}
-
 var (
 	// trackerRef is a requirement ID as requirements.md numbers them
 	// (R, an upper-case area, a number, joined by hyphens) or an issue
@@ -35,13 +27,12 @@ var (
 // Requirement IDs and issue numbers belong in commit messages. In the
 // code they send a reader to requirements.md or the tracker for what a
 // sentence could say, and they go stale when the numbering does. Every Go
-// file of the module (tests included, testdata and beingRewritten not) is
+// file of the module (tests included, testdata not) is
 // parsed, and a comment, a test's name, or a string in a test file (a
 // subtest's name, a failure message) that carries one fails the test
 // with its file:line.
 func TestNoTrackerReferences(t *testing.T) {
 	fset := token.NewFileSet()
-	used := map[string]bool{}
 	files := 0
 	err := filepath.WalkDir(moduleRoot, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -54,12 +45,9 @@ func TestNoTrackerReferences(t *testing.T) {
 			if path != moduleRoot && (strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") || n == "testdata" || n == "vendor") {
 				return filepath.SkipDir
 			}
-			if skipped(rel+"/", used) {
-				return filepath.SkipDir
-			}
 			return nil
 		}
-		if !strings.HasSuffix(rel, ".go") || skipped(rel, used) {
+		if !strings.HasSuffix(rel, ".go") {
 			return nil
 		}
 		src, err := os.ReadFile(path)
@@ -78,27 +66,10 @@ func TestNoTrackerReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range beingRewritten {
-		if !used[p] {
-			t.Errorf("beingRewritten names %s, which the module no longer has: take it off the list", p)
-		}
-	}
 	if files < 300 {
 		t.Errorf("only %d Go files parsed; the walk is broken", files)
 	}
 	t.Logf("%d Go files checked", files)
-}
-
-// skipped reports whether rel is on beingRewritten, and marks its entry
-// used.
-func skipped(rel string, used map[string]bool) bool {
-	for _, p := range beingRewritten {
-		if rel == p {
-			used[p] = true
-			return true
-		}
-	}
-	return false
 }
 
 // checkTrackerRefs reports the tracker references of one file: in its
