@@ -11,9 +11,13 @@
 // chains and placement units.
 //
 // Parse and ParseFile read a spec strictly and report every problem at
-// once, each as a ValidationError naming the field path. The spec they
-// return along with such problems can still be validated with
-// arkflow.Validate, which reports them together with every other mistake
-// of the spec. arkflow.Job.Plan returns the plan of a built job; the plan
+// once, each as a ValidationError naming the field path (an unknown field
+// with the known field it probably misspells). The spec they return along
+// with such problems, as far as it decoded (a value of the wrong type is
+// left zero, or gets its default), remembers them: arkflow.Validate and
+// arkflow.FromSpec report them again together with every other mistake of
+// the spec, and never build it. So a validator that wants every mistake at
+// once validates the returned spec instead of stopping at Parse's error,
+// as arkflow.Load and "arkflow validate" do. arkflow.Job.Plan returns the plan of a built job; the plan
 // is the one ArkFlow v1 computes for the same spec.
 package job

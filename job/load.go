@@ -23,20 +23,14 @@ func init() {
 
 // Parse decodes a spec from JSON or YAML (detected from the first
 // non-blank character: '{' means JSON). Unknown fields and values of the
-// wrong type are errors naming their path (an unknown field with the known
-// field it probably misspells); all of them are returned at once as
+// wrong type are errors naming their path, all returned at once as
 // ValidationErrors. Absent optional fields get their defaults (see
 // ApplyDefaults); explicitly written zeros are kept, so that validation can
 // report them.
 //
-// With such errors, Parse still returns the spec as far as it decoded
-// (a value of the wrong type is left zero, or gets its default), unless
-// the data is not a JSON or YAML object at all. That spec remembers its
-// decode errors: validating it (arkflow.Validate,
-// arkflow.FromSpec) reports them again together with every other mistake
-// of the spec, and never builds it. So a validator that wants every
-// mistake at once validates the returned spec instead of stopping at
-// Parse's error, as arkflow.Load and "arkflow validate" do.
+// With such errors Parse still returns the spec as far as it decoded,
+// unless the data is not an object at all; the package doc says how to
+// validate it for every mistake at once.
 func Parse(data []byte) (*Spec, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
