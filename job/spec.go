@@ -61,8 +61,9 @@ func (s *Spec) decodeFailed(path string) bool {
 }
 
 // Operator kinds. ArkFlow v1 defines all of them; this runtime executes
-// source, sink, map, filter, aggregate and udf, and (with the window package)
-// window. Join is recognised and rejected by validation until it exists.
+// each. A join's config names its two sides (left, right, each with its
+// key column) and the kind of join; ARCHITECTURE.md ("Joins") describes
+// it.
 const (
 	KindSource    = "source"
 	KindMap       = "map"

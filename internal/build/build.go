@@ -28,8 +28,9 @@ import (
 )
 
 // factories are the operator kinds this program implements (sources and
-// sinks are connectors; join has no implementation yet).
+// sinks are connectors).
 var factories = map[string]ops.Factory{
+	job.KindJoin:      windowop.BuildJoin,
 	job.KindMap:       ops.BuildMap,
 	job.KindUDF:       ops.BuildMap,
 	job.KindFilter:    ops.BuildFilter,
@@ -236,8 +237,12 @@ func (b *builder) operators() {
 		// When an upstream component failed to build, the input schema is
 		// unknown (nil): the component is still built, so that its own
 		// config problems are reported too, but it gets no schema.
-		in, _ := b.inputSchema(op, at, incoming[id])
-		if in != nil {
+		var in *arrow.Schema
+		var inputs map[string]*arrow.Schema
+		if op.Kind == job.KindJoin {
+			// A join's inputs differ: each side has its own schema.
+			inputs = b.inputSchemas(incoming[id])
+		} else if in, _ = b.inputSchema(op, at, incoming[id]); in != nil {
 			b.g.InputSchemas[op.ID] = in
 		}
 		// Rows of one key meet in one subtask when there is only one, or
@@ -266,12 +271,12 @@ func (b *builder) operators() {
 			}
 			continue // unknown kinds are reported by CheckStructure
 		}
-		built, err := f(ops.Context{JobID: s.ID, Spec: s, Op: op, Input: in, Keyed: keyed, Bound: b.env.Bindings[op.ID]})
+		built, err := f(ops.Context{JobID: s.ID, Spec: s, Op: op, Input: in, Inputs: inputs, Keyed: keyed, Bound: b.env.Bindings[op.ID]})
 		if err != nil {
 			b.report(op.ID, at, err)
 			continue
 		}
-		if in == nil {
+		if in == nil && inputs == nil {
 			continue
 		}
 		b.g.Ops[op.ID] = built
@@ -316,6 +321,20 @@ func (b *builder) inputSchema(op *job.Operator, at string, in []job.Edge) (*arro
 		}
 	}
 	return schema, schema != nil
+}
+
+// inputSchemas returns the schema of the rows each upstream operator
+// sends, or nil when one of them failed to build.
+func (b *builder) inputSchemas(in []job.Edge) map[string]*arrow.Schema {
+	out := map[string]*arrow.Schema{}
+	for _, e := range in {
+		up, ok := b.g.Schemas[e.From]
+		if !ok {
+			return nil // upstream failed to build; its errors are reported
+		}
+		out[e.From] = up
+	}
+	return out
 }
 
 func schemaString(s *arrow.Schema) string {

@@ -42,6 +42,10 @@ type Batch struct {
 	// results, PortLate for a window's late rows (they travel the implicit
 	// edge to the late_event_route sink).
 	Port int
+	// From is the upstream operator the batch comes from, at an operator
+	// with several inputs (a join tells its sides apart by it); empty
+	// elsewhere.
+	From string
 }
 
 // Output ports.
@@ -102,6 +106,10 @@ type Context struct {
 	// what does not depend on the rows (config fields, names), so that
 	// validation reports its problems too; its result is discarded.
 	Input *arrow.Schema
+	// Inputs is the schema of the rows each upstream operator sends, by
+	// its ID, for an operator whose inputs differ (a join; Input is nil
+	// then). Nil, like Input, when an upstream failed to build.
+	Inputs map[string]*arrow.Schema
 	// Keyed is true when every input edge is partitioned by the operator's
 	// key_field, or the operator runs with parallelism 1: all rows of a key
 	// reach the same subtask.
@@ -132,6 +140,10 @@ type Built struct {
 	// Carry is the per-subtask mark the operator keeps across a restore,
 	// or nil (see Carrier).
 	Carry Carrier
+	// InputKeys names, by upstream operator ID, the column a partitioned
+	// edge from that operator routes its rows by, for an operator whose
+	// inputs have keys of their own (a join); nil means key_field.
+	InputKeys map[string]string
 }
 
 // Carrier describes a mark an operator keeps per subtask, outside its

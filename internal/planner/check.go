@@ -113,9 +113,6 @@ func (c *checker) operators() {
 		if !known {
 			p.Add(op.ID, at+".kind", "unknown operator kind %q (known: %s)%s", op.Kind, strings.Join(Kinds, ", "), suggest.Hint(op.Kind, Kinds))
 		}
-		if op.Kind == job.KindJoin {
-			p.Add(op.ID, at+".kind", "kind %q is not supported by this runtime yet; chain two jobs through an external system instead", op.Kind)
-		}
 		if op.Stateful && op.KeyField == "" {
 			p.Add(op.ID, at+".key_field", "a stateful operator needs key_field")
 		}
@@ -328,7 +325,9 @@ func (c *checker) edges() {
 		pairs[[2]string{e.From, e.To}] = i
 		if e.Partitioned {
 			to := s.Operators[c.ops[e.To]]
-			if to.KeyField == "" {
+			// A join routes each input by its own key (config.left_key,
+			// config.right_key), which its factory checks.
+			if to.KeyField == "" && to.Kind != job.KindJoin {
 				p.Add(e.To, fmt.Sprintf("operators[%d].key_field", c.ops[e.To]),
 					"is required: %s (%q -> %q) is partitioned, and rows are routed by the key_field of the operator they go to", at, e.From, e.To)
 			}

@@ -135,7 +135,11 @@ func (c *chainInstance) runInbox(ctx context.Context) error {
 		}
 		switch m.kind {
 		case msgData:
-			if err := c.head.process(ctx, ops.Batch{Rec: m.rec, Ack: m.ack}); err != nil {
+			b := ops.Batch{Rec: m.rec, Ack: m.ack}
+			if slot < len(c.inbox.from) {
+				b.From = c.inbox.from[slot]
+			}
+			if err := c.head.process(ctx, b); err != nil {
 				return err
 			}
 		case msgWatermark:

@@ -147,6 +147,7 @@ func (r *Runtime) topology() topology {
 		}
 	}
 	slots := map[chainSub]int{}
+	from := map[chainSub][]string{} // the upstream operator of each slot
 	for _, e := range plan.Edges {
 		if e.Mode == job.EdgeChained {
 			continue
@@ -163,11 +164,13 @@ func (r *Runtime) topology() topology {
 				k := chainSub{to.ID, dst}
 				t.slotOf[slotKey{e.ID, f, dst}] = slots[k]
 				slots[k]++
+				from[k] = append(from[k], e.From)
 			}
 		}
 	}
 	for k, n := range slots {
 		t.inboxes[k] = newInbox(n, r.opts.ChannelCapacity)
+		t.inboxes[k].from = from[k]
 	}
 	return t
 }
@@ -393,9 +396,13 @@ func (b *instantiation) wireEdges() error {
 			}
 			if e.Mode == job.EdgeKeyGroups {
 				op, _ := spec.Operator(e.To)
-				idx := g.Schemas[e.From].FieldIndices(op.KeyField)
+				key := op.KeyField
+				if k, ok := g.Ops[e.To].InputKeys[e.From]; ok {
+					key = k
+				}
+				idx := g.Schemas[e.From].FieldIndices(key)
 				if len(idx) == 0 {
-					return fmt.Errorf("edge %s: key field %q is not in the rows of %q", e.ID, op.KeyField, e.From)
+					return fmt.Errorf("edge %s: key field %q is not in the rows of %q", e.ID, key, e.From)
 				}
 				w.keyCol = idx[0]
 				w.router = keys.NewRouter(spec.MaxParallelism, topo.par[e.To])

@@ -45,6 +45,8 @@ type message struct {
 type inbox struct {
 	slots  []chan message
 	merged chan slotMessage
+	// from is the upstream operator of each slot.
+	from []string
 }
 
 type slotMessage struct {

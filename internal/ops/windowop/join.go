@@ -1,0 +1,617 @@
+package windowop
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/planner"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// Join types and how a join treats rows without a match.
+const (
+	JoinWindow = "window"
+	HowInner   = "inner"
+	HowLeft    = "left"
+)
+
+// JoinConfig is a join operator's spec config (kind join).
+//
+// A window join pairs the rows of its two inputs whose keys are equal and
+// whose event times fall in the same window (tumbling or sliding). A
+// window's pairs are emitted when the operator's watermark, the lower of
+// its inputs', reaches the window's end; under how "left", a left row
+// with no right row of its key in the window is emitted once, with the
+// right columns null.
+type JoinConfig struct {
+	// Type is the kind of join: "window".
+	Type string `json:"type"`
+	// Left and Right name the operators whose rows are the two sides.
+	Left  string `json:"left"`
+	Right string `json:"right"`
+	// LeftKey and RightKey are the key columns of each side; the rows of
+	// a side arrive partitioned by its key.
+	LeftKey  string `json:"left_key"`
+	RightKey string `json:"right_key"`
+	// How is "inner" (the default) or "left".
+	How string `json:"how,omitempty"`
+	// Window is the window of a window join: tumbling or sliding.
+	Window Spec `json:"window"`
+	// LeftPrefix and RightPrefix are put before a column name that both
+	// sides have (default "left_" and "right_").
+	LeftPrefix  string `json:"left_prefix,omitempty"`
+	RightPrefix string `json:"right_prefix,omitempty"`
+}
+
+// JoinInputKeys returns the key column of each input of a join operator,
+// by upstream operator ID: the rows of a partitioned edge into the join
+// are routed by it. Nil when the config does not decode.
+func JoinInputKeys(op *job.Operator) map[string]string {
+	var cfg JoinConfig
+	if err := connectors.DecodeConfig(op.Config, &cfg); err != nil {
+		return nil
+	}
+	return map[string]string{cfg.Left: cfg.LeftKey, cfg.Right: cfg.RightKey}
+}
+
+// joinSide is what a join knows of one of its inputs.
+type joinSide struct {
+	op            string
+	tm            timing
+	keyCol, tsCol int
+	meta          ops.MetaColumns
+	// cols are the input columns the output carries, in order, and
+	// outCols their index in the output.
+	cols []int
+}
+
+// BuildJoin is the factory of join operators (job.KindJoin): it checks
+// the config, each side's time declaration and key column, and derives
+// the output schema.
+func BuildJoin(c ops.Context) (ops.Built, error) {
+	var cfg JoinConfig
+	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
+		return ops.Built{}, ops.PrefixErrors("config", err)
+	}
+	sides, errs := cfg.check(c)
+	// The columns are checked against the rows each side sends when both
+	// are known (an upstream that failed to build reported its problems).
+	schemas := [2]*arrow.Schema{c.Inputs[cfg.Left], c.Inputs[cfg.Right]}
+	if schemas[0] == nil || schemas[1] == nil || cfg.Left == cfg.Right {
+		return ops.Built{}, errs.Err()
+	}
+	errs = append(errs, cfg.checkColumns(schemas, &sides)...)
+	if err := errs.Err(); err != nil {
+		return ops.Built{}, err
+	}
+	lk, rk := schemas[0].Field(sides[0].keyCol), schemas[1].Field(sides[1].keyCol)
+	if !arrow.TypeEqual(lk.Type, rk.Type) {
+		return ops.Built{}, ops.Errf("config.right_key", "column %q has type %s, but the left key %q has type %s; the keys of a join must have one type", rk.Name, rk.Type, lk.Name, lk.Type)
+	}
+	out, err := joinSchema(lk, schemas, &sides, cfg.LeftPrefix, cfg.RightPrefix)
+	if err != nil {
+		return ops.Built{}, err
+	}
+	jb := &joinBuild{cfg: cfg, sides: sides, out: out, keyType: lk.Type, in: schemas, warn: newDropWarner(c.Spec, c.Op.ID)}
+	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: jb.newInstance,
+		InputKeys: map[string]string{cfg.Left: cfg.LeftKey, cfg.Right: cfg.RightKey}}, nil
+}
+
+// check reports the problems of the config that need no schema, fills in
+// the default prefixes and returns what it learnt of each side: the
+// operator and its sources' time declaration.
+func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
+	var errs ops.Errors
+	switch cfg.Type {
+	case JoinWindow:
+		errs = append(errs, cfg.Window.Check("config.window")...)
+		if cfg.Window.Type == TypeSession {
+			errs = append(errs, ops.Errf("config.window.type", "a window join takes tumbling or sliding windows (got session)"))
+		}
+	case "":
+		errs = append(errs, ops.Errf("config.type", "is required: the kind of join (window)"))
+	default:
+		errs = append(errs, ops.Errf("config.type", "unknown join type %q (known: window)", cfg.Type))
+	}
+	switch cfg.How {
+	case "", HowInner, HowLeft:
+	default:
+		errs = append(errs, ops.Errf("config.how", "must be inner or left (got %q)", cfg.How))
+	}
+	cfg.LeftPrefix = cmp.Or(cfg.LeftPrefix, "left_")
+	cfg.RightPrefix = cmp.Or(cfg.RightPrefix, "right_")
+	if cfg.LeftPrefix == cfg.RightPrefix {
+		errs = append(errs, ops.Errf("config.right_prefix", "must differ from left_prefix (both %q)", cfg.LeftPrefix))
+	}
+	in := map[string]bool{}
+	for _, e := range c.Spec.Edges {
+		if e.To == c.Op.ID {
+			in[e.From] = true
+		}
+	}
+	sides := [2]joinSide{{op: cfg.Left}, {op: cfg.Right}}
+	for i, f := range [2]struct{ name, key, field string }{{cfg.Left, cfg.LeftKey, "left"}, {cfg.Right, cfg.RightKey, "right"}} {
+		switch {
+		case f.name == "":
+			errs = append(errs, ops.Errf("config."+f.field, "is required: the operator whose rows are the %s side", f.field))
+		case !in[f.name]:
+			errs = append(errs, ops.Errf("config."+f.field, "operator %q has no edge into the join", f.name))
+		}
+		if f.key == "" {
+			errs = append(errs, ops.Errf("config."+f.field+"_key", "is required: the key column of the %s side", f.field))
+		}
+		if f.name == "" || !in[f.name] {
+			continue
+		}
+		tm, err := sideTiming(c.Spec, f.name)
+		if err != nil {
+			errs = append(errs, ops.Errf("config."+f.field, "%v", err))
+		}
+		sides[i].tm = tm
+		if cfg.Type == JoinWindow && !tm.event {
+			errs = append(errs, ops.Errf("config."+f.field, "a window join needs event time on both inputs: the sources of %q run on processing time", f.name))
+		}
+		if tm.policy != job.LateDrop {
+			errs = append(errs, ops.Errf("config."+f.field, "the sources of %q declare late_event_policy %q; a join drops late rows (late_event_policy drop)", f.name, tm.policy))
+		}
+	}
+	if cfg.Left != "" && cfg.Left == cfg.Right {
+		errs = append(errs, ops.Errf("config.right", "must differ from left (both %q)", cfg.Left))
+	}
+	if !c.Keyed {
+		errs = append(errs, ops.Errf("", "the edges into a join that runs with parallelism > 1 must be partitioned (partitioned: true), so that equal keys of both sides meet in one subtask"))
+	}
+	if len(in) != 2 {
+		errs = append(errs, ops.Errf("", "a join needs exactly two input edges, from left and right (has %d)", len(in)))
+	}
+	return sides, errs
+}
+
+// checkColumns finds each side's key and event-time columns in the rows
+// it sends.
+func (cfg *JoinConfig) checkColumns(schemas [2]*arrow.Schema, sides *[2]joinSide) ops.Errors {
+	var errs ops.Errors
+	for i, f := range [2]struct{ key, field string }{{cfg.LeftKey, "left_key"}, {cfg.RightKey, "right_key"}} {
+		if f.key == "" {
+			continue
+		}
+		idx := schemas[i].FieldIndices(f.key)
+		if len(idx) == 0 {
+			errs = append(errs, ops.Errf("config."+f.field, "%s", ops.UnknownColumn(f.key, schemas[i])))
+			continue
+		}
+		if t := schemas[i].Field(idx[0]).Type; !keys.Supported(t) {
+			errs = append(errs, ops.Errf("config."+f.field, "column %q has type %s, which cannot be a key", f.key, t))
+			continue
+		}
+		sides[i].keyCol = idx[0]
+		ts, err := eventTimeColumn(schemas[i], sides[i].tm)
+		if err != nil {
+			errs = append(errs, ops.Errf("config."+[2]string{"left", "right"}[i], "%v", err))
+		}
+		sides[i].tsCol = ts
+		sides[i].meta = ops.MetaColumnsOf(schemas[i])
+	}
+	return errs
+}
+
+// sideTiming is the time declaration of the sources upstream of one side.
+func sideTiming(s *job.Spec, op string) (timing, error) {
+	var tm timing
+	var first string
+	for i, src := range planner.UpstreamSources(s, op, nil) {
+		t := src.Time
+		if t == nil {
+			t = &job.Time{Mode: job.ProcessingTime}
+		}
+		cur := timing{event: t.Mode == job.EventTime, field: t.TimestampField, policy: t.LateEventPolicy, lateness: t.AllowedLatenessMS, route: t.LateEventRoute}
+		if cur.policy == "" {
+			cur.policy = job.LateDrop
+		}
+		if i == 0 {
+			tm, first = cur, src.OperatorID
+			continue
+		}
+		if cur != tm {
+			return tm, fmt.Errorf("its sources %q and %q declare different time semantics (mode, timestamp field, lateness or late policy)", first, src.OperatorID)
+		}
+	}
+	return tm, nil
+}
+
+// joinSchema is a join's output: the key (named as on the left), the
+// window's start and end, then the other columns of the left side and of
+// the right side, without the sources' metadata columns. A column name
+// both sides have, or one the output has already, gets the side's prefix.
+func joinSchema(key arrow.Field, in [2]*arrow.Schema, sides *[2]joinSide, lp, rp string) (*arrow.Schema, error) {
+	key.Nullable = true
+	fields := []arrow.Field{key, {Name: ColumnStart, Type: tsMillis}, {Name: ColumnEnd, Type: tsMillis}}
+	count := map[string]int{}
+	for i := range in {
+		for c, f := range in[i].Fields() {
+			if c != sides[i].keyCol && !connectors.IsMeta(f.Name) {
+				count[f.Name]++
+			}
+		}
+	}
+	seen := map[string]bool{key.Name: true, ColumnStart: true, ColumnEnd: true}
+	for i, prefix := range [2]string{lp, rp} {
+		for c, f := range in[i].Fields() {
+			if c == sides[i].keyCol || connectors.IsMeta(f.Name) {
+				continue
+			}
+			name := f.Name
+			if count[name] > 1 || seen[name] {
+				name = prefix + name
+			}
+			if seen[name] {
+				return nil, ops.Errf("config", "the output would have two columns named %q; set left_prefix or right_prefix", name)
+			}
+			seen[name] = true
+			f.Name, f.Nullable = name, true
+			fields = append(fields, f)
+			sides[i].cols = append(sides[i].cols, c)
+		}
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+type joinBuild struct {
+	cfg     JoinConfig
+	sides   [2]joinSide
+	out     *arrow.Schema
+	keyType arrow.DataType
+	in      [2]*arrow.Schema // the rows of each side
+	warn    *dropWarner      // shared by the subtasks
+}
+
+// newInstance creates one subtask of a window join. Its open windows live
+// in memory and hold the acknowledgements of the rows they buffer, so a
+// restart rebuilds them by replaying the input from the committed
+// positions; the watermark floor keeps windows that fired before the
+// restart from firing again.
+func (jb *joinBuild) newInstance(info ops.Task) (ops.Instance, error) {
+	t, err := keys.NewTable(jb.keyType)
+	if err != nil {
+		return nil, err
+	}
+	j, err := statestore.NewJournal(info.State, info.JobID, info.OperatorID, info.KeyGroups)
+	if err != nil {
+		return nil, err
+	}
+	fl := newFloor(info.State, info.JobID, info.OperatorID, info.KeyGroups.Start)
+	wm, reached, err := fl.load(info.Now())
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: reading the watermark floor: %w", info.OperatorID, err)
+	}
+	slide := jb.cfg.Window.SlideMS
+	if jb.cfg.Window.Type == TypeTumbling {
+		slide = jb.cfg.Window.SizeMS
+	}
+	b := base{op: info.OperatorID, tm: jb.sides[0].tm, keys: t, out: jb.out, wm: wm, input: eventtime.NoWatermark, reached: reached, m: &counters{},
+		journal: j, groups: info.Grouper(), floor: fl, warn: jb.warn, log: info.Logger, now: info.Now}
+	return &windowJoin{base: b, jb: jb, maxPar: info.MaxParallelism, size: jb.cfg.Window.SizeMS, slide: slide, outer: jb.cfg.How == HowLeft, wins: map[int64]*joinWin{}}, nil
+}
+
+// windowJoin is one subtask of a window join.
+type windowJoin struct {
+	base
+	jb          *joinBuild
+	maxPar      int
+	size, slide int64
+	outer       bool
+	wins        map[int64]*joinWin // open windows by start
+	ends        int64Heap          // starts of open windows
+	held        heldHeap
+	starts      []int64
+	idx         map[int64][]int32 // rows of the batch per window start
+}
+
+// joinWin is one window's rows of each side, as taken from the input
+// batches, with the key ID of every row.
+type joinWin struct {
+	start int64
+	rows  [2][]arrow.RecordBatch
+	kids  [2][]int32
+}
+
+// Process buffers a batch's rows in the windows they belong to, drops its
+// late rows, and holds the batch's acknowledgement until the last window
+// it fed fires.
+func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
+	side := -1
+	for i := range w.jb.sides {
+		if b.From == w.jb.sides[i].op {
+			side = i
+		}
+	}
+	if side < 0 {
+		b.Rec.Release()
+		b.Ack.Release(nil)
+		return fmt.Errorf("operator %q: a batch from %q, which is neither side of the join", w.op, b.From)
+	}
+	s := &w.jb.sides[side]
+	w.tm, w.keyCol, w.tsCol, w.meta = s.tm, s.keyCol, s.tsCol, s.meta
+	w.meta.Key, w.meta.MaxParallelism = s.keyCol, w.maxPar
+	b, _, err := w.begin(b)
+	if err != nil || b.Rec == nil {
+		return err
+	}
+	rec := b.Rec
+	fail := func(err error) error {
+		rec.Release()
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
+	if err := w.prepare(rec); err != nil {
+		return fail(err)
+	}
+	if w.idx == nil {
+		w.idx = map[int64][]int32{}
+	}
+	clear(w.idx)
+	maxEnd := int64(eventtime.NoWatermark)
+	wm := w.wm
+	for r := range w.ts {
+		if !w.valid[r] {
+			w.lateRow(true)
+			continue
+		}
+		t := w.ts[r]
+		if !eventtime.InRange(t, w.size) {
+			return fail(w.rangeError(r, t, w.size))
+		}
+		if w.slide == w.size {
+			w.starts = append(w.starts[:0], eventtime.TumblingStart(t, w.size))
+		} else {
+			w.starts = eventtime.SlidingStarts(w.starts[:0], t, w.size, w.slide)
+		}
+		accepted, late, replayed := false, false, false
+		for _, st := range w.starts {
+			end := st + w.size
+			if wm >= end {
+				if w.replayOf(end) {
+					replayed = true
+				} else {
+					late = true
+				}
+				continue
+			}
+			w.idx[st] = append(w.idx[st], int32(r))
+			accepted = true
+			maxEnd = max(maxEnd, end)
+		}
+		switch {
+		case replayed && !accepted:
+			w.replayedRow()
+		case late && !accepted:
+			w.lateRow(false)
+		}
+	}
+	w.reportDrops()
+	for st, rows := range w.idx {
+		x := w.wins[st]
+		if x == nil {
+			x = &joinWin{start: st}
+			w.wins[st] = x
+			heap.Push(&w.ends, st)
+			w.m.open.Add(1)
+		}
+		taken, err := batch.Take(rec, rows)
+		if err != nil {
+			return fail(err)
+		}
+		x.rows[side] = append(x.rows[side], taken)
+		for _, r := range rows {
+			x.kids[side] = append(x.kids[side], w.kid[r])
+		}
+	}
+	return finishBatch(ctx, b, out, nil, nil, &w.held, maxEnd)
+}
+
+// Watermark fires every window whose end the watermark reached, in order
+// of end: it emits the window's pairs and frees its rows.
+func (w *windowJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
+	prev, input := w.wm, w.input
+	if !w.advance(wm) {
+		return nil
+	}
+	var firing []*joinWin
+	for w.ends.Len() > 0 && satAdd(w.ends[0], w.size) <= wm {
+		start := heap.Pop(&w.ends).(int64)
+		if x := w.wins[start]; x != nil {
+			firing = append(firing, x)
+			delete(w.wins, start)
+		}
+	}
+	w.m.open.Add(-int64(len(firing)))
+	w.m.fired.Add(int64(len(firing)))
+	acks := popHeld(&w.held, wm)
+	fl := wm
+	if wm == eventtime.EndOfTime {
+		fl = max(prev, eventtime.NoWatermark)
+		for _, x := range firing {
+			fl = max(fl, satAdd(x.start, w.size))
+		}
+	}
+	var recs []arrow.RecordBatch
+	var err error
+	for _, x := range firing {
+		if err == nil {
+			var rs []arrow.RecordBatch
+			rs, err = w.pairs(x)
+			recs = append(recs, rs...)
+		}
+		x.release()
+	}
+	if len(firing) > 0 {
+		// The floor first: its write must precede the state commits of
+		// the input this firing releases (see floor).
+		acks = append([]*ack.Node{w.floor.firing(fl, w.reachedBy(wm, input), nil)}, acks...)
+	}
+	node := ack.Derive(acks...)
+	if err != nil || len(recs) == 0 {
+		for _, r := range recs {
+			r.Release()
+		}
+		node.Release(err)
+		return err
+	}
+	node.Retain(len(recs) - 1)
+	return emitAll(ctx, out, recs, node, ops.PortMain)
+}
+
+// Close releases the rows of the open windows and the held
+// acknowledgements: their rows will be replayed.
+func (w *windowJoin) Close() error {
+	for _, x := range w.wins {
+		x.release()
+	}
+	clear(w.wins)
+	for _, h := range w.held {
+		h.node.Release(ops.ErrAbandoned)
+	}
+	w.held = nil
+	w.closeWarnings()
+	return nil
+}
+
+func (x *joinWin) release() {
+	for s := range x.rows {
+		for _, r := range x.rows[s] {
+			r.Release()
+		}
+		x.rows[s] = nil
+	}
+}
+
+// pairs builds the output of one window: for every left row in arrival
+// order, a row per right row of its key in arrival order (under how left,
+// one row with null right columns when there is none).
+func (w *windowJoin) pairs(x *joinWin) ([]arrow.RecordBatch, error) {
+	if len(x.kids[0]) == 0 || (!w.outer && len(x.kids[1]) == 0) {
+		return nil, nil
+	}
+	byKey := map[int32][]int32{}
+	for j, k := range x.kids[1] {
+		byKey[k] = append(byKey[k], int32(j))
+	}
+	nullRight := int32(len(x.kids[1])) // the null row appended to the right side
+	var li, ri []int32
+	for i, k := range x.kids[0] {
+		m := byKey[k]
+		if len(m) == 0 {
+			if w.outer {
+				li, ri = append(li, int32(i)), append(ri, nullRight)
+			}
+			continue
+		}
+		for _, j := range m {
+			li, ri = append(li, int32(i)), append(ri, j)
+		}
+	}
+	if len(li) == 0 {
+		return nil, nil
+	}
+	left, err := concat(w.jb.sides[0], x.rows[0], false, w.jb.in[0])
+	if err != nil {
+		return nil, err
+	}
+	defer releaseAll(left)
+	right, err := concat(w.jb.sides[1], x.rows[1], true, w.jb.in[1])
+	if err != nil {
+		return nil, err
+	}
+	defer releaseAll(right)
+	var out []arrow.RecordBatch
+	for lo := 0; lo < len(li); lo += maxOutputRows {
+		hi := min(lo+maxOutputRows, len(li))
+		rec, err := w.outputRows(x, left, right, li[lo:hi], ri[lo:hi])
+		if err != nil {
+			for _, r := range out {
+				r.Release()
+			}
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// concat returns the columns of a side's buffered rows, each one array:
+// the side's key column first, then its output columns. With null, one
+// null row follows the rows, for left rows without a match.
+func concat(s joinSide, rows []arrow.RecordBatch, null bool, schema *arrow.Schema) ([]arrow.Array, error) {
+	cols := append([]int{s.keyCol}, s.cols...)
+	out := make([]arrow.Array, 0, len(cols))
+	for _, c := range cols {
+		parts := make([]arrow.Array, 0, len(rows)+1)
+		for _, r := range rows {
+			parts = append(parts, r.Column(c))
+		}
+		if null {
+			n := array.MakeArrayOfNull(memory.DefaultAllocator, schema.Field(c).Type, 1)
+			defer n.Release()
+			parts = append(parts, n)
+		}
+		a, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			releaseAll(out)
+			return nil, fmt.Errorf("column %q: %w", schema.Field(c).Name, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func releaseAll(as []arrow.Array) {
+	for _, a := range as {
+		a.Release()
+	}
+}
+
+// outputRows builds one output batch of the pairs (li[i], ri[i]).
+func (w *windowJoin) outputRows(x *joinWin, left, right []arrow.Array, li, ri []int32) (arrow.RecordBatch, error) {
+	n := len(li)
+	cols := make([]arrow.Array, 0, w.out.NumFields())
+	defer func() { releaseAll(cols) }()
+	key, err := batch.TakeArray(left[0], li)
+	if err != nil {
+		return nil, err
+	}
+	cols = append(cols, key)
+	starts, ends := make([]int64, n), make([]int64, n)
+	for i := range starts {
+		starts[i], ends[i] = x.start, x.start+w.size
+	}
+	cols = append(cols, timestamps(starts), timestamps(ends))
+	for _, c := range left[1:] {
+		a, err := batch.TakeArray(c, li)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, a)
+	}
+	for _, c := range right[1:] {
+		a, err := batch.TakeArray(c, ri)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, a)
+	}
+	rec := array.NewRecordBatch(w.out, cols, int64(n))
+	return rec, nil
+}

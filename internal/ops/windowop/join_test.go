@@ -1,0 +1,304 @@
+package windowop_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	arkflow "github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/job"
+)
+
+// joinRow is one input row of the join tests: key, a unique value, and an
+// event time in ms.
+type joinRow struct {
+	Key string
+	V   int64
+	TS  int64
+}
+
+// joinInput makes n rows over keys k0..k(keys-1) whose event times grow
+// by step ms with a disorder of up to jitter ms behind.
+func joinInput(rng *rand.Rand, n, keys int, base, step, jitter int64) []joinRow {
+	rows := make([]joinRow, n)
+	for i := range rows {
+		rows[i] = joinRow{Key: fmt.Sprintf("k%d", rng.IntN(keys)), V: base + int64(i), TS: int64(i)*step - rng.Int64N(jitter+1)}
+		rows[i].TS = max(rows[i].TS, 0)
+	}
+	return rows
+}
+
+// joinSpec is a job of two memory sources (persons: id, name_v, ts;
+// auctions: aid, seller, ts) joined by a window join into a file sink.
+func joinSpec(t *testing.T, left, right []joinRow, window map[string]any, how string, par int, ooo int64, badger bool, out string) *job.Spec {
+	t.Helper()
+	rows := func(rs []joinRow, key, val string) []map[string]any {
+		out := make([]map[string]any, len(rs))
+		for i, r := range rs {
+			out[i] = map[string]any{key: r.Key, val: r.V, "ts": r.TS}
+		}
+		return out
+	}
+	source := func(id, key, val string, rs []joinRow) map[string]any {
+		return map[string]any{
+			"operator_id": id, "input_type": "memory",
+			"config": map[string]any{
+				"schema":     []map[string]any{{"name": key, "type": "string"}, {"name": val, "type": "int64"}, {"name": "ts", "type": "int64"}},
+				"partitions": 2, "batch_size": 7, "rows": rows(rs, key, val),
+			},
+			"time": map[string]any{"mode": "event_time", "timestamp_field": "ts",
+				"watermark": map[string]any{"strategy": "bounded_out_of_orderness", "out_of_orderness_ms": ooo}},
+		}
+	}
+	spec := map[string]any{
+		"id": "joins", "parallelism": par,
+		"operators": []map[string]any{
+			{"id": "persons", "kind": "source"}, {"id": "auctions", "kind": "source"},
+			{"id": "j", "kind": "join", "config": map[string]any{"type": "window", "left": "persons", "right": "auctions",
+				"left_key": "id", "right_key": "seller", "how": how, "window": window}},
+			{"id": "out", "kind": "sink"},
+		},
+		"edges": []map[string]any{
+			{"id": "p", "from": "persons", "to": "j", "partitioned": true},
+			{"id": "a", "from": "auctions", "to": "j", "partitioned": true},
+			{"id": "o", "from": "j", "to": "out"},
+		},
+		"sources": []map[string]any{source("persons", "id", "pv", left), source("auctions", "seller", "av", right)},
+		"sinks":   []map[string]any{{"operator_id": "out", "output_type": "file", "config": map[string]any{"path": out, "fsync": false}}},
+	}
+	if badger {
+		spec["state"] = map[string]any{"backend": "badger", "path": filepath.Join(t.TempDir(), "state")}
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := job.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// joinReference is the join computed by a nested loop over every window
+// start, every left row and every right row: for each window a row is
+// in, its pairs with the right rows of the same key in that window, or,
+// under how left, the row with nulls when there is none.
+func joinReference(left, right []joinRow, size, slide int64, outer bool) []string {
+	var out []string
+	lo, hi := int64(0), int64(0)
+	for _, r := range slices.Concat(left, right) {
+		hi = max(hi, r.TS)
+	}
+	lo = -size // the first window a row at 0 can be in starts before 0
+	stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z") }
+	for s := lo - lo%slide; s <= hi; s += slide {
+		in := func(r joinRow) bool { return r.TS >= s && r.TS < s+size }
+		for _, l := range left {
+			if !in(l) {
+				continue
+			}
+			matched := false
+			for _, r := range right {
+				if in(r) && r.Key == l.Key {
+					matched = true
+					out = append(out, fmt.Sprintf("%s|%s|%s|%d|%d|%d|%d", l.Key, stamp(s), stamp(s+size), l.V, l.TS, r.V, r.TS))
+				}
+			}
+			if !matched && outer {
+				out = append(out, fmt.Sprintf("%s|%s|%s|%d|%d|null|null", l.Key, stamp(s), stamp(s+size), l.V, l.TS))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readJoinOutput reads the sink's JSON lines in the reference's form.
+func readJoinOutput(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r struct {
+			ID     string `json:"id"`
+			Start  string `json:"window_start"`
+			End    string `json:"window_end"`
+			PV     int64  `json:"pv"`
+			LeftTS int64  `json:"left_ts"`
+			AV     *int64 `json:"av"`
+			RTS    *int64 `json:"right_ts"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s: %v", sc.Text(), err)
+		}
+		rv, rts := "null", "null"
+		if r.AV != nil {
+			rv, rts = fmt.Sprint(*r.AV), fmt.Sprint(*r.RTS)
+		}
+		out = append(out, fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s", r.ID, r.Start, r.End, r.PV, r.LeftTS, rv, rts))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A window join, inner and left outer, tumbling and sliding, on one and
+// two subtasks, with state in memory and in Badger, gives exactly the
+// pairs a nested loop over all rows gives, on random inputs whose rows
+// arrive out of order within the sources' bound.
+func TestWindowJoinMatchesNestedLoop(t *testing.T) {
+	t.Parallel()
+	windows := []struct {
+		name        string
+		def         map[string]any
+		size, slide int64
+	}{
+		{"tumbling", map[string]any{"type": "tumbling", "size_ms": 1000}, 1000, 1000},
+		{"sliding", map[string]any{"type": "sliding", "size_ms": 1000, "slide_ms": 400}, 1000, 400},
+	}
+	for _, w := range windows {
+		for _, how := range []string{"inner", "left"} {
+			for _, par := range []int{1, 2} {
+				for _, backend := range []string{"memory", "badger"} {
+					name := fmt.Sprintf("%s/%s/p%d/%s", w.name, how, par, backend)
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						seed := uint64(len(name)) * 7919
+						rng := rand.New(rand.NewPCG(seed, 42))
+						left := joinInput(rng, 240, 12, 1_000_000, 40, 300)
+						right := joinInput(rng, 200, 12, 2_000_000, 48, 300)
+						out := filepath.Join(t.TempDir(), "out.jsonl")
+						spec := joinSpec(t, left, right, w.def, how, par, 1500, backend == "badger", out)
+						j, err := arkflow.FromSpec(spec, arkflow.WithDataDir(t.TempDir()))
+						if err != nil {
+							t.Fatal(err)
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+						defer cancel()
+						if err := j.Run(ctx); err != nil {
+							t.Fatal(err)
+						}
+						got := readJoinOutput(t, out)
+						want := joinReference(left, right, w.size, w.slide, how == "left")
+						if len(want) == 0 {
+							t.Fatal("the reference is empty: the input makes no pairs")
+						}
+						if !slices.Equal(got, want) {
+							t.Errorf("%d rows, want %d", len(got), len(want))
+							for i := 0; i < max(len(got), len(want)) && i < 10; i++ {
+								var g, x string
+								if i < len(got) {
+									g = got[i]
+								}
+								if i < len(want) {
+									x = want[i]
+								}
+								if g != x {
+									t.Errorf("row %d: got %s, want %s", i, g, x)
+								}
+							}
+						}
+						if m := j.Metrics().Operator("j"); m.Counters["late_dropped"] != 0 {
+							t.Errorf("late_dropped = %d, want 0 (rows within the bound)", m.Counters["late_dropped"])
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// Every mistake of a join's config is reported at validation, each naming
+// the join operator and the field at fault.
+func TestWindowJoinValidation(t *testing.T) {
+	t.Parallel()
+	rows := []joinRow{{Key: "k", V: 1, TS: 1}}
+	cases := []struct {
+		name  string
+		edit  func(s *job.Spec)
+		field string // the problem's field path
+		says  string // a phrase of its reason
+	}{
+		{"key types differ", func(s *job.Spec) { s.Sources[1].Config = retype(t, s.Sources[1].Config, "seller", "int64") },
+			"operators[2].config.right_key", `has type int64, but the left key "id" has type utf8`},
+		{"unknown key column", func(s *job.Spec) { setJoin(t, s, "left_key", "idd") }, "operators[2].config.left_key", `did you mean "id"?`},
+		{"processing time", func(s *job.Spec) { s.Sources[1].Time = nil }, "operators[2].config.right", "needs event time on both inputs"},
+		{"session window", func(s *job.Spec) { setJoin(t, s, "window", map[string]any{"type": "session", "gap_ms": 10}) },
+			"operators[2].config.window.type", "tumbling or sliding"},
+		{"how", func(s *job.Spec) { setJoin(t, s, "how", "full") }, "operators[2].config.how", `must be inner or left (got "full")`},
+		{"same side twice", func(s *job.Spec) { setJoin(t, s, "right", "persons") }, "operators[2].config.right", "must differ from left"},
+		{"a side without an edge", func(s *job.Spec) { setJoin(t, s, "right", "out") }, "operators[2].config.right", `operator "out" has no edge into the join`},
+		{"edges not partitioned", func(s *job.Spec) { s.Edges[0].Partitioned = false }, "operators[2]", "must be partitioned"},
+		{"late rows routed", func(s *job.Spec) {
+			s.Sources[0].Time.LateEventPolicy = job.LateRoute
+			s.Sources[0].Time.LateEventRoute = "out"
+		},
+			"operators[2].config.left", `late_event_policy "route"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := joinSpec(t, rows, rows, map[string]any{"type": "tumbling", "size_ms": 1000}, "inner", 2, 0, false, filepath.Join(t.TempDir(), "o"))
+			c.edit(s)
+			err := arkflow.Validate(s)
+			for _, ve := range job.AsValidationErrors(err) {
+				if ve.Operator == "j" && ve.Field == c.field && strings.Contains(ve.Reason, c.says) {
+					return
+				}
+			}
+			t.Fatalf("no problem of operator \"j\" at %s saying %q in:\n%v", c.field, c.says, err)
+		})
+	}
+}
+
+// setJoin sets one field of the join operator's config.
+func setJoin(t *testing.T, s *job.Spec, field string, v any) {
+	t.Helper()
+	op, _ := s.Operator("j")
+	var cfg map[string]any
+	if err := json.Unmarshal(op.Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg[field] = v
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Config = b
+}
+
+// retype changes the type of one column of a memory source's schema.
+func retype(t *testing.T, raw json.RawMessage, column, typ string) json.RawMessage {
+	t.Helper()
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range cfg["schema"].([]any) {
+		if f := f.(map[string]any); f["name"] == column {
+			f["type"] = typ
+		}
+	}
+	delete(cfg, "rows")
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
