@@ -23,9 +23,10 @@ import (
 
 // Join types and how a join treats rows without a match.
 const (
-	JoinWindow = "window"
-	HowInner   = "inner"
-	HowLeft    = "left"
+	JoinWindow   = "window"
+	JoinInterval = "interval"
+	HowInner     = "inner"
+	HowLeft      = "left"
 )
 
 // JoinConfig is a join operator's spec config (kind join).
@@ -36,6 +37,13 @@ const (
 // its inputs', reaches the window's end; under how "left", a left row
 // with no right row of its key in the window is emitted once, with the
 // right columns null.
+//
+// An interval join pairs rows of equal keys whose event times are within
+// the bounds of each other (LowerMS, UpperMS). A pair is emitted as soon
+// as its second row arrives; a row is kept until the watermark passes
+// the last time a partner of it could have, and under how "left" a left
+// row that never paired is emitted then, once, with the right columns
+// null.
 type JoinConfig struct {
 	// Type is the kind of join: "window".
 	Type string `json:"type"`
@@ -50,6 +58,11 @@ type JoinConfig struct {
 	How string `json:"how,omitempty"`
 	// Window is the window of a window join: tumbling or sliding.
 	Window Spec `json:"window"`
+	// LowerMS and UpperMS bound an interval join: a left row and a right
+	// row of one key pair when left.ts is in [right.ts + LowerMS,
+	// right.ts + UpperMS] (both ends included; either may be negative).
+	LowerMS *int64 `json:"lower_ms,omitempty"`
+	UpperMS *int64 `json:"upper_ms,omitempty"`
 	// LeftPrefix and RightPrefix are put before a column name that both
 	// sides have (default "left_" and "right_").
 	LeftPrefix  string `json:"left_prefix,omitempty"`
@@ -101,7 +114,7 @@ func BuildJoin(c ops.Context) (ops.Built, error) {
 	if !arrow.TypeEqual(lk.Type, rk.Type) {
 		return ops.Built{}, ops.Errf("config.right_key", "column %q has type %s, but the left key %q has type %s; the keys of a join must have one type", rk.Name, rk.Type, lk.Name, lk.Type)
 	}
-	out, err := joinSchema(lk, schemas, &sides, cfg.LeftPrefix, cfg.RightPrefix)
+	out, err := joinSchema(lk, schemas, &sides, cfg.LeftPrefix, cfg.RightPrefix, cfg.Type == JoinWindow)
 	if err != nil {
 		return ops.Built{}, err
 	}
@@ -121,10 +134,27 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 		if cfg.Window.Type == TypeSession {
 			errs = append(errs, ops.Errf("config.window.type", "a window join takes tumbling or sliding windows (got session)"))
 		}
+	case JoinInterval:
+		switch {
+		case cfg.LowerMS == nil:
+			errs = append(errs, ops.Errf("config.lower_ms", "is required: an interval join pairs rows with left.ts in [right.ts + lower_ms, right.ts + upper_ms]"))
+		case cfg.UpperMS == nil:
+			errs = append(errs, ops.Errf("config.upper_ms", "is required: an interval join pairs rows with left.ts in [right.ts + lower_ms, right.ts + upper_ms]"))
+		case *cfg.LowerMS > *cfg.UpperMS:
+			errs = append(errs, ops.Errf("config.upper_ms", "must be >= lower_ms (got lower_ms %d, upper_ms %d)", *cfg.LowerMS, *cfg.UpperMS))
+		case max(abs(*cfg.LowerMS), abs(*cfg.UpperMS)) > eventtime.MaxSpanMS:
+			errs = append(errs, ops.Errf("config", "lower_ms and upper_ms must be within ±%d (1000 years)", int64(eventtime.MaxSpanMS)))
+		}
+		if cfg.How == HowLeft {
+			// A left row that paired before a crash may find its partner
+			// committed and gone after it: the kept rows must be
+			// checkpointed state before an unpaired row can be told.
+			errs = append(errs, ops.Errf("config.how", "an interval join is inner only for now (got %q)", cfg.How))
+		}
 	case "":
-		errs = append(errs, ops.Errf("config.type", "is required: the kind of join (window)"))
+		errs = append(errs, ops.Errf("config.type", "is required: the kind of join (window or interval)"))
 	default:
-		errs = append(errs, ops.Errf("config.type", "unknown join type %q (known: window)", cfg.Type))
+		errs = append(errs, ops.Errf("config.type", "unknown join type %q (known: window, interval)", cfg.Type))
 	}
 	switch cfg.How {
 	case "", HowInner, HowLeft:
@@ -161,8 +191,8 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 			errs = append(errs, ops.Errf("config."+f.field, "%v", err))
 		}
 		sides[i].tm = tm
-		if cfg.Type == JoinWindow && !tm.event {
-			errs = append(errs, ops.Errf("config."+f.field, "a window join needs event time on both inputs: the sources of %q run on processing time", f.name))
+		if !tm.event {
+			errs = append(errs, ops.Errf("config."+f.field, "a join needs event time on both inputs: the sources of %q run on processing time", f.name))
 		}
 		if tm.policy != job.LateDrop {
 			errs = append(errs, ops.Errf("config."+f.field, "the sources of %q declare late_event_policy %q; a join drops late rows (late_event_policy drop)", f.name, tm.policy))
@@ -232,13 +262,16 @@ func sideTiming(s *job.Spec, op string) (timing, error) {
 	return tm, nil
 }
 
-// joinSchema is a join's output: the key (named as on the left), the
-// window's start and end, then the other columns of the left side and of
+// joinSchema is a join's output: the key (named as on the left), a window
+// join's window start and end, then the other columns of the left side and of
 // the right side, without the sources' metadata columns. A column name
 // both sides have, or one the output has already, gets the side's prefix.
-func joinSchema(key arrow.Field, in [2]*arrow.Schema, sides *[2]joinSide, lp, rp string) (*arrow.Schema, error) {
+func joinSchema(key arrow.Field, in [2]*arrow.Schema, sides *[2]joinSide, lp, rp string, window bool) (*arrow.Schema, error) {
 	key.Nullable = true
-	fields := []arrow.Field{key, {Name: ColumnStart, Type: tsMillis}, {Name: ColumnEnd, Type: tsMillis}}
+	fields := []arrow.Field{key}
+	if window {
+		fields = append(fields, arrow.Field{Name: ColumnStart, Type: tsMillis}, arrow.Field{Name: ColumnEnd, Type: tsMillis})
+	}
 	count := map[string]int{}
 	for i := range in {
 		for c, f := range in[i].Fields() {
@@ -297,13 +330,29 @@ func (jb *joinBuild) newInstance(info ops.Task) (ops.Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator %q: reading the watermark floor: %w", info.OperatorID, err)
 	}
+	b := base{op: info.OperatorID, tm: jb.sides[0].tm, keys: t, out: jb.out, wm: wm, input: eventtime.NoWatermark, reached: reached, m: &counters{},
+		journal: j, groups: info.Grouper(), floor: fl, warn: jb.warn, log: info.Logger, now: info.Now}
+	if jb.cfg.Type == JoinInterval {
+		return newIntervalJoin(b, jb, info.MaxParallelism), nil
+	}
 	slide := jb.cfg.Window.SlideMS
 	if jb.cfg.Window.Type == TypeTumbling {
 		slide = jb.cfg.Window.SizeMS
 	}
-	b := base{op: info.OperatorID, tm: jb.sides[0].tm, keys: t, out: jb.out, wm: wm, input: eventtime.NoWatermark, reached: reached, m: &counters{},
-		journal: j, groups: info.Grouper(), floor: fl, warn: jb.warn, log: info.Logger, now: info.Now}
 	return &windowJoin{base: b, jb: jb, maxPar: info.MaxParallelism, size: jb.cfg.Window.SizeMS, slide: slide, outer: jb.cfg.How == HowLeft, wins: map[int64]*joinWin{}}, nil
+}
+
+// sideOf returns the side of the join a batch from operator from is on,
+// and points b's columns, time and metadata at that side's.
+func (jb *joinBuild) sideOf(b *base, from string, maxPar int) (int, error) {
+	for i := range jb.sides {
+		if s := &jb.sides[i]; from == s.op {
+			b.tm, b.keyCol, b.tsCol, b.meta = s.tm, s.keyCol, s.tsCol, s.meta
+			b.meta.Key, b.meta.MaxParallelism = s.keyCol, maxPar
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("operator %q: a batch from %q, which is neither side of the join", b.op, from)
 }
 
 // windowJoin is one subtask of a window join.
@@ -332,21 +381,13 @@ type joinWin struct {
 // late rows, and holds the batch's acknowledgement until the last window
 // it fed fires.
 func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
-	side := -1
-	for i := range w.jb.sides {
-		if b.From == w.jb.sides[i].op {
-			side = i
-		}
-	}
-	if side < 0 {
+	side, err := w.jb.sideOf(&w.base, b.From, w.maxPar)
+	if err != nil {
 		b.Rec.Release()
 		b.Ack.Release(nil)
-		return fmt.Errorf("operator %q: a batch from %q, which is neither side of the join", w.op, b.From)
+		return err
 	}
-	s := &w.jb.sides[side]
-	w.tm, w.keyCol, w.tsCol, w.meta = s.tm, s.keyCol, s.tsCol, s.meta
-	w.meta.Key, w.meta.MaxParallelism = s.keyCol, w.maxPar
-	b, _, err := w.begin(b)
+	b, _, err = w.begin(b)
 	if err != nil || b.Rec == nil {
 		return err
 	}
@@ -614,4 +655,11 @@ func (w *windowJoin) outputRows(x *joinWin, left, right []arrow.Array, li, ri []
 	}
 	rec := array.NewRecordBatch(w.out, cols, int64(n))
 	return rec, nil
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }

@@ -40,6 +40,13 @@ func joinInput(rng *rand.Rand, n, keys int, base, step, jitter int64) []joinRow 
 // auctions: aid, seller, ts) joined by a window join into a file sink.
 func joinSpec(t *testing.T, left, right []joinRow, window map[string]any, how string, par int, ooo int64, badger bool, out string) *job.Spec {
 	t.Helper()
+	return joinSpecOf(t, left, right, map[string]any{"type": "window", "how": how, "window": window}, par, ooo, badger, out)
+}
+
+// joinSpecOf is joinSpec with the join's config (type, how and its
+// kind's fields; the sides and keys are added).
+func joinSpecOf(t *testing.T, left, right []joinRow, join map[string]any, par int, ooo int64, badger bool, out string) *job.Spec {
+	t.Helper()
 	rows := func(rs []joinRow, key, val string) []map[string]any {
 		out := make([]map[string]any, len(rs))
 		for i, r := range rs {
@@ -58,12 +65,12 @@ func joinSpec(t *testing.T, left, right []joinRow, window map[string]any, how st
 				"watermark": map[string]any{"strategy": "bounded_out_of_orderness", "out_of_orderness_ms": ooo}},
 		}
 	}
+	join["left"], join["right"], join["left_key"], join["right_key"] = "persons", "auctions", "id", "seller"
 	spec := map[string]any{
 		"id": "joins", "parallelism": par,
 		"operators": []map[string]any{
 			{"id": "persons", "kind": "source"}, {"id": "auctions", "kind": "source"},
-			{"id": "j", "kind": "join", "config": map[string]any{"type": "window", "left": "persons", "right": "auctions",
-				"left_key": "id", "right_key": "seller", "how": how, "window": window}},
+			{"id": "j", "kind": "join", "config": join},
 			{"id": "out", "kind": "sink"},
 		},
 		"edges": []map[string]any{
@@ -226,7 +233,7 @@ func TestWindowJoinMatchesNestedLoop(t *testing.T) {
 
 // Every mistake of a join's config is reported at validation, each naming
 // the join operator and the field at fault.
-func TestWindowJoinValidation(t *testing.T) {
+func TestJoinValidation(t *testing.T) {
 	t.Parallel()
 	rows := []joinRow{{Key: "k", V: 1, TS: 1}}
 	cases := []struct {
@@ -245,6 +252,10 @@ func TestWindowJoinValidation(t *testing.T) {
 		{"same side twice", func(s *job.Spec) { setJoin(t, s, "right", "persons") }, "operators[2].config.right", "must differ from left"},
 		{"a side without an edge", func(s *job.Spec) { setJoin(t, s, "right", "out") }, "operators[2].config.right", `operator "out" has no edge into the join`},
 		{"edges not partitioned", func(s *job.Spec) { s.Edges[0].Partitioned = false }, "operators[2]", "must be partitioned"},
+		{"interval bounds reversed", func(s *job.Spec) { interval(t, s, -5, -10) }, "operators[2].config.upper_ms", "must be >= lower_ms (got lower_ms -5, upper_ms -10)"},
+		{"interval without a bound", func(s *job.Spec) { interval(t, s, 0, 0); setJoin(t, s, "upper_ms", nil) }, "operators[2].config.upper_ms", "is required"},
+		{"interval left outer", func(s *job.Spec) { interval(t, s, 0, 10); setJoin(t, s, "how", "left") }, "operators[2].config.how", "inner only"},
+		{"unknown type", func(s *job.Spec) { setJoin(t, s, "type", "temporal") }, "operators[2].config.type", `unknown join type "temporal"`},
 		{"late rows routed", func(s *job.Spec) {
 			s.Sources[0].Time.LateEventPolicy = job.LateRoute
 			s.Sources[0].Time.LateEventRoute = "out"
@@ -267,7 +278,16 @@ func TestWindowJoinValidation(t *testing.T) {
 	}
 }
 
-// setJoin sets one field of the join operator's config.
+// interval makes the join an interval join with the given bounds.
+func interval(t *testing.T, s *job.Spec, lower, upper int64) {
+	t.Helper()
+	setJoin(t, s, "type", "interval")
+	setJoin(t, s, "window", nil)
+	setJoin(t, s, "lower_ms", lower)
+	setJoin(t, s, "upper_ms", upper)
+}
+
+// setJoin sets one field of the join operator's config (nil removes it).
 func setJoin(t *testing.T, s *job.Spec, field string, v any) {
 	t.Helper()
 	op, _ := s.Operator("j")
@@ -276,6 +296,9 @@ func setJoin(t *testing.T, s *job.Spec, field string, v any) {
 		t.Fatal(err)
 	}
 	cfg[field] = v
+	if v == nil {
+		delete(cfg, field)
+	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -301,4 +324,84 @@ func retype(t *testing.T, raw json.RawMessage, column, typ string) json.RawMessa
 		t.Fatal(err)
 	}
 	return b
+}
+
+// intervalReference is the interval join computed by a nested loop over
+// every pair of a left and a right row: they pair when their keys are
+// equal and left.ts is in [right.ts + lower, right.ts + upper].
+func intervalReference(left, right []joinRow, lower, upper int64) []string {
+	var out []string
+	for _, l := range left {
+		for _, r := range right {
+			if l.Key == r.Key && l.TS >= r.TS+lower && l.TS <= r.TS+upper {
+				out = append(out, fmt.Sprintf("%s|||%d|%d|%d|%d", l.Key, l.V, l.TS, r.V, r.TS))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// An interval join on one and two subtasks, with state in memory and in
+// Badger, with bounds on either side of zero, gives exactly the pairs a
+// nested loop over all rows gives, on random inputs whose rows arrive out
+// of order within the sources' bound.
+func TestIntervalJoinMatchesNestedLoop(t *testing.T) {
+	t.Parallel()
+	for _, b := range []struct{ lower, upper int64 }{{-200, 300}, {100, 700}, {-900, -50}, {0, 0}} {
+		for _, par := range []int{1, 2} {
+			for _, backend := range []string{"memory", "badger"} {
+				name := fmt.Sprintf("[%d,%d]/p%d/%s", b.lower, b.upper, par, backend)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					rng := rand.New(rand.NewPCG(uint64(len(name))*104729+uint64(b.upper), 7))
+					left := joinInput(rng, 240, 12, 1_000_000, 40, 300)
+					right := joinInput(rng, 200, 12, 2_000_000, 48, 300)
+					if b.lower == 0 && b.upper == 0 {
+						// Equal times only: give each right row the time of
+						// the left row nearest its place, so that the
+						// disorder stays within the bound.
+						for i := range right {
+							right[i].TS = left[min(i*48/40+rng.IntN(3), len(left)-1)].TS
+						}
+					}
+					out := filepath.Join(t.TempDir(), "out.jsonl")
+					cfg := map[string]any{"type": "interval", "lower_ms": b.lower, "upper_ms": b.upper}
+					spec := joinSpecOf(t, left, right, cfg, par, 1000, backend == "badger", out)
+					j, err := arkflow.FromSpec(spec, arkflow.WithDataDir(t.TempDir()))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					if err := j.Run(ctx); err != nil {
+						t.Fatal(err)
+					}
+					got := readJoinOutput(t, out)
+					want := intervalReference(left, right, b.lower, b.upper)
+					if len(want) == 0 {
+						t.Fatal("the reference is empty: the input makes no pairs")
+					}
+					if !slices.Equal(got, want) {
+						t.Errorf("%d rows, want %d", len(got), len(want))
+						for i := 0; i < max(len(got), len(want)) && i < 10; i++ {
+							var g, x string
+							if i < len(got) {
+								g = got[i]
+							}
+							if i < len(want) {
+								x = want[i]
+							}
+							if g != x {
+								t.Errorf("row %d: got %s, want %s", i, g, x)
+							}
+						}
+					}
+					if m := j.Metrics().Operator("j"); m.Counters["late_dropped"] != 0 || m.Gauges["open_windows"] != 0 {
+						t.Errorf("late_dropped = %d, kept rows at the end = %d; want 0 and 0", m.Counters["late_dropped"], m.Gauges["open_windows"])
+					}
+				})
+			}
+		}
+	}
 }
