@@ -72,7 +72,14 @@ func (k *keptBatch) drop() {
 	}
 }
 
-type keptHeap []*keptRow
+// keptHeap orders the kept rows by end, then arrival. Its entries carry
+// both, so that ordering reads no row.
+type keptHeap []keptEnd
+
+type keptEnd struct {
+	end, seq int64
+	row      *keptRow
+}
 
 func (h keptHeap) Len() int { return len(h) }
 func (h keptHeap) Less(i, j int) bool {
@@ -82,7 +89,7 @@ func (h keptHeap) Less(i, j int) bool {
 	return h[i].seq < h[j].seq
 }
 func (h keptHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *keptHeap) Push(x any)   { *h = append(*h, x.(*keptRow)) }
+func (h *keptHeap) Push(x any)   { *h = append(*h, x.(keptEnd)) }
 func (h *keptHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -159,7 +166,7 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		}
 		kb.live++
 		w.kept[side][k.kid] = append(w.kept[side][k.kid], k)
-		heap.Push(&w.ends, k)
+		heap.Push(&w.ends, keptEnd{end: k.end, seq: k.seq, row: k})
 	}
 	w.reportDrops()
 	w.m.open.Store(int64(w.ends.Len()))
@@ -299,7 +306,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	}
 	var ended, unmatched []*keptRow
 	for w.ends.Len() > 0 && w.ends[0].end <= wm {
-		k := heap.Pop(&w.ends).(*keptRow)
+		k := heap.Pop(&w.ends).(keptEnd).row
 		k.gone = true
 		ended = append(ended, k)
 		if w.outer && k.side == 0 && !k.matched {
@@ -310,20 +317,23 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	if len(ended) == 0 {
 		return nil
 	}
-	for s := range w.kept {
-		for kid, rows := range w.kept[s] {
-			live := rows[:0]
-			for _, k := range rows {
-				if !k.gone {
-					live = append(live, k)
-				}
+	// Only the keys of the ended rows have rows to drop.
+	for _, e := range ended {
+		rows, ok := w.kept[e.side][e.kid]
+		if !ok {
+			continue // compacted for an earlier row of the key
+		}
+		live := rows[:0]
+		for _, k := range rows {
+			if !k.gone {
+				live = append(live, k)
 			}
-			if len(live) == 0 {
-				delete(w.kept[s], kid)
-			} else {
-				clear(rows[len(live):])
-				w.kept[s][kid] = live
-			}
+		}
+		if len(live) == 0 {
+			delete(w.kept[e.side], e.kid)
+		} else {
+			clear(rows[len(live):])
+			w.kept[e.side][e.kid] = live
 		}
 	}
 	err := w.emitPairs(ctx, out, unmatched, make([]*keptRow, len(unmatched)))
@@ -337,8 +347,8 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 // abandoned, so their rows will be replayed.
 func (w *intervalJoin) Close() error {
 	seen := map[*keptBatch]bool{}
-	for _, k := range w.ends {
-		if !seen[k.from] {
+	for _, e := range w.ends {
+		if k := e.row; !seen[k.from] {
 			seen[k.from] = true
 			k.from.rec.Release()
 			k.from.ack.Release(ops.ErrAbandoned)
