@@ -7,7 +7,8 @@ package windowop_test
 // Every file internal/ops/windowop/testdata/*.txt holds several cases, each
 // a short sequence of commands in the style of pebble's datadriven tests:
 // a command line, its input, ---- and its output (up to the next blank
-// line). Run
+// line); the window join's cases are under testdata/join, in the commands
+// of join_golden_test.go. Run
 //
 //	go test ./internal/ops/windowop -run TestGolden -rewrite
 //
@@ -69,6 +70,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -504,55 +506,66 @@ func (c goldenCase) output(t *testing.T, stateDir string) string {
 func runGolden(t *testing.T, f func(t *testing.T, d *datadriven.TestData, c goldenCase) string) {
 	t.Helper()
 	cases := 0
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		names := map[string]bool{}
-		var cur *goldenCase // the case between its job and its run
-		defer func() {
-			if cur != nil {
-				cur.release()
-			}
-		}()
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			switch {
-			case d.Cmd == "job":
-				if cur != nil {
-					d.Fatalf(t, "job %q: case %q has no run", d.CmdArgs, cur.name)
-				}
-				c, err := newCase(d)
-				if err != nil {
-					d.Fatalf(t, "%v", err)
-				}
-				if names[c.name] {
-					d.Fatalf(t, "duplicate case %q", c.name)
-				}
-				names[c.name] = true
-				cur = c
-				return ""
-			case cur == nil:
-				d.Fatalf(t, "%s before any job", d.Cmd)
-			case d.Cmd != "run":
-				if err := cur.command(d); err != nil {
-					d.Fatalf(t, "%v", err)
-				}
-				return ""
-			}
-			c := *cur
-			cur = nil
-			defer c.release()
-			if c.p.schema == nil {
-				d.Fatalf(t, "no schema")
-			}
-			cases++
-			var out string
-			t.Run(c.name, func(t *testing.T) { out = f(t, d, c) })
-			return out
-		})
-		if cur != nil {
-			t.Fatalf("%s: case %q has no run", path, cur.name)
-		}
-	})
+	// Only the files directly in testdata: testdata/join holds the window
+	// join's cases, in the commands of join_golden_test.go.
+	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) { runGoldenFile(t, path, &cases, f) })
+	}
 	if cases == 0 {
 		t.Fatal("no golden cases in testdata")
+	}
+}
+
+// runGoldenFile runs the cases of one golden file, counting them in cases.
+func runGoldenFile(t *testing.T, path string, cases *int, f func(t *testing.T, d *datadriven.TestData, c goldenCase) string) {
+	names := map[string]bool{}
+	var cur *goldenCase // the case between its job and its run
+	defer func() {
+		if cur != nil {
+			cur.release()
+		}
+	}()
+	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		switch {
+		case d.Cmd == "job":
+			if cur != nil {
+				d.Fatalf(t, "job %q: case %q has no run", d.CmdArgs, cur.name)
+			}
+			c, err := newCase(d)
+			if err != nil {
+				d.Fatalf(t, "%v", err)
+			}
+			if names[c.name] {
+				d.Fatalf(t, "duplicate case %q", c.name)
+			}
+			names[c.name] = true
+			cur = c
+			return ""
+		case cur == nil:
+			d.Fatalf(t, "%s before any job", d.Cmd)
+		case d.Cmd != "run":
+			if err := cur.command(d); err != nil {
+				d.Fatalf(t, "%v", err)
+			}
+			return ""
+		}
+		c := *cur
+		cur = nil
+		defer c.release()
+		if c.p.schema == nil {
+			d.Fatalf(t, "no schema")
+		}
+		*cases++
+		var out string
+		t.Run(c.name, func(t *testing.T) { out = f(t, d, c) })
+		return out
+	})
+	if cur != nil {
+		t.Fatalf("%s: case %q has no run", path, cur.name)
 	}
 }
 

@@ -138,10 +138,14 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	kb := &keptBatch{rec: rec, ack: b.Ack}
 	var left, right []*keptRow // the pairs, in order
 	other := 1 - side
+	keyCol := rec.Column(w.keyCol)
 	for r := range w.ts {
 		if !w.valid[r] {
 			w.lateRow(true)
 			continue
+		}
+		if keyCol.IsNull(r) {
+			continue // a null key matches no key (see nullKey): an inner join drops the row
 		}
 		ts := w.ts[r]
 		end := w.endOf(side, ts)

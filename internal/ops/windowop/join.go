@@ -36,14 +36,12 @@ const (
 // window's pairs are emitted when the operator's watermark, the lower of
 // its inputs', reaches the window's end; under how "left", a left row
 // with no right row of its key in the window is emitted once, with the
-// right columns null.
+// right columns null. A null key matches no key, not even a null.
 //
 // An interval join pairs rows of equal keys whose event times are within
 // the bounds of each other (LowerMS, UpperMS). A pair is emitted as soon
 // as its second row arrives; a row is kept until the watermark passes
-// the last time a partner of it could have, and under how "left" a left
-// row that never paired is emitted then, once, with the right columns
-// null.
+// the last time a partner of it could have.
 type JoinConfig struct {
 	// Type is the kind of join: "window".
 	Type string `json:"type"`
@@ -370,7 +368,7 @@ type windowJoin struct {
 }
 
 // joinWin is one window's rows of each side, as taken from the input
-// batches, with the key ID of every row.
+// batches, with the key ID of every row (nullKey for a null key).
 type joinWin struct {
 	start int64
 	rows  [2][]arrow.RecordBatch
@@ -443,6 +441,7 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 		}
 	}
 	w.reportDrops()
+	keyCol := rec.Column(w.keyCol)
 	for st, rows := range w.idx {
 		x := w.wins[st]
 		if x == nil {
@@ -457,7 +456,11 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 		}
 		x.rows[side] = append(x.rows[side], taken)
 		for _, r := range rows {
-			x.kids[side] = append(x.kids[side], w.kid[r])
+			kid := w.kid[r]
+			if keyCol.IsNull(int(r)) {
+				kid = nullKey
+			}
+			x.kids[side] = append(x.kids[side], kid)
 		}
 	}
 	return finishBatch(ctx, b, out, nil, nil, &w.held, maxEnd)
@@ -539,16 +542,25 @@ func (x *joinWin) release() {
 	}
 }
 
+// nullKey stands for the key ID of a row whose key is null. A null key
+// equals no key, itself included, as in SQL: the key table gives null an
+// ID of its own (right for grouping, where nulls form one group), so the
+// join marks such rows and pairs them with nothing.
+const nullKey int32 = -1
+
 // pairs builds the output of one window: for every left row in arrival
 // order, a row per right row of its key in arrival order (under how left,
-// one row with null right columns when there is none).
+// one row with null right columns when there is none; always for a left
+// row whose key is null).
 func (w *windowJoin) pairs(x *joinWin) ([]arrow.RecordBatch, error) {
 	if len(x.kids[0]) == 0 || (!w.outer && len(x.kids[1]) == 0) {
 		return nil, nil
 	}
 	byKey := map[int32][]int32{}
 	for j, k := range x.kids[1] {
-		byKey[k] = append(byKey[k], int32(j))
+		if k != nullKey {
+			byKey[k] = append(byKey[k], int32(j))
+		}
 	}
 	nullRight := int32(len(x.kids[1])) // the null row appended to the right side
 	var li, ri []int32
