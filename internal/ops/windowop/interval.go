@@ -39,8 +39,8 @@ type intervalJoin struct {
 	maxPar       int
 	lower, upper int64
 	outer        bool
-	kept         [2]map[int32][]*keptRow // by key ID, in arrival order
-	ends         keptHeap                // every kept row, by end
+	kept         [2][][]*keptRow // by key ID (dense: the key table's), in arrival order
+	ends         keptHeap        // every kept row, by end
 	seq          int64
 }
 
@@ -98,8 +98,7 @@ func (h *keptHeap) Pop() any {
 }
 
 func newIntervalJoin(b base, jb *joinBuild, maxPar int) *intervalJoin {
-	return &intervalJoin{base: b, jb: jb, maxPar: maxPar, lower: *jb.cfg.LowerMS, upper: *jb.cfg.UpperMS, outer: jb.cfg.How == HowLeft,
-		kept: [2]map[int32][]*keptRow{{}, {}}}
+	return &intervalJoin{base: b, jb: jb, maxPar: maxPar, lower: *jb.cfg.LowerMS, upper: *jb.cfg.UpperMS, outer: jb.cfg.How == HowLeft}
 }
 
 // endOf is the watermark at which a row of side at ts can pair no more:
@@ -155,6 +154,9 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		}
 		k := &keptRow{side: side, ts: ts, end: end, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r)}
 		w.seq++
+		for int(k.kid) >= len(w.kept[side]) || int(k.kid) >= len(w.kept[other]) {
+			w.kept[0], w.kept[1] = append(w.kept[0], nil), append(w.kept[1], nil)
+		}
 		for _, o := range w.kept[other][k.kid] {
 			if o.gone {
 				continue
@@ -323,22 +325,15 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	}
 	// Only the keys of the ended rows have rows to drop.
 	for _, e := range ended {
-		rows, ok := w.kept[e.side][e.kid]
-		if !ok {
-			continue // compacted for an earlier row of the key
-		}
+		rows := w.kept[e.side][e.kid]
 		live := rows[:0]
 		for _, k := range rows {
 			if !k.gone {
 				live = append(live, k)
 			}
 		}
-		if len(live) == 0 {
-			delete(w.kept[e.side], e.kid)
-		} else {
-			clear(rows[len(live):])
-			w.kept[e.side][e.kid] = live
-		}
+		clear(rows[len(live):])
+		w.kept[e.side][e.kid] = live
 	}
 	err := w.emitPairs(ctx, out, unmatched, make([]*keptRow, len(unmatched)))
 	for _, k := range ended {
@@ -359,7 +354,7 @@ func (w *intervalJoin) Close() error {
 		}
 	}
 	w.ends = nil
-	w.kept = [2]map[int32][]*keptRow{{}, {}}
+	w.kept = [2][][]*keptRow{}
 	w.closeWarnings()
 	return nil
 }
