@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +177,45 @@ func TestRunWindowSpec(t *testing.T) {
 	}
 	if windows != 4 || late != 1 {
 		t.Fatalf("want 4 window rows and 1 routed late row, got:\n%s", out.String())
+	}
+}
+
+// The declarative window join of testdata/joins.yaml runs from the CLI
+// and prints the pairs its rows make, worked out by hand from the file:
+// ann (p1) with auctions 1 and 2 in the first second, bob (p2) without an
+// auction (left outer), cid (p3) with auction 4 in the next second (auction
+// 3 is in the first second, cid in the second).
+func TestRunJoinSpec(t *testing.T) {
+	if os.Getenv("ARKFLOW_CLI_CHILD") == "1" {
+		os.Exit(run([]string{"run", "--quiet", "../../testdata/joins.yaml"}, os.Stdout, os.Stderr))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunJoinSpec$")
+	cmd.Env = append(os.Environ(), "ARKFLOW_CLI_CHILD=1")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out.String())
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r struct {
+			ID      string `json:"id"`
+			Start   string `json:"window_start"`
+			Auction *int64 `json:"auction"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		a := "null"
+		if r.Auction != nil {
+			a = fmt.Sprint(*r.Auction)
+		}
+		got = append(got, r.ID+" "+r.Start[17:23]+" "+a)
+	}
+	slices.Sort(got)
+	want := []string{"p1 00.000 1", "p1 00.000 2", "p2 00.000 null", "p3 01.000 4"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pairs %q, want %q; output:\n%s", got, want, out.String())
 	}
 }
 
