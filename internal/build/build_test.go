@@ -176,7 +176,7 @@ func TestBuildReportsEveryProblem(t *testing.T) {
 			"f | operators[2].config.function | " + unbound("big"),
 			"u | operators[3].config.function | a udf operator needs a Go function bound by the builder",
 			`x | operators[4].kind | unknown operator kind "bogus" (known: source, map, filter, aggregate, window, join, sink, udf)`,
-			"jn | operators[5].config.type | is required: the kind of join (window or interval)",
+			"jn | operators[5].config.type | is required: the kind of join (window, interval or temporal)",
 			"jn | operators[5].config.left | is required: the operator whose rows are the left side",
 			"jn | operators[5].config.left_key | is required: the key column of the left side",
 			"jn | operators[5].config.right | is required: the operator whose rows are the right side",

@@ -17,6 +17,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/planner"
+	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -25,6 +26,7 @@ import (
 const (
 	JoinWindow   = "window"
 	JoinInterval = "interval"
+	JoinTemporal = "temporal"
 	HowInner     = "inner"
 	HowLeft      = "left"
 )
@@ -42,6 +44,11 @@ const (
 // the bounds of each other (LowerMS, UpperMS). A pair is emitted as soon
 // as its second row arrives; a row is kept until the watermark passes
 // the last time a partner of it could have.
+//
+// A temporal join treats its right side as a table, the latest row of
+// each key, and joins every left row with the table's row for its key as
+// of the left row's event time (or the newest, when the left side runs on
+// processing time).
 type JoinConfig struct {
 	// Type is the kind of join: "window".
 	Type string `json:"type"`
@@ -61,6 +68,10 @@ type JoinConfig struct {
 	// right.ts + UpperMS] (both ends included; either may be negative).
 	LowerMS *int64 `json:"lower_ms,omitempty"`
 	UpperMS *int64 `json:"upper_ms,omitempty"`
+	// DeletedField names a boolean column of a temporal join's table
+	// side whose true deletes the key (a row whose columns are all null
+	// does too).
+	DeletedField string `json:"deleted_field,omitempty"`
 	// LeftPrefix and RightPrefix are put before a column name that both
 	// sides have (default "left_" and "right_").
 	LeftPrefix  string `json:"left_prefix,omitempty"`
@@ -116,7 +127,16 @@ func BuildJoin(c ops.Context) (ops.Built, error) {
 	if err != nil {
 		return ops.Built{}, err
 	}
-	jb := &joinBuild{cfg: cfg, sides: sides, out: out, keyType: lk.Type, in: schemas, warn: newDropWarner(c.Spec, c.Op.ID)}
+	jb := &joinBuild{cfg: cfg, sides: sides, out: out, keyType: lk.Type, in: schemas, warn: newDropWarner(c.Spec, c.Op.ID), deletedCol: -1}
+	if cfg.DeletedField != "" {
+		jb.deletedCol = schemas[1].FieldIndices(cfg.DeletedField)[0]
+	}
+	if cfg.Type == JoinTemporal {
+		// The table's rows are kept in state: every column must encode.
+		if _, err := rowbin.New(schemas[1], sides[1].cols); err != nil {
+			return ops.Built{}, ops.Errf("config.right", "%v", err)
+		}
+	}
 	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: jb.newInstance,
 		InputKeys: map[string]string{cfg.Left: cfg.LeftKey, cfg.Right: cfg.RightKey}}, nil
 }
@@ -149,10 +169,11 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 			// checkpointed state before an unpaired row can be told.
 			errs = append(errs, ops.Errf("config.how", "an interval join is inner only for now (got %q)", cfg.How))
 		}
+	case JoinTemporal:
 	case "":
-		errs = append(errs, ops.Errf("config.type", "is required: the kind of join (window or interval)"))
+		errs = append(errs, ops.Errf("config.type", "is required: the kind of join (window, interval or temporal)"))
 	default:
-		errs = append(errs, ops.Errf("config.type", "unknown join type %q (known: window, interval)", cfg.Type))
+		errs = append(errs, ops.Errf("config.type", "unknown join type %q (known: window, interval, temporal)", cfg.Type))
 	}
 	switch cfg.How {
 	case "", HowInner, HowLeft:
@@ -189,8 +210,13 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 			errs = append(errs, ops.Errf("config."+f.field, "%v", err))
 		}
 		sides[i].tm = tm
-		if !tm.event {
-			errs = append(errs, ops.Errf("config."+f.field, "a join needs event time on both inputs: the sources of %q run on processing time", f.name))
+		switch {
+		case cfg.Type == JoinTemporal && i == 0:
+			// The stream may run on processing time: it joins the newest row.
+		case cfg.Type == JoinTemporal && !tm.event && sides[0].tm.event:
+			errs = append(errs, ops.Errf("config."+f.field, "the table's sources %q run on processing time, the stream on event time: a table joined as of the stream's event time needs event time too", f.name))
+		case cfg.Type != JoinTemporal && !tm.event:
+			errs = append(errs, ops.Errf("config."+f.field, "a %s join needs event time on both inputs: the sources of %q run on processing time", cfg.Type, f.name))
 		}
 		if tm.policy != job.LateDrop {
 			errs = append(errs, ops.Errf("config."+f.field, "the sources of %q declare late_event_policy %q; a join drops late rows (late_event_policy drop)", f.name, tm.policy))
@@ -232,6 +258,16 @@ func (cfg *JoinConfig) checkColumns(schemas [2]*arrow.Schema, sides *[2]joinSide
 		}
 		sides[i].tsCol = ts
 		sides[i].meta = ops.MetaColumnsOf(schemas[i])
+	}
+	if cfg.DeletedField != "" {
+		switch idx := schemas[1].FieldIndices(cfg.DeletedField); {
+		case cfg.Type != JoinTemporal:
+			errs = append(errs, ops.Errf("config.deleted_field", "is only used by a temporal join"))
+		case len(idx) == 0:
+			errs = append(errs, ops.Errf("config.deleted_field", "%s", ops.UnknownColumn(cfg.DeletedField, schemas[1])))
+		case schemas[1].Field(idx[0]).Type.ID() != arrow.BOOL:
+			errs = append(errs, ops.Errf("config.deleted_field", "column %q has type %s; a delete marker is a bool", cfg.DeletedField, schemas[1].Field(idx[0]).Type))
+		}
 	}
 	return errs
 }
@@ -307,13 +343,16 @@ type joinBuild struct {
 	keyType arrow.DataType
 	in      [2]*arrow.Schema // the rows of each side
 	warn    *dropWarner      // shared by the subtasks
+	// deletedCol is a temporal join table's deleted_field column, or -1.
+	deletedCol int
 }
 
-// newInstance creates one subtask of a window join. Its open windows live
-// in memory and hold the acknowledgements of the rows they buffer, so a
-// restart rebuilds them by replaying the input from the committed
+// newInstance creates one subtask of a join. A window join's open windows
+// live in memory and hold the acknowledgements of the rows they buffer,
+// so a restart rebuilds them by replaying the input from the committed
 // positions; the watermark floor keeps windows that fired before the
-// restart from firing again.
+// restart from firing again. The interval and temporal joins say how
+// they keep their rows (intervalJoin, temporalJoin).
 func (jb *joinBuild) newInstance(info ops.Task) (ops.Instance, error) {
 	t, err := keys.NewTable(jb.keyType)
 	if err != nil {
@@ -330,8 +369,11 @@ func (jb *joinBuild) newInstance(info ops.Task) (ops.Instance, error) {
 	}
 	b := base{op: info.OperatorID, tm: jb.sides[0].tm, keys: t, out: jb.out, wm: wm, input: eventtime.NoWatermark, reached: reached, m: &counters{},
 		journal: j, groups: info.Grouper(), floor: fl, warn: jb.warn, log: info.Logger, now: info.Now}
-	if jb.cfg.Type == JoinInterval {
+	switch jb.cfg.Type {
+	case JoinInterval:
 		return newIntervalJoin(b, jb, info.MaxParallelism), nil
+	case JoinTemporal:
+		return jb.newTemporal(b, info)
 	}
 	slide := jb.cfg.Window.SlideMS
 	if jb.cfg.Window.Type == TypeTumbling {

@@ -1,0 +1,366 @@
+package windowop
+
+import (
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+)
+
+// tableNamespace holds a temporal join's table versions: user key = the
+// key's bytes, then the version's event time (8 bytes, big-endian, sign
+// bit flipped so that byte order is time order); value = 1 and the row's
+// right-side output columns (rowbin), or 0 alone for a delete.
+const tableNamespace = "join_table"
+
+// version is one version of a table key: its event time and its row, nil
+// for a delete.
+type version struct {
+	ts  int64
+	row []byte
+}
+
+// temporalJoin is one subtask of a temporal join: the right side is a
+// table (the latest row of each key, kept by event time), the left a
+// stream, each of whose rows joins the version of its key that was
+// current at the row's event time.
+//
+// Table rows become versions in the state store as they arrive, each
+// batch's in the epoch of the batch, so they are checkpointed, restored
+// and rescaled by key group like any keyed state; a table row never waits
+// for anything. A table row whose every value column is null (all but the
+// key, the event time and the deleted_field), or whose deleted_field is
+// true, deletes the key from its time on. Of the versions older than the watermark a
+// key keeps only the newest, which is the one every row still to come
+// joins (rows behind the watermark are late and dropped).
+//
+// A stream row waits until the watermark, the lower of both sides', has
+// passed its event time, so that every table row up to that time is in;
+// it is then emitted, in order of event time and arrival, with the right
+// columns of the version current at its time, or under how "left" with
+// nulls when there is none (or the key was deleted), and dropped under
+// "inner". A stream on processing time joins the newest version at once.
+// Stream rows hold their input batch's acknowledgement until they are
+// emitted, so a restart replays the rows still waiting.
+type temporalJoin struct {
+	base
+	jb       *joinBuild
+	maxPar   int
+	outer    bool
+	codec    *rowbin.Codec
+	deleted  int // the table's deleted_field column, or -1
+	versions [][]version
+	waiting  keptHeap // stream rows, by event time then arrival
+	seq      int64
+	buf      []byte
+}
+
+func (jb *joinBuild) newTemporal(b base, info ops.Task) (*temporalJoin, error) {
+	c, err := rowbin.New(jb.in[1], jb.sides[1].cols)
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
+	}
+	w := &temporalJoin{base: b, jb: jb, maxPar: info.MaxParallelism, outer: jb.cfg.How == HowLeft, codec: c, deleted: jb.deletedCol}
+	// The table comes back from the committed state.
+	err = b.journal.Scan(tableNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
+		u := e.Key.User
+		if len(u) < 8 || len(e.Value) == 0 {
+			return fmt.Errorf("a table version of %d bytes with a key of %d: %w", len(e.Value), len(u), rowbin.ErrCorrupt)
+		}
+		kid, err := w.keys.IDOfBytes(u[:len(u)-8])
+		if err != nil {
+			return err
+		}
+		v := version{ts: int64(binary.BigEndian.Uint64(u[len(u)-8:]) ^ 1<<63)}
+		if e.Value[0] == 1 {
+			v.row = append([]byte(nil), e.Value[1:]...)
+		}
+		w.put(kid, v)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: restoring the table: %w", info.OperatorID, err)
+	}
+	return w, nil
+}
+
+// userKey is the state key of a version of kid at ts.
+func (w *temporalJoin) userKey(kid int32, ts int64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), w.keys.Bytes(kid)...), uint64(ts)^1<<63)
+}
+
+// put inserts v into the versions of kid in time order; a version at the
+// same time replaces it. It returns the index of v.
+func (w *temporalJoin) put(kid int32, v version) int {
+	for int(kid) >= len(w.versions) {
+		w.versions = append(w.versions, nil)
+	}
+	vs := w.versions[kid]
+	i := sort.Search(len(vs), func(i int) bool { return vs[i].ts >= v.ts })
+	if i < len(vs) && vs[i].ts == v.ts {
+		vs[i] = v
+		return i
+	}
+	vs = append(vs, version{})
+	copy(vs[i+1:], vs[i:])
+	vs[i] = v
+	w.versions[kid] = vs
+	return i
+}
+
+// asOf returns the version of kid current at ts, or false.
+func (w *temporalJoin) asOf(kid int32, ts int64) (version, bool) {
+	if int(kid) >= len(w.versions) {
+		return version{}, false
+	}
+	vs := w.versions[kid]
+	i := sort.Search(len(vs), func(i int) bool { return vs[i].ts > ts })
+	if i == 0 {
+		return version{}, false
+	}
+	return vs[i-1], true
+}
+
+// Process takes a table batch into the table, or a stream batch into the
+// rows waiting for the watermark.
+func (w *temporalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
+	side, err := w.jb.sideOf(&w.base, b.From, w.maxPar)
+	if err != nil {
+		b.Rec.Release()
+		b.Ack.Release(nil)
+		return err
+	}
+	b, epoch, err := w.begin(b)
+	if err != nil || b.Rec == nil {
+		return err
+	}
+	if err := w.prepare(b.Rec); err != nil {
+		b.Rec.Release()
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
+	if side == 1 {
+		w.table(b.Rec, epoch)
+		b.Rec.Release()
+		b.Ack.Release(nil) // the epoch commits the versions
+		return nil
+	}
+	return w.stream(ctx, b, out)
+}
+
+// table stages the versions of a table batch in epoch and drops the
+// versions no row to come can join.
+func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
+	keyCol := rec.Column(w.keyCol)
+	var del *array.Boolean
+	if w.deleted >= 0 {
+		del, _ = rec.Column(w.deleted).(*array.Boolean)
+	}
+	for r := range w.ts {
+		if !w.valid[r] {
+			w.lateRow(true)
+			continue
+		}
+		if keyCol.IsNull(r) {
+			continue // a null key matches no key
+		}
+		kid, ts := w.kid[r], w.ts[r]
+		v := version{ts: ts}
+		w.buf = append(w.buf[:0], 0)
+		if !(del != nil && del.IsValid(r) && del.Value(r)) && !w.allNull(rec, r) {
+			w.buf = w.codec.Append(append(w.buf[:0], 1), rec, r)
+			v.row = append([]byte(nil), w.buf[1:]...)
+		}
+		group := w.keys.GroupWith(kid, w.groups)
+		w.put(kid, v)
+		epoch.Put(tableNamespace, group, w.userKey(kid, ts), w.buf, 0)
+		// Of the versions before the watermark only the newest can still
+		// be joined; a delete that is all that is left goes too.
+		vs := w.versions[kid]
+		keep := sort.Search(len(vs), func(i int) bool { return vs[i].ts >= w.wm })
+		if keep > 0 {
+			keep-- // the newest before the watermark stays
+		}
+		if keep == len(vs)-1 && vs[keep].row == nil && vs[keep].ts < w.wm {
+			keep++
+		}
+		for _, old := range vs[:keep] {
+			epoch.Delete(tableNamespace, group, w.userKey(kid, old.ts))
+		}
+		w.versions[kid] = append(vs[:0], vs[keep:]...)
+	}
+	w.reportDrops()
+}
+
+// allNull reports whether every value column of row r (its stored
+// columns but the event time and the deleted_field) is null: a tombstone.
+func (w *temporalJoin) allNull(rec arrow.RecordBatch, r int) bool {
+	s := w.jb.sides[1]
+	for _, c := range s.cols {
+		if c != s.tsCol && c != w.deleted && rec.Column(c).IsValid(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// stream queues a stream batch's rows for the watermark (or, on
+// processing time, joins them at once).
+func (w *temporalJoin) stream(ctx context.Context, b ops.Batch, out ops.Emitter) error {
+	kb := &keptBatch{rec: b.Rec, ack: b.Ack}
+	keyCol := b.Rec.Column(w.keyCol)
+	var now []*keptRow
+	for r := range w.ts {
+		if !w.valid[r] {
+			w.lateRow(true)
+			continue
+		}
+		ts := w.ts[r]
+		if w.tm.event && ts < w.wm {
+			w.lateRow(false)
+			continue
+		}
+		k := &keptRow{side: 0, ts: ts, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r), matched: keyCol.IsNull(r)}
+		w.seq++
+		kb.live++
+		if !w.tm.event {
+			now = append(now, k)
+			continue
+		}
+		heap.Push(&w.waiting, keptEnd{end: ts, seq: k.seq, row: k})
+	}
+	w.reportDrops()
+	w.m.open.Store(int64(w.waiting.Len()))
+	if kb.live == 0 {
+		b.Rec.Release()
+		b.Ack.Release(nil)
+		return nil
+	}
+	kb.live++ // this call's own reference, dropped below
+	defer kb.drop()
+	return w.emit(ctx, out, now, true)
+}
+
+// Watermark emits the stream rows the watermark passed.
+func (w *temporalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
+	if !w.advance(wm) {
+		return nil
+	}
+	var due []*keptRow
+	for w.waiting.Len() > 0 && w.waiting[0].end < wm {
+		due = append(due, heap.Pop(&w.waiting).(keptEnd).row)
+	}
+	w.m.open.Store(int64(w.waiting.Len()))
+	return w.emit(ctx, out, due, false)
+}
+
+// emit joins stream rows with the table and emits them, then drops them;
+// latest joins the newest version (processing time) instead of the one
+// current at each row's time. A row whose key is null (marked matched
+// when it came) joins nothing.
+func (w *temporalJoin) emit(ctx context.Context, out ops.Emitter, rows []*keptRow, latest bool) error {
+	defer func() {
+		for _, k := range rows {
+			k.from.drop()
+		}
+	}()
+	var left []*keptRow
+	var right []version
+	for _, k := range rows {
+		var v version
+		ok := false
+		if !k.matched {
+			if latest {
+				if int(k.kid) < len(w.versions) && len(w.versions[k.kid]) > 0 {
+					vs := w.versions[k.kid]
+					v, ok = vs[len(vs)-1], true
+				}
+			} else {
+				v, ok = w.asOf(k.kid, k.ts)
+			}
+		}
+		if ok && v.row != nil {
+			left, right = append(left, k), append(right, v)
+		} else if w.outer {
+			left, right = append(left, k), append(right, version{})
+		}
+	}
+	for lo := 0; lo < len(left); lo += maxOutputRows {
+		hi := min(lo+maxOutputRows, len(left))
+		rec, err := w.build(left[lo:hi], right[lo:hi])
+		if err != nil {
+			return fmt.Errorf("operator %q: %w", w.op, err)
+		}
+		seen := map[*keptBatch]bool{}
+		var acks []*ack.Node
+		for _, k := range left[lo:hi] {
+			if !seen[k.from] {
+				seen[k.from] = true
+				k.from.ack.Retain(1)
+				acks = append(acks, k.from.ack)
+			}
+		}
+		if err := out.Emit(ctx, ops.Batch{Rec: rec, Ack: ack.Derive(acks...)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// build makes one output batch: the stream rows' key and columns, then
+// the versions' columns (nulls for a version without a row).
+func (w *temporalJoin) build(left []*keptRow, right []version) (arrow.RecordBatch, error) {
+	lcols, err := gather(w.jb.sides[0], w.jb.in[0], left)
+	if err != nil {
+		return nil, err
+	}
+	cols := lcols
+	defer func() { releaseAll(cols) }()
+	s := w.jb.sides[1]
+	bs := make([]array.Builder, len(s.cols))
+	for i, c := range s.cols {
+		bs[i] = array.NewBuilder(memory.DefaultAllocator, w.jb.in[1].Field(c).Type)
+		defer bs[i].Release()
+	}
+	for _, v := range right {
+		if v.row == nil {
+			for _, b := range bs {
+				b.AppendNull()
+			}
+			continue
+		}
+		if err := w.codec.Decode(v.row, bs); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range bs {
+		cols = append(cols, b.NewArray())
+	}
+	return array.NewRecordBatch(w.out, cols, int64(len(left))), nil
+}
+
+// Close drops the waiting stream rows: their acknowledgements are
+// released as abandoned, so their rows will be replayed.
+func (w *temporalJoin) Close() error {
+	seen := map[*keptBatch]bool{}
+	for _, e := range w.waiting {
+		if k := e.row; !seen[k.from] {
+			seen[k.from] = true
+			k.from.rec.Release()
+			k.from.ack.Release(ops.ErrAbandoned)
+		}
+	}
+	w.waiting = nil
+	w.closeWarnings()
+	return nil
+}
