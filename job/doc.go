@@ -20,4 +20,30 @@
 // once validates the returned spec instead of stopping at Parse's error,
 // as arkflow.Load and "arkflow validate" do. arkflow.Job.Plan returns the plan of a built job; the plan
 // is the one ArkFlow v1 computes for the same spec.
+//
+// # Joins
+//
+// An operator of kind join has two input edges, each partitioned by its
+// own side's key, and a config that names the sides:
+//
+//	type          window, interval or temporal
+//	left, right   the operators whose rows are the two sides
+//	left_key      the key column of each side; the keys must have one
+//	right_key     type, and a null key matches nothing
+//	how           inner (the default) or left: left rows without a
+//	              match are emitted once with null right columns
+//	window        a window join's window: {type: tumbling|sliding,
+//	              size_ms, slide_ms}; pairs fire when the watermark
+//	              passes the window's end
+//	lower_ms      an interval join's bounds: a pair when left.ts is in
+//	upper_ms      [right.ts + lower_ms, right.ts + upper_ms] (inner only)
+//	deleted_field a temporal join's table (right) column whose true
+//	              deletes the key; each left row joins the table's row
+//	              current at its event time
+//	left_prefix   put before a column name both sides have (default
+//	right_prefix  "left_" and "right_")
+//
+// The output is the key, a window join's window_start and window_end,
+// then the other columns of the left side and of the right side.
+// testdata/joins.yaml in the repository is a runnable example.
 package job

@@ -61,9 +61,7 @@ func (s *Spec) decodeFailed(path string) bool {
 }
 
 // Operator kinds. ArkFlow v1 defines all of them; this runtime executes
-// each. A join's config names its two sides (left, right, each with its
-// key column) and the kind of join; ARCHITECTURE.md ("Joins") describes
-// it.
+// each; the package doc lists a join's config.
 const (
 	KindSource    = "source"
 	KindMap       = "map"
