@@ -1,7 +1,6 @@
 package windowop
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 
@@ -40,8 +39,13 @@ type intervalJoin struct {
 	lower, upper int64
 	outer        bool
 	kept         [2][][]*keptRow // by key ID (dense: the key table's), in arrival order
-	ends         keptHeap        // every kept row, by end
-	seq          int64
+	// queue is every kept row in arrival order. Rows end from its front
+	// once the watermark passes their end: a row behind one that ends
+	// later waits for it, which keeps it a little longer (bounded by the
+	// disorder) but changes nothing, since pairing checks the bounds.
+	queue []*keptRow
+	head  int // queue[:head] have ended
+	seq   int64
 }
 
 // keptRow is a row kept for pairing.
@@ -138,6 +142,7 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	var left, right []*keptRow // the pairs, in order
 	other := 1 - side
 	keyCol := rec.Column(w.keyCol)
+	var slab []keptRow // the batch's kept rows, allocated together
 	for r := range w.ts {
 		if !w.valid[r] {
 			w.lateRow(true)
@@ -152,7 +157,12 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 			w.lateRow(false)
 			continue
 		}
-		k := &keptRow{side: side, ts: ts, end: end, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r)}
+		if len(slab) == 0 {
+			slab = make([]keptRow, len(w.ts)-r)
+		}
+		k := &slab[0]
+		slab = slab[1:]
+		*k = keptRow{side: side, ts: ts, end: end, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r)}
 		w.seq++
 		for int(k.kid) >= len(w.kept[side]) || int(k.kid) >= len(w.kept[other]) {
 			w.kept[0], w.kept[1] = append(w.kept[0], nil), append(w.kept[1], nil)
@@ -172,10 +182,10 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		}
 		kb.live++
 		w.kept[side][k.kid] = append(w.kept[side][k.kid], k)
-		heap.Push(&w.ends, keptEnd{end: k.end, seq: k.seq, row: k})
+		w.queue = append(w.queue, k)
 	}
 	w.reportDrops()
-	w.m.open.Store(int64(w.ends.Len()))
+	w.m.open.Store(int64(len(w.queue) - w.head))
 	// The batch's own reference goes with its kept rows, or now; each
 	// output batch holds one more of it and of every other batch a row
 	// of it came from.
@@ -311,15 +321,21 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 		return nil
 	}
 	var ended, unmatched []*keptRow
-	for w.ends.Len() > 0 && w.ends[0].end <= wm {
-		k := heap.Pop(&w.ends).(keptEnd).row
+	for w.head < len(w.queue) && w.queue[w.head].end <= wm {
+		k := w.queue[w.head]
+		w.queue[w.head] = nil
+		w.head++
 		k.gone = true
 		ended = append(ended, k)
 		if w.outer && k.side == 0 && !k.matched {
 			unmatched = append(unmatched, k)
 		}
 	}
-	w.m.open.Store(int64(w.ends.Len()))
+	if w.head > len(w.queue)/2 { // reuse the front
+		w.queue = append(w.queue[:0], w.queue[w.head:]...)
+		w.head = 0
+	}
+	w.m.open.Store(int64(len(w.queue) - w.head))
 	if len(ended) == 0 {
 		return nil
 	}
@@ -346,14 +362,14 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 // abandoned, so their rows will be replayed.
 func (w *intervalJoin) Close() error {
 	seen := map[*keptBatch]bool{}
-	for _, e := range w.ends {
-		if k := e.row; !seen[k.from] {
+	for _, k := range w.queue[w.head:] {
+		if !seen[k.from] {
 			seen[k.from] = true
 			k.from.rec.Release()
 			k.from.ack.Release(ops.ErrAbandoned)
 		}
 	}
-	w.ends = nil
+	w.queue, w.head = nil, 0
 	w.kept = [2][][]*keptRow{}
 	w.closeWarnings()
 	return nil
