@@ -24,6 +24,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -124,17 +125,12 @@ func startPromJob(t *testing.T, id string) *arkflow.Job {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	polltest.Eventually(t, "the window to see the rows", func() bool {
 		w := j.Metrics().Operator("w")
-		if w.RowsIn == 4 && w.Counters["windows_fired"] >= 2 && w.Counters["late_dropped"] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the window did not see the rows: %+v (status %v, err %v)", w, j.Status(), j.Err())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return w.RowsIn == 4 && w.Counters["windows_fired"] >= 2 && w.Counters["late_dropped"] == 1
+	}, func() string {
+		return fmt.Sprintf("window %+v (status %v, err %v)", j.Metrics().Operator("w"), j.Status(), j.Err())
+	})
 	if _, err := j.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -427,20 +423,12 @@ func TestCollectorTwoJobsOneRegistry(t *testing.T) {
 	}
 }
 
-// gatherUntil gathers c until ok accepts the families (10 s at most).
+// gatherUntil gathers c until ok accepts the families, and returns them.
 func gatherUntil(t *testing.T, c prometheus.Collector, what string, ok func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fams := gather(t, c)
-		if ok(fams) {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never seen", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var fams map[string]*dto.MetricFamily
+	polltest.Eventually(t, what, func() bool { fams = gather(t, c); return ok(fams) })
+	return fams
 }
 
 // A sink whose write fails: the failed write is timed and counted, and

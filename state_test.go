@@ -18,6 +18,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
@@ -181,10 +182,7 @@ func TestProcessStateTTL(t *testing.T) {
 	if err := src.Append(0, visits("ann", "home")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for out.NumRows() < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	polltest.Eventually(t, "the first visit written", func() bool { return out.NumRows() >= 1 })
 	time.Sleep(5 * time.Millisecond) // let the 1 ms TTL pass on the wall clock
 	if err := src.Append(0, visits("ann", "home")); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 	"github.com/arkflow-rs/arkflow-go/internal/kafkatest"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // TestFleetKafkaExactlyOnceUnderSIGKILL is issue 20's first acceptance
@@ -146,7 +147,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	}()
 	startFleetProc(t, "hub", hubLog, nil, hubBin, "--data-dir", filepath.Join(tmp, "hub-data"), "--listen", addr,
 		"--token", "op|operator|"+opSecret, "--node-token", nodeToken, "--lease", fkLease.String(), "--poll-interval", "100ms")
-	fleetWait(t, "the Hub answering /health", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the Hub answering /health", func() bool {
 		st, _, ok := fleetGet(base+"/health", "")
 		return ok && st == 200
 	})
@@ -174,7 +175,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	for _, id := range ids {
 		startAgent(id)
 	}
-	fleetWait(t, "three Agents online", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "three Agents online", func() bool {
 		ns := nodes()
 		for _, id := range ids {
 			if ns[id].State != hubwire.NodeOnline {
@@ -224,7 +225,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 		return m
 	}
 	var d0 hubwire.JobDetail
-	fleetWait(t, "the job running on three Agents", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the job running on three Agents", func() bool {
 		d, ok := detail()
 		if ok && d.Job.ObservedState == hubwire.JobFailed {
 			t.Fatalf("the job failed: %+v", d.Job)
@@ -291,7 +292,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 		kl := kill{at: time.Now(), node: id, subtasks: subs, failover: failover}
 		agents[id].signal(syscall.SIGKILL)
 		if failover {
-			fleetWait(t, "the Hub moving "+id+"'s units", func() bool {
+			polltest.EventuallyWithin(t, fleetDeadline, "the Hub moving "+id+"'s units", func() bool {
 				d, ok := detail()
 				if !ok {
 					return false
@@ -339,7 +340,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	if st, _, body := call(t, "PUT", api+"/jobs/"+fkJobID+"/desired-state", opSecret, map[string]any{"state": "stopped"}); st != 200 {
 		t.Fatalf("desired stopped: %d %s", st, body)
 	}
-	fleetWait(t, "the job stopped", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the job stopped", func() bool {
 		d, ok := detail()
 		return ok && d.Job.ObservedState == hubwire.JobStopped
 	})

@@ -124,17 +124,12 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// waitPage polls a JavaScript condition in the page until it holds.
+// waitPage waits (polltest.Eventually) until a JavaScript condition
+// holds in the page; a failure shows the page's text.
 func waitPage(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !evalJS[bool](t, ctx, "!!("+cond+")") {
-		if time.Now().After(deadline) {
-			body := evalJS[string](t, ctx, "document.body.innerText")
-			t.Fatalf("timed out waiting in the page for %s; the page shows:\n%s", what, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	polltest.Eventually(t, "the page to show "+what, func() bool { return evalJS[bool](t, ctx, "!!("+cond+")") },
+		func() string { return "the page shows:\n" + evalJS[string](t, ctx, "document.body.innerText") })
 }
 
 // TestPageInChromium drives the Hub's operator page in headless Chromium:

@@ -20,6 +20,7 @@ import (
 	_ "github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -381,10 +382,8 @@ func TestStopBeforeRunAndIdempotent(t *testing.T) {
 	}
 	// Wait until the rows are written, then stop gracefully, twice and
 	// concurrently.
-	deadline := time.Now().Add(10 * time.Second)
-	for sink.NumRows() < 6 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	polltest.Eventually(t, "6 rows written", func() bool { return sink.NumRows() >= 6 },
+		func() string { return fmt.Sprintf("%d rows", sink.NumRows()) })
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		wg.Add(1)

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -449,15 +449,11 @@ func TestLayerDroppedUnderFrozenView(t *testing.T) {
 	fz.Close()
 	// The background warm-up (layer.warm) may hold the layer a moment
 	// longer.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		files := layerFiles(t, dir)
-		if len(files) == 1 && files[0] == layersFileName {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("layer files after the view closed: %v", files)
-		}
-	}
+	var files []string
+	polltest.Eventually(t, "the layer's file removed once the view closed", func() bool {
+		files = layerFiles(t, dir)
+		return len(files) == 1 && files[0] == layersFileName
+	}, func() string { return fmt.Sprintf("layer files: %v", files) })
 }
 
 // firstDiff describes where two scans part.

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // wbScope is the scope of writeBehindFixture's entries.
@@ -126,10 +128,11 @@ func TestLayerWriteBehind(t *testing.T) {
 	l := ls[0]
 	// The first chunk's write is not held, but it may still be running
 	// when the restore returns on a busy machine: wait for it.
-	tail := l.tail.Load()
-	for deadline := time.Now().Add(10 * time.Second); tail != nil && tail.off < layerChunk && time.Now().Before(deadline); tail = l.tail.Load() {
-		time.Sleep(time.Millisecond)
-	}
+	var tail *layerTail
+	polltest.Eventually(t, "the first chunk written", func() bool {
+		tail = l.tail.Load()
+		return tail == nil || tail.off >= layerChunk
+	}, func() string { return fmt.Sprintf("tail at %d", tail.off) })
 	if tail == nil || tail.off != layerChunk || len(tail.chunks) != (len(data)-1)/layerChunk {
 		t.Fatalf("tail %+v, want the chunks after the first of %d bytes", tail, len(data))
 	}

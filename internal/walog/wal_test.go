@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // fakeClock is a Clock whose time moves only when the test advances it.
@@ -279,13 +281,8 @@ func (l *Log) queued() int {
 // waitQueued waits until n appenders wait in the writer queue.
 func waitQueued(t *testing.T, l *Log, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.queued() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d appenders queued after 10s, want %d", l.queued(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	polltest.Eventually(t, fmt.Sprintf("%d appenders queued", n), func() bool { return l.queued() >= n },
+		func() string { return fmt.Sprintf("%d queued", l.queued()) })
 }
 
 type appendResult struct {
