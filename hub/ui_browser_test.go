@@ -204,21 +204,33 @@ func TestPageInChromium(t *testing.T) {
 		t.Fatalf("with a wrong token, the page shows %d rows", n)
 	}
 	// Refused, the page stops polling: each refusal is an audit row, and
-	// an open tab must not fill the log.
-	rejected := func() int {
+	// an open tab must not fill the log. A render asks for the jobs and
+	// the nodes at once and shows the refusal when the first answer comes,
+	// so the count is taken once the other request is audited too (each
+	// refusal is audited before it is answered).
+	rejected := func() (jobs, nodes int) {
 		_, _, body := call(t, "GET", api+"/audit?page_size=100", viewerToken, nil)
-		n := 0
 		for _, a := range decode[hubwire.Page[hubwire.AuditRecord]](t, body).Items {
-			if a.Outcome == "rejected" {
-				n++
+			switch {
+			case a.Outcome != "rejected":
+			case strings.HasPrefix(a.Message, "GET /api/v1/jobs"):
+				jobs++
+			case strings.HasPrefix(a.Message, "GET /api/v1/nodes"):
+				nodes++
 			}
 		}
-		return n
+		return jobs, nodes
 	}
-	before := rejected()
+	var refusedJobs, refusedNodes int
+	polltest.Eventually(t, "both refused requests of the render audited", func() bool {
+		refusedJobs, refusedNodes = rejected()
+		return refusedJobs > 0 && refusedJobs == refusedNodes
+	}, func() string {
+		return fmt.Sprintf("%d refused requests for the jobs, %d for the nodes", refusedJobs, refusedNodes)
+	})
 	time.Sleep(3 * time.Second) // more than one refresh period
-	if after := rejected(); after != before {
-		t.Fatalf("the refused page kept polling: %d rejected requests audited, then %d", before, after)
+	if j, n := rejected(); j != refusedJobs || n != refusedNodes {
+		t.Fatalf("the refused page kept polling: %d and %d rejected requests for the jobs and the nodes audited, then %d and %d", refusedJobs, refusedNodes, j, n)
 	}
 
 	// The viewer's token: the job, the Agents and the audit.
