@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
@@ -91,12 +93,16 @@ func buildFleetBinaries(t *testing.T) (hubBin, agentBin string) {
 	return fleetBins.hub, fleetBins.arkflow
 }
 
+// TestMain runs the tests, fails if a goroutine outlives them (a Hub, an
+// Agent or a job not stopped on Close or a cancelled context), and removes
+// the binaries buildFleetBinaries built.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if fleetBins.dir != "" {
-		os.RemoveAll(fleetBins.dir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if fleetBins.dir != "" {
+			os.RemoveAll(fleetBins.dir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // freeLoopbackAddr returns a loopback address nothing listens on right

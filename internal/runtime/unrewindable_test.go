@@ -19,6 +19,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"go.uber.org/goleak"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
@@ -451,12 +452,14 @@ const (
 
 // TestMain lets TestUnrewindableSurvivesSIGKILL re-execute this binary as
 // the job's process: with ARKFLOW_RUNTIME_ONCE_CHILD set to a directory
-// it runs the once job there until it is killed.
+// it runs the once job there until it is killed. Otherwise it runs the
+// tests and then fails if a goroutine outlives them (a job, a source or
+// a checkpoint round not stopped on Stop, Close or a cancelled context).
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		os.Exit(onceChild(dir))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func onceChildSpec(dir string) string {
