@@ -13,6 +13,7 @@ import (
 // Issue 18: restoreCorrupt asks the one marker, except for the local
 // state directory, whose damage is not the checkpoint's fault.
 func TestRestoreCorruptUsesTheMarker(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		err  error
 		want bool

@@ -279,6 +279,7 @@ func (r *onceRun) replayed() int64 {
 // source back to the checkpoint and dropped its tail, and ann's 10 was
 // lost.
 func TestUnrewindableRowsAfterTheCheckpointAreReplayed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	spec := onceSpec(filepath.Join(dir, "ckpt"), `"state":{"backend":"memory"}`, 3_600_000)
 	r := startOnce(t, spec, dir, Options{})
@@ -329,6 +330,7 @@ func TestUnrewindableRowsAfterTheCheckpointAreReplayed(t *testing.T) {
 // StartPositions): the WAL replays the entry holding offsets 2 and 3,
 // which the state holds already, and nothing counts twice.
 func TestUnrewindableReplayOfAppliedRowsIsDropped(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	spec := onceSpec(filepath.Join(dir, "ckpt"), `"state":{"backend":"memory"}`, 3_600_000)
 	r := startOnce(t, spec, dir, Options{})
@@ -523,6 +525,7 @@ func readAcceptedFile(path string) (int64, error) {
 // the WAL, and was appended once). Counts above that are duplicates: they
 // are reported, not failed (at-least-once).
 func TestUnrewindableSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kills := 10
 	if testing.Short() {
