@@ -49,7 +49,9 @@ func writeBehindFixture(t testing.TB) (now int64, src Backend, data []byte) {
 }
 
 // setBeforeLayerWrite installs the write-behind's test hook for the
-// test's duration.
+// test's duration. The hook is package-level and every layer write calls
+// it, so a test that sets it is not parallel (a child process may: it runs
+// only its own test).
 func setBeforeLayerWrite(t *testing.T, fn func(off int64) error) {
 	t.Helper()
 	testBeforeLayerWrite = fn
@@ -324,6 +326,7 @@ func TestLayerWriteBehindKill(t *testing.T) {
 		fmt.Println("restored")
 		select {} // killed
 	}
+	t.Parallel()
 	now, src, data := writeBehindFixture(t)
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	listed := 0
