@@ -162,6 +162,7 @@ func readState(t *testing.T, c *Catalog, e StateSnapshot) ([]byte, error) {
 // TestCommitAndSelect (R-CKPT-1, R-CKPT-8): a committed checkpoint is
 // selected and its state reads back.
 func TestCommitAndSelect(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		ctx := context.Background()
@@ -218,6 +219,7 @@ func commitRefused(t *testing.T, c *Catalog, m *Manifest, want error) {
 
 // TestCommitRejectsMissingTask (R-CKPT-5).
 func TestCommitRejectsMissingTask(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -228,6 +230,7 @@ func TestCommitRejectsMissingTask(t *testing.T) {
 
 // TestCommitRejectsDuplicateTask (R-CKPT-5).
 func TestCommitRejectsDuplicateTask(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -238,6 +241,7 @@ func TestCommitRejectsDuplicateTask(t *testing.T) {
 
 // TestCommitRejectsExtraTask (R-CKPT-5).
 func TestCommitRejectsExtraTask(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -250,6 +254,7 @@ func TestCommitRejectsExtraTask(t *testing.T) {
 // own task in its own directory, so retention of another artifact can
 // never break it.
 func TestCommitRejectsForeignState(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	m1, _ := commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -267,6 +272,7 @@ func TestCommitRejectsForeignState(t *testing.T) {
 // TestSelectSkipsCorruptManifest (R-CKPT-5): damaged manifest bytes make
 // the checkpoint skipped with a reason, and the previous one selected.
 func TestSelectSkipsCorruptManifest(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -291,6 +297,7 @@ func TestSelectSkipsCorruptManifest(t *testing.T) {
 // TestSelectSkipsCorruptState (R-CKPT-5): a flipped byte, a truncated and
 // a missing state object each make the checkpoint skipped.
 func TestSelectSkipsCorruptState(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -335,6 +342,7 @@ func TestSelectSkipsCorruptState(t *testing.T) {
 // the hash), and selecting again with the artifact in Exclude falls back
 // to the previous one, as Select does by itself without the option.
 func TestSelectDeferredStateChecks(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -384,6 +392,7 @@ func TestSelectDeferredStateChecks(t *testing.T) {
 // TestSelectSkipsResealedIncompleteManifest (R-CKPT-5): a manifest with a
 // task entry removed and a valid checksum is still never selected.
 func TestSelectSkipsResealedIncompleteManifest(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -429,6 +438,7 @@ func selectIncompatible(t *testing.T, c *Catalog, w Want, reason Incompatibility
 // version is rejected up front, without touching state, and no older
 // checkpoint is silently used instead (R-CKPT-7: rollback is explicit).
 func TestSelectRejectsDowngrade(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{version: 2})
@@ -445,6 +455,7 @@ func TestSelectRejectsDowngrade(t *testing.T) {
 
 // TestSelectRejectsFormatChange (R-CKPT-6).
 func TestSelectRejectsFormatChange(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{version: 1, format: 1})
@@ -465,6 +476,7 @@ func TestSelectRejectsFormatChange(t *testing.T) {
 // version's savepoint or checkpoint of the same format, even with another
 // task set.
 func TestSelectUpgrade(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{kind: KindSavepoint, name: "before-upgrade", version: 1, tasks: []string{"map-0", "src-0"}})
@@ -491,6 +503,7 @@ func TestSelectUpgrade(t *testing.T) {
 // max_parallelism is fine; an artifact that does not record it is taken
 // as having the job's.
 func TestSelectRejectsMaxParallelismChange(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{kind: KindSavepoint, name: "old", maxPar: 0})
@@ -518,6 +531,7 @@ func TestSelectRejectsMaxParallelismChange(t *testing.T) {
 // TestRetention (R-CKPT-7): Commit keeps the newest Retention completed
 // checkpoints and never deletes savepoints.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{Retention: 2})
 		ctx := context.Background()
@@ -578,6 +592,7 @@ func TestRetention(t *testing.T) {
 // TestLatestUnchangedWhenManifestWriteFails (R-CKPT-5): the previous
 // checkpoint stays selected until its replacement is durably committed.
 func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, inner Store) {
 		f := ckpttest.NewFaultStore(inner)
 		c := newCatalog(t, f, Options{})
@@ -638,6 +653,7 @@ func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
 // TestSelectStoreFailureIsNotFallback: a store that cannot be read is an
 // error, never a reason to fall back to an older checkpoint.
 func TestSelectStoreFailureIsNotFallback(t *testing.T) {
+	t.Parallel()
 	f := ckpttest.NewFaultStore(openFile(t))
 	c := newCatalog(t, f, Options{})
 	commit(t, c, artifact{})
@@ -655,6 +671,7 @@ func TestSelectStoreFailureIsNotFallback(t *testing.T) {
 // TestNextIDNeverReuses: ids increase across catalogs (restarts), after
 // retention and after failed commits.
 func TestNextIDNeverReuses(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 		c := newCatalog(t, s, Options{Retention: 1})
@@ -702,6 +719,7 @@ func must[T any](v T, err error) T {
 // TestSavepoints (R-CKPT-7): named, write-once, selected by name or as the
 // newest.
 func TestSavepoints(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 		c := newCatalog(t, s, Options{})
@@ -756,6 +774,7 @@ func TestSavepoints(t *testing.T) {
 // TestSelectSkipsCopiedManifest: a manifest moved to another id's
 // directory (or another job's) is not used.
 func TestSelectSkipsCopiedManifest(t *testing.T) {
+	t.Parallel()
 	s := openFile(t)
 	c := newCatalog(t, s, Options{})
 	m1, _ := commit(t, c, artifact{})
@@ -770,6 +789,7 @@ func TestSelectSkipsCopiedManifest(t *testing.T) {
 // TestSelectWithoutLatest: a lost or damaged LATEST falls back to every
 // checkpoint with a manifest, newest first.
 func TestSelectWithoutLatest(t *testing.T) {
+	t.Parallel()
 	s := openFile(t)
 	c := newCatalog(t, s, Options{})
 	commit(t, c, artifact{})
@@ -789,6 +809,7 @@ func TestSelectWithoutLatest(t *testing.T) {
 }
 
 func TestWantValidation(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	for i, w := range []Want{
 		{},
@@ -815,6 +836,7 @@ func TestWantValidation(t *testing.T) {
 // TestConcurrentPutState: tasks upload their state at the same time, as
 // the runtime does.
 func TestConcurrentPutState(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 		c := newCatalog(t, s, Options{VerifyConcurrency: 3})
@@ -860,6 +882,7 @@ func TestConcurrentPutState(t *testing.T) {
 // again; a count that differs from the bytes read, a malformed checksum
 // or a failing sum fail the call.
 func TestPutStateSum(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		ctx := context.Background()
@@ -909,6 +932,7 @@ func TestPutStateSum(t *testing.T) {
 // Jobs finds the jobs with artifacts and nothing else; Verify reads a
 // manifest's state and names a damaged object.
 func TestJobsAndVerify(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openFile(t)
 	put := func(key, body string) {
