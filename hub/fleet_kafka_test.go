@@ -81,7 +81,8 @@ import (
 // It needs kfake (ARKFLOW_TEST_KAFKA_BROKERS) and MinIO
 // (ARKFLOW_TEST_S3_*): bash .ci/test.sh starts both. It takes about a
 // minute (plus building the two binaries); -short skips it. ARKFLOW_FLEET_KAFKA_SEED=N replays the kill
-// timings of a logged run.
+// timings of a logged run. Not parallel: it measures the failovers, which
+// a neighbour's load would lengthen.
 func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	brokers := os.Getenv("ARKFLOW_TEST_KAFKA_BROKERS")
 	if brokers == "" {

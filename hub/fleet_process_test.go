@@ -168,6 +168,7 @@ const fleetDeadline = 2 * time.Minute
 //     job_stop result naming the old generation (409 stale_generation)
 //     change nothing; the job_stop's own result makes it stopped.
 func TestFleetProcesses(t *testing.T) {
+	t.Parallel()
 	// Not skipped under -short: it takes about 15 s with -race, most of it
 	// building the two binaries (about 55 s with an empty build cache).
 	hubBin, agentBin := buildFleetBinaries(t)

@@ -134,7 +134,9 @@ func fleetSpec(dir string) string {
 // completed (R-HUB-5, R-CKPT-5); when an Agent's lease lapses its unit
 // moves to another Agent as a new generation restoring from the last
 // completed checkpoint, while the others adopt the generation, and the
-// job is observed running again, never failed.
+// job is observed running again, never failed. Not parallel: its lease is
+// 1 s, and a neighbour starving the heartbeats would lapse a lease the
+// test did not end.
 func TestFleetPlacementCheckpointsFailover(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Lease = time.Second

@@ -88,6 +88,7 @@ func goRun(t *testing.T, line string) (env []string, cmd string, args []string) 
 // with a completed checkpoint and a completed savepoint of the README's
 // name, whose manifest is in the store.
 func TestREADMEHubWalkthrough(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}

@@ -138,7 +138,9 @@ func waitPage(t *testing.T, ctx context.Context, what, cond string) {
 // Agent, all three Agents online and the audit log; the job's page shows
 // its assignment, version and operations. When an Agent stops, the page
 // shows it stale within the lease while the job stays running. Node ids
-// with markup are shown as text. Screenshots are kept (R-HUB-7).
+// with markup are shown as text. Screenshots are kept (R-HUB-7). Not
+// parallel: the Agents' lease is 2 s, and Chromium beside another test
+// could starve the heartbeats of an Agent the test did not stop.
 func TestPageInChromium(t *testing.T) {
 	ctx, problems := browser(t)
 	shots := artifacts(t)
