@@ -47,6 +47,7 @@ sources:
 // Builder's options write, and advance per_row keeps the in-order rows the
 // seeds' rule (R-TIME-4) drops.
 func TestEventTimeOptionsInYAML(t *testing.T) {
+	t.Parallel()
 	extra := "        advance: per_row\n        idle_timeout_ms: 60000\n        all_idle: advance\n        all_idle_delay_ms: 5000\n"
 	spec, err := job.Parse([]byte(perRowYAML(extra)))
 	if err != nil {

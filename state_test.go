@@ -119,6 +119,7 @@ func rowsOfSink(s *mem.Sink) []string {
 // Typed keyed state for user code: state.Value and state.Map through
 // Builder.Process, kept in Badger across runs of the job.
 func TestProcessKeyedState(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st := &job.State{Backend: job.BackendBadger, Path: dir}
 	src1, _ := mem.NewSourceFrom([]arrow.RecordBatch{visits("ann", "home", "bob", "home", "ann", "home", "ann", "cart")})
@@ -172,6 +173,7 @@ func TestProcessKeyedState(t *testing.T) {
 
 // TTL from spec.state.ttl_ms: an expired value is never returned.
 func TestProcessStateTTL(t *testing.T) {
+	t.Parallel()
 	ttl := int64(1) // 1 ms: expired by the second batch
 	st := &job.State{Backend: job.BackendMemory, TTLMS: &ttl}
 	src := mem.NewSource(visitSchema, 1)
@@ -222,6 +224,7 @@ func dirDigest(t *testing.T, dir string) string {
 // R-STATE-2: state written with another format version is refused with a
 // clear error, before anything on disk changes; the job ends Failed.
 func TestStateFormatVersionRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src, _ := mem.NewSourceFrom([]arrow.RecordBatch{visits("ann", "home")})
 	if err := firstVisitsJob(t, src, mem.NewSink(), &job.State{Backend: job.BackendBadger, Path: dir}).Run(context.Background()); err != nil {
@@ -244,6 +247,7 @@ func TestStateFormatVersionRefused(t *testing.T) {
 // Badger is closed exactly once on every exit path: after a start that
 // fails (a sink that cannot connect), the directory opens again at once.
 func TestStateClosedAfterFailedStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src, _ := mem.NewSourceFrom([]arrow.RecordBatch{visits("ann", "home")})
 	out := mem.NewSink()
