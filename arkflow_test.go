@@ -47,6 +47,7 @@ func clickBuilder(out arkflow.SinkComponent) *arkflow.Builder {
 
 // A builder job and its JSON compile to identical plans.
 func TestBuilderAndJSONCompileToSamePlan(t *testing.T) {
+	t.Parallel()
 	built, err := clickBuilder(file.SinkConfig{Path: filepath.Join(t.TempDir(), "out.jsonl")}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +88,7 @@ func TestBuilderAndJSONCompileToSamePlan(t *testing.T) {
 // its spec, and the keyed aggregate sees every row of a key in one
 // subtask.
 func TestBuilderAndSpecRunTheSame(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(j *arkflow.Job) map[string][2]int64 {
 		t.Helper()
@@ -153,6 +155,7 @@ func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // The deep build finds component problems, each naming operator
 // and field path, all at once.
 func TestValidateDeep(t *testing.T) {
+	t.Parallel()
 	base := `{"id":"deep","operators":[
 	  {"id":"in","kind":"source"},
 	  {"id":"m","kind":"map","config":{"set":[{"name":"x","expr":"amount * 2"}]}},
@@ -205,6 +208,7 @@ func TestValidateDeep(t *testing.T) {
 // Load, and Validate of what Parse returned, report them all, each with
 // its path; FromSpec never builds such a spec.
 func TestValidateReportsDecodeProblemsWithTheRest(t *testing.T) {
+	t.Parallel()
 	const spec = `
 id: typos
 paralelism: 2
@@ -256,6 +260,7 @@ sinks:
 }
 
 func TestBuilderMistakesNeverPanic(t *testing.T) {
+	t.Parallel()
 	sink := mem.NewSink()
 	_, err := arkflow.NewJob("bad id!").
 		Map("m", nil).
@@ -279,6 +284,7 @@ func TestBuilderMistakesNeverPanic(t *testing.T) {
 }
 
 func TestLifecycleErrors(t *testing.T) {
+	t.Parallel()
 	j, err := arkflow.NewJob("once").Source("in", clickConfig()).Sink("out", mem.NewSink()).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -300,6 +306,7 @@ func TestLifecycleErrors(t *testing.T) {
 // A Go map function with another output schema is checked downstream at
 // Build, and its output is checked at run time.
 func TestMapToSchemaIsChecked(t *testing.T) {
+	t.Parallel()
 	out := arrow.NewSchema([]arrow.Field{{Name: "n", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	fn := func(_ context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		b := array.NewInt64Builder(memory.DefaultAllocator)

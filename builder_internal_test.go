@@ -10,6 +10,7 @@ import (
 // rest, and with any index; other paths, and paths that only share a
 // prefix with a row, stay as they are.
 func TestInBuilderTerms(t *testing.T) {
+	t.Parallel()
 	withIndex := func(p string) string {
 		out := []byte{}
 		for i := 0; i < len(p); i++ {

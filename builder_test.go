@@ -32,6 +32,7 @@ func tsConfig() generate.Config {
 // directory), instead of failing Build with "checkpoints need a state
 // block".
 func TestBuilderCheckpointDefaultsToBadger(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := arkflow.NewJob("ckpt").
 		Source("in", clickConfig()).
@@ -56,6 +57,7 @@ func TestBuilderCheckpointDefaultsToBadger(t *testing.T) {
 
 // State with an empty Backend is Badger, as its doc says.
 func TestBuilderStateDefaultsToBadger(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	j, err := arkflow.NewJob("st").
 		Source("in", clickConfig()).
@@ -82,6 +84,7 @@ func TestBuilderStateDefaultsToBadger(t *testing.T) {
 // mistake, and the rest of the path; the same spec loaded as a spec keeps
 // the spec's paths.
 func TestBuilderErrorsNameTheCall(t *testing.T) {
+	t.Parallel()
 	src := func(opts ...arkflow.SourceOption) *arkflow.Builder {
 		return arkflow.NewJob("j").Source("in", tsConfig(), opts...).KeyBy("user").
 			Aggregate("n", job.Running(job.Count("n")))
@@ -159,6 +162,7 @@ func TestBuilderErrorsNameTheCall(t *testing.T) {
 // operators[1].key_field, which the Go code never wrote. Unknown columns
 // say which one they probably misspell.
 func TestBuilderComponentErrorsNameTheCall(t *testing.T) {
+	t.Parallel()
 	cfg := generate.Config{Seed: 1, Count: 10, Fields: []generate.Field{
 		{Name: "user", Type: "string"}, {Name: "TS", Type: "int64"}, {Name: "amount", Type: "float64"}}}
 	// in -> w (keyed) -> out, in -> f -> out2 and in -> c -> out3.
@@ -215,6 +219,7 @@ func TestBuilderComponentErrorsNameTheCall(t *testing.T) {
 // WithChannelCapacity(n < 1) used to become 16 without a word; now every
 // entry that takes options reports it, naming the option.
 func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
+	t.Parallel()
 	b := func() *arkflow.Builder {
 		return arkflow.NewJob("cap").Source("in", clickConfig()).Sink("out", mem.NewSink())
 	}
@@ -248,6 +253,7 @@ func TestChannelCapacityBelowOneIsAnError(t *testing.T) {
 // WithSavepoint on a job without a checkpoint block used to be ignored
 // (the job started from scratch); now it is reported, naming the option.
 func TestSavepointNeedsACheckpointBlock(t *testing.T) {
+	t.Parallel()
 	b := func() *arkflow.Builder {
 		return arkflow.NewJob("sp").Source("in", clickConfig()).Sink("out", mem.NewSink())
 	}
@@ -272,6 +278,7 @@ func TestSavepointNeedsACheckpointBlock(t *testing.T) {
 // to the plan of the spec that says the same thing: job.Running is an
 // aggregate config without "emit", job.Final one with "emit": "final".
 func TestAggregatesCompileToTheSpecsPlan(t *testing.T) {
+	t.Parallel()
 	const spec = `
 id: same
 operators:
@@ -328,6 +335,7 @@ sinks: [{operator_id: out, output_type: drop}, {operator_id: out2, output_type: 
 // From with several operators connects the next operator from each;
 // unknown and repeated names are mistakes Build reports, naming the call.
 func TestFromSeveralOperators(t *testing.T) {
+	t.Parallel()
 	src := func() *arkflow.Builder {
 		return arkflow.NewJob("merge").Source("a", tsConfig()).Source("b", tsConfig())
 	}

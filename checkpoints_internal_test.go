@@ -14,6 +14,7 @@ import (
 // CheckpointStatus is the runtime's, field for field: a field the runtime
 // adds and the conversion forgets fails here.
 func TestCheckpointStatusCarriesEveryField(t *testing.T) {
+	t.Parallel()
 	in := runtime.CheckpointStatus{Enabled: true, Healthy: true, Completed: 1, Failures: 2, ConsecutiveFailures: 2, LastError: "e", LastID: "7",
 		LastDuration: time.Second, LastPause: time.Millisecond, LastBytes: 3, LastCompleted: time.Unix(1, 0), Restored: "checkpoint 6",
 		Recovery: runtime.RecoveryProgress{BytesRestored: 1, BytesTotal: 2, KeysRestored: 3, SnapshotsRestored: 4, SnapshotsTotal: 5, Done: true}}
@@ -40,6 +41,7 @@ func TestCheckpointStatusCarriesEveryField(t *testing.T) {
 // durations in nanoseconds, no last_completed before a commit; and a job
 // without checkpoints has nothing to restore (recovery done).
 func TestCheckpointStatusJSON(t *testing.T) {
+	t.Parallel()
 	b, err := json.Marshal(CheckpointStatus{Enabled: true, Healthy: true, Completed: 2, LastID: "7", LastDuration: 1500 * time.Millisecond, Recovery: RecoveryProgress{BytesTotal: 10, Done: true}})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -124,17 +125,12 @@ func startPromJob(t *testing.T, id string) *arkflow.Job {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	polltest.Eventually(t, "the window to see the rows", func() bool {
 		w := j.Metrics().Operator("w")
-		if w.RowsIn == 4 && w.Counters["windows_fired"] >= 2 && w.Counters["late_dropped"] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the window did not see the rows: %+v (status %v, err %v)", w, j.Status(), j.Err())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return w.RowsIn == 4 && w.Counters["windows_fired"] >= 2 && w.Counters["late_dropped"] == 1
+	}, func() string {
+		return fmt.Sprintf("window %+v (status %v, err %v)", j.Metrics().Operator("w"), j.Status(), j.Err())
+	})
 	if _, err := j.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +203,7 @@ func sum(vals map[string]float64) (s float64) {
 // A running job's collector has every family, with the label sets the
 // doc promises and the values its Metrics holds.
 func TestCollectorRunningJob(t *testing.T) {
+	t.Parallel()
 	j := startPromJob(t, "clicks")
 	fams := gather(t, j.Collector())
 
@@ -363,6 +360,7 @@ func TestCollectorRunningJob(t *testing.T) {
 // promlint finds nothing to complain about in the names, units, types
 // and help texts.
 func TestCollectorLint(t *testing.T) {
+	t.Parallel()
 	j := startPromJob(t, "lint")
 	problems, err := testutil.CollectAndLint(j.Collector())
 	if err != nil {
@@ -377,6 +375,7 @@ func TestCollectorLint(t *testing.T) {
 // no collision, and each job's series carry its own job label. A second
 // job with an ID already registered is refused.
 func TestCollectorTwoJobsOneRegistry(t *testing.T) {
+	t.Parallel()
 	build := func(id string) *arkflow.Job {
 		j, err := arkflow.NewJob(id).
 			Source("in", clicksAt([]any{"ann", 100, "bob", 300})).
@@ -427,25 +426,18 @@ func TestCollectorTwoJobsOneRegistry(t *testing.T) {
 	}
 }
 
-// gatherUntil gathers c until ok accepts the families (10 s at most).
+// gatherUntil gathers c until ok accepts the families, and returns them.
 func gatherUntil(t *testing.T, c prometheus.Collector, what string, ok func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fams := gather(t, c)
-		if ok(fams) {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never seen", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var fams map[string]*dto.MetricFamily
+	polltest.Eventually(t, what, func() bool { fams = gather(t, c); return ok(fams) })
+	return fams
 }
 
 // A sink whose write fails: the failed write is timed and counted, and
 // the job fails with it.
 func TestCollectorSinkErrors(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	j, err := arkflow.NewJob("fails").
 		Source("in", clicksAt([]any{"ann", 100, "bob", 300})).
@@ -478,6 +470,7 @@ func TestCollectorSinkErrors(t *testing.T) {
 // capacity (the sender then blocks: backpressure), and drains when the
 // sink goes on.
 func TestCollectorChannelOccupancy(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	j, err := arkflow.NewJob("blocked").
 		Source("in", generate.Config{Count: 100_000, BatchSize: 100, Fields: []generate.Field{{Name: "user", Type: "string", Cardinality: 10}}}).
@@ -524,7 +517,9 @@ func TestCollectorChannelOccupancy(t *testing.T) {
 // An event-time source with two partitions of which only one gets rows:
 // the other has no watermark and, after the idle timeout, is flagged idle;
 // the one with rows has its watermark and, once its rows stop for the
-// timeout, turns idle too, and active again with its next row.
+// timeout, turns idle too, and active again with its next row. Not
+// parallel: the partition is active again only until the 50 ms idle
+// timeout passes, and a neighbour's load can make the polls miss that.
 func TestCollectorIdlePartition(t *testing.T) {
 	src := push.New(push.Config[promClick]{Partitions: 2, PartitionKey: func(promClick) string { return "k" }})
 	j, err := arkflow.NewJob("idle").
@@ -588,6 +583,7 @@ func TestCollectorIdlePartition(t *testing.T) {
 // through its input each of its tasks is, in rows of the task's own
 // partitions, and a finished job shows every task at its end.
 func TestCollectorSourceProgress(t *testing.T) {
+	t.Parallel()
 	j, err := clickBuilder(mem.NewSink()).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -621,6 +617,7 @@ func TestCollectorSourceProgress(t *testing.T) {
 // same ID) swaps its collector: Unregister the old one, Register the new
 // one; the registry then serves the new run's series only.
 func TestCollectorReplacedOnRestart(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	run := func() (*arkflow.Job, prometheus.Collector) {
 		j, err := clickBuilder(mem.NewSink()).Build()

@@ -30,6 +30,7 @@ func resolve(t *testing.T, jobWide, own *job.Durability) *job.Durability {
 // once mirrored the decoder's type by hand and lost no_recycle):
 // every field the builder sets comes back from the decoder.
 func TestDurabilityBlockRoundTrips(t *testing.T) {
+	t.Parallel()
 	on := true
 	full := job.Durability{Enabled: &on, Path: "p", Sync: job.SyncPeriodic, SyncIntervalMS: 1, ParkLeaseMS: 2, DrainTimeoutMS: 3,
 		SegmentBytes: 4096, Retain: true, NoRecycle: true, Backend: &job.WALBackend{Type: job.WALBackendLocal}}
@@ -47,6 +48,7 @@ func TestDurabilityBlockRoundTrips(t *testing.T) {
 // sets wins, its zero fields inherit, inside the backend too; Enabled
 // false turns an inherited block off.
 func TestDurabilityMergesPerField(t *testing.T) {
+	t.Parallel()
 	jobWide := job.Durability{Sync: job.SyncAlways, Retain: true, DrainTimeoutMS: 10, Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
 		S3: &job.WALObjectStore{Bucket: "b", Region: "r"}}}
 	own := job.Durability{ParkLeaseMS: 5, DrainTimeoutMS: 20, Backend: &job.WALBackend{S3: &job.WALObjectStore{Bucket: "mine"}}}
@@ -70,6 +72,7 @@ func TestDurabilityMergesPerField(t *testing.T) {
 // The public sync modes are the log's: the durable wrapper converts one
 // into the other by value.
 func TestSyncModesAreTheLogs(t *testing.T) {
+	t.Parallel()
 	for _, p := range [][2]string{
 		{string(job.SyncAlways), string(walog.SyncAlways)},
 		{string(job.SyncGroupCommit), string(walog.SyncGroupCommit)},

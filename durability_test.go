@@ -15,6 +15,7 @@ import (
 // same job over the same WAL path reads nothing new from a bounded source
 // that the first run finished, and the spec carries the block.
 func TestDurableSourceResumes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	build := func(out *mem.Sink) *arkflow.Job {
 		j, err := arkflow.NewJob("durable").
@@ -73,6 +74,7 @@ func TestDurableSourceResumes(t *testing.T) {
 // (Durable is an option of sources only: passing it to another operator
 // does not compile.)
 func TestDurableMistakes(t *testing.T) {
+	t.Parallel()
 	_, err := arkflow.NewJob("bad").
 		Source("in", clickConfig(), arkflow.Durable(job.Durability{Sync: "sometimes"})).
 		Columns("cents", job.Columns{Set: []job.Column{{Name: "cents", Expr: "to_int(amount * 100)"}}}).
@@ -96,6 +98,7 @@ func TestDurableMistakes(t *testing.T) {
 // A bad value is reported with the call and the field's spec key: the
 // same check, and the same key, as in a spec file.
 func TestDurabilityBadValues(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d    job.Durability
 		want string

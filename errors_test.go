@@ -23,6 +23,7 @@ import (
 // by connectors.DecodeConfig, or by a connector's config helper is a
 // *job.FieldError, with the path where it was found.
 func TestOneFieldErrorType(t *testing.T) {
+	t.Parallel()
 	base := `{"id":"fe","operators":[
 	  {"id":"in","kind":"source"},
 	  {"id":"m","kind":"map","config":{"set":[{"name":"x","expr":"amount * 2"}]}},
@@ -86,6 +87,7 @@ func TestOneFieldErrorType(t *testing.T) {
 // is not what was written matches arkflow.ErrCorrupt (the same value as
 // checkpoint.ErrCorrupt and wal.ErrCorrupt); I/O errors do not.
 func TestOneCorruptionMarker(t *testing.T) {
+	t.Parallel()
 	if arkflow.ErrCorrupt != checkpoint.ErrCorrupt || arkflow.ErrCorrupt != wal.ErrCorrupt || arkflow.ErrCorrupt != walog.ErrCorrupt {
 		t.Fatal("ErrCorrupt is not one value")
 	}

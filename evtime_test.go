@@ -48,6 +48,7 @@ sources:
 // rows the seeds' rule (the watermark advances before a batch's rows are
 // classified) drops.
 func TestEventTimeOptionsInYAML(t *testing.T) {
+	t.Parallel()
 	extra := "        advance: per_row\n        idle_timeout_ms: 60000\n        all_idle: advance\n        all_idle_delay_ms: 5000\n"
 	spec, err := job.Parse([]byte(perRowYAML(extra)))
 	if err != nil {

@@ -60,7 +60,8 @@ sinks:
 // output), jobs run through the public API, with a logger and without
 // one, through the write-ahead log, the state store, checkpoints, late
 // rows and a restore, and nothing reaches the recorder, while the job's
-// own logger gets the job's records.
+// own logger gets the job's records. Not parallel: it sets the process's
+// default logger.
 func TestNoDefaultLoggerAtRuntime(t *testing.T) {
 	def := logtest.New()
 	prev := slog.Default()
@@ -118,6 +119,7 @@ var defaultLogging = map[string]map[string]bool{
 // log.Print, log.Fatal and the like, fails the test with its file:line.
 // The library logs only through the logger it is given.
 func TestNoDefaultLoggerInSource(t *testing.T) {
+	t.Parallel()
 	fset := token.NewFileSet()
 	files := 0
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {

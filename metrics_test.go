@@ -82,6 +82,7 @@ func ExampleMetrics_Operator() {
 // only the gauges whose sum means something (open_windows, not a WAL's
 // cursor), and takes the minimum watermark.
 func TestOperatorAggregatesTasks(t *testing.T) {
+	t.Parallel()
 	m := arkflow.Metrics{Tasks: []arkflow.TaskMetrics{
 		{Task: "w-0", Operator: "w", RowsIn: 3, BatchesIn: 1, Watermark: 500,
 			Counters: map[string]int64{"windows_fired": 2, "late_dropped": 1}, Gauges: map[string]int64{"open_windows": 4}},
@@ -121,6 +122,7 @@ func TestOperatorAggregatesTasks(t *testing.T) {
 // Each producer files its metrics where they belong: totals in Counters,
 // values that go up and down in Gauges.
 func TestMetricsCountersAndGauges(t *testing.T) {
+	t.Parallel()
 	src := clicksAt([]any{"ann", 100, "bob", 300}, []any{"bob", 1500}, []any{"ann", 200})
 	j, err := arkflow.NewJob("kinds").
 		Durability(job.Durability{Path: t.TempDir()}).

@@ -13,6 +13,7 @@ import (
 // Job.Plan hands out a copy: nothing reachable from it is memory of the
 // plan the job runs, so a caller that edits it changes nothing.
 func TestJobPlanIsACopy(t *testing.T) {
+	t.Parallel()
 	j, err := NewJob("plan-copy").Parallelism(2).
 		Source("in", generate.Config{Seed: 1, Count: 10, Partitions: 2, Fields: []generate.Field{{Name: "user", Type: "string", Cardinality: 3}}}).
 		KeyBy("user").

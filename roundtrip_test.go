@@ -133,6 +133,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 var roundTripGoOperators = []string{"clicks", "gofn", "gofilter", "proc", "fn-out"}
 
 func TestRoundTripBuilderSpec(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := roundTripJob(dir)
 	if _, err := b.Build(arkflow.WithDataDir(filepath.Join(dir, "data"))); err != nil {
@@ -261,6 +262,7 @@ var roundTripDefaults = map[string]any{
 // durability block's, and requires every JSON key to hold a value other
 // than zero (and other than its default) somewhere in the built spec.
 func TestRoundTripBuilderSetsEveryKey(t *testing.T) {
+	t.Parallel()
 	built := roundTripJob(t.TempDir()).Spec()
 	w := &keyWalk{set: map[string]bool{}, seen: map[string]bool{}}
 	w.walk("", reflect.ValueOf(built).Elem())

@@ -8,6 +8,7 @@ import (
 )
 
 func TestRowsRefusalsAndErrors(t *testing.T) {
+	t.Parallel()
 	type Bad struct{ M map[string]int }
 	if _, err := arkflow.SchemaOf[Bad](); err == nil || !strings.Contains(err.Error(), "Bad.M (map[string]int)") {
 		t.Errorf("SchemaOf: %v", err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/state"
@@ -118,6 +119,7 @@ func rowsOfSink(s *mem.Sink) []string {
 // Typed keyed state for user code: state.Value and state.Map through
 // Builder.Process, kept in Badger across runs of the job.
 func TestProcessKeyedState(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st := &job.State{Backend: job.BackendBadger, Path: dir}
 	src1, _ := mem.NewSourceFrom([]arrow.RecordBatch{visits("ann", "home", "bob", "home", "ann", "home", "ann", "cart")})
@@ -171,6 +173,7 @@ func TestProcessKeyedState(t *testing.T) {
 
 // TTL from spec.state.ttl_ms: an expired value is never returned.
 func TestProcessStateTTL(t *testing.T) {
+	t.Parallel()
 	ttl := int64(1) // 1 ms: expired by the second batch
 	st := &job.State{Backend: job.BackendMemory, TTLMS: &ttl}
 	src := mem.NewSource(visitSchema, 1)
@@ -181,10 +184,7 @@ func TestProcessStateTTL(t *testing.T) {
 	if err := src.Append(0, visits("ann", "home")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for out.NumRows() < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	polltest.Eventually(t, "the first visit written", func() bool { return out.NumRows() >= 1 })
 	time.Sleep(5 * time.Millisecond) // let the 1 ms TTL pass on the wall clock
 	if err := src.Append(0, visits("ann", "home")); err != nil {
 		t.Fatal(err)
@@ -224,6 +224,7 @@ func dirDigest(t *testing.T, dir string) string {
 // State written with another format version is refused with a
 // clear error, before anything on disk changes; the job ends Failed.
 func TestStateFormatVersionRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src, _ := mem.NewSourceFrom([]arrow.RecordBatch{visits("ann", "home")})
 	if err := firstVisitsJob(t, src, mem.NewSink(), &job.State{Backend: job.BackendBadger, Path: dir}).Run(context.Background()); err != nil {
@@ -246,6 +247,7 @@ func TestStateFormatVersionRefused(t *testing.T) {
 // Badger is closed exactly once on every exit path: after a start that
 // fails (a sink that cannot connect), the directory opens again at once.
 func TestStateClosedAfterFailedStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src, _ := mem.NewSourceFrom([]arrow.RecordBatch{visits("ann", "home")})
 	out := mem.NewSink()

@@ -37,6 +37,7 @@ checkpoint: {interval_ms: 60000, object_store_uri: "file://CKPT"}
 // the same options refuses too, with the same text and the field path;
 // and a spec that validates with its options starts.
 func TestValidateRefusesWhatStartRefuses(t *testing.T) {
+	t.Parallel()
 	spec := func(t *testing.T, edit func(string) string) *job.Spec {
 		t.Helper()
 		s := strings.ReplaceAll(startSpec, "CKPT", "/"+strings.TrimPrefix(t.TempDir(), "/")+"/cp")

@@ -15,6 +15,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -88,11 +89,8 @@ func takeArtifacts(t *testing.T, spec *job.Spec, savepoint string) string {
 	ctx := context.Background()
 	done := make(chan error, 1)
 	go func() { done <- j.Run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); j.Status() != arkflow.Running; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not start: %v", j.Status())
-		}
-	}
+	polltest.Eventually(t, "the job running", func() bool { return j.Status() == arkflow.Running },
+		func() string { return fmt.Sprintf("status %v", j.Status()) })
 	time.Sleep(50 * time.Millisecond) // some rows into the windows
 	id, err := j.Checkpoint(ctx)
 	if err != nil {

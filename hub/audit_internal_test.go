@@ -11,6 +11,7 @@ import (
 // A denied operator request leaves an audit row naming the action, the
 // failure and the correlation id (A.1).
 func TestDenialIsAudited(t *testing.T) {
+	t.Parallel()
 	h, err := New(Config{DataDir: t.TempDir(), Tokens: []string{"eyes|viewer|viewer-secret-0123456789"}})
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 )
@@ -227,23 +228,11 @@ func (f *benchFleet) node(id string) hubwire.HubNode {
 	return hubwire.HubNode{}
 }
 
-// until polls cond every 5 ms until it holds; it fails after d.
-func until(b *testing.B, d time.Duration, what string, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // runOnAgents submits builder's job running and waits until every one of
 // units assignments is observed running; it returns the time from the
 // submission to that.
 func (f *benchFleet) runOnAgents(builder *arkflow.Builder, online, units int) time.Duration {
-	until(f.b, time.Minute, "the Agents online", func() bool {
+	polltest.Eventually(f.b, "the Agents online", func() bool {
 		var p hubwire.Page[hubwire.HubNode]
 		f.do("GET", "/nodes", nil, &p, 200)
 		n := 0
@@ -257,7 +246,7 @@ func (f *benchFleet) runOnAgents(builder *arkflow.Builder, online, units int) ti
 	spec, _ := json.Marshal(builder.Spec())
 	start := time.Now()
 	f.do("POST", "/jobs", map[string]any{"spec": json.RawMessage(spec), "desired_state": "running"}, nil, 202)
-	until(f.b, time.Minute, "the job running on the Agents", func() bool {
+	polltest.Eventually(f.b, "the job running on the Agents", func() bool {
 		d := f.detail(builder.Spec().ID)
 		if d.Job.ObservedState == hubwire.JobFailed {
 			f.b.Fatalf("the job failed: %+v", d.Job)
@@ -279,9 +268,9 @@ func (f *benchFleet) runOnAgents(builder *arkflow.Builder, online, units int) ti
 // rows ones and returns rows per second and the process's CPU seconds per
 // second over them (of 2 on this machine).
 func measureRows(b *testing.B, counter *atomic.Int64, warm, rows int64) (rate, cpu float64) {
-	until(b, 2*time.Minute, "the warm-up rows", func() bool { return counter.Load() >= warm })
+	polltest.EventuallyWithin(b, 2*time.Minute, "the warm-up rows", func() bool { return counter.Load() >= warm })
 	t0, c0, u0 := time.Now(), counter.Load(), cpuTime()
-	until(b, 5*time.Minute, "the measured rows", func() bool { return counter.Load() >= c0+rows })
+	polltest.EventuallyWithin(b, 5*time.Minute, "the measured rows", func() bool { return counter.Load() >= c0+rows })
 	t1, c1, u1 := time.Now(), counter.Load(), cpuTime()
 	secs := t1.Sub(t0).Seconds()
 	return float64(c1-c0) / secs, (u1 - u0).Seconds() / secs
@@ -415,7 +404,7 @@ func BenchmarkFleetFailover(b *testing.B) {
 			f.agent(n, builder)
 		}
 		first = append(first, f.runOnAgents(builder, 3, 3))
-		until(b, time.Minute, "a completed checkpoint", func() bool {
+		polltest.Eventually(b, "a completed checkpoint", func() bool {
 			h := f.detail("fleetbench").CheckpointHealth
 			return h != nil && h.LastCompletedCheckpointID != ""
 		})
@@ -423,7 +412,7 @@ func BenchmarkFleetFailover(b *testing.B) {
 		time.Sleep(rand.N(lease/3 + time.Second))
 		f.nets["c"].cut.Store(true)
 		var newGen time.Time
-		until(b, time.Minute, "the job running again at a new generation", func() bool {
+		polltest.Eventually(b, "the job running again at a new generation", func() bool {
 			d := f.detail("fleetbench")
 			if d.Job.Generation <= g0 {
 				return false

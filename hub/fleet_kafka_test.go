@@ -29,6 +29,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ckptstore"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 	"github.com/arkflow-rs/arkflow-go/internal/kafkatest"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // TestFleetKafkaExactlyOnceUnderSIGKILL is the fleet's acceptance test
@@ -81,7 +82,8 @@ import (
 // It needs kfake (ARKFLOW_TEST_KAFKA_BROKERS) and MinIO
 // (ARKFLOW_TEST_S3_*): bash .ci/test.sh starts both. It takes about a
 // minute (plus building the two binaries); -short skips it. ARKFLOW_FLEET_KAFKA_SEED=N replays the kill
-// timings of a logged run.
+// timings of a logged run. Not parallel: it measures the failovers, which
+// a neighbour's load would lengthen.
 func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	brokers := os.Getenv("ARKFLOW_TEST_KAFKA_BROKERS")
 	if brokers == "" {
@@ -147,7 +149,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	}()
 	startFleetProc(t, "hub", hubLog, nil, hubBin, "--data-dir", filepath.Join(tmp, "hub-data"), "--listen", addr,
 		"--token", "op|operator|"+opSecret, "--node-token", nodeToken, "--lease", fkLease.String(), "--poll-interval", "100ms")
-	fleetWait(t, "the Hub answering /health", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the Hub answering /health", func() bool {
 		st, _, ok := fleetGet(base+"/health", "")
 		return ok && st == 200
 	})
@@ -175,7 +177,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	for _, id := range ids {
 		startAgent(id)
 	}
-	fleetWait(t, "three Agents online", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "three Agents online", func() bool {
 		ns := nodes()
 		for _, id := range ids {
 			if ns[id].State != hubwire.NodeOnline {
@@ -225,7 +227,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 		return m
 	}
 	var d0 hubwire.JobDetail
-	fleetWait(t, "the job running on three Agents", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the job running on three Agents", func() bool {
 		d, ok := detail()
 		if ok && d.Job.ObservedState == hubwire.JobFailed {
 			t.Fatalf("the job failed: %+v", d.Job)
@@ -292,7 +294,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 		kl := kill{at: time.Now(), node: id, subtasks: subs, failover: failover}
 		agents[id].signal(syscall.SIGKILL)
 		if failover {
-			fleetWait(t, "the Hub moving "+id+"'s units", func() bool {
+			polltest.EventuallyWithin(t, fleetDeadline, "the Hub moving "+id+"'s units", func() bool {
 				d, ok := detail()
 				if !ok {
 					return false
@@ -340,7 +342,7 @@ func TestFleetKafkaExactlyOnceUnderSIGKILL(t *testing.T) {
 	if st, _, body := call(t, "PUT", api+"/jobs/"+fkJobID+"/desired-state", opSecret, map[string]any{"state": "stopped"}); st != 200 {
 		t.Fatalf("desired stopped: %d %s", st, body)
 	}
-	fleetWait(t, "the job stopped", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the job stopped", func() bool {
 		d, ok := detail()
 		return ok && d.Job.ObservedState == hubwire.JobStopped
 	})

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // fleetProc is a child process (the Hub or an Agent) whose combined
@@ -90,12 +93,16 @@ func buildFleetBinaries(t *testing.T) (hubBin, agentBin string) {
 	return fleetBins.hub, fleetBins.arkflow
 }
 
+// TestMain runs the tests, fails if a goroutine outlives them (a Hub, an
+// Agent or a job not stopped on Close or a cancelled context), and removes
+// the binaries buildFleetBinaries built.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if fleetBins.dir != "" {
-		os.RemoveAll(fleetBins.dir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if fleetBins.dir != "" {
+			os.RemoveAll(fleetBins.dir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // freeLoopbackAddr returns a loopback address nothing listens on right
@@ -126,18 +133,10 @@ func fleetGet(url, token string) (int, []byte, bool) {
 	return resp.StatusCode, b.Bytes(), true
 }
 
-// fleetWait polls cond until it holds, failing after a generous deadline;
-// nothing in the test asserts how long a step takes.
-func fleetWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
+// fleetDeadline is how long a test of real processes (a Hub and Agents
+// that build, start, restart and converge on a loaded machine) waits for
+// one step before it fails; nothing asserts how long a step takes.
+const fleetDeadline = 2 * time.Minute
 
 // TestFleetProcesses is the Hub's acceptance test on loopback, with
 // real processes: a Hub (cmd/arkflow-hub) on a SQLite data dir and three
@@ -169,6 +168,7 @@ func fleetWait(t *testing.T, what string, cond func() bool) {
 //     job_stop result naming the old generation (409 stale_generation)
 //     change nothing; the job_stop's own result makes it stopped.
 func TestFleetProcesses(t *testing.T) {
+	t.Parallel()
 	// Not skipped under -short: it takes about 15 s with -race, most of it
 	// building the two binaries (about 55 s with an empty build cache).
 	hubBin, agentBin := buildFleetBinaries(t)
@@ -192,7 +192,7 @@ func TestFleetProcesses(t *testing.T) {
 	startHub := func() *fleetProc {
 		p := startFleetProc(t, "hub", hubLog, nil, hubBin, "--data-dir", hubData, "--listen", addr,
 			"--token", "op|operator|"+opSecret, "--node-token", nodeToken, "--lease", "5s", "--poll-interval", "100ms")
-		fleetWait(t, "the Hub answering /health", func() bool {
+		polltest.EventuallyWithin(t, fleetDeadline, "the Hub answering /health", func() bool {
 			req, _ := http.NewRequest("GET", base+"/health", nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -274,7 +274,7 @@ func TestFleetProcesses(t *testing.T) {
 	for _, id := range []string{"n1", "n2", "n3"} {
 		startAgent(id)
 	}
-	fleetWait(t, "three Agents online", allOnline("n1", "n2", "n3"))
+	polltest.EventuallyWithin(t, fleetDeadline, "three Agents online", allOnline("n1", "n2", "n3"))
 
 	spec := `{"id":"fleetjob","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],
 		"edges":[{"id":"e","from":"gen","to":"out"}],
@@ -292,7 +292,7 @@ func TestFleetProcesses(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("desired running: %d %s", st, body)
 	}
-	fleetWait(t, "the job observed running", func() bool { return observe().ObservedState == hubwire.JobRunning })
+	polltest.EventuallyWithin(t, fleetDeadline, "the job observed running", func() bool { return observe().ObservedState == hubwire.JobRunning })
 	before, _ := job()
 	if len(before.NodeIDs) != 1 || !strings.HasPrefix(before.NodeIDs[0], "n") {
 		t.Fatalf("the job should run on one real Agent: %+v", before)
@@ -312,8 +312,8 @@ func TestFleetProcesses(t *testing.T) {
 		!slices.Equal(after.NodeIDs, before.NodeIDs) || after.SpecJSON != before.SpecJSON {
 		t.Fatalf("the job changed across the Hub restart:\nbefore %+v\nafter  %+v", before, after)
 	}
-	fleetWait(t, "the Agents online after the Hub restart", allOnline("n1", "n2", "n3"))
-	fleetWait(t, "the job running after the Hub restart", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the Agents online after the Hub restart", allOnline("n1", "n2", "n3"))
+	polltest.EventuallyWithin(t, fleetDeadline, "the job running after the Hub restart", func() bool {
 		j := observe()
 		return j.ObservedState == hubwire.JobRunning && j.Generation >= before.Generation
 	})
@@ -351,7 +351,7 @@ func TestFleetProcesses(t *testing.T) {
 	genBeforeKill := observe().Generation
 	agents[runner].signal(syscall.SIGKILL)
 	startAgent(runner)
-	fleetWait(t, "the restarted Agent online with a new boot id", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the restarted Agent online with a new boot id", func() bool {
 		observe()
 		n := nodes()[runner]
 		return n.State == hubwire.NodeOnline && n.BootID != "" && n.BootID != oldBoot
@@ -359,7 +359,7 @@ func TestFleetProcesses(t *testing.T) {
 	// The Hub sends the job_start again to the new boot (same generation:
 	// the desired state did not change) and the job converges running.
 	var final hubwire.JobRecord
-	fleetWait(t, "the job started again on the restarted Agent and running", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the job started again on the restarted Agent and running", func() bool {
 		final = observe()
 		if final.ObservedState != hubwire.JobRunning || final.Generation < genBeforeKill {
 			return false
@@ -406,7 +406,7 @@ func staleGenerationResults(t *testing.T, api, opSecret string, a *v1Agent) {
 	}
 	command := func(op string) map[string]any {
 		var found map[string]any
-		fleetWait(t, "the probe's "+op, func() bool {
+		polltest.EventuallyWithin(t, fleetDeadline, "the probe's "+op, func() bool {
 			for _, c := range a.poll() {
 				if c["operation"] == op && c["resource_id"] == "probe" {
 					found = c

@@ -19,6 +19,7 @@ import (
 // complete. The reconciler's checkpoint pass is driven by hand after each
 // result.
 func TestCheckpointCommitsGoInIDOrder(t *testing.T) {
+	t.Parallel()
 	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true, Lease: time.Hour, ReconcileInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 // checkpoints since the last completed one, ignores savepoints and pending
 // rounds, and is absent before the first finished checkpoint.
 func TestCheckpointHealth(t *testing.T) {
+	t.Parallel()
 	at := time.UnixMilli(1_700_000_000_000)
 	cp := func(id, kind, status, err string) hubstore.Checkpoint {
 		return hubstore.Checkpoint{CheckpointID: id, Kind: kind, Status: status, Error: err, UpdatedAt: at}

@@ -131,6 +131,7 @@ func envelope(t *testing.T, status, wantStatus int, hdr http.Header, b []byte, c
 // validates and submits a job, sets it running, sees it observed running
 // with rows arriving in the Agent's Go sink, then stops it.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	h, err := hub.New(testConfig(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
@@ -364,6 +365,7 @@ func TestEndToEnd(t *testing.T) {
 // generation and the command are still there, and the Agent's session
 // still works.
 func TestRestartKeepsJobsAndCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	h, err := hub.New(cfg)
@@ -487,6 +489,7 @@ func TestRestartKeepsJobsAndCommands(t *testing.T) {
 // TestNoTokensRefusesEverything: a Hub without operator tokens answers
 // 401 unless it runs with InsecureNoAuth.
 func TestNoTokensRefusesEverything(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Tokens = nil
 	h, err := hub.New(cfg)
@@ -504,6 +507,7 @@ func TestNoTokensRefusesEverything(t *testing.T) {
 // boot id) gets the jobs it ran started again by the Hub, and rows flow
 // into the new process.
 func TestAgentRestartRestartsItsJobs(t *testing.T) {
+	t.Parallel()
 	h, err := hub.New(testConfig(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
@@ -567,6 +571,7 @@ func TestAgentRestartRestartsItsJobs(t *testing.T) {
 // TestAuditLog: GET /audit pages the audit log newest first, filters by
 // resource id, and records refused requests as well as accepted ones.
 func TestAuditLog(t *testing.T) {
+	t.Parallel()
 	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	// Two jobs of built-in connectors, which need no Agent to validate.
 	builtin := `{"id":"%s","operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],

@@ -40,6 +40,7 @@ type nodeMetrics struct {
 // the rounds the Hub recorded failed, whichever is more. The assignment
 // of a node that restores shows its progress.
 func TestDetailMetricsAggregateTheNodesReports(t *testing.T) {
+	t.Parallel()
 	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	agents := map[string]*fleetAgent{"a": newFleetAgent(t, api, "a"), "b": newFleetAgent(t, api, "b")}
 	for _, a := range agents {
@@ -125,6 +126,7 @@ func TestDetailMetricsAggregateTheNodesReports(t *testing.T) {
 // and a checkpoint block, read from two partitions, reports every
 // metric, each plausible for what runs.
 func TestDetailMetricsOfARunningJob(t *testing.T) {
+	t.Parallel()
 	_, hubURL, api := serveHub(t, testConfig(t, t.TempDir()))
 	startAgent(t, hubURL, "n1")
 	polltest.Eventually(t, "the agent online", func() bool {

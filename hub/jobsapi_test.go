@@ -79,6 +79,7 @@ func v1Spec(id, checkpoint string) string {
 // spec.checkpoint, and no command goes to its Agent (it would only fail
 // there: the job has nowhere to write one).
 func TestCheckpointOfJobWithoutCheckpointBlockRefused(t *testing.T) {
+	t.Parallel()
 	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	a := &v1Agent{t: t, api: api, nodeID: "v1-node"}
 	a.register()
@@ -107,6 +108,7 @@ func TestCheckpointOfJobWithoutCheckpointBlockRefused(t *testing.T) {
 // naming the field; a body that is not JSON is 400 invalid_body. None of
 // the refused requests sends a command.
 func TestSavepointBodyHonouredOrRefused(t *testing.T) {
+	t.Parallel()
 	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	a := &v1Agent{t: t, api: api, nodeID: "v1-node"}
 	a.register()
@@ -183,6 +185,7 @@ func TestSavepointBodyHonouredOrRefused(t *testing.T) {
 // Every body the job routes cannot decode is 400 invalid_body, and a
 // bad desired_state in a submit is v1's invalid_job_state naming it.
 func TestJobRoutesBodyErrors(t *testing.T) {
+	t.Parallel()
 	h, err := hub.New(testConfig(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +211,7 @@ func TestJobRoutesBodyErrors(t *testing.T) {
 // validate does: an unknown field (with its suggestion) and a value of
 // the wrong type do not hide the deep build's problems.
 func TestValidateShowsEveryMistake(t *testing.T) {
+	t.Parallel()
 	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	spec := `{"id":"typos","paralelism":2,"max_parallelism":"many",
 		"operators":[{"id":"gen","kind":"source"},{"id":"out","kind":"sink"}],

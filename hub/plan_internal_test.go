@@ -13,6 +13,7 @@ import (
 // planned from the stored spec, and placement still reads the
 // requirements.
 func TestStoredPlanOfAnOlderHubIsServedAsV1JobPlan(t *testing.T) {
+	t.Parallel()
 	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // readmeHubSection returns the fenced sh blocks of README.md's "Run a
@@ -87,6 +88,7 @@ func goRun(t *testing.T, line string) (env []string, cmd string, args []string) 
 // with a completed checkpoint and a completed savepoint of the README's
 // name, whose manifest is in the store.
 func TestREADMEHubWalkthrough(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
@@ -125,7 +127,7 @@ func TestREADMEHubWalkthrough(t *testing.T) {
 		args[i] = strings.ReplaceAll(args[i], readmeURL, url)
 	}
 	startReadmeProc(t, dir, "agent", env, agentBin, args...)
-	fleetWait(t, "the Agent online", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the Agent online", func() bool {
 		st, body, ok := fleetGet(url+"/api/v1/nodes", operator)
 		return ok && st == 200 && strings.Contains(string(body), `"state":"online"`)
 	})
@@ -183,12 +185,12 @@ func TestREADMEHubWalkthrough(t *testing.T) {
 		}
 		return d
 	}
-	fleetWait(t, "ticks stopped", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "ticks stopped", func() bool {
 		d := job("ticks")
 		return d.Job.ObservedState == hubwire.JobStopped && d.Job.Convergence == hubwire.ConvergenceConverged
 	})
 	var cp, sp hubwire.JobCheckpointRecord
-	fleetWait(t, "the checkpoint and the named savepoint completed", func() bool {
+	polltest.EventuallyWithin(t, fleetDeadline, "the checkpoint and the named savepoint completed", func() bool {
 		d := job("counts")
 		cp, sp = hubwire.JobCheckpointRecord{}, hubwire.JobCheckpointRecord{}
 		for _, c := range d.Checkpoints {

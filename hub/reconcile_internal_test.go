@@ -43,6 +43,7 @@ func serve(t *testing.T, h *Hub, method, path, token string, body any, hdr ...st
 // Agent never takes it; the job is then still converging, not running.
 // Time moves by hand: nothing here waits for a lease.
 func TestReconcilerDispatchesAndExpires(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{}
 	clock.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true, Clock: clock.now, ReconcileInterval: 5 * time.Millisecond,
@@ -152,6 +153,7 @@ func TestReconcilerDispatchesAndExpires(t *testing.T) {
 // Submitting another spec for a stopped job makes it the current version
 // (v1 replaces it); for a running job it is 409 job_must_be_stopped.
 func TestSubmitReplacesAStoppedJob(t *testing.T) {
+	t.Parallel()
 	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true})
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +187,7 @@ func TestSubmitReplacesAStoppedJob(t *testing.T) {
 // Agent receives: the stored spec and command keep the reference, and
 // validation refuses a secret the Hub lacks.
 func TestSecretsResolvedOnDelivery(t *testing.T) {
+	t.Parallel()
 	secrets := map[string]string{}
 	h, err := New(Config{DataDir: t.TempDir(), InsecureNoAuth: true, ReconcileInterval: 5 * time.Millisecond,
 		Secrets: func(n string) (string, bool) { v, ok := secrets[n]; return v, ok }})
@@ -231,6 +234,7 @@ func TestSecretsResolvedOnDelivery(t *testing.T) {
 // restart a job naming the Agent's Go operator validates and places at
 // once, without waiting for a heartbeat.
 func TestCapabilitiesSurviveARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, InsecureNoAuth: true}
 	h, err := New(cfg)

@@ -89,6 +89,7 @@ func rekeySpec(t *testing.T, file, brokers, run, ckpts string) json.RawMessage {
 // single-process reference), reached by increasing totals with no update
 // written twice.
 func TestRekeyJobsAcrossAgents(t *testing.T) {
+	t.Parallel()
 	brokers := rekeyBrokers(t)
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	fkCreateTopic(t, brokers, "orders-"+run, 3)

@@ -69,6 +69,7 @@ func rescaleJob(c *counts, par int, version uint64, dir string) *arkflow.Builder
 // count starts again at 1. (A job keyed by co-partitioning is refused
 // such an upgrade: TestFixedParallelism.)
 func TestRescaleThroughHub(t *testing.T) {
+	t.Parallel()
 	_, hubURL, api := serveHub(t, testConfig(t, t.TempDir()))
 	c := &counts{}
 	ckpts := t.TempDir()

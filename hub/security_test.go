@@ -103,6 +103,7 @@ func registeredRoutes(t *testing.T) []string {
 
 // TestRoutesListed: the sweep's list is exactly the Hub's routes.
 func TestRoutesListed(t *testing.T) {
+	t.Parallel()
 	got := registeredRoutes(t)
 	for _, p := range got {
 		if _, ok := hubRoutes[p]; !ok {
@@ -138,6 +139,7 @@ func (s *syncBuffer) String() string {
 // ones and as a viewer; checks session tokens; and looks for secrets in
 // the logs, the API's answers and the Hub's files.
 func TestSecuritySweep(t *testing.T) {
+	t.Parallel()
 	const secretValue = "hunter2-s3cr3t-VALUE-7f3a9c"
 	var logs syncBuffer
 	dir := t.TempDir()

@@ -124,17 +124,12 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// waitPage polls a JavaScript condition in the page until it holds.
+// waitPage waits (polltest.Eventually) until a JavaScript condition
+// holds in the page; a failure shows the page's text.
 func waitPage(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !evalJS[bool](t, ctx, "!!("+cond+")") {
-		if time.Now().After(deadline) {
-			body := evalJS[string](t, ctx, "document.body.innerText")
-			t.Fatalf("timed out waiting in the page for %s; the page shows:\n%s", what, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	polltest.Eventually(t, "the page to show "+what, func() bool { return evalJS[bool](t, ctx, "!!("+cond+")") },
+		func() string { return "the page shows:\n" + evalJS[string](t, ctx, "document.body.innerText") })
 }
 
 // TestPageInChromium drives the Hub's operator page in headless Chromium:
@@ -143,7 +138,9 @@ func waitPage(t *testing.T, ctx context.Context, what, cond string) {
 // Agent, all three Agents online and the audit log; the job's page shows
 // its assignment, version and operations. When an Agent stops, the page
 // shows it stale within the lease while the job stays running. Node ids
-// with markup are shown as text. Screenshots are kept.
+// with markup are shown as text. Screenshots are kept. Not parallel: the
+// Agents' lease is 2 s, and Chromium beside another test could starve the
+// heartbeats of an Agent the test did not stop.
 func TestPageInChromium(t *testing.T) {
 	ctx, problems := browser(t)
 	shots := artifacts(t)
@@ -209,21 +206,33 @@ func TestPageInChromium(t *testing.T) {
 		t.Fatalf("with a wrong token, the page shows %d rows", n)
 	}
 	// Refused, the page stops polling: each refusal is an audit row, and
-	// an open tab must not fill the log.
-	rejected := func() int {
+	// an open tab must not fill the log. A render asks for the jobs and
+	// the nodes at once and shows the refusal when the first answer comes,
+	// so the count is taken once the other request is audited too (each
+	// refusal is audited before it is answered).
+	rejected := func() (jobs, nodes int) {
 		_, _, body := call(t, "GET", api+"/audit?page_size=100", viewerToken, nil)
-		n := 0
 		for _, a := range decode[hubwire.Page[hubwire.AuditRecord]](t, body).Items {
-			if a.Outcome == "rejected" {
-				n++
+			switch {
+			case a.Outcome != "rejected":
+			case strings.HasPrefix(a.Message, "GET /api/v1/jobs"):
+				jobs++
+			case strings.HasPrefix(a.Message, "GET /api/v1/nodes"):
+				nodes++
 			}
 		}
-		return n
+		return jobs, nodes
 	}
-	before := rejected()
+	var refusedJobs, refusedNodes int
+	polltest.Eventually(t, "both refused requests of the render audited", func() bool {
+		refusedJobs, refusedNodes = rejected()
+		return refusedJobs > 0 && refusedJobs == refusedNodes
+	}, func() string {
+		return fmt.Sprintf("%d refused requests for the jobs, %d for the nodes", refusedJobs, refusedNodes)
+	})
 	time.Sleep(3 * time.Second) // more than one refresh period
-	if after := rejected(); after != before {
-		t.Fatalf("the refused page kept polling: %d rejected requests audited, then %d", before, after)
+	if j, n := rejected(); j != refusedJobs || n != refusedNodes {
+		t.Fatalf("the refused page kept polling: %d and %d rejected requests for the jobs and the nodes audited, then %d and %d", refusedJobs, refusedNodes, j, n)
 	}
 
 	// The viewer's token: the job, the Agents and the audit.

@@ -11,6 +11,7 @@ import (
 // operator keyed by co-partitioning (keyed_by), whose state is kept per
 // subtask; other operators' may change.
 func TestFixedParallelism(t *testing.T) {
+	t.Parallel()
 	spec := func(par int, keyedBy string) *job.Spec {
 		s, err := job.Parse(fmt.Appendf(nil, `{"id":"j","parallelism":%d,"operators":[{"id":"in","kind":"source"},
 		  {"id":"agg","kind":"aggregate","key_field":"user","config":{"aggregates":[{"function":"count"}]}},{"id":"out","kind":"sink"}],

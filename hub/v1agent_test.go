@@ -157,6 +157,7 @@ func (a *v1Agent) result(cmd map[string]any, state string, progress int, extra m
 // reports, with report_seq back at 1, are accepted (ArkFlow's pitfall,
 // §B.4), and a late report of the old session is refused.
 func TestV1OnlyAgent(t *testing.T) {
+	t.Parallel()
 	h, err := hub.New(testConfig(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)

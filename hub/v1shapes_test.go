@@ -223,6 +223,7 @@ func checkV1Attempts(t *testing.T, what string, raw json.RawMessage, id, node st
 // "{task}:{node}:{gen}", one per plan task (a v1 Agent runs the whole
 // job), in v1's states as the job is queued, started, running, stopped.
 func TestV1JobPlanAndTaskAttempts(t *testing.T) {
+	t.Parallel()
 	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	a := &v1Agent{t: t, api: api, nodeID: "v1-node"}
 	a.register()
@@ -337,6 +338,7 @@ func TestV1JobPlanAndTaskAttempts(t *testing.T) {
 // job is stopped, its job_stop name only the tasks it runs, and the
 // detail lists every plan task once, stopping and then cancelled.
 func TestV1AttemptsOfAJobOnTwoNodes(t *testing.T) {
+	t.Parallel()
 	_, _, api := serveHub(t, testConfig(t, t.TempDir()))
 	agents := map[string]*fleetAgent{"a": newFleetAgent(t, api, "a"), "b": newFleetAgent(t, api, "b")}
 	if st, _, body := call(t, "POST", api+"/jobs", operatorToken, map[string]any{"spec": json.RawMessage(fleetSpec(t.TempDir())), "desired_state": "running"}); st != 202 {

@@ -266,6 +266,7 @@ func runAgent(t *testing.T, h *fakeHub, cfg hubclient.Config) (*hubclient.Agent,
 // The Hub starts a job whose sink is Go code of the service, sees it run
 // in the reports, and stops it (results carry the generation).
 func TestStartAndStopAJob(t *testing.T) {
+	t.Parallel()
 	h := newFakeHub(t, time.Second)
 	c := &counter{}
 	_, stop := runAgent(t, h, hubclient.Config{Jobs: []*arkflow.Builder{ticks(c)}})
@@ -301,6 +302,7 @@ func TestStartAndStopAJob(t *testing.T) {
 // A command older than the job it would touch is refused with the
 // running generation, and leaves the job alone.
 func TestStaleGenerationIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newFakeHub(t, time.Second)
 	c := &counter{}
 	runAgent(t, h, hubclient.Config{Jobs: []*arkflow.Builder{ticks(c)}})
@@ -357,6 +359,7 @@ func (s *blockingSource) Close(context.Context) error { return nil }
 // A start that blocks for many lease periods does not stop heartbeats
 // (the lease never lapses during long work).
 func TestHeartbeatsContinueDuringALongCommand(t *testing.T) {
+	t.Parallel()
 	const lease = 150 * time.Millisecond
 	h := newFakeHub(t, lease)
 	env := connectors.NewEnvironment()
@@ -386,6 +389,7 @@ func (blockingConfig) InputType() string { return "blocking" }
 // running, the boot id stays, and report sequence numbers keep growing
 // across sessions (ArkFlow's agent restarts them per session).
 func TestReconnectKeepsJobsAndReportOrder(t *testing.T) {
+	t.Parallel()
 	h := newFakeHub(t, time.Second)
 	c := &counter{}
 	a, _ := runAgent(t, h, hubclient.Config{Jobs: []*arkflow.Builder{ticks(c)}})
@@ -422,6 +426,7 @@ func TestReconnectKeepsJobsAndReportOrder(t *testing.T) {
 // A command delivered again after it finished is answered from the cache,
 // not run twice.
 func TestRedeliveredCommandIsNotRunTwice(t *testing.T) {
+	t.Parallel()
 	h := newFakeHub(t, time.Second)
 	c := &counter{}
 	runAgent(t, h, hubclient.Config{Jobs: []*arkflow.Builder{ticks(c)}})
@@ -442,6 +447,7 @@ func TestRedeliveredCommandIsNotRunTwice(t *testing.T) {
 // Run returns when its context ends, after stopping its jobs and telling
 // the Hub it drains.
 func TestShutdownStopsJobs(t *testing.T) {
+	t.Parallel()
 	h := newFakeHub(t, time.Second)
 	c := &counter{}
 	_, stop := runAgent(t, h, hubclient.Config{Jobs: []*arkflow.Builder{ticks(c)}})
@@ -466,6 +472,7 @@ func TestShutdownStopsJobs(t *testing.T) {
 
 // New names every field it refuses.
 func TestNewNamesTheField(t *testing.T) {
+	t.Parallel()
 	_, err := hubclient.New(hubclient.Config{HubURL: "ftp://x", Jobs: []*arkflow.Builder{nil}})
 	for _, want := range []string{"HubURL", "NodeID", "DataDir", "Jobs[0]"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -252,6 +252,7 @@ func (fs *faultyStores) puts() int {
 // completes: health healthy, LATEST moved, and its manifest lists every
 // task of the plan.
 func TestFleetCheckpointPartFault(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs three Agents and a Hub")
 	}

@@ -88,6 +88,7 @@ func succeeded(t *testing.T, h *fakeHub, id string) hubwire.CommandResult {
 // still merge a commit; a changed task set restarts the job from the
 // checkpoint the recovery names.
 func TestFleetUnitsOnTwoAgents(t *testing.T) {
+	t.Parallel()
 	store := t.TempDir()
 	ca, cb := &counter{}, &counter{}
 	ha, a := runNode(t, "node-a", fleetJob(ca, store))

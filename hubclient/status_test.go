@@ -31,6 +31,7 @@ func statusOf(a *hubclient.Agent, id string) (hubclient.JobStatus, bool) {
 // running. A start that fails before its job is built stays failed, with
 // its error, until a stop of the job.
 func TestStatusHoldsAJobFromItsStartCommand(t *testing.T) {
+	t.Parallel()
 	h := newFakeHub(t, time.Second)
 	env := connectors.NewEnvironment()
 	entered, release := make(chan struct{}), make(chan struct{})

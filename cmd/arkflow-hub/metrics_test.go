@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,11 +13,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/opsrv/opsrvtest"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 
 	_ "github.com/arkflow-rs/arkflow-go/connectors/drop"
@@ -88,20 +89,12 @@ func TestHubServesMetrics(t *testing.T) {
 		t.Fatalf("the metrics server shares the API's address %s", addr)
 	}
 	// The API's first request may race Run's start: wait for ready.
-	waitReady := func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, body := opsrvtest.Get(t, base+"/readyz")
-			if code == http.StatusOK && strings.Contains(string(body), `"ready":true`) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/readyz: %d %s\n%s", code, body, logs.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	waitReady()
+	var code int
+	var body []byte
+	polltest.Eventually(t, "/readyz to say ready", func() bool {
+		code, body = opsrvtest.Get(t, base+"/readyz")
+		return code == http.StatusOK && strings.Contains(string(body), `"ready":true`)
+	}, func() string { return fmt.Sprintf("/readyz: %d %s\n%s", code, body, logs.String()) })
 	if code, body := opsrvtest.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
@@ -145,21 +138,14 @@ sinks:
 		t.Fatalf("GET an unknown job: %d", code)
 	}
 	var st hub.Status
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, body := opsrvtest.Get(t, base+"/status")
+	polltest.Eventually(t, "the job running on the node", func() bool {
+		code, body = opsrvtest.Get(t, base+"/status")
 		st = hub.Status{}
 		if err := json.Unmarshal(body, &st); err != nil || code != http.StatusOK {
 			t.Fatalf("/status: %d %v: %s", code, err, body)
 		}
-		if st.Jobs["running"] == 1 && len(st.Nodes) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job is not running on the node: /status %s\n%s", body, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st.Jobs["running"] == 1 && len(st.Nodes) == 1
+	}, func() string { return fmt.Sprintf("/status %s\n%s", body, logs.String()) })
 	if st.Version == "" || st.Nodes[0].NodeID != "n1" || st.Nodes[0].State != "online" || st.Nodes[0].LastSeen.IsZero() {
 		t.Errorf("/status: %+v", st)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -27,20 +28,17 @@ func lagOf(s *Source) map[string]float64 {
 	return out
 }
 
-// waitLag polls a source's lag of one partition until ok accepts it.
+// waitLag waits until ok accepts a source's lag of one partition, and
+// returns that lag.
 func waitLag(t *testing.T, s *Source, key string, ok func(float64) bool) float64 {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		lag, found := lagOf(s)[key]
-		if found && ok(lag) {
-			return lag
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lag of %s: %v (found %v)", key, lag, found)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var lag float64
+	var found bool
+	polltest.Eventually(t, "the lag of "+key, func() bool {
+		lag, found = lagOf(s)[key]
+		return found && ok(lag)
+	}, func() string { return fmt.Sprintf("lag %v (found %v)", lag, found) })
+	return lag
 }
 
 // A source reports the lag of the partition it reads from librdkafka's
@@ -120,8 +118,7 @@ func TestJobKafkaMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fams map[string]*dto.MetricFamily
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	polltest.Eventually(t, "a lag of 0 on all 4 partitions", func() bool {
 		got, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -135,14 +132,8 @@ func TestJobKafkaMetrics(t *testing.T) {
 		for _, m := range lag.GetMetric() {
 			zero = zero && m.GetGauge().GetValue() == 0
 		}
-		if zero {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lag series: %v", lag)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return zero
+	}, func() string { return fmt.Sprintf("lag series: %v", fams["arkflow_"+MetricConsumerLag]) })
 	parts := map[string]bool{}
 	for _, m := range fams["arkflow_"+MetricConsumerLag].GetMetric() {
 		l := labels(m)

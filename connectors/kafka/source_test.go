@@ -14,6 +14,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // offsetsOf returns the __meta_offset values of a batch.
@@ -26,17 +27,11 @@ func offsetsOf(b connectors.Batch) []int64 {
 // want.
 func waitCommitted(t *testing.T, group, topic string, want []int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := committedOffsets(t, group, topic, len(want))
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s committed %v, want %v", group, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var got []int64
+	polltest.Eventually(t, fmt.Sprintf("group %s to commit %v on %s", group, want, topic), func() bool {
+		got = committedOffsets(t, group, topic, len(want))
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	}, func() string { return fmt.Sprintf("it committed %v", got) })
 }
 
 // Positions and the offsets committed to the group are the
@@ -426,30 +421,21 @@ func TestRebalanceRevokesCleanly(t *testing.T) {
 		defer mu.Unlock()
 		return len(seen)
 	}
-	waitFor := func(what string, cond func() bool) {
-		deadline := time.Now().Add(30 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	a := openSource(t, sourceInput(t, cfg), 0, 1, nil)
 	consume(a)
-	waitFor("the first source to read everything", func() bool { return count() == 20 })
+	polltest.Eventually(t, "the first source to read everything", func() bool { return count() == 20 })
 	// b joins while a keeps polling. Both are subtask 0 of 1 of the same
 	// operator: b needs its own group.instance.id, or it would take a's
 	// place (static membership) instead of sharing the partitions.
 	cfg.Properties = Properties{"session.timeout.ms": "6000", "heartbeat.interval.ms": "100", "group.instance.id": "second"}
 	b := openSource(t, sourceInput(t, cfg), 0, 1, nil)
 	consume(b)
-	waitFor("a balanced assignment", func() bool { return len(a.Positions()) == 2 && len(b.Positions()) == 2 })
+	polltest.Eventually(t, "a balanced assignment", func() bool { return len(a.Positions()) == 2 && len(b.Positions()) == 2 })
 	p := newProducer(t, nil)
 	for part := int32(0); part < 4; part++ {
 		produce(t, p, topic, part, kafka.Message{Value: conformance.Row{ID: 5000 + int64(part), Name: "after"}.JSON()})
 	}
-	waitFor("the new records", func() bool { return count() == 24 })
+	polltest.Eventually(t, "the new records", func() bool { return count() == 24 })
 	time.Sleep(300 * time.Millisecond) // anything extra?
 	mu.Lock()
 	defer mu.Unlock()

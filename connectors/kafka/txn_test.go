@@ -15,6 +15,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -597,24 +598,15 @@ func TestL3Rebalance(t *testing.T) {
 			}
 		}()
 	}
-	waitFor := func(what string, cond func() bool) {
-		deadline := time.Now().Add(30 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	consume(a)
-	waitFor("the first source to read everything", func() bool { return rows.Load() >= 40 })
+	polltest.Eventually(t, "the first source to read everything", func() bool { return rows.Load() >= 40 })
 	// b joins while a keeps polling. Both are subtask 0 of 1 of the same
 	// operator: b needs its own group.instance.id, or it would take a's
 	// place (static membership) instead of sharing the partitions.
 	cfg.Properties = Properties{"session.timeout.ms": "6000", "heartbeat.interval.ms": "100", "group.instance.id": "second"}
 	b := openSource(t, sourceInput(t, cfg), 0, 1, nil)
 	consume(b)
-	waitFor("a balanced assignment", func() bool { return len(a.Positions()) == 2 && len(b.Positions()) == 2 })
+	polltest.Eventually(t, "a balanced assignment", func() bool { return len(a.Positions()) == 2 && len(b.Positions()) == 2 })
 	for part := int32(0); part < 4; part++ {
 		produce(t, p, in, part, rawRecords(5, int(part)*1000+10)...)
 	}

@@ -162,6 +162,7 @@ func readState(t *testing.T, c *Catalog, e StateSnapshot) ([]byte, error) {
 // TestCommitAndSelect: a committed checkpoint is
 // selected and its state reads back.
 func TestCommitAndSelect(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		ctx := context.Background()
@@ -219,6 +220,7 @@ func commitRefused(t *testing.T, c *Catalog, m *Manifest, want error) {
 // TestCommitRejectsMissingTask: a checkpoint is sealed only with every
 // planned task.
 func TestCommitRejectsMissingTask(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -229,6 +231,7 @@ func TestCommitRejectsMissingTask(t *testing.T) {
 
 // TestCommitRejectsDuplicateTask: a task listed twice is not sealed.
 func TestCommitRejectsDuplicateTask(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -239,6 +242,7 @@ func TestCommitRejectsDuplicateTask(t *testing.T) {
 
 // TestCommitRejectsExtraTask: a task not in the plan is not sealed.
 func TestCommitRejectsExtraTask(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -251,6 +255,7 @@ func TestCommitRejectsExtraTask(t *testing.T) {
 // own task in its own directory, so retention of another artifact can
 // never break it.
 func TestCommitRejectsForeignState(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	m1, _ := commit(t, c, artifact{})
 	m, _ := prepare(t, c, artifact{})
@@ -268,6 +273,7 @@ func TestCommitRejectsForeignState(t *testing.T) {
 // TestSelectSkipsCorruptManifest: damaged manifest bytes make
 // the checkpoint skipped with a reason, and the previous one selected.
 func TestSelectSkipsCorruptManifest(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -292,6 +298,7 @@ func TestSelectSkipsCorruptManifest(t *testing.T) {
 // TestSelectSkipsCorruptState: a flipped byte, a truncated and
 // a missing state object each make the checkpoint skipped.
 func TestSelectSkipsCorruptState(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -336,6 +343,7 @@ func TestSelectSkipsCorruptState(t *testing.T) {
 // the hash), and selecting again with the artifact in Exclude falls back
 // to the previous one, as Select does by itself without the option.
 func TestSelectDeferredStateChecks(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -385,6 +393,7 @@ func TestSelectDeferredStateChecks(t *testing.T) {
 // TestSelectSkipsResealedIncompleteManifest: a manifest with a
 // task entry removed and a valid checksum is still never selected.
 func TestSelectSkipsResealedIncompleteManifest(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		m1, _ := commit(t, c, artifact{})
@@ -430,6 +439,7 @@ func selectIncompatible(t *testing.T, c *Catalog, w Want, reason Incompatibility
 // version is rejected up front, without touching state, and no older
 // checkpoint is silently used instead (rollback is explicit).
 func TestSelectRejectsDowngrade(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{version: 2})
@@ -447,6 +457,7 @@ func TestSelectRejectsDowngrade(t *testing.T) {
 // TestSelectRejectsFormatChange: another state format version has no
 // migration path and is rejected up front.
 func TestSelectRejectsFormatChange(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{version: 1, format: 1})
@@ -467,6 +478,7 @@ func TestSelectRejectsFormatChange(t *testing.T) {
 // version's savepoint or checkpoint of the same format, even with another
 // task set.
 func TestSelectUpgrade(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{kind: KindSavepoint, name: "before-upgrade", version: 1, tasks: []string{"map-0", "src-0"}})
@@ -493,6 +505,7 @@ func TestSelectUpgrade(t *testing.T) {
 // max_parallelism is fine; an artifact that does not record it is taken
 // as having the job's.
 func TestSelectRejectsMaxParallelismChange(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		commit(t, c, artifact{kind: KindSavepoint, name: "old", maxPar: 0})
@@ -520,6 +533,7 @@ func TestSelectRejectsMaxParallelismChange(t *testing.T) {
 // TestRetention: Commit keeps the newest Retention completed
 // checkpoints and never deletes savepoints.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{Retention: 2})
 		ctx := context.Background()
@@ -580,6 +594,7 @@ func TestRetention(t *testing.T) {
 // TestLatestUnchangedWhenManifestWriteFails: the previous
 // checkpoint stays selected until its replacement is durably committed.
 func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, inner Store) {
 		f := ckpttest.NewFaultStore(inner)
 		c := newCatalog(t, f, Options{})
@@ -640,6 +655,7 @@ func TestLatestUnchangedWhenManifestWriteFails(t *testing.T) {
 // TestSelectStoreFailureIsNotFallback: a store that cannot be read is an
 // error, never a reason to fall back to an older checkpoint.
 func TestSelectStoreFailureIsNotFallback(t *testing.T) {
+	t.Parallel()
 	f := ckpttest.NewFaultStore(openFile(t))
 	c := newCatalog(t, f, Options{})
 	commit(t, c, artifact{})
@@ -657,6 +673,7 @@ func TestSelectStoreFailureIsNotFallback(t *testing.T) {
 // TestNextIDNeverReuses: ids increase across catalogs (restarts), after
 // retention and after failed commits.
 func TestNextIDNeverReuses(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 		c := newCatalog(t, s, Options{Retention: 1})
@@ -704,6 +721,7 @@ func must[T any](v T, err error) T {
 // TestSavepoints: named, write-once, selected by name or as the
 // newest.
 func TestSavepoints(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 		c := newCatalog(t, s, Options{})
@@ -758,6 +776,7 @@ func TestSavepoints(t *testing.T) {
 // TestSelectSkipsCopiedManifest: a manifest moved to another id's
 // directory (or another job's) is not used.
 func TestSelectSkipsCopiedManifest(t *testing.T) {
+	t.Parallel()
 	s := openFile(t)
 	c := newCatalog(t, s, Options{})
 	m1, _ := commit(t, c, artifact{})
@@ -772,6 +791,7 @@ func TestSelectSkipsCopiedManifest(t *testing.T) {
 // TestSelectWithoutLatest: a lost or damaged LATEST falls back to every
 // checkpoint with a manifest, newest first.
 func TestSelectWithoutLatest(t *testing.T) {
+	t.Parallel()
 	s := openFile(t)
 	c := newCatalog(t, s, Options{})
 	commit(t, c, artifact{})
@@ -791,6 +811,7 @@ func TestSelectWithoutLatest(t *testing.T) {
 }
 
 func TestWantValidation(t *testing.T) {
+	t.Parallel()
 	c := newCatalog(t, openFile(t), Options{})
 	for i, w := range []Want{
 		{},
@@ -817,6 +838,7 @@ func TestWantValidation(t *testing.T) {
 // TestConcurrentPutState: tasks upload their state at the same time, as
 // the runtime does.
 func TestConcurrentPutState(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 		c := newCatalog(t, s, Options{VerifyConcurrency: 3})
@@ -862,6 +884,7 @@ func TestConcurrentPutState(t *testing.T) {
 // again; a count that differs from the bytes read, a malformed checksum
 // or a failing sum fail the call.
 func TestPutStateSum(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		c := newCatalog(t, s, Options{})
 		ctx := context.Background()
@@ -911,6 +934,7 @@ func TestPutStateSum(t *testing.T) {
 // Jobs finds the jobs with artifacts and nothing else; Verify reads a
 // manifest's state and names a damaged object.
 func TestJobsAndVerify(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openFile(t)
 	put := func(key, body string) {

@@ -45,6 +45,7 @@ func fnv1(b []byte) uint64 {
 // omitted) plus the 11th element of extensions, hashed with FNV-1 64
 // (a manifest is protected by a checksum).
 func TestManifestChecksum(t *testing.T) {
+	t.Parallel()
 	if got := fnv1([]byte("a")); got != 0xaf63bd4c8601b7be {
 		t.Fatalf("fnv1(a) = %x, the FNV-1 test vector is af63bd4c8601b7be", got)
 	}
@@ -82,6 +83,7 @@ func TestManifestChecksum(t *testing.T) {
 // TestManifestRoundTrip: Encode then DecodeManifest gives the same value,
 // and every field change breaks the checksum.
 func TestManifestRoundTrip(t *testing.T) {
+	t.Parallel()
 	m := goldenManifest()
 	if err := m.Seal(); err != nil {
 		t.Fatal(err)
@@ -121,6 +123,7 @@ func TestManifestRoundTrip(t *testing.T) {
 // TestDecodeManifestRejects: malformed documents are *CorruptError;
 // unknown fields are accepted (forward compatibility).
 func TestDecodeManifestRejects(t *testing.T) {
+	t.Parallel()
 	m := goldenManifest()
 	m.Seal()
 	good, _ := m.Encode()
@@ -196,6 +199,7 @@ func taskSetErrors(err error) []*TaskSetError {
 }
 
 func TestCheckTasksAccepts(t *testing.T) {
+	t.Parallel()
 	if err := planned().CheckTasks(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +208,7 @@ func TestCheckTasksAccepts(t *testing.T) {
 // TestCheckTasksRejectsMissingTask: a planned task without an
 // entry.
 func TestCheckTasksRejectsMissingTask(t *testing.T) {
+	t.Parallel()
 	m := planned()
 	m.TaskAttempts = m.TaskAttempts[:1]
 	err := m.CheckTasks()
@@ -221,6 +226,7 @@ func TestCheckTasksRejectsMissingTask(t *testing.T) {
 
 // TestCheckTasksRejectsDuplicateTask: a task listed twice.
 func TestCheckTasksRejectsDuplicateTask(t *testing.T) {
+	t.Parallel()
 	m := planned()
 	m.TaskAttempts = append(m.TaskAttempts, TaskAttempt{TaskID: "map-0", AttemptID: "a3", NodeID: "n2"})
 	err := m.CheckTasks()
@@ -236,6 +242,7 @@ func TestCheckTasksRejectsDuplicateTask(t *testing.T) {
 // TestCheckTasksRejectsExtraTask: an entry for a task not in
 // the plan.
 func TestCheckTasksRejectsExtraTask(t *testing.T) {
+	t.Parallel()
 	m := planned()
 	m.TaskAttempts = append(m.TaskAttempts, TaskAttempt{TaskID: "sink-0", AttemptID: "a3", NodeID: "n1"})
 	err := m.CheckTasks()
@@ -251,6 +258,7 @@ func TestCheckTasksRejectsExtraTask(t *testing.T) {
 // TestCheckTasksOtherFields: state snapshots, watermarks and
 // source positions name planned tasks only, once.
 func TestCheckTasksOtherFields(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		change func(*Manifest)
 		field  string
@@ -290,6 +298,7 @@ func TestCheckTasksOtherFields(t *testing.T) {
 }
 
 func TestParseID(t *testing.T) {
+	t.Parallel()
 	for _, id := range []ID{1, 7, 1 << 63, ^ID(0)} {
 		got, err := ParseID(id.String())
 		if err != nil || got != id {

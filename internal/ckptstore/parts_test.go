@@ -47,6 +47,7 @@ func putPart(t *testing.T, c *Catalog, kind Kind, id, node string, gen uint64, t
 // leave LATEST where it was; a redelivered commit returns the committed
 // manifest; a Hub's id may lack the leading zeros.
 func TestCommitParts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, openFile(t), Options{})
 	plan := []string{"map-0", "map-1", "src-0", "src-1"}

@@ -94,6 +94,7 @@ func readOdd(r io.Reader) ([]byte, error) {
 // The ranged reader gives the object's bytes in order for every size
 // around the range boundaries, with at most rangeAhead ranges in flight.
 func TestRangedReaderSizes(t *testing.T) {
+	t.Parallel()
 	data := randomBytes(5*rangeChunk + 7)
 	for _, size := range []int{rangeMin, rangeMin + 1, 3*rangeChunk - 1, 3 * rangeChunk, 5*rangeChunk + 7} {
 		m := &memRanges{data: data[:size], etag: "e"}
@@ -113,6 +114,7 @@ func TestRangedReaderSizes(t *testing.T) {
 // a missing object, a size other than the manifest's and a changed ETag
 // fail the read, each with its own error.
 func TestRangedReaderFaults(t *testing.T) {
+	t.Parallel()
 	data := randomBytes(4*rangeChunk + 100)
 	size := int64(len(data))
 	read := func(m *memRanges, size int64) ([]byte, error) {
@@ -164,6 +166,7 @@ func TestRangedReaderFaults(t *testing.T) {
 // Close stops requests in flight and returns; a cancelled context ends
 // Read with its error.
 func TestRangedReaderCloseAndCancel(t *testing.T) {
+	t.Parallel()
 	data := randomBytes(3 * rangeChunk)
 	m := &memRanges{data: data, etag: "e", block: true}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -201,6 +204,7 @@ func TestRangedReaderCloseAndCancel(t *testing.T) {
 // lengthened or had a byte changed reads as corrupt, and a
 // removed one as missing.
 func TestOpenStateRangedS3(t *testing.T) {
+	t.Parallel()
 	cl, bucket := testBucket(t)
 	s, err := OpenStore(context.Background(), "s3://"+bucket+"/ranged", StoreOptions{Client: cl, DownloadConcurrency: 3})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 // TestStoreConformance checks the Store contract on every backend
 // (a local directory or S3-compatible storage).
 func TestStoreConformance(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 
@@ -156,6 +157,7 @@ func tempFiles(t *testing.T, dir string) []string {
 // absent): concurrent readers only ever see a whole object, and
 // no temporary file is left behind, whether the Put succeeded or failed.
 func TestFileStorePutIsAtomic(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := OpenStore(context.Background(), "file://"+dir, StoreOptions{})
 	if err != nil {
@@ -250,6 +252,7 @@ func TestFileStorePutIsAtomic(t *testing.T) {
 // TestOpenStoreErrors checks the URI rules and that errors name what to
 // fix.
 func TestOpenStoreErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for uri, want := range map[string]string{
 		"gs://bucket/x":         "file:///absolute/dir or s3://bucket/prefix",
@@ -346,6 +349,7 @@ func (f *failAfter) Read(p []byte) (int, error) {
 // part-way (the reader, a wrong announced size, a cancelled context)
 // leaves the old object and no incomplete upload behind.
 func TestS3PutParts(t *testing.T) {
+	t.Parallel()
 	c, bucket := testBucket(t)
 	ctx := context.Background()
 	s, err := OpenStore(ctx, "s3://"+bucket+"/mp", StoreOptions{Client: c, PartSize: minPartSize, UploadConcurrency: 2})
@@ -432,6 +436,7 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 // CheckStore refuses what OpenStore refuses before any I/O, with the
 // same text, and creates nothing.
 func TestCheckStoreMatchesOpenStore(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "not", "yet")
 	cases := []struct {
 		uri  string

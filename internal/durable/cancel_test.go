@@ -39,6 +39,7 @@ func (c *cancelOnErr) Err() error {
 // A cancelled run opens no WAL: Open returns the context's error and
 // creates nothing on disk.
 func TestOpenWithACancelledContextOpensNothing(t *testing.T) {
+	t.Parallel()
 	cfg := &job.Durability{Sync: "always"}
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,6 +65,7 @@ func TestOpenWithACancelledContextOpensNothing(t *testing.T) {
 // new logs unmarked, the old ones in place, and the next Reshard redoes
 // it whole.
 func TestReshardStopsWhenCancelled(t *testing.T) {
+	t.Parallel()
 	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	left := writeLogs(t, cfg, dir, 2, partitionSpans(4, 3, 5), 1)

@@ -45,6 +45,7 @@ func resolveAll(s *job.Spec) ([]*job.Durability, [][]*job.FieldError) {
 // settings: the job-wide block applies to every source and a source's block
 // is merged over it field by field.
 func TestResolveEffectiveConfig(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		jobBlock string
@@ -176,6 +177,7 @@ func dump(c *job.Durability) string {
 // path of its field in the spec, and that problems of the job-wide block are
 // marked JobWide.
 func TestResolveProblems(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		field   string
 		jobWide bool
@@ -338,6 +340,7 @@ func TestResolveProblems(t *testing.T) {
 // bad job-wide block reports the same Problem value, so the validator can
 // report it once (it dedups by value).
 func TestResolveJobWideProblemIsIdenticalPerSource(t *testing.T) {
+	t.Parallel()
 	s := specWith(`{"sync":"bogus"}`, "", "", `{"path":"/y"}`)
 	_, probs := resolveAll(s)
 	for i := range probs {
@@ -354,6 +357,7 @@ func TestResolveJobWideProblemIsIdenticalPerSource(t *testing.T) {
 // the configuration resolved for another (the job-wide block is decoded
 // afresh for each).
 func TestResolveDoesNotAlias(t *testing.T) {
+	t.Parallel()
 	s := specWith(`{"backend":{"type":"object_store","node_id":"n","s3":{"bucket":"b"}}}`, `{"backend":{"node_id":"m"}}`, "")
 	cfgs, probs := resolveAll(s)
 	if len(probs[0])+len(probs[1]) > 0 {
@@ -371,6 +375,7 @@ func TestResolveDoesNotAlias(t *testing.T) {
 }
 
 func TestDir(t *testing.T) {
+	t.Parallel()
 	dir, err := Dir(&job.Durability{Path: "/x"}, "/data", "job1", "src", 3)
 	if err != nil || dir != filepath.Join("/x", "src", "3") {
 		t.Errorf("with path: %q, %v; want /x/src/3", dir, err)
@@ -395,6 +400,7 @@ func TestDir(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	c := &job.Durability{Sync: "periodic", SyncIntervalMS: 5, ParkLeaseMS: 6, DrainTimeoutMS: 7}
 	got := Options(c)
 	want := walog.Options{Sync: walog.SyncPeriodic, SyncInterval: 5 * time.Millisecond, ParkLease: 6 * time.Millisecond, DrainTimeout: 7 * time.Millisecond}

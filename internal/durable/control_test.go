@@ -36,6 +36,7 @@ func (c *controlFake) ReadControl(ctx context.Context) (connectors.Batch, *event
 // and only its batches are appended; a wrapped source without advances is
 // read through ReadControl as through Read.
 func TestReadControlPassesAdvances(t *testing.T) {
+	t.Parallel()
 	spans := uniform(3, 2)
 	inner := &controlFake{fakeSource: newFake(spans...), advances: map[int]int64{0: 10, 2: 30, 3: 40}, given: map[int]bool{}}
 	s := openSource(t, &job.Durability{}, inner, t.TempDir())

@@ -12,6 +12,7 @@ import (
 // Unreadable cursor meta and an unreadable parallelism file are
 // corruption, under the one marker.
 func TestCorruptMetaMatchesErrCorrupt(t *testing.T) {
+	t.Parallel()
 	for _, b := range []string{"{", "[1"} {
 		if _, err := decodeMeta([]byte(b)); !errors.Is(err, walog.ErrCorrupt) {
 			t.Errorf("decodeMeta(%q) = %v, want ErrCorrupt", b, err)

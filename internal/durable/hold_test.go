@@ -102,6 +102,7 @@ func checkNotSoughtBack(t *testing.T, f *fakeSource, min int64) {
 // never back. The positions pass the replayed entries only as they are
 // acknowledged, in order, and the next checkpoint lets the WAL go of them.
 func TestHeldEntriesReplayedAfterARestore(t *testing.T) {
+	t.Parallel()
 	for _, crash := range []bool{true, false} {
 		name := "graceful stop"
 		if crash {
@@ -218,6 +219,7 @@ func TestHeldEntriesReplayedAfterARestore(t *testing.T) {
 // holds the rest. The entries below the cursor stay held until a
 // checkpoint holds them.
 func TestHeldWithoutARestore(t *testing.T) {
+	t.Parallel()
 	data := uniform(4, 10)
 	dir := t.TempDir()
 	cfg := oneEntryPerSegment()
@@ -262,6 +264,7 @@ func TestHeldWithoutARestore(t *testing.T) {
 // fail, what the WAL holds is replayed, and the positions go on past the
 // gap (else no later checkpoint would ever hold the entries after it).
 func TestHeldGapIsWarned(t *testing.T) {
+	t.Parallel()
 	data := uniform(6, 10)
 	dir := t.TempDir()
 	cfg := oneEntryPerSegment()
@@ -311,6 +314,7 @@ func TestHeldGapIsWarned(t *testing.T) {
 // first entry it does not hold, and a restore replays exactly the entries
 // it does not hold, in sequence order.
 func TestHeldPerPartition(t *testing.T) {
+	t.Parallel()
 	data := []span{{0, 0, 5}, {1, 0, 5}, {0, 5, 5}, {1, 5, 5}, {0, 10, 5}}
 	dir := t.TempDir()
 	cfg := oneEntryPerSegment()
@@ -359,6 +363,7 @@ func TestHeldPerPartition(t *testing.T) {
 // checkpoint older than the cursor seeks the source back to it with no
 // replay (the path of a source that can read its input again).
 func TestNotHeld(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		inner func(*fakeSource) connectors.Source
@@ -414,6 +419,7 @@ type unrewindableNotPositioner struct{ notPositioner }
 func (unrewindableNotPositioner) Unrewindable() {}
 
 func TestHeldNeedsAPositioner(t *testing.T) {
+	t.Parallel()
 	_, err := Open(context.Background(), &job.Durability{}, unrewindableNotPositioner{notPositioner{newFake()}}, t.TempDir(), info(), "src-0", held)
 	if err == nil || !strings.Contains(err.Error(), "connectors.Positioner") || !strings.Contains(err.Error(), "connectors.Unrewindable") {
 		t.Fatalf("Open: %v, want an error naming connectors.Unrewindable and connectors.Positioner", err)
@@ -425,6 +431,7 @@ func TestHeldNeedsAPositioner(t *testing.T) {
 // checkpoint replays, in the subtask that now reads their partition, the
 // ones the checkpoint does not hold.
 func TestHeldEntriesSurviveAReshard(t *testing.T) {
+	t.Parallel()
 	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	spans := partitionSpans(2, 3, 5) // partitions 0 and 1, offsets 0-14
@@ -490,6 +497,7 @@ func TestHeldEntriesSurviveAReshard(t *testing.T) {
 // restore of a checkpoint older than the cursor replays what it does not
 // hold from the bucket.
 func TestHeldObjectStore(t *testing.T) {
+	t.Parallel()
 	endpoint := os.Getenv("ARKFLOW_TEST_S3_ENDPOINT")
 	if endpoint == "" {
 		t.Skip("ARKFLOW_TEST_S3_ENDPOINT is not set: bash .ci/test.sh starts MinIO and sets ARKFLOW_TEST_S3_*")
@@ -559,6 +567,7 @@ func TestHeldObjectStore(t *testing.T) {
 // entries those positions do not cover, below the cursor too: otherwise
 // the one never acknowledged would be lost.
 func TestHeldRestartAfterAnUnfinishedReplay(t *testing.T) {
+	t.Parallel()
 	data := uniform(6, 10)
 	dir := t.TempDir()
 	cfg := oneEntryPerSegment()

@@ -47,6 +47,7 @@ func normMeta(m walMeta) walMeta {
 // The positions stored with a cursor, as the source wrote them; none for
 // empty meta; a corruption error for meta that does not decode.
 func TestCursorPositions(t *testing.T) {
+	t.Parallel()
 	want := []connectors.Position{{Topic: "t", Partition: 1, Offset: 40}}
 	for _, b := range [][]byte{encodeMeta(walMeta{Parallelism: 2, Positions: want}), []byte(`[{"topic":"t","partition":1,"offset":40}]`)} {
 		got, err := CursorPositions(b)

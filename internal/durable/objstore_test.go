@@ -22,6 +22,7 @@ import (
 // job resumes after what the bucket's WAL holds. The namespace is
 // {prefix}/{node_id}/{job}.{source}.{subtask}/.
 func TestObjectStoreDurableJob(t *testing.T) {
+	t.Parallel()
 	endpoint := os.Getenv("ARKFLOW_TEST_S3_ENDPOINT")
 	if endpoint == "" {
 		t.Skip("ARKFLOW_TEST_S3_ENDPOINT is not set: bash .ci/test.sh starts MinIO and sets ARKFLOW_TEST_S3_*")
@@ -76,6 +77,7 @@ func TestObjectStoreDurableJob(t *testing.T) {
 
 // Plain HTTP needs allow_http, and the error names the call and the field.
 func TestObjectStoreEndpointNeedsAllowHTTP(t *testing.T) {
+	t.Parallel()
 	_, err := arkflow.NewJob("s3wal").
 		Durability(job.Durability{Backend: &job.WALBackend{Type: job.WALBackendObjectStore, NodeID: "n",
 			S3: &job.WALObjectStore{Bucket: "b", Endpoint: "http://127.0.0.1:9"}}}).

@@ -146,6 +146,7 @@ func offsetsOf(sps []span) []int64 {
 // partition, and each source resumes its partitions after what the logs
 // hold; through 2 → 3 → 1 → 4.
 func TestReshardReplaysEveryEntryByItsPartitionsOwner(t *testing.T) {
+	t.Parallel()
 	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	spans := partitionSpans(6, 4, 5) // partitions 0-5, offsets 0-19
@@ -196,6 +197,7 @@ func TestReshardReplaysEveryEntryByItsPartitionsOwner(t *testing.T) {
 // was not redistributed (the object-store backend, or Reshard skipped),
 // naming both.
 func TestOpenRefusesALogOfAnotherParallelism(t *testing.T) {
+	t.Parallel()
 	cfg := &job.Durability{Sync: "always", DrainTimeoutMS: 20}
 	dir := t.TempDir()
 	writeLogs(t, cfg, dir, 2, partitionSpans(2, 1, 3), 1)
@@ -230,6 +232,7 @@ func TestReshardSurvivesSIGKILL(t *testing.T) {
 		}
 		os.Exit(0)
 	}
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("SIGKILL loop")
 	}

@@ -316,6 +316,7 @@ func (s *syncBuffer) String() string {
 // restart, every entry after the cursor is replayed, in order, before new
 // input, and the wrapped source resumes after what the WAL holds.
 func TestAppendBeforeReturnAndReplay(t *testing.T) {
+	t.Parallel()
 	data := uniform(5, 3) // offsets 0-2, 3-5, 6-8, 9-11, 12-14
 	cfg := &job.Durability{Sync: "group_commit", DrainTimeoutMS: 50}
 	dir := t.TempDir()
@@ -399,6 +400,7 @@ func TestAppendBeforeReturnAndReplay(t *testing.T) {
 // its entry; out-of-order acks never skip the gap, and the native
 // acknowledgements run in sequence order.
 func TestNativeAcksWaitForTheCursor(t *testing.T) {
+	t.Parallel()
 	fake := newFake(uniform(2, 4)...)
 	s := openSource(t, &job.Durability{Sync: "group_commit"}, fake, t.TempDir())
 	connect(t, s)
@@ -444,6 +446,7 @@ func TestNativeAcksWaitForTheCursor(t *testing.T) {
 // later entry first. The window is small, so the test repeats the race;
 // under -race it is wide enough to be hit every run.
 func TestNativeAcksInOrderUnderRace(t *testing.T) {
+	t.Parallel()
 	const pairs = 300
 	fake := newFake(uniform(2*pairs, 1)...)
 	s := openSource(t, &job.Durability{Sync: "none"}, fake, t.TempDir())
@@ -471,6 +474,7 @@ func TestNativeAcksInOrderUnderRace(t *testing.T) {
 // native acks as abandoned (never committed in this run) and replayed on
 // restart.
 func TestFailedDeliveryAbandons(t *testing.T) {
+	t.Parallel()
 	data := uniform(3, 2)
 	dir := t.TempDir()
 	fake := newFake(data...)
@@ -525,6 +529,7 @@ func TestFailedDeliveryAbandons(t *testing.T) {
 // its lease runs out, with the exact message, and retries; once the gap
 // closes both native acks go through.
 func TestParkedLease(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	fake := newFake(uniform(2, 1)...)
 	in := info()
@@ -567,6 +572,7 @@ func TestParkedLease(t *testing.T) {
 // entry the drain window, then fails with exactly "WAL closed while
 // acknowledgement was pending"; a restart replays both entries.
 func TestDrainWindow(t *testing.T) {
+	t.Parallel()
 	data := uniform(2, 2)
 	dir := t.TempDir()
 	cfg := &job.Durability{Sync: "group_commit", DrainTimeoutMS: 50}
@@ -606,6 +612,7 @@ func TestDrainWindow(t *testing.T) {
 // The drain's counterpart: with everything acknowledged, Close drains the
 // native acks and returns nil.
 func TestDrainAllAcked(t *testing.T) {
+	t.Parallel()
 	data := uniform(3, 2)
 	fake := newFake(data...)
 	s := openSource(t, &job.Durability{Sync: "group_commit", DrainTimeoutMS: 50}, fake, t.TempDir())
@@ -637,6 +644,7 @@ func TestDrainAllAcked(t *testing.T) {
 // checkpoint older than the cursor makes the source resume from it, with no
 // replay.
 func TestCheckpointReconciliation(t *testing.T) {
+	t.Parallel()
 	data := uniform(4, 10) // offsets 0-9, 10-19, 20-29, 30-39
 	dir := t.TempDir()
 	cfg := &job.Durability{Sync: "group_commit"}
@@ -731,6 +739,7 @@ func TestCheckpointReconciliation(t *testing.T) {
 // 10..39 are being processed again records offset 40, and restoring it
 // skips rows 20..39.
 func TestOlderCheckpointResetsPositions(t *testing.T) {
+	t.Parallel()
 	data := uniform(4, 10)
 	dir := t.TempDir()
 	cfg := &job.Durability{Sync: "group_commit"}
@@ -778,6 +787,7 @@ func TestOlderCheckpointResetsPositions(t *testing.T) {
 // SIGKILL proof saw windows fire with the rows of one or two partitions
 // missing).
 func TestCheckpointRecordsPartitionsTheCursorDoesNotCoverYet(t *testing.T) {
+	t.Parallel()
 	data := []span{{0, 0, 10}, {0, 10, 10}, {1, 0, 10}, {1, 10, 10}}
 	dir := t.TempDir()
 	cfg := &job.Durability{Sync: "group_commit"}
@@ -828,6 +838,7 @@ func TestCheckpointRecordsPartitionsTheCursorDoesNotCoverYet(t *testing.T) {
 // Positions are tracked per partition; the cursor's positions cover only
 // entries up to the cursor.
 func TestPositionsPerPartition(t *testing.T) {
+	t.Parallel()
 	data := []span{{0, 0, 3}, {1, 100, 2}, {0, 3, 3}, {1, 102, 2}}
 	dir := t.TempDir()
 	fake := newFake(data...)
@@ -896,6 +907,7 @@ func copyDir(t *testing.T, src, dst string) {
 // of the WAL directory taken while the log is open replays every entry
 // after the last persisted cursor.
 func TestCrashWithoutClose(t *testing.T) {
+	t.Parallel()
 	data := uniform(3, 5)
 	cases := []struct {
 		name   string
@@ -949,6 +961,7 @@ func TestCrashWithoutClose(t *testing.T) {
 // while a Source holds the directory, another Open (or dry run) fails
 // naming the lock.
 func TestDryRunThenOpenAndLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := &job.Durability{Sync: "group_commit"}
 	if err := DryRun(context.Background(), cfg, dir, info()); err != nil {
@@ -976,6 +989,7 @@ func TestDryRunThenOpenAndLock(t *testing.T) {
 }
 
 func TestOpenWithoutWALPath(t *testing.T) {
+	t.Parallel()
 	_, err := Open(context.Background(), &job.Durability{}, newFake(), "", info(), "src-0", Job{})
 	if err == nil || !strings.Contains(err.Error(), "durability.path") {
 		t.Fatalf("Open with no path and no data dir: %v, want an error naming durability.path", err)
@@ -987,6 +1001,7 @@ func TestOpenWithoutWALPath(t *testing.T) {
 
 // An explicit path puts the WAL at {path}/{source}/{subtask}.
 func TestOpenWithPath(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	s := openSource(t, &job.Durability{Path: base}, newFake(span{0, 0, 1}), "")
 	connect(t, s)
@@ -1002,6 +1017,7 @@ func TestOpenWithPath(t *testing.T) {
 type notPositioner struct{ connectors.Source }
 
 func TestSeekNeedsAPositioner(t *testing.T) {
+	t.Parallel()
 	s := openSource(t, &job.Durability{}, notPositioner{newFake()}, t.TempDir())
 	err := s.Seek([]connectors.Position{pos(0, 1)})
 	if err == nil || !strings.Contains(err.Error(), "connectors.Positioner") {
@@ -1014,6 +1030,7 @@ func TestSeekNeedsAPositioner(t *testing.T) {
 var _ connectors.Positioner = (*Source)(nil)
 
 func TestFakeSourceSeek(t *testing.T) {
+	t.Parallel()
 	// The fake's own Positions reflect its last Seek (sanity of the fake).
 	f := newFake()
 	_ = f.Seek([]connectors.Position{pos(1, 5), pos(0, 2)})
@@ -1029,6 +1046,7 @@ func TestFakeSourceSeek(t *testing.T) {
 // and nothing is replayed. The SIGKILL proof with checkpoints
 // found this under load, as half-filled windows.
 func TestEmptyCheckpointPositionsRewind(t *testing.T) {
+	t.Parallel()
 	data := uniform(3, 10)
 	dir := t.TempDir()
 	cfg := &job.Durability{Sync: "group_commit"}

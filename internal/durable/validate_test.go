@@ -13,6 +13,7 @@ import (
 // inherited by every source, but the validator reports it once, at
 // durability.sync and without an operator.
 func TestValidateReportsJobWideProblemOnce(t *testing.T) {
+	t.Parallel()
 	gen := json.RawMessage(`{"fields":[{"name":"k","type":"int64"}]}`)
 	spec := &job.Spec{
 		ID: "j",

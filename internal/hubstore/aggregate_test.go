@@ -7,6 +7,7 @@ import (
 )
 
 func TestAggregateObserved(t *testing.T) {
+	t.Parallel()
 	exp := []Assignment{{AssignmentID: "t1", NodeID: "n1"}, {AssignmentID: "t2", NodeID: "n2"}, {AssignmentID: "t3", NodeID: "n3"}}
 	at := func(i int) time.Time { return time.Unix(int64(i), 0) }
 	ok := func(a string, i int) Outcome {
@@ -69,6 +70,7 @@ func TestAggregateObserved(t *testing.T) {
 // goes converging → running and is never failed; a stale-generation result
 // changes nothing.
 func TestObserveJob(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	tok := map[string]string{}
 	for _, n := range []string{"n1", "n2", "n3"} {

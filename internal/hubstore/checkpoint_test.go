@@ -11,6 +11,7 @@ import (
 // copies committed writes into the database file, and the store works
 // from the database file alone once they are copied.
 func TestCheckpointerCopiesWAL(t *testing.T) {
+	t.Parallel()
 	s, clk, path := openTest(t)
 	register(t, s, "n1", "b1")
 	deadline := time.Now().Add(10 * time.Second)

@@ -33,6 +33,7 @@ func copyFile(t *testing.T, from, to string) {
 // A Hub killed without Close: the database and WAL files as they are on
 // disk while the store is open hold every acknowledged write.
 func TestCrashWithoutClose(t *testing.T) {
+	t.Parallel()
 	s, clk, path := openTest(t)
 	sess := register(t, s, "n1", "b1")
 	submit(t, s, "j1")

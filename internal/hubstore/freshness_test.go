@@ -10,6 +10,7 @@ import (
 func snap(s string) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"from":%q}`, s)) }
 
 func TestReportFreshness(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	submit(t, s, "j1")
 	d := must(s.SetDesired(ctx, DesiredChange{JobID: "j1", DesiredState: DesiredRunning, Assignments: assigns("n1")}))
@@ -92,6 +93,7 @@ func TestReportFreshness(t *testing.T) {
 
 // A v1 agent registers without a boot id; the boot id comes with reports.
 func TestReportFreshnessBootFromReports(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	sess := register(t, s, "n1", "")
 	running := must(s.EnqueueCommand(ctx, Command{NodeID: "n1", Operation: "job_start", JobID: "j", Generation: 1}))

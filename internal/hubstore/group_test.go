@@ -34,6 +34,7 @@ func items(fns ...func(tx *cachedTx) error) []*groupItem {
 // One failing write in a batch is rolled back alone: the others commit,
 // and each caller gets its own outcome.
 func TestGroupCommitItemFailure(t *testing.T) {
+	t.Parallel()
 	s, _, path := openTest(t)
 	for _, n := range []string{"n1", "n2", "n3", "n4"} {
 		register(t, s, n, "b")
@@ -100,6 +101,7 @@ func TestGroupCommitItemFailure(t *testing.T) {
 // A write that breaks the batch's transaction itself fails alone: the
 // others are run again, each in its own transaction, and commit.
 func TestGroupCommitBrokenBatch(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	for _, n := range []string{"n1", "n2", "n3"} {
 		register(t, s, n, "b")
@@ -149,6 +151,7 @@ func TestGroupCommitBrokenBatch(t *testing.T) {
 // caller gets its own answer (a stale session its error), and each
 // acknowledged report is in the database files.
 func TestGroupCommitConcurrent(t *testing.T) {
+	t.Parallel()
 	s, _, path := openTest(t)
 	const nodes, rounds = 32, 10
 	tokens := make([]string, nodes)
@@ -227,6 +230,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 
 // A panicking write fails its own caller only; later writes still run.
 func TestGroupCommitPanic(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	register(t, s, "n1", "b")
 	err := s.writeGrouped(ctx, func(tx *cachedTx) error { panic("bug") })

@@ -7,6 +7,7 @@ import (
 )
 
 func TestMaintenanceAndNodeCommands(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	sess := register(t, s, "n1", "b1")
 	a := must(s.SetMaintenance(ctx, "n1", MaintenanceDraining, "op", "c1"))
@@ -32,6 +33,7 @@ func TestMaintenanceAndNodeCommands(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	s, clk, _ := openTest(t)
 	old := register(t, s, "n1", "b1")
 	sess := register(t, s, "n1", "b1")
@@ -70,6 +72,7 @@ func TestPrune(t *testing.T) {
 // A checkpoint completes only when every expected assignment has
 // a succeeded checkpoint result; an offline node's gap keeps it pending.
 func TestCheckpointNeedsEveryAssignment(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	tok := map[string]string{}
 	for _, n := range []string{"n1", "n2"} {

@@ -10,6 +10,7 @@ import (
 // writer (the Hub's load test), and still says nothing more than the
 // claim's transaction would.
 func TestPollIdleSkipsWriter(t *testing.T) {
+	t.Parallel()
 	s, clk, _ := openTest(t)
 	old := register(t, s, "n1", "b1")
 	sess := register(t, s, "n1", "b1")

@@ -14,6 +14,7 @@ import (
 )
 
 func TestMigrationsFromEmptyAndIdempotent(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := openAt(t, path, clk)
@@ -70,6 +71,7 @@ func TestMigrationsFromEmptyAndIdempotent(t *testing.T) {
 }
 
 func TestRestartDurability(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	path := filepath.Join(t.TempDir(), "hub.db")
 	s := openAt(t, path, clk)
@@ -162,6 +164,7 @@ func must2[A, B any](a A, b B, err error) (A, B) {
 }
 
 func TestCommandClaimLeaseRedelivery(t *testing.T) {
+	t.Parallel()
 	s, clk, _ := openTest(t)
 	sess := register(t, s, "n1", "b1")
 	c1 := must(s.EnqueueCommand(ctx, Command{NodeID: "n1", Operation: "job_start", JobID: "j", Generation: 1}))
@@ -199,6 +202,7 @@ func TestCommandClaimLeaseRedelivery(t *testing.T) {
 }
 
 func TestCommandDeadline(t *testing.T) {
+	t.Parallel()
 	s, clk, _ := openTest(t)
 	sess := register(t, s, "n1", "b1")
 	c := must(s.EnqueueCommand(ctx, Command{NodeID: "n1", Operation: "job_start", JobID: "j", Generation: 1, ExpiresAt: clk.Now().Add(5 * time.Second)}))
@@ -224,6 +228,7 @@ func TestCommandDeadline(t *testing.T) {
 }
 
 func TestReRegisterRedeliversAndNewBootFences(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	s1 := register(t, s, "n1", "b1")
 	delivered := must(s.EnqueueCommand(ctx, Command{NodeID: "n1", Operation: "job_start", JobID: "j", Generation: 1}))
@@ -261,6 +266,7 @@ func TestReRegisterRedeliversAndNewBootFences(t *testing.T) {
 }
 
 func TestCommandResultsIdempotent(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	n1 := register(t, s, "n1", "b1")
 	n2 := register(t, s, "n2", "b1")
@@ -314,6 +320,7 @@ func TestCommandResultsIdempotent(t *testing.T) {
 }
 
 func TestOutboxClaimLease(t *testing.T) {
+	t.Parallel()
 	s, clk, _ := openTest(t)
 	register(t, s, "n1", "b1")
 	submit(t, s, "j1")
@@ -373,6 +380,7 @@ func TestOutboxClaimLease(t *testing.T) {
 }
 
 func TestGenerationCAS(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	r := submit(t, s, "j1")
 	if r.Job.Generation != 1 || r.Job.DesiredState != DesiredStopped || !r.NewJob {
@@ -416,6 +424,7 @@ func TestGenerationCAS(t *testing.T) {
 }
 
 func TestSupersedeOldGenerationCommands(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	sess := register(t, s, "n1", "b1")
 	submit(t, s, "j1")
@@ -436,6 +445,7 @@ func TestSupersedeOldGenerationCommands(t *testing.T) {
 }
 
 func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	submit(t, s, "j1")
 	req := DesiredChange{JobID: "j1", DesiredState: DesiredRunning, ExpectedGeneration: gen(1), Actor: "alice", IdempotencyKey: "key-1", CorrelationID: "a"}
@@ -467,6 +477,7 @@ func TestIdempotencyKeys(t *testing.T) {
 }
 
 func TestVersionsContentAddressed(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	a := must(s.SubmitJob(ctx, SubmitRequest{JobID: "j1", Spec: json.RawMessage(`{"id":"j1","parallelism":1,"x":[1,2.50]}`)}))
 	b := must(s.SubmitJob(ctx, SubmitRequest{JobID: "j1", Spec: json.RawMessage(" {\"x\": [1, 2.50], \"parallelism\":1, \"id\":\"j1\"}\n")}))
@@ -497,6 +508,7 @@ func TestVersionsContentAddressed(t *testing.T) {
 }
 
 func TestCheckpointRecords(t *testing.T) {
+	t.Parallel()
 	s, clk, _ := openTest(t)
 	r := submit(t, s, "j1")
 	cp := Checkpoint{JobID: "j1", CheckpointID: "cp1", Kind: KindCheckpoint, Generation: 1, VersionID: r.Version.VersionID, FormatVersion: 1}
@@ -538,6 +550,7 @@ func TestCheckpointRecords(t *testing.T) {
 }
 
 func TestRecoverIntents(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	submit(t, s, "j1")
 	d := must(s.SetDesired(ctx, DesiredChange{JobID: "j1", DesiredState: DesiredRunning}))
@@ -562,6 +575,7 @@ func TestRecoverIntents(t *testing.T) {
 }
 
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	if err := s.Audit(ctx, AuditRecord{Actor: "viewer", Action: "operator.operate", ResourceType: "job", ResourceID: "j1",
 		Outcome: "rejected", FailureCode: "forbidden", Message: string(bytes.Repeat([]byte("x"), 300)), CorrelationID: "c9"}); err != nil {
@@ -574,6 +588,7 @@ func TestAudit(t *testing.T) {
 }
 
 func TestSessionTokensRandomAndNeverStored(t *testing.T) {
+	t.Parallel()
 	s, _, path := openTest(t)
 	seen := map[string]bool{}
 	var tokens []string
@@ -602,6 +617,7 @@ func TestSessionTokensRandomAndNeverStored(t *testing.T) {
 }
 
 func TestAuthenticate(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	sess := register(t, s, "n1", "b1")
 	if _, err := s.Authenticate(ctx, "n1", sess.Token); err != nil {
@@ -631,6 +647,7 @@ func TestAuthenticate(t *testing.T) {
 // Many goroutines write at once: the one-writer path serialises them, the
 // CAS loses no update and nothing returns SQLITE_BUSY.
 func TestConcurrentWritersSerialised(t *testing.T) {
+	t.Parallel()
 	s, _, _ := openTest(t)
 	sess := register(t, s, "n1", "b1")
 	submit(t, s, "j1")

@@ -29,7 +29,17 @@ const Deadline = time.Minute
 // of a concurrency-safe type).
 func Eventually(t testing.TB, what string, cond func() bool, explain ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(Deadline)
+	EventuallyWithin(t, Deadline, what, cond, explain...)
+}
+
+// EventuallyWithin is Eventually with a deadline of d instead of
+// Deadline, for a wait that is known to take longer than Deadline on a
+// slow machine (processes that start, build or restart, a fleet that
+// converges): d is how long it polls before it fails the test, never a
+// bound the test asserts. Everything else is as in Eventually.
+func EventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool, explain ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	sleep := time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -38,7 +48,7 @@ func Eventually(t testing.TB, what string, cond func() bool, explain ...func() s
 				b.WriteString("\n")
 				b.WriteString(e())
 			}
-			t.Fatalf("timed out after %v waiting for %s%s", Deadline, what, b.String())
+			t.Fatalf("timed out after %v waiting for %s%s", d, what, b.String())
 		}
 		time.Sleep(sleep)
 		sleep = min(2*sleep, 10*time.Millisecond)

@@ -46,6 +46,7 @@ var _ connectors.AsyncSink = (*fakeAsync)(nil)
 // (Close) waits for the writes in flight; a failed write fails the next
 // batch and watermark and its rows' acknowledgement carries the error.
 func TestSinkOpAsync(t *testing.T) {
+	t.Parallel()
 	f := &fakeAsync{started: make(chan struct{}, 16)}
 	s := newSinkOp("out-0", f, &taskMetrics{})
 	acked := make([]chan error, maxAsyncWrites+1)

@@ -20,6 +20,7 @@ import (
 // positions and a frozen view of the state that covers them, and resumes
 // the sources. A source that has ended does not hold the cut up.
 func TestCutAlignsAndResumes(t *testing.T) {
+	t.Parallel()
 	schema := arrow.NewSchema([]arrow.Field{{Name: "user", Type: arrow.BinaryTypes.String}, {Name: "amount", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	left, right := mem.NewSource(schema, 2), mem.NewSource(schema, 1)
 	sink := mem.NewSink()

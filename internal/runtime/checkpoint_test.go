@@ -117,6 +117,7 @@ func (r *ckptRun) stop() {
 // keyed state back in a new run on an empty store, and the recovery
 // progress is complete before the job reports Running.
 func TestCheckpointRestoresState(t *testing.T) {
+	t.Parallel()
 	hist := &history{}
 	store := t.TempDir()
 	spec := ckptSpec(store, `"state":{"backend":"memory"}`, 1, false)
@@ -154,6 +155,7 @@ func TestCheckpointRestoresState(t *testing.T) {
 // its checkpoint health degraded, a restart still selects the previous
 // checkpoint, and the next round after the store returns is healthy.
 func TestCheckpointStoreOutage(t *testing.T) {
+	t.Parallel()
 	hist := &history{}
 	store := t.TempDir()
 	spec := ckptSpec(store, `"state":{"backend":"memory"}`, 1, false)
@@ -234,6 +236,7 @@ func dirBytes(t *testing.T, dir string) map[string]string {
 // state format, is refused before the state store is touched: its files
 // are byte-identical afterwards.
 func TestSavepointUpgradeAndRefusals(t *testing.T) {
+	t.Parallel()
 	hist := &history{}
 	store := t.TempDir()
 	stateDir := t.TempDir()
@@ -334,6 +337,7 @@ func dumpState(t *testing.T, dir, jobName string) []string {
 // into a directory that holds other state (entry by entry), which it
 // leaves alone.
 func TestCheckpointRestoreBadgerExact(t *testing.T) {
+	t.Parallel()
 	hist := &history{}
 	store := t.TempDir()
 	dirs := []string{t.TempDir(), filepath.Join(t.TempDir(), "new"), t.TempDir()}
@@ -392,6 +396,7 @@ func TestCheckpointRestoreBadgerExact(t *testing.T) {
 // from the beginning of its input. Either way the totals come out as in
 // one uninterrupted run.
 func TestCheckpointRestoreFallsBackOnDamagedState(t *testing.T) {
+	t.Parallel()
 	damages := map[string]func(t *testing.T, path string){
 		"flipped byte": func(t *testing.T, path string) {
 			b, err := os.ReadFile(path)
@@ -482,6 +487,7 @@ func TestCheckpointRestoreFallsBackOnDamagedState(t *testing.T) {
 // behind, also when it went in snapshot by snapshot (a store holding
 // other state); the other state is kept.
 func TestFailedRestoreLeavesNoPartialState(t *testing.T) {
+	t.Parallel()
 	hist := &history{}
 	store := t.TempDir()
 	dir := t.TempDir()
@@ -563,6 +569,7 @@ func (s *stallingStore) Create(ctx context.Context, key string, r io.Reader, siz
 // warning (it was, at the end of every bounded job that ended during a
 // round).
 func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
+	t.Parallel()
 	hist := &history{}
 	spec := strings.Replace(ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), `"interval_ms":3600000`, `"interval_ms":20`, 1)
 	st := &stallingStore{stalled: make(chan struct{})}
@@ -592,6 +599,7 @@ func TestCheckpointRoundAbandonedAtTheEnd(t *testing.T) {
 // error, as documented, but logs it as a cancellation (a warning), not
 // as a failure: a service shutting down is no fault of the job.
 func TestCancelledRunIsNotLoggedAsAFailure(t *testing.T) {
+	t.Parallel()
 	logs := logtest.New()
 	src := mem.NewSource(clickSchema, 2)
 	rt := New(mustBuild(t, ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), map[string]any{"in": src, "out": mem.NewSink()}), Options{Logger: slog.New(logs)})

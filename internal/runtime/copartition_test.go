@@ -92,6 +92,7 @@ func (r *coPartRun) stop() {
 // every key, also those whose hash falls in the other subtask's range;
 // a restore at another parallelism is refused, naming the operator.
 func TestCoPartitionedKeyedState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := t.TempDir()
 	spec := coPartSpec(store, 2)

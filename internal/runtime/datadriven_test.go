@@ -89,6 +89,7 @@ import (
 )
 
 func TestDataDriven(t *testing.T) {
+	t.Parallel()
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		d := &ddJob{t: t, store: t.TempDir()}
 		defer d.close()

@@ -33,6 +33,7 @@ func windowCounts(t *testing.T, sink *mem.Sink) []string {
 // window fires and is written, the positions move past every row read, and
 // Run returns nil. Drain is idempotent; before Run it is ErrNotRunning.
 func TestDrainFiresOpenWindows(t *testing.T) {
+	t.Parallel()
 	r := startEv(t, "", nil)
 	if err := New(mustBuild(t, evSpec(""), map[string]any{"in": mem.NewSource(eventSchema, 1), "out": mem.NewSink()}), Options{}).Drain(context.Background()); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Drain before Run: %v", err)
@@ -64,6 +65,7 @@ func TestDrainFiresOpenWindows(t *testing.T) {
 
 // Stop, unlike Drain, leaves the open windows unfired.
 func TestStopDoesNotFireOpenWindows(t *testing.T) {
+	t.Parallel()
 	r := startEv(t, "", nil)
 	r.add(timed(100))
 	r.add(timed(1100))
@@ -86,6 +88,7 @@ func TestStopDoesNotFireOpenWindows(t *testing.T) {
 // usual: the drain's +∞ is neither the restored watermark nor a window
 // floor.
 func TestRestartAfterDrainFiresNothingTwice(t *testing.T) {
+	t.Parallel()
 	t.Run("tumbling", func(t *testing.T) { restartAfterDrain(t, "", []string{"0:2", "100:3"}, []string{"200:2", "300:1"}) })
 	// Sessions with a gap of 50: [10,70) fires at 160; the drain fires
 	// [150,220); after the restart 180 would have joined it and is late.

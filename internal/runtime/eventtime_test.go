@@ -90,6 +90,7 @@ func windowRowsIn(rt *Runtime) int64 {
 // it delivers again it rejoins (the watermark does not move back, so its
 // old row is late).
 func TestIdlePartitionReleasesWatermark(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{now: time.UnixMilli(1_000_000)}
 	src := mem.NewSource(eventSchema, 2)
 	sink := mem.NewSink()
@@ -149,6 +150,7 @@ func TestIdlePartitionReleasesWatermark(t *testing.T) {
 // clock passes the window's end (the source advances the watermark on
 // every batch and every tick).
 func TestProcessingTimeWindows(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{now: time.UnixMilli(10_000)}
 	src := mem.NewSource(eventSchema, 1)
 	sink := mem.NewSink()

@@ -88,6 +88,7 @@ func (r *evRun) end() {
 // count since the previous warning; what is left when the operator closes
 // is reported then. The warning names the source, the window and the fix.
 func TestDroppedRowsWarning(t *testing.T) {
+	t.Parallel()
 	logs := logtest.New()
 	r := startEv(t, "", slog.New(logs))
 	// sync makes sure the window has finished the batches before: an
@@ -150,6 +151,7 @@ func TestDroppedRowsWarning(t *testing.T) {
 // out_of_orderness_ms), so the last window of a quiet input fires without
 // new rows; with hold (the default) it waits for the end of the input.
 func TestAllIdleAdvanceFiresWindowsOfAQuietSource(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		wm      string
@@ -218,6 +220,7 @@ func TestAllIdleAdvanceFiresWindowsOfAQuietSource(t *testing.T) {
 // late (the seeds' rule), under per_row they are not. A row out of order
 // by more than out_of_orderness is late in both.
 func TestPerRowAdvanceKeepsInOrderRows(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		wm   string
@@ -252,6 +255,7 @@ func TestPerRowAdvanceKeepsInOrderRows(t *testing.T) {
 // after 10 s of the clock, naming the partition and the fix; with an idle
 // timeout it does not.
 func TestStarvedPartitionIsWarnedOnce(t *testing.T) {
+	t.Parallel()
 	for _, idle := range []bool{false, true} {
 		logs := logtest.New()
 		clock := &fakeClock{now: time.UnixMilli(1_000_000)}

@@ -122,6 +122,7 @@ func (r *fleetRun) stop() {
 // from the merged checkpoint and their sums go on from the restored
 // values, ending where one process that ran everything ends.
 func TestFleetPartsCommitAndRestore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := t.TempDir()
 	spec := fleetSpec(store)
@@ -231,6 +232,7 @@ func TestFleetPartsCommitAndRestore(t *testing.T) {
 // A task set that splits a placement unit, or names
 // a task the plan does not have, is refused with the unit named.
 func TestFleetTasksMustBeWholeUnits(t *testing.T) {
+	t.Parallel()
 	spec := fleetSpec(t.TempDir())
 	_, err := startFleet(t, spec, Options{Tasks: []string{"a-0", "suma-0"}, HubCheckpoints: true}, map[string][]arrow.RecordBatch{})
 	if err == nil || !strings.Contains(err.Error(), "would be split") || !strings.Contains(err.Error(), "outa-0") {
@@ -262,6 +264,7 @@ func walFloor(t *testing.T, rt *Runtime, task string) uint64 {
 // another node merges the commit, but at the next part round after it
 // (or at once when this process merges it).
 func TestFleetWALReleasedOnlyAfterCommit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	store := dir + "/ckpt"
@@ -314,6 +317,7 @@ func TestFleetWALReleasedOnlyAfterCommit(t *testing.T) {
 // key groups overlap those of its own tasks, so what it reads follows the
 // key groups it takes.
 func TestFleetRestoresOnlyOverlappingSnapshots(t *testing.T) {
+	t.Parallel()
 	spec := strings.Replace(ckptSpec(t.TempDir(), `"state":{"backend":"memory"}`, 1, false), `"parallelism":2`, `"parallelism":2,"max_parallelism":120`, 1)
 	r := New(mustBuild(t, spec, map[string]any{"in": mem.NewSource(clickSchema, 2), "out": mem.NewSink()}), Options{})
 	r.local = map[string]bool{"sum-0": true} // key groups 0-59

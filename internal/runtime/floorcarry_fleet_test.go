@@ -87,6 +87,7 @@ func startFleetFloor(t *testing.T, spec string, opts Options, hist map[string][]
 // survivors' units wrote windows again after every failover). Before,
 // one foreign attempt in the checkpoint dropped every local floor.
 func TestFleetSurvivorKeepsItsFloorsBesideAMovedUnit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := t.TempDir()
 	spec := fleetFloorSpec(store)

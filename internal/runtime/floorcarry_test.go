@@ -94,6 +94,7 @@ func windowStarts(t *testing.T, sink *mem.Sink) []int64 {
 // with the checkpoint and the window fires again: the restart's
 // duplicates are what a checkpoint interval acknowledged.
 func TestRestoreKeepsTheFloorAcknowledgedAfterTheCheckpoint(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		dropNote    bool
@@ -268,6 +269,7 @@ func sessionCounts(t *testing.T, sink *mem.Sink) map[string][]int64 {
 // would read again), and the restored run's sessions equal an
 // uninterrupted run's.
 func TestSessionRestoredFromCheckpointKeepsEarlyRows(t *testing.T) {
+	t.Parallel()
 	spec := func(store, dir string) string {
 		return fmt.Sprintf(`{"id":"ss","operators":[{"id":"in","kind":"source"},{"id":"w","kind":"window","stateful":true,"key_field":"k",
 	  "config":{"window":{"type":"session","gap_ms":500},"aggregates":[{"function":"count","as":"n"}]}},{"id":"out","kind":"sink"}],
@@ -317,6 +319,7 @@ func TestSessionRestoredFromCheckpointKeepsEarlyRows(t *testing.T) {
 // later one finds the session's rows late by the watermark alone), so
 // the floors do not grow with every key that ever had a session.
 func TestSessionFloorsRemovedAfterACheckpointPassesThem(t *testing.T) {
+	t.Parallel()
 	store, dir := t.TempDir(), t.TempDir()
 	spec := fmt.Sprintf(`{"id":"sg","operators":[{"id":"in","kind":"source"},{"id":"w","kind":"window","stateful":true,"key_field":"k",
 	  "config":{"window":{"type":"session","gap_ms":100},"aggregates":[{"function":"count","as":"n"}]}},{"id":"out","kind":"sink"}],

@@ -32,6 +32,7 @@ func benchRecord(n int) arrow.RecordBatch {
 // recordBytes counts the buffers a batch references, and a slice from
 // row k on its share of them.
 func TestRecordBytes(t *testing.T) {
+	t.Parallel()
 	rec := benchRecord(1000)
 	defer rec.Release()
 	full := recordBytes(rec)

@@ -72,6 +72,7 @@ func results(t *testing.T, sink *mem.Sink) []string {
 // after the restart: late_dropped and the warning count the
 // uninterrupted run's, and the results are its results.
 func TestRestartTellsReplayedRowsFromLateOnes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, window, policy string
 		// before and after the checkpoint of run 1, which is killed once

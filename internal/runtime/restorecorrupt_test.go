@@ -13,6 +13,7 @@ import (
 // restoreCorrupt asks the one corruption marker, except for the local
 // state directory, whose damage is not the checkpoint's fault.
 func TestRestoreCorruptUsesTheMarker(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		err  error
 		want bool

@@ -22,6 +22,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/build"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/planner"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -222,6 +223,7 @@ const keyedSpec = `{"id":"routing","max_parallelism":128,"operators":[
 // Rows with the same key arriving on different source partitions
 // reach the same downstream subtask, the one owning the key's group.
 func TestKeyedEdgeRoutesByKeyGroup(t *testing.T) {
+	t.Parallel()
 	users := []string{"ann", "bob", "cid", "dee", "eve", "fay", "gus", "hal", "ivy", "jon"}
 	var parts [][]arrow.RecordBatch
 	for p := 0; p < 3; p++ {
@@ -291,6 +293,7 @@ const probeSpec = `{"id":"lifecycle","operators":[{"id":"in","kind":"source"},{"
 // task loop starts, and the source that was already connected is closed
 // (observed through the connector), in reverse order.
 func TestSinkConnectFailureClosesConnectedSource(t *testing.T) {
+	t.Parallel()
 	src, _ := mem.NewSourceFrom([]arrow.RecordBatch{clicks([]string{"a"}, []int64{1})})
 	ev := &events{}
 	in := &probe{ev: ev, src: src, got: map[int][]arrow.RecordBatch{}}
@@ -314,6 +317,7 @@ func TestSinkConnectFailureClosesConnectedSource(t *testing.T) {
 
 // Close order on a normal end: sources close before sinks.
 func TestCloseOrderOnEnd(t *testing.T) {
+	t.Parallel()
 	src, _ := mem.NewSourceFrom([]arrow.RecordBatch{clicks([]string{"a", "b"}, []int64{1, 2})})
 	ev := &events{}
 	in := &probe{ev: ev, src: src, got: map[int][]arrow.RecordBatch{}}
@@ -337,6 +341,7 @@ func TestCloseOrderOnEnd(t *testing.T) {
 // A write failure fails the job with an error naming the sink; nothing is
 // acknowledged past it.
 func TestWriteFailureFailsJob(t *testing.T) {
+	t.Parallel()
 	var batches []arrow.RecordBatch
 	for i := 0; i < 5; i++ {
 		batches = append(batches, clicks([]string{"a"}, []int64{int64(i)}))
@@ -365,6 +370,7 @@ func TestWriteFailureFailsJob(t *testing.T) {
 }
 
 func TestStopBeforeRunAndIdempotent(t *testing.T) {
+	t.Parallel()
 	src := mem.NewSource(clickSchema, 1) // never closed: unbounded
 	sink := mem.NewSink()
 	spec := `{"id":"stop","operators":[{"id":"in","kind":"source"},{"id":"out","kind":"sink"}],
@@ -383,10 +389,8 @@ func TestStopBeforeRunAndIdempotent(t *testing.T) {
 	}
 	// Wait until the rows are written, then stop gracefully, twice and
 	// concurrently.
-	deadline := time.Now().Add(10 * time.Second)
-	for sink.NumRows() < 6 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	polltest.Eventually(t, "6 rows written", func() bool { return sink.NumRows() >= 6 },
+		func() string { return fmt.Sprintf("%d rows", sink.NumRows()) })
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
@@ -413,6 +417,7 @@ func TestStopBeforeRunAndIdempotent(t *testing.T) {
 // partition's position is its end, also through a keyed edge that splits
 // batches and a filter that drops rows.
 func TestAcksAdvancePositions(t *testing.T) {
+	t.Parallel()
 	var parts [][]arrow.RecordBatch
 	for p := 0; p < 2; p++ {
 		var bs []arrow.RecordBatch
@@ -461,6 +466,7 @@ func TestAcksAdvancePositions(t *testing.T) {
 // reaches +inf only when both ended), and forward edges between equal
 // parallelism into a multi-input operator use channels, not chaining.
 func TestUnionOfTwoSources(t *testing.T) {
+	t.Parallel()
 	mk := func(n int) *mem.Source {
 		var bs []arrow.RecordBatch
 		for i := 0; i < n; i++ {
@@ -500,6 +506,7 @@ func TestUnionOfTwoSources(t *testing.T) {
 
 // Inputs of one operator must agree on their schema.
 func TestUnionSchemaMismatch(t *testing.T) {
+	t.Parallel()
 	spec := `{"id":"union","operators":[{"id":"a","kind":"source"},{"id":"b","kind":"source"},{"id":"out","kind":"sink"}],
 	  "edges":[{"id":"x","from":"a","to":"out"},{"id":"y","from":"b","to":"out"}],
 	  "sources":[{"operator_id":"a","input_type":"generate","config":{"count":1,"fields":[{"name":"k","type":"int64"}]}},
@@ -515,6 +522,7 @@ func TestUnionSchemaMismatch(t *testing.T) {
 // Cancelling Run's context stops the job without draining and returns the
 // context's error.
 func TestRunContextCancel(t *testing.T) {
+	t.Parallel()
 	src := mem.NewSource(clickSchema, 1)
 	spec := `{"id":"cancel","operators":[{"id":"in","kind":"source"},{"id":"out","kind":"sink"}],
 	  "edges":[{"id":"e","from":"in","to":"out"}],

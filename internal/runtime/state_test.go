@@ -92,6 +92,7 @@ func runUntilDone(t *testing.T, dir string, src *mem.Source, sink *probe) int {
 // positions after each failure, the final committed state equals the state
 // of a run without failures.
 func TestJournalCommitsOnlyAcknowledgedOutput(t *testing.T) {
+	t.Parallel()
 	clean := t.TempDir()
 	cleanSink := &probe{ev: &events{}, got: map[int][]arrow.RecordBatch{}}
 	if runs := runUntilDone(t, clean, totalsInput(), cleanSink); runs != 1 {
@@ -116,6 +117,7 @@ func TestJournalCommitsOnlyAcknowledgedOutput(t *testing.T) {
 // twice: running the whole input again from the start leaves the state as
 // it was.
 func TestReplayNeverCommitsTwice(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := totalsInput()
 	sink := &probe{ev: &events{}, got: map[int][]arrow.RecordBatch{}}
@@ -142,6 +144,7 @@ func TestReplayNeverCommitsTwice(t *testing.T) {
 // Two jobs using the same user keys in one state directory
 // never see each other's state.
 func TestStateIsolatedByJob(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sink := &probe{ev: &events{}, got: map[int][]arrow.RecordBatch{}}
 	runUntilDone(t, dir, totalsInput(), sink)

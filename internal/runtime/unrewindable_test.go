@@ -19,6 +19,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"go.uber.org/goleak"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/internal/build"
@@ -278,6 +279,7 @@ func (r *onceRun) replayed() int64 {
 // source back to the checkpoint and dropped its tail, and ann's 10 was
 // lost.
 func TestUnrewindableRowsAfterTheCheckpointAreReplayed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	spec := onceSpec(filepath.Join(dir, "ckpt"), `"state":{"backend":"memory"}`, 3_600_000)
 	r := startOnce(t, spec, dir, Options{})
@@ -328,6 +330,7 @@ func TestUnrewindableRowsAfterTheCheckpointAreReplayed(t *testing.T) {
 // StartPositions): the WAL replays the entry holding offsets 2 and 3,
 // which the state holds already, and nothing counts twice.
 func TestUnrewindableReplayOfAppliedRowsIsDropped(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	spec := onceSpec(filepath.Join(dir, "ckpt"), `"state":{"backend":"memory"}`, 3_600_000)
 	r := startOnce(t, spec, dir, Options{})
@@ -451,12 +454,14 @@ const (
 
 // TestMain lets TestUnrewindableSurvivesSIGKILL re-execute this binary as
 // the job's process: with ARKFLOW_RUNTIME_ONCE_CHILD set to a directory
-// it runs the once job there until it is killed.
+// it runs the once job there until it is killed. Otherwise it runs the
+// tests and then fails if a goroutine outlives them (a job, a source or
+// a checkpoint round not stopped on Stop, Close or a cancelled context).
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		os.Exit(onceChild(dir))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func onceChildSpec(dir string) string {
@@ -520,6 +525,7 @@ func readAcceptedFile(path string) (int64, error) {
 // the WAL, and was appended once). Counts above that are duplicates: they
 // are reported, not failed (at-least-once).
 func TestUnrewindableSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kills := 10
 	if testing.Short() {

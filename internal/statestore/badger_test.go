@@ -76,6 +76,7 @@ func badgerCount(t testing.TB, b Backend) int {
 }
 
 func TestBadgerFormatFile(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	for _, dir := range []string{filepath.Join(root, "new", "nested"), t.TempDir()} {
 		b, err := Open(Options{Dir: dir, FormatVersion: 3})
@@ -111,6 +112,7 @@ func TestBadgerFormatFile(t *testing.T) {
 // A directory of another format version, or not a state directory, is
 // refused with every byte and file left as it was.
 func TestBadgerRefusesForeignDirectories(t *testing.T) {
+	t.Parallel()
 	stateDir := t.TempDir()
 	badgerFill(t, stateDir, 500)
 
@@ -210,6 +212,7 @@ func truncateFile(t testing.TB, path string, by int) {
 // A damaged directory is an error from Open, never a silently smaller or
 // empty state: after a clean close (SEAL) and after a crash (no SEAL).
 func TestBadgerCorruptDirectory(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	sealed := map[string]func(t *testing.T, dir string){
 		"truncated MANIFEST":  func(t *testing.T, dir string) { truncateFile(t, filepath.Join(dir, "MANIFEST"), 5) },
@@ -321,6 +324,7 @@ func TestBadgerReopenAfterCrash(t *testing.T) {
 		}
 		os.Exit(0) // no Close
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBadgerReopenAfterCrash$")
 	cmd.Env = append(os.Environ(), "ARKFLOW_STATE_CRASH_DIR="+dir)
@@ -350,6 +354,7 @@ func TestBadgerReopenAfterCrash(t *testing.T) {
 // A second Open of a directory in use fails (Badger's directory lock)
 // and does not disturb the first.
 func TestBadgerDirectoryInUse(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b, err := Open(Options{Dir: dir})
 	if err != nil {
@@ -378,7 +383,8 @@ func TestBadgerDirectoryInUse(t *testing.T) {
 	}
 }
 
-// The value-log GC goroutine runs and stops with Close.
+// The value-log GC goroutine runs and stops with Close. Not parallel: it
+// shortens the package-level vlogGCInterval, which every Open reads.
 func TestBadgerValueLogGC(t *testing.T) {
 	old := vlogGCInterval
 	vlogGCInterval = 5 * time.Millisecond
@@ -410,6 +416,7 @@ func TestBadgerValueLogGC(t *testing.T) {
 // file: …vlog: Create a new file"). The Kafka SIGKILL proof hit this on a
 // restart. Such a file holds nothing, so opening removes it.
 func TestBadgerReopenAfterCrashInVlogCreate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBadgerReopenAfterCrash$")
 	cmd.Env = append(os.Environ(), "ARKFLOW_STATE_CRASH_DIR="+dir)
@@ -448,6 +455,7 @@ func TestBadgerReopenAfterCrashInVlogCreate(t *testing.T) {
 // files: a sealed directory with it (written after the seal) still opens,
 // and so does an unsealed one.
 func TestCarryFileIsNotBadgers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for i := 0; i < 2; i++ {
 		st, err := Open(Options{Dir: dir})
@@ -487,6 +495,7 @@ func TestCarryFileIsNotBadgers(t *testing.T) {
 // (dgraph-io/badger#2207; seen here in SIGKILL loops). The store opens
 // anyway, its data intact, and the empty file is gone.
 func TestBadgerOpensOverAnEmptyMemtable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	badgerFill(t, dir, 500)
 	// A killed process leaves no SEAL (see TestBadgerReopenAfterCrash).

@@ -46,6 +46,7 @@ func bulkCases() []kvCase {
 // snapshots hold, skips the ones expired at now, and leaves a store that
 // reads, writes and reopens like any other.
 func TestRestoreEmptyEqualsSource(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	src, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
@@ -147,6 +148,7 @@ func TestRestoreEmptyEqualsSource(t *testing.T) {
 
 // A store with any live entry is refused, untouched.
 func TestRestoreEmptyNotEmpty(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	mem := NewMemory()
 	snapPopulate(t, mem, now)
@@ -191,6 +193,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 // empty; corruption (and only corruption) wraps ErrCorruptSnapshot. The
 // store restores afterwards.
 func TestRestoreEmptyFailures(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	mem := NewMemory()
 	snapPopulate(t, mem, now)
@@ -323,6 +326,7 @@ func BenchmarkRestore100MB(b *testing.B) {
 
 // appendKV encodes what badger.KVToBuffer does.
 func TestAppendKV(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		key, value []byte
 		exp        int64
@@ -433,6 +437,7 @@ func BenchmarkRestoreLarge(b *testing.B) {
 // through the StreamWriter; they restore, read and reopen like small
 // ones, with their expiries.
 func TestRestoreEmptyLargeValues(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	mem := NewMemory()
 	var muts []Mutation
@@ -484,6 +489,7 @@ func TestRestoreEmptyLargeValues(t *testing.T) {
 // restores all of them: the dead versions are dropped first, never shadow
 // the restored ones.
 func TestRestoreEmptyOverDeletedEntries(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	mem := NewMemory()
 	snapPopulate(t, mem, now)
@@ -527,6 +533,7 @@ func TestRestoreEmptyOverDeletedEntries(t *testing.T) {
 // Size, which metrics call at any time, declines while RestoreEmpty runs
 // (Badger may be dropping tables) and works again after.
 func TestSizeDuringRestoreEmpty(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	mem := NewMemory()
 	snapPopulate(t, mem, now)

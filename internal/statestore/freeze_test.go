@@ -10,6 +10,7 @@ import (
 // written or deleted afterwards (the cut is short; snapshots
 // stream while the pipeline runs on). Drop empties one scope only.
 func TestFreezeAndDrop(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	forEachKV(t, func(t *testing.T, b Backend) {
 		n := snapPopulate(t, b, now)

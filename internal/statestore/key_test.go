@@ -8,6 +8,7 @@ import (
 )
 
 func TestKeyEncodingRoundTrip(t *testing.T) {
+	t.Parallel()
 	keys := []Key{
 		{Job: "j", Operator: "o", KeyGroup: 0, User: []byte("u")},
 		{Job: "job-1", Operator: "window", Namespace: "w:1000", KeyGroup: 65535, User: nil},
@@ -40,6 +41,7 @@ func TestKeyEncodingRoundTrip(t *testing.T) {
 }
 
 func TestKeyEncodingErrors(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 65536)
 	bad := []Key{
 		{Job: long, Operator: "o"},
@@ -66,6 +68,7 @@ func TestKeyEncodingErrors(t *testing.T) {
 // Inside an operator, encoded keys sort by key group first, so a group
 // range is contiguous.
 func TestKeyOrderByGroup(t *testing.T) {
+	t.Parallel()
 	var encs [][]byte
 	for _, k := range []Key{
 		{Job: "j", Operator: "o", Namespace: "zzz", KeyGroup: 1, User: []byte("a")},
@@ -88,6 +91,7 @@ func TestKeyOrderByGroup(t *testing.T) {
 }
 
 func TestKeyPrefixEnd(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want []byte }{
 		{[]byte{1, 2}, []byte{1, 3}},
 		{[]byte{1, 0xFF}, []byte{2}},

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -46,6 +46,7 @@ func layerFiles(t testing.TB, dir string) []string {
 // the restore's now, snapshots to the same bytes, takes writes over the
 // restored entries, and reopens with them.
 func TestRestoreLayersEqualsSource(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	src := openDir(t, t.TempDir())
 	defer src.Close()
@@ -150,6 +151,7 @@ func TestRestoreLayersEqualsSource(t *testing.T) {
 // restored into layers and a memory store restored from the same
 // snapshots, comparing every read.
 func TestLayersAgainstModel(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
@@ -292,6 +294,7 @@ func TestLayersAgainstModel(t *testing.T) {
 // RestoreLayers as ErrCorruptSnapshot, leaves the scopes empty, and leaves
 // no layer file behind.
 func TestRestoreLayersCorrupt(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	src := NewMemory()
 	snapPopulate(t, src, now)
@@ -360,6 +363,7 @@ func restoreLayersCorrupt(t *testing.T, src Backend, sc Scope, good []byte, othe
 // file fails it with ErrCorrupt; a file LAYERS does not list (a restore
 // killed before it finished) is removed.
 func TestLayersReopenChecks(t *testing.T) {
+	t.Parallel()
 	now, src, sc, data := layerFixture(t)
 	setup := func(t *testing.T) (dir, file string) {
 		dir = t.TempDir()
@@ -419,6 +423,7 @@ func TestLayersReopenChecks(t *testing.T) {
 // A frozen view keeps reading a layer that Drop removes after it was
 // taken; the file goes when the view is closed.
 func TestLayerDroppedUnderFrozenView(t *testing.T) {
+	t.Parallel()
 	now, _, sc, data := layerFixture(t)
 	dir := t.TempDir()
 	b := openDir(t, dir)
@@ -449,15 +454,11 @@ func TestLayerDroppedUnderFrozenView(t *testing.T) {
 	fz.Close()
 	// The background warm-up (layer.warm) may hold the layer a moment
 	// longer.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		files := layerFiles(t, dir)
-		if len(files) == 1 && files[0] == layersFileName {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("layer files after the view closed: %v", files)
-		}
-	}
+	var files []string
+	polltest.Eventually(t, "the layer's file removed once the view closed", func() bool {
+		files = layerFiles(t, dir)
+		return len(files) == 1 && files[0] == layersFileName
+	}, func() string { return fmt.Sprintf("layer files: %v", files) })
 }
 
 // firstDiff describes where two scans part.
@@ -473,6 +474,7 @@ func firstDiff(got, want []kvEntry) string {
 // splitHasher gives the hash before the trailer and the whole object's,
 // however the stream is cut into chunks.
 func TestSplitHasher(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 200 {
 		data := make([]byte, trailerLen+rng.IntN(3000))
@@ -497,6 +499,7 @@ func TestSplitHasher(t *testing.T) {
 // chunk) restore into layers and read back whole; so do layers on a file
 // system that refuses O_DIRECT (tmpfs), written through the page cache.
 func TestRestoreLayersLargeValuesAndTmpfs(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	src := NewMemory()
 	var muts []Mutation
@@ -544,6 +547,7 @@ func TestRestoreLayersLargeValuesAndTmpfs(t *testing.T) {
 // restored layer (run with -race): no error, and every snapshot taken
 // parses back.
 func TestLayersConcurrent(t *testing.T) {
+	t.Parallel()
 	now, _, sc, data := layerFixture(t)
 	b := openDir(t, t.TempDir())
 	defer b.Close()

@@ -11,7 +11,8 @@ import (
 )
 
 // setBeforeBackgroundOpen installs the background open's test hook for
-// the test's duration.
+// the test's duration. The hook is package-level and every background
+// open calls it, so a test that sets it is not parallel.
 func setBeforeBackgroundOpen(t *testing.T, fn func(dir string)) {
 	t.Helper()
 	testBeforeBackgroundOpen = fn

@@ -30,6 +30,7 @@ const noOffset = int64(-1 << 63)
 // relayout carries both what a subtask applied itself and what it
 // inherited.
 func TestRelayoutKeepsEveryKeyGroupsFrontier(t *testing.T) {
+	t.Parallel()
 	b := NewMemory()
 	const M = 16
 	p0, p1 := position{"in", 0}, position{"in", 1}
@@ -98,6 +99,7 @@ func TestRelayoutKeepsEveryKeyGroupsFrontier(t *testing.T) {
 // A random chain of relayouts against a model that tracks every key
 // group's frontier.
 func TestRelayoutRandomChains(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		M := 1 + rng.IntN(40)
@@ -191,6 +193,7 @@ func countNamespace(t *testing.T, b Backend, op string, M int, ns string) int {
 }
 
 func TestRelayoutRefusesBadParallelism(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][3]int{{8, 0, 2}, {8, 2, 9}, {8, -1, 1}} {
 		if err := Relayout(NewMemory(), "j", "op", c[0], c[1], c[2]); err == nil {
 			t.Errorf("Relayout(M=%d, %d → %d) accepted", c[0], c[1], c[2])

@@ -54,6 +54,7 @@ var namespaceCases = []struct {
 // group, a range, every group and the last group (where the seek to the
 // next group must not wrap).
 func TestScanNamespace(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	rng := rand.New(rand.NewPCG(3, 9))
 	var muts []Mutation
@@ -149,6 +150,7 @@ func (c *countingCursor) next() { c.visits++; c.kvCursor.next() }
 // group: the reason it exists (an operator's start after a restore read
 // its whole key group from the cold layer before).
 func TestScanNamespaceSkipsOtherNamespaces(t *testing.T) {
+	t.Parallel()
 	b := NewMemory().(*memBackend)
 	var muts []Mutation
 	for g := range 4 {

@@ -51,6 +51,7 @@ func snapTake(t testing.TB, b Backend, scope Scope, now int64) ([]byte, Snapshot
 }
 
 func TestSnapshotFormat(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	var snaps [][]byte
 	for _, c := range kvCases() {
@@ -101,6 +102,7 @@ func TestSnapshotFormat(t *testing.T) {
 // A snapshot of groups [0,127] restored with scope [s,e] holds exactly
 // the groups [s,e], in every backend combination.
 func TestSnapshotRestoreGroupRange(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	for _, src := range kvCases() {
 		b := src.open(t)
@@ -142,6 +144,7 @@ func TestSnapshotRestoreGroupRange(t *testing.T) {
 }
 
 func TestSnapshotScopes(t *testing.T) {
+	t.Parallel()
 	forEachKV(t, func(t *testing.T, b Backend) {
 		now := kvNow()
 		snapPopulate(t, b, now)
@@ -187,6 +190,7 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full")
 // The restore scope must be empty; disjoint group ranges of one job can
 // be restored one after the other (tasks sharing a store).
 func TestRestoreIntoNonEmptyScope(t *testing.T) {
+	t.Parallel()
 	forEachKV(t, func(t *testing.T, b Backend) {
 		now := kvNow()
 		src := NewMemory()
@@ -251,6 +255,7 @@ func snapCorruptions(data []byte) map[string][]byte {
 // A corrupt or truncated snapshot fails the restore and leaves the scope
 // empty, even when the damage is found only at the end.
 func TestRestoreCorruptSnapshot(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	src := NewMemory()
 	snapPopulate(t, src, now)
@@ -290,6 +295,7 @@ func TestRestoreCorruptSnapshot(t *testing.T) {
 // Records are checked against the header, order included: a stream
 // rewritten with a valid CRC and SHA-256 but inconsistent content fails.
 func TestRestoreInconsistentStream(t *testing.T) {
+	t.Parallel()
 	now := kvNow()
 	key := func(g int, u string) []byte {
 		k, _ := keyEncode(nil, Key{Job: "j", Operator: "o", KeyGroup: g, User: []byte(u)})

@@ -97,6 +97,7 @@ func kvGet(t testing.TB, b Backend, k Key, now int64) (string, int64, bool) {
 }
 
 func TestBackendGetApplyScan(t *testing.T) {
+	t.Parallel()
 	forEachKV(t, func(t *testing.T, b Backend) {
 		now := kvNow()
 		k := Key{Job: "j", Operator: "o", Namespace: "n", KeyGroup: 3, User: []byte("user")}
@@ -143,6 +144,7 @@ func TestBackendGetApplyScan(t *testing.T) {
 }
 
 func TestBackendScanOrderAndRange(t *testing.T) {
+	t.Parallel()
 	forEachKV(t, func(t *testing.T, b Backend) {
 		now := kvNow()
 		var muts []Mutation
@@ -219,6 +221,7 @@ func TestBackendScanOrderAndRange(t *testing.T) {
 // Two jobs, two operators and two namespaces with the same user keys never
 // see each other's entries — in one Badger directory too, across a reopen.
 func TestBackendIsolation(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, b Backend) {
 		now := kvNow()
 		for _, j := range []string{"job1", "job2"} {
@@ -296,6 +299,7 @@ func TestBackendIsolation(t *testing.T) {
 }
 
 func TestBackendTTL(t *testing.T) {
+	t.Parallel()
 	forEachKV(t, func(t *testing.T, b Backend) {
 		now := kvNow()
 		k := func(u string) Key { return Key{Job: "j", Operator: "o", KeyGroup: 1, User: []byte(u)} }
@@ -356,6 +360,7 @@ func TestBackendTTL(t *testing.T) {
 }
 
 func TestBackendSize(t *testing.T) {
+	t.Parallel()
 	sizes := map[string][]int64{}
 	for _, c := range kvCases() {
 		t.Run(c.name, func(t *testing.T) {
@@ -437,6 +442,7 @@ func TestBackendSize(t *testing.T) {
 }
 
 func TestBackendCloseTwiceAndErrClosed(t *testing.T) {
+	t.Parallel()
 	for _, c := range kvCases() {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.open(t)
@@ -475,6 +481,7 @@ func TestBackendCloseTwiceAndErrClosed(t *testing.T) {
 // Close waits for calls in flight; calls racing with it either finish or
 // return ErrClosed.
 func TestBackendConcurrent(t *testing.T) {
+	t.Parallel()
 	for _, c := range kvCases() {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.open(t)
@@ -543,6 +550,7 @@ func TestBackendConcurrent(t *testing.T) {
 // Badger refuses transactions above ~15% of a memtable; Apply goes on in
 // further transactions.
 func TestBadgerApplyLargeBatch(t *testing.T) {
+	t.Parallel()
 	b, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -563,6 +571,7 @@ func TestBadgerApplyLargeBatch(t *testing.T) {
 }
 
 func TestOpenUnknownBackend(t *testing.T) {
+	t.Parallel()
 	if _, err := Open(Options{Backend: "rocks"}); err == nil {
 		t.Fatal("unknown backend accepted")
 	}

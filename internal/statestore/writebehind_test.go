@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // wbScope is the scope of writeBehindFixture's entries.
@@ -47,7 +49,9 @@ func writeBehindFixture(t testing.TB) (now int64, src Backend, data []byte) {
 }
 
 // setBeforeLayerWrite installs the write-behind's test hook for the
-// test's duration.
+// test's duration. The hook is package-level and every layer write calls
+// it, so a test that sets it is not parallel (a child process may: it runs
+// only its own test).
 func setBeforeLayerWrite(t *testing.T, fn func(off int64) error) {
 	t.Helper()
 	testBeforeLayerWrite = fn
@@ -126,10 +130,11 @@ func TestLayerWriteBehind(t *testing.T) {
 	l := ls[0]
 	// The first chunk's write is not held, but it may still be running
 	// when the restore returns on a busy machine: wait for it.
-	tail := l.tail.Load()
-	for deadline := time.Now().Add(10 * time.Second); tail != nil && tail.off < layerChunk && time.Now().Before(deadline); tail = l.tail.Load() {
-		time.Sleep(time.Millisecond)
-	}
+	var tail *layerTail
+	polltest.Eventually(t, "the first chunk written", func() bool {
+		tail = l.tail.Load()
+		return tail == nil || tail.off >= layerChunk
+	}, func() string { return fmt.Sprintf("tail at %d", tail.off) })
 	if tail == nil || tail.off != layerChunk || len(tail.chunks) != (len(data)-1)/layerChunk {
 		t.Fatalf("tail %+v, want the chunks after the first of %d bytes", tail, len(data))
 	}
@@ -321,6 +326,7 @@ func TestLayerWriteBehindKill(t *testing.T) {
 		fmt.Println("restored")
 		select {} // killed
 	}
+	t.Parallel()
 	now, src, data := writeBehindFixture(t)
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	listed := 0

@@ -27,6 +27,7 @@ func testBatch(t testing.TB, n int) arrow.RecordBatch {
 // A batch payload decodes to the source name and rows it was encoded
 // with.
 func TestBatchRoundTrip(t *testing.T) {
+	t.Parallel()
 	rec := testBatch(t, 3)
 	defer rec.Release()
 	p, err := EncodeBatch(nil, "clicks", rec)

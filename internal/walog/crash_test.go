@@ -197,6 +197,7 @@ func (h *crashHistory) contiguousAcked() uint64 {
 // passes an entry that was not acknowledged, and replay returns intact
 // payloads. Run with -short for 5 kills per mode instead of 20.
 func TestCrashLoop(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(crashEnvDir) != "" {
 		t.Skip("in the child")
 	}
@@ -206,9 +207,10 @@ func TestCrashLoop(t *testing.T) {
 	}
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 1))
-	for _, mode := range []SyncMode{SyncGroupCommit, SyncAlways} {
+	for i, mode := range []SyncMode{SyncGroupCommit, SyncAlways} {
 		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(uint64(seed), uint64(i+1))) // one per mode: the modes run at once
 			dir := t.TempDir()
 			h := &crashHistory{returned: map[uint64]crashID{}, acked: map[uint64]bool{}}
 			for run := range runs {

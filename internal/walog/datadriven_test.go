@@ -40,6 +40,7 @@ import (
 // hour keeps the background persister out of the scripts), so what a crash
 // leaves is deterministic.
 func TestDataDriven(t *testing.T) {
+	t.Parallel()
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		e := &ddEnv{}
 		defer e.closeLog(t)

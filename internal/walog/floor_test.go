@@ -54,6 +54,7 @@ func checkHeld(t *testing.T, what string, es []Entry, first, last uint64) {
 // next save, ReplayFrom reads the kept entries below the cursor, and a
 // reopened log starts its floor at the oldest entry stored.
 func TestHoldKeepsEntriesUntilTheFloor(t *testing.T) {
+	t.Parallel()
 	for _, recycle := range []bool{true, false} {
 		t.Run(fmt.Sprintf("recycle=%v", recycle), func(t *testing.T) {
 			dir := t.TempDir()
@@ -147,6 +148,7 @@ func TestHoldKeepsEntriesUntilTheFloor(t *testing.T) {
 // the held entries: the floor is not persisted, and the reopened log
 // holds every entry from the oldest segment on.
 func TestHoldSurvivesACrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	size := RecordSize(len(payloadOf(10)))
 	opts := LocalOptions{SegmentBytes: int64(4 * size), Options: Options{Hold: true}}
@@ -174,6 +176,7 @@ func TestHoldSurvivesACrash(t *testing.T) {
 // goes once the cursor and the floor have both passed it, and a reopened
 // log starts its floor at the oldest segment kept.
 func TestObjectStoreHold(t *testing.T) {
+	t.Parallel()
 	c, bucket := objBucket(t)
 	opts := objOpts(c, bucket)
 	opts.Sync = SyncAlways // one segment per entry

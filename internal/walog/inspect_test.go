@@ -31,6 +31,7 @@ func inspectAll(t *testing.T, dir string) (Inspection, []Entry) {
 // segments and every entry as they were written, while the writer holds
 // the log open, and changes no byte of it.
 func TestInspectDirReportsWhatWasWritten(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	size := RecordSize(len(payloadOf(10)))
 	l := mustOpen(t, dir, LocalOptions{SegmentBytes: int64(4 * size), Retain: true})
@@ -86,6 +87,7 @@ func TestInspectDirReportsWhatWasWritten(t *testing.T) {
 // it. Damage a restart would refuse fails the inspection with the error
 // OpenDir gives.
 func TestInspectDirTornAndCorrupt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := mustOpen(t, dir, LocalOptions{})
 	fill(t, l, 1, 3)
@@ -129,6 +131,7 @@ func TestInspectDirTornAndCorrupt(t *testing.T) {
 // Damage in a segment the cursor has passed does not stop a restart (it
 // does not read it): the inspection reports it on the segment.
 func TestInspectDirDamagedPassedSegment(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	size := RecordSize(len(payloadOf(1)))
 	l := mustOpen(t, dir, LocalOptions{SegmentBytes: int64(2 * size), Retain: true})
@@ -157,6 +160,7 @@ func TestInspectDirDamagedPassedSegment(t *testing.T) {
 // The object-store backend: the same through blob.MemStorage, and
 // FindNamespaces finds the log from any prefix above it.
 func TestInspectObjects(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := &blob.MemStorage{}
 	l := memOpen(t, st)

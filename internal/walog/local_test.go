@@ -100,6 +100,7 @@ func checkReplay(t *testing.T, l *Log, first, last uint64) {
 // TestTornTailRepair: reopening cuts a torn last record and keeps the
 // intact prefix; new entries follow it.
 func TestTornTailRepair(t *testing.T) {
+	t.Parallel()
 	rec6 := AppendRecord(nil, 6, payloadOf(6))
 	cases := []struct {
 		name string
@@ -159,6 +160,7 @@ func TestTornTailRepair(t *testing.T) {
 // TestCorruptionRefused: damage a crash cannot explain is an error naming
 // the segment and offset, and the refused open changes nothing on disk.
 func TestCorruptionRefused(t *testing.T) {
+	t.Parallel()
 	opts := LocalOptions{SegmentBytes: 4 * int64(RecordSize(len(payloadOf(10))))}
 	setup := func(t *testing.T) string {
 		dir := t.TempDir()
@@ -269,6 +271,7 @@ func TestCorruptionRefused(t *testing.T) {
 // named after its first sequence; an entry larger than SegmentBytes gets a
 // segment of its own.
 func TestSegmentRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	size := RecordSize(len(payloadOf(10)))
 	opts := LocalOptions{SegmentBytes: int64(4 * size)}
@@ -302,6 +305,7 @@ func TestSegmentRotation(t *testing.T) {
 // TestSegmentDeletion: once the persisted cursor passes every entry of a
 // segment it is deleted (Flush persists the cursor), unless Retain is set.
 func TestSegmentDeletion(t *testing.T) {
+	t.Parallel()
 	size := RecordSize(len(payloadOf(10)))
 	for _, retain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("retain=%v", retain), func(t *testing.T) {
@@ -361,6 +365,7 @@ func TestSegmentDeletion(t *testing.T) {
 // TestLock: one writer per directory; Close releases it at once, so a dry
 // run's open can be followed by the real one.
 func TestLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := mustOpen(t, dir, LocalOptions{})
 	_, err := OpenDir(dir, LocalOptions{})
@@ -379,6 +384,7 @@ func TestLock(t *testing.T) {
 // TestCursorMetaPersisted: the bytes CursorMeta returns are stored with the
 // cursor they were computed for and come back after a restart.
 func TestCursorMetaPersisted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var calls []uint64
 	opts := LocalOptions{Options: Options{CursorMeta: func(c uint64) []byte {
@@ -416,6 +422,7 @@ func TestCursorMetaPersisted(t *testing.T) {
 // synced (periodic or none). The log reopens at the cursor and goes on
 // with the next sequence.
 func TestCursorAheadOfEntries(t *testing.T) {
+	t.Parallel()
 	for _, lost := range []string{"tail", "segment"} {
 		t.Run(lost, func(t *testing.T) {
 			dir := t.TempDir()
@@ -525,6 +532,7 @@ func (m *walModel) checkOpen(t *testing.T, l *Log) {
 // entry, and after a restart Replay yields exactly the entries after the
 // persisted cursor, in order, with intact payloads.
 func TestPropertyCursor(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))

@@ -30,6 +30,7 @@ func fullManifest() *Manifest {
 }
 
 func TestManifestRoundTrip(t *testing.T) {
+	t.Parallel()
 	m := fullManifest()
 	b, err := m.Encode()
 	if err != nil {
@@ -58,6 +59,7 @@ func TestManifestRoundTrip(t *testing.T) {
 }
 
 func TestManifestEncodeMinimal(t *testing.T) {
+	t.Parallel()
 	m := &Manifest{Version: ManifestVersion, NodeID: "n", StreamID: "s"}
 	b, err := m.Encode()
 	if err != nil {
@@ -79,6 +81,7 @@ func TestManifestEncodeMinimal(t *testing.T) {
 }
 
 func TestManifestDecodeArkFlow(t *testing.T) {
+	t.Parallel()
 	m, err := DecodeManifest([]byte(arkflowManifest))
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +92,7 @@ func TestManifestDecodeArkFlow(t *testing.T) {
 }
 
 func TestManifestDecodeAccepts(t *testing.T) {
+	t.Parallel()
 	for name, doc := range map[string]string{
 		"unknown fields":          `{"version":2,"node_id":"n","stream_id":"s","cursor":0,"max_sealed_seq":0,"sealed_segments":[],"future":{"x":1}}`,
 		"cursor past max_sealed":  `{"version":2,"node_id":"n","stream_id":"s","cursor":9,"max_sealed_seq":3,"active_segment":"00000001.wal","sealed_segments":[]}`,
@@ -106,6 +110,7 @@ func TestManifestDecodeAccepts(t *testing.T) {
 }
 
 func TestManifestDecodeRejects(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, doc, want string }{
 		{"not json", `{"version":2`, "not valid JSON"},
 		{"trailing data", `{"version":2,"node_id":"n","stream_id":"s"} {}`, "not valid JSON"},
@@ -138,6 +143,7 @@ func TestManifestDecodeRejects(t *testing.T) {
 }
 
 func TestManifestEncodeRefusesInvalid(t *testing.T) {
+	t.Parallel()
 	m := fullManifest()
 	m.NodeID = ""
 	if _, err := m.Encode(); err == nil || !strings.Contains(err.Error(), "node_id is empty") {
@@ -146,6 +152,7 @@ func TestManifestEncodeRefusesInvalid(t *testing.T) {
 }
 
 func TestObjectSegmentName(t *testing.T) {
+	t.Parallel()
 	for _, i := range []uint64{0, 1, 99999999, 100000000, 1<<64 - 1} {
 		got, ok := parseObjectSegment(objectSegmentName(i))
 		if !ok || got != i {

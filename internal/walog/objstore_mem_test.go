@@ -34,6 +34,7 @@ func memOpen(t *testing.T, st blob.Storage) *Log {
 }
 
 func TestObjectStoreMemAppendAckReopen(t *testing.T) {
+	t.Parallel()
 	st := &blob.MemStorage{}
 	l := memOpen(t, st)
 	objAppend(t, l, 1, 10)
@@ -64,6 +65,7 @@ func TestObjectStoreMemAppendAckReopen(t *testing.T) {
 }
 
 func TestObjectStoreMemDeletesAndConflict(t *testing.T) {
+	t.Parallel()
 	st := &blob.MemStorage{}
 	a := memOpen(t, st)
 	defer a.Close()

@@ -186,6 +186,7 @@ func objSegNames(idx ...int) []string {
 
 // Validation needs no server.
 func TestObjectStoreOptionsValidation(t *testing.T) {
+	t.Parallel()
 	ok := ObjectStoreOptions{S3: blob.Options{Endpoint: "127.0.0.1:1"}, Bucket: "b", NodeID: "n", Stream: "s"}
 	for _, c := range []struct {
 		name   string
@@ -235,6 +236,7 @@ func TestObjectStoreOptionsValidation(t *testing.T) {
 // The server must honour conditional PUTs, which the manifest's
 // compare-and-swap and the segments' create-only PUTs rely on.
 func TestObjectStoreServerHonoursConditionalPut(t *testing.T) {
+	t.Parallel()
 	c, bucket := objBucket(t)
 	ctx := context.Background()
 	put := func(body string, cond func(*minio.PutObjectOptions)) (string, error) {
@@ -266,6 +268,7 @@ func TestObjectStoreServerHonoursConditionalPut(t *testing.T) {
 }
 
 func TestObjectStoreAppendAckReopen(t *testing.T) {
+	t.Parallel()
 	c, bucket := objBucket(t)
 	opts := objOpts(c, bucket)
 	opts.CursorMeta = func(cursor uint64) []byte { return fmt.Appendf(nil, "pos-%d", cursor) }
@@ -299,6 +302,7 @@ func TestObjectStoreAppendAckReopen(t *testing.T) {
 }
 
 func TestObjectStoreCursorDeletesSegments(t *testing.T) {
+	t.Parallel()
 	for _, retain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("retain=%v", retain), func(t *testing.T) {
 			c, bucket := objBucket(t)
@@ -363,6 +367,7 @@ func TestObjectStoreCursorDeletesSegments(t *testing.T) {
 }
 
 func TestObjectStoreGroupCommitConcurrent(t *testing.T) {
+	t.Parallel()
 	c, bucket := objBucket(t)
 	opts := objOpts(c, bucket)
 	opts.Sync = SyncGroupCommit
@@ -416,6 +421,7 @@ func TestObjectStoreGroupCommitConcurrent(t *testing.T) {
 }
 
 func TestObjectStoreConflict(t *testing.T) {
+	t.Parallel()
 	t.Run("manifest", func(t *testing.T) {
 		c, bucket := objBucket(t)
 		opts := objOpts(c, bucket)
@@ -496,6 +502,7 @@ func objThreeSegments(t *testing.T, opts ObjectStoreOptions) {
 }
 
 func TestObjectStoreCorruptSegment(t *testing.T) {
+	t.Parallel()
 	key := objNS + "segments/" + objectSegmentName(2)
 	for _, c := range []struct {
 		name   string
@@ -535,6 +542,7 @@ func TestObjectStoreCorruptSegment(t *testing.T) {
 }
 
 func TestObjectStoreMissingSegment(t *testing.T) {
+	t.Parallel()
 	c, bucket := objBucket(t)
 	opts := objOpts(c, bucket)
 	objThreeSegments(t, opts)
@@ -559,6 +567,7 @@ func TestObjectStoreMissingSegment(t *testing.T) {
 // endpoint says otherwise, like the checkpoint store's (it used to
 // default to plain HTTP).
 func TestObjectStoreTLSByDefault(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		o      ObjectStoreOptions
 		scheme string
@@ -581,6 +590,7 @@ func TestObjectStoreTLSByDefault(t *testing.T) {
 // A log opened from an endpoint and keys (no Client) reaches MinIO over
 // plain HTTP only with AllowHTTP.
 func TestObjectStoreEndpointAllowHTTP(t *testing.T) {
+	t.Parallel()
 	_, bucket := objBucket(t)
 	opts := ObjectStoreOptions{
 		S3:      blob.Options{Endpoint: os.Getenv("ARKFLOW_TEST_S3_ENDPOINT"), AccessKeyID: os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), SecretAccessKey: os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY")},
@@ -609,6 +619,7 @@ func TestObjectStoreEndpointAllowHTTP(t *testing.T) {
 }
 
 func TestObjectStoreMissingBucket(t *testing.T) {
+	t.Parallel()
 	c, bucket := objBucket(t)
 	opts := objOpts(c, bucket+"-absent")
 	_, err := OpenObjectStore(context.Background(), opts)
@@ -619,6 +630,7 @@ func TestObjectStoreMissingBucket(t *testing.T) {
 }
 
 func TestObjectStoreTornNewestSegment(t *testing.T) {
+	t.Parallel()
 	c, bucket := objBucket(t)
 	opts := objOpts(c, bucket)
 	objThreeSegments(t, opts)
@@ -648,6 +660,7 @@ func TestObjectStoreTornNewestSegment(t *testing.T) {
 }
 
 func TestObjectStoreBuffering(t *testing.T) {
+	t.Parallel()
 	t.Run("none waits for close", func(t *testing.T) {
 		c, bucket := objBucket(t)
 		opts := objOpts(c, bucket)

@@ -49,6 +49,7 @@ func checkEntries(t *testing.T, got []Entry, first uint64, want [][]byte) {
 // segments: seq u64 BE | len u32 BE | payload | crc32-IEEE(payload) u32 BE
 // (both backends and ArkFlow decode the same records).
 func TestRecordLayout(t *testing.T) {
+	t.Parallel()
 	got := AppendRecord([]byte("x"), 0x0102030405060708, []byte("hi"))
 	want := []byte{'x', 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 2, 'h', 'i'}
 	want = binary.BigEndian.AppendUint32(want, crc32.ChecksumIEEE([]byte("hi")))
@@ -63,6 +64,7 @@ func TestRecordLayout(t *testing.T) {
 // TestDecodeRoundTrip: what AppendRecord writes, DecodeSegment reads back,
 // with or without a required first sequence.
 func TestDecodeRoundTrip(t *testing.T) {
+	t.Parallel()
 	ps := testPayloads()
 	b := encodeRecords(7, ps...)
 	for _, first := range []uint64{0, 7} {
@@ -85,6 +87,7 @@ func TestDecodeRoundTrip(t *testing.T) {
 // record. Each kind keeps the whole records before it and is not an error
 // (recovery cuts the tail and replays the intact prefix).
 func TestDecodeTornTail(t *testing.T) {
+	t.Parallel()
 	ps := testPayloads()
 	good := encodeRecords(1, ps...)
 	last := AppendRecord(nil, 5, []byte("the torn one"))
@@ -144,6 +147,7 @@ func TestDecodeTornTail(t *testing.T) {
 // more data after it, a sequence out of order) is a *CorruptError naming
 // the segment and the offset of the bad record, never silently dropped.
 func TestDecodeCorrupt(t *testing.T) {
+	t.Parallel()
 	ps := testPayloads()
 	good := encodeRecords(1, ps...)
 	// Offset of record i.
@@ -353,6 +357,7 @@ func encodeCursor(gen, cursor uint64, meta []byte) []byte {
 // a shorter record over a longer one leaves the tail ignored, DecodeCursor
 // reads them back, and any damage is an error rather than a wrong cursor.
 func TestCursorFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := cursorSlots{dir: dir}
 	long := []byte(`{"partition":3,"offset":42,"more":"xxxxxxxxxxxxxxxx"}`)
@@ -405,6 +410,7 @@ func TestCursorFile(t *testing.T) {
 // damaged; recovery takes the other slot (the previous generation), and the
 // next write goes over the damaged one. Both damaged is an error.
 func TestCursorTornSlot(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := cursorSlots{dir: dir}
 	for i := range 3 { // generations 1, 2, 3: slot 1 holds 3, slot 0 holds 2

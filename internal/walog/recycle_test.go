@@ -25,6 +25,7 @@ func recycled(t *testing.T, dir string) []string {
 // old records past the new ones, and reopening and replaying reads the
 // new ones only.
 func TestRecycledSegments(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := LocalOptions{SegmentBytes: 4 * int64(RecordSize(len(payloadOf(10))))}
 	l := mustOpen(t, dir, opts)
@@ -103,6 +104,7 @@ func TestRecycledSegments(t *testing.T) {
 // not start right after them, recycled or not; and a recycled segment's
 // stale records never continue the log.
 func TestRecycledSegmentDecoding(t *testing.T) {
+	t.Parallel()
 	rec := func(seq uint64, p string) []byte {
 		return AppendRecord(nil, seq, []byte(p))
 	}
@@ -137,6 +139,7 @@ func TestRecycledSegmentDecoding(t *testing.T) {
 
 // With NoRecycle, passed segments are deleted.
 func TestNoRecycle(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := LocalOptions{SegmentBytes: 4 * int64(RecordSize(len(payloadOf(10)))), NoRecycle: true}
 	l := mustOpen(t, dir, opts)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
 // fakeClock is a Clock whose time moves only when the test advances it.
@@ -235,6 +237,7 @@ func openMem(t *testing.T, opts Options) (*Log, *memStorage) {
 
 // TestSyncAlways: one sync per entry, each before Append returns.
 func TestSyncAlways(t *testing.T) {
+	t.Parallel()
 	l, m := openMem(t, Options{Sync: SyncAlways})
 	ctx := context.Background()
 	for i := 1; i <= 5; i++ {
@@ -279,13 +282,8 @@ func (l *Log) queued() int {
 // waitQueued waits until n appenders wait in the writer queue.
 func waitQueued(t *testing.T, l *Log, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.queued() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d appenders queued after 10s, want %d", l.queued(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	polltest.Eventually(t, fmt.Sprintf("%d appenders queued", n), func() bool { return l.queued() >= n },
+		func() string { return fmt.Sprintf("%d queued", l.queued()) })
 }
 
 type appendResult struct {
@@ -309,6 +307,7 @@ func goAppend(l *Log, m *memStorage, payload string, results chan<- appendResult
 // queue order, writes them with one write and syncs them with one sync,
 // and each returns only once its own entry is durable.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	l, m := openMem(t, Options{Sync: SyncGroupCommit})
 	m.gate = make(chan struct{})
 	results := make(chan appendResult, 16)
@@ -369,6 +368,7 @@ func TestGroupCommit(t *testing.T) {
 // group, and the log then refuses the groups queued behind it without
 // writing them (after a failed fsync nothing unsynced can be trusted).
 func TestGroupCommitFailure(t *testing.T) {
+	t.Parallel()
 	for _, what := range []string{"write", "sync", "first sync"} {
 		t.Run(what, func(t *testing.T) {
 			l, m := openMem(t, Options{Sync: SyncGroupCommit})
@@ -439,6 +439,7 @@ func TestGroupCommitFailure(t *testing.T) {
 // TestGroupCommitClose: appenders queued when Close starts fail with
 // ErrClosed and write nothing; what a group wrote before is synced by Close.
 func TestGroupCommitClose(t *testing.T) {
+	t.Parallel()
 	m := newMemStorage()
 	l, err := open(m, Options{Sync: SyncGroupCommit})
 	if err != nil {
@@ -480,6 +481,7 @@ func TestGroupCommitClose(t *testing.T) {
 // sequences dense, every record where its sequence says, and fewer writes
 // and syncs than entries.
 func TestGroupCommitConcurrent(t *testing.T) {
+	t.Parallel()
 	l, m := openMem(t, Options{Sync: SyncGroupCommit})
 	m.delay = 100 * time.Microsecond // a sync takes long enough for a queue to form
 	const appenders, each = 16, 200
@@ -526,6 +528,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 // TestEmptyEntryRefused: the log stores no empty entries, in any mode, so
 // that a record of length 0 is always damage (a torn header of zeros).
 func TestEmptyEntryRefused(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{SyncAlways, SyncGroupCommit, SyncPeriodic, SyncNone} {
 		t.Run(string(mode), func(t *testing.T) {
 			l, m := openMem(t, Options{Sync: mode})
@@ -548,6 +551,7 @@ func TestEmptyEntryRefused(t *testing.T) {
 // TestSyncPeriodicAndNone: these modes return before any sync; Flush (and
 // Close) make everything durable.
 func TestSyncPeriodicAndNone(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{SyncPeriodic, SyncNone} {
 		t.Run(string(mode), func(t *testing.T) {
 			l, m := openMem(t, Options{Sync: mode, SyncInterval: time.Hour})
@@ -584,6 +588,7 @@ func TestSyncPeriodicAndNone(t *testing.T) {
 // TestSyncFailureStopsTheLog: after a failed sync nothing written since the
 // last good one can be trusted, so the log refuses further appends.
 func TestSyncFailureStopsTheLog(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{SyncAlways, SyncGroupCommit} {
 		t.Run(string(mode), func(t *testing.T) {
 			l, m := openMem(t, Options{Sync: mode})
@@ -618,6 +623,7 @@ func TestSyncFailureStopsTheLog(t *testing.T) {
 // TestCursorContiguous: the cursor is the highest contiguous acknowledged
 // sequence; an ack ahead of a gap waits for it.
 func TestCursorContiguous(t *testing.T) {
+	t.Parallel()
 	l, _ := openMem(t, Options{})
 	for range 6 {
 		if _, err := l.Append(context.Background(), []byte("e")); err != nil {
@@ -647,6 +653,7 @@ func TestCursorContiguous(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
+	t.Parallel()
 	if _, err := open(newMemStorage(), Options{Sync: "fsync"}); err == nil || !strings.Contains(err.Error(), `"fsync"`) {
 		t.Fatalf("bad sync mode: %v", err)
 	}
@@ -658,6 +665,7 @@ func TestOptionsValidation(t *testing.T) {
 // TestCloseOrder: Close syncs, persists the cursor, then releases the
 // storage; afterwards appends fail with ErrClosed.
 func TestCloseOrder(t *testing.T) {
+	t.Parallel()
 	m := newMemStorage()
 	l, err := open(m, Options{Sync: SyncNone, CursorInterval: time.Hour})
 	if err != nil {
@@ -688,6 +696,7 @@ func TestCloseOrder(t *testing.T) {
 // process may have opened it), so Flush and Sync refuse instead of
 // writing a cursor there.
 func TestFlushAfterClose(t *testing.T) {
+	t.Parallel()
 	m := newMemStorage()
 	l, err := open(m, Options{})
 	if err != nil {
@@ -748,6 +757,7 @@ func openClocked(t *testing.T, opts Options) (*Log, *fakeClock, string) {
 // nothing, so a retry after the gap closes succeeds at once, and the error
 // repeats for as long as it does not.
 func TestParkedAck(t *testing.T) {
+	t.Parallel()
 	l, clock, _ := openClocked(t, Options{})
 	ctx := context.Background()
 	appendN(t, l, 3)
@@ -815,6 +825,7 @@ func TestParkedAck(t *testing.T) {
 
 // TestParkedLeaseFormatting: the lease in the message follows the option.
 func TestParkedLeaseFormatting(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		lease time.Duration
 		text  string
@@ -842,6 +853,7 @@ func TestParkedLeaseFormatting(t *testing.T) {
 // TestAwaitAbandoned: waiting behind an abandoned entry fails at once with
 // an *AbandonedError naming it; acknowledging it later clears the gap.
 func TestAwaitAbandoned(t *testing.T) {
+	t.Parallel()
 	l, clock, _ := openClocked(t, Options{})
 	ctx := context.Background()
 	appendN(t, l, 5)
@@ -877,6 +889,7 @@ func TestAwaitAbandoned(t *testing.T) {
 // TestDrainAcked: Close gives a parked acknowledgement the drain window; if
 // the gap closes within it, the wait and Close both succeed.
 func TestDrainAcked(t *testing.T) {
+	t.Parallel()
 	l, clock, dir := openClocked(t, Options{})
 	ctx := context.Background()
 	appendN(t, l, 2)
@@ -914,6 +927,7 @@ func TestDrainAcked(t *testing.T) {
 // ErrClosedPending, Close reports it with the exact text, and the entries
 // are replayed after a restart.
 func TestDrainTimeout(t *testing.T) {
+	t.Parallel()
 	for _, drain := range []time.Duration{0, 5 * time.Second} {
 		t.Run(fmt.Sprint(drain), func(t *testing.T) {
 			l, clock, dir := openClocked(t, Options{DrainTimeout: drain})
@@ -959,6 +973,7 @@ func TestDrainTimeout(t *testing.T) {
 
 // TestCloseWithoutWaiters returns at once, whatever the drain window.
 func TestCloseWithoutWaiters(t *testing.T) {
+	t.Parallel()
 	l, _, _ := openClocked(t, Options{})
 	appendN(t, l, 3)
 	l.Ack(2)
@@ -991,6 +1006,7 @@ func replayAll(t *testing.T, l *Log) []Entry {
 // TestAppendCancelled: an Append whose context is already done writes
 // nothing.
 func TestAppendCancelled(t *testing.T) {
+	t.Parallel()
 	l, m := openMem(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -1009,6 +1025,7 @@ func TestAppendCancelled(t *testing.T) {
 // writer queue its group buffers), so what concurrent appenders wrote must
 // still decode to their own payloads.
 func TestRecordBuffersNotShared(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{SyncNone, SyncGroupCommit} {
 		t.Run(string(mode), func(t *testing.T) {
 			l, m := openMem(t, Options{Sync: mode})
@@ -1045,6 +1062,8 @@ func TestRecordBuffersNotShared(t *testing.T) {
 
 // TestAppendAllocations: Append allocates nothing in the steady state, in
 // group commit (pooled requests and group buffers) as in the other modes.
+// Not parallel: testing.AllocsPerRun counts the whole process's
+// allocations (and sets GOMAXPROCS to 1 while it runs).
 func TestAppendAllocations(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("allocation counts need a full, race-free run")
@@ -1073,6 +1092,7 @@ func TestAppendAllocations(t *testing.T) {
 // appends, one sync latency per storage sync, and acknowledgements parked
 // ahead of a gap until it closes.
 func TestStats(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{SyncAlways, SyncGroupCommit} {
 		t.Run(string(mode), func(t *testing.T) {
 			l, m := openMem(t, Options{Sync: mode})
