@@ -7,8 +7,8 @@ package windowop_test
 // Every file internal/ops/windowop/testdata/*.txt holds several cases, each
 // a short sequence of commands in the style of pebble's datadriven tests:
 // a command line, its input, ---- and its output (up to the next blank
-// line); the window join's cases are under testdata/join, in the commands
-// of join_golden_test.go. Run
+// line); the joins' cases (window, interval, temporal) are under
+// testdata/join, in the commands of join_golden_test.go. Run
 //
 //	go test ./internal/ops/windowop -run TestGolden -rewrite
 //
@@ -506,8 +506,8 @@ func (c goldenCase) output(t *testing.T, stateDir string) string {
 func runGolden(t *testing.T, f func(t *testing.T, d *datadriven.TestData, c goldenCase) string) {
 	t.Helper()
 	cases := 0
-	// Only the files directly in testdata: testdata/join holds the window
-	// join's cases, in the commands of join_golden_test.go.
+	// Only the files directly in testdata: testdata/join holds the joins'
+	// cases, in the commands of join_golden_test.go.
 	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	if err != nil {
 		t.Fatal(err)

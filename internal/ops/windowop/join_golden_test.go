@@ -1,11 +1,12 @@
 package windowop_test
 
 // Data-driven golden tests (github.com/cockroachdb/datadriven) of the
-// window join run end to end: two memory sources, left and right → a
-// join (kind join, type window) → a memory sink.
+// joins run end to end: two memory sources, left and right → a join
+// (kind join: type window, interval or temporal) → a memory sink.
 //
 // Every file under internal/ops/windowop/testdata/join holds several
-// cases, in the style of golden_test.go. Run
+// cases, in the style of golden_test.go: window.txt, interval.txt and
+// temporal.txt, one per type of join. Run
 //
 //	go test ./internal/ops/windowop -run TestJoinGolden -rewrite
 //
@@ -19,6 +20,8 @@ package windowop_test
 //
 //	join name=<case> window=tumbling size=<ms>
 //	join name=<case> window=sliding size=<ms> slide=<ms>
+//	join name=<case> type=interval lower=<ms> upper=<ms>
+//	join name=<case> type=temporal [deleted_field=<field>]
 //	    ... [how=inner|left] [ooo=<ms>]
 //	    [left_partitions=<n>] [right_partitions=<n>]
 //	    [left_key=<field>] [right_key=<field>]
@@ -38,23 +41,31 @@ package windowop_test
 //	----
 //	<expected output>
 //
-// Defaults: how inner, key k on both sides, bounded out-of-orderness 0,
-// one partition per side, prefixes left_ and right_. The event time of
-// both sides is the column ts (ms); late rows are dropped.
+// Defaults: type window, how inner, key k on both sides, bounded
+// out-of-orderness 0, one partition per side, prefixes left_ and right_.
+// The event time of both sides is the column ts (ms); late rows are
+// dropped. A temporal join's right side is the table, its left the
+// stream.
 //
 // The job runs with parallelism 1 over two open memory sources. run feeds
 // the batches one at a time in the order of the file, each to its side's
-// source, and waits after each until the join has taken the batch in and
-// the sink holds every row the join emitted: the file's order is the
-// order of arrival at the join, on both sides together, and each batch
-// moves its side's watermark (its largest event time minus the
+// source, and waits after each until the join has finished with the
+// batch and the sink holds every row the join emitted: the file's order
+// is the order of arrival at the join, on both sides together, and each
+// batch moves its side's watermark (its largest event time minus the
 // out-of-orderness, the lowest over the side's partitions) before its
 // rows are classified. Then both sources end: the watermark jumps to the
-// end of time and every open window fires. The output of run is
+// end of time, every open window fires, the kept rows of an interval
+// join end and the waiting rows of a temporal join's stream are joined.
+// The output of run is
 //
-//	batch <side> <partition>: watermark left=<ms> right=<ms> join=<ms>
+//	batch <side> <partition>: watermark left=<ms> right=<ms> join=<ms> [kept=<n>]
 //	                 after each batch: the watermark of each side and of
-//	                 the join (the lower of the two); none before the first
+//	                 the join (the lower of the two); none before the
+//	                 first. kept (interval and temporal joins) is the
+//	                 join's open_windows gauge: the rows of both sides an
+//	                 interval join keeps for partners to come, the stream
+//	                 rows a temporal join holds until the watermark
 //	out <row>        each row the join emitted while it took that batch in
 //	                 (JSON, rowjson), in emission order
 //	end              the inputs ended
@@ -70,6 +81,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -82,6 +94,8 @@ import (
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/internal/harness"
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -117,7 +131,7 @@ func newJoinCase(d *datadriven.TestData) (*joinCase, error) {
 		v := a.Vals[0]
 		var n int64
 		switch a.Key {
-		case "size", "slide", "ooo", "left_partitions", "right_partitions":
+		case "size", "slide", "lower", "upper", "ooo", "left_partitions", "right_partitions":
 			var err error
 			if n, err = strconv.ParseInt(v, 10, 64); err != nil {
 				return c, fmt.Errorf("%s: %v", a.Key, err)
@@ -132,7 +146,11 @@ func newJoinCase(d *datadriven.TestData) (*joinCase, error) {
 			win["size_ms"] = n
 		case "slide":
 			win["slide_ms"] = n
-		case "how", "left_key", "right_key", "left_prefix", "right_prefix":
+		case "lower":
+			cfg["lower_ms"] = n
+		case "upper":
+			cfg["upper_ms"] = n
+		case "type", "how", "left_key", "right_key", "left_prefix", "right_prefix", "deleted_field":
 			cfg[a.Key] = v
 		case "ooo":
 			c.ooo = n
@@ -147,7 +165,9 @@ func newJoinCase(d *datadriven.TestData) (*joinCase, error) {
 	if c.name == "" {
 		return c, fmt.Errorf("join: missing name=")
 	}
-	cfg["window"] = win
+	if len(win) > 0 {
+		cfg["window"] = win
+	}
 	c.config = cfg
 	return c, nil
 }
@@ -212,7 +232,10 @@ func (c *joinCase) release() {
 }
 
 // spec is the case's job: the two sources and the sink are of the type
-// "golden", which the environment of run binds to its Go values.
+// "golden", which the environment of run binds to its Go values. Its
+// checkpoint block (in a fresh directory, with no periodic checkpoints)
+// is there for the runtime's Sync, which output waits on; state is in
+// memory unless stateDir names a Badger directory.
 func (c *joinCase) spec(t *testing.T, stateDir string) *job.Spec {
 	t.Helper()
 	source := func(id string) map[string]any {
@@ -237,9 +260,12 @@ func (c *joinCase) spec(t *testing.T, stateDir string) *job.Spec {
 		"sources": []map[string]any{source(joinSides[0]), source(joinSides[1])},
 		"sinks":   []map[string]any{{"operator_id": "out", "output_type": "golden"}},
 	}
+	spec["state"] = map[string]any{"backend": "memory"}
 	if stateDir != "" {
 		spec["state"] = map[string]any{"backend": "badger", "path": stateDir}
 	}
+	spec["checkpoint"] = map[string]any{"interval_ms": int64(365 * 24 * time.Hour / time.Millisecond), "retention": 1,
+		"object_store_uri": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "checkpoints")}).String()}
 	data, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -318,19 +344,26 @@ func (c *joinCase) output(t *testing.T, stateDir string) string {
 			t.Fatal(err)
 		}
 		fed += x.rec.NumRows()
-		// The join counts a batch as it takes it in, after the watermark
-		// that came before it (which fired what it fired); the sink may
-		// be a channel away.
-		var m arkflow.Metrics
+		// The join counts a batch as it begins to take it in, after the
+		// watermark that came before it (which fired what it fired), so
+		// the source has passed the batch on. A Sync then sends a
+		// barrier from both sources behind it: once the sink has the
+		// barrier, the join has finished with the batch (an interval
+		// join emits while it takes one in) and the sink holds every row
+		// it emitted.
 		waitJoin(t, done, "the join to take in the batch", func() bool {
-			m = j.Metrics()
-			return m.Operator("j").RowsIn >= fed
+			return j.Metrics().Operator("j").RowsIn >= fed
 		})
-		waitJoin(t, done, "the sink to get the join's rows", func() bool {
-			return sink.NumRows() >= m.Operator("j").RowsOut
-		})
-		fmt.Fprintf(&b, "batch %s %d: watermark left=%s right=%s join=%s\n", joinSides[x.side], x.part,
+		if err := harness.RuntimeOf(j).Sync(ctx); err != nil {
+			t.Fatalf("waiting for the join to finish with the batch: %v", err)
+		}
+		m := j.Metrics()
+		fmt.Fprintf(&b, "batch %s %d: watermark left=%s right=%s join=%s", joinSides[x.side], x.part,
 			wmString(m.Operator(joinSides[0]).Watermark), wmString(m.Operator(joinSides[1]).Watermark), wmString(m.Operator("j").Watermark))
+		if c.config["type"] != "window" {
+			fmt.Fprintf(&b, " kept=%d", m.Operator("j").Gauges[windowop.MetricOpenWindows])
+		}
+		b.WriteString("\n")
 		emitted()
 	}
 	closeAll()
