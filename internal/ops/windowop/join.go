@@ -123,7 +123,13 @@ func BuildJoin(c ops.Context) (ops.Built, error) {
 	if !arrow.TypeEqual(lk.Type, rk.Type) {
 		return ops.Built{}, ops.Errf("config.right_key", "column %q has type %s, but the left key %q has type %s; the keys of a join must have one type", rk.Name, rk.Type, lk.Name, lk.Type)
 	}
-	out, err := joinSchema(lk, schemas, &sides, cfg.LeftPrefix, cfg.RightPrefix, cfg.Type == JoinWindow)
+	// A temporal join's delete marker says what the table holds; it is
+	// not a column of the table's rows.
+	skip := [2]int{-1, -1}
+	if cfg.DeletedField != "" {
+		skip[1] = schemas[1].FieldIndices(cfg.DeletedField)[0]
+	}
+	out, err := joinSchema(lk, schemas, &sides, cfg.LeftPrefix, cfg.RightPrefix, cfg.Type == JoinWindow, skip)
 	if err != nil {
 		return ops.Built{}, err
 	}
@@ -298,9 +304,10 @@ func sideTiming(s *job.Spec, op string) (timing, error) {
 
 // joinSchema is a join's output: the key (named as on the left), a window
 // join's window start and end, then the other columns of the left side and of
-// the right side, without the sources' metadata columns. A column name
-// both sides have, or one the output has already, gets the side's prefix.
-func joinSchema(key arrow.Field, in [2]*arrow.Schema, sides *[2]joinSide, lp, rp string, window bool) (*arrow.Schema, error) {
+// the right side, without the sources' metadata columns and the column of
+// each side skip names (-1: none). A column name both sides have, or one
+// the output has already, gets the side's prefix.
+func joinSchema(key arrow.Field, in [2]*arrow.Schema, sides *[2]joinSide, lp, rp string, window bool, skip [2]int) (*arrow.Schema, error) {
 	key.Nullable = true
 	fields := []arrow.Field{key}
 	if window {
@@ -309,7 +316,7 @@ func joinSchema(key arrow.Field, in [2]*arrow.Schema, sides *[2]joinSide, lp, rp
 	count := map[string]int{}
 	for i := range in {
 		for c, f := range in[i].Fields() {
-			if c != sides[i].keyCol && !connectors.IsMeta(f.Name) {
+			if c != sides[i].keyCol && c != skip[i] && !connectors.IsMeta(f.Name) {
 				count[f.Name]++
 			}
 		}
@@ -317,7 +324,7 @@ func joinSchema(key arrow.Field, in [2]*arrow.Schema, sides *[2]joinSide, lp, rp
 	seen := map[string]bool{key.Name: true, ColumnStart: true, ColumnEnd: true}
 	for i, prefix := range [2]string{lp, rp} {
 		for c, f := range in[i].Fields() {
-			if c == sides[i].keyCol || connectors.IsMeta(f.Name) {
+			if c == sides[i].keyCol || c == skip[i] || connectors.IsMeta(f.Name) {
 				continue
 			}
 			name := f.Name
