@@ -196,13 +196,54 @@ func readJoinCrashOutput(t *testing.T, path string) []string {
 	return out
 }
 
-// checkpointWatermarks reads the watermarks of every checkpoint in the
-// proof's store, by checkpoint id, into seen. The test reads them after
-// each run, before the next one restores one of them and the retention
-// deletes the oldest.
-func checkpointWatermarks(t *testing.T, dir string, seen map[string]map[string]int64) {
+// crashManifest is what the crash proofs read of a checkpoint's
+// manifest: the watermark it recorded for each task and the position each
+// source subtask resumes from, by partition.
+type crashManifest struct {
+	Watermarks map[string]int64 `json:"watermarks_ms"`
+	Positions  []struct {
+		Task      string `json:"task_id"`
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+	} `json:"source_positions"`
+}
+
+// lowWatermark returns the lowest watermark m recorded for the tasks whose
+// id starts with op and a dash, or math.MinInt64 when it recorded none (or
+// there was no checkpoint). Those are op's subtasks, and the tasks of
+// operators named after op (op-out, its sink), whose watermarks come
+// after op's and are no higher: so the lowest is op's, or lower, which
+// only widens the bounds the proofs draw from it.
+func (m crashManifest) lowWatermark(op string) int64 {
+	wm, ok := int64(math.MaxInt64), false
+	for task, w := range m.Watermarks {
+		if strings.HasPrefix(task, op+"-") {
+			wm, ok = min(wm, w), true
+		}
+	}
+	if !ok {
+		return math.MinInt64
+	}
+	return wm
+}
+
+// position returns the offset m's source op resumes partition p from, or
+// 0 when it recorded none.
+func (m crashManifest) position(op string, p int32) int64 {
+	for _, pos := range m.Positions {
+		if strings.HasPrefix(pos.Task, op+"-") && pos.Partition == p {
+			return pos.Offset
+		}
+	}
+	return 0
+}
+
+// readCrashManifests reads every checkpoint of job in the proof's store
+// into seen, by checkpoint id. The proofs read them after each run, before
+// the next one restores one of them and the retention deletes the oldest.
+func readCrashManifests(t *testing.T, dir, job string, seen map[string]crashManifest) {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(dir, "checkpoints", "join-crash", "checkpoints", "*", "manifest.json"))
+	paths, err := filepath.Glob(filepath.Join(dir, "checkpoints", job, "checkpoints", "*", "manifest.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,14 +253,173 @@ func checkpointWatermarks(t *testing.T, dir string, seen map[string]map[string]i
 			continue // deleted by the retention since the glob
 		}
 		var m struct {
-			ID         string           `json:"checkpoint_id"`
-			Watermarks map[string]int64 `json:"watermarks_ms"`
+			ID string `json:"checkpoint_id"`
+			crashManifest
 		}
 		if err := json.Unmarshal(data, &m); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		seen[m.ID] = m.Watermarks
+		seen[m.ID] = m.crashManifest
 	}
+}
+
+// crashRuns is what runWithKills did: the runs, in order, and what the
+// proofs need to know about them.
+type crashRuns struct {
+	runs []*logRun
+	// lines holds the lines in each output when each run started, then
+	// when the runs were over.
+	lines  [][]int64
+	killed int
+	// restoredID is the checkpoint each run restored ("" for none), and
+	// manifests every checkpoint seen, by id.
+	restoredID          []string
+	manifests           map[string]crashManifest
+	completed, restored int
+}
+
+// runWithKills runs the job of dir/job.yaml (id job, writing outs) with
+// `arkflow run` again and again, SIGKILLing each run at a random moment:
+// half of them (every other one) some time after the run completed its
+// first checkpoint, so the input gets through, the others at any moment
+// from the start, restores included. It stops after kills kills, or when
+// a run reaches the end of its input first. Then, after final has written
+// the spec of the last run, it runs the job to the end; that run must
+// restore a checkpoint.
+func runWithKills(t *testing.T, dir, job string, rng *rand.Rand, kills int, outs []string, final func()) *crashRuns {
+	t.Helper()
+	cr := &crashRuns{manifests: map[string]crashManifest{}}
+	lines := func() []int64 {
+		n := make([]int64, len(outs))
+		for i, p := range outs {
+			n[i] = int64(countLines(p))
+		}
+		return n
+	}
+	// A run the test fails during is killed, not left writing into the
+	// temporary directory.
+	defer func() {
+		if len(cr.runs) == 0 {
+			return
+		}
+		if r := cr.runs[len(cr.runs)-1]; r.cmd.ProcessState == nil {
+			r.cmd.Process.Kill()
+			r.wait()
+		}
+	}()
+	for cr.killed < kills {
+		cr.lines = append(cr.lines, lines())
+		r := startLogRun(t, dir, io.Discard, []string{"checkpoint completed"}, "job.yaml")
+		cr.runs = append(cr.runs, r)
+		if cr.killed%2 == 1 {
+			polltest.Eventually(t, fmt.Sprintf("run %d to complete a checkpoint or end", len(cr.runs)), func() bool {
+				select {
+				case <-r.watch["checkpoint completed"]:
+					return true
+				case <-r.done:
+					return true
+				default:
+					return false
+				}
+			}, r.logs)
+			time.Sleep(time.Duration(rng.IntN(700)) * time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(100+rng.IntN(1200)) * time.Millisecond)
+		}
+		r.cmd.Process.Kill()
+		ws, err := r.wait()
+		readCrashManifests(t, dir, job, cr.manifests)
+		if ws.Signaled() {
+			cr.killed++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("run %d failed: %v\n%s", len(cr.runs), err, r.logs())
+		}
+		t.Logf("run %d reached the end of the input before its kill", len(cr.runs))
+		break
+	}
+	final()
+	cr.lines = append(cr.lines, lines())
+	last := startLogRun(t, dir, io.Discard, nil, "job.yaml")
+	cr.runs = append(cr.runs, last)
+	if _, err := last.wait(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, last.logs())
+	}
+	if len(last.records("restoring", "INFO")) == 0 {
+		t.Fatalf("the final run did not restore a checkpoint:\n%s", last.logs())
+	}
+	cr.lines = append(cr.lines, lines()) // when the runs were over
+	cr.restoredID = make([]string, len(cr.runs))
+	for i, r := range cr.runs {
+		cr.completed += len(r.records("checkpoint completed", "INFO"))
+		if rs := r.records("restoring", "INFO"); len(rs) > 0 {
+			cr.restored++
+			cr.restoredID[i], _ = rs[len(rs)-1]["checkpoint"].(string)
+		}
+	}
+	return cr
+}
+
+// duplicateBound sums, over the restarts that wrote anything into output
+// o (got, in the order written), the distinct rows written before the
+// restart that it may write again: those for which again reports true,
+// given the restored checkpoint (the zero crashManifest when none was
+// restored, or the test did not see it).
+func (cr *crashRuns) duplicateBound(o int, got []string, again func(line string, m crashManifest) bool) int {
+	bound := 0
+	for i := 1; i < len(cr.runs); i++ {
+		if cr.lines[i+1][o] == cr.lines[i][o] {
+			continue // it wrote nothing, so nothing twice
+		}
+		m := cr.manifests[cr.restoredID[i]]
+		before := map[string]bool{}
+		for _, l := range got[:cr.lines[i][o]] {
+			if !before[l] && again(l, m) {
+				before[l] = true
+				bound++
+			}
+		}
+	}
+	return bound
+}
+
+// checkNoLateRows fails the test if a run logged the warning an operator
+// gives at once for its first late row (a killed run cannot be asked for
+// its late_dropped count), and logs every run's other warnings and errors.
+func (cr *crashRuns) checkNoLateRows(t *testing.T) {
+	t.Helper()
+	for i, r := range cr.runs {
+		for _, rec := range r.records("window dropped") {
+			t.Errorf("run %d dropped rows: %v", i+1, rec)
+		}
+		for _, rec := range r.records("", "WARN", "ERROR") {
+			t.Logf("run %d: %v", i+1, rec)
+		}
+	}
+}
+
+// distinctDiff returns the rows of want that got lacks and the distinct
+// rows of got that want lacks, sorted.
+func distinctDiff(want, got []string) (missing, wrong []string) {
+	have, wanted := map[string]bool{}, map[string]bool{}
+	for _, l := range got {
+		have[l] = true
+	}
+	for _, l := range want {
+		wanted[l] = true
+		if !have[l] {
+			missing = append(missing, l)
+		}
+	}
+	for l := range have {
+		if !wanted[l] {
+			wrong = append(wrong, l)
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(wrong)
+	return missing, wrong
 }
 
 // windowEnd returns the window end of an output line (see joinCrashLine),
@@ -287,86 +487,12 @@ func TestWindowJoinSurvivesSIGKILL(t *testing.T) {
 	if code, out, errOut := runCLI("validate", filepath.Join(dir, "job.yaml")); code != 0 {
 		t.Fatalf("validate exit %d\n%s%s", code, out, errOut)
 	}
-	wms := map[string]map[string]int64{} // by checkpoint id and task
-	lines := func() []int64 {
-		n := make([]int64, len(outs))
-		for i, p := range outs {
-			n[i] = int64(countLines(p))
-		}
-		return n
-	}
-
 	kills := 12
 	if testing.Short() {
 		kills = 4
 	}
-	var runs []*logRun
-	var startLines [][]int64 // lines in each output when each run started, and at the end
-	// A run the test fails during is killed, not left writing into the
-	// temporary directory.
-	defer func() {
-		if len(runs) == 0 {
-			return
-		}
-		if r := runs[len(runs)-1]; r.cmd.ProcessState == nil {
-			r.cmd.Process.Kill()
-			r.wait()
-		}
-	}()
-	killed := 0
-	for killed < kills {
-		startLines = append(startLines, lines())
-		r := startLogRun(t, dir, io.Discard, []string{"checkpoint completed"}, "job.yaml")
-		runs = append(runs, r)
-		if killed%2 == 1 {
-			polltest.Eventually(t, fmt.Sprintf("run %d to complete a checkpoint or end", len(runs)), func() bool {
-				select {
-				case <-r.watch["checkpoint completed"]:
-					return true
-				case <-r.done:
-					return true
-				default:
-					return false
-				}
-			}, r.logs)
-			time.Sleep(time.Duration(rng.IntN(700)) * time.Millisecond)
-		} else {
-			time.Sleep(time.Duration(100+rng.IntN(1200)) * time.Millisecond)
-		}
-		r.cmd.Process.Kill()
-		ws, err := r.wait()
-		checkpointWatermarks(t, dir, wms)
-		if ws.Signaled() {
-			killed++
-			continue
-		}
-		if err != nil {
-			t.Fatalf("run %d failed: %v\n%s", len(runs), err, r.logs())
-		}
-		t.Logf("run %d reached the end of the input before its kill", len(runs))
-		break
-	}
 	// The last run reads at full speed (the same batches), to the end.
-	writeSpec(0)
-	startLines = append(startLines, lines())
-	final := startLogRun(t, dir, io.Discard, nil, "job.yaml")
-	runs = append(runs, final)
-	if _, err := final.wait(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, final.logs())
-	}
-	if len(final.records("restoring", "INFO")) == 0 {
-		t.Fatalf("the final run did not restore a checkpoint:\n%s", final.logs())
-	}
-	startLines = append(startLines, lines()) // when the runs were over
-	completed, restored := 0, 0
-	restoredID := make([]string, len(runs)) // "" for none
-	for i, r := range runs {
-		completed += len(r.records("checkpoint completed", "INFO"))
-		if rs := r.records("restoring", "INFO"); len(rs) > 0 {
-			restored++
-			restoredID[i], _ = rs[len(rs)-1]["checkpoint"].(string)
-		}
-	}
+	cr := runWithKills(t, dir, "join-crash", rng, kills, outs, func() { writeSpec(0) })
 
 	for o, j := range joinCrashJoins {
 		want := joinCrashReference(persons, auctions, j.size, j.slide, j.how == "left")
@@ -374,86 +500,43 @@ func TestWindowJoinSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("%s: the reference has only %d rows", j.id, len(want))
 		}
 		got := readJoinCrashOutput(t, outs[o])
-		seen := map[string]int{}
-		for _, l := range got {
-			seen[l]++
-		}
-		var missing, wrong []string
-		for _, l := range want {
-			if seen[l] == 0 {
-				missing = append(missing, l)
-			}
-		}
-		wantSet := map[string]bool{}
-		for _, l := range want {
-			wantSet[l] = true
-		}
-		for l := range seen {
-			if !wantSet[l] {
-				wrong = append(wrong, l)
-			}
-		}
-		slices.Sort(wrong)
-		if len(missing) > 0 || len(wrong) > 0 {
+		if missing, wrong := distinctDiff(want, got); len(missing) > 0 || len(wrong) > 0 {
 			windows := map[string]bool{}
 			for _, l := range missing {
-				windows[strings.Join(strings.Split(l, "|")[1:3], "|")] = true
+				windows[joinCrashWindow(l)] = true
 			}
 			t.Errorf("%s join after %d kills: %d of %d rows missing, in %d windows (first %v); %d not in the reference (first %v)",
-				j.id, killed, len(missing), len(want), len(windows), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
+				j.id, cr.killed, len(missing), len(want), len(windows), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
 			continue
 		}
 		// The bound: over the restarts that wrote anything, the distinct
 		// rows written before them of the windows ending after the
 		// watermark of the checkpoint restored (all when none was).
-		bound := 0
-		for i := 1; i < len(runs); i++ {
-			if startLines[i+1][o] == startLines[i][o] {
-				continue // it wrote nothing, so nothing twice
-			}
-			wm, ok := int64(math.MaxInt64), false
-			for task, w := range wms[restoredID[i]] {
-				if strings.HasPrefix(task, j.id+"-") {
-					wm, ok = min(wm, w), true
-				}
-			}
-			if !ok {
-				wm = math.MinInt64
-			}
-			before := map[string]bool{}
-			for _, l := range got[:startLines[i][o]] {
-				if !before[l] && windowEnd(t, l) > wm {
-					before[l] = true
-					bound++
-				}
-			}
-		}
+		bound := cr.duplicateBound(o, got, func(l string, m crashManifest) bool { return windowEnd(t, l) > m.lowWatermark(j.id) })
 		dups := len(got) - len(want)
 		if dups > bound {
-			t.Errorf("%s join: %d rows written twice after %d kills, more than the restarts could write again (%d)", j.id, dups, killed, bound)
-			explainDuplicates(t, runs, startLines, o, got)
+			t.Errorf("%s join: %d rows written twice after %d kills, more than the restarts could write again (%d)", j.id, dups, cr.killed, bound)
+			cr.explainDuplicates(t, o, got, func(l string) string { return "window " + joinCrashWindow(l) })
 		}
 		t.Logf("%s join: %d kills, %d restores, %d checkpoints; %d rows as in the nested loop, %d written twice (bound %d)",
-			j.id, killed, restored, completed, len(want), dups, bound)
+			j.id, cr.killed, cr.restored, cr.completed, len(want), dups, bound)
 	}
-	for i, r := range runs {
-		for _, rec := range r.records("window dropped") {
-			t.Errorf("run %d dropped rows: %v", i+1, rec)
-		}
-		for _, rec := range r.records("", "WARN", "ERROR") {
-			t.Logf("run %d: %v", i+1, rec)
-		}
-	}
+	cr.checkNoLateRows(t)
 }
 
+// joinCrashWindow returns the window of an output line (see
+// joinCrashLine).
+func joinCrashWindow(line string) string { return strings.Join(strings.Split(line, "|")[1:3], "|") }
+
 // explainDuplicates logs, for the output o, which run wrote each row
-// written twice the first and the second time and in which window, and
-// what the runs logged about their checkpoints and restores.
-func explainDuplicates(t *testing.T, runs []*logRun, startLines [][]int64, o int, got []string) {
+// written twice the first and the second time, by the group (a window, a
+// key) the row belongs to, and what the runs logged about their
+// checkpoints and restores.
+func (cr *crashRuns) explainDuplicates(t *testing.T, o int, got []string, group func(string) string) {
 	t.Helper()
 	runOf := func(line int) int {
-		for i := range runs {
-			if int64(line) < startLines[i+1][o] {
+		for i := range cr.runs {
+			if int64(line) < cr.lines[i+1][o] {
 				return i + 1
 			}
 		}
@@ -462,7 +545,7 @@ func explainDuplicates(t *testing.T, runs []*logRun, startLines [][]int64, o int
 	first := map[string]int{}
 	type pair struct {
 		first, again int
-		window       string
+		group        string
 	}
 	count := map[pair]int{}
 	for n, l := range got {
@@ -471,13 +554,13 @@ func explainDuplicates(t *testing.T, runs []*logRun, startLines [][]int64, o int
 			first[l] = n
 			continue
 		}
-		count[pair{runOf(f), runOf(n), strings.Join(strings.Split(l, "|")[1:3], "|")}]++
+		count[pair{runOf(f), runOf(n), group(l)}]++
 	}
 	for p, n := range count {
-		t.Logf("%d rows of window %s written by run %d and again by run %d", n, p.window, p.first, p.again)
+		t.Logf("%d rows of %s written by run %d and again by run %d", n, p.group, p.first, p.again)
 	}
-	for i, r := range runs {
-		t.Logf("run %d wrote lines %d..%d", i+1, startLines[i][o], startLines[i+1][o])
+	for i, r := range cr.runs {
+		t.Logf("run %d wrote lines %d..%d", i+1, cr.lines[i][o], cr.lines[i+1][o])
 		for _, rec := range r.records("") {
 			if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "restor") || strings.HasPrefix(msg, "checkpoint") || strings.HasPrefix(msg, "window skips") {
 				t.Logf("  %v", rec)
