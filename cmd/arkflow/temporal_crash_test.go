@@ -246,13 +246,9 @@ func temporalCrashReference(auctions []auctionRow, persons []personRow, outer bo
 		}
 		switch {
 		case cur != nil && !cur.deletes():
-			del := "null"
-			if cur.deleted != nil {
-				del = strconv.FormatBool(*cur.deleted)
-			}
-			out = append(out, temporalCrashLine(a.key, a.v, a.ts, cur.name, cur.state, del, strconv.FormatInt(cur.ts, 10)))
+			out = append(out, temporalCrashLine(a.key, a.v, a.ts, cur.name, cur.state, strconv.FormatInt(cur.ts, 10)))
 		case outer:
-			out = append(out, temporalCrashLine(a.key, a.v, a.ts, "", "", "null", "null"))
+			out = append(out, temporalCrashLine(a.key, a.v, a.ts, "", "", "null"))
 		}
 	}
 	slices.Sort(out)
@@ -260,15 +256,16 @@ func temporalCrashReference(auctions []auctionRow, persons []personRow, outer bo
 }
 
 // temporalCrashLine is an output row: seller|av|left_ts|name|state|
-// deleted|right_ts, "null" for a null ("" for a null string).
-func temporalCrashLine(key string, v, ts int64, name, state, deleted, rts string) string {
+// right_ts, "null" for a null ("" for a null string). The deleted flag is
+// not in the output: it says what the table holds.
+func temporalCrashLine(key string, v, ts int64, name, state, rts string) string {
 	orNull := func(s string) string {
 		if s == "" {
 			return "null"
 		}
 		return s
 	}
-	return fmt.Sprintf("%s|%d|%d|%s|%s|%s|%s", orNull(key), v, ts, orNull(name), orNull(state), deleted, rts)
+	return fmt.Sprintf("%s|%d|%d|%s|%s|%s", orNull(key), v, ts, orNull(name), orNull(state), rts)
 }
 
 // readTemporalCrashOutput reads a temporal join's output file as reference
@@ -288,7 +285,6 @@ func readTemporalCrashOutput(t *testing.T, path string) []string {
 			LeftTS  int64   `json:"left_ts"`
 			Name    *string `json:"name"`
 			State   *string `json:"state"`
-			Deleted *bool   `json:"deleted"`
 			RightTS *int64  `json:"right_ts"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
@@ -302,14 +298,11 @@ func readTemporalCrashOutput(t *testing.T, path string) []string {
 			}
 			return *s
 		}
-		del, rts := "null", "null"
-		if r.Deleted != nil {
-			del = strconv.FormatBool(*r.Deleted)
-		}
+		rts := "null"
 		if r.RightTS != nil {
 			rts = strconv.FormatInt(*r.RightTS, 10)
 		}
-		out = append(out, temporalCrashLine(str(r.Seller), r.AV, r.LeftTS, str(r.Name), str(r.State), del, rts))
+		out = append(out, temporalCrashLine(str(r.Seller), r.AV, r.LeftTS, str(r.Name), str(r.State), rts))
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -428,7 +421,7 @@ func TestTemporalJoinSurvivesSIGKILL(t *testing.T) {
 				continue
 			}
 			for _, l := range got[cr.lines[i][o]:cr.lines[i+1][o]] {
-				if rts, ok := temporalCrashField(t, l, 6); ok {
+				if rts, ok := temporalCrashField(t, l, 5); ok {
 					if line := personAt[rts]; line < m.position("persons", int32(line%2)) {
 						fromState++
 					}
