@@ -887,7 +887,16 @@ func fkRestarts(t *testing.T, dir string, ids []string, manifest func(string) *c
 // fkManifest reads checkpoint id's committed manifest from the bucket.
 func fkManifest(t *testing.T, mc *minio.Client, bucket, id string) *ckptstore.Manifest {
 	t.Helper()
-	for o := range mc.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+	// Returning early must stop the lister and drain its channel, or its
+	// goroutine blocks on a send forever (the leak check sees it).
+	ctx, cancel := context.WithCancel(context.Background())
+	objs := mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true})
+	defer func() {
+		cancel()
+		for range objs {
+		}
+	}()
+	for o := range objs {
 		if o.Err != nil {
 			t.Fatal(o.Err)
 		}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
+	"github.com/arkflow-rs/arkflow-go/internal/leaktest"
 	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 )
 
@@ -97,7 +98,7 @@ func buildFleetBinaries(t *testing.T) (hubBin, agentBin string) {
 // Agent or a job not stopped on Close or a cancelled context), and removes
 // the binaries buildFleetBinaries built.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+	leaktest.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		if fleetBins.dir != "" {
 			os.RemoveAll(fleetBins.dir)
 		}

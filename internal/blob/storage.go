@@ -224,9 +224,17 @@ func contentRangeTotal(cr string) (int64, bool) {
 // List LISTs the objects under prefix, recursively.
 func (s *S3Storage) List(ctx context.Context, prefix string) ([]string, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // stops the lister if we return early
+	objs := s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true})
+	// Returning early stops the lister, which then sends the context's
+	// error on its channel: drain it until it closes, or the lister's
+	// goroutine blocks on that send forever (minio-go's documented rule).
+	defer func() {
+		cancel()
+		for range objs {
+		}
+	}()
 	var names []string
-	for obj := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for obj := range objs {
 		if obj.Err != nil {
 			return nil, obj.Err
 		}
