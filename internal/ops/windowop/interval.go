@@ -78,6 +78,37 @@ func (k *keptBatch) drop() {
 
 // keptHeap orders the kept rows by end, then arrival. Its entries carry
 // both, so that ordering reads no row.
+// holding returns an acknowledgement for an output batch of the given
+// rows (nil ones skipped) that holds one more reference of each input
+// batch they came from.
+func holding(rows ...[]*keptRow) *ack.Node {
+	seen := map[*keptBatch]bool{}
+	var acks []*ack.Node
+	for _, rs := range rows {
+		for _, k := range rs {
+			if k != nil && !seen[k.from] {
+				seen[k.from] = true
+				k.from.ack.Retain(1)
+				acks = append(acks, k.from.ack)
+			}
+		}
+	}
+	return ack.Derive(acks...)
+}
+
+// abandon releases the input batches of kept rows at shutdown, their
+// acknowledgements as abandoned, so that their rows are replayed.
+func abandon(rows []*keptRow) {
+	seen := map[*keptBatch]bool{}
+	for _, k := range rows {
+		if !seen[k.from] {
+			seen[k.from] = true
+			k.from.rec.Release()
+			k.from.ack.Release(ops.ErrAbandoned)
+		}
+	}
+}
+
 type keptHeap []keptEnd
 
 type keptEnd struct {
@@ -205,18 +236,7 @@ func (w *intervalJoin) emitPairs(ctx context.Context, out ops.Emitter, left, rig
 		if err != nil {
 			return fmt.Errorf("operator %q: %w", w.op, err)
 		}
-		seen := map[*keptBatch]bool{}
-		var acks []*ack.Node
-		for _, rows := range [2][]*keptRow{left[lo:hi], right[lo:hi]} {
-			for _, k := range rows {
-				if k != nil && !seen[k.from] {
-					seen[k.from] = true
-					k.from.ack.Retain(1)
-					acks = append(acks, k.from.ack)
-				}
-			}
-		}
-		if err := out.Emit(ctx, ops.Batch{Rec: rec, Ack: ack.Derive(acks...)}); err != nil {
+		if err := out.Emit(ctx, ops.Batch{Rec: rec, Ack: holding(left[lo:hi], right[lo:hi])}); err != nil {
 			return err
 		}
 	}
@@ -361,14 +381,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 // Close drops the kept rows: their acknowledgements are released as
 // abandoned, so their rows will be replayed.
 func (w *intervalJoin) Close() error {
-	seen := map[*keptBatch]bool{}
-	for _, k := range w.queue[w.head:] {
-		if !seen[k.from] {
-			seen[k.from] = true
-			k.from.rec.Release()
-			k.from.ack.Release(ops.ErrAbandoned)
-		}
-	}
+	abandon(w.queue[w.head:])
 	w.queue, w.head = nil, 0
 	w.kept = [2][][]*keptRow{}
 	w.closeWarnings()

@@ -280,24 +280,9 @@ func (cfg *JoinConfig) checkColumns(schemas [2]*arrow.Schema, sides *[2]joinSide
 
 // sideTiming is the time declaration of the sources upstream of one side.
 func sideTiming(s *job.Spec, op string) (timing, error) {
-	var tm timing
-	var first string
-	for i, src := range planner.UpstreamSources(s, op, nil) {
-		t := src.Time
-		if t == nil {
-			t = &job.Time{Mode: job.ProcessingTime}
-		}
-		cur := timing{event: t.Mode == job.EventTime, field: t.TimestampField, policy: t.LateEventPolicy, lateness: t.AllowedLatenessMS, route: t.LateEventRoute}
-		if cur.policy == "" {
-			cur.policy = job.LateDrop
-		}
-		if i == 0 {
-			tm, first = cur, src.OperatorID
-			continue
-		}
-		if cur != tm {
-			return tm, fmt.Errorf("its sources %q and %q declare different time semantics (mode, timestamp field, lateness or late policy)", first, src.OperatorID)
-		}
+	tm, first, other := sourcesTiming(planner.UpstreamSources(s, op, nil))
+	if other != "" {
+		return tm, fmt.Errorf("its sources %q and %q declare different time semantics (mode, timestamp field, lateness or late policy)", first, other)
 	}
 	return tm, nil
 }

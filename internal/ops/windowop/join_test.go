@@ -207,38 +207,7 @@ func TestWindowJoinMatchesNestedLoop(t *testing.T) {
 						right := joinInput(rng, 200, 12, 2_000_000, 48, 300)
 						out := filepath.Join(t.TempDir(), "out.jsonl")
 						spec := joinSpec(t, left, right, w.def, how, par, 1500, backend == "badger", out)
-						j, err := arkflow.FromSpec(spec, arkflow.WithDataDir(t.TempDir()))
-						if err != nil {
-							t.Fatal(err)
-						}
-						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-						defer cancel()
-						if err := j.Run(ctx); err != nil {
-							t.Fatal(err)
-						}
-						got := readJoinOutput(t, out)
-						want := joinReference(left, right, w.size, w.slide, how == "left")
-						if len(want) == 0 {
-							t.Fatal("the reference is empty: the input makes no pairs")
-						}
-						if !slices.Equal(got, want) {
-							t.Errorf("%d rows, want %d", len(got), len(want))
-							for i := 0; i < max(len(got), len(want)) && i < 10; i++ {
-								var g, x string
-								if i < len(got) {
-									g = got[i]
-								}
-								if i < len(want) {
-									x = want[i]
-								}
-								if g != x {
-									t.Errorf("row %d: got %s, want %s", i, g, x)
-								}
-							}
-						}
-						if m := j.Metrics().Operator("j"); m.Counters["late_dropped"] != 0 {
-							t.Errorf("late_dropped = %d, want 0 (rows within the bound)", m.Counters["late_dropped"])
-						}
+						runJoinSpec(t, spec, out, joinReference(left, right, w.size, w.slide, how == "left"))
 					})
 				}
 			}
@@ -389,38 +358,7 @@ func TestIntervalJoinMatchesNestedLoop(t *testing.T) {
 					out := filepath.Join(t.TempDir(), "out.jsonl")
 					cfg := map[string]any{"type": "interval", "lower_ms": b.lower, "upper_ms": b.upper}
 					spec := joinSpecOf(t, left, right, cfg, par, 1000, backend == "badger", out)
-					j, err := arkflow.FromSpec(spec, arkflow.WithDataDir(t.TempDir()))
-					if err != nil {
-						t.Fatal(err)
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					if err := j.Run(ctx); err != nil {
-						t.Fatal(err)
-					}
-					got := readJoinOutput(t, out)
-					want := intervalReference(left, right, b.lower, b.upper)
-					if len(want) == 0 {
-						t.Fatal("the reference is empty: the input makes no pairs")
-					}
-					if !slices.Equal(got, want) {
-						t.Errorf("%d rows, want %d", len(got), len(want))
-						for i := 0; i < max(len(got), len(want)) && i < 10; i++ {
-							var g, x string
-							if i < len(got) {
-								g = got[i]
-							}
-							if i < len(want) {
-								x = want[i]
-							}
-							if g != x {
-								t.Errorf("row %d: got %s, want %s", i, g, x)
-							}
-						}
-					}
-					if m := j.Metrics().Operator("j"); m.Counters["late_dropped"] != 0 || m.Gauges["open_windows"] != 0 {
-						t.Errorf("late_dropped = %d, kept rows at the end = %d; want 0 and 0", m.Counters["late_dropped"], m.Gauges["open_windows"])
-					}
+					runJoinSpec(t, spec, out, intervalReference(left, right, b.lower, b.upper))
 				})
 			}
 		}
@@ -487,26 +425,7 @@ func TestTemporalJoinMatchesNestedLoop(t *testing.T) {
 					}
 					out := filepath.Join(t.TempDir(), "out.jsonl")
 					spec := joinSpecOf(t, stream, table, map[string]any{"type": "temporal", "how": how, "deleted_field": "deleted"}, par, 1600, backend == "badger", out)
-					j, err := arkflow.FromSpec(spec, arkflow.WithDataDir(t.TempDir()))
-					if err != nil {
-						t.Fatal(err)
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					if err := j.Run(ctx); err != nil {
-						t.Fatal(err)
-					}
-					got := readJoinOutput(t, out)
-					want := temporalReference(stream, table, how == "left")
-					if len(want) == 0 {
-						t.Fatal("the reference is empty")
-					}
-					if !slices.Equal(got, want) {
-						t.Errorf("%d rows, want %d%s", len(got), len(want), diffRows(got, want))
-					}
-					if m := j.Metrics().Operator("j"); m.Counters["late_dropped"] != 0 {
-						t.Errorf("late_dropped = %d, want 0", m.Counters["late_dropped"])
-					}
+					runJoinSpec(t, spec, out, temporalReference(stream, table, how == "left"))
 				})
 			}
 		}
@@ -573,5 +492,30 @@ func TestTemporalJoinTableSurvivesRestart(t *testing.T) {
 	want := temporalReference(second, table, true)
 	if !slices.Equal(got, want) {
 		t.Fatalf("second run: %d rows, want %d (the new stream rows only)%s", len(got), len(want), diffRows(got, want))
+	}
+}
+
+// runJoinSpec runs a join job to its end and checks that the rows its
+// sink wrote to out are want (sorted), which must not be empty, and that
+// the join dropped no row as late (the tests' rows stay within the bound).
+func runJoinSpec(t *testing.T, spec *job.Spec, out string, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		t.Fatal("the reference is empty: the input makes no pairs")
+	}
+	j, err := arkflow.FromSpec(spec, arkflow.WithDataDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := j.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readJoinOutput(t, out); !slices.Equal(got, want) {
+		t.Errorf("%d rows, want %d%s", len(got), len(want), diffRows(got, want))
+	}
+	if m := j.Metrics().Operator("j"); m.Counters["late_dropped"] != 0 || m.Gauges["open_windows"] != 0 {
+		t.Errorf("late_dropped = %d, rows held at the end = %d; want 0 and 0", m.Counters["late_dropped"], m.Gauges["open_windows"])
 	}
 }

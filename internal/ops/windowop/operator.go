@@ -63,9 +63,16 @@ type timing struct {
 }
 
 func timingOf(s *job.Spec, opID string) (timing, error) {
-	sources := planner.UpstreamSources(s, opID, nil)
-	var tm timing
-	var first string
+	tm, first, other := sourcesTiming(planner.UpstreamSources(s, opID, nil))
+	if other != "" {
+		return tm, ops.Errf("config", "its sources %q and %q declare different time semantics (mode, timestamp field, lateness or late policy); one window needs one", first, other)
+	}
+	return tm, nil
+}
+
+// sourcesTiming is the time declaration the sources share. When two
+// differ, other is the first that differs from the first source, first.
+func sourcesTiming(sources []job.Source) (tm timing, first, other string) {
 	for i, src := range sources {
 		t := src.Time
 		if t == nil {
@@ -80,10 +87,10 @@ func timingOf(s *job.Spec, opID string) (timing, error) {
 			continue
 		}
 		if cur != tm {
-			return tm, ops.Errf("config", "its sources %q and %q declare different time semantics (mode, timestamp field, lateness or late policy); one window needs one", first, src.OperatorID)
+			return tm, first, src.OperatorID
 		}
 	}
-	return tm, nil
+	return tm, first, ""
 }
 
 // Build is the factory of window operators (job.KindWindow): it checks the

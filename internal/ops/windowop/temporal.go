@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
@@ -301,16 +300,7 @@ func (w *temporalJoin) emit(ctx context.Context, out ops.Emitter, rows []*keptRo
 		if err != nil {
 			return fmt.Errorf("operator %q: %w", w.op, err)
 		}
-		seen := map[*keptBatch]bool{}
-		var acks []*ack.Node
-		for _, k := range left[lo:hi] {
-			if !seen[k.from] {
-				seen[k.from] = true
-				k.from.ack.Retain(1)
-				acks = append(acks, k.from.ack)
-			}
-		}
-		if err := out.Emit(ctx, ops.Batch{Rec: rec, Ack: ack.Derive(acks...)}); err != nil {
+		if err := out.Emit(ctx, ops.Batch{Rec: rec, Ack: holding(left[lo:hi])}); err != nil {
 			return err
 		}
 	}
@@ -352,14 +342,11 @@ func (w *temporalJoin) build(left []*keptRow, right []version) (arrow.RecordBatc
 // Close drops the waiting stream rows: their acknowledgements are
 // released as abandoned, so their rows will be replayed.
 func (w *temporalJoin) Close() error {
-	seen := map[*keptBatch]bool{}
-	for _, e := range w.waiting {
-		if k := e.row; !seen[k.from] {
-			seen[k.from] = true
-			k.from.rec.Release()
-			k.from.ack.Release(ops.ErrAbandoned)
-		}
+	rows := make([]*keptRow, len(w.waiting))
+	for i, e := range w.waiting {
+		rows[i] = e.row
 	}
+	abandon(rows)
 	w.waiting = nil
 	w.closeWarnings()
 	return nil
