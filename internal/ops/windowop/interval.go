@@ -153,22 +153,11 @@ func (w *intervalJoin) pairs(lt, rt int64) bool {
 // Process pairs a batch's rows with the kept rows of the other side, emits
 // the pairs, and keeps the rows that are not late.
 func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
-	side, err := w.jb.sideOf(&w.base, b.From, w.maxPar)
-	if err != nil {
-		b.Rec.Release()
-		b.Ack.Release(nil)
-		return err
-	}
-	b, _, err = w.begin(b)
+	side, b, _, err := w.jb.start(&w.base, b, w.maxPar)
 	if err != nil || b.Rec == nil {
 		return err
 	}
 	rec := b.Rec
-	if err := w.prepare(rec); err != nil {
-		rec.Release()
-		b.Ack.Release(err)
-		return fmt.Errorf("operator %q: %w", w.op, err)
-	}
 	kb := &keptBatch{rec: rec, ack: b.Ack}
 	var left, right []*keptRow // the pairs, in order
 	other := 1 - side

@@ -387,6 +387,30 @@ func (jb *joinBuild) sideOf(b *base, from string, maxPar int) (int, error) {
 	return -1, fmt.Errorf("operator %q: a batch from %q, which is neither side of the join", b.op, from)
 }
 
+// start begins a join's input batch: it finds its side (pointing b at
+// that side's columns), drops the rows already in committed state and
+// starts the batch's journal epoch (base.begin), and converts its event
+// times and keys (base.prepare). A zero Batch means nothing is left to
+// process; on error the batch is released.
+func (jb *joinBuild) start(b *base, in ops.Batch, maxPar int) (int, ops.Batch, *statestore.Epoch, error) {
+	side, err := jb.sideOf(b, in.From, maxPar)
+	if err != nil {
+		in.Rec.Release()
+		in.Ack.Release(nil)
+		return 0, ops.Batch{}, nil, err
+	}
+	in, epoch, err := b.begin(in)
+	if err != nil || in.Rec == nil {
+		return 0, ops.Batch{}, nil, err
+	}
+	if err := b.prepare(in.Rec); err != nil {
+		in.Rec.Release()
+		in.Ack.Release(err)
+		return 0, ops.Batch{}, nil, fmt.Errorf("operator %q: %w", b.op, err)
+	}
+	return side, in, epoch, nil
+}
+
 // windowJoin is one subtask of a window join.
 type windowJoin struct {
 	base
@@ -413,13 +437,7 @@ type joinWin struct {
 // late rows, and holds the batch's acknowledgement until the last window
 // it fed fires.
 func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
-	side, err := w.jb.sideOf(&w.base, b.From, w.maxPar)
-	if err != nil {
-		b.Rec.Release()
-		b.Ack.Release(nil)
-		return err
-	}
-	b, _, err = w.begin(b)
+	side, b, _, err := w.jb.start(&w.base, b, w.maxPar)
 	if err != nil || b.Rec == nil {
 		return err
 	}
@@ -428,9 +446,6 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 		rec.Release()
 		b.Ack.Release(err)
 		return fmt.Errorf("operator %q: %w", w.op, err)
-	}
-	if err := w.prepare(rec); err != nil {
-		return fail(err)
 	}
 	if w.idx == nil {
 		w.idx = map[int64][]int32{}

@@ -133,20 +133,9 @@ func (w *temporalJoin) asOf(kid int32, ts int64) (version, bool) {
 // Process takes a table batch into the table, or a stream batch into the
 // rows waiting for the watermark.
 func (w *temporalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
-	side, err := w.jb.sideOf(&w.base, b.From, w.maxPar)
-	if err != nil {
-		b.Rec.Release()
-		b.Ack.Release(nil)
-		return err
-	}
-	b, epoch, err := w.begin(b)
+	side, b, epoch, err := w.jb.start(&w.base, b, w.maxPar)
 	if err != nil || b.Rec == nil {
 		return err
-	}
-	if err := w.prepare(b.Rec); err != nil {
-		b.Rec.Release()
-		b.Ack.Release(err)
-		return fmt.Errorf("operator %q: %w", w.op, err)
 	}
 	if side == 1 {
 		w.table(b.Rec, epoch)
