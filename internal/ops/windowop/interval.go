@@ -38,7 +38,7 @@ type intervalJoin struct {
 	maxPar       int
 	lower, upper int64
 	outer        bool
-	kept         [2][][]*keptRow // by key ID (dense: the key table's), in arrival order
+	kept         [2][][]keptRef // by key ID (dense: the key table's), in arrival order
 	// queue is every kept row in arrival order. Rows end from its front
 	// once the watermark passes their end: a row behind one that ends
 	// later waits for it, which keeps it a little longer (bounded by the
@@ -46,6 +46,13 @@ type intervalJoin struct {
 	queue []*keptRow
 	head  int // queue[:head] have ended
 	seq   int64
+}
+
+// keptRef is a kept row in its key's list: its event time beside it, so
+// that pairing scans the list without reading the rows.
+type keptRef struct {
+	ts  int64
+	row *keptRow
 }
 
 // keptRow is a row kept for pairing.
@@ -187,21 +194,24 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		for int(k.kid) >= len(w.kept[side]) || int(k.kid) >= len(w.kept[other]) {
 			w.kept[0], w.kept[1] = append(w.kept[0], nil), append(w.kept[1], nil)
 		}
+		// A row of the list that has ended pairs no more: the bounds
+		// say so without reading it.
 		for _, o := range w.kept[other][k.kid] {
-			if o.gone {
-				continue
-			}
-			l, rr := k, o
+			lt, rt := ts, o.ts
 			if side == 1 {
-				l, rr = o, k
+				lt, rt = o.ts, ts
 			}
-			if w.pairs(l.ts, rr.ts) {
+			if w.pairs(lt, rt) {
+				l, rr := k, o.row
+				if side == 1 {
+					l, rr = o.row, k
+				}
 				l.matched = true
 				left, right = append(left, l), append(right, rr)
 			}
 		}
 		kb.live++
-		w.kept[side][k.kid] = append(w.kept[side][k.kid], k)
+		w.kept[side][k.kid] = append(w.kept[side][k.kid], keptRef{ts: ts, row: k})
 		w.queue = append(w.queue, k)
 	}
 	w.reportDrops()
@@ -353,7 +363,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 		rows := w.kept[e.side][e.kid]
 		live := rows[:0]
 		for _, k := range rows {
-			if !k.gone {
+			if !k.row.gone {
 				live = append(live, k)
 			}
 		}
@@ -372,7 +382,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 func (w *intervalJoin) Close() error {
 	abandon(w.queue[w.head:])
 	w.queue, w.head = nil, 0
-	w.kept = [2][][]*keptRow{}
+	w.kept = [2][][]keptRef{}
 	w.closeWarnings()
 	return nil
 }
