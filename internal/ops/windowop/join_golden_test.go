@@ -22,6 +22,7 @@ package windowop_test
 //	join name=<case> window=sliding size=<ms> slide=<ms>
 //	join name=<case> type=interval lower=<ms> upper=<ms>
 //	join name=<case> type=temporal [deleted_field=<field>]
+//	    [left_time=processing]   the stream on processing time
 //	    ... [how=inner|left] [ooo=<ms>]
 //	    [left_partitions=<n>] [right_partitions=<n>]
 //	    [left_key=<field>] [right_key=<field>]
@@ -96,6 +97,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/internal/harness"
 	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
+	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -115,7 +117,10 @@ type joinCase struct {
 	config  map[string]any // the join operator's config
 	ooo     int64
 	parts   [2]int // partitions of each side
-	schemas [2]*arrow.Schema
+	// clockLeft runs the left side on processing time: its watermark is
+	// the clock (printed as "clock").
+	clockLeft bool
+	schemas   [2]*arrow.Schema
 	batches []joinBatch
 }
 
@@ -158,6 +163,11 @@ func newJoinCase(d *datadriven.TestData) (*joinCase, error) {
 			c.parts[0] = int(n)
 		case "right_partitions":
 			c.parts[1] = int(n)
+		case "left_time":
+			if v != "processing" {
+				return c, fmt.Errorf("left_time %q: want processing", v)
+			}
+			c.clockLeft = true
 		default:
 			return c, fmt.Errorf("unknown argument %q", a.Key)
 		}
@@ -239,6 +249,9 @@ func (c *joinCase) release() {
 func (c *joinCase) spec(t *testing.T, stateDir string) *job.Spec {
 	t.Helper()
 	source := func(id string) map[string]any {
+		if id == joinSides[0] && c.clockLeft {
+			return map[string]any{"operator_id": id, "input_type": "golden", "time": map[string]any{"mode": "processing_time"}}
+		}
 		return map[string]any{
 			"operator_id": id, "input_type": "golden",
 			"time": map[string]any{"mode": "event_time", "timestamp_field": "ts",
@@ -358,8 +371,12 @@ func (c *joinCase) output(t *testing.T, stateDir string) string {
 			t.Fatalf("waiting for the join to finish with the batch: %v", err)
 		}
 		m := j.Metrics()
+		left := wmString(m.Operator(joinSides[0]).Watermark)
+		if c.clockLeft {
+			left = "clock"
+		}
 		fmt.Fprintf(&b, "batch %s %d: watermark left=%s right=%s join=%s", joinSides[x.side], x.part,
-			wmString(m.Operator(joinSides[0]).Watermark), wmString(m.Operator(joinSides[1]).Watermark), wmString(m.Operator("j").Watermark))
+			left, wmString(m.Operator(joinSides[1]).Watermark), wmString(m.Operator("j").Watermark))
 		if c.config["type"] != "window" {
 			fmt.Fprintf(&b, " kept=%d", m.Operator("j").Gauges[windowop.MetricOpenWindows])
 		}
@@ -383,20 +400,17 @@ func (c *joinCase) output(t *testing.T, stateDir string) string {
 }
 
 // waitJoin polls until ready, failing the test when the job ends first
-// or ready stays false for a minute.
+// or ready stays false for polltest's deadline.
 func waitJoin(t *testing.T, done <-chan error, what string, ready func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !ready() {
+	polltest.Eventually(t, what, func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("the job ended while waiting for %s: %v", what, err)
-		case <-time.After(time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+		return ready()
+	})
 }
 
 // wmString renders a watermark in ms: none before the first.
