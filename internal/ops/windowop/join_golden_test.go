@@ -113,15 +113,15 @@ type joinBatch struct {
 
 // joinCase is one case of testdata/join, from its join command to its run.
 type joinCase struct {
-	name    string
-	config  map[string]any // the join operator's config
-	ooo     int64
-	parts   [2]int // partitions of each side
+	name   string
+	config map[string]any // the join operator's config
+	ooo    int64
+	parts  [2]int // partitions of each side
 	// clockLeft runs the left side on processing time: its watermark is
 	// the clock (printed as "clock").
 	clockLeft bool
 	schemas   [2]*arrow.Schema
-	batches []joinBatch
+	batches   []joinBatch
 }
 
 // newJoinCase reads a join command.
