@@ -36,7 +36,7 @@
 //	              size_ms, slide_ms}; pairs fire when the watermark
 //	              passes the window's end
 //	lower_ms      an interval join's bounds: a pair when left.ts is in
-//	upper_ms      [right.ts + lower_ms, right.ts + upper_ms] (inner only)
+//	upper_ms      [right.ts + lower_ms, right.ts + upper_ms]
 //	deleted_field a temporal join's table (right) column whose true
 //	              deletes the key; each left row joins the table's row
 //	              current at its event time

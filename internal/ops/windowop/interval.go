@@ -2,7 +2,9 @@ package windowop
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -11,7 +13,20 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
+	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 )
+
+// rowsNamespace holds the rows an interval join keeps: user key = the
+// key's bytes, then the row's event time (8 bytes, big-endian, sign bit
+// flipped), its side (1 byte) and its arrival sequence (8 bytes); value =
+// a flags byte (1: the row has paired) and the side's key and output
+// columns (rowbin).
+const rowsNamespace = "join_rows"
+
+// keySuffix is the length of what follows the key's bytes in a kept
+// row's user key.
+const keySuffix = 17
 
 // intervalJoin is one subtask of an interval join.
 //
@@ -21,31 +36,36 @@ import (
 // left.ts - upper cannot. A row pairs with the kept rows of the other
 // side when it arrives, so each pair is emitted once, with the second of
 // its rows. A row whose own event time is behind the watermark is late:
-// partners of it may be gone.
+// partners of it may be gone. Under how "left", a left row that never
+// paired is emitted with nulls when it ends (a left row with a null key
+// at once: it pairs with nothing).
 //
-// The rows keep their input batch, and its acknowledgement, until the
-// last of them ends; the acknowledgement of an output batch holds those
-// of every input batch a row of it came from. So a source commits a row
-// only once it has ended and every pair it made is acknowledged: no pair
-// is lost to a crash. A restart replays the rows still kept, which pair
-// again, so pairs of rows kept at a crash may be emitted twice; the
-// window join's watermark floor, which prevents that, does not carry over
-// to rows whose partners end at different times, and the kept rows move
-// into checkpointed state for that.
+// The kept rows are keyed state: each input batch's rows, and the
+// "paired" mark of a kept left row it pairs, are staged in the batch's
+// journal epoch, which commits once the pairs it emitted are
+// acknowledged; the rows that end are deleted in the epoch of the
+// watermark that ends them, with the null rows it emits. So a checkpoint
+// holds the rows and a restore, or a rescale by key group, brings them
+// back; a source commits a row only once its state has committed, and
+// what a restart replays pairs again, so a pair is emitted at least once
+// (twice only when its epoch had not committed at a crash).
 type intervalJoin struct {
 	base
 	jb           *joinBuild
 	maxPar       int
 	lower, upper int64
 	outer        bool
+	codecs       [2]*rowbin.Codec
 	kept         [2][][]keptRef // by key ID (dense: the key table's), in arrival order
-	// queue is every kept row in arrival order. Rows end from its front
-	// once the watermark passes their end: a row behind one that ends
-	// later waits for it, which keeps it a little longer (bounded by the
-	// disorder) but changes nothing, since pairing checks the bounds.
-	queue []*keptRow
-	head  int // queue[:head] have ended
-	seq   int64
+	// ends orders the kept rows by end, then arrival: they end from its
+	// top as the watermark passes.
+	ends keptHeap
+	// cleaned[s][kid] is the last Watermark call (its number, tick) that
+	// dropped ended rows from the list of kid on side s.
+	cleaned [2][]uint32
+	tick    uint32
+	seq     int64
+	buf     []byte
 }
 
 // keptRef is a kept row in its key's list: its event time beside it, so
@@ -59,16 +79,19 @@ type keptRef struct {
 type keptRow struct {
 	side    int
 	ts, end int64 // end: the watermark at which no partner can come
-	seq     int64 // arrival order, for a deterministic expiry order
+	seq     int64 // arrival order, for a deterministic order
 	kid     int32
+	group   int32
 	from    *keptBatch
 	row     int32
 	matched bool
 	gone    bool
 }
 
-// keptBatch is an input batch some of whose rows are kept: it holds one
-// reference of the batch's acknowledgement until the last of them ends.
+// keptBatch is an input batch some of whose rows are kept (or, after a
+// restore, the kept rows of a side read back from state): it holds the
+// batch until the last of them is dropped. ack, when set, is released
+// with it (a temporal join's waiting stream rows hold their input).
 type keptBatch struct {
 	rec  arrow.RecordBatch
 	ack  *ack.Node
@@ -79,31 +102,28 @@ func (k *keptBatch) drop() {
 	k.live--
 	if k.live == 0 {
 		k.rec.Release()
-		k.ack.Release(nil)
+		if k.ack != nil {
+			k.ack.Release(nil)
+		}
 	}
 }
 
-// keptHeap orders the kept rows by end, then arrival. Its entries carry
-// both, so that ordering reads no row.
 // holding returns an acknowledgement for an output batch of the given
-// rows (nil ones skipped) that holds one more reference of each input
-// batch they came from.
-func holding(rows ...[]*keptRow) *ack.Node {
+// rows that holds one more reference of each input batch they came from.
+func holding(rows []*keptRow) *ack.Node {
 	seen := map[*keptBatch]bool{}
 	var acks []*ack.Node
-	for _, rs := range rows {
-		for _, k := range rs {
-			if k != nil && !seen[k.from] {
-				seen[k.from] = true
-				k.from.ack.Retain(1)
-				acks = append(acks, k.from.ack)
-			}
+	for _, k := range rows {
+		if k != nil && !seen[k.from] {
+			seen[k.from] = true
+			k.from.ack.Retain(1)
+			acks = append(acks, k.from.ack)
 		}
 	}
 	return ack.Derive(acks...)
 }
 
-// abandon releases the input batches of kept rows at shutdown, their
+// abandon releases the input batches of waiting rows at shutdown, their
 // acknowledgements as abandoned, so that their rows are replayed.
 func abandon(rows []*keptRow) {
 	seen := map[*keptBatch]bool{}
@@ -116,6 +136,8 @@ func abandon(rows []*keptRow) {
 	}
 }
 
+// keptHeap orders rows by end, then arrival. Its entries carry both, so
+// that ordering reads no row.
 type keptHeap []keptEnd
 
 type keptEnd struct {
@@ -139,8 +161,176 @@ func (h *keptHeap) Pop() any {
 	return x
 }
 
-func newIntervalJoin(b base, jb *joinBuild, maxPar int) *intervalJoin {
-	return &intervalJoin{base: b, jb: jb, maxPar: maxPar, lower: *jb.cfg.LowerMS, upper: *jb.cfg.UpperMS, outer: jb.cfg.How == HowLeft}
+// push adds e; the same as heap.Push, without an interface value per
+// row.
+func (h *keptHeap) push(e keptEnd) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.Less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+// pop removes and returns the top; the same as heap.Pop.
+func (h *keptHeap) pop() keptEnd {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = keptEnd{}
+	q = q[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && q.Less(c+1, c) {
+			c++
+		}
+		if !q.Less(c, i) {
+			break
+		}
+		q[i], q[c] = q[c], q[i]
+		i = c
+	}
+	*h = q
+	return top
+}
+
+// keptCols are the columns of a side an interval join keeps in state:
+// its key, then its output columns.
+func keptCols(s joinSide) []int { return append([]int{s.keyCol}, s.cols...) }
+
+func (jb *joinBuild) newInterval(b base, info ops.Task) (*intervalJoin, error) {
+	w := &intervalJoin{base: b, jb: jb, maxPar: info.MaxParallelism, lower: *jb.cfg.LowerMS, upper: *jb.cfg.UpperMS, outer: jb.cfg.How == HowLeft}
+	for s := range w.codecs {
+		c, err := rowbin.New(jb.in[s], keptCols(jb.sides[s]))
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
+		}
+		w.codecs[s] = c
+	}
+	if err := w.restore(info); err != nil {
+		return nil, fmt.Errorf("operator %q: restoring the kept rows: %w", info.OperatorID, err)
+	}
+	return w, nil
+}
+
+// restore reads the kept rows of the subtask's key groups back from the
+// committed state: each side's into one batch, in arrival order.
+func (w *intervalJoin) restore(info ops.Task) error {
+	type stored struct {
+		side    int
+		ts, seq int64
+		kid     int32
+		group   int32
+		matched bool
+		row     []byte
+	}
+	var rows []stored
+	err := w.journal.Scan(rowsNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
+		u := e.Key.User
+		if len(u) < keySuffix || len(e.Value) == 0 || u[len(u)-9] > 1 {
+			return fmt.Errorf("a kept row of %d bytes with a key of %d: %w", len(e.Value), len(u), rowbin.ErrCorrupt)
+		}
+		kid, err := w.keys.IDOfBytes(u[:len(u)-keySuffix])
+		if err != nil {
+			return err
+		}
+		tail := u[len(u)-keySuffix:]
+		rows = append(rows, stored{side: int(tail[8]), ts: int64(binary.BigEndian.Uint64(tail) ^ 1<<63), seq: int64(binary.BigEndian.Uint64(tail[9:])),
+			kid: kid, group: int32(e.Key.KeyGroup), matched: e.Value[0] == 1, row: append([]byte(nil), e.Value[1:]...)})
+		return nil
+	})
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	slices.SortFunc(rows, func(a, b stored) int { return int(a.seq - b.seq) })
+	var kbs [2]*keptBatch
+	var n [2]int32
+	for s := range kbs {
+		bs := make([]array.Builder, len(keptCols(w.jb.sides[s])))
+		for i, c := range keptCols(w.jb.sides[s]) {
+			bs[i] = array.NewBuilder(memory.DefaultAllocator, w.jb.in[s].Field(c).Type)
+			defer bs[i].Release()
+		}
+		for _, r := range rows {
+			if r.side == s {
+				if err := w.codecs[s].Decode(r.row, bs); err != nil {
+					return err
+				}
+			}
+		}
+		kbs[s] = &keptBatch{rec: restoredBatch(w.jb.in[s], keptCols(w.jb.sides[s]), bs)}
+	}
+	for _, r := range rows {
+		k := &keptRow{side: r.side, ts: r.ts, end: w.endOf(r.side, r.ts), seq: r.seq, kid: r.kid, group: r.group, from: kbs[r.side], row: n[r.side], matched: r.matched}
+		n[r.side]++
+		w.keep(k)
+		w.seq = max(w.seq, r.seq+1)
+	}
+	for _, kb := range kbs {
+		kb.live++ // dropped here: the rows hold it now
+		kb.drop()
+	}
+	return nil
+}
+
+// restoredBatch is a batch of schema whose columns cols are the builders'
+// arrays and whose other columns are null.
+func restoredBatch(schema *arrow.Schema, cols []int, bs []array.Builder) arrow.RecordBatch {
+	arrs := make([]arrow.Array, schema.NumFields())
+	n := 0
+	for i, c := range cols {
+		arrs[c] = bs[i].NewArray()
+		n = arrs[c].Len()
+	}
+	for c := range arrs {
+		if arrs[c] == nil {
+			arrs[c] = array.MakeArrayOfNull(memory.DefaultAllocator, schema.Field(c).Type, n)
+		}
+	}
+	defer releaseAll(arrs)
+	return array.NewRecordBatch(schema, arrs, int64(n))
+}
+
+// keep adds k to its key's list and to the rows by end.
+func (w *intervalJoin) keep(k *keptRow) {
+	for int(k.kid) >= len(w.kept[0]) {
+		w.kept[0], w.kept[1] = append(w.kept[0], nil), append(w.kept[1], nil)
+		w.cleaned[0], w.cleaned[1] = append(w.cleaned[0], 0), append(w.cleaned[1], 0)
+	}
+	k.from.live++
+	w.kept[k.side][k.kid] = append(w.kept[k.side][k.kid], keptRef{ts: k.ts, row: k})
+	w.ends.push(keptEnd{end: k.end, seq: k.seq, row: k})
+}
+
+// userKey is the state key of a kept row.
+func (w *intervalJoin) userKey(k *keptRow) []byte {
+	u := append(w.buf[:0], w.keys.Bytes(k.kid)...)
+	u = binary.BigEndian.AppendUint64(u, uint64(k.ts)^1<<63)
+	u = append(u, byte(k.side))
+	u = binary.BigEndian.AppendUint64(u, uint64(k.seq))
+	w.buf = u
+	return u
+}
+
+// stage puts a kept row, with its paired mark, in epoch.
+func (w *intervalJoin) stage(epoch *statestore.Epoch, k *keptRow) {
+	key := w.userKey(k)
+	n := len(key)
+	flag := byte(0)
+	if k.matched {
+		flag = 1
+	}
+	v := w.codecs[k.side].Append(append(key, flag), k.from.rec, int(k.row))
+	w.buf = v
+	epoch.Put(rowsNamespace, int(k.group), v[:n], v[n:], 0)
 }
 
 // endOf is the watermark at which a row of side at ts can pair no more:
@@ -160,13 +350,15 @@ func (w *intervalJoin) pairs(lt, rt int64) bool {
 // Process pairs a batch's rows with the kept rows of the other side, emits
 // the pairs, and keeps the rows that are not late.
 func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
-	side, b, _, err := w.jb.start(&w.base, b, w.maxPar)
+	side, b, epoch, err := w.jb.start(&w.base, b, w.maxPar)
 	if err != nil || b.Rec == nil {
 		return err
 	}
 	rec := b.Rec
-	kb := &keptBatch{rec: rec, ack: b.Ack}
+	kb := &keptBatch{rec: rec, live: 1} // the call's own reference, dropped below
+	defer kb.drop()
 	var left, right []*keptRow // the pairs, in order
+	var paired []*keptRow      // kept left rows this batch paired first
 	other := 1 - side
 	keyCol := rec.Column(w.keyCol)
 	var slab []keptRow // the batch's kept rows, allocated together
@@ -175,11 +367,7 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 			w.lateRow(true)
 			continue
 		}
-		if keyCol.IsNull(r) {
-			continue // a null key matches no key (see nullKey): an inner join drops the row
-		}
 		ts := w.ts[r]
-		end := w.endOf(side, ts)
 		if ts < w.wm {
 			w.lateRow(false)
 			continue
@@ -189,57 +377,74 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		}
 		k := &slab[0]
 		slab = slab[1:]
-		*k = keptRow{side: side, ts: ts, end: end, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r)}
-		w.seq++
-		for int(k.kid) >= len(w.kept[side]) || int(k.kid) >= len(w.kept[other]) {
-			w.kept[0], w.kept[1] = append(w.kept[0], nil), append(w.kept[1], nil)
-		}
-		// A row of the list that has ended pairs no more: the bounds
-		// say so without reading it.
-		for _, o := range w.kept[other][k.kid] {
-			lt, rt := ts, o.ts
-			if side == 1 {
-				lt, rt = o.ts, ts
+		*k = keptRow{side: side, ts: ts, end: w.endOf(side, ts), kid: w.kid[r], from: kb, row: int32(r)}
+		if keyCol.IsNull(r) {
+			// A null key matches no key (see nullKey): under how left its
+			// row is emitted with nulls now; it is not kept.
+			if w.outer && side == 0 {
+				left, right = append(left, k), append(right, nil)
 			}
-			if w.pairs(lt, rt) {
+			continue
+		}
+		k.seq, k.group = w.seq, int32(w.keys.GroupWith(k.kid, w.groups))
+		w.seq++
+		if int(k.kid) < len(w.kept[other]) {
+			for _, o := range w.kept[other][k.kid] {
+				lt, rt := ts, o.ts
+				if side == 1 {
+					lt, rt = o.ts, ts
+				}
+				if !w.pairs(lt, rt) {
+					continue
+				}
 				l, rr := k, o.row
 				if side == 1 {
 					l, rr = o.row, k
+					if w.outer && !l.matched {
+						paired = append(paired, l)
+					}
 				}
 				l.matched = true
 				left, right = append(left, l), append(right, rr)
 			}
 		}
-		kb.live++
-		w.kept[side][k.kid] = append(w.kept[side][k.kid], keptRef{ts: ts, row: k})
-		w.queue = append(w.queue, k)
+		w.keep(k)
+		w.stage(epoch, k)
+	}
+	for _, l := range paired {
+		w.stage(epoch, l)
 	}
 	w.reportDrops()
-	w.m.open.Store(int64(len(w.queue) - w.head))
-	// The batch's own reference goes with its kept rows, or now; each
-	// output batch holds one more of it and of every other batch a row
-	// of it came from.
-	if kb.live == 0 {
-		defer func() { rec.Release(); b.Ack.Release(nil) }()
-	}
-	return w.emitPairs(ctx, out, left, right)
+	w.m.open.Store(int64(w.open()))
+	return w.emitPairs(ctx, out, b.Ack, left, right)
 }
 
+// open is the number of kept rows.
+func (w *intervalJoin) open() int { return len(w.ends) }
+
 // emitPairs emits the pairs (left[i], right[i]), a nil right row standing
-// for nulls, in batches of at most maxOutputRows; each batch's
-// acknowledgement holds those of the input batches its rows came from.
-func (w *intervalJoin) emitPairs(ctx context.Context, out ops.Emitter, left, right []*keptRow) error {
+// for nulls, in batches of at most maxOutputRows, each with a reference
+// of node, whose own reference it releases.
+func (w *intervalJoin) emitPairs(ctx context.Context, out ops.Emitter, node *ack.Node, left, right []*keptRow) error {
+	var recs []arrow.RecordBatch
 	for lo := 0; lo < len(left); lo += maxOutputRows {
 		hi := min(lo+maxOutputRows, len(left))
 		rec, err := w.build(left[lo:hi], right[lo:hi])
 		if err != nil {
+			for _, r := range recs {
+				r.Release()
+			}
+			node.Release(err)
 			return fmt.Errorf("operator %q: %w", w.op, err)
 		}
-		if err := out.Emit(ctx, ops.Batch{Rec: rec, Ack: holding(left[lo:hi], right[lo:hi])}); err != nil {
-			return err
-		}
+		recs = append(recs, rec)
 	}
-	return nil
+	if len(recs) == 0 {
+		node.Release(nil)
+		return nil
+	}
+	node.Retain(len(recs) - 1)
+	return emitAll(ctx, out, recs, node, ops.PortMain)
 }
 
 // build makes one output batch of the pairs (left[i], right[i]).
@@ -300,7 +505,7 @@ func gather(s joinSide, schema *arrow.Schema, rows []*keptRow) ([]arrow.Array, e
 		}
 		order[i] = offset[k.from] + pos[i]
 	}
-	cols := append([]int{s.keyCol}, s.cols...)
+	cols := keptCols(s)
 	out := make([]arrow.Array, 0, len(cols))
 	for _, c := range cols {
 		parts := make([]arrow.Array, 0, len(batches)+1)
@@ -331,35 +536,35 @@ func gather(s joinSide, schema *arrow.Schema, rows []*keptRow) ([]arrow.Array, e
 	return out, nil
 }
 
-// Watermark ends the kept rows the watermark passed: under how left, a
-// left row that never paired is emitted with nulls, in order of end and
-// arrival; then the rows are dropped, and with the last row of an input
-// batch its acknowledgement is released.
+// Watermark ends the kept rows the watermark passed, deleting them from
+// state; under how left, a left row that never paired is emitted with
+// nulls, in order of end and arrival.
 func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
 	if !w.advance(wm) {
 		return nil
 	}
 	var ended, unmatched []*keptRow
-	for w.head < len(w.queue) && w.queue[w.head].end <= wm {
-		k := w.queue[w.head]
-		w.queue[w.head] = nil
-		w.head++
+	for len(w.ends) > 0 && w.ends[0].end <= wm {
+		k := w.ends.pop().row
 		k.gone = true
 		ended = append(ended, k)
 		if w.outer && k.side == 0 && !k.matched {
 			unmatched = append(unmatched, k)
 		}
 	}
-	if w.head > len(w.queue)/2 { // reuse the front
-		w.queue = append(w.queue[:0], w.queue[w.head:]...)
-		w.head = 0
-	}
-	w.m.open.Store(int64(len(w.queue) - w.head))
+	w.m.open.Store(int64(w.open()))
 	if len(ended) == 0 {
 		return nil
 	}
-	// Only the keys of the ended rows have rows to drop.
+	w.tick++
+	epoch := w.journal.Begin()
 	for _, e := range ended {
+		epoch.Delete(rowsNamespace, int(e.group), w.userKey(e))
+		// Only the keys of the ended rows have rows to drop, once each.
+		if w.cleaned[e.side][e.kid] == w.tick {
+			continue
+		}
+		w.cleaned[e.side][e.kid] = w.tick
 		rows := w.kept[e.side][e.kid]
 		live := rows[:0]
 		for _, k := range rows {
@@ -370,18 +575,19 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 		clear(rows[len(live):])
 		w.kept[e.side][e.kid] = live
 	}
-	err := w.emitPairs(ctx, out, unmatched, make([]*keptRow, len(unmatched)))
+	err := w.emitPairs(ctx, out, ack.New(epoch.Done), unmatched, make([]*keptRow, len(unmatched)))
 	for _, k := range ended {
 		k.from.drop()
 	}
 	return err
 }
 
-// Close drops the kept rows: their acknowledgements are released as
-// abandoned, so their rows will be replayed.
+// Close drops the kept rows (they are state: a restart reads them back).
 func (w *intervalJoin) Close() error {
-	abandon(w.queue[w.head:])
-	w.queue, w.head = nil, 0
+	for _, e := range w.ends {
+		e.row.from.drop()
+	}
+	w.ends = nil
 	w.kept = [2][][]keptRef{}
 	w.closeWarnings()
 	return nil

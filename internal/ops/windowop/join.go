@@ -137,10 +137,18 @@ func BuildJoin(c ops.Context) (ops.Built, error) {
 	if cfg.DeletedField != "" {
 		jb.deletedCol = schemas[1].FieldIndices(cfg.DeletedField)[0]
 	}
-	if cfg.Type == JoinTemporal {
-		// The table's rows are kept in state: every column must encode.
-		if _, err := rowbin.New(schemas[1], sides[1].cols); err != nil {
-			return ops.Built{}, ops.Errf("config.right", "%v", err)
+	// The rows a join keeps are state: every column they keep must
+	// encode (a temporal join keeps its table's, an interval join both
+	// sides').
+	for i, field := range [2]string{"config.left", "config.right"} {
+		cols := sides[i].cols
+		if cfg.Type == JoinInterval {
+			cols = keptCols(sides[i])
+		}
+		if cfg.Type == JoinInterval || (cfg.Type == JoinTemporal && i == 1) {
+			if _, err := rowbin.New(schemas[i], cols); err != nil {
+				return ops.Built{}, ops.Errf(field, "%v", err)
+			}
 		}
 	}
 	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: jb.newInstance,
@@ -168,12 +176,6 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 			errs = append(errs, ops.Errf("config.upper_ms", "must be >= lower_ms (got lower_ms %d, upper_ms %d)", *cfg.LowerMS, *cfg.UpperMS))
 		case max(abs(*cfg.LowerMS), abs(*cfg.UpperMS)) > eventtime.MaxSpanMS:
 			errs = append(errs, ops.Errf("config", "lower_ms and upper_ms must be within ±%d (1000 years)", int64(eventtime.MaxSpanMS)))
-		}
-		if cfg.How == HowLeft {
-			// A left row that paired before a crash may find its partner
-			// committed and gone after it: the kept rows must be
-			// checkpointed state before an unpaired row can be told.
-			errs = append(errs, ops.Errf("config.how", "an interval join is inner only for now (got %q)", cfg.How))
 		}
 	case JoinTemporal:
 	case "":
@@ -363,7 +365,7 @@ func (jb *joinBuild) newInstance(info ops.Task) (ops.Instance, error) {
 		journal: j, groups: info.Grouper(), floor: fl, warn: jb.warn, log: info.Logger, now: info.Now}
 	switch jb.cfg.Type {
 	case JoinInterval:
-		return newIntervalJoin(b, jb, info.MaxParallelism), nil
+		return jb.newInterval(b, info)
 	case JoinTemporal:
 		return jb.newTemporal(b, info)
 	}

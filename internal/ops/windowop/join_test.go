@@ -238,7 +238,6 @@ func TestJoinValidation(t *testing.T) {
 		{"edges not partitioned", func(s *job.Spec) { s.Edges[0].Partitioned = false }, "operators[2]", "must be partitioned"},
 		{"interval bounds reversed", func(s *job.Spec) { interval(t, s, -5, -10) }, "operators[2].config.upper_ms", "must be >= lower_ms (got lower_ms -5, upper_ms -10)"},
 		{"interval without a bound", func(s *job.Spec) { interval(t, s, 0, 0); setJoin(t, s, "upper_ms", nil) }, "operators[2].config.upper_ms", "is required"},
-		{"interval left outer", func(s *job.Spec) { interval(t, s, 0, 10); setJoin(t, s, "how", "left") }, "operators[2].config.how", "inner only"},
 		{"unknown type", func(s *job.Spec) { setJoin(t, s, "type", "lookup") }, "operators[2].config.type", `unknown join type "lookup"`},
 		{"temporal table on processing time", func(s *job.Spec) { setJoin(t, s, "type", "temporal"); s.Sources[1].Time = nil },
 			"operators[2].config.right", "a table joined as of the stream's event time needs event time too"},
@@ -318,30 +317,38 @@ func retype(t *testing.T, raw json.RawMessage, column, typ string) json.RawMessa
 
 // intervalReference is the interval join computed by a nested loop over
 // every pair of a left and a right row: they pair when their keys are
-// equal and left.ts is in [right.ts + lower, right.ts + upper].
-func intervalReference(left, right []joinRow, lower, upper int64) []string {
+// equal and left.ts is in [right.ts + lower, right.ts + upper]; under
+// outer, a left row that pairs with none is there once with nulls.
+func intervalReference(left, right []joinRow, lower, upper int64, outer bool) []string {
 	var out []string
 	for _, l := range left {
+		matched := false
 		for _, r := range right {
 			if l.Key == r.Key && l.TS >= r.TS+lower && l.TS <= r.TS+upper {
+				matched = true
 				out = append(out, fmt.Sprintf("%s|||%d|%d|%d|%d", l.Key, l.V, l.TS, r.V, r.TS))
 			}
+		}
+		if !matched && outer {
+			out = append(out, fmt.Sprintf("%s|||%d|%d|null|null", l.Key, l.V, l.TS))
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-// An interval join on one and two subtasks, with state in memory and in
-// Badger, with bounds on either side of zero, gives exactly the pairs a
+// An interval join, inner and left outer, on one and two subtasks, with
+// state in memory and in Badger, with bounds on either side of zero,
+// gives exactly the pairs a
 // nested loop over all rows gives, on random inputs whose rows arrive out
 // of order within the sources' bound.
 func TestIntervalJoinMatchesNestedLoop(t *testing.T) {
 	t.Parallel()
 	for _, b := range []struct{ lower, upper int64 }{{-200, 300}, {100, 700}, {-900, -50}, {0, 0}} {
-		for _, par := range []int{1, 2} {
-			for _, backend := range []string{"memory", "badger"} {
-				name := fmt.Sprintf("[%d,%d]/p%d/%s", b.lower, b.upper, par, backend)
+		for i, par := range []int{1, 2} {
+			for j, backend := range []string{"memory", "badger"} {
+				how := [2]string{"inner", "left"}[(i+j)%2]
+				name := fmt.Sprintf("[%d,%d]/%s/p%d/%s", b.lower, b.upper, how, par, backend)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
 					rng := rand.New(rand.NewPCG(uint64(len(name))*104729+uint64(b.upper), 7))
@@ -356,9 +363,9 @@ func TestIntervalJoinMatchesNestedLoop(t *testing.T) {
 						}
 					}
 					out := filepath.Join(t.TempDir(), "out.jsonl")
-					cfg := map[string]any{"type": "interval", "lower_ms": b.lower, "upper_ms": b.upper}
+					cfg := map[string]any{"type": "interval", "how": how, "lower_ms": b.lower, "upper_ms": b.upper}
 					spec := joinSpecOf(t, left, right, cfg, par, 1000, backend == "badger", out)
-					runJoinSpec(t, spec, out, intervalReference(left, right, b.lower, b.upper))
+					runJoinSpec(t, spec, out, intervalReference(left, right, b.lower, b.upper, how == "left"))
 				})
 			}
 		}
