@@ -17,9 +17,13 @@ import (
 //
 // Layout: a map from encoded key to an immutable entry, plus a sorted index
 // of the keys that is brought up to date lazily — new keys are appended to
-// a pending list and merged in (sort + merge) by the next scan, and deletes
-// leave tombstones in the map and index that are compacted away once they
-// are more than half of it. Entries whose expiry has passed by the wall
+// a pending list and merged in (sort + merge) by the next scan. Deleting a
+// key the index does not hold yet removes it at once (its place in the
+// pending list goes stale, and stale places are dropped once they are
+// half of it); deleting one the index holds leaves a tombstone in the map
+// and index, compacted away once tombstones are more than half of it. So
+// a store whose keys come and go between scans (a join's kept rows
+// without checkpoints) stays as large as its live keys. Entries whose expiry has passed by the wall
 // clock are swept (the memory backend's counterpart of Badger's TTL
 // garbage collection) every so often by Apply.
 //
@@ -31,21 +35,31 @@ func NewMemory() Backend {
 }
 
 type memEntry struct {
+	// indexed says the key is in the sorted index of the live backend,
+	// not (only) in its pending list. It is the only field written after
+	// the entry is stored, under the live backend's mu, and is never read
+	// by a frozen copy (which shares the entries: see Freeze); first, so
+	// that it has a word of its own.
+	indexed bool
 	value   []byte
 	exp     int64
 	deleted bool
 }
 
-var memTombstone = &memEntry{deleted: true}
+// memTombstone stands for a deleted key the sorted index holds (a key it
+// does not hold leaves the map on delete).
+var memTombstone = &memEntry{deleted: true, indexed: true}
 
 type memBackend struct {
 	mu      sync.Mutex
 	closed  bool
 	m       map[string]*memEntry
 	sorted  []string // sorted keys, tombstones included
-	pending []string // keys not yet in sorted
+	pending []string // keys not yet in sorted, and stale places (see del)
+	stale   int      // places in pending whose key left the map or came again
 	tombs   int      // tombstones in m
 	applied int      // mutations since the last expiry sweep
+	frozen  bool     // a Freeze copy: read only, and it marks no entry
 }
 
 // memItem is one entry collected for a callback.
@@ -116,15 +130,42 @@ func (b *memBackend) put(k string, value []byte, exp int64) {
 	case old.deleted:
 		b.tombs--
 	}
-	b.m[k] = &memEntry{value: value, exp: exp}
+	b.m[k] = &memEntry{value: value, exp: exp, indexed: ok && old.indexed}
 }
 
 // del deletes an entry. Callers hold mu.
 func (b *memBackend) del(k string) {
-	if old, ok := b.m[k]; ok && !old.deleted {
+	old, ok := b.m[k]
+	switch {
+	case !ok || old.deleted:
+	case !old.indexed:
+		delete(b.m, k)
+		b.stale++
+		if b.stale > max(4096, len(b.pending)/2) {
+			b.dropStale()
+		}
+	default:
 		b.m[k] = memTombstone
 		b.tombs++
 	}
+}
+
+// dropStale removes from the pending list the places whose key left the
+// map, and the repeats of a key that left and came again. Callers hold
+// mu.
+func (b *memBackend) dropStale() {
+	seen := make(map[string]struct{}, len(b.pending)-b.stale)
+	live := b.pending[:0]
+	for _, k := range b.pending {
+		if e, ok := b.m[k]; ok && !e.indexed {
+			if _, dup := seen[k]; !dup {
+				seen[k] = struct{}{}
+				live = append(live, k)
+			}
+		}
+	}
+	clear(b.pending[len(live):])
+	b.pending, b.stale = live, 0
 }
 
 // sweep deletes the entries the wall-clock TTL has collected.
@@ -132,16 +173,23 @@ func (b *memBackend) sweep() {
 	wall := wallSeconds()
 	for k, e := range b.m {
 		if !e.deleted && !notCollected(e.exp, wall) {
-			b.m[k] = memTombstone
-			b.tombs++
+			b.del(k)
 		}
 	}
 }
 
 // index brings the sorted index up to date. Callers hold mu.
 func (b *memBackend) index() {
+	if b.stale > 0 {
+		b.dropStale()
+	}
 	if len(b.pending) > 0 {
 		sort.Strings(b.pending)
+		if !b.frozen {
+			for _, k := range b.pending {
+				b.m[k].indexed = true
+			}
+		}
 		merged := make([]string, 0, len(b.sorted)+len(b.pending))
 		i, j := 0, 0
 		for i < len(b.sorted) && j < len(b.pending) {
@@ -358,7 +406,10 @@ func (b *memBackend) Freeze() (Frozen, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
-	return &memBackend{m: maps.Clone(b.m), sorted: slices.Clone(b.sorted), pending: slices.Clone(b.pending), tombs: b.tombs}, nil
+	if b.stale > 0 {
+		b.dropStale() // the copy's pending list is then every key it lacks in sorted, once
+	}
+	return &memBackend{m: maps.Clone(b.m), sorted: slices.Clone(b.sorted), pending: slices.Clone(b.pending), tombs: b.tombs, frozen: true}, nil
 }
 
 // Drop deletes every entry of scope.
