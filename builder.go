@@ -318,20 +318,7 @@ func (b *Builder) add(call string, op job.Operator, opts []OperatorOption) opSet
 // addSource is add with source options (a source's, or any operator's
 // OperatorOptions, which are SourceOptions too).
 func (b *Builder) addSource(call string, op job.Operator, opts []SourceOption) opSettings {
-	at := fmt.Sprintf("operators[%d]", len(b.spec.Operators))
-	b.calls[at] = call
-	set := opSettings{op: &op}
-	for _, o := range opts {
-		if o != nil {
-			o.applySource(&set)
-		}
-	}
-	for _, p := range set.problems {
-		b.callProblem(op.ID, p[0], "%s", p[1])
-	}
-	if existing, _ := b.spec.Operator(op.ID); existing != nil {
-		b.problem(op.ID, "operator %q is added twice", op.ID)
-	}
+	at, set := b.settle(call, &op, opts)
 	if op.Kind != job.KindSource {
 		switch {
 		case len(b.cursor) == 0:
@@ -362,6 +349,27 @@ func (b *Builder) addSource(call string, op job.Operator, opts []SourceOption) o
 	b.cursor = []string{op.ID}
 	set.op = nil
 	return set
+}
+
+// settle applies the options of the operator op that call adds at the
+// end of the spec's operators, records their problems and a repeated ID,
+// and returns the operator's place in the spec ("operators[3]").
+func (b *Builder) settle(call string, op *job.Operator, opts []SourceOption) (string, opSettings) {
+	at := fmt.Sprintf("operators[%d]", len(b.spec.Operators))
+	b.calls[at] = call
+	set := opSettings{op: op}
+	for _, o := range opts {
+		if o != nil {
+			o.applySource(&set)
+		}
+	}
+	for _, p := range set.problems {
+		b.callProblem(op.ID, p[0], "%s", p[1])
+	}
+	if existing, _ := b.spec.Operator(op.ID); existing != nil {
+		b.problem(op.ID, "operator %q is added twice", op.ID)
+	}
+	return at, set
 }
 
 // coPartitioned reports whether the rows of from are partitioned by key
@@ -678,8 +686,16 @@ func (b *Builder) Build(opts ...Option) (*Job, error) {
 			}
 			return nil, errors.Join(all, err)
 		}
+		// The builder's own problems come first; the spec's validation
+		// may find the same mistake again (a Join's missing Left).
+		said := map[[2]string]bool{}
+		for _, e := range b.problems {
+			said[[2]string{e.Operator, e.Field}] = true
+		}
 		for _, e := range ves {
-			all = append(all, b.inBuilderTerms(e))
+			if e = b.inBuilderTerms(e); !said[[2]string{e.Operator, e.Field}] {
+				all = append(all, e)
+			}
 		}
 	}
 	if len(all) > 0 {
@@ -750,6 +766,10 @@ func (b *Builder) inBuilderTerms(e *job.ValidationError) *job.ValidationError {
 		rest = strings.TrimPrefix(rest, "config.")
 		if rest == "config" || rest == "operator_id" {
 			rest = ""
+		}
+		if strings.HasPrefix(call, ".Join(") {
+			// A Join call was given a job.Join, not the config.
+			rest = joinField(rest)
 		}
 	}
 	if call == ".State(job.State{...})" && b.spec.State == nil {

@@ -125,8 +125,34 @@ func roundTripJob(dir string) *arkflow.Builder {
 			arkflow.Durable(local), arkflow.KeyedBy("user")).
 		KeyBy("user").
 		Aggregate("totals", job.Final(every...)).
-		Sink("totals-out", file.SinkConfig{Path: filepath.Join(dir, "totals-{subtask}.jsonl")})
+		Sink("totals-out", file.SinkConfig{Path: filepath.Join(dir, "totals-{subtask}.jsonl")}).
+		// Branch 3: two sources joined three ways, between them setting
+		// every key of a join's config.
+		Source("persons", rtPersons, arkflow.EventTime{Field: "ts"}).
+		Source("auctions", rtAuctions, arkflow.EventTime{Field: "ts"}).
+		Join("window-join", job.Join{Type: job.JoinWindow, Left: "persons", LeftKey: "id", Right: "auctions", RightKey: "seller",
+			Outer: true, Size: time.Minute, Slide: 10 * time.Second, LeftPrefix: "p_", RightPrefix: "a_"}).
+		Sink("window-join-out", mem.NewSink()).
+		Join("interval-join", job.Join{Type: job.JoinInterval, Left: "auctions", LeftKey: "seller", Right: "persons", RightKey: "id",
+			Lower: -time.Minute, Upper: time.Second}).
+		Sink("interval-join-out", mem.NewSink()).
+		Join("temporal-join", job.Join{Type: job.JoinTemporal, Left: "auctions", LeftKey: "seller", Right: "persons", RightKey: "id",
+			DeletedField: "gone"}).
+		Sink("temporal-join-out", mem.NewSink())
 }
+
+// rtPersons and rtAuctions are the sides of the round-trip job's joins.
+var (
+	rtPersons = generate.Config{Seed: 2, Count: 10, Fields: []generate.Field{
+		{Name: "id", Type: "string", Cardinality: 5},
+		{Name: "gone", Type: "bool"},
+		{Name: "ts", Type: "int64"},
+	}}
+	rtAuctions = generate.Config{Seed: 3, Count: 10, Fields: []generate.Field{
+		{Name: "seller", Type: "string", Cardinality: 5},
+		{Name: "ts", Type: "int64"},
+	}}
+)
 
 // roundTripGoOperators are the operators whose Go value a decoded spec
 // lacks (no bindings).
@@ -230,12 +256,13 @@ func TestRoundTripBuilderSpec(t *testing.T) {
 var roundTripUnset = map[string]string{
 	"recovery":             "no Builder call: restarts take the default latest_checkpoint; FromSavepoint is a run option",
 	"state.format_version": "only format 1 exists, so State(job.State{FormatVersion: 1}) writes the default",
+	"operators[kind=join].config.window.gap_ms": "a window join takes tumbling or sliding windows, which have no gap",
 }
 
 // roundTripConfigs are the config types of the operator kinds with a
-// config: what the runtime decodes them into. Join has no runtime yet, and
-// no Builder call.
+// config: what the runtime decodes them into.
 var roundTripConfigs = map[string]reflect.Type{
+	job.KindJoin:      reflect.TypeOf(windowop.JoinConfig{}),
 	job.KindMap:       reflect.TypeOf(ops.MapConfig{}),
 	job.KindFilter:    reflect.TypeOf(ops.FilterConfig{}),
 	job.KindAggregate: reflect.TypeOf(ops.AggregateConfig{}),
@@ -283,7 +310,7 @@ func TestRoundTripBuilderSetsEveryKey(t *testing.T) {
 		w.walk("operators[kind="+op.Kind+"].config", v.Elem())
 	}
 	for _, k := range planner.Kinds {
-		if !kinds[k] && k != job.KindJoin {
+		if !kinds[k] {
 			t.Errorf("the round-trip job has no operator of kind %q", k)
 		}
 	}
@@ -307,7 +334,7 @@ func TestRoundTripBuilderSetsEveryKey(t *testing.T) {
 		t.Errorf("spec key %s is zero or its default in the round-trip job: set it with a Builder call in roundTripJob, or add it to roundTripUnset with the reason the Builder cannot", p)
 	}
 	// The walk reaches every block.
-	for _, p := range []string{"operators[].key_field", "sources[].time.watermark.all_idle_delay_ms", "state.ttl_ms", "checkpoint.object_store_uri", "durability.backend.s3.allow_http", "sources[].durability", "durability.backend.node_id", "sinks[].output_type", "edges[].partitioned", "operators[kind=window].config.window.gap_ms", "operators[kind=filter].config.function", "operators[kind=aggregate].config.emit"} {
+	for _, p := range []string{"operators[].key_field", "sources[].time.watermark.all_idle_delay_ms", "state.ttl_ms", "checkpoint.object_store_uri", "durability.backend.s3.allow_http", "sources[].durability", "durability.backend.node_id", "sinks[].output_type", "edges[].partitioned", "operators[kind=window].config.window.gap_ms", "operators[kind=filter].config.function", "operators[kind=aggregate].config.emit", "operators[kind=join].config.lower_ms"} {
 		if !w.seen[p] {
 			t.Errorf("the walk did not reach %s", p)
 		}

@@ -64,6 +64,12 @@
 // pushed before. The clock starts at the Unix epoch and moves only with
 // AdvanceClock; it drives processing time, idle partitions and state TTL.
 //
+// A job of several sources, such as a join's two sides, has an Input for
+// each, each source with its own EventTime. An operator's watermark is
+// the lowest of its inputs', so an Input that has not advanced holds a
+// join's windows back: Harness.AdvanceWatermark advances every Input,
+// Input.AdvanceWatermark only its own.
+//
 // Each Push (and AdvanceWatermark) settles before it returns, so the job
 // sees the batches and watermark advances of all partitions in push
 // order, whatever the parallelism. Only what is pushed before New may be

@@ -95,6 +95,44 @@ func Example() {
 	// late dropped: 1
 }
 
+// A join reads two Inputs, each with its own event time. Its watermark
+// is the lower of the two, so an input that has not advanced holds the
+// join's windows back; Harness.AdvanceWatermark advances both.
+func Example_join() {
+	type Person struct {
+		ID   string `arkflow:"id"`
+		Name string `arkflow:"name"`
+		TS   int64  `arkflow:"ts"`
+	}
+	type Auction struct {
+		Auction int64  `arkflow:"auction"`
+		Seller  string `arkflow:"seller"`
+		TS      int64  `arkflow:"ts"`
+	}
+	type Sale struct {
+		Seller  string `arkflow:"id"` // the key, named as on the left
+		Name    string `arkflow:"name"`
+		Auction int64  `arkflow:"auction"`
+	}
+	persons, auctions := arkflowtest.NewInput[Person](1), arkflowtest.NewInput[Auction](1)
+	out := arkflowtest.NewOutput[Sale]()
+	arkflowtest.New(t, arkflow.NewJob("sales").
+		Source("persons", persons, arkflow.EventTime{Field: "ts"}).
+		Source("auctions", auctions, arkflow.EventTime{Field: "ts"}).
+		Join("sales", job.Join{Type: job.JoinWindow, Left: "persons", LeftKey: "id",
+			Right: "auctions", RightKey: "seller", Size: 10 * time.Second}).
+		Sink("out", out))
+	persons.Push(0, Person{"p1", "ann", 1_000})
+	auctions.Push(0, Auction{7, "p1", 4_000})
+	persons.AdvanceWatermark(10_000)
+	fmt.Println("persons at 10 s:", out.Take())
+	auctions.AdvanceWatermark(10_000)
+	fmt.Println("both at 10 s:", out.Take())
+	// Output:
+	// persons at 10 s: []
+	// both at 10 s: [{p1 ann 7}]
+}
+
 // New starts the job; each step after it returns once the job handled it.
 func ExampleNew() {
 	in, out := arkflowtest.NewInput[Click](1), arkflowtest.NewOutput[Count]()

@@ -46,4 +46,12 @@
 // The output is the key, a window join's window_start and window_end,
 // then the other columns of the left side and of the right side.
 // testdata/joins.yaml in the repository is a runnable example.
+//
+// In Go, arkflow.Builder.Join writes the same operator and edges from a
+// Join, whose fields are these keys with Go names and durations (Outer
+// for how left; Size and Slide for the window, tumbling when Slide is 0;
+// Lower and Upper for the bounds):
+//
+//	Join("sellers", job.Join{Type: job.JoinWindow, Left: "persons", LeftKey: "id",
+//		Right: "auctions", RightKey: "seller", Outer: true, Size: time.Second})
 package job

@@ -1,9 +1,12 @@
 package job
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // The configs of the operators the builder writes (package arkflow's
-// Aggregate and Columns), and the aggregates a running aggregate and a
+// Aggregate, Columns and Join), and the aggregates a running aggregate and a
 // window (package window) share: each encodes to its spec config, so
 // that a builder's job and its spec file say the same thing.
 
@@ -86,4 +89,51 @@ type Columns struct {
 type Column struct {
 	Name string `json:"name"`
 	Expr string `json:"expr"`
+}
+
+// The types of join (Join.Type; the spec config's "type").
+const (
+	// JoinWindow pairs rows of equal keys in the same tumbling or
+	// sliding window, when the watermark passes the window's end.
+	JoinWindow = "window"
+	// JoinInterval pairs rows of equal keys whose event times are within
+	// Lower and Upper of each other, as soon as both are in.
+	JoinInterval = "interval"
+	// JoinTemporal joins each left row with the right side's row of its
+	// key current at the left row's event time (the right side is a
+	// changelog table).
+	JoinTemporal = "temporal"
+)
+
+// Join is a join operator for arkflow.Builder.Join: the spec's join
+// config (see "Joins" in the package doc) with Go names and durations.
+// Type, Left, Right, LeftKey and RightKey are required; the other fields
+// belong to one type of join each, and a field of another type than
+// Type's is a mistake Build reports. Durations are whole milliseconds.
+//
+//	job.Join{Type: job.JoinWindow, Left: "persons", LeftKey: "id",
+//		Right: "auctions", RightKey: "seller", Size: 10 * time.Second}
+type Join struct {
+	// Type is JoinWindow, JoinInterval or JoinTemporal.
+	Type string
+	// Left and Right name the operators whose rows are the two sides; a
+	// temporal join's Right is the table.
+	Left, Right string
+	// LeftKey and RightKey are the key columns of each side (of one type).
+	LeftKey, RightKey string
+	// Outer makes a left outer join (how: left): a left row without a
+	// match is emitted once, with null right columns.
+	Outer bool
+	// Size and Slide are a window join's window: tumbling when Slide is
+	// 0, sliding by Slide otherwise.
+	Size, Slide time.Duration
+	// Lower and Upper bound an interval join: a pair when left.ts is in
+	// [right.ts + Lower, right.ts + Upper] (either may be negative or 0).
+	Lower, Upper time.Duration
+	// DeletedField is a bool column of a temporal join's table whose true
+	// deletes the key.
+	DeletedField string
+	// LeftPrefix and RightPrefix go before a column name both sides have
+	// (default "left_" and "right_").
+	LeftPrefix, RightPrefix string
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
-// The queries are job specs, one YAML file each (queries/q3.yaml, …): the
-// builder has no join yet, so a job with a join is written as a spec and
-// built with arkflow.FromSpec. The specs name their inputs and output by
-// the types this file registers in a private connectors.Environment.
+// The queries are job specs, one YAML file each (queries/q3.yaml, …),
+// built with arkflow.FromSpec (Builder.Join would build the same jobs in
+// Go). The specs name their inputs and output by the types this file
+// registers in a private connectors.Environment.
 //
 //go:embed queries/*.yaml
 var queryFiles embed.FS
