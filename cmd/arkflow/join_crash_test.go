@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -446,20 +447,19 @@ func windowEnd(t *testing.T, line string) int64 {
 //   - the output's distinct rows are exactly the rows of a nested loop
 //     over the input rows the test wrote (every pair, every unmatched
 //     person once, in every window): no window's result lost or changed;
+//   - some pairs that runs after a restore wrote joined a row they read
+//     with one the restored checkpoint's positions put behind its
+//     source: the open windows' rows are state, restored with it;
 //   - the output holds no other duplicates than the at-least-once file
 //     sink may write again after a restart: the rows of the windows
 //     still open at the restored checkpoint's cut, that is ending after
 //     the watermark it recorded for the join, as far as they were written
-//     before the restart (the windows that fired before the cut were
-//     written and acknowledged before it, and their floor is in the
-//     checkpoint). Where the local store ran on from the checkpoint, the
-//     floor it kept spares the windows acknowledged since, and the rows
-//     written twice are only those of a firing written before a kill
-//     but not yet acknowledged. The test sums the bound over the
-//     restarts that wrote anything. It is not the rows written after the
-//     restored checkpoint's round began: a firing written just before a
-//     kill stays unacknowledged through the checkpoints of the runs after
-//     it until one of them fires it again;
+//     before the restart (a window that fired before the cut had its
+//     rows deleted, and the floor moved past it, in the epoch its
+//     acknowledged output committed). Where the local store ran on from
+//     the checkpoint, the floor it kept spares the windows acknowledged
+//     since. The test sums the bound over the restarts that wrote
+//     anything;
 //   - no run dropped a row as late: the input's disorder is within the
 //     sources' bound, and the rows a restart reads again are replays, not
 //     late rows. A join warns at once of the first row it drops as late,
@@ -509,6 +509,28 @@ func TestWindowJoinSurvivesSIGKILL(t *testing.T) {
 				j.id, cr.killed, len(missing), len(want), len(windows), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
 			continue
 		}
+		fromState := 0
+		for i := 1; i < len(cr.runs); i++ {
+			m, ok := cr.manifests[cr.restoredID[i]]
+			if !ok {
+				continue
+			}
+			for _, l := range got[cr.lines[i][o]:cr.lines[i+1][o]] {
+				f := strings.Split(l, "|")
+				pv, _ := strconv.ParseInt(f[3], 10, 64)
+				av, err := strconv.ParseInt(f[5], 10, 64)
+				if err != nil {
+					continue // with nulls
+				}
+				pline, aline := pv-persons[0].v, av-auctions[0].v
+				if (pline < m.position("persons", int32(pline%2))) != (aline < m.position("auctions", int32(aline%2))) {
+					fromState++
+				}
+			}
+		}
+		if fromState == 0 {
+			t.Errorf("%s join: no run after a restore wrote a pair of a row it read and one behind its restored positions; the proof did not show the open windows restored from state", j.id)
+		}
 		// The bound: over the restarts that wrote anything, the distinct
 		// rows written before them of the windows ending after the
 		// watermark of the checkpoint restored (all when none was).
@@ -518,8 +540,8 @@ func TestWindowJoinSurvivesSIGKILL(t *testing.T) {
 			t.Errorf("%s join: %d rows written twice after %d kills, more than the restarts could write again (%d)", j.id, dups, cr.killed, bound)
 			cr.explainDuplicates(t, o, got, func(l string) string { return "window " + joinCrashWindow(l) })
 		}
-		t.Logf("%s join: %d kills, %d restores, %d checkpoints; %d rows as in the nested loop, %d written twice (bound %d)",
-			j.id, cr.killed, cr.restored, cr.completed, len(want), dups, bound)
+		t.Logf("%s join: %d kills, %d restores, %d checkpoints; %d rows as in the nested loop; %d pairs written after restores had a row only the restored state held; %d written twice (bound %d)",
+			j.id, cr.killed, cr.restored, cr.completed, len(want), fromState, dups, bound)
 	}
 	cr.checkNoLateRows(t)
 }

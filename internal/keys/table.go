@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -281,18 +282,23 @@ func (t *Table) Bytes(id int32) []byte {
 	if id == t.nullID {
 		return nil
 	}
+	return t.AppendBytes(nil, id)
+}
+
+// AppendBytes appends the key bytes of a key ID (Bytes) to dst; null
+// appends nothing.
+func (t *Table) AppendBytes(dst []byte, id int32) []byte {
+	if id == t.nullID {
+		return dst
+	}
 	if t.str != nil {
-		return []byte(t.strs[id])
+		return append(dst, t.strs[id]...)
 	}
 	v := t.nums[id]
 	if t.typ.ID() == arrow.BOOL {
-		return []byte{byte(v)}
+		return append(dst, byte(v))
 	}
-	var b [8]byte
-	for i := 0; i < 8; i++ {
-		b[i] = byte(v >> (56 - 8*uint(i)))
-	}
-	return b[:]
+	return binary.BigEndian.AppendUint64(dst, uint64(v))
 }
 
 // Group returns the key group of a key ID for max parallelism m: the same
@@ -380,4 +386,7 @@ func RangeGrouper(r job.KeyGroupRange) Grouper {
 func (g Grouper) Of(b []byte) int { return g.Base + int(HashKey(b)%uint64(max(g.Width, 1))) }
 
 // GroupWith is the key group of key ID id under g.
-func (t *Table) GroupWith(id int32, g Grouper) int { return g.Of(t.Bytes(id)) }
+func (t *Table) GroupWith(id int32, g Grouper) int {
+	var buf [32]byte
+	return g.Of(t.AppendBytes(buf[:0], id))
+}

@@ -60,9 +60,16 @@ type position struct {
 
 // Epoch is one unit of staged mutations.
 type Epoch struct {
-	j       *Journal
-	id      uint64
-	muts    []Mutation
+	j    *Journal
+	id   uint64
+	muts []Mutation
+	// unread[i] says muts[i] was staged without the overlay (PutUnread,
+	// DeleteUnread); nil when none was.
+	unread []bool
+	// arena holds the staged keys and values, copied in by the staging
+	// goroutine; a full arena is replaced, never moved, so the slices of
+	// muts into it stay valid.
+	arena   []byte
 	ranges  map[position]int64 // end (exclusive) of the input covered
 	done    bool
 	err     error
@@ -167,20 +174,54 @@ func (j *Journal) key(ns string, group int, user []byte) Key {
 
 // Put stages a value (expiresAt: Unix ms, 0 = never).
 func (e *Epoch) Put(ns string, group int, user, value []byte, expiresAt int64) {
-	e.stage(Mutation{Key: e.j.key(ns, group, append([]byte(nil), user...)), Value: append([]byte(nil), value...), ExpiresAt: expiresAt})
+	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Value: e.copy(value), ExpiresAt: expiresAt}, false)
 }
 
-// Delete stages a deletion.
+// Delete stages the removal of a key.
 func (e *Epoch) Delete(ns string, group int, user []byte) {
-	e.stage(Mutation{Key: e.j.key(ns, group, append([]byte(nil), user...)), Delete: true})
+	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Delete: true}, false)
 }
 
-func (e *Epoch) stage(m Mutation) {
+// PutUnread is Put for state the operator keeps in memory and reads from
+// the store only when it starts (Scan): the mutation commits like any
+// other, but Get and ScanPrefix do not see it before it does, which
+// spares the overlay's bookkeeping. A key must not be staged both ways.
+func (e *Epoch) PutUnread(ns string, group int, user, value []byte) {
+	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Value: e.copy(value)}, true)
+}
+
+// DeleteUnread is Delete for keys staged by PutUnread.
+func (e *Epoch) DeleteUnread(ns string, group int, user []byte) {
+	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Delete: true}, true)
+}
+
+// copy returns a copy of b in the epoch's arena (nil stays nil).
+func (e *Epoch) copy(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if cap(e.arena)-len(e.arena) < len(b) {
+		e.arena = make([]byte, 0, max(4096, 2*cap(e.arena), len(b)))
+	}
+	start := len(e.arena)
+	e.arena = append(e.arena, b...)
+	return e.arena[start:len(e.arena):len(e.arena)]
+}
+
+func (e *Epoch) stage(m Mutation, unread bool) {
 	j := e.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if unread && e.unread == nil {
+		e.unread = make([]bool, len(e.muts), cap(e.muts))
+	}
 	e.muts = append(e.muts, m)
-	j.overlay[overlayKey(m.Key)] = staged{epoch: e.id, mut: m}
+	if e.unread != nil {
+		e.unread = append(e.unread, unread)
+	}
+	if !unread {
+		j.overlay[overlayKey(m.Key)] = staged{epoch: e.id, mut: m}
+	}
 }
 
 // overlayKey is the overlay's map key of k: namespace, key group and user
@@ -254,9 +295,14 @@ func (j *Journal) commitReady() ([]*Epoch, error) {
 		return nil, nil
 	}
 	var muts []Mutation
+	if n == 1 {
+		muts = j.pending[0].muts // settled now: nothing stages into it again
+	}
 	positions := map[position]int64{}
 	for _, e := range j.pending[:n] {
-		muts = append(muts, e.muts...)
+		if n > 1 {
+			muts = append(muts, e.muts...)
+		}
 		for p, end := range e.ranges {
 			if end > positions[p] {
 				positions[p] = end
@@ -282,7 +328,10 @@ func (j *Journal) commitReady() ([]*Epoch, error) {
 		}
 	}
 	for _, e := range j.pending[:n] {
-		for _, m := range e.muts {
+		for i, m := range e.muts {
+			if e.unread != nil && e.unread[i] {
+				continue
+			}
 			k := overlayKey(m.Key)
 			if s, ok := j.overlay[k]; ok && s.epoch == e.id {
 				delete(j.overlay, k)

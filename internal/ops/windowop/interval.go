@@ -1,6 +1,7 @@
 package windowop
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -57,9 +58,14 @@ type intervalJoin struct {
 	outer        bool
 	codecs       [2]*rowbin.Codec
 	kept         [2][][]keptRef // by key ID (dense: the key table's), in arrival order
-	// ends orders the kept rows by end, then arrival: they end from its
-	// top as the watermark passes.
-	ends keptHeap
+	// ends orders the kept rows by end, then arrival, in runs (one per
+	// input batch, sorted): they end from its top as the watermark
+	// passes. A heap of runs costs a heap operation per batch, not per
+	// row.
+	ends  runHeap
+	nkept int
+	// groupOf caches the key group of each key ID (-1: not yet known).
+	groupOf []int32
 	// cleaned[s][kid] is the last Watermark call (its number, tick) that
 	// dropped ended rows from the list of kid on side s.
 	cleaned [2][]uint32
@@ -85,7 +91,7 @@ type keptRow struct {
 	from    *keptBatch
 	row     int32
 	matched bool
-	gone    bool
+	null    bool // its key is null (a window join's outer left row)
 }
 
 // keptBatch is an input batch some of whose rows are kept (or, after a
@@ -161,14 +167,30 @@ func (h *keptHeap) Pop() any {
 	return x
 }
 
-// push adds e; the same as heap.Push, without an interface value per
-// row.
-func (h *keptHeap) push(e keptEnd) {
-	*h = append(*h, e)
+// run is the kept rows of one input batch (or of a restore), sorted by
+// end then arrival; rows[i:] have not ended.
+type run struct {
+	rows []*keptRow
+	i    int
+}
+
+func (r *run) before(o *run) bool {
+	a, b := r.rows[r.i], o.rows[o.i]
+	if a.end != b.end {
+		return a.end < b.end
+	}
+	return a.seq < b.seq
+}
+
+// runHeap is a min-heap of runs by their next row.
+type runHeap []*run
+
+func (h *runHeap) push(r *run) {
+	*h = append(*h, r)
 	q := *h
 	for i := len(q) - 1; i > 0; {
 		p := (i - 1) / 2
-		if !q.Less(i, p) {
+		if !q[i].before(q[p]) {
 			break
 		}
 		q[i], q[p] = q[p], q[i]
@@ -176,30 +198,30 @@ func (h *keptHeap) push(e keptEnd) {
 	}
 }
 
-// pop removes and returns the top; the same as heap.Pop.
-func (h *keptHeap) pop() keptEnd {
+// fix restores the heap after its top's next row changed, dropping the
+// top when it has no row left.
+func (h *runHeap) fix() {
 	q := *h
-	top := q[0]
-	n := len(q) - 1
-	q[0] = q[n]
-	q[n] = keptEnd{}
-	q = q[:n]
+	if q[0].i == len(q[0].rows) {
+		n := len(q) - 1
+		q[0], q[n] = q[n], nil
+		q = q[:n]
+		*h = q
+	}
 	for i := 0; ; {
 		c := 2*i + 1
-		if c >= n {
-			break
+		if c >= len(q) {
+			return
 		}
-		if c+1 < n && q.Less(c+1, c) {
+		if c+1 < len(q) && q[c+1].before(q[c]) {
 			c++
 		}
-		if !q.Less(c, i) {
-			break
+		if !q[c].before(q[i]) {
+			return
 		}
 		q[i], q[c] = q[c], q[i]
 		i = c
 	}
-	*h = q
-	return top
 }
 
 // keptCols are the columns of a side an interval join keeps in state:
@@ -268,12 +290,15 @@ func (w *intervalJoin) restore(info ops.Task) error {
 		}
 		kbs[s] = &keptBatch{rec: restoredBatch(w.jb.in[s], keptCols(w.jb.sides[s]), bs)}
 	}
+	restored := make([]*keptRow, 0, len(rows))
 	for _, r := range rows {
 		k := &keptRow{side: r.side, ts: r.ts, end: w.endOf(r.side, r.ts), seq: r.seq, kid: r.kid, group: r.group, from: kbs[r.side], row: n[r.side], matched: r.matched}
 		n[r.side]++
 		w.keep(k)
+		restored = append(restored, k)
 		w.seq = max(w.seq, r.seq+1)
 	}
+	w.addRun(restored)
 	for _, kb := range kbs {
 		kb.live++ // dropped here: the rows hold it now
 		kb.drop()
@@ -299,20 +324,46 @@ func restoredBatch(schema *arrow.Schema, cols []int, bs []array.Builder) arrow.R
 	return array.NewRecordBatch(schema, arrs, int64(n))
 }
 
-// keep adds k to its key's list and to the rows by end.
+// keep adds k to its key's list; the caller adds it to a run.
 func (w *intervalJoin) keep(k *keptRow) {
-	for int(k.kid) >= len(w.kept[0]) {
+	w.grow(k.kid)
+	k.from.live++
+	w.nkept++
+	w.kept[k.side][k.kid] = append(w.kept[k.side][k.kid], keptRef{ts: k.ts, row: k})
+}
+
+// grow makes the per-key slices long enough for kid.
+func (w *intervalJoin) grow(kid int32) {
+	for int(kid) >= len(w.kept[0]) {
 		w.kept[0], w.kept[1] = append(w.kept[0], nil), append(w.kept[1], nil)
 		w.cleaned[0], w.cleaned[1] = append(w.cleaned[0], 0), append(w.cleaned[1], 0)
+		w.groupOf = append(w.groupOf, -1)
 	}
-	k.from.live++
-	w.kept[k.side][k.kid] = append(w.kept[k.side][k.kid], keptRef{ts: k.ts, row: k})
-	w.ends.push(keptEnd{end: k.end, seq: k.seq, row: k})
+}
+
+// group returns the key group of kid.
+func (w *intervalJoin) group(kid int32) int32 {
+	w.grow(kid)
+	g := w.groupOf[kid]
+	if g < 0 {
+		g = int32(w.keys.GroupWith(kid, w.groups))
+		w.groupOf[kid] = g
+	}
+	return g
+}
+
+// addRun adds rows, in arrival order, to the rows by end.
+func (w *intervalJoin) addRun(rows []*keptRow) {
+	if len(rows) == 0 {
+		return
+	}
+	slices.SortStableFunc(rows, func(a, b *keptRow) int { return cmp.Compare(a.end, b.end) })
+	w.ends.push(&run{rows: rows})
 }
 
 // userKey is the state key of a kept row.
 func (w *intervalJoin) userKey(k *keptRow) []byte {
-	u := append(w.buf[:0], w.keys.Bytes(k.kid)...)
+	u := w.keys.AppendBytes(w.buf[:0], k.kid)
 	u = binary.BigEndian.AppendUint64(u, uint64(k.ts)^1<<63)
 	u = append(u, byte(k.side))
 	u = binary.BigEndian.AppendUint64(u, uint64(k.seq))
@@ -330,7 +381,7 @@ func (w *intervalJoin) stage(epoch *statestore.Epoch, k *keptRow) {
 	}
 	v := w.codecs[k.side].Append(append(key, flag), k.from.rec, int(k.row))
 	w.buf = v
-	epoch.Put(rowsNamespace, int(k.group), v[:n], v[n:], 0)
+	epoch.PutUnread(rowsNamespace, int(k.group), v[:n], v[n:])
 }
 
 // endOf is the watermark at which a row of side at ts can pair no more:
@@ -362,6 +413,7 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	other := 1 - side
 	keyCol := rec.Column(w.keyCol)
 	var slab []keptRow // the batch's kept rows, allocated together
+	var kept []*keptRow
 	for r := range w.ts {
 		if !w.valid[r] {
 			w.lateRow(true)
@@ -379,14 +431,14 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		slab = slab[1:]
 		*k = keptRow{side: side, ts: ts, end: w.endOf(side, ts), kid: w.kid[r], from: kb, row: int32(r)}
 		if keyCol.IsNull(r) {
-			// A null key matches no key (see nullKey): under how left its
+			// A null key equals no key, another null included (as in SQL): under how left its
 			// row is emitted with nulls now; it is not kept.
 			if w.outer && side == 0 {
 				left, right = append(left, k), append(right, nil)
 			}
 			continue
 		}
-		k.seq, k.group = w.seq, int32(w.keys.GroupWith(k.kid, w.groups))
+		k.seq, k.group = w.seq, w.group(k.kid)
 		w.seq++
 		if int(k.kid) < len(w.kept[other]) {
 			for _, o := range w.kept[other][k.kid] {
@@ -409,8 +461,10 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 			}
 		}
 		w.keep(k)
+		kept = append(kept, k)
 		w.stage(epoch, k)
 	}
+	w.addRun(kept)
 	for _, l := range paired {
 		w.stage(epoch, l)
 	}
@@ -420,7 +474,7 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 }
 
 // open is the number of kept rows.
-func (w *intervalJoin) open() int { return len(w.ends) }
+func (w *intervalJoin) open() int { return w.nkept }
 
 // emitPairs emits the pairs (left[i], right[i]), a nil right row standing
 // for nulls, in batches of at most maxOutputRows, each with a reference
@@ -544,14 +598,18 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 		return nil
 	}
 	var ended, unmatched []*keptRow
-	for len(w.ends) > 0 && w.ends[0].end <= wm {
-		k := w.ends.pop().row
-		k.gone = true
+	for len(w.ends) > 0 && w.ends[0].rows[w.ends[0].i].end <= wm {
+		top := w.ends[0]
+		k := top.rows[top.i]
+		top.rows[top.i] = nil
+		top.i++
+		w.ends.fix() // usually one comparison: the run's next row stays first
 		ended = append(ended, k)
 		if w.outer && k.side == 0 && !k.matched {
 			unmatched = append(unmatched, k)
 		}
 	}
+	w.nkept -= len(ended)
 	w.m.open.Store(int64(w.open()))
 	if len(ended) == 0 {
 		return nil
@@ -559,16 +617,18 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	w.tick++
 	epoch := w.journal.Begin()
 	for _, e := range ended {
-		epoch.Delete(rowsNamespace, int(e.group), w.userKey(e))
+		epoch.DeleteUnread(rowsNamespace, int(e.group), w.userKey(e))
 		// Only the keys of the ended rows have rows to drop, once each.
 		if w.cleaned[e.side][e.kid] == w.tick {
 			continue
 		}
 		w.cleaned[e.side][e.kid] = w.tick
+		// On one side a row's end is its time plus a constant: the rows
+		// the watermark ended are those whose time says so.
 		rows := w.kept[e.side][e.kid]
 		live := rows[:0]
 		for _, k := range rows {
-			if !k.row.gone {
+			if w.endOf(e.side, k.ts) > wm {
 				live = append(live, k)
 			}
 		}
@@ -584,10 +644,12 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 
 // Close drops the kept rows (they are state: a restart reads them back).
 func (w *intervalJoin) Close() error {
-	for _, e := range w.ends {
-		e.row.from.drop()
+	for _, r := range w.ends {
+		for _, k := range r.rows[r.i:] {
+			k.from.drop()
+		}
 	}
-	w.ends = nil
+	w.ends, w.nkept = nil, 0
 	w.kept = [2][][]keptRef{}
 	w.closeWarnings()
 	return nil

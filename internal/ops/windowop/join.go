@@ -2,17 +2,11 @@ package windowop
 
 import (
 	"cmp"
-	"container/heap"
-	"context"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/internal/ack"
-	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
@@ -341,12 +335,8 @@ type joinBuild struct {
 	deletedCol int
 }
 
-// newInstance creates one subtask of a join. A window join's open windows
-// live in memory and hold the acknowledgements of the rows they buffer,
-// so a restart rebuilds them by replaying the input from the committed
-// positions; the watermark floor keeps windows that fired before the
-// restart from firing again. The interval and temporal joins say how
-// they keep their rows (intervalJoin, temporalJoin).
+// newInstance creates one subtask of a join; windowJoin, intervalJoin and
+// temporalJoin say how each keeps its rows.
 func (jb *joinBuild) newInstance(info ops.Task) (ops.Instance, error) {
 	t, err := keys.NewTable(jb.keyType)
 	if err != nil {
@@ -369,11 +359,7 @@ func (jb *joinBuild) newInstance(info ops.Task) (ops.Instance, error) {
 	case JoinTemporal:
 		return jb.newTemporal(b, info)
 	}
-	slide := jb.cfg.Window.SlideMS
-	if jb.cfg.Window.Type == TypeTumbling {
-		slide = jb.cfg.Window.SizeMS
-	}
-	return &windowJoin{base: b, jb: jb, maxPar: info.MaxParallelism, size: jb.cfg.Window.SizeMS, slide: slide, outer: jb.cfg.How == HowLeft, wins: map[int64]*joinWin{}}, nil
+	return jb.newWindowJoin(b, info)
 }
 
 // sideOf returns the side of the join a batch from operator from is on,
@@ -413,311 +399,10 @@ func (jb *joinBuild) start(b *base, in ops.Batch, maxPar int) (int, ops.Batch, *
 	return side, in, epoch, nil
 }
 
-// windowJoin is one subtask of a window join.
-type windowJoin struct {
-	base
-	jb          *joinBuild
-	maxPar      int
-	size, slide int64
-	outer       bool
-	wins        map[int64]*joinWin // open windows by start
-	ends        int64Heap          // starts of open windows
-	held        heldHeap
-	starts      []int64
-	idx         map[int64][]int32 // rows of the batch per window start
-}
-
-// joinWin is one window's rows of each side, as taken from the input
-// batches, with the key ID of every row (nullKey for a null key).
-type joinWin struct {
-	start int64
-	rows  [2][]arrow.RecordBatch
-	kids  [2][]int32
-}
-
-// Process buffers a batch's rows in the windows they belong to, drops its
-// late rows, and holds the batch's acknowledgement until the last window
-// it fed fires.
-func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) error {
-	side, b, _, err := w.jb.start(&w.base, b, w.maxPar)
-	if err != nil || b.Rec == nil {
-		return err
-	}
-	rec := b.Rec
-	fail := func(err error) error {
-		rec.Release()
-		b.Ack.Release(err)
-		return fmt.Errorf("operator %q: %w", w.op, err)
-	}
-	if w.idx == nil {
-		w.idx = map[int64][]int32{}
-	}
-	clear(w.idx)
-	maxEnd := int64(eventtime.NoWatermark)
-	wm := w.wm
-	for r := range w.ts {
-		if !w.valid[r] {
-			w.lateRow(true)
-			continue
-		}
-		t := w.ts[r]
-		if !eventtime.InRange(t, w.size) {
-			return fail(w.rangeError(r, t, w.size))
-		}
-		if w.slide == w.size {
-			w.starts = append(w.starts[:0], eventtime.TumblingStart(t, w.size))
-		} else {
-			w.starts = eventtime.SlidingStarts(w.starts[:0], t, w.size, w.slide)
-		}
-		accepted, late, replayed := false, false, false
-		for _, st := range w.starts {
-			end := st + w.size
-			if wm >= end {
-				if w.replayOf(end) {
-					replayed = true
-				} else {
-					late = true
-				}
-				continue
-			}
-			w.idx[st] = append(w.idx[st], int32(r))
-			accepted = true
-			maxEnd = max(maxEnd, end)
-		}
-		switch {
-		case replayed && !accepted:
-			w.replayedRow()
-		case late && !accepted:
-			w.lateRow(false)
-		}
-	}
-	w.reportDrops()
-	keyCol := rec.Column(w.keyCol)
-	for st, rows := range w.idx {
-		x := w.wins[st]
-		if x == nil {
-			x = &joinWin{start: st}
-			w.wins[st] = x
-			heap.Push(&w.ends, st)
-			w.m.open.Add(1)
-		}
-		taken, err := batch.Take(rec, rows)
-		if err != nil {
-			return fail(err)
-		}
-		x.rows[side] = append(x.rows[side], taken)
-		for _, r := range rows {
-			kid := w.kid[r]
-			if keyCol.IsNull(int(r)) {
-				kid = nullKey
-			}
-			x.kids[side] = append(x.kids[side], kid)
-		}
-	}
-	return finishBatch(ctx, b, out, nil, nil, &w.held, maxEnd)
-}
-
-// Watermark fires every window whose end the watermark reached, in order
-// of end: it emits the window's pairs and frees its rows.
-func (w *windowJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
-	prev, input := w.wm, w.input
-	if !w.advance(wm) {
-		return nil
-	}
-	var firing []*joinWin
-	for w.ends.Len() > 0 && satAdd(w.ends[0], w.size) <= wm {
-		start := heap.Pop(&w.ends).(int64)
-		if x := w.wins[start]; x != nil {
-			firing = append(firing, x)
-			delete(w.wins, start)
-		}
-	}
-	w.m.open.Add(-int64(len(firing)))
-	w.m.fired.Add(int64(len(firing)))
-	acks := popHeld(&w.held, wm)
-	fl := wm
-	if wm == eventtime.EndOfTime {
-		fl = max(prev, eventtime.NoWatermark)
-		for _, x := range firing {
-			fl = max(fl, satAdd(x.start, w.size))
-		}
-	}
-	var recs []arrow.RecordBatch
-	var err error
-	for _, x := range firing {
-		if err == nil {
-			var rs []arrow.RecordBatch
-			rs, err = w.pairs(x)
-			recs = append(recs, rs...)
-		}
-		x.release()
-	}
-	if len(firing) > 0 {
-		// The floor first: its write must precede the state commits of
-		// the input this firing releases (see floor).
-		acks = append([]*ack.Node{w.floor.firing(fl, w.reachedBy(wm, input), nil)}, acks...)
-	}
-	node := ack.Derive(acks...)
-	if err != nil || len(recs) == 0 {
-		for _, r := range recs {
-			r.Release()
-		}
-		node.Release(err)
-		return err
-	}
-	node.Retain(len(recs) - 1)
-	return emitAll(ctx, out, recs, node, ops.PortMain)
-}
-
-// Close releases the rows of the open windows and the held
-// acknowledgements: their rows will be replayed.
-func (w *windowJoin) Close() error {
-	for _, x := range w.wins {
-		x.release()
-	}
-	clear(w.wins)
-	for _, h := range w.held {
-		h.node.Release(ops.ErrAbandoned)
-	}
-	w.held = nil
-	w.closeWarnings()
-	return nil
-}
-
-func (x *joinWin) release() {
-	for s := range x.rows {
-		for _, r := range x.rows[s] {
-			r.Release()
-		}
-		x.rows[s] = nil
-	}
-}
-
-// nullKey stands for the key ID of a row whose key is null. A null key
-// equals no key, itself included, as in SQL: the key table gives null an
-// ID of its own (right for grouping, where nulls form one group), so the
-// join marks such rows and pairs them with nothing.
-const nullKey int32 = -1
-
-// pairs builds the output of one window: for every left row in arrival
-// order, a row per right row of its key in arrival order (under how left,
-// one row with null right columns when there is none; always for a left
-// row whose key is null).
-func (w *windowJoin) pairs(x *joinWin) ([]arrow.RecordBatch, error) {
-	if len(x.kids[0]) == 0 || (!w.outer && len(x.kids[1]) == 0) {
-		return nil, nil
-	}
-	byKey := map[int32][]int32{}
-	for j, k := range x.kids[1] {
-		if k != nullKey {
-			byKey[k] = append(byKey[k], int32(j))
-		}
-	}
-	nullRight := int32(len(x.kids[1])) // the null row appended to the right side
-	var li, ri []int32
-	for i, k := range x.kids[0] {
-		m := byKey[k]
-		if len(m) == 0 {
-			if w.outer {
-				li, ri = append(li, int32(i)), append(ri, nullRight)
-			}
-			continue
-		}
-		for _, j := range m {
-			li, ri = append(li, int32(i)), append(ri, j)
-		}
-	}
-	if len(li) == 0 {
-		return nil, nil
-	}
-	left, err := concat(w.jb.sides[0], x.rows[0], false, w.jb.in[0])
-	if err != nil {
-		return nil, err
-	}
-	defer releaseAll(left)
-	right, err := concat(w.jb.sides[1], x.rows[1], true, w.jb.in[1])
-	if err != nil {
-		return nil, err
-	}
-	defer releaseAll(right)
-	var out []arrow.RecordBatch
-	for lo := 0; lo < len(li); lo += maxOutputRows {
-		hi := min(lo+maxOutputRows, len(li))
-		rec, err := w.outputRows(x, left, right, li[lo:hi], ri[lo:hi])
-		if err != nil {
-			for _, r := range out {
-				r.Release()
-			}
-			return nil, err
-		}
-		out = append(out, rec)
-	}
-	return out, nil
-}
-
-// concat returns the columns of a side's buffered rows, each one array:
-// the side's key column first, then its output columns. With null, one
-// null row follows the rows, for left rows without a match.
-func concat(s joinSide, rows []arrow.RecordBatch, null bool, schema *arrow.Schema) ([]arrow.Array, error) {
-	cols := append([]int{s.keyCol}, s.cols...)
-	out := make([]arrow.Array, 0, len(cols))
-	for _, c := range cols {
-		parts := make([]arrow.Array, 0, len(rows)+1)
-		for _, r := range rows {
-			parts = append(parts, r.Column(c))
-		}
-		if null {
-			n := array.MakeArrayOfNull(memory.DefaultAllocator, schema.Field(c).Type, 1)
-			defer n.Release()
-			parts = append(parts, n)
-		}
-		a, err := array.Concatenate(parts, memory.DefaultAllocator)
-		if err != nil {
-			releaseAll(out)
-			return nil, fmt.Errorf("column %q: %w", schema.Field(c).Name, err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
 func releaseAll(as []arrow.Array) {
 	for _, a := range as {
 		a.Release()
 	}
-}
-
-// outputRows builds one output batch of the pairs (li[i], ri[i]).
-func (w *windowJoin) outputRows(x *joinWin, left, right []arrow.Array, li, ri []int32) (arrow.RecordBatch, error) {
-	n := len(li)
-	cols := make([]arrow.Array, 0, w.out.NumFields())
-	defer func() { releaseAll(cols) }()
-	key, err := batch.TakeArray(left[0], li)
-	if err != nil {
-		return nil, err
-	}
-	cols = append(cols, key)
-	starts, ends := make([]int64, n), make([]int64, n)
-	for i := range starts {
-		starts[i], ends[i] = x.start, x.start+w.size
-	}
-	cols = append(cols, timestamps(starts), timestamps(ends))
-	for _, c := range left[1:] {
-		a, err := batch.TakeArray(c, li)
-		if err != nil {
-			return nil, err
-		}
-		cols = append(cols, a)
-	}
-	for _, c := range right[1:] {
-		a, err := batch.TakeArray(c, ri)
-		if err != nil {
-			return nil, err
-		}
-		cols = append(cols, a)
-	}
-	rec := array.NewRecordBatch(w.out, cols, int64(n))
-	return rec, nil
 }
 
 func abs(v int64) int64 {
