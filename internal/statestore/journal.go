@@ -46,6 +46,49 @@ type Journal struct {
 	// over in a rescale (see InheritedNamespace), by position, sorted by
 	// key group; read-only after NewJournal.
 	inherited map[position]spans
+	// held are committed puts staged by PutUnread that a memory backend
+	// has not been given yet, in commit order; cancelled counts those a
+	// DeleteUnread cancelled. A memory store does not outlive the
+	// process, so what it must hold is only what a read or a
+	// checkpoint's freeze sees, and the backend has the puts applied
+	// before either (flushDeferred): a row put and deleted between two of
+	// those never reaches it. The puts are tracked by handle (Held), not
+	// by key, so holding one back costs no hashing. deferTo is nil for
+	// other backends, which get every mutation at commit, with the
+	// positions it covers.
+	held      []*Held
+	cancelled int
+	deferTo   deferrer
+}
+
+// unreadOp is a PutUnread (h) or a DeleteUnread (del; h the put it
+// undoes, or nil, and key the delete's key when h is nil) of a deferring
+// journal.
+type unreadOp struct {
+	h   *Held
+	del bool
+	key *Key
+}
+
+// Held is a put staged by PutUnread: the handle DeleteUnread takes to
+// cancel it while the backend has not been given it. nil when the journal
+// gives its backend every mutation at commit.
+type Held struct {
+	mut   Mutation
+	state uint8 // heldStaged, heldPending, heldApplied or heldCancelled; under the journal's mu
+}
+
+const (
+	heldStaged    = iota // in an epoch not committed yet
+	heldPending          // committed, held back from the backend
+	heldApplied          // given to the backend
+	heldCancelled        // deleted before the backend was given it
+)
+
+// deferrer is a backend journals may hold unread mutations back from.
+type deferrer interface {
+	deferTo(j *Journal)
+	undefer(j *Journal)
 }
 
 type staged struct {
@@ -63,9 +106,13 @@ type Epoch struct {
 	j    *Journal
 	id   uint64
 	muts []Mutation
-	// unread[i] says muts[i] was staged without the overlay (PutUnread,
-	// DeleteUnread); nil when none was.
-	unread []bool
+	// unread are the PutUnread and DeleteUnread of a deferring journal,
+	// in order (not in muts): the handle of each put, or of the delete
+	// (whose mut is the delete) and of the put it undoes.
+	unread []unreadOp
+	// blind are the PutUnread and DeleteUnread of a journal that gives its
+	// backend every mutation at commit (not in the overlay).
+	blind []Mutation
 	// arena holds the staged keys and values, copied in by the staging
 	// goroutine; a full arena is replaced, never moved, so the slices of
 	// muts into it stay valid.
@@ -93,6 +140,9 @@ func (e *Epoch) OnSettled(fn func(error)) {
 // (InheritedNamespace).
 func NewJournal(b Backend, jobID, operator string, groups job.KeyGroupRange) (*Journal, error) {
 	j := &Journal{b: b, job: jobID, op: operator, posGroup: groups.Start, overlay: map[string]staged{}, applied: map[position]int64{}}
+	if d, ok := b.(deferrer); ok {
+		j.deferTo = d
+	}
 	scope := Scope{Job: jobID, Operator: operator}
 	scope.Groups.Start, scope.Groups.End = groups.Start, groups.Start
 	err := ScanNamespace(b, scope, PositionsNamespace, nil, 0, func(e Entry) error {
@@ -174,25 +224,55 @@ func (j *Journal) key(ns string, group int, user []byte) Key {
 
 // Put stages a value (expiresAt: Unix ms, 0 = never).
 func (e *Epoch) Put(ns string, group int, user, value []byte, expiresAt int64) {
-	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Value: e.copy(value), ExpiresAt: expiresAt}, false)
+	m := Mutation{Key: e.j.key(ns, group, e.copy(user)), Value: e.copy(value), ExpiresAt: expiresAt}
+	e.stage(m)
+	e.j.read(e, m)
 }
 
 // Delete stages the removal of a key.
 func (e *Epoch) Delete(ns string, group int, user []byte) {
-	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Delete: true}, false)
+	m := Mutation{Key: e.j.key(ns, group, e.copy(user)), Delete: true}
+	e.stage(m)
+	e.j.read(e, m)
 }
 
 // PutUnread is Put for state the operator keeps in memory and reads from
-// the store only when it starts (Scan): the mutation commits like any
-// other, but Get and ScanPrefix do not see it before it does, which
-// spares the overlay's bookkeeping. A key must not be staged both ways.
-func (e *Epoch) PutUnread(ns string, group int, user, value []byte) {
-	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Value: e.copy(value)}, true)
+// the store only when it starts (Scan), of a key it has not put since it
+// was last deleted (each row it keeps, under a key of its own): the
+// mutation commits like any other, but Get and ScanPrefix do not see it
+// before it does. On a memory backend the put may stay in the journal
+// until something reads the store (see Journal), and DeleteUnread given
+// the returned handle then cancels it. A key must not be staged both
+// ways.
+func (e *Epoch) PutUnread(ns string, group int, user, value []byte) *Held {
+	m := Mutation{Key: e.j.key(ns, group, e.copy(user)), Value: e.copy(value)}
+	if e.j.deferTo == nil {
+		e.stageBlind(m)
+		return nil
+	}
+	h := &Held{mut: m}
+	e.stageUnread(unreadOp{h: h})
+	return h
 }
 
-// DeleteUnread is Delete for keys staged by PutUnread.
-func (e *Epoch) DeleteUnread(ns string, group int, user []byte) {
-	e.stage(Mutation{Key: e.j.key(ns, group, e.copy(user)), Delete: true}, true)
+// DeleteUnread is Delete for a key staged by PutUnread, with the handle
+// that put returned (nil for a key the operator read back from the
+// store when it started); with a handle, user may be nil.
+func (e *Epoch) DeleteUnread(ns string, group int, user []byte, put *Held) {
+	if put != nil && e.j.deferTo != nil {
+		e.stageUnread(unreadOp{h: put, del: true})
+		return
+	}
+	if e.j.deferTo == nil {
+		e.stageBlind(Mutation{Key: e.j.key(ns, group, e.copy(user)), Delete: true})
+		return
+	}
+	op := unreadOp{h: put, del: true}
+	if put == nil {
+		k := e.j.key(ns, group, e.copy(user))
+		op.key = &k
+	}
+	e.stageUnread(op)
 }
 
 // copy returns a copy of b in the epoch's arena (nil stays nil).
@@ -208,20 +288,37 @@ func (e *Epoch) copy(b []byte) []byte {
 	return e.arena[start:len(e.arena):len(e.arena)]
 }
 
-func (e *Epoch) stage(m Mutation, unread bool) {
+// stage adds m to the epoch.
+func (e *Epoch) stage(m Mutation) {
 	j := e.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if unread && e.unread == nil {
-		e.unread = make([]bool, len(e.muts), cap(e.muts))
-	}
 	e.muts = append(e.muts, m)
-	if e.unread != nil {
-		e.unread = append(e.unread, unread)
-	}
-	if !unread {
-		j.overlay[overlayKey(m.Key)] = staged{epoch: e.id, mut: m}
-	}
+}
+
+// stageBlind adds a PutUnread or DeleteUnread of a journal that defers
+// nothing.
+func (e *Epoch) stageBlind(m Mutation) {
+	j := e.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e.blind = append(e.blind, m)
+}
+
+// stageUnread adds a PutUnread or DeleteUnread of a deferring journal.
+func (e *Epoch) stageUnread(op unreadOp) {
+	j := e.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e.unread = append(e.unread, op)
+}
+
+// read puts a mutation staged by Put or Delete in the overlay, where Get
+// and ScanPrefix see it.
+func (j *Journal) read(e *Epoch, m Mutation) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.overlay[overlayKey(m.Key)] = staged{epoch: e.id, mut: m}
 }
 
 // overlayKey is the overlay's map key of k: namespace, key group and user
@@ -295,13 +392,25 @@ func (j *Journal) commitReady() ([]*Epoch, error) {
 		return nil, nil
 	}
 	var muts []Mutation
-	if n == 1 {
+	switch {
+	case j.deferTo != nil:
+		for _, e := range j.pending[:n] {
+			muts = append(muts, e.muts...)
+			for _, op := range e.unread {
+				if m, ok := j.hold(op); ok {
+					muts = append(muts, m)
+				}
+			}
+		}
+	case n == 1 && len(j.pending[0].blind) == 0:
 		muts = j.pending[0].muts // settled now: nothing stages into it again
+	case n == 1 && len(j.pending[0].muts) == 0:
+		muts = j.pending[0].blind
 	}
 	positions := map[position]int64{}
 	for _, e := range j.pending[:n] {
-		if n > 1 {
-			muts = append(muts, e.muts...)
+		if j.deferTo == nil && (n > 1 || (len(e.muts) > 0 && len(e.blind) > 0)) {
+			muts = append(append(muts, e.muts...), e.blind...)
 		}
 		for p, end := range e.ranges {
 			if end > positions[p] {
@@ -328,10 +437,7 @@ func (j *Journal) commitReady() ([]*Epoch, error) {
 		}
 	}
 	for _, e := range j.pending[:n] {
-		for i, m := range e.muts {
-			if e.unread != nil && e.unread[i] {
-				continue
-			}
+		for _, m := range e.muts {
 			k := overlayKey(m.Key)
 			if s, ok := j.overlay[k]; ok && s.epoch == e.id {
 				delete(j.overlay, k)
@@ -342,6 +448,74 @@ func (j *Journal) commitReady() ([]*Epoch, error) {
 	done := append([]*Epoch(nil), j.pending[:n]...)
 	j.pending = append(j.pending[:0], j.pending[n:]...)
 	return done, nil
+}
+
+// hold takes a committed PutUnread or DeleteUnread of a deferring
+// journal: a put is held back; a delete cancels its put if that is still
+// held, and otherwise is returned, for the backend. Callers hold mu.
+func (j *Journal) hold(op unreadOp) (Mutation, bool) {
+	h := op.h
+	if !op.del {
+		if len(j.held) == 0 && j.cancelled == 0 {
+			j.deferTo.deferTo(j)
+		}
+		h.state = heldPending
+		j.held = append(j.held, h)
+		return Mutation{}, false
+	}
+	if h != nil && h.state == heldPending {
+		h.state = heldCancelled
+		j.cancelled++
+		if j.cancelled > max(4096, len(j.held)/2) {
+			live := j.held[:0]
+			for _, p := range j.held {
+				if p.state == heldPending {
+					live = append(live, p)
+				}
+			}
+			clear(j.held[len(live):])
+			j.held, j.cancelled = live, 0
+		}
+		return Mutation{}, false
+	}
+	if h != nil {
+		return Mutation{Key: h.mut.Key, Delete: true}, true
+	}
+	return Mutation{Key: *op.key, Delete: true}, true
+}
+
+// flushDeferred gives the backend the puts held back (see held).
+func (j *Journal) flushDeferred() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.held) == 0 {
+		return nil
+	}
+	muts := make([]Mutation, 0, len(j.held)-j.cancelled)
+	for _, h := range j.held {
+		if h.state == heldPending {
+			h.state = heldApplied
+			muts = append(muts, h.mut)
+		}
+	}
+	clear(j.held)
+	j.held, j.cancelled = j.held[:0], 0
+	if err := j.b.Apply(muts); err != nil {
+		return fmt.Errorf("operator %q: committing state: %w", j.op, err)
+	}
+	return nil
+}
+
+// Close applies what the journal holds back and lets its backend forget
+// it. An instance that staged unread mutations closes its journal when
+// it closes.
+func (j *Journal) Close() error {
+	if j.deferTo == nil {
+		return nil
+	}
+	err := j.flushDeferred()
+	j.deferTo.undefer(j)
+	return err
 }
 
 func (j *Journal) dropAll() []*Epoch {

@@ -34,6 +34,47 @@ func NewMemory() Backend {
 	return &memBackend{m: make(map[string]*memEntry)}
 }
 
+// defer registers j as holding committed mutations back (deferrer).
+func (b *memBackend) deferTo(j *Journal) {
+	b.fmu.Lock()
+	defer b.fmu.Unlock()
+	if b.deferring == nil {
+		b.deferring = map[*Journal]struct{}{}
+	}
+	b.deferring[j] = struct{}{}
+}
+
+// undefer forgets j (after it applied what it held).
+func (b *memBackend) undefer(j *Journal) {
+	b.fmu.Lock()
+	defer b.fmu.Unlock()
+	delete(b.deferring, j)
+}
+
+// settle has the journals that hold mutations back apply them: those of
+// operator op of job jobName ("" for any). It is called without mu held
+// (a journal's flush applies through Apply).
+func (b *memBackend) settle(jobName, op string) error {
+	b.fmu.Lock()
+	if len(b.deferring) == 0 {
+		b.fmu.Unlock()
+		return nil
+	}
+	var js []*Journal
+	for j := range b.deferring {
+		if (jobName == "" || j.job == jobName) && (op == "" || j.op == op) {
+			js = append(js, j)
+		}
+	}
+	b.fmu.Unlock()
+	for _, j := range js {
+		if err := j.flushDeferred(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type memEntry struct {
 	// indexed says the key is in the sorted index of the live backend,
 	// not (only) in its pending list. It is the only field written after
@@ -51,6 +92,12 @@ type memEntry struct {
 var memTombstone = &memEntry{deleted: true, indexed: true}
 
 type memBackend struct {
+	// deferring are the journals holding committed mutations back from
+	// the backend (see Journal: deferred); every read and freeze has them
+	// applied first. fmu is taken before mu, never after.
+	fmu       sync.Mutex
+	deferring map[*Journal]struct{}
+
 	mu      sync.Mutex
 	closed  bool
 	m       map[string]*memEntry
@@ -69,6 +116,9 @@ type memItem struct {
 }
 
 func (b *memBackend) Get(k Key, now int64) ([]byte, int64, bool, error) {
+	if err := b.settle(k.Job, k.Operator); err != nil {
+		return nil, 0, false, err
+	}
 	enc, err := keyEncode(nil, k)
 	if err != nil {
 		return nil, 0, false, err
@@ -266,6 +316,9 @@ func (b *memBackend) collect(scope Scope, sub []byte, keep func(*memEntry) bool)
 
 // live collects the scope's entries live at now, or returns ErrClosed.
 func (b *memBackend) live(scope Scope, sub []byte, now int64) ([]memItem, error) {
+	if err := b.settle(scope.Job, scope.Operator); err != nil {
+		return nil, err
+	}
 	if _, err := keyJobPrefix(scope.Job); err != nil {
 		return nil, err
 	}
@@ -366,6 +419,9 @@ func (b *memBackend) Size(jobName, operator string) (int64, error) {
 }
 
 func (b *memBackend) Measure(jobName, operator string) (bytes, keys int64, err error) {
+	if err := b.settle(jobName, operator); err != nil {
+		return 0, 0, err
+	}
 	if _, err := keyJobPrefix(jobName); err != nil {
 		return 0, 0, err
 	}
@@ -401,6 +457,9 @@ func (b *memBackend) Close() error {
 // Freeze returns a copy of the map (entries are immutable once stored, so
 // a shallow copy is a consistent view).
 func (b *memBackend) Freeze() (Frozen, error) {
+	if err := b.settle("", ""); err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -414,6 +473,9 @@ func (b *memBackend) Freeze() (Frozen, error) {
 
 // Drop deletes every entry of scope.
 func (b *memBackend) Drop(scope Scope) error {
+	if err := b.settle(scope.Job, scope.Operator); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

@@ -21,9 +21,15 @@ import (
 // rowsNamespace holds the rows an interval join keeps: user key = the
 // key's bytes, then the row's event time (8 bytes, big-endian, sign bit
 // flipped), its side (1 byte) and its arrival sequence (8 bytes); value =
-// a flags byte (1: the row has paired) and the side's key and output
-// columns (rowbin).
+// a flags byte (1: the row had paired when it came) and the side's key
+// and output columns (rowbin).
 const rowsNamespace = "join_rows"
+
+// pairedNamespace marks, under a kept row's user key, a left row of an
+// outer interval join that paired after it came (a row of its own, so
+// that the mark is a put of a new key, like every row: see
+// statestore.Epoch.PutUnread).
+const pairedNamespace = "join_paired"
 
 // keySuffix is the length of what follows the key's bytes in a kept
 // row's user key.
@@ -92,6 +98,11 @@ type keptRow struct {
 	row     int32
 	matched bool
 	null    bool // its key is null (a window join's outer left row)
+	// put and mark are the handles of the row's put and of its paired
+	// mark's (nil when read back from the store, or the backend is
+	// given every mutation at commit); marked says the mark is stored.
+	put, mark *statestore.Held
+	marked    bool
 }
 
 // keptBatch is an input batch some of whose rows are kept (or, after a
@@ -172,14 +183,24 @@ func (h *keptHeap) Pop() any {
 type run struct {
 	rows []*keptRow
 	i    int
+	// end and seq are those of rows[i], so that ordering runs reads no
+	// row.
+	end, seq int64
 }
 
 func (r *run) before(o *run) bool {
-	a, b := r.rows[r.i], o.rows[o.i]
-	if a.end != b.end {
-		return a.end < b.end
+	if r.end != o.end {
+		return r.end < o.end
 	}
-	return a.seq < b.seq
+	return r.seq < o.seq
+}
+
+// next moves past rows[i].
+func (r *run) next() {
+	r.i++
+	if r.i < len(r.rows) {
+		r.end, r.seq = r.rows[r.i].end, r.rows[r.i].seq
+	}
 }
 
 // runHeap is a min-heap of runs by their next row.
@@ -272,6 +293,14 @@ func (w *intervalJoin) restore(info ops.Task) error {
 	if err != nil || len(rows) == 0 {
 		return err
 	}
+	marks := map[string]bool{}
+	err = w.journal.Scan(pairedNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
+		marks[string(e.Key.User)] = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	slices.SortFunc(rows, func(a, b stored) int { return int(a.seq - b.seq) })
 	var kbs [2]*keptBatch
 	var n [2]int32
@@ -293,6 +322,9 @@ func (w *intervalJoin) restore(info ops.Task) error {
 	restored := make([]*keptRow, 0, len(rows))
 	for _, r := range rows {
 		k := &keptRow{side: r.side, ts: r.ts, end: w.endOf(r.side, r.ts), seq: r.seq, kid: r.kid, group: r.group, from: kbs[r.side], row: n[r.side], matched: r.matched}
+		if marks[string(w.userKey(k))] {
+			k.matched, k.marked = true, true
+		}
 		n[r.side]++
 		w.keep(k)
 		restored = append(restored, k)
@@ -357,8 +389,13 @@ func (w *intervalJoin) addRun(rows []*keptRow) {
 	if len(rows) == 0 {
 		return
 	}
-	slices.SortStableFunc(rows, func(a, b *keptRow) int { return cmp.Compare(a.end, b.end) })
-	w.ends.push(&run{rows: rows})
+	slices.SortFunc(rows, func(a, b *keptRow) int {
+		if c := cmp.Compare(a.end, b.end); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	w.ends.push(&run{rows: rows, end: rows[0].end, seq: rows[0].seq})
 }
 
 // userKey is the state key of a kept row.
@@ -371,7 +408,7 @@ func (w *intervalJoin) userKey(k *keptRow) []byte {
 	return u
 }
 
-// stage puts a kept row, with its paired mark, in epoch.
+// stage puts a new kept row, with whether it has paired, in epoch.
 func (w *intervalJoin) stage(epoch *statestore.Epoch, k *keptRow) {
 	key := w.userKey(k)
 	n := len(key)
@@ -381,7 +418,17 @@ func (w *intervalJoin) stage(epoch *statestore.Epoch, k *keptRow) {
 	}
 	v := w.codecs[k.side].Append(append(key, flag), k.from.rec, int(k.row))
 	w.buf = v
-	epoch.PutUnread(rowsNamespace, int(k.group), v[:n], v[n:])
+	k.put = epoch.PutUnread(rowsNamespace, int(k.group), v[:n], v[n:])
+}
+
+// unstage deletes a kept row's entry in namespace ns, put by the handle
+// put (nil: read back from the store, or no handle).
+func (w *intervalJoin) unstage(epoch *statestore.Epoch, ns string, k *keptRow, put *statestore.Held) {
+	if put != nil {
+		epoch.DeleteUnread(ns, int(k.group), nil, put) // the handle knows the key
+		return
+	}
+	epoch.DeleteUnread(ns, int(k.group), w.userKey(k), nil)
 }
 
 // endOf is the watermark at which a row of side at ts can pair no more:
@@ -466,7 +513,7 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	}
 	w.addRun(kept)
 	for _, l := range paired {
-		w.stage(epoch, l)
+		l.mark, l.marked = epoch.PutUnread(pairedNamespace, int(l.group), w.userKey(l), nil), true
 	}
 	w.reportDrops()
 	w.m.open.Store(int64(w.open()))
@@ -598,11 +645,11 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 		return nil
 	}
 	var ended, unmatched []*keptRow
-	for len(w.ends) > 0 && w.ends[0].rows[w.ends[0].i].end <= wm {
+	for len(w.ends) > 0 && w.ends[0].end <= wm {
 		top := w.ends[0]
 		k := top.rows[top.i]
 		top.rows[top.i] = nil
-		top.i++
+		top.next()
 		w.ends.fix() // usually one comparison: the run's next row stays first
 		ended = append(ended, k)
 		if w.outer && k.side == 0 && !k.matched {
@@ -617,7 +664,10 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	w.tick++
 	epoch := w.journal.Begin()
 	for _, e := range ended {
-		epoch.DeleteUnread(rowsNamespace, int(e.group), w.userKey(e))
+		w.unstage(epoch, rowsNamespace, e, e.put)
+		if e.marked {
+			w.unstage(epoch, pairedNamespace, e, e.mark)
+		}
 		// Only the keys of the ended rows have rows to drop, once each.
 		if w.cleaned[e.side][e.kid] == w.tick {
 			continue
@@ -652,5 +702,5 @@ func (w *intervalJoin) Close() error {
 	w.ends, w.nkept = nil, 0
 	w.kept = [2][][]keptRef{}
 	w.closeWarnings()
-	return nil
+	return w.journal.Close()
 }

@@ -140,7 +140,7 @@ func (w *windowJoin) restore(info ops.Task) error {
 			if gone == nil {
 				gone = w.journal.Begin()
 			}
-			gone.DeleteUnread(rowsNamespace, int(r.group), r.user)
+			gone.DeleteUnread(rowsNamespace, int(r.group), r.user, nil)
 		}
 	}
 	if gone != nil {
@@ -269,7 +269,7 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 		n := len(key)
 		v := w.codecs[side].Append(append(key, flags), rec, r)
 		w.buf = v
-		epoch.PutUnread(rowsNamespace, int(k.group), v[:n], v[n:])
+		k.put = epoch.PutUnread(rowsNamespace, int(k.group), v[:n], v[n:])
 	}
 	w.reportDrops()
 	b.Ack.Release(nil) // the epoch commits the rows
@@ -333,11 +333,15 @@ func (w *windowJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter) e
 	}
 	for _, x := range firing {
 		for _, k := range x.last {
-			epoch.DeleteUnread(rowsNamespace, int(k.group), w.userKey(k))
+			if k.put != nil {
+				epoch.DeleteUnread(rowsNamespace, int(k.group), nil, k.put) // the handle knows the key
+			} else {
+				epoch.DeleteUnread(rowsNamespace, int(k.group), w.userKey(k), nil)
+			}
 			k.from.drop()
 		}
 	}
-	epoch.PutUnread(floorNamespace, w.floorGroup, []byte("wm"), encodeFloorReached(fl, w.reachedBy(wm, input)))
+	epoch.Put(floorNamespace, w.floorGroup, []byte("wm"), encodeFloorReached(fl, w.reachedBy(wm, input)), 0)
 	node := ack.New(epoch.Done)
 	if err != nil || len(recs) == 0 {
 		for _, r := range recs {
@@ -361,7 +365,7 @@ func (w *windowJoin) Close() error {
 	clear(w.wins)
 	w.ends = nil
 	w.closeWarnings()
-	return nil
+	return w.journal.Close()
 }
 
 // pairs builds the output of one window: for every left row in arrival
