@@ -210,3 +210,146 @@ func SameSchema(a, b *arrow.Schema) bool {
 	}
 	return true
 }
+
+// Gather returns, for each i, the value of arrays[src[i]] at row[i], or a
+// null where src[i] is negative: rows taken from many arrays of one type
+// at once, in the order given. Common types are copied straight into new
+// buffers; others are taken from each array, concatenated and put in
+// order.
+func Gather(typ arrow.DataType, arrays []arrow.Array, src, row []int32) (arrow.Array, error) {
+	n := len(src)
+	switch typ.ID() {
+	case arrow.INT64:
+		return gatherFixed(typ, arrays, src, row, func(a arrow.Array) []int64 { return a.(*array.Int64).Int64Values() }, arrow.Int64Traits.CastToBytes), nil
+	case arrow.INT32:
+		return gatherFixed(typ, arrays, src, row, func(a arrow.Array) []int32 { return a.(*array.Int32).Int32Values() }, arrow.Int32Traits.CastToBytes), nil
+	case arrow.FLOAT64:
+		return gatherFixed(typ, arrays, src, row, func(a arrow.Array) []float64 { return a.(*array.Float64).Float64Values() }, arrow.Float64Traits.CastToBytes), nil
+	case arrow.FLOAT32:
+		return gatherFixed(typ, arrays, src, row, func(a arrow.Array) []float32 { return a.(*array.Float32).Float32Values() }, arrow.Float32Traits.CastToBytes), nil
+	case arrow.TIMESTAMP:
+		return gatherFixed(typ, arrays, src, row, func(a arrow.Array) []arrow.Timestamp { return a.(*array.Timestamp).TimestampValues() }, arrow.TimestampTraits.CastToBytes), nil
+	case arrow.STRING:
+		size := 0
+		for i, s := range src {
+			if s >= 0 {
+				a := arrays[s].(*array.String)
+				size += a.ValueLen(int(row[i]))
+			}
+		}
+		if size > math.MaxInt32 {
+			break
+		}
+		offs := make([]int32, n+1)
+		data := make([]byte, 0, size)
+		for i, s := range src {
+			if s >= 0 {
+				if a := arrays[s].(*array.String); a.IsValid(int(row[i])) {
+					data = append(data, a.Value(int(row[i]))...)
+				}
+			}
+			offs[i+1] = int32(len(data))
+		}
+		valid, nulls := gatherValidity(arrays, src, row)
+		bufs := []*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}
+		d := array.NewData(typ, n, bufs, nil, nulls, 0)
+		defer d.Release()
+		return array.MakeFromData(d), nil
+	case arrow.BOOL:
+		b := array.NewBooleanBuilder(memory.DefaultAllocator)
+		defer b.Release()
+		b.Reserve(n)
+		for i, s := range src {
+			if s < 0 || arrays[s].IsNull(int(row[i])) {
+				b.AppendNull()
+			} else {
+				b.UnsafeAppend(arrays[s].(*array.Boolean).Value(int(row[i])))
+			}
+		}
+		return b.NewArray(), nil
+	}
+	return gatherByTake(typ, arrays, src, row)
+}
+
+// gatherByTake is Gather for any type: a take per array, a
+// concatenation with one null at the end, and a take into order.
+func gatherByTake(typ arrow.DataType, arrays []arrow.Array, src, row []int32) (arrow.Array, error) {
+	idx := make([][]int32, len(arrays))
+	pos := make([]int32, len(src))
+	for i, s := range src {
+		if s >= 0 {
+			pos[i] = int32(len(idx[s]))
+			idx[s] = append(idx[s], row[i])
+		}
+	}
+	parts := make([]arrow.Array, 0, len(arrays)+1)
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	offset := make([]int32, len(arrays))
+	total := int32(0)
+	for s, a := range arrays {
+		offset[s] = total
+		if len(idx[s]) == 0 {
+			continue
+		}
+		p, err := TakeArray(a, idx[s])
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+		total += int32(len(idx[s]))
+	}
+	parts = append(parts, array.MakeArrayOfNull(memory.DefaultAllocator, typ, 1))
+	all, err := array.Concatenate(parts, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	defer all.Release()
+	order := make([]int32, len(src))
+	for i, s := range src {
+		if s < 0 {
+			order[i] = total // the null after the pieces
+		} else {
+			order[i] = offset[s] + pos[i]
+		}
+	}
+	return TakeArray(all, order)
+}
+
+// gatherValidity is validity for Gather: a null where src is negative or
+// the value is null.
+func gatherValidity(arrays []arrow.Array, src, row []int32) (*memory.Buffer, int) {
+	bits := make([]byte, bitutil.BytesForBits(int64(len(src))))
+	nulls := 0
+	for i, s := range src {
+		if s >= 0 && arrays[s].IsValid(int(row[i])) {
+			bitutil.SetBit(bits, i)
+		} else {
+			nulls++
+		}
+	}
+	if nulls == 0 {
+		return nil, 0
+	}
+	return memory.NewBufferBytes(bits), nulls
+}
+
+func gatherFixed[T any](typ arrow.DataType, arrays []arrow.Array, src, row []int32, values func(arrow.Array) []T, toBytes func([]T) []byte) arrow.Array {
+	vals := make([][]T, len(arrays))
+	for s, a := range arrays {
+		vals[s] = values(a)
+	}
+	out := make([]T, len(src))
+	for i, s := range src {
+		if s >= 0 {
+			out[i] = vals[s][row[i]]
+		}
+	}
+	valid, nulls := gatherValidity(arrays, src, row)
+	d := array.NewData(typ, len(src), []*memory.Buffer{valid, memory.NewBufferBytes(toBytes(out))}, nil, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}

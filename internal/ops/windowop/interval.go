@@ -577,57 +577,51 @@ func (w *intervalJoin) build(left, right []*keptRow) (arrow.RecordBatch, error) 
 // gather returns the key column and the output columns of a side for the
 // given kept rows, in order; a nil row gives nulls.
 func gather(s joinSide, schema *arrow.Schema, rows []*keptRow) ([]arrow.Array, error) {
-	// The rows of each input batch are taken together, then the pieces
-	// concatenated and put in order with one more take.
 	var batches []*keptBatch
-	idx := map[*keptBatch][]int32{}
-	pos := make([]int32, len(rows)) // position in the concatenation, before the batch offset
+	var at map[*keptBatch]int32 // index in batches; most outputs come from few batches
+	src, row := make([]int32, len(rows)), make([]int32, len(rows))
+	last, lastIdx := (*keptBatch)(nil), int32(-1)
 	for i, k := range rows {
 		if k == nil {
+			src[i] = -1
 			continue
 		}
-		if _, ok := idx[k.from]; !ok {
-			batches = append(batches, k.from)
+		if k.from != last {
+			idx, ok := int32(-1), false
+			if at != nil {
+				idx, ok = at[k.from]
+			} else {
+				for j, b := range batches {
+					if b == k.from {
+						idx, ok = int32(j), true
+						break
+					}
+				}
+			}
+			if !ok {
+				idx = int32(len(batches))
+				batches = append(batches, k.from)
+				if at == nil && len(batches) > 8 {
+					at = make(map[*keptBatch]int32, 2*len(batches))
+					for j, b := range batches {
+						at[b] = int32(j)
+					}
+				} else if at != nil {
+					at[k.from] = idx
+				}
+			}
+			last, lastIdx = k.from, idx
 		}
-		pos[i] = int32(len(idx[k.from]))
-		idx[k.from] = append(idx[k.from], k.row)
-	}
-	offset := map[*keptBatch]int32{}
-	total := int32(0)
-	for _, b := range batches {
-		offset[b] = total
-		total += int32(len(idx[b]))
-	}
-	order := make([]int32, len(rows))
-	for i, k := range rows {
-		if k == nil {
-			order[i] = total // the null row after the pieces
-			continue
-		}
-		order[i] = offset[k.from] + pos[i]
+		src[i], row[i] = lastIdx, k.row
 	}
 	cols := keptCols(s)
 	out := make([]arrow.Array, 0, len(cols))
+	arrays := make([]arrow.Array, len(batches))
 	for _, c := range cols {
-		parts := make([]arrow.Array, 0, len(batches)+1)
-		for _, b := range batches {
-			p, err := batch.TakeArray(b.rec.Column(c), idx[b])
-			if err != nil {
-				releaseAll(parts)
-				releaseAll(out)
-				return nil, fmt.Errorf("column %q: %w", schema.Field(c).Name, err)
-			}
-			parts = append(parts, p)
+		for j, b := range batches {
+			arrays[j] = b.rec.Column(c)
 		}
-		parts = append(parts, array.MakeArrayOfNull(memory.DefaultAllocator, schema.Field(c).Type, 1))
-		all, err := array.Concatenate(parts, memory.DefaultAllocator)
-		releaseAll(parts)
-		if err != nil {
-			releaseAll(out)
-			return nil, fmt.Errorf("column %q: %w", schema.Field(c).Name, err)
-		}
-		a, err := batch.TakeArray(all, order)
-		all.Release()
+		a, err := batch.Gather(schema.Field(c).Type, arrays, src, row)
 		if err != nil {
 			releaseAll(out)
 			return nil, fmt.Errorf("column %q: %w", schema.Field(c).Name, err)
