@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 
 	arkflow "github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -269,4 +273,79 @@ func BenchmarkIntervalJoin(b *testing.B) {
 	benchJoin(b, func() map[string]any {
 		return map[string]any{"type": "interval", "lower_ms": joinBenchLo, "upper_ms": joinBenchHi}
 	}, handIntervalJoin)
+}
+
+// flatRow is a row of BenchmarkIntervalJoinStateStaysFlat's sides.
+type flatRow struct {
+	K  string `arkflow:"k"`
+	V  int64  `arkflow:"v"`
+	TS int64  `arkflow:"ts"`
+}
+
+// An interval join's state stays flat under a steady stream: 10 M rows a
+// side (100 a millisecond of event time, keys from 100 k), pushed through
+// the public API into a job joining them within ±500 ms; every million
+// rows it reads the join's kept rows (open_windows) and the bytes its
+// state holds (Metrics.StateBytes). After the first sample the state
+// neither grows nor shrinks beyond the noise of where batches fall:
+// state-max/state-min is reported and must stay under 1.5. Run it with
+//
+//	go test -run='^$' -bench=BenchmarkIntervalJoinStateStaysFlat -benchtime=1x ./internal/ops/windowop/
+func BenchmarkIntervalJoinStateStaysFlat(b *testing.B) {
+	const perSide, every, batchRows, keys = 10_000_000, 1_000_000, 2_000, 100_000
+	for b.Loop() {
+		left, right := push.New(push.Config[flatRow]{}), push.New(push.Config[flatRow]{})
+		var pairs atomic.Int64
+		tm := arkflow.EventTime{Field: "ts", OutOfOrderness: 100 * time.Millisecond}
+		j, err := arkflow.NewJob("flat").
+			Source("l", left, tm).
+			Source("r", right, tm).
+			Join("j", job.Join{Type: job.JoinInterval, Left: "l", Right: "r", LeftKey: "k", RightKey: "k", Lower: -500 * time.Millisecond, Upper: 500 * time.Millisecond}).
+			Sink("out", funcsink.RecordFunc(func(_ context.Context, rec arrow.RecordBatch) error {
+				pairs.Add(rec.NumRows())
+				return nil
+			})).
+			Build(arkflow.WithDataDir(b.TempDir()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- j.Run(ctx) }()
+		keyNames := make([]string, keys)
+		for i := range keyNames {
+			keyNames[i] = fmt.Sprintf("k%d", i)
+		}
+		var kept, bytes []int64
+		rows := make([]flatRow, batchRows)
+		for i := 0; i < perSide; i += batchRows {
+			for side, src := range []*push.Source[flatRow]{left, right} {
+				for r := range rows {
+					n := int64(i + r)
+					rows[r] = flatRow{K: keyNames[(n*7+int64(side))%keys], V: n, TS: 1_700_000_000_000 + n/100}
+				}
+				if err := src.PushWait(ctx, rows...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if (i+batchRows)%every == 0 {
+				m := j.Metrics()
+				kept = append(kept, m.Operator("j").Gauges["open_windows"])
+				bytes = append(bytes, m.StateBytes["j"])
+			}
+		}
+		left.Close()
+		right.Close()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		lo, hi := slices.Min(bytes[1:]), slices.Max(bytes[1:])
+		b.Logf("every %d rows a side: kept rows %v; state bytes %v; %d pairs", every, kept, bytes, pairs.Load())
+		b.ReportMetric(float64(hi), "state-bytes-max")
+		b.ReportMetric(float64(hi)/float64(max(lo, 1)), "state-max/min")
+		if lo == 0 || float64(hi)/float64(lo) > 1.5 {
+			b.Fatalf("the state did not stay flat: %v bytes every %d rows", bytes, every)
+		}
+	}
 }
