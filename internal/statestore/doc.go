@@ -10,7 +10,12 @@
 //
 // Operators do not write to a Backend directly: they stage mutations in a
 // Journal per input batch (an epoch), and the journal commits an epoch only
-// when the output it produced has been acknowledged by the sinks.
+// when the output it produced has been acknowledged by the sinks. State an
+// operator keeps in memory itself and reads back only when it starts (a
+// join's rows) is staged with PutUnread and DeleteUnread: over the memory
+// backend the journal holds those puts back until something reads the
+// store or a checkpoint freezes it, so a row put and deleted in between
+// costs the backend nothing.
 //
 // # Files
 //
