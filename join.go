@@ -14,8 +14,11 @@ import (
 // Join("q8", job.Join{Type: job.JoinWindow, Left: "persons", LeftKey: "id",
 // Right: "auctions", RightKey: "seller", Size: 10 * time.Second}).
 // It is connected from Left and Right, whatever the current operator,
-// each edge partitioned by its side's key (no KeyBy before it); the next
-// operator is connected from the join. Its output is the key, a window
+// each edge partitioned by its side's key (no KeyBy before it), unless
+// both sides arrive partitioned by their keys already (sources with
+// KeyedBy, co-partitioned as Kafka Streams requires of joined topics) at
+// the join's parallelism: then no row is shuffled. The next operator is
+// connected from the join. Its output is the key, a window
 // join's window_start and window_end, then the other columns of the left
 // side and of the right side. Both sides need event time (a temporal
 // join's left side may run on processing time), and a join drops late
@@ -49,9 +52,10 @@ func (b *Builder) Join(id string, j job.Join, opts ...OperatorOption) *Builder {
 		}
 	}
 	b.settle(call, &op, srcOpts)
+	shuffle := len(sides) != 2 || !b.coPartitioned(j.Left, j.LeftKey, &op) || !b.coPartitioned(j.Right, j.RightKey, &op)
 	for _, from := range sides {
 		b.calls[fmt.Sprintf("edges[%d]", len(b.spec.Edges))] = call
-		b.spec.Edges = append(b.spec.Edges, job.Edge{ID: from + "-" + id, From: from, To: id, Partitioned: true})
+		b.spec.Edges = append(b.spec.Edges, job.Edge{ID: from + "-" + id, From: from, To: id, Partitioned: shuffle})
 	}
 	b.spec.Operators = append(b.spec.Operators, op)
 	b.cursor = []string{id}

@@ -210,8 +210,6 @@ func TestJoinErrorsNameTheCall(t *testing.T) {
 		{"unknown LeftKey", joinBuilder(with(func(j *job.Join) { j.LeftKey = "idd" })), call + ": LeftKey", `unknown column "idd"`},
 		{"Upper below Lower", joinBuilder(job.Join{Type: job.JoinInterval, Left: "persons", LeftKey: "id", Right: "auctions", RightKey: "seller", Lower: time.Second}),
 			call + ": Upper", "must be >= lower_ms"},
-		{"outer interval join", joinBuilder(job.Join{Type: job.JoinInterval, Left: "persons", LeftKey: "id", Right: "auctions", RightKey: "seller", Outer: true}),
-			call + ": Outer", "an interval join is inner only"},
 		{"same prefixes", joinBuilder(with(func(j *job.Join) { j.LeftPrefix, j.RightPrefix = "x_", "x_" })), call + ": RightPrefix", "must differ from left_prefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

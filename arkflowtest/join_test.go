@@ -198,19 +198,26 @@ func TestJoinsAgainstNestedLoops(t *testing.T) {
 		join    job.Join
 		deletes float64 // the share of right rows that are deletes
 		want    func([]leftRow, []rightRow) []expected
+		copart  bool // sources KeyedBy their keys, each key in one partition on both sides: no shuffle
 	}{
 		{"window tumbling inner", tumbling, 0,
-			func(ls []leftRow, rs []rightRow) []expected { return windowReference(ls, rs, 2000, 2000, false) }},
+			func(ls []leftRow, rs []rightRow) []expected { return windowReference(ls, rs, 2000, 2000, false) }, false},
 		{"window tumbling outer", tumblingOuter, 0,
-			func(ls []leftRow, rs []rightRow) []expected { return windowReference(ls, rs, 2000, 2000, true) }},
+			func(ls []leftRow, rs []rightRow) []expected { return windowReference(ls, rs, 2000, 2000, true) }, false},
 		{"window sliding outer", sliding, 0,
-			func(ls []leftRow, rs []rightRow) []expected { return windowReference(ls, rs, 3000, 1000, true) }},
+			func(ls []leftRow, rs []rightRow) []expected { return windowReference(ls, rs, 3000, 1000, true) }, false},
 		{"interval inner", interval, 0,
-			func(ls []leftRow, rs []rightRow) []expected { return intervalReference(ls, rs, -400, 300) }},
+			func(ls []leftRow, rs []rightRow) []expected { return intervalReference(ls, rs, -400, 300) }, false},
 		{"temporal inner", temporal, 0.2,
-			func(ls []leftRow, rs []rightRow) []expected { return temporalReference(ls, rs, false) }},
+			func(ls []leftRow, rs []rightRow) []expected { return temporalReference(ls, rs, false) }, false},
 		{"temporal outer", temporalOuter, 0.2,
-			func(ls []leftRow, rs []rightRow) []expected { return temporalReference(ls, rs, true) }},
+			func(ls []leftRow, rs []rightRow) []expected { return temporalReference(ls, rs, true) }, false},
+		{"window tumbling outer co-partitioned", tumblingOuter, 0,
+			func(ls []leftRow, rs []rightRow) []expected { return windowReference(ls, rs, 2000, 2000, true) }, true},
+		{"interval inner co-partitioned", interval, 0,
+			func(ls []leftRow, rs []rightRow) []expected { return intervalReference(ls, rs, -400, 300) }, true},
+		{"temporal outer co-partitioned", temporalOuter, 0.2,
+			func(ls []leftRow, rs []rightRow) []expected { return temporalReference(ls, rs, true) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -225,10 +232,10 @@ func TestJoinsAgainstNestedLoops(t *testing.T) {
 			}
 			if tc.join.Type == job.JoinWindow {
 				out := arkflowtest.NewOutput[windowJoined]()
-				driveJoin(t, tc.join, ls, rs, out, want)
+				driveJoin(t, tc.join, ls, rs, out, want, tc.copart)
 			} else {
 				out := arkflowtest.NewOutput[joined]()
-				driveJoin(t, tc.join, ls, rs, out, want)
+				driveJoin(t, tc.join, ls, rs, out, want, tc.copart)
 			}
 		})
 	}
@@ -264,17 +271,35 @@ func checkTemporalData(t *testing.T, ls []leftRow, rs []rightRow) {
 // batches to the earliest time still to come. After each advance the
 // rows written must be among want, and include every row of want due by
 // then; at the end they must be want.
-func driveJoin[T fmt.Stringer](t *testing.T, j job.Join, ls []leftRow, rs []rightRow, out *arkflowtest.Output[T], want []expected) {
+func driveJoin[T fmt.Stringer](t *testing.T, j job.Join, ls []leftRow, rs []rightRow, out *arkflowtest.Output[T], want []expected, copart bool) {
 	t.Helper()
 	left, right := arkflowtest.NewInput[leftRow](2), arkflowtest.NewInput[rightRow](2)
 	et := arkflow.EventTime{Field: "ts", OutOfOrderness: joinOOO * time.Millisecond, PerRow: true}
-	h := arkflowtest.New(t, arkflow.NewJob("join").
+	leftOpts, rightOpts := []arkflow.SourceOption{et}, []arkflow.SourceOption{et}
+	if copart {
+		leftOpts, rightOpts = append(leftOpts, arkflow.KeyedBy("k")), append(rightOpts, arkflow.KeyedBy("k"))
+	}
+	b := arkflow.NewJob("join").
 		Parallelism(2).
-		Source("left", left, et).
-		Source("right", right, et).
+		Source("left", left, leftOpts...).
+		Source("right", right, rightOpts...).
 		Join("j", j).
-		Sink("out", out))
+		Sink("out", out)
+	for _, e := range b.Spec().Edges {
+		if e.To == "j" && e.Partitioned == copart {
+			t.Fatalf("edge %s → j: partitioned %v, with sources co-partitioned %v", e.From, e.Partitioned, copart)
+		}
+	}
 	rng := rand.New(rand.NewPCG(uint64(len(ls)), uint64(len(rs))))
+	h := arkflowtest.New(t, b)
+	// Co-partitioned inputs hold each key in the same partition on both
+	// sides (k0 and k2 in 0, k1 and k3 in 1); otherwise rows go anywhere.
+	partition := func(k string) int {
+		if copart {
+			return int(k[len(k)-1]-'0') % 2
+		}
+		return rng.IntN(2)
+	}
 	all := map[string]int{}
 	for _, w := range want {
 		all[w.row]++
@@ -309,11 +334,15 @@ func driveJoin[T fmt.Stringer](t *testing.T, j job.Join, ls []leftRow, rs []righ
 		n := 1 + rng.IntN(3)
 		if r == len(rs) || l < len(ls) && rng.IntN(2) == 0 {
 			n = min(n, len(ls)-l)
-			left.Push(rng.IntN(2), ls[l:l+n]...)
+			for _, row := range ls[l : l+n] {
+				left.Push(partition(row.K), row)
+			}
 			l += n
 		} else {
 			n = min(n, len(rs)-r)
-			right.Push(rng.IntN(2), rs[r:r+n]...)
+			for _, row := range rs[r : r+n] {
+				right.Push(partition(row.K), row)
+			}
 			r += n
 		}
 		if i%7 == 6 && l < len(ls) && r < len(rs) {

@@ -1,6 +1,7 @@
 package build
 
 import (
+	"github.com/arkflow-rs/arkflow-go/internal/ops/windowop"
 	"github.com/arkflow-rs/arkflow-go/internal/planner"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -59,11 +60,40 @@ func CoPartitioned(s *job.Spec) map[string]string {
 
 // CoPartitionedKeyed reports whether op is a keyed operator made keyed by
 // co-partitioning (its key_field is the key its rows arrive partitioned
-// by) rather than by partitioned edges: its state is kept per subtask.
+// by) rather than by partitioned edges: its state is kept per subtask. A
+// join is when each input edge is a forward one from an operator
+// co-partitioned by that side's key, at the join's parallelism (the
+// inputs' partitions then hold the same keys, as Kafka Streams requires
+// of the topics it joins: the sources' KeyedBy is that promise).
 func CoPartitionedKeyed(s *job.Spec, op *job.Operator, cp map[string]string) bool {
+	if op.Kind == job.KindJoin {
+		return coPartitionedJoin(s, op, cp)
+	}
 	if op.KeyField == "" || op.Kind == job.KindSource || op.Kind == job.KindSink {
 		return false
 	}
 	k, ok := cp[op.ID]
 	return ok && k == op.KeyField && planner.OperatorParallelism(s, op) > 1
+}
+
+// coPartitionedJoin is CoPartitionedKeyed for a join.
+func coPartitionedJoin(s *job.Spec, op *job.Operator, cp map[string]string) bool {
+	sides := windowop.JoinInputKeys(op)
+	par := planner.OperatorParallelism(s, op)
+	if len(sides) != 2 || par == 1 {
+		return false
+	}
+	n := 0
+	for _, e := range s.Edges {
+		if e.To != op.ID {
+			continue
+		}
+		up, _ := s.Operator(e.From)
+		key, ok := sides[e.From]
+		if !ok || e.Partitioned || up == nil || cp[e.From] != key || planner.OperatorParallelism(s, up) != par {
+			return false
+		}
+		n++
+	}
+	return n == 2
 }

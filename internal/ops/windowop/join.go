@@ -228,7 +228,7 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 		errs = append(errs, ops.Errf("config.right", "must differ from left (both %q)", cfg.Left))
 	}
 	if !c.Keyed {
-		errs = append(errs, ops.Errf("", "the edges into a join that runs with parallelism > 1 must be partitioned (partitioned: true), so that equal keys of both sides meet in one subtask"))
+		errs = append(errs, ops.Errf("", "the edges into a join that runs with parallelism > 1 must be partitioned (partitioned: true), or both come forward from sources keyed_by each side's key at the join's parallelism, so that equal keys of both sides meet in one subtask"))
 	}
 	if len(in) != 2 {
 		errs = append(errs, ops.Errf("", "a join needs exactly two input edges, from left and right (has %d)", len(in)))
