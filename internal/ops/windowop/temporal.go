@@ -170,7 +170,16 @@ func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
 			v.row = append([]byte(nil), w.buf[1:]...)
 		}
 		group := w.keys.GroupWith(kid, w.groups)
-		w.put(kid, v)
+		if i := w.put(kid, v); w.tm.event && ts < w.wm {
+			// Behind the watermark: a version still joins rows to come
+			// only as the newest before it; one a newer version before
+			// the watermark supersedes is late, and dropped.
+			if vs := w.versions[kid]; i+1 < len(vs) && vs[i+1].ts <= w.wm {
+				w.versions[kid] = append(vs[:i], vs[i+1:]...)
+				w.lateRow(false)
+				continue
+			}
+		}
 		epoch.Put(tableNamespace, group, w.userKey(kid, ts), w.buf, 0)
 		// Of the versions before the watermark only the newest can still
 		// be joined; a delete that is all that is left goes too.
