@@ -75,6 +75,7 @@ type joinSpec struct {
 	LowerMS      *int64      `json:"lower_ms,omitempty"`
 	UpperMS      *int64      `json:"upper_ms,omitempty"`
 	DeletedField string      `json:"deleted_field,omitempty"`
+	RetentionMS  int64       `json:"retention_ms,omitempty"`
 	LeftPrefix   string      `json:"left_prefix,omitempty"`
 	RightPrefix  string      `json:"right_prefix,omitempty"`
 }
@@ -112,6 +113,7 @@ func joinConfig(j job.Join) (joinSpec, [][2]string) {
 		{"Size", job.JoinWindow, j.Size != 0}, {"Slide", job.JoinWindow, j.Slide != 0},
 		{"Lower", job.JoinInterval, j.Lower != 0}, {"Upper", job.JoinInterval, j.Upper != 0},
 		{"DeletedField", job.JoinTemporal, j.DeletedField != ""},
+		{"Retention", job.JoinTemporal, j.Retention != 0},
 	} {
 		if known && f.set && f.typ != j.Type {
 			problems = append(problems, [2]string{f.name, fmt.Sprintf("belongs to joins of type %q, not %q: leave it zero", f.typ, j.Type)})
@@ -128,8 +130,11 @@ func joinConfig(j job.Join) (joinSpec, [][2]string) {
 		lo, hi := ms("Lower", j.Lower), ms("Upper", j.Upper)
 		c.LowerMS, c.UpperMS = &lo, &hi
 	}
+	if j.Retention != 0 {
+		c.RetentionMS = ms("Retention", j.Retention)
+	}
 	if known && j.Type != job.JoinTemporal {
-		c.DeletedField = ""
+		c.DeletedField, c.RetentionMS = "", 0
 	}
 	return c, problems
 }
@@ -149,6 +154,7 @@ var joinFields = map[string]string{
 	"lower_ms":        "Lower",
 	"upper_ms":        "Upper",
 	"deleted_field":   "DeletedField",
+	"retention_ms":    "Retention",
 	"left_prefix":     "LeftPrefix",
 	"right_prefix":    "RightPrefix",
 }

@@ -137,7 +137,7 @@ func roundTripJob(dir string) *arkflow.Builder {
 			Lower: -time.Minute, Upper: time.Second}).
 		Sink("interval-join-out", mem.NewSink()).
 		Join("temporal-join", job.Join{Type: job.JoinTemporal, Left: "auctions", LeftKey: "seller", Right: "persons", RightKey: "id",
-			DeletedField: "gone"}).
+			DeletedField: "gone", Retention: 30 * time.Second}).
 		Sink("temporal-join-out", mem.NewSink())
 }
 

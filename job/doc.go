@@ -40,6 +40,9 @@
 //	deleted_field a temporal join's table (right) column whose true
 //	              deletes the key; each left row joins the table's row
 //	              current at its event time
+//	retention_ms  how far behind the watermark a temporal join keeps the
+//	              table's history (default 0): a left row up to that
+//	              late joins at once instead of being dropped
 //	left_prefix   put before a column name both sides have (default
 //	right_prefix  "left_" and "right_")
 //

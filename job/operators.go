@@ -133,6 +133,10 @@ type Join struct {
 	// DeletedField is a bool column of a temporal join's table whose true
 	// deletes the key.
 	DeletedField string
+	// Retention is how far behind the watermark a temporal join keeps the
+	// table's history: a stream row up to that late still joins the
+	// version current at its time (at once), instead of being dropped.
+	Retention time.Duration
 	// LeftPrefix and RightPrefix go before a column name both sides have
 	// (default "left_" and "right_").
 	LeftPrefix, RightPrefix string

@@ -66,6 +66,11 @@ type JoinConfig struct {
 	// side whose true deletes the key (a row whose columns are all null
 	// does too).
 	DeletedField string `json:"deleted_field,omitempty"`
+	// RetentionMS is how far behind the watermark a temporal join keeps
+	// the table's versions: a stream row behind the watermark by up to
+	// it joins the version current at its time at once instead of being
+	// dropped as late.
+	RetentionMS int64 `json:"retention_ms,omitempty"`
 	// LeftPrefix and RightPrefix are put before a column name that both
 	// sides have (default "left_" and "right_").
 	LeftPrefix  string `json:"left_prefix,omitempty"`
@@ -172,10 +177,16 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 			errs = append(errs, ops.Errf("config", "lower_ms and upper_ms must be within ±%d (1000 years)", int64(eventtime.MaxSpanMS)))
 		}
 	case JoinTemporal:
+		if cfg.RetentionMS < 0 || cfg.RetentionMS > eventtime.MaxSpanMS {
+			errs = append(errs, ops.Errf("config.retention_ms", "must be between 0 and %d (1000 years) (got %d)", int64(eventtime.MaxSpanMS), cfg.RetentionMS))
+		}
 	case "":
 		errs = append(errs, ops.Errf("config.type", "is required: the kind of join (window, interval or temporal)"))
 	default:
 		errs = append(errs, ops.Errf("config.type", "unknown join type %q (known: window, interval, temporal)", cfg.Type))
+	}
+	if cfg.RetentionMS != 0 && cfg.Type != JoinTemporal && cfg.Type != "" {
+		errs = append(errs, ops.Errf("config.retention_ms", "is only used by a temporal join"))
 	}
 	switch cfg.How {
 	case "", HowInner, HowLeft:

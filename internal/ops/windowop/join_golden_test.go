@@ -21,7 +21,7 @@ package windowop_test
 //	join name=<case> window=tumbling size=<ms>
 //	join name=<case> window=sliding size=<ms> slide=<ms>
 //	join name=<case> type=interval lower=<ms> upper=<ms>
-//	join name=<case> type=temporal [deleted_field=<field>]
+//	join name=<case> type=temporal [deleted_field=<field>] [retention=<ms>]
 //	    [left_time=processing]   the stream on processing time
 //	    ... [how=inner|left] [ooo=<ms>]
 //	    [left_partitions=<n>] [right_partitions=<n>]
@@ -136,7 +136,7 @@ func newJoinCase(d *datadriven.TestData) (*joinCase, error) {
 		v := a.Vals[0]
 		var n int64
 		switch a.Key {
-		case "size", "slide", "lower", "upper", "ooo", "left_partitions", "right_partitions":
+		case "size", "slide", "lower", "upper", "retention", "ooo", "left_partitions", "right_partitions":
 			var err error
 			if n, err = strconv.ParseInt(v, 10, 64); err != nil {
 				return c, fmt.Errorf("%s: %v", a.Key, err)
@@ -155,6 +155,8 @@ func newJoinCase(d *datadriven.TestData) (*joinCase, error) {
 			cfg["lower_ms"] = n
 		case "upper":
 			cfg["upper_ms"] = n
+		case "retention":
+			cfg["retention_ms"] = n
 		case "type", "how", "left_key", "right_key", "left_prefix", "right_prefix", "deleted_field":
 			cfg[a.Key] = v
 		case "ooo":

@@ -237,6 +237,8 @@ func TestJoinValidation(t *testing.T) {
 		{"a side without an edge", func(s *job.Spec) { setJoin(t, s, "right", "out") }, "operators[2].config.right", `operator "out" has no edge into the join`},
 		{"edges not partitioned", func(s *job.Spec) { s.Edges[0].Partitioned = false }, "operators[2]", "must be partitioned"},
 		{"interval bounds reversed", func(s *job.Spec) { interval(t, s, -5, -10) }, "operators[2].config.upper_ms", "must be >= lower_ms (got lower_ms -5, upper_ms -10)"},
+		{"retention on a window join", func(s *job.Spec) { setJoin(t, s, "retention_ms", 1000) }, "operators[2].config.retention_ms", "is only used by a temporal join"},
+		{"negative retention", func(s *job.Spec) { setJoin(t, s, "type", "temporal"); setJoin(t, s, "retention_ms", -1) }, "operators[2].config.retention_ms", "must be between 0 and"},
 		{"interval without a bound", func(s *job.Spec) { interval(t, s, 0, 0); setJoin(t, s, "upper_ms", nil) }, "operators[2].config.upper_ms", "is required"},
 		{"unknown type", func(s *job.Spec) { setJoin(t, s, "type", "lookup") }, "operators[2].config.type", `unknown join type "lookup"`},
 		{"temporal table on processing time", func(s *job.Spec) { setJoin(t, s, "type", "temporal"); s.Sources[1].Time = nil },

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
@@ -39,16 +40,19 @@ type version struct {
 // and rescaled by key group like any keyed state; a table row never waits
 // for anything. A table row whose every value column is null (all but the
 // key, the event time and the deleted_field), or whose deleted_field is
-// true, deletes the key from its time on. Of the versions older than the watermark a
-// key keeps only the newest, which is the one every row still to come
-// joins (rows behind the watermark are late and dropped).
+// true, deletes the key from its time on. Of the versions older than the
+// horizon, the watermark less the history retention (retention_ms, 0 by
+// default), a key keeps only the newest, which is the one every row still
+// to come joins (rows behind the horizon are late and dropped).
 //
 // A stream row waits until the watermark, the lower of both sides', has
 // passed its event time, so that every table row up to that time is in;
 // it is then emitted, in order of event time and arrival, with the right
 // columns of the version current at its time, or under how "left" with
 // nulls when there is none (or the key was deleted), and dropped under
-// "inner". A stream on processing time joins the newest version at once.
+// "inner". A stream row behind the watermark but not the horizon is
+// joined at once with the version current at its time. A stream on
+// processing time joins the newest version at once.
 // Stream rows hold their input batch's acknowledgement until they are
 // emitted, so a restart replays the rows still waiting.
 type temporalJoin struct {
@@ -170,25 +174,26 @@ func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
 			v.row = append([]byte(nil), w.buf[1:]...)
 		}
 		group := w.keys.GroupWith(kid, w.groups)
-		if i := w.put(kid, v); w.tm.event && ts < w.wm {
-			// Behind the watermark: a version still joins rows to come
-			// only as the newest before it; one a newer version before
-			// the watermark supersedes is late, and dropped.
-			if vs := w.versions[kid]; i+1 < len(vs) && vs[i+1].ts <= w.wm {
+		horizon := w.horizon()
+		if i := w.put(kid, v); w.tm.event && ts < horizon {
+			// Behind the history kept: a version still joins rows to
+			// come only as the newest before it; one a newer version
+			// before the horizon supersedes is late, and dropped.
+			if vs := w.versions[kid]; i+1 < len(vs) && vs[i+1].ts <= horizon {
 				w.versions[kid] = append(vs[:i], vs[i+1:]...)
 				w.lateRow(false)
 				continue
 			}
 		}
 		epoch.Put(tableNamespace, group, w.userKey(kid, ts), w.buf, 0)
-		// Of the versions before the watermark only the newest can still
+		// Of the versions before the horizon only the newest can still
 		// be joined; a delete that is all that is left goes too.
 		vs := w.versions[kid]
-		keep := sort.Search(len(vs), func(i int) bool { return vs[i].ts >= w.wm })
+		keep := sort.Search(len(vs), func(i int) bool { return vs[i].ts >= horizon })
 		if keep > 0 {
-			keep-- // the newest before the watermark stays
+			keep-- // the newest before the horizon stays
 		}
-		if keep == len(vs)-1 && vs[keep].row == nil && vs[keep].ts < w.wm {
+		if keep == len(vs)-1 && vs[keep].row == nil && vs[keep].ts < horizon {
 			keep++
 		}
 		for _, old := range vs[:keep] {
@@ -197,6 +202,15 @@ func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
 		w.versions[kid] = append(vs[:0], vs[keep:]...)
 	}
 	w.reportDrops()
+}
+
+// horizon is the oldest event time a stream row can still have and be
+// joined: the watermark less the history retention.
+func (w *temporalJoin) horizon() int64 {
+	if w.wm == eventtime.NoWatermark {
+		return w.wm
+	}
+	return max(w.wm-w.jb.cfg.RetentionMS, eventtime.NoWatermark)
 }
 
 // allNull reports whether every value column of row r (its stored
@@ -216,25 +230,29 @@ func (w *temporalJoin) allNull(rec arrow.RecordBatch, r int) bool {
 func (w *temporalJoin) stream(ctx context.Context, b ops.Batch, out ops.Emitter) error {
 	kb := &keptBatch{rec: b.Rec, ack: b.Ack}
 	keyCol := b.Rec.Column(w.keyCol)
-	var now []*keptRow
+	var now, past []*keptRow
+	horizon := w.horizon()
 	for r := range w.ts {
 		if !w.valid[r] {
 			w.lateRow(true)
 			continue
 		}
 		ts := w.ts[r]
-		if w.tm.event && ts < w.wm {
+		if w.tm.event && ts < horizon {
 			w.lateRow(false)
 			continue
 		}
 		k := &keptRow{side: 0, ts: ts, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r), matched: keyCol.IsNull(r)}
 		w.seq++
 		kb.live++
-		if !w.tm.event {
+		switch {
+		case !w.tm.event:
 			now = append(now, k)
-			continue
+		case ts < w.wm:
+			past = append(past, k) // within the history kept: every table row up to it is in
+		default:
+			heap.Push(&w.waiting, keptEnd{end: ts, seq: k.seq, row: k})
 		}
-		heap.Push(&w.waiting, keptEnd{end: ts, seq: k.seq, row: k})
 	}
 	w.reportDrops()
 	w.m.open.Store(int64(w.waiting.Len()))
@@ -245,6 +263,9 @@ func (w *temporalJoin) stream(ctx context.Context, b ops.Batch, out ops.Emitter)
 	}
 	kb.live++ // this call's own reference, dropped below
 	defer kb.drop()
+	if err := w.emit(ctx, out, past, false); err != nil {
+		return err
+	}
 	return w.emit(ctx, out, now, true)
 }
 
