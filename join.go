@@ -21,8 +21,8 @@ import (
 // connected from the join. Its output is the key, a window
 // join's window_start and window_end, then the other columns of the left
 // side and of the right side. Both sides need event time (a temporal
-// join's left side may run on processing time), and a join drops late
-// rows.
+// join's left side may run on processing time); a side's late rows are
+// dropped, or go to its EventTime.RouteLate sink.
 func (b *Builder) Join(id string, j job.Join, opts ...OperatorOption) *Builder {
 	call := componentCall("Join", id)
 	if b.keyBy != "" {

@@ -281,6 +281,9 @@ func (b *builder) operators() {
 		}
 		b.g.Ops[op.ID] = built
 		b.g.Schemas[op.ID] = built.Output
+		if built.LateInput != nil {
+			b.g.InputSchemas[op.ID] = built.LateInput
+		}
 	}
 }
 

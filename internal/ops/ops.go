@@ -144,6 +144,10 @@ type Built struct {
 	// edge from that operator routes its rows by, for an operator whose
 	// inputs have keys of their own (a join); nil means key_field.
 	InputKeys map[string]string
+	// LateInput is the schema of the rows the operator sends on PortLate
+	// when it is not its input's (a join routes the late rows of its
+	// sides that route them, which share one schema); nil otherwise.
+	LateInput *arrow.Schema
 }
 
 // Carrier describes a mark an operator keeps per subtask, outside its

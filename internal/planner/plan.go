@@ -9,8 +9,8 @@ import (
 )
 
 // LateEdges returns the implicit edges of a spec: one from every window
-// operator to the late_event_route sink of each event-time source upstream
-// of it whose late_event_policy is route. They carry late rows (and rows
+// or join operator to the late_event_route sink of each event-time source
+// upstream of it whose late_event_policy is route. They carry late rows (and rows
 // with a null event time) with their original columns; a spec does not
 // declare them, because an explicit edge from a window carries its results.
 func LateEdges(s *job.Spec) []job.Edge {
@@ -20,7 +20,7 @@ func LateEdges(s *job.Spec) []job.Edge {
 	}
 	var out []job.Edge
 	for _, op := range s.Operators {
-		if op.Kind != job.KindWindow {
+		if op.Kind != job.KindWindow && op.Kind != job.KindJoin {
 			continue
 		}
 		seen := map[string]bool{}

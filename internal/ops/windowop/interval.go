@@ -461,14 +461,19 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	keyCol := rec.Column(w.keyCol)
 	var slab []keptRow // the batch's kept rows, allocated together
 	var kept []*keptRow
+	var late []int32 // rows routed as late
 	for r := range w.ts {
 		if !w.valid[r] {
-			w.lateRow(true)
+			if w.lateRow(true) {
+				late = append(late, int32(r))
+			}
 			continue
 		}
 		ts := w.ts[r]
 		if ts < w.wm {
-			w.lateRow(false)
+			if w.lateRow(false) {
+				late = append(late, int32(r))
+			}
 			continue
 		}
 		if len(slab) == 0 {
@@ -517,6 +522,10 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	}
 	w.reportDrops()
 	w.m.open.Store(int64(w.open()))
+	if err := emitLate(ctx, out, rec, late, b.Ack); err != nil {
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
 	return w.emitPairs(ctx, out, b.Ack, left, right)
 }
 

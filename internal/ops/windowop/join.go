@@ -2,11 +2,15 @@ package windowop
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/ack"
+	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
 	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
@@ -150,8 +154,39 @@ func BuildJoin(c ops.Context) (ops.Built, error) {
 			}
 		}
 	}
+	late, err := lateInput(cfg, sides, schemas)
+	if err != nil {
+		return ops.Built{}, err
+	}
 	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: jb.newInstance,
-		InputKeys: map[string]string{cfg.Left: cfg.LeftKey, cfg.Right: cfg.RightKey}}, nil
+		InputKeys: map[string]string{cfg.Left: cfg.LeftKey, cfg.Right: cfg.RightKey}, LateInput: late}, nil
+}
+
+// lateInput is the schema of the late rows a join routes: the schema of
+// the side whose sources route them (late_event_policy route), or of both,
+// which must then have one. nil when neither routes.
+func lateInput(cfg JoinConfig, sides [2]joinSide, schemas [2]*arrow.Schema) (*arrow.Schema, error) {
+	var late *arrow.Schema
+	for i := range sides {
+		if sides[i].tm.policy != job.LateRoute {
+			continue
+		}
+		if late != nil && !batch.SameSchema(late, schemas[i]) {
+			return nil, ops.Errf("config.right", "the sources of %q and %q route late rows to one sink, %q, with different columns: %s and %s; route one side only, or give both one schema",
+				cfg.Left, cfg.Right, sides[i].tm.route, schemaFields(late), schemaFields(schemas[i]))
+		}
+		late = schemas[i]
+	}
+	return late, nil
+}
+
+// schemaFields lists a schema's columns, as "(name type, ...)".
+func schemaFields(s *arrow.Schema) string {
+	parts := make([]string, 0, s.NumFields())
+	for _, f := range s.Fields() {
+		parts = append(parts, f.Name+" "+f.Type.String())
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // check reports the problems of the config that need no schema, fills in
@@ -231,9 +266,12 @@ func (cfg *JoinConfig) check(c ops.Context) ([2]joinSide, ops.Errors) {
 		case cfg.Type != JoinTemporal && !tm.event:
 			errs = append(errs, ops.Errf("config."+f.field, "a %s join needs event time on both inputs: the sources of %q run on processing time", cfg.Type, f.name))
 		}
-		if tm.policy != job.LateDrop {
-			errs = append(errs, ops.Errf("config."+f.field, "the sources of %q declare late_event_policy %q; a join drops late rows (late_event_policy drop)", f.name, tm.policy))
+		if tm.policy == job.LateUpdate {
+			errs = append(errs, ops.Errf("config."+f.field, "the sources of %q declare late_event_policy %q; a join drops late rows or routes them (late_event_policy drop or route)", f.name, tm.policy))
 		}
+	}
+	if l, r := sides[0].tm, sides[1].tm; l.policy == job.LateRoute && r.policy == job.LateRoute && l.route != r.route {
+		errs = append(errs, ops.Errf("config.right", "the sources of %q route late rows to %q, those of %q to %q: a join routes the late rows of both sides to one sink", cfg.Left, l.route, cfg.Right, r.route))
 	}
 	if cfg.Left != "" && cfg.Left == cfg.Right {
 		errs = append(errs, ops.Errf("config.right", "must differ from left (both %q)", cfg.Left))
@@ -408,6 +446,21 @@ func (jb *joinBuild) start(b *base, in ops.Batch, maxPar int) (int, ops.Batch, *
 		return 0, ops.Batch{}, nil, fmt.Errorf("operator %q: %w", b.op, err)
 	}
 	return side, in, epoch, nil
+}
+
+// emitLate sends the rows of rec a join routes as late (late_event_policy
+// route), with their columns as they came, on PortLate, holding one more
+// reference of node.
+func emitLate(ctx context.Context, out ops.Emitter, rec arrow.RecordBatch, rows []int32, node *ack.Node) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	taken, err := batch.Take(rec, rows)
+	if err != nil {
+		return err
+	}
+	node.Retain(1)
+	return out.Emit(ctx, ops.Batch{Rec: taken, Ack: node, Port: ops.PortLate})
 }
 
 func releaseAll(as []arrow.Array) {

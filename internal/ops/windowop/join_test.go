@@ -247,11 +247,18 @@ func TestJoinValidation(t *testing.T) {
 			"operators[2].config.deleted_field", `unknown column "gone"`},
 		{"temporal deleted field not bool", func(s *job.Spec) { setJoin(t, s, "type", "temporal"); setJoin(t, s, "deleted_field", "av") },
 			"operators[2].config.deleted_field", `column "av" has type int64; a delete marker is a bool`},
-		{"late rows routed", func(s *job.Spec) {
-			s.Sources[0].Time.LateEventPolicy = job.LateRoute
-			s.Sources[0].Time.LateEventRoute = "out"
+		{"late rows updated", func(s *job.Spec) {
+			s.Sources[0].Time.LateEventPolicy = job.LateUpdate
+			s.Sources[0].Time.AllowedLatenessMS = 1000
 		},
-			"operators[2].config.left", `late_event_policy "route"`},
+			"operators[2].config.left", `late_event_policy "update"`},
+		{"both sides route late rows of different columns", func(s *job.Spec) {
+			for i := range s.Sources {
+				s.Sources[i].Time.LateEventPolicy = job.LateRoute
+				s.Sources[i].Time.LateEventRoute = "out"
+			}
+		},
+			"operators[2].config.right", `route late rows to one sink, "out", with different columns`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

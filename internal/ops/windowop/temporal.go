@@ -142,17 +142,23 @@ func (w *temporalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		return err
 	}
 	if side == 1 {
-		w.table(b.Rec, epoch)
+		late := w.table(b.Rec, epoch)
+		err := emitLate(ctx, out, b.Rec, late, b.Ack)
 		b.Rec.Release()
-		b.Ack.Release(nil) // the epoch commits the versions
+		b.Ack.Release(err) // the epoch commits the versions
+		if err != nil {
+			return fmt.Errorf("operator %q: %w", w.op, err)
+		}
 		return nil
 	}
 	return w.stream(ctx, b, out)
 }
 
 // table stages the versions of a table batch in epoch and drops the
-// versions no row to come can join.
-func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
+// versions no row to come can join. It returns the rows it routes as
+// late.
+func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) []int32 {
+	var late []int32
 	keyCol := rec.Column(w.keyCol)
 	var del *array.Boolean
 	if w.deleted >= 0 {
@@ -160,7 +166,9 @@ func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
 	}
 	for r := range w.ts {
 		if !w.valid[r] {
-			w.lateRow(true)
+			if w.lateRow(true) {
+				late = append(late, int32(r))
+			}
 			continue
 		}
 		if keyCol.IsNull(r) {
@@ -181,7 +189,9 @@ func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
 			// before the horizon supersedes is late, and dropped.
 			if vs := w.versions[kid]; i+1 < len(vs) && vs[i+1].ts <= horizon {
 				w.versions[kid] = append(vs[:i], vs[i+1:]...)
-				w.lateRow(false)
+				if w.lateRow(false) {
+					late = append(late, int32(r))
+				}
 				continue
 			}
 		}
@@ -202,6 +212,7 @@ func (w *temporalJoin) table(rec arrow.RecordBatch, epoch *statestore.Epoch) {
 		w.versions[kid] = append(vs[:0], vs[keep:]...)
 	}
 	w.reportDrops()
+	return late
 }
 
 // horizon is the oldest event time a stream row can still have and be
@@ -231,15 +242,20 @@ func (w *temporalJoin) stream(ctx context.Context, b ops.Batch, out ops.Emitter)
 	kb := &keptBatch{rec: b.Rec, ack: b.Ack}
 	keyCol := b.Rec.Column(w.keyCol)
 	var now, past []*keptRow
+	var late []int32 // rows routed as late
 	horizon := w.horizon()
 	for r := range w.ts {
 		if !w.valid[r] {
-			w.lateRow(true)
+			if w.lateRow(true) {
+				late = append(late, int32(r))
+			}
 			continue
 		}
 		ts := w.ts[r]
 		if w.tm.event && ts < horizon {
-			w.lateRow(false)
+			if w.lateRow(false) {
+				late = append(late, int32(r))
+			}
 			continue
 		}
 		k := &keptRow{side: 0, ts: ts, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r), matched: keyCol.IsNull(r)}
@@ -256,6 +272,11 @@ func (w *temporalJoin) stream(ctx context.Context, b ops.Batch, out ops.Emitter)
 	}
 	w.reportDrops()
 	w.m.open.Store(int64(w.waiting.Len()))
+	if err := emitLate(ctx, out, b.Rec, late, b.Ack); err != nil {
+		b.Rec.Release()
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
 	if kb.live == 0 {
 		b.Rec.Release()
 		b.Ack.Release(nil)

@@ -234,9 +234,12 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 	defer kb.drop()
 	keyCol := rec.Column(w.keyCol)
 	var slab []keptRow
+	var late []int32 // rows routed as late
 	for r := range w.ts {
 		if !w.valid[r] {
-			w.lateRow(true)
+			if w.lateRow(true) {
+				late = append(late, int32(r))
+			}
 			continue
 		}
 		t := w.ts[r]
@@ -255,7 +258,9 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 		k := &slab[0]
 		*k = keptRow{side: side, ts: t, kid: w.kid[r], null: null, from: kb, row: int32(r), seq: w.seq}
 		if !w.place(k) {
-			w.droppedRow(t)
+			if w.droppedRow(t) {
+				late = append(late, int32(r))
+			}
 			continue
 		}
 		slab = slab[1:]
@@ -272,13 +277,18 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 		k.put = epoch.PutUnread(rowsNamespace, int(k.group), v[:n], v[n:])
 	}
 	w.reportDrops()
-	b.Ack.Release(nil) // the epoch commits the rows
+	if err := emitLate(ctx, out, rec, late, b.Ack); err != nil {
+		b.Ack.Release(err)
+		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
+	b.Ack.Release(nil) // the epoch commits the rows once routed ones are written
 	return nil
 }
 
 // droppedRow counts a row none of whose windows is open: late, or read
 // again after a restart for windows that fired before it (see replayOf).
-func (w *windowJoin) droppedRow(t int64) {
+// It reports whether the row is routed as late.
+func (w *windowJoin) droppedRow(t int64) bool {
 	replayed := false
 	for _, st := range w.starts {
 		if w.replayOf(st + w.size) {
@@ -287,9 +297,9 @@ func (w *windowJoin) droppedRow(t int64) {
 	}
 	if replayed {
 		w.replayedRow()
-	} else {
-		w.lateRow(false)
+		return false
 	}
+	return w.lateRow(false)
 }
 
 // Watermark fires every window whose end the watermark reached, in order
