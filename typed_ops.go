@@ -174,8 +174,10 @@ func (r *rowFunc[In, Out]) check(input *arrow.Schema) error {
 	return errs.Err()
 }
 
-// get returns buffers for one batch; put returns them, emptied of the
-// values they held, so that the pool keeps no user value alive.
+// get returns buffers for one batch; put returns them. They are not
+// cleared (that took 7 % of MapRows' time in BenchmarkMapRows): a pooled
+// buffer keeps the values of one batch alive until it is reused, or
+// dropped by the pool at a garbage collection.
 func (r *rowFunc[In, Out]) get() *rowBufs[In, Out] {
 	if bufs, ok := r.bufs.Get().(*rowBufs[In, Out]); ok {
 		return bufs
@@ -183,12 +185,7 @@ func (r *rowFunc[In, Out]) get() *rowBufs[In, Out] {
 	return &rowBufs[In, Out]{}
 }
 
-func (r *rowFunc[In, Out]) put(bufs *rowBufs[In, Out]) {
-	clear(bufs.in)
-	clear(bufs.out)
-	bufs.in, bufs.out = bufs.in[:0], bufs.out[:0]
-	r.bufs.Put(bufs)
-}
+func (r *rowFunc[In, Out]) put(bufs *rowBufs[In, Out]) { r.bufs.Put(bufs) }
 
 // decode decodes rec into bufs.in, reusing its memory.
 func (r *rowFunc[In, Out]) decode(rec arrow.RecordBatch, bufs *rowBufs[In, Out]) ([]In, error) {
@@ -217,15 +214,13 @@ func (r *rowFunc[In, Out]) mapFunc(f func(context.Context, In) (Out, error)) ops
 		if err != nil {
 			return nil, err
 		}
-		out := slices.Grow(bufs.out[:0], len(rows))
+		out := slices.Grow(bufs.out[:0], len(rows))[:len(rows)]
+		bufs.out = out
 		for i := range rows {
-			o, err := f(ctx, rows[i])
-			if err != nil {
+			if out[i], err = f(ctx, rows[i]); err != nil {
 				return nil, err
 			}
-			out = append(out, o)
 		}
-		bufs.out = out
 		return r.encode(out)
 	}
 }
