@@ -75,8 +75,9 @@ func FilterRows[T any](b *Builder, id string, keep func(ctx context.Context, row
 // it returns, none or several, are emitted, encoded as Encode does. The
 // output schema is SchemaOf[Out], and Build checks In, Out and the
 // operators after it as for MapRows. Writes to st commit when the
-// batch's output is acknowledged; an error from f fails the job with the
-// batch unacknowledged, and a restart replays it from the state before it.
+// batch's output is acknowledged; an error from f fails the job, the
+// batch unacknowledged and its writes never committed, so a restart
+// replays it.
 func ProcessRows[In, Out any](b *Builder, id string, f func(ctx context.Context, st *state.Keyed, in In) ([]Out, error), opts ...OperatorOption) *Builder {
 	call := typedCall("ProcessRows", id)
 	if f == nil {
