@@ -60,7 +60,11 @@
 //	Where("eu", "amount > 10 and country in ('DE', 'FR')")
 //
 // Go functions (Map, Filter, Process) work too, but only in the program
-// that defines them.
+// that defines them. They take Arrow batches; MapRows, FilterRows and
+// ProcessRows take a function of one row instead, a Go struct (see Typed
+// rows), and Build checks the struct's columns against the job:
+//
+//	arkflow.MapRows(arkflow.NewJob("j").Source("in", src), "enrich", enrich).Sink("out", sink)
 //
 // # Connectors
 //

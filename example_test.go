@@ -15,6 +15,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
 )
 
 func ExampleNewJob() {
@@ -177,4 +178,139 @@ func ExampleBuilder_Join() {
 	// p1 ann auction 1 in the window from 00:00:00
 	// p1 ann auction 2 in the window from 00:00:00
 	// p3 cid auction 4 in the window from 00:00:10
+}
+
+// clickSource is a bounded memory source holding clicks in one batch.
+func clickSource(clicks ...Click) *mem.Source {
+	rec, err := arkflow.Encode(clicks)
+	if err != nil {
+		log.Fatal(err)
+	}
+	src, err := mem.NewSourceFrom([]arrow.RecordBatch{rec})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return src
+}
+
+// A map over Go structs: each click is decoded into a Click and its
+// receipt encoded as the operator's rows. Build knows the receipts'
+// columns, so the KeyBy after the map is checked against them.
+func ExampleMapRows() {
+	type Receipt struct {
+		User   string `arkflow:"user"`
+		Cents  int64  `arkflow:"cents"`
+		Coupon string `arkflow:"coupon"`
+	}
+	receipt := func(_ context.Context, c Click) (Receipt, error) {
+		r := Receipt{User: c.User, Cents: int64(c.Amount * 100), Coupon: "none"}
+		if c.Coupon != nil {
+			r.Coupon = *c.Coupon
+		}
+		return r, nil
+	}
+	welcome := "WELCOME"
+	src := clickSource(Click{User: "ann", Amount: 12.5, Coupon: &welcome}, Click{User: "bob", Amount: 3})
+
+	b := arkflow.NewJob("receipts").Source("clicks", src)
+	j, err := arkflow.MapRows(b, "receipt", receipt).
+		KeyBy("user").
+		Sink("out", funcsink.Func[Receipt](func(_ context.Context, rows []Receipt) error {
+			for _, r := range rows {
+				fmt.Printf("%s %d cents, coupon %s\n", r.User, r.Cents, r.Coupon)
+			}
+			return nil
+		})).
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// ann 1250 cents, coupon WELCOME
+	// bob 300 cents, coupon none
+}
+
+// A filter over Go structs. Its type needs only the columns it reads; the
+// rows it keeps go on with all of theirs.
+func ExampleFilterRows() {
+	type withCoupon struct {
+		Coupon *string `arkflow:"coupon"`
+	}
+	hasCoupon := func(_ context.Context, c withCoupon) (bool, error) { return c.Coupon != nil, nil }
+	welcome := "WELCOME"
+	src := clickSource(Click{User: "ann", Amount: 12.5, Coupon: &welcome}, Click{User: "bob", Amount: 3}, Click{User: "cid", Amount: 1, Coupon: &welcome})
+
+	b := arkflow.NewJob("coupons").Source("clicks", src)
+	j, err := arkflow.FilterRows(b, "with-coupon", hasCoupon).
+		Sink("out", funcsink.Func[Click](func(_ context.Context, rows []Click) error {
+			for _, c := range rows {
+				fmt.Println(c.User, c.Amount, *c.Coupon)
+			}
+			return nil
+		})).
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// ann 12.5 WELCOME
+	// cid 1 WELCOME
+}
+
+// A running count per user over Go structs, kept in keyed state: st is
+// the state of the click's user (KeyBy("user")), and each click emits one
+// row.
+func ExampleProcessRows() {
+	type UserCount struct {
+		User   string  `arkflow:"user"`
+		Clicks int64   `arkflow:"clicks"`
+		Spent  float64 `arkflow:"spent"`
+	}
+	clicks := state.NewValue[int64]("clicks")
+	spent := state.NewValue[float64]("spent")
+	count := func(_ context.Context, st *state.Keyed, c Click) ([]UserCount, error) {
+		n, _, err := clicks.Get(st) // 0 for a new user
+		if err != nil {
+			return nil, err
+		}
+		total, _, err := spent.Get(st)
+		if err != nil {
+			return nil, err
+		}
+		n, total = n+1, total+c.Amount
+		if err := clicks.Set(st, n); err != nil {
+			return nil, err
+		}
+		if err := spent.Set(st, total); err != nil {
+			return nil, err
+		}
+		return []UserCount{{User: c.User, Clicks: n, Spent: total}}, nil
+	}
+	src := clickSource(Click{User: "ann", Amount: 10}, Click{User: "bob", Amount: 3}, Click{User: "ann", Amount: 2.5})
+
+	b := arkflow.NewJob("counts").Source("clicks", src).KeyBy("user")
+	j, err := arkflow.ProcessRows(b, "count", count).
+		Sink("out", funcsink.Func[UserCount](func(_ context.Context, rows []UserCount) error {
+			for _, r := range rows {
+				fmt.Printf("%s: %d clicks, %.1f spent\n", r.User, r.Clicks, r.Spent)
+			}
+			return nil
+		})).
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// ann: 1 clicks, 10.0 spent
+	// bob: 1 clicks, 3.0 spent
+	// ann: 2 clicks, 12.5 spent
 }

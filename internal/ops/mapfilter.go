@@ -28,6 +28,27 @@ type MapBinding struct {
 	Fn   MapFunc
 	// Output is the schema Fn returns; nil means the input schema.
 	Output *arrow.Schema
+	// Check, when set, is called at build with the input schema (see
+	// CheckFunc).
+	Check CheckFunc
+}
+
+// CheckFunc checks at build that a bound function can read the rows of
+// its input (a typed function's rows name their columns). input is nil
+// when an upstream operator failed to build: it then checks only what
+// does not depend on the rows. Its errors fail the operator's build,
+// *job.FieldErrors among them at their Path under the operator's config.
+type CheckFunc func(input *arrow.Schema) error
+
+// check runs f, if set, on the operator's input.
+func (f CheckFunc) check(c Context) error {
+	if f == nil {
+		return nil
+	}
+	if err := f(c.Input); err != nil {
+		return PrefixErrors("config", err)
+	}
+	return nil
 }
 
 // FilterBinding is the Go value a builder binds to a filter operator
@@ -35,6 +56,9 @@ type MapBinding struct {
 type FilterBinding struct {
 	Name string
 	Fn   FilterFunc
+	// Check, when set, is called at build with the input schema (see
+	// CheckFunc).
+	Check CheckFunc
 }
 
 // MapConfig configures a map operator. Either Function, or the fields
@@ -142,6 +166,9 @@ func buildFuncMap(c Context, cfg MapConfig) (Built, error) {
 	mb, ok := c.Bound.(MapBinding)
 	if !ok || mb.Fn == nil {
 		return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
+	}
+	if err := mb.Check.check(c); err != nil {
+		return Built{}, err
 	}
 	out := mb.Output
 	if out == nil {
@@ -337,6 +364,9 @@ func buildFilter(c Context) (Built, error) {
 		fb, ok := c.Bound.(FilterBinding)
 		if !ok || fb.Fn == nil {
 			return Built{}, Errf("config.function", "%s", unboundFunction(cfg.Function))
+		}
+		if err := fb.Check.check(c); err != nil {
+			return Built{}, err
 		}
 		return Built{Output: c.Input, New: func(Task) (Instance, error) {
 			return &filter{op: c.Op.ID, mask: func(ctx context.Context, rec arrow.RecordBatch) ([]bool, error) { return fb.Fn(ctx, rec) }}, nil

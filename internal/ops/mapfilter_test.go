@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/statestore"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -221,6 +222,53 @@ func TestMapAndFilterConfigErrors(t *testing.T) {
 		_, err := opSpec{kind: c.kind, config: c.config, input: clicks}.build()
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s %s: error %v\nwant %s", c.kind, c.config, err, c.want)
+		}
+	}
+}
+
+// A bound function's Check runs at build with the input schema, or nil
+// when an upstream failed, and its errors fail the build under config.
+func TestBoundFunctionCheck(t *testing.T) {
+	t.Parallel()
+	noMap := func(context.Context, arrow.RecordBatch) (arrow.RecordBatch, error) { return nil, nil }
+	noFilter := func(context.Context, arrow.RecordBatch) ([]bool, error) { return nil, nil }
+	noProcess := func(context.Context, func(int) (*statestore.Keyed, error), arrow.RecordBatch) (arrow.RecordBatch, error) {
+		return nil, nil
+	}
+	var seen []*arrow.Schema
+	check := func(input *arrow.Schema) error {
+		seen = append(seen, input)
+		if input == nil {
+			return errors.New("refused type")
+		}
+		return errors.Join(Errf("In", "no column %q", "usr"), Errf("Out", "refused"))
+	}
+	want := "config.In: no column \"usr\"\nconfig.Out: refused"
+	for _, c := range []struct {
+		kind  string
+		bound any
+	}{
+		{job.KindMap, MapBinding{Name: "f", Fn: noMap, Check: check}},
+		{job.KindFilter, FilterBinding{Name: "f", Fn: noFilter, Check: check}},
+		{job.KindUDF, ProcessBinding{Name: "f", Fn: noProcess, Check: check}},
+	} {
+		seen = nil
+		_, err := opSpec{kind: c.kind, config: `{"function":"f"}`, keyField: "user", keyed: true, input: clicks, bound: c.bound}.build()
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v\nwant %s", c.kind, err, want)
+		}
+		_, err = opSpec{kind: c.kind, config: `{"function":"f"}`, keyField: "user", keyed: true, bound: c.bound}.build()
+		if err == nil || err.Error() != "config: refused type" {
+			t.Errorf("%s without input: error %v, want config: refused type", c.kind, err)
+		}
+		if len(seen) != 2 || seen[0] != clicks || seen[1] != nil {
+			t.Errorf("%s: Check saw %v, want the input, then nil", c.kind, seen)
+		}
+	}
+	// Without a Check, or one that accepts the input, the function builds.
+	for _, bound := range []any{MapBinding{Name: "f", Fn: noMap}, MapBinding{Name: "f", Fn: noMap, Check: func(*arrow.Schema) error { return nil }}} {
+		if _, err := (opSpec{kind: job.KindMap, config: `{"function":"f"}`, input: clicks, bound: bound}).build(); err != nil {
+			t.Errorf("%+v: %v", bound, err)
 		}
 	}
 }

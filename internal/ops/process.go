@@ -23,9 +23,15 @@ type ProcessBinding struct {
 	Fn   ProcessFunc
 	// Output is the schema Fn returns; nil means the input schema.
 	Output *arrow.Schema
+	// Check, when set, is called at build with the input schema (see
+	// CheckFunc).
+	Check CheckFunc
 }
 
 func buildProcess(c Context, pb ProcessBinding) (Built, error) {
+	if err := pb.Check.check(c); err != nil {
+		return Built{}, err
+	}
 	if c.Input == nil {
 		if c.Op.KeyField == "" {
 			return Built{}, Errf("key_field", "a stateful udf needs key_field: call KeyBy before Process")

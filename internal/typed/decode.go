@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/internal/suggest"
 )
 
 // The decoders mirror the encoders: one loop per column that reads the
@@ -47,7 +49,7 @@ func bind(fields []*field, schema *arrow.Schema) (*binding, error) {
 		}
 		switch len(idx) {
 		case 0:
-			return nil, fmt.Errorf("typed: %s: the batch has no column %q (its columns: %s)", f.where(), f.name, columnList(schema))
+			return nil, fmt.Errorf("typed: %s: the batch has no column %q (its columns: %s)%s", f.where(), f.name, columnList(schema), columnHint(f.name, schema))
 		case 1:
 		default:
 			names := make([]string, len(idx))
@@ -64,6 +66,16 @@ func bind(fields []*field, schema *arrow.Schema) (*binding, error) {
 		b.cols[i], b.decs[i] = idx[0], dec
 	}
 	return b, nil
+}
+
+// columnHint is `; did you mean "X"?` for the column of s that name
+// probably misspells, or "".
+func columnHint(name string, s *arrow.Schema) string {
+	names := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		names[i] = f.Name
+	}
+	return suggest.Hint(name, names)
 }
 
 func columnList(s *arrow.Schema) string {

@@ -170,6 +170,18 @@ func (c *Codec[T]) Decode(rec arrow.RecordBatch, dst []T) ([]T, error) {
 	return dst, nil
 }
 
+// Check reports whether batches of schema decode into T: the error
+// Decode would return for any batch of schema before reading a value (a
+// field without a column, a column whose type cannot be stored in its
+// field), or nil. A null in a column is still found only by Decode.
+func (c *Codec[T]) Check(schema *arrow.Schema) error {
+	if schema == nil {
+		return errors.New("typed: Check of a nil schema")
+	}
+	_, err := c.bind(schema)
+	return err
+}
+
 func (c *Codec[T]) bind(s *arrow.Schema) (*binding, error) {
 	if b := c.bound.Load(); b != nil && (b.schema == s || b.schema.Equal(s)) {
 		return b, nil

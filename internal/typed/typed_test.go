@@ -888,6 +888,49 @@ func TestDecodeMismatch(t *testing.T) {
 	}
 }
 
+// Check finds, from the schema alone, what Decode would refuse in any
+// batch of it, with Decode's error, a misspelt column named with the
+// column it probably is.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	type Row struct {
+		User   string  `arkflow:"user"`
+		Amount float64 `arkflow:"amount"`
+		Coupon *string `arkflow:"coupon"`
+	}
+	c, err := typed.For[Row]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := func(fields ...arrow.Field) *arrow.Schema { return arrow.NewSchema(fields, nil) }
+	str := func(name string) arrow.Field {
+		return arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true}
+	}
+	f64 := arrow.Field{Name: "amount", Type: arrow.PrimitiveTypes.Float64}
+	for _, tc := range []struct {
+		name   string
+		schema *arrow.Schema
+		want   string
+	}{
+		{"fits", schema(str("user"), f64, str("coupon"), arrow.Field{Name: "__meta_offset", Type: arrow.PrimitiveTypes.Int64}), ""},
+		{"another case", schema(str("USER"), f64, str("Coupon")), ""},
+		{"misspelt column", schema(str("usr"), f64, str("coupon")),
+			`typed: Row.User (string): the batch has no column "user" (its columns: usr, amount, coupon); did you mean "usr"?`},
+		{"missing nullable column", schema(str("user"), f64),
+			`typed: Row.Coupon (*string): the batch has no column "coupon" (its columns: user, amount)`},
+		{"column too wide", schema(str("user"), arrow.Field{Name: "amount", Type: arrow.BinaryTypes.String}, str("coupon")),
+			`typed: Row.Amount (float64): column "amount" is utf8, which cannot be stored in float64`},
+		{"nil", nil, "typed: Check of a nil schema"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Check(tc.schema)
+			if got := fmt.Sprint(err); (err == nil) != (tc.want == "") || (err != nil && got != tc.want) {
+				t.Fatalf("Check\n got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestEncodeTimeOutOfRange(t *testing.T) {
 	t.Parallel()
 	type R struct {
