@@ -147,21 +147,7 @@ func TestIntervalJoinSurvivesSIGKILL(t *testing.T) {
 		// The pairs a run after a restore wrote of a row it read and one
 		// the restored positions put behind it, which it had from the
 		// restored state alone.
-		fromState := 0
-		for i := 1; i < len(cr.runs); i++ {
-			m, ok := cr.manifests[cr.restoredID[i]]
-			if !ok {
-				continue
-			}
-			for _, l := range got[cr.lines[i][o]:cr.lines[i+1][o]] {
-				pv, _ := field(l, 3)
-				av, paired := field(l, 5)
-				pline, aline := pv-persons[0].v, av-auctions[0].v
-				if paired && (pline < m.position("persons", int32(pline%2))) != (aline < m.position("auctions", int32(aline%2))) {
-					fromState++
-				}
-			}
-		}
+		fromState := cr.pairsFromState(o, got, persons, auctions)
 		if fromState == 0 {
 			t.Errorf("%s join: no run after a restore wrote a pair of a row it read and one behind its restored positions; the proof did not show the kept rows restored from state", j.id)
 		}

@@ -509,25 +509,7 @@ func TestWindowJoinSurvivesSIGKILL(t *testing.T) {
 				j.id, cr.killed, len(missing), len(want), len(windows), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
 			continue
 		}
-		fromState := 0
-		for i := 1; i < len(cr.runs); i++ {
-			m, ok := cr.manifests[cr.restoredID[i]]
-			if !ok {
-				continue
-			}
-			for _, l := range got[cr.lines[i][o]:cr.lines[i+1][o]] {
-				f := strings.Split(l, "|")
-				pv, _ := strconv.ParseInt(f[3], 10, 64)
-				av, err := strconv.ParseInt(f[5], 10, 64)
-				if err != nil {
-					continue // with nulls
-				}
-				pline, aline := pv-persons[0].v, av-auctions[0].v
-				if (pline < m.position("persons", int32(pline%2))) != (aline < m.position("auctions", int32(aline%2))) {
-					fromState++
-				}
-			}
-		}
+		fromState := cr.pairsFromState(o, got, persons, auctions)
 		if fromState == 0 {
 			t.Errorf("%s join: no run after a restore wrote a pair of a row it read and one behind its restored positions; the proof did not show the open windows restored from state", j.id)
 		}
@@ -544,6 +526,40 @@ func TestWindowJoinSurvivesSIGKILL(t *testing.T) {
 			j.id, cr.killed, cr.restored, cr.completed, len(want), fromState, dups, bound)
 	}
 	cr.checkNoLateRows(t)
+}
+
+// pairsFromState counts the lines of output o (got, in the order written)
+// that runs after a restore wrote of a pair of a row they read and one
+// the restored checkpoint's positions put behind its source: a row they
+// had from the restored state alone. Lines are joinCrashLine's, or the
+// interval proof's (the person's value fourth, the auction's sixth).
+func (cr *crashRuns) pairsFromState(o int, got []string, persons, auctions []joinCrashRow) int {
+	n := 0
+	for i := 1; i < len(cr.runs); i++ {
+		if m, ok := cr.manifests[cr.restoredID[i]]; ok {
+			n += pairsBehind(got[cr.lines[i][o]:cr.lines[i+1][o]], m, persons, auctions)
+		}
+	}
+	return n
+}
+
+// pairsBehind counts the lines that pair a person and an auction one of
+// which m's positions put behind its source and the other not.
+func pairsBehind(lines []string, m crashManifest, persons, auctions []joinCrashRow) int {
+	n := 0
+	for _, l := range lines {
+		f := strings.Split(l, "|")
+		pv, _ := strconv.ParseInt(f[3], 10, 64)
+		av, err := strconv.ParseInt(f[5], 10, 64)
+		if err != nil {
+			continue // with nulls
+		}
+		pline, aline := pv-persons[0].v, av-auctions[0].v
+		if (pline < m.position("persons", int32(pline%2))) != (aline < m.position("auctions", int32(aline%2))) {
+			n++
+		}
+	}
+	return n
 }
 
 // joinCrashWindow returns the window of an output line (see

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,18 +127,7 @@ func TestJoinRescaleFromSavepoints(t *testing.T) {
 					// from the redistributed state alone.
 					fromState := 0
 					for run, m := range saved {
-						for _, l := range got[lines[run+1][i]:lines[run+2][i]] {
-							f := strings.Split(l, "|")
-							pv, _ := strconv.ParseInt(f[3], 10, 64)
-							av, err := strconv.ParseInt(f[5], 10, 64)
-							if err != nil {
-								continue // with nulls
-							}
-							pline, aline := pv-persons[0].v, av-auctions[0].v
-							if (pline < m.position("persons", int32(pline%2))) != (aline < m.position("auctions", int32(aline%2))) {
-								fromState++
-							}
-						}
+						fromState += pairsBehind(got[lines[run+1][i]:lines[run+2][i]], m, persons, auctions)
 					}
 					if fromState == 0 {
 						t.Errorf("%s join: no restored run wrote a pair with a row behind its savepoint's positions; the proof did not show the rows redistributed from state", id)

@@ -265,34 +265,14 @@ func (jb *joinBuild) newInterval(b base, info ops.Task) (*intervalJoin, error) {
 }
 
 // restore reads the kept rows of the subtask's key groups back from the
-// committed state: each side's into one batch, in arrival order.
+// committed state, with their paired marks, in arrival order.
 func (w *intervalJoin) restore(info ops.Task) error {
-	type stored struct {
-		side    int
-		ts, seq int64
-		kid     int32
-		group   int32
-		matched bool
-		row     []byte
-	}
-	var rows []stored
-	err := w.journal.Scan(rowsNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
-		u := e.Key.User
-		if len(u) < keySuffix || len(e.Value) == 0 || u[len(u)-9] > 1 {
-			return fmt.Errorf("a kept row of %d bytes with a key of %d: %w", len(e.Value), len(u), rowbin.ErrCorrupt)
-		}
-		kid, err := w.keys.IDOfBytes(u[:len(u)-keySuffix])
-		if err != nil {
-			return err
-		}
-		tail := u[len(u)-keySuffix:]
-		rows = append(rows, stored{side: int(tail[8]), ts: int64(binary.BigEndian.Uint64(tail) ^ 1<<63), seq: int64(binary.BigEndian.Uint64(tail[9:])),
-			kid: kid, group: int32(e.Key.KeyGroup), matched: e.Value[0] == 1, row: append([]byte(nil), e.Value[1:]...)})
-		return nil
-	})
+	rows, _, kbs, err := w.jb.readKept(w.journal, w.keys, w.codecs, info)
 	if err != nil || len(rows) == 0 {
 		return err
 	}
+	defer kbs[0].drop() // the rows hold the batches now
+	defer kbs[1].drop()
 	marks := map[string]bool{}
 	err = w.journal.Scan(pairedNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
 		marks[string(e.Key.User)] = true
@@ -301,40 +281,15 @@ func (w *intervalJoin) restore(info ops.Task) error {
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(rows, func(a, b stored) int { return int(a.seq - b.seq) })
-	var kbs [2]*keptBatch
-	var n [2]int32
-	for s := range kbs {
-		bs := make([]array.Builder, len(keptCols(w.jb.sides[s])))
-		for i, c := range keptCols(w.jb.sides[s]) {
-			bs[i] = array.NewBuilder(memory.DefaultAllocator, w.jb.in[s].Field(c).Type)
-			defer bs[i].Release()
-		}
-		for _, r := range rows {
-			if r.side == s {
-				if err := w.codecs[s].Decode(r.row, bs); err != nil {
-					return err
-				}
-			}
-		}
-		kbs[s] = &keptBatch{rec: restoredBatch(w.jb.in[s], keptCols(w.jb.sides[s]), bs)}
-	}
-	restored := make([]*keptRow, 0, len(rows))
-	for _, r := range rows {
-		k := &keptRow{side: r.side, ts: r.ts, end: w.endOf(r.side, r.ts), seq: r.seq, kid: r.kid, group: r.group, from: kbs[r.side], row: n[r.side], matched: r.matched}
+	for _, k := range rows {
+		k.end = w.endOf(k.side, k.ts)
 		if marks[string(w.userKey(k))] {
 			k.matched, k.marked = true, true
 		}
-		n[r.side]++
 		w.keep(k)
-		restored = append(restored, k)
-		w.seq = max(w.seq, r.seq+1)
+		w.seq = max(w.seq, k.seq+1)
 	}
-	w.addRun(restored)
-	for _, kb := range kbs {
-		kb.live++ // dropped here: the rows hold it now
-		kb.drop()
-	}
+	w.addRun(rows)
 	return nil
 }
 
@@ -414,7 +369,7 @@ func (w *intervalJoin) stage(epoch *statestore.Epoch, k *keptRow) {
 	n := len(key)
 	flag := byte(0)
 	if k.matched {
-		flag = 1
+		flag = flagPaired
 	}
 	v := w.codecs[k.side].Append(append(key, flag), k.from.rec, int(k.row))
 	w.buf = v

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
@@ -81,79 +79,35 @@ func (jb *joinBuild) newWindowJoin(b base, info ops.Task) (*windowJoin, error) {
 // whose windows are all behind it (fired, with the floor carried past
 // the restored state: see floor) are deleted.
 func (w *windowJoin) restore(info ops.Task) error {
-	type stored struct {
-		side          int
-		ts, seq       int64
-		kid           int32
-		group         int32
-		null          bool
-		user, encoded []byte
-	}
-	var rows []stored
-	err := w.journal.Scan(rowsNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
-		u := e.Key.User
-		if len(u) < keySuffix || len(e.Value) == 0 || u[len(u)-9] > 1 {
-			return fmt.Errorf("a kept row of %d bytes with a key of %d: %w", len(e.Value), len(u), rowbin.ErrCorrupt)
-		}
-		r := stored{null: e.Value[0]&flagNullKey != 0, group: int32(e.Key.KeyGroup), user: append([]byte(nil), u...), encoded: append([]byte(nil), e.Value[1:]...)}
-		var err error
-		if r.null {
-			r.kid, err = w.keys.IDOfBytes(nil)
-		} else {
-			r.kid, err = w.keys.IDOfBytes(u[:len(u)-keySuffix])
-		}
-		if err != nil {
-			return err
-		}
-		tail := u[len(u)-keySuffix:]
-		r.side, r.ts, r.seq = int(tail[8]), int64(binary.BigEndian.Uint64(tail)^1<<63), int64(binary.BigEndian.Uint64(tail[9:]))
-		rows = append(rows, r)
-		return nil
-	})
+	rows, users, kbs, err := w.jb.readKept(w.journal, w.keys, w.codecs, info)
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	slices.SortFunc(rows, func(a, b stored) int { return int(a.seq - b.seq) })
-	var kbs [2]*keptBatch
-	for s := range kbs {
-		bs := make([]array.Builder, len(keptCols(w.jb.sides[s])))
-		for i, c := range keptCols(w.jb.sides[s]) {
-			bs[i] = array.NewBuilder(memory.DefaultAllocator, w.jb.in[s].Field(c).Type)
-			defer bs[i].Release()
-		}
-		for _, r := range rows {
-			if r.side == s {
-				if err := w.codecs[s].Decode(r.encoded, bs); err != nil {
-					return err
-				}
-			}
-		}
-		kbs[s] = &keptBatch{rec: restoredBatch(w.jb.in[s], keptCols(w.jb.sides[s]), bs), live: 1}
-	}
-	var n [2]int32
 	var gone *statestore.Epoch
-	for _, r := range rows {
-		k := &keptRow{side: r.side, ts: r.ts, seq: r.seq, kid: r.kid, group: r.group, null: r.null, from: kbs[r.side], row: n[r.side]}
-		n[r.side]++
-		w.seq = max(w.seq, r.seq+1)
+	for i, k := range rows {
+		w.seq = max(w.seq, k.seq+1)
 		if !w.place(k) {
 			if gone == nil {
 				gone = w.journal.Begin()
 			}
-			gone.DeleteUnread(rowsNamespace, int(r.group), r.user, nil)
+			gone.DeleteUnread(rowsNamespace, int(k.group), users[i], nil)
 		}
 	}
 	if gone != nil {
 		gone.Done(nil)
 	}
-	for _, kb := range kbs {
-		kb.drop() // the rows hold it now
-	}
+	kbs[0].drop() // the rows hold the batches now
+	kbs[1].drop()
 	return nil
 }
 
-// flagNullKey marks, in a kept row's flags byte, a row whose key is null.
-const flagNullKey = 2
+// A kept row's flags byte: flagPaired marks an interval join's row that
+// had paired when it came, flagNullKey a window join's row whose key is
+// null.
+const (
+	flagPaired  = 1
+	flagNullKey = 2
+)
 
 // place puts k into its windows still open (ending after the watermark),
 // opening them as needed, and reports whether there was one; k then holds
