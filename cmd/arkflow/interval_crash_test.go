@@ -2,14 +2,10 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The two interval joins of the proof's job: inner, and left outer (the
@@ -91,32 +87,11 @@ func intervalCrashReference(left, right []joinCrashRow, lower, upper int64, oute
 //     the restarts that wrote anything;
 //   - no run dropped a row as late.
 func TestIntervalJoinSurvivesSIGKILL(t *testing.T) {
-	dir := t.TempDir()
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 32))
-	t.Logf("seed %d", seed)
-	persons := joinCrashInput(rng, joinCrashRows, 24, 1_000_000, 0)
-	auctions := joinCrashInput(rng, joinCrashRows, 20, 2_000_000, 7)
-	writeJoinCrashInput(t, filepath.Join(dir, "persons.jsonl"), "id", "pv", persons)
-	writeJoinCrashInput(t, filepath.Join(dir, "auctions.jsonl"), "seller", "av", auctions)
-	var outs []string
+	var ids []string
 	for _, j := range intervalCrashJoins {
-		outs = append(outs, filepath.Join(dir, j.id+".jsonl"))
+		ids = append(ids, j.id)
 	}
-	writeSpec := func(rate int) {
-		if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(intervalCrashSpec(dir, rate)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeSpec(joinCrashRate)
-	if code, out, errOut := runCLI("validate", filepath.Join(dir, "job.yaml")); code != 0 {
-		t.Fatalf("validate exit %d\n%s%s", code, out, errOut)
-	}
-	kills := 12
-	if testing.Short() {
-		kills = 4
-	}
-	cr := runWithKills(t, dir, "interval-crash", rng, kills, outs, func() { writeSpec(0) })
+	persons, auctions, outs, cr := runJoinCrashProof(t, "interval-crash", 32, intervalCrashSpec, ids)
 
 	field := func(l string, i int) (int64, bool) {
 		v, err := strconv.ParseInt(strings.Split(l, "|")[i], 10, 64)

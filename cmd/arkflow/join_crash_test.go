@@ -466,33 +466,11 @@ func windowEnd(t *testing.T, line string) int64 {
 //     as it counts it in late_dropped (which a killed run cannot be
 //     asked for): no run's log may hold that warning.
 func TestWindowJoinSurvivesSIGKILL(t *testing.T) {
-	dir := t.TempDir()
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 30))
-	t.Logf("seed %d", seed)
-	persons := joinCrashInput(rng, joinCrashRows, 24, 1_000_000, 0)
-	auctions := joinCrashInput(rng, joinCrashRows, 20, 2_000_000, 7)
-	writeJoinCrashInput(t, filepath.Join(dir, "persons.jsonl"), "id", "pv", persons)
-	writeJoinCrashInput(t, filepath.Join(dir, "auctions.jsonl"), "seller", "av", auctions)
-	var outs []string
+	var ids []string
 	for _, j := range joinCrashJoins {
-		outs = append(outs, filepath.Join(dir, j.id+".jsonl"))
+		ids = append(ids, j.id)
 	}
-	writeSpec := func(rate int) {
-		if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(joinCrashSpec(dir, rate)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeSpec(joinCrashRate)
-	if code, out, errOut := runCLI("validate", filepath.Join(dir, "job.yaml")); code != 0 {
-		t.Fatalf("validate exit %d\n%s%s", code, out, errOut)
-	}
-	kills := 12
-	if testing.Short() {
-		kills = 4
-	}
-	// The last run reads at full speed (the same batches), to the end.
-	cr := runWithKills(t, dir, "join-crash", rng, kills, outs, func() { writeSpec(0) })
+	persons, auctions, outs, cr := runJoinCrashProof(t, "join-crash", 30, joinCrashSpec, ids)
 
 	for o, j := range joinCrashJoins {
 		want := joinCrashReference(persons, auctions, j.size, j.slide, j.how == "left")
@@ -560,6 +538,41 @@ func pairsBehind(lines []string, m crashManifest, persons, auctions []joinCrashR
 		}
 	}
 	return n
+}
+
+// runJoinCrashProof writes the join proofs' input (persons and auctions)
+// and the job spec makes into a temporary directory, validates it, and
+// runs it with kills (runWithKills), the last run reading at full speed
+// (the same batches) to the end. It returns the input, the output file of
+// each join id, and what the runs did.
+func runJoinCrashProof(t *testing.T, job string, stream uint64, spec func(dir string, rate int) string, ids []string) (persons, auctions []joinCrashRow, outs []string, cr *crashRuns) {
+	t.Helper()
+	dir := t.TempDir()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, stream))
+	t.Logf("seed %d", seed)
+	persons = joinCrashInput(rng, joinCrashRows, 24, 1_000_000, 0)
+	auctions = joinCrashInput(rng, joinCrashRows, 20, 2_000_000, 7)
+	writeJoinCrashInput(t, filepath.Join(dir, "persons.jsonl"), "id", "pv", persons)
+	writeJoinCrashInput(t, filepath.Join(dir, "auctions.jsonl"), "seller", "av", auctions)
+	for _, id := range ids {
+		outs = append(outs, filepath.Join(dir, id+".jsonl"))
+	}
+	writeSpec := func(rate int) {
+		if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(spec(dir, rate)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSpec(joinCrashRate)
+	if code, out, errOut := runCLI("validate", filepath.Join(dir, "job.yaml")); code != 0 {
+		t.Fatalf("validate exit %d\n%s%s", code, out, errOut)
+	}
+	kills := 12
+	if testing.Short() {
+		kills = 4
+	}
+	cr = runWithKills(t, dir, job, rng, kills, outs, func() { writeSpec(0) })
+	return persons, auctions, outs, cr
 }
 
 // joinCrashWindow returns the window of an output line (see

@@ -251,12 +251,9 @@ func keptCols(s joinSide) []int { return append([]int{s.keyCol}, s.cols...) }
 
 func (jb *joinBuild) newInterval(b base, info ops.Task) (*intervalJoin, error) {
 	w := &intervalJoin{base: b, jb: jb, maxPar: info.MaxParallelism, lower: *jb.cfg.LowerMS, upper: *jb.cfg.UpperMS, outer: jb.cfg.How == HowLeft}
-	for s := range w.codecs {
-		c, err := rowbin.New(jb.in[s], keptCols(jb.sides[s]))
-		if err != nil {
-			return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
-		}
-		w.codecs[s] = c
+	var err error
+	if w.codecs, err = jb.keptCodecs(); err != nil {
+		return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
 	}
 	if err := w.restore(info); err != nil {
 		return nil, fmt.Errorf("operator %q: restoring the kept rows: %w", info.OperatorID, err)
@@ -517,15 +514,11 @@ func (w *intervalJoin) build(left, right []*keptRow) (arrow.RecordBatch, error) 
 	n := len(left)
 	cols := make([]arrow.Array, 0, w.out.NumFields())
 	defer func() { releaseAll(cols) }()
-	lcols, err := gather(w.jb.sides[0], w.jb.in[0], left)
+	lcols, rcols, err := w.jb.gatherPairs(left, right)
 	if err != nil {
 		return nil, err
 	}
 	defer releaseAll(lcols)
-	rcols, err := gather(w.jb.sides[1], w.jb.in[1], right)
-	if err != nil {
-		return nil, err
-	}
 	defer releaseAll(rcols)
 	for _, c := range lcols {
 		c.Retain()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -77,4 +78,31 @@ func (jb *joinBuild) readKept(j *statestore.Journal, t *keys.Table, codecs [2]*r
 		rows[i], users[i] = k, all[i].user
 	}
 	return rows, users, batches, nil
+}
+
+// keptCodecs are the codecs of the rows each side keeps (keptCols).
+func (jb *joinBuild) keptCodecs() ([2]*rowbin.Codec, error) {
+	var cs [2]*rowbin.Codec
+	for s := range cs {
+		c, err := rowbin.New(jb.in[s], keptCols(jb.sides[s]))
+		if err != nil {
+			return cs, err
+		}
+		cs[s] = c
+	}
+	return cs, nil
+}
+
+// gatherPairs returns the key and output columns of each side for the
+// pairs (left[i], right[i]), a nil row giving nulls; the caller releases
+// both.
+func (jb *joinBuild) gatherPairs(left, right []*keptRow) (lcols, rcols []arrow.Array, err error) {
+	if lcols, err = gather(jb.sides[0], jb.in[0], left); err != nil {
+		return nil, nil, err
+	}
+	if rcols, err = gather(jb.sides[1], jb.in[1], right); err != nil {
+		releaseAll(lcols)
+		return nil, nil, err
+	}
+	return lcols, rcols, nil
 }

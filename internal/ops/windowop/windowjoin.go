@@ -61,12 +61,9 @@ func (jb *joinBuild) newWindowJoin(b base, info ops.Task) (*windowJoin, error) {
 	}
 	w := &windowJoin{base: b, jb: jb, maxPar: info.MaxParallelism, size: jb.cfg.Window.SizeMS, slide: slide,
 		outer: jb.cfg.How == HowLeft, floorGroup: info.KeyGroups.Start, wins: map[int64]*joinWin{}}
-	for s := range w.codecs {
-		c, err := rowbin.New(jb.in[s], keptCols(jb.sides[s]))
-		if err != nil {
-			return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
-		}
-		w.codecs[s] = c
+	var err error
+	if w.codecs, err = jb.keptCodecs(); err != nil {
+		return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
 	}
 	if err := w.restore(info); err != nil {
 		return nil, fmt.Errorf("operator %q: restoring the open windows: %w", info.OperatorID, err)
@@ -380,15 +377,11 @@ func (w *windowJoin) pairs(x *joinWin) ([]arrow.RecordBatch, error) {
 // build makes one output batch of a window's pairs (left[i], right[i]).
 func (w *windowJoin) build(x *joinWin, left, right []*keptRow) (arrow.RecordBatch, error) {
 	n := len(left)
-	lcols, err := gather(w.jb.sides[0], w.jb.in[0], left)
+	lcols, rcols, err := w.jb.gatherPairs(left, right)
 	if err != nil {
 		return nil, err
 	}
 	defer releaseAll(lcols)
-	rcols, err := gather(w.jb.sides[1], w.jb.in[1], right)
-	if err != nil {
-		return nil, err
-	}
 	defer releaseAll(rcols)
 	starts, ends := make([]int64, n), make([]int64, n)
 	for i := range starts {
