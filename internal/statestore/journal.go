@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -113,6 +114,8 @@ type Epoch struct {
 	// blind are the PutUnread and DeleteUnread of a journal that gives its
 	// backend every mutation at commit (not in the overlay).
 	blind []Mutation
+	// helds is where PutUnread takes its handles from, a chunk at a time.
+	helds []Held
 	// arena holds the staged keys and values, copied in by the staging
 	// goroutine; a full arena is replaced, never moved, so the slices of
 	// muts into it stay valid.
@@ -250,9 +253,27 @@ func (e *Epoch) PutUnread(ns string, group int, user, value []byte) *Held {
 		e.stageBlind(m)
 		return nil
 	}
-	h := &Held{mut: m}
+	if len(e.helds) == 0 {
+		e.helds = make([]Held, max(16, min(256, cap(e.unread)-len(e.unread))))
+	}
+	h := &e.helds[0]
+	e.helds = e.helds[1:]
+	h.mut = m
 	e.stageUnread(unreadOp{h: h})
 	return h
+}
+
+// Grow makes room for n more mutations staged by PutUnread and
+// DeleteUnread: an operator staging a batch's rows says how many.
+func (e *Epoch) Grow(n int) {
+	j := e.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.deferTo != nil {
+		e.unread = slices.Grow(e.unread, n)
+	} else {
+		e.blind = slices.Grow(e.blind, n)
+	}
 }
 
 // DeleteUnread is Delete for a key staged by PutUnread, with the handle

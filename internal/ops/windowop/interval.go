@@ -405,6 +405,7 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		return err
 	}
 	rec := b.Rec
+	epoch.Grow(len(w.ts))
 	kb := &keptBatch{rec: rec, live: 1} // the call's own reference, dropped below
 	defer kb.drop()
 	var left, right []*keptRow // the pairs, in order
@@ -614,6 +615,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	}
 	w.tick++
 	epoch := w.journal.Begin()
+	epoch.Grow(len(ended))
 	for _, e := range ended {
 		w.unstage(epoch, rowsNamespace, e, e.put)
 		if e.marked {

@@ -181,6 +181,7 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 		return err
 	}
 	rec := b.Rec
+	epoch.Grow(len(w.ts))
 	kb := &keptBatch{rec: rec, live: 1} // the call's own reference, dropped below
 	defer kb.drop()
 	keyCol := rec.Column(w.keyCol)
@@ -292,6 +293,11 @@ func (w *windowJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter) e
 			recs = append(recs, rs...)
 		}
 	}
+	n := 0
+	for _, x := range firing {
+		n += len(x.last)
+	}
+	epoch.Grow(n)
 	for _, x := range firing {
 		for _, k := range x.last {
 			if k.put != nil {
