@@ -179,12 +179,12 @@ func (h *keptHeap) Pop() any {
 }
 
 // run is the kept rows of one input batch (or of a restore), sorted by
-// end then arrival; rows[i:] have not ended.
+// end then arrival, each beside its end and arrival so that sorting and
+// taking them reads no row; rows[i:] have not ended.
 type run struct {
-	rows []*keptRow
+	rows []keptEnd
 	i    int
-	// end and seq are those of rows[i], so that ordering runs reads no
-	// row.
+	// end and seq are those of rows[i].
 	end, seq int64
 }
 
@@ -341,13 +341,18 @@ func (w *intervalJoin) addRun(rows []*keptRow) {
 	if len(rows) == 0 {
 		return
 	}
-	slices.SortFunc(rows, func(a, b *keptRow) int {
+	r := &run{rows: make([]keptEnd, len(rows))}
+	for i, k := range rows {
+		r.rows[i] = keptEnd{end: k.end, seq: k.seq, row: k}
+	}
+	slices.SortFunc(r.rows, func(a, b keptEnd) int {
 		if c := cmp.Compare(a.end, b.end); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.seq, b.seq)
 	})
-	w.ends.push(&run{rows: rows, end: rows[0].end, seq: rows[0].seq})
+	r.end, r.seq = r.rows[0].end, r.rows[0].seq
+	w.ends.push(r)
 }
 
 // userKey is the state key of a kept row.
@@ -599,8 +604,8 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	var ended, unmatched []*keptRow
 	for len(w.ends) > 0 && w.ends[0].end <= wm {
 		top := w.ends[0]
-		k := top.rows[top.i]
-		top.rows[top.i] = nil
+		k := top.rows[top.i].row
+		top.rows[top.i].row = nil
 		top.next()
 		w.ends.fix() // usually one comparison: the run's next row stays first
 		ended = append(ended, k)
@@ -649,7 +654,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 func (w *intervalJoin) Close() error {
 	for _, r := range w.ends {
 		for _, k := range r.rows[r.i:] {
-			k.from.drop()
+			k.row.from.drop()
 		}
 	}
 	w.ends, w.nkept = nil, 0
