@@ -60,12 +60,19 @@ func (v Value[T]) SetTTL(k *Keyed, x T, ttl time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("state %s: %w", v.ns, err)
 	}
-	k.k.Put(v.ns, k.k.Key(), b, ttl)
+	if err := k.k.Put(v.ns, k.k.Key(), b, ttl); err != nil {
+		return fmt.Errorf("state %s: %w", v.ns, err)
+	}
 	return nil
 }
 
-// Clear removes the key's value.
-func (v Value[T]) Clear(k *Keyed) { k.k.Delete(v.ns, k.k.Key()) }
+// Clear removes the key's value. It panics on a read-only handle (one a
+// query returned: arkflow's Job.QueryState), which no operator gets.
+func (v Value[T]) Clear(k *Keyed) {
+	if err := k.k.Delete(v.ns, k.k.Key()); err != nil {
+		panic(fmt.Sprintf("state %s: %v", v.ns, err))
+	}
+}
 
 // Map is a map from K to V per key.
 type Map[K comparable, V any] struct{ ns string }
@@ -115,7 +122,9 @@ func (m Map[K, V]) Put(k *Keyed, key K, v V) error {
 	if err != nil {
 		return fmt.Errorf("state %s: %w", m.ns, err)
 	}
-	k.k.Put(m.ns, ek, b, k.k.DefaultTTL())
+	if err := k.k.Put(m.ns, ek, b, k.k.DefaultTTL()); err != nil {
+		return fmt.Errorf("state %s: %w", m.ns, err)
+	}
 	return nil
 }
 
@@ -125,7 +134,9 @@ func (m Map[K, V]) Delete(k *Keyed, key K) error {
 	if err != nil {
 		return fmt.Errorf("state %s: %w", m.ns, err)
 	}
-	k.k.Delete(m.ns, ek)
+	if err := k.k.Delete(m.ns, ek); err != nil {
+		return fmt.Errorf("state %s: %w", m.ns, err)
+	}
 	return nil
 }
 

@@ -108,12 +108,12 @@ func buildAggregate(c Context) (Built, error) {
 		}
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, t.MaxParallelism
-		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, groups: t.Grouper()}
+		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, groups: t.Grouper(), now: t.Now}
 		if err := a.open(t); err != nil {
 			return nil, fmt.Errorf("operator %q: restoring state: %w", c.Op.ID, err)
 		}
 		return a, nil
-	}}, nil
+	}, Query: &QueryShape{Key: keyField.Type, Schema: out}}, nil
 }
 
 // aggNamespace holds a running aggregate's accumulators, by key.
@@ -125,7 +125,7 @@ func (a *aggregate) open(t Task) error {
 	if err != nil {
 		return err
 	}
-	a.journal = j
+	a.journal, a.committed = j, j.ReadCommitted()
 	return j.Scan(aggNamespace, statestore.Scope{Groups: t.KeyGroups}, t.Now(), func(e statestore.Entry) error {
 		id, err := a.keys.IDOfBytes(e.Key.User)
 		if err != nil {
@@ -148,9 +148,41 @@ type aggregate struct {
 	ids     []int32
 	seen    []bool
 	journal *statestore.Journal
-	meta    MetaColumns
-	groups  keys.Grouper
-	buf     []byte
+	// committed reads what journal has committed, for queries.
+	committed *statestore.Journal
+	meta      MetaColumns
+	groups    keys.Grouper
+	now       func() int64
+	buf       []byte
+}
+
+// Lookup implements Queryable: the committed accumulators of key (what
+// the sinks have acknowledged), as the row the operator emits for it.
+func (a *aggregate) Lookup(key []byte) (arrow.RecordBatch, error) {
+	v, ok, err := a.committed.Get(aggNamespace, a.groups.Of(key), key, a.now())
+	if err != nil || !ok {
+		return EmptyRecord(a.out), err
+	}
+	st := a.set.NewState()
+	st.Grow(1)
+	if err := st.Decode(0, v); err != nil {
+		return nil, fmt.Errorf("operator %q: the state of key %x: %w", a.op, key, err)
+	}
+	tbl, err := keys.NewTable(a.keys.Type())
+	if err != nil {
+		return nil, err
+	}
+	id, err := tbl.IDOfBytes(key)
+	if err != nil {
+		return nil, err
+	}
+	cols := append([]arrow.Array{tbl.Build([]int32{id})}, st.Build([]int32{0})...)
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	return array.NewRecordBatch(a.out, cols, 1), nil
 }
 
 func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {

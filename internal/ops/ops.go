@@ -148,6 +148,9 @@ type Built struct {
 	// when it is not its input's (a join routes the late rows of its
 	// sides that route them, which share one schema); nil otherwise.
 	LateInput *arrow.Schema
+	// Query says how the operator's state is looked up while the job
+	// runs, nil when it is not (see Queryable).
+	Query *QueryShape
 }
 
 // Carrier describes a mark an operator keeps per subtask, outside its

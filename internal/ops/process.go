@@ -58,8 +58,8 @@ func buildProcess(c Context, pb ProcessBinding) (Built, error) {
 		}
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, t.MaxParallelism
-		return &process{op: c.Op.ID, fn: pb.Fn, out: out, keyCol: keyCol, journal: j, meta: meta, groups: t.Grouper(), now: t.Now, ttl: ttl}, nil
-	}}, nil
+		return &process{op: c.Op.ID, fn: pb.Fn, out: out, keyCol: keyCol, journal: j, committed: j.ReadCommitted(), meta: meta, groups: t.Grouper(), now: t.Now, ttl: ttl}, nil
+	}, Query: &QueryShape{Key: c.Input.Field(keyCol).Type, State: true}}, nil
 }
 
 type process struct {
@@ -68,10 +68,18 @@ type process struct {
 	out     *arrow.Schema
 	keyCol  int
 	journal *statestore.Journal
-	meta    MetaColumns
-	groups  keys.Grouper
-	now     func() int64
-	ttl     time.Duration
+	// committed reads what journal has committed, for queries.
+	committed *statestore.Journal
+	meta      MetaColumns
+	groups    keys.Grouper
+	now       func() int64
+	ttl       time.Duration
+}
+
+// KeyState implements KeyStateReader: the committed state of a key, read
+// only.
+func (p *process) KeyState(key []byte) *statestore.Keyed {
+	return statestore.NewKeyed(p.committed, nil, p.groups.Of(key), key, p.now(), p.ttl)
 }
 
 func (p *process) Process(ctx context.Context, b Batch, out Emitter) error {

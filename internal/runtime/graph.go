@@ -340,7 +340,8 @@ func (b *instantiation) operatorNode(n *node, op *job.Operator, sub int) error {
 		ckptWM = func() (int64, bool) { return r.checkpointWatermark(task) }
 	}
 	groups := keys.HashGrouper(spec.MaxParallelism)
-	if build.CoPartitionedKeyed(spec, op, b.coPart) {
+	coPart := build.CoPartitionedKeyed(spec, op, b.coPart)
+	if coPart {
 		// Its rows were not routed by key group: its keys
 		// stay in its own range (see job.Source.KeyedBy).
 		groups = keys.RangeGrouper(t.Partitions[0].KeyGroup)
@@ -351,6 +352,7 @@ func (b *instantiation) operatorNode(n *node, op *job.Operator, sub int) error {
 		return fmt.Errorf("creating operator %s: %w", task, err)
 	}
 	n.inst = inst
+	r.registerQuery(n.opID, sub, b.topo.par[n.opID], coPart, inst)
 	if gg, ok := inst.(ops.Gauger); ok {
 		n.m.gauges = gg
 	}

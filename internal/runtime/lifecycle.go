@@ -113,6 +113,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 		}(c)
 	}
 	wg.Wait()
+	r.closeQueries()
 	// A round in progress is abandoned: the previous checkpoint stays.
 	stopCkpt()
 	ckptLoop.Wait()

@@ -173,6 +173,11 @@ type Runtime struct {
 	// journals are the state journals of tasks with user-visible keyed
 	// state (ops.Journaled), by task, for Journal.
 	journals map[string]*statestore.Journal
+	// queries are the instances that answer queries, by operator (see
+	// query.go); qmu guards them, and is held by a query while it runs.
+	qmu           sync.RWMutex
+	queries       map[string]*opQuery
+	queriesClosed bool
 
 	// local is Options.Tasks as a set; nil when every task runs here.
 	local      map[string]bool

@@ -584,6 +584,13 @@ func (j *Journal) Get(ns string, group int, user []byte, now int64) ([]byte, boo
 	return v, found, err
 }
 
+// ReadCommitted returns a journal over the same operator's state that
+// has staged nothing and stages nothing: reads through it see committed
+// state only. A query reads through it, beside the operator's own journal.
+func (j *Journal) ReadCommitted() *Journal {
+	return &Journal{b: j.b, job: j.job, op: j.op, posGroup: j.posGroup, overlay: map[string]staged{}, applied: map[position]int64{}}
+}
+
 // Scan calls fn for the committed entries of a namespace in the given key
 // groups (staged mutations are not included: operators scan at open, to
 // restore their state).

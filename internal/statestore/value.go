@@ -1,6 +1,13 @@
 package statestore
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrReadOnly is returned by the writes of a Keyed that only reads
+// committed state (a query's, Journal.ReadCommitted).
+var ErrReadOnly = errors.New("state: read-only: this state handle reads committed state (a query's); only the operator writes")
 
 // Keyed is the state of one key while an operator processes a batch: the
 // engine side of the public state.Keyed. Writes are staged in the batch's
@@ -34,16 +41,28 @@ func (k *Keyed) Get(ns string, user []byte) ([]byte, bool, error) {
 }
 
 // Put stages value under user in namespace ns, gone after ttl (0: never).
-func (k *Keyed) Put(ns string, user, value []byte, ttl time.Duration) {
+// A handle without an epoch (a query's) refuses it with ErrReadOnly.
+func (k *Keyed) Put(ns string, user, value []byte, ttl time.Duration) error {
+	if k.e == nil {
+		return ErrReadOnly
+	}
 	var exp int64
 	if ms := ttl.Milliseconds(); ms > 0 {
 		exp = k.now + ms
 	}
 	k.e.Put(ns, k.group, user, value, exp)
+	return nil
 }
 
-// Delete stages the removal of user in namespace ns.
-func (k *Keyed) Delete(ns string, user []byte) { k.e.Delete(ns, k.group, user) }
+// Delete stages the removal of user in namespace ns; a handle without an
+// epoch refuses it with ErrReadOnly.
+func (k *Keyed) Delete(ns string, user []byte) error {
+	if k.e == nil {
+		return ErrReadOnly
+	}
+	k.e.Delete(ns, k.group, user)
+	return nil
+}
 
 // ScanPrefix calls fn for every live entry of namespace ns whose user key
 // starts with prefix (staged writes included), in key order, until fn

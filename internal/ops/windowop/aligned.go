@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
@@ -40,6 +43,11 @@ type aligned struct {
 	starts    []int64
 	route     []bool
 	touched   []touch
+
+	// mu is held while the task changes what a query reads (the key
+	// table, the windows and their accumulators), and by queries: a query
+	// sees whole batches and firings. The task reads without it.
+	mu sync.Mutex
 }
 
 // win is one window start: its groups by key and in arrival order.
@@ -132,10 +140,24 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 		return err
 	}
 	rec := b.Rec
-	fail := func(err error) error {
+	w.mu.Lock()
+	updates, routed, maxEnd, err := w.take(rec, epoch)
+	w.mu.Unlock()
+	if err != nil {
 		rec.Release()
 		b.Ack.Release(err)
 		return fmt.Errorf("operator %q: %w", w.op, err)
+	}
+	return finishBatch(ctx, b, out, updates, routed, &w.held, maxEnd)
+}
+
+// take folds a batch's rows into their windows, under the lock queries
+// take: it returns the late updates and late rows to emit, and the latest
+// end of the open windows the rows went to.
+func (w *aligned) take(rec arrow.RecordBatch, epoch *statestore.Epoch) (updates, routed []arrow.RecordBatch, maxEnd int64, err error) {
+	maxEnd = eventtime.NoWatermark
+	fail := func(err error) ([]arrow.RecordBatch, []arrow.RecordBatch, int64, error) {
+		return nil, nil, maxEnd, err
 	}
 	if err := w.prepare(rec); err != nil {
 		return fail(err)
@@ -144,7 +166,6 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 	w.resetRows(n)
 	route := w.route[:n]
 	anyRoute := false
-	maxEnd := int64(eventtime.NoWatermark)
 	w.touched = w.touched[:0]
 	update := w.tm.policy == job.LateUpdate
 	wm := w.wm
@@ -171,12 +192,12 @@ func (w *aligned) Process(ctx context.Context, b ops.Batch, out ops.Emitter) err
 			return fail(err)
 		}
 	}
-	updates := w.lateUpdates(epoch)
-	routed, err := routeRows(rec, route, anyRoute)
+	late := w.lateUpdates(epoch)
+	routed, err = routeRows(rec, route, anyRoute)
 	if err != nil {
 		return fail(fmt.Errorf("routing late rows: %w", err))
 	}
-	return finishBatch(ctx, b, out, w.build(updates), routed, &w.held, maxEnd)
+	return w.build(late), routed, maxEnd, nil
 }
 
 // resetRows sizes the per-row assignment for n rows: one group slice per
@@ -280,8 +301,10 @@ func (w *aligned) lateUpdates(epoch *statestore.Epoch) []result {
 // their deadline. Results are built and emitted a chunk at a time, so a
 // firing of a million keys never materializes at once.
 func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) error {
+	w.mu.Lock()
 	prev, input := w.wm, w.input
 	if !w.advance(wm) {
+		w.mu.Unlock()
 		return nil
 	}
 	var firing []*win
@@ -321,6 +344,7 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 		// the input this firing releases (see floor).
 		acks = append([]*ack.Node{w.floor.firing(fl, w.reachedBy(wm, input), nil)}, acks...)
 	}
+	w.mu.Unlock()
 	node := ack.Derive(acks...)
 	var err error
 	if total == 0 {
@@ -349,6 +373,8 @@ func (w *aligned) Watermark(ctx context.Context, wm int64, out ops.Emitter) erro
 	}
 	// Free what is past its deadline: fired windows at once unless updates
 	// can reach them, kept ones when the watermark reaches end + lateness.
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, x := range firing {
 		if w.keeps() && wm < satAdd(x.start+w.size, w.tm.lateness) {
 			heap.Push(&w.deadlines, x.start)
@@ -435,4 +461,21 @@ func satAdd(a, b int64) int64 {
 		return eventtime.EndOfTime
 	}
 	return a + b
+}
+
+// Lookup implements ops.Queryable: the key's windows, open ones and fired
+// ones kept for late updates, in order of end, as the rows the operator
+// emits (update is true for a window that has fired).
+func (w *aligned) Lookup(key []byte) (arrow.RecordBatch, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var rs []result
+	if id, ok := w.keys.Find(key); ok {
+		for _, x := range w.wins {
+			if int(id) < len(x.byKey) && x.byKey[id] >= 0 {
+				rs = append(rs, result{group: x.byKey[id], key: id, start: x.start, end: x.start + w.size, update: x.fired})
+			}
+		}
+	}
+	return w.answer(rs), nil
 }

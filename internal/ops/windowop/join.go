@@ -158,8 +158,12 @@ func BuildJoin(c ops.Context) (ops.Built, error) {
 	if err != nil {
 		return ops.Built{}, err
 	}
-	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: jb.newInstance,
-		InputKeys: map[string]string{cfg.Left: cfg.LeftKey, cfg.Right: cfg.RightKey}, LateInput: late}, nil
+	built := ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: jb.newInstance,
+		InputKeys: map[string]string{cfg.Left: cfg.LeftKey, cfg.Right: cfg.RightKey}, LateInput: late}
+	if cfg.Type == JoinTemporal {
+		built.Query = &ops.QueryShape{Key: lk.Type, Schema: jb.tableSchema()}
+	}
+	return built, nil
 }
 
 // lateInput is the schema of the late rows a join routes: the schema of

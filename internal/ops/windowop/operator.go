@@ -138,7 +138,8 @@ func Build(c ops.Context) (ops.Built, error) {
 	meta := ops.MetaColumnsOf(c.Input)
 	wb := windowBuild{spec: cfg.Window, tm: tm, set: set, out: out, keyType: key.Type, keyCol: keyCol, tsCol: tsCol, meta: meta,
 		warn: newDropWarner(c.Spec, c.Op.ID)} // the warner is shared by the subtasks
-	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: wb.newInstance}, nil
+	return ops.Built{Output: out, State: true, Timed: true, Carry: floorCarrier{}, New: wb.newInstance,
+		Query: &ops.QueryShape{Key: key.Type, Schema: out}}, nil
 }
 
 // eventTimeColumn returns the index of the event-time column in the rows
@@ -522,6 +523,37 @@ func (b *base) build(rs []result) []arrow.RecordBatch {
 		}
 	}
 	return out
+}
+
+// answer renders a query's results, in order, as one record.
+func (b *base) answer(rs []result) arrow.RecordBatch {
+	if len(rs) == 0 {
+		return ops.EmptyRecord(b.out)
+	}
+	sortResults(rs)
+	recs := b.build(rs)
+	if len(recs) == 1 {
+		return recs[0]
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	cols := make([]arrow.Array, b.out.NumFields())
+	for i := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for k, r := range recs {
+			parts[k] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			panic(err) // the parts share their type: it cannot fail
+		}
+		defer c.Release()
+		cols[i] = c
+	}
+	return array.NewRecordBatch(b.out, cols, int64(len(rs)))
 }
 
 func timestamps(v []int64) arrow.Array {

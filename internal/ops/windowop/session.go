@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
@@ -48,6 +51,10 @@ type sessions struct {
 	firedTo   map[int32]int64
 	floorEnds floorHeap
 	ckptWM    func() (int64, bool)
+
+	// mu is held while the task changes what a query reads (the key
+	// table, the sessions and their accumulators), and by queries.
+	mu sync.Mutex
 }
 
 // floorAt is a key's floor in floorEnds (stale once the key's floor has
@@ -206,10 +213,12 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 	w.curEpoch = epoch
 	defer func() { w.curEpoch = nil }()
 	fail := func(err error) error {
+		w.mu.Unlock()
 		b.Rec.Release()
 		b.Ack.Release(err)
 		return fmt.Errorf("operator %q: %w", w.op, err)
 	}
+	w.mu.Lock()
 	if err := w.prepare(b.Rec); err != nil {
 		return fail(err)
 	}
@@ -245,6 +254,7 @@ func (w *sessions) Process(ctx context.Context, b ops.Batch, out ops.Emitter) er
 		return fail(err)
 	}
 	recs := w.build(updates)
+	w.mu.Unlock()
 	total := refs + len(recs) + len(routed)
 	if total == 0 {
 		b.Rec.Release()
@@ -465,8 +475,10 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 	// the furthest deadline of the sessions it closes: the floor it
 	// persists instead of the end of time (see aligned.floorAt).
 	closedTo, closes := max(w.wm, eventtime.NoWatermark), false
+	w.mu.Lock()
 	input := w.input
 	if !w.advance(wm) {
+		w.mu.Unlock()
 		return nil
 	}
 	fired, acks, closedTo, closes := w.due(wm, closedTo, closes)
@@ -488,6 +500,7 @@ func (w *sessions) Watermark(ctx context.Context, wm int64, out ops.Emitter) err
 		w.firingEpoch = nil
 		acks = append(acks, ack.New(fe.Done))
 	}
+	w.mu.Unlock()
 	fl := wm
 	if wm == eventtime.EndOfTime {
 		fl = closedTo
@@ -683,4 +696,21 @@ func (h *sessionHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// Lookup implements ops.Queryable: the key's sessions, open ones and
+// fired ones kept for late updates, in order of end, as the rows the
+// operator emits (update is true for a session that has fired).
+func (w *sessions) Lookup(key []byte) (arrow.RecordBatch, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var rs []result
+	if id, ok := w.keys.Find(key); ok {
+		for _, s := range w.byKey[id] {
+			if s.alive {
+				rs = append(rs, result{group: s.group, key: id, start: s.start, end: s.end(w.gap), update: s.fired})
+			}
+		}
+	}
+	return w.answer(rs), nil
 }

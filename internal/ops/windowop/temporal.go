@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/internal/eventtime"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
@@ -66,6 +67,8 @@ type temporalJoin struct {
 	waiting  keptHeap // stream rows, by event time then arrival
 	seq      int64
 	buf      []byte
+	// committed reads the committed table, for queries.
+	committed *statestore.Journal
 }
 
 func (jb *joinBuild) newTemporal(b base, info ops.Task) (*temporalJoin, error) {
@@ -73,7 +76,7 @@ func (jb *joinBuild) newTemporal(b base, info ops.Task) (*temporalJoin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
 	}
-	w := &temporalJoin{base: b, jb: jb, maxPar: info.MaxParallelism, outer: jb.cfg.How == HowLeft, codec: c, deleted: jb.deletedCol}
+	w := &temporalJoin{base: b, jb: jb, maxPar: info.MaxParallelism, outer: jb.cfg.How == HowLeft, codec: c, deleted: jb.deletedCol, committed: b.journal.ReadCommitted()}
 	// The table comes back from the committed state.
 	err = b.journal.Scan(tableNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
 		u := e.Key.User
@@ -390,4 +393,51 @@ func (w *temporalJoin) Close() error {
 	w.waiting = nil
 	w.closeWarnings()
 	return nil
+}
+
+// tableSchema is the schema of the rows a query of a temporal join's
+// table answers: the table's key, then the columns of the table that the
+// join carries, under the names the table's rows have.
+func (jb *joinBuild) tableSchema() *arrow.Schema {
+	in, side := jb.in[1], jb.sides[1]
+	fields := []arrow.Field{in.Field(side.keyCol)}
+	for _, c := range side.cols {
+		fields = append(fields, in.Field(c))
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// Lookup implements ops.Queryable: the newest committed version of the
+// key in the table, none when the key has none or its newest is a
+// delete.
+func (w *temporalJoin) Lookup(key []byte) (arrow.RecordBatch, error) {
+	schema := w.jb.tableSchema()
+	var newest []byte
+	err := w.committed.ScanPrefix(tableNamespace, w.groups.Of(key), key, w.now(), func(user, value []byte) bool {
+		if len(user) == len(key)+8 { // not a longer key with this prefix
+			newest = value // user keys sort by version time
+		}
+		return true
+	})
+	if err != nil || len(newest) == 0 || newest[0] != 1 {
+		return ops.EmptyRecord(schema), err
+	}
+	tbl, err := keys.NewTable(w.jb.keyType)
+	if err != nil {
+		return nil, err
+	}
+	id, err := tbl.IDOfBytes(key)
+	if err != nil {
+		return nil, err
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(schema.Fields()[1:], nil))
+	defer b.Release()
+	if err := w.codec.Decode(newest[1:], b.Fields()); err != nil {
+		return nil, fmt.Errorf("operator %q: the table version of key %x: %w", w.op, key, err)
+	}
+	rest := b.NewRecordBatch()
+	defer rest.Release()
+	cols := append([]arrow.Array{tbl.Build([]int32{id})}, rest.Columns()...)
+	defer cols[0].Release()
+	return array.NewRecordBatch(schema, cols, 1), nil
 }

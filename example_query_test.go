@@ -1,0 +1,98 @@
+package arkflow_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/drop"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
+)
+
+// Sale is a row a shop's service pushes.
+type Sale struct {
+	Shop   string
+	Amount int64
+}
+
+// ShopTotal is the row the "totals" aggregate keeps per shop.
+type ShopTotal struct {
+	Shop  string
+	Sales int64
+	Total int64
+}
+
+// A service asks a running job for the current total of one shop.
+func ExampleQueryRows() {
+	ctx := context.Background()
+	sales := push.New(push.Config[Sale]{})
+	j, err := arkflow.NewJob("shops").
+		Source("sales", sales).
+		KeyBy("Shop").
+		Aggregate("totals", job.Running(job.Count("Sales"), job.Sum("Amount", "Total"))).
+		Sink("out", drop.Config{}).
+		Parallelism(3).
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	go j.Run(ctx)
+	defer j.Stop(ctx)
+	// PushWait returns once the rows were processed and their state committed.
+	if err := sales.PushWait(ctx, Sale{"north", 5}, Sale{"south", 3}, Sale{"north", 7}); err != nil {
+		log.Fatal(err)
+	}
+	north, err := arkflow.QueryRows[ShopTotal](ctx, j, "totals", "north")
+	if err != nil {
+		log.Fatal(err)
+	}
+	east, _ := arkflow.QueryRows[ShopTotal](ctx, j, "totals", "east")
+	fmt.Println(north, len(east))
+	// Output: [{north 2 12}] 0
+}
+
+// shopSeen is the state the "seen" Process operator keeps per shop.
+var shopSeen = state.NewValue[int64]("seen")
+
+// ShopSeen is what the "seen" operator emits.
+type ShopSeen struct {
+	Shop string
+	Seen int64
+}
+
+// A service reads a Process operator's state with the state.Value its
+// function declared.
+func ExampleJob_QueryState() {
+	ctx := context.Background()
+	sales := push.New(push.Config[Sale]{})
+	b := arkflow.NewJob("seen").Source("sales", sales).KeyBy("Shop")
+	j, err := arkflow.ProcessRows(b, "seen", func(ctx context.Context, st *state.Keyed, s Sale) ([]ShopSeen, error) {
+		n, _, err := shopSeen.Get(st)
+		if err != nil {
+			return nil, err
+		}
+		n++
+		return []ShopSeen{{s.Shop, n}}, shopSeen.Set(st, n)
+	}).Sink("out", drop.Config{}).Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	go j.Run(ctx)
+	defer j.Stop(ctx)
+	if err := sales.PushWait(ctx, Sale{"north", 5}, Sale{"north", 7}); err != nil {
+		log.Fatal(err)
+	}
+	k, err := j.QueryState(ctx, "seen", "north")
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, ok, err := shopSeen.Get(k)
+	fmt.Println(n, ok, err)
+	fmt.Println(shopSeen.Set(k, 0) != nil) // read only
+	// Output:
+	// 2 true <nil>
+	// true
+}
