@@ -71,7 +71,11 @@ type Source struct {
 
 	replay    *walog.Replayer
 	replaySet map[uint64]bool // entries Read must deliver again
-	buf       []byte
+	// replayOver is closed once Read has delivered every entry the WAL
+	// replays (at Connect when there are none).
+	replayOver     chan struct{}
+	replayOverOnce sync.Once
+	buf            []byte
 
 	mu      sync.Mutex
 	base    posMap  // positions as of the cursor folded so far
@@ -142,7 +146,8 @@ func Open(ctx context.Context, cfg *job.Durability, inner connectors.Source, dat
 		return nil, fmt.Errorf("opening the WAL of source %s: %w", task, err)
 	}
 	s := &Source{
-		inner: inner, name: info.OperatorID, task: task,
+		replayOver: make(chan struct{}),
+		inner:      inner, name: info.OperatorID, task: task,
 		lg:        info.Logger,
 		base:      posMap{},
 		natives:   map[uint64]func(error){},
@@ -389,7 +394,9 @@ func (s *Source) Connect(ctx context.Context) error {
 	if err := s.inner.Connect(ctx); err != nil {
 		return err
 	}
-	if len(s.replaySet) > 0 {
+	if len(s.replaySet) == 0 {
+		s.endReplay()
+	} else {
 		var r *walog.Replayer
 		var err error
 		if s.replayFrom > 0 {
@@ -537,6 +544,12 @@ func (s *Source) ReadControl(ctx context.Context) (connectors.Batch, *eventtime.
 	return b, nil, err
 }
 
+// ReplayOver is closed once Read has delivered every entry the WAL
+// replays after a restart, before any new input.
+func (s *Source) ReplayOver() <-chan struct{} { return s.replayOver }
+
+func (s *Source) endReplay() { s.replayOverOnce.Do(func() { close(s.replayOver) }) }
+
 // replayNext returns the next entry the WAL replays after a restart (ok),
 // or nothing once the replay is over.
 func (s *Source) replayNext() (b connectors.Batch, ok bool, err error) {
@@ -545,6 +558,7 @@ func (s *Source) replayNext() (b connectors.Batch, ok bool, err error) {
 		if err == io.EOF {
 			s.replay.Close()
 			s.replay = nil
+			s.endReplay()
 			break
 		}
 		if err != nil {

@@ -79,6 +79,7 @@ func (r *Runtime) Run(ctx context.Context) (err error) {
 	r.setState(Running)
 	close(r.runningCh())
 	r.log.Info("job running", "chains", len(chains))
+	go r.watchRecovery(runCtx)
 	ckptCtx, stopCkpt := context.WithCancel(runCtx)
 	var ckptLoop sync.WaitGroup
 	if r.g.Spec.Checkpoint != nil && r.periodic() {

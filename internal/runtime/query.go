@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -127,6 +128,13 @@ func (r *Runtime) query(ctx context.Context, op string, key any, state bool, ask
 	if err := r.waitRunning(ctx); err != nil {
 		return err
 	}
+	select {
+	case <-r.Recovered():
+	case <-r.done:
+		return fmt.Errorf("%w: the job has ended", ErrNotRunning)
+	case <-ctx.Done():
+		return fmt.Errorf("operator %q: waiting for the job to replay its write-ahead logs: %w", op, ctx.Err())
+	}
 	r.qmu.RLock()
 	defer r.qmu.RUnlock()
 	q := r.queries[op]
@@ -187,4 +195,61 @@ func (r *Runtime) waitRunning(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Recovered is closed once what the job's write-ahead logs replay after a
+// restart has gone through the job: every durable source has delivered
+// its replay, and (with a checkpoint block, whose barriers this needs) a
+// barrier sent after it has reached every sink, so every operator has
+// taken the replayed rows. A job without durable sources is recovered
+// when it runs. Queries wait for it: after a restart they answer what the
+// job answered before, not a state the replay has yet to bring forward.
+func (r *Runtime) Recovered() <-chan struct{} { return r.recoveredCh() }
+
+func (r *Runtime) recoveredCh() chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recovered == nil {
+		r.recovered = make(chan struct{})
+	}
+	return r.recovered
+}
+
+// watchRecovery closes Recovered when the replay is through (see there);
+// it runs from the moment the job runs until then or until ctx ends.
+func (r *Runtime) watchRecovery(ctx context.Context) {
+	r.mu.Lock()
+	sources := r.sources
+	r.mu.Unlock()
+	replays := false
+	for _, s := range sources {
+		if s.wal == nil {
+			continue
+		}
+		replays = true
+		select {
+		case <-s.wal.ReplayOver():
+		case <-s.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	if replays && r.g.Spec.Checkpoint != nil {
+		for {
+			err := r.Sync(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || IsNotRunning(err) {
+				return
+			}
+			r.log.Warn("waiting for the replay to go through the job", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	close(r.recoveredCh())
 }

@@ -175,6 +175,7 @@ type Runtime struct {
 	journals map[string]*statestore.Journal
 	// queries are the instances that answer queries, by operator (see
 	// query.go); qmu guards them, and is held by a query while it runs.
+	recovered     chan struct{} // see Recovered
 	qmu           sync.RWMutex
 	queries       map[string]*opQuery
 	queriesClosed bool

@@ -1,0 +1,304 @@
+package arkflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors/drop"
+	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/state"
+	"github.com/arkflow-rs/arkflow-go/window"
+)
+
+// Purchase is the input of the query tests.
+type Purchase struct {
+	User   string
+	Amount int64
+	TS     time.Time
+}
+
+// userTotal is what the "totals" aggregate keeps.
+type userTotal struct {
+	User  string
+	N     int64
+	Total int64
+}
+
+// userWindow is a row of the "hourly" window.
+type userWindow struct {
+	User   string
+	Start  time.Time `arkflow:"window_start"`
+	End    time.Time `arkflow:"window_end"`
+	N      int64
+	Total  int64
+	Update bool `arkflow:"__arkflow_window_update"`
+}
+
+// purchases is the state of the "count" Process operator.
+var purchases = state.NewValue[int64]("purchases")
+
+// queryJob reads purchases at parallelism 3 into a running aggregate, a
+// Process operator counting in state.Value and an hourly window whose
+// fired windows stay two hours for late rows.
+func queryJob(t testing.TB, src *push.Source[Purchase], st job.State, dir string) *arkflow.Job {
+	t.Helper()
+	b := arkflow.NewJob("queries").Parallelism(3).State(st).
+		Source("in", src, arkflow.EventTime{Field: "TS", LateUpdate: true, AllowedLateness: 2 * time.Hour}).
+		KeyBy("User").Aggregate("totals", job.Running(job.Count("N"), job.Sum("Amount", "Total"))).Sink("totals-out", drop.Config{})
+	b = arkflow.ProcessRows(b.From("in").KeyBy("User"), "count", func(_ context.Context, k *state.Keyed, p Purchase) ([]userTotal, error) {
+		n, _, err := purchases.Get(k)
+		if err != nil {
+			return nil, err
+		}
+		return nil, purchases.Set(k, n+1)
+	}).Sink("count-out", drop.Config{})
+	b = b.From("in").KeyBy("User").Window("hourly", window.Tumbling(time.Hour, job.Count("N"), job.Sum("Amount", "Total"))).Sink("hourly-out", drop.Config{})
+	j, err := b.Build(arkflow.WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// queryModel is what the job's state must answer, computed from the rows
+// pushed with nested maps.
+type queryModel struct {
+	n, total map[string]int64
+	hours    map[string]map[int64][2]int64 // user -> hour -> {n, total}
+	fired    int64                          // hours below this have fired
+}
+
+func newQueryModel() *queryModel {
+	return &queryModel{n: map[string]int64{}, total: map[string]int64{}, hours: map[string]map[int64][2]int64{}}
+}
+
+func (m *queryModel) add(p Purchase) {
+	m.n[p.User]++
+	m.total[p.User] += p.Amount
+	h := p.TS.UnixMilli() / 3_600_000
+	if m.hours[p.User] == nil {
+		m.hours[p.User] = map[int64][2]int64{}
+	}
+	v := m.hours[p.User][h]
+	m.hours[p.User][h] = [2]int64{v[0] + 1, v[1] + p.Amount}
+}
+
+// check compares every query of every user with the model.
+func (m *queryModel) check(ctx context.Context, j *arkflow.Job, users []string) error {
+	for _, u := range users {
+		tot, err := arkflow.QueryRows[userTotal](ctx, j, "totals", u)
+		if err != nil {
+			return err
+		}
+		if want := []userTotal{{u, m.n[u], m.total[u]}}; m.n[u] > 0 && !slices.Equal(tot, want) || m.n[u] == 0 && len(tot) > 0 {
+			return fmt.Errorf("totals of %q = %v, want %v", u, tot, want)
+		}
+		k, err := j.QueryState(ctx, "count", u)
+		if err != nil {
+			return err
+		}
+		if n, _, err := purchases.Get(k); err != nil || n != m.n[u] {
+			return fmt.Errorf("count of %q = %d (%v), want %d", u, n, err, m.n[u])
+		}
+		wins, err := arkflow.QueryRows[userWindow](ctx, j, "hourly", u)
+		if err != nil {
+			return err
+		}
+		var want []userWindow
+		for h := range m.hours[u] {
+			v := m.hours[u][h]
+			want = append(want, userWindow{u, time.UnixMilli(h * 3_600_000).UTC(), time.UnixMilli((h + 1) * 3_600_000).UTC(), v[0], v[1], h < m.fired})
+		}
+		slices.SortFunc(want, func(a, b userWindow) int { return a.Start.Compare(b.Start) })
+		if !slices.EqualFunc(wins, want, func(a, b userWindow) bool {
+			return a.User == b.User && a.Start.Equal(b.Start) && a.End.Equal(b.End) && a.N == b.N && a.Total == b.Total && a.Update == b.Update
+		}) {
+			return fmt.Errorf("windows of %q = %v, want %v", u, wins, want)
+		}
+	}
+	return nil
+}
+
+// eventually retries check until it passes or 30 s have gone: the job
+// takes pushed rows asynchronously. A failure reports the last mismatch.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Queries of a running job at parallelism 3 answer what a model of the
+// input says, for an aggregate, a Process operator's state and a window
+// (open windows, then fired ones kept for late rows, then late rows
+// updating them), on both state backends.
+func TestQueriesMatchModel(t *testing.T) {
+	for _, backend := range []string{job.BackendMemory, job.BackendBadger} {
+		t.Run(backend, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			src := push.New(push.Config[Purchase]{Partitions: 3}) // round-robin over calls: every partition gets rows
+			j := queryJob(t, src, job.State{Backend: backend}, t.TempDir())
+			errc := make(chan error, 1)
+			go func() { errc <- j.Run(ctx) }()
+			users := []string{"ann", "bob", "cyd", "dee", "eve", "fay", "gus", "hal", "ivy", "jon", "kim", "lou"}
+			m := newQueryModel()
+			rng := rand.New(rand.NewPCG(1, 2))
+			pushHour := func(hour int64, rows int) {
+				for range rows {
+					p := Purchase{User: users[rng.IntN(len(users))], Amount: rng.Int64N(100), TS: time.UnixMilli(hour*3_600_000 + rng.Int64N(3_600_000))}
+					if err := src.Push(ctx, p); err != nil {
+						t.Fatal(err)
+					}
+					m.add(p)
+				}
+			}
+			pushHour(0, 300)
+			eventually(t, "hour 0 open", func() error { return m.check(ctx, j, users) })
+			// Every user gets an hour-1 row, so every partition's watermark
+			// passes the end of hour 0 and it fires, kept for late rows.
+			for _, u := range users {
+				p := Purchase{User: u, Amount: 1, TS: time.UnixMilli(3_600_000 + 1)}
+				if err := src.Push(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				m.add(p)
+			}
+			pushHour(1, 200)
+			m.fired = 1
+			eventually(t, "hour 0 fired and kept, hour 1 open", func() error { return m.check(ctx, j, users) })
+			pushHour(0, 100) // late: updates hour 0
+			eventually(t, "late rows updated hour 0", func() error { return m.check(ctx, j, users) })
+			if rows, err := arkflow.QueryRows[userTotal](ctx, j, "totals", "nobody"); err != nil || rows != nil {
+				t.Fatalf("an unknown key: %v, %v; want no rows", rows, err)
+			}
+			cancel()
+			<-errc
+		})
+	}
+}
+
+// Bad queries name what is wrong, and a query of a job that has not run
+// or has ended is ErrNotRunning.
+func TestQueryErrors(t *testing.T) {
+	ctx := context.Background()
+	src := push.New(push.Config[Purchase]{})
+	j := queryJob(t, src, job.State{Backend: job.BackendMemory}, t.TempDir())
+	if _, err := j.Query(ctx, "totals", "ann"); !errors.Is(err, arkflow.ErrNotRunning) {
+		t.Fatalf("before Run: %v, want ErrNotRunning", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- j.Run(runCtx) }()
+	for _, c := range []struct {
+		op   string
+		key  any
+		want error
+	}{
+		{"nope", "ann", arkflow.ErrNotQueryable},
+		{"in", "ann", arkflow.ErrNotQueryable},
+		{"count", "ann", arkflow.ErrNotQueryable}, // state, not rows
+		{"totals", 42, arkflow.ErrKeyType},
+	} {
+		if _, err := j.Query(ctx, c.op, c.key); !errors.Is(err, c.want) {
+			t.Errorf("Query(%q, %v) = %v, want %v", c.op, c.key, err, c.want)
+		}
+	}
+	if _, err := j.QueryState(ctx, "totals", "ann"); !errors.Is(err, arkflow.ErrNotQueryable) {
+		t.Errorf("QueryState of an aggregate = %v, want ErrNotQueryable", err)
+	}
+	cancel()
+	<-errc
+	if _, err := j.Query(ctx, "totals", "ann"); !errors.Is(err, arkflow.ErrNotRunning) {
+		t.Fatalf("after the end: %v, want ErrNotRunning", err)
+	}
+}
+
+// Price is a row of a temporal join's table: nil Price deletes the shop.
+type Price struct {
+	Shop  string
+	Price *int64
+	TS    time.Time
+}
+
+// Order is a row of the stream a temporal join enriches.
+type Order struct {
+	Shop string
+	Qty  int64
+	TS   time.Time
+}
+
+// A temporal join's table answers the newest version of each key, none
+// for a key deleted last, at parallelism 3.
+func TestQueryTemporalJoinTable(t *testing.T) {
+	for _, backend := range []string{job.BackendMemory, job.BackendBadger} {
+		t.Run(backend, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			prices := push.New(push.Config[Price]{Partitions: 3})
+			orders := push.New(push.Config[Order]{Partitions: 3})
+			j, err := arkflow.NewJob("prices").Parallelism(3).State(job.State{Backend: backend}).
+				Source("orders", orders, arkflow.EventTime{Field: "TS"}).
+				Source("prices", prices, arkflow.EventTime{Field: "TS"}).
+				Join("priced", job.Join{Type: job.JoinTemporal, Left: "orders", LeftKey: "Shop", Right: "prices", RightKey: "Shop"}).
+				Sink("out", drop.Config{}).
+				Build(arkflow.WithDataDir(t.TempDir()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- j.Run(ctx) }()
+			shops := []string{"a", "b", "c", "d", "e", "f", "g"}
+			newest := map[string]Price{}
+			rng := rand.New(rand.NewPCG(3, 4))
+			for i := range 400 {
+				p := Price{Shop: shops[rng.IntN(len(shops))], TS: time.UnixMilli(int64(rng.IntN(1_000_000)*1000 + i))}
+				if rng.IntN(10) > 0 {
+					v := rng.Int64N(1000)
+					p.Price = &v
+				}
+				if err := prices.PushWait(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				if old, ok := newest[p.Shop]; !ok || p.TS.After(old.TS) {
+					newest[p.Shop] = p
+				}
+			}
+			type row struct {
+				Shop  string
+				Price *int64
+				TS    time.Time
+			}
+			for _, s := range shops {
+				got, err := arkflow.QueryRows[row](ctx, j, "priced", s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := newest[s]
+				switch {
+				case want.Price == nil && len(got) != 0:
+					t.Errorf("shop %q was deleted last, query = %+v", s, got)
+				case want.Price != nil && (len(got) != 1 || got[0].Price == nil || *got[0].Price != *want.Price || !got[0].TS.Equal(want.TS)):
+					t.Errorf("shop %q: query = %+v, want price %d at %v", s, got, *want.Price, want.TS)
+				}
+			}
+			cancel()
+			<-errc
+		})
+	}
+}
