@@ -47,10 +47,19 @@ var purchases = state.NewValue[int64]("purchases")
 // queryJob reads purchases at parallelism 3 into a running aggregate, a
 // Process operator counting in state.Value and an hourly window whose
 // fired windows stay two hours for late rows.
-func queryJob(t testing.TB, src *push.Source[Purchase], st job.State, dir string) *arkflow.Job {
+func queryJob(t testing.TB, src *push.Source[Purchase], st job.State, dir string, extra ...any) *arkflow.Job {
 	t.Helper()
-	b := arkflow.NewJob("queries").Parallelism(3).State(st).
-		Source("in", src, arkflow.EventTime{Field: "TS", LateUpdate: true, AllowedLateness: 2 * time.Hour}).
+	b := arkflow.NewJob("queries").Parallelism(3).State(st)
+	opts := []arkflow.SourceOption{arkflow.EventTime{Field: "TS", LateUpdate: true, AllowedLateness: 2 * time.Hour}}
+	for _, x := range extra {
+		switch x := x.(type) {
+		case arkflow.SourceOption:
+			opts = append(opts, x)
+		case job.Checkpoint:
+			b = b.Checkpoint(x)
+		}
+	}
+	b = b.Source("in", src, opts...).
 		KeyBy("User").Aggregate("totals", job.Running(job.Count("N"), job.Sum("Amount", "Total"))).Sink("totals-out", drop.Config{})
 	b = arkflow.ProcessRows(b.From("in").KeyBy("User"), "count", func(_ context.Context, k *state.Keyed, p Purchase) ([]userTotal, error) {
 		n, _, err := purchases.Get(k)
