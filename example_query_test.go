@@ -3,7 +3,10 @@ package arkflow_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
+	"net/http/httptest"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/drop"
@@ -95,4 +98,39 @@ func ExampleJob_QueryState() {
 	// Output:
 	// 2 true <nil>
 	// true
+}
+
+// A service mounts the state routes under a prefix of its own.
+func ExampleJob_QueryHandler() {
+	ctx := context.Background()
+	sales := push.New(push.Config[Sale]{})
+	j, err := arkflow.NewJob("shops").Source("sales", sales).KeyBy("Shop").
+		Aggregate("totals", job.Running(job.Count("Sales"), job.Sum("Amount", "Total"))).
+		Sink("out", drop.Config{}).Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	go j.Run(ctx)
+	defer j.Stop(ctx)
+	if err := sales.PushWait(ctx, Sale{"north", 5}, Sale{"north", 7}); err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/state/", http.StripPrefix("/state", j.QueryHandler("s3cret")))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, token := range []string{"s3cret", ""} {
+		req, _ := http.NewRequest("GET", srv.URL+"/state/totals?key=north", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Print(resp.StatusCode, " ", string(body))
+	}
+	// Output:
+	// 200 {"key":"north","operator":"totals","rows":[{"Shop":"north","Sales":2,"Total":12}]}
+	// 401 {"error":"state queries need the bearer token"}
 }
