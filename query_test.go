@@ -81,7 +81,7 @@ func queryJob(t testing.TB, src *push.Source[Purchase], st job.State, dir string
 type queryModel struct {
 	n, total map[string]int64
 	hours    map[string]map[int64][2]int64 // user -> hour -> {n, total}
-	fired    int64                          // hours below this have fired
+	fired    int64                         // hours below this have fired
 }
 
 func newQueryModel() *queryModel {
