@@ -7,6 +7,8 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/drop"
@@ -133,4 +135,35 @@ func ExampleJob_QueryHandler() {
 	// Output:
 	// 200 {"key":"north","operator":"totals","rows":[{"Shop":"north","Sales":2,"Total":12}]}
 	// 401 {"error":"state queries need the bearer token"}
+}
+
+// A service pages through every shop's total, two at a time.
+func ExampleScanRows() {
+	ctx := context.Background()
+	sales := push.New(push.Config[Sale]{})
+	j, err := arkflow.NewJob("shops").Source("sales", sales).KeyBy("Shop").
+		Aggregate("totals", job.Running(job.Count("Sales"), job.Sum("Amount", "Total"))).
+		Sink("out", drop.Config{}).Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	go j.Run(ctx)
+	defer j.Stop(ctx)
+	if err := sales.PushWait(ctx, Sale{"north", 5}, Sale{"south", 3}, Sale{"east", 1}, Sale{"north", 7}); err != nil {
+		log.Fatal(err)
+	}
+	var all []ShopTotal
+	for opts := (arkflow.ScanOptions{Limit: 2}); ; {
+		page, next, err := arkflow.ScanRows[ShopTotal](ctx, j, "totals", opts)
+		if err != nil {
+			log.Fatal(err)
+		}
+		all = append(all, page...)
+		if opts.After = next; next == "" {
+			break
+		}
+	}
+	slices.SortFunc(all, func(a, b ShopTotal) int { return strings.Compare(a.Shop, b.Shop) })
+	fmt.Println(all)
+	// Output: [{east 1 1} {north 2 12} {south 1 3}]
 }

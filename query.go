@@ -85,3 +85,54 @@ func (j *Job) QueryState(ctx context.Context, operator string, key any) (*state.
 	}
 	return statestore.Public(k).(*state.Keyed), nil
 }
+
+// ScanOptions selects a page of Job.Scan. Zero fields select nothing out:
+// every key, 100 a page, from the start.
+type ScanOptions struct {
+	// Prefix keeps the keys that start with it (string and binary keys).
+	Prefix string
+	// From and To keep the keys in [From, To), by the key's value (a
+	// number's order for numeric keys); nil leaves that end open. They
+	// take what Query's key does.
+	From, To any
+	// Limit is the most keys a page holds (default 100, at most 10,000);
+	// a window's key has a row per window.
+	Limit int
+	// After is the cursor the previous page returned.
+	After string
+}
+
+// ErrBadCursor is returned by Scan for a ScanOptions.After that no page
+// returned.
+var ErrBadCursor = runtime.ErrBadCursor
+
+// Scan reads a running job's operator state a page at a time, as Query
+// answers each key (the same operators, the same consistency): the rows
+// of the page's keys and the cursor of the next page, "" after the last.
+// Keys come in the order the job keeps them, by key group then key, not
+// by value; a key written while a scan pages is in a later page or not.
+//
+//	for after := ""; ; {
+//		rows, next, err := j.Scan(ctx, "totals", arkflow.ScanOptions{Prefix: "eu-", After: after})
+//		…
+//		if after = next; after == "" { break }
+//	}
+func (j *Job) Scan(ctx context.Context, operator string, opts ScanOptions) (arrow.RecordBatch, string, error) {
+	return j.rt.Scan(ctx, operator, runtime.ScanQuery{Prefix: []byte(opts.Prefix), From: opts.From, To: opts.To, Limit: opts.Limit, After: opts.After})
+}
+
+// ScanRows is Job.Scan decoded into T (see QueryRows).
+func ScanRows[T any](ctx context.Context, j *Job, operator string, opts ScanOptions) (rows []T, next string, err error) {
+	rec, next, err := j.Scan(ctx, operator, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rec.Release()
+	if rec.NumRows() == 0 {
+		return nil, next, nil
+	}
+	if rows, err = Decode[T](rec); err != nil {
+		return nil, "", fmt.Errorf("operator %q: %w", operator, err)
+	}
+	return rows, next, nil
+}

@@ -5,10 +5,14 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/arkflow-rs/arkflow-go/internal/rowjson"
 	"github.com/arkflow-rs/arkflow-go/internal/runtime"
 )
@@ -17,15 +21,16 @@ import (
 // for a service to mount (under a prefix, with http.StripPrefix):
 //
 //	GET /{operator}?key=K  →  {"operator": …, "key": "K", "rows": [{…}]}
+//	GET /{operator}?prefix=P&from=A&to=B&limit=N&after=C  →  {…, "next": "D", "rows": [{…}]}
 //
-// The key is text, parsed as the operator's key column's type; rows are
-// JSON objects, column name to value, as the file sink writes them. A
-// non-empty token makes every request need "Authorization: Bearer
-// <token>" (401 without it). Errors are JSON {"error": …}: 404 for an
-// unknown operator, one not queried by key (ErrNotQueryable) and a key
-// with no state, 400 for a missing key or one of the wrong type, 503
-// while the job is not running or replaying its logs. A query waits at
-// most 10 s.
+// The first is Query, the second Scan (every parameter optional). Keys
+// are text, parsed as the key column's type; rows are JSON objects,
+// column name to value, as the file sink writes them. A non-empty token
+// makes every request need "Authorization: Bearer <token>" (401
+// without). Errors are JSON {"error": …}: 404 for an unknown operator,
+// one not queried (ErrNotQueryable) and a key without state, 400 for a
+// key of the wrong type or a bad scan parameter, 503 while the job is not
+// running or replaying its logs. A request waits at most 10 s.
 func (j *Job) QueryHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{operator}", func(w http.ResponseWriter, r *http.Request) {
@@ -34,36 +39,70 @@ func (j *Job) QueryHandler(token string) http.Handler {
 			writeJSONError(w, http.StatusUnauthorized, "state queries need the bearer token")
 			return
 		}
-		op := r.PathValue("operator")
-		if !r.URL.Query().Has("key") {
-			writeJSONError(w, http.StatusBadRequest, "the query needs ?key=")
-			return
-		}
-		key := r.URL.Query().Get("key")
+		op, q := r.PathValue("operator"), r.URL.Query()
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		rec, err := j.Query(ctx, op, key)
+		head := map[string]string{"operator": op}
+		var rec arrow.RecordBatch
+		var err error
+		if q.Has("key") {
+			head["key"] = q.Get("key")
+			rec, err = j.Query(ctx, op, q.Get("key"))
+		} else {
+			var opts ScanOptions
+			if opts, err = scanOptions(q); err == nil {
+				rec, head["next"], err = j.Scan(ctx, op, opts)
+			}
+		}
 		if err != nil {
 			writeJSONError(w, queryStatus(err), err.Error())
 			return
 		}
 		defer rec.Release()
-		if rec.NumRows() == 0 {
-			writeJSONError(w, http.StatusNotFound, "operator "+op+" keeps no state for key "+key)
+		if q.Has("key") && rec.NumRows() == 0 {
+			writeJSONError(w, http.StatusNotFound, "operator "+op+" keeps no state for key "+q.Get("key"))
 			return
 		}
-		lines, err := rowjson.AppendRecord(nil, rec)
-		if err != nil {
-			writeJSONError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		rows := strings.Join(strings.Split(strings.TrimSuffix(string(lines), "\n"), "\n"), ",")
-		head, _ := json.Marshal(map[string]string{"operator": op, "key": key})
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(head[:len(head)-1])
-		w.Write([]byte(`,"rows":[` + rows + "]}\n"))
+		writeRows(w, head, rec)
 	})
 	return mux
+}
+
+// scanOptions reads a scan's options from a URL's query: prefix, from,
+// to, limit and after.
+func scanOptions(q url.Values) (ScanOptions, error) {
+	opts := ScanOptions{Prefix: q.Get("prefix"), After: q.Get("after")}
+	if q.Has("from") {
+		opts.From = q.Get("from")
+	}
+	if q.Has("to") {
+		opts.To = q.Get("to")
+	}
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil {
+			return opts, fmt.Errorf("%w: limit %q is not a number", errBadRequest, q.Get("limit"))
+		}
+		opts.Limit = n
+	}
+	return opts, nil
+}
+
+// errBadRequest marks a request's own mistakes (400).
+var errBadRequest = errors.New("bad request")
+
+// writeRows writes head's fields and the rows of rec as one JSON object.
+func writeRows(w http.ResponseWriter, head map[string]string, rec arrow.RecordBatch) {
+	lines, err := rowjson.AppendRecord(nil, rec)
+	if err != nil {
+		writeJSONError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	rows := strings.Join(strings.Split(strings.TrimSuffix(string(lines), "\n"), "\n"), ",")
+	obj, _ := json.Marshal(head)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(obj[:len(obj)-1])
+	w.Write([]byte(`,"rows":[` + rows + "]}\n"))
 }
 
 // queryStatus is the HTTP status of a query's error.
@@ -71,7 +110,7 @@ func queryStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrNotQueryable):
 		return http.StatusNotFound
-	case errors.Is(err, ErrKeyType):
+	case errors.Is(err, ErrKeyType), errors.Is(err, ErrBadCursor), errors.Is(err, errBadRequest), errors.Is(err, runtime.ErrScanLimit):
 		return http.StatusBadRequest
 	case errors.Is(err, runtime.ErrKeyNotLocal):
 		return http.StatusMisdirectedRequest

@@ -75,6 +75,32 @@ func TestQueryHandler(t *testing.T) {
 			t.Errorf("key %d: row %v, want balance %d over %d rows", id, row, w[0], w[1])
 		}
 	}
+	// Scans page through every key, 3 at a time, and a range keeps its keys.
+	seen := map[int64]bool{}
+	for after, pages := "", 0; ; pages++ {
+		code, v := get("/state/balance?limit=3&after="+after, "s3cret")
+		rows, _ := v["rows"].([]any)
+		if code != http.StatusOK || len(rows) > 3 || pages > 10 {
+			t.Fatalf("scan page %d: %d %v", pages, code, v)
+		}
+		for _, r := range rows {
+			id := int64(r.(map[string]any)["ID"].(float64))
+			if seen[id] || r.(map[string]any)["Balance"] != float64(want[id][0]) {
+				t.Fatalf("scan page %d: %v (seen before: %v, want balance %d)", pages, r, seen[id], want[id][0])
+			}
+			seen[id] = true
+		}
+		if after, _ = v["next"].(string); after == "" {
+			break
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("the scan read %d keys, want %d", len(seen), len(want))
+	}
+	code, v := get("/state/balance?from=2&to=5", "s3cret")
+	if rows, _ := v["rows"].([]any); code != http.StatusOK || len(rows) != 3 {
+		t.Errorf("keys in [2, 5): %d %v, want 3 rows", code, v)
+	}
 	for _, c := range []struct {
 		path, token string
 		status      int
@@ -85,7 +111,12 @@ func TestQueryHandler(t *testing.T) {
 		{"/state/out?key=1", "s3cret", http.StatusNotFound},
 		{"/state/balance?key=99", "s3cret", http.StatusNotFound},
 		{"/state/balance?key=abc", "s3cret", http.StatusBadRequest},
-		{"/state/balance", "s3cret", http.StatusBadRequest},
+		{"/state/balance?after=%21%21", "s3cret", http.StatusBadRequest},
+		{"/state/balance?limit=-1", "s3cret", http.StatusBadRequest},
+		{"/state/balance?limit=many", "s3cret", http.StatusBadRequest},
+		{"/state/balance?prefix=1", "s3cret", http.StatusBadRequest},
+		{"/state/balance?from=x", "s3cret", http.StatusBadRequest},
+		{"/state/nope", "s3cret", http.StatusNotFound},
 	} {
 		code, v := get(c.path, c.token)
 		if code != c.status || v["error"] == "" {

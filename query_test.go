@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +137,75 @@ func (m *queryModel) check(ctx context.Context, j *arkflow.Job, users []string) 
 	return nil
 }
 
+// checkScans pages through the aggregate and the window, whole, by a
+// prefix and by a range, and compares each with the model.
+func (m *queryModel) checkScans(ctx context.Context, j *arkflow.Job) error {
+	for _, c := range []struct {
+		opts arkflow.ScanOptions
+		keep func(string) bool
+	}{
+		{arkflow.ScanOptions{Limit: 5}, func(string) bool { return true }},
+		{arkflow.ScanOptions{Limit: 2, Prefix: "d"}, func(u string) bool { return strings.HasPrefix(u, "d") }},
+		{arkflow.ScanOptions{Limit: 3, From: "c", To: "h"}, func(u string) bool { return u >= "c" && u < "h" }},
+	} {
+		var tots []userTotal
+		var wins []userWindow
+		for _, op := range []string{"totals", "hourly"} {
+			opts := c.opts
+			for pages := 0; ; pages++ {
+				var next string
+				var err error
+				if op == "totals" {
+					var rows []userTotal
+					rows, next, err = arkflow.ScanRows[userTotal](ctx, j, op, opts)
+					tots = append(tots, rows...)
+				} else {
+					var rows []userWindow
+					rows, next, err = arkflow.ScanRows[userWindow](ctx, j, op, opts)
+					wins = append(wins, rows...)
+				}
+				if err != nil {
+					return err
+				}
+				if pages > 100 {
+					return fmt.Errorf("scan %+v of %s does not end", c.opts, op)
+				}
+				if opts.After = next; next == "" {
+					break
+				}
+			}
+		}
+		want := map[string]userTotal{}
+		wantWins := 0
+		for u, n := range m.n {
+			if c.keep(u) {
+				want[u] = userTotal{u, n, m.total[u]}
+				wantWins += len(m.hours[u])
+			}
+		}
+		got := map[string]userTotal{}
+		for _, r := range tots {
+			if _, dup := got[r.User]; dup {
+				return fmt.Errorf("scan %+v: %q twice", c.opts, r.User)
+			}
+			got[r.User] = r
+		}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("scan %+v of totals = %v, want %v", c.opts, got, want)
+		}
+		for _, w := range wins {
+			v := m.hours[w.User][w.Start.UnixMilli()/3_600_000]
+			if !c.keep(w.User) || w.N != v[0] || w.Total != v[1] {
+				return fmt.Errorf("scan %+v of hourly: %+v, want n %d total %d", c.opts, w, v[0], v[1])
+			}
+		}
+		if len(wins) != wantWins {
+			return fmt.Errorf("scan %+v of hourly: %d windows, want %d", c.opts, len(wins), wantWins)
+		}
+	}
+	return nil
+}
+
 // eventually retries check until it passes or 30 s have gone: the job
 // takes pushed rows asynchronously. A failure reports the last mismatch.
 func eventually(t *testing.T, what string, check func() error) {
@@ -193,6 +264,9 @@ func TestQueriesMatchModel(t *testing.T) {
 			eventually(t, "hour 0 fired and kept, hour 1 open", func() error { return m.check(ctx, j, users) })
 			pushHour(0, 100) // late: updates hour 0
 			eventually(t, "late rows updated hour 0", func() error { return m.check(ctx, j, users) })
+			if err := m.checkScans(ctx, j); err != nil {
+				t.Fatal(err)
+			}
 			if rows, err := arkflow.QueryRows[userTotal](ctx, j, "totals", "nobody"); err != nil || rows != nil {
 				t.Fatalf("an unknown key: %v, %v; want no rows", rows, err)
 			}
@@ -305,6 +379,28 @@ func TestQueryTemporalJoinTable(t *testing.T) {
 				case want.Price != nil && (len(got) != 1 || got[0].Price == nil || *got[0].Price != *want.Price || !got[0].TS.Equal(want.TS)):
 					t.Errorf("shop %q: query = %+v, want price %d at %v", s, got, *want.Price, want.TS)
 				}
+			}
+			scanned := map[string]int64{}
+			for opts := (arkflow.ScanOptions{Limit: 2}); ; {
+				rows, next, err := arkflow.ScanRows[row](ctx, j, "priced", opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rows {
+					scanned[r.Shop] = *r.Price
+				}
+				if opts.After = next; next == "" {
+					break
+				}
+			}
+			want := map[string]int64{}
+			for s, p := range newest {
+				if p.Price != nil {
+					want[s] = *p.Price
+				}
+			}
+			if !maps.Equal(scanned, want) {
+				t.Errorf("scan of the table = %v, want %v", scanned, want)
 			}
 			cancel()
 			<-errc

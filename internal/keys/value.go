@@ -1,6 +1,8 @@
 package keys
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -220,4 +222,21 @@ func (t *Table) Find(b []byte) (int32, bool) {
 	}
 	id, ok := t.num[v]
 	return id, ok
+}
+
+// Compare orders the key bytes of two keys of type t by their values: byte
+// order for strings and binary, numeric order for numbers, times and
+// bools.
+func Compare(t arrow.DataType, a, b []byte) int {
+	if isStringLike(t) || t.ID() == arrow.BOOL || len(a) != 8 || len(b) != 8 {
+		return bytes.Compare(a, b)
+	}
+	x, y := binary.BigEndian.Uint64(a), binary.BigEndian.Uint64(b)
+	switch t.ID() {
+	case arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return cmp.Compare(x, y)
+	case arrow.FLOAT32, arrow.FLOAT64:
+		return cmp.Compare(math.Float64frombits(x), math.Float64frombits(y))
+	}
+	return cmp.Compare(int64(x), int64(y))
 }

@@ -91,3 +91,26 @@ func TestFindDoesNotAdd(t *testing.T) {
 		t.Fatalf("Find = %d, %v; want %d", got, ok, id)
 	}
 }
+
+// Compare orders keys as their values order, whatever the bytes.
+func TestCompareOrdersValues(t *testing.T) {
+	cases := []struct {
+		typ  arrow.DataType
+		a, b any
+	}{
+		{arrow.PrimitiveTypes.Int64, -5, 3},
+		{arrow.PrimitiveTypes.Int32, -100, -99},
+		{arrow.PrimitiveTypes.Uint64, uint64(1), uint64(1 << 63)},
+		{arrow.PrimitiveTypes.Float64, -2.5, 0.5},
+		{arrow.PrimitiveTypes.Float64, -2.5, -1.0},
+		{arrow.BinaryTypes.String, "ab", "abc"},
+		{arrow.FixedWidthTypes.Boolean, false, true},
+	}
+	for _, c := range cases {
+		a, _ := Encode(c.typ, c.a)
+		b, _ := Encode(c.typ, c.b)
+		if Compare(c.typ, a, b) >= 0 || Compare(c.typ, b, a) <= 0 || Compare(c.typ, a, a) != 0 {
+			t.Errorf("%s: %v < %v does not hold in Compare", c.typ, c.a, c.b)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -108,7 +109,7 @@ func buildAggregate(c Context) (Built, error) {
 		}
 		meta := meta
 		meta.Key, meta.MaxParallelism = keyCol, t.MaxParallelism
-		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, groups: t.Grouper(), now: t.Now}
+		a := &aggregate{op: c.Op.ID, keyCol: keyCol, set: set, state: set.NewState(), keys: tbl, out: out, final: cfg.Emit == EmitFinal, meta: meta, groups: t.Grouper(), now: t.Now, groupsOwned: t.KeyGroups}
 		if err := a.open(t); err != nil {
 			return nil, fmt.Errorf("operator %q: restoring state: %w", c.Op.ID, err)
 		}
@@ -154,6 +155,8 @@ type aggregate struct {
 	groups    keys.Grouper
 	now       func() int64
 	buf       []byte
+	// groupsOwned are the subtask's key groups.
+	groupsOwned job.KeyGroupRange
 }
 
 // Lookup implements Queryable: the committed accumulators of key (what
@@ -163,26 +166,81 @@ func (a *aggregate) Lookup(key []byte) (arrow.RecordBatch, error) {
 	if err != nil || !ok {
 		return EmptyRecord(a.out), err
 	}
-	st := a.set.NewState()
-	st.Grow(1)
-	if err := st.Decode(0, v); err != nil {
-		return nil, fmt.Errorf("operator %q: the state of key %x: %w", a.op, key, err)
-	}
-	tbl, err := keys.NewTable(a.keys.Type())
-	if err != nil {
+	r := a.newRows()
+	if err := r.add(key, v); err != nil {
 		return nil, err
 	}
-	id, err := tbl.IDOfBytes(key)
-	if err != nil {
-		return nil, err
+	return r.record(), nil
+}
+
+// Scan implements Scanner over the committed accumulators.
+func (a *aggregate) Scan(q ScanRequest) (ScanPage, error) {
+	r := a.newRows()
+	page := ScanPage{}
+	scope := statestore.Scope{Groups: a.groupsOwned}
+	scope.Groups.Start = max(scope.Groups.Start, q.AfterGroup)
+	err := a.committed.Scan(aggNamespace, scope, a.now(), func(e statestore.Entry) error {
+		if !q.After(e.Key.KeyGroup, e.Key.User) || !q.Match(e.Key.User) {
+			return nil
+		}
+		if err := r.add(e.Key.User, e.Value); err != nil {
+			return err
+		}
+		page.Keys, page.LastGroup, page.LastKey = page.Keys+1, e.Key.KeyGroup, append([]byte(nil), e.Key.User...)
+		if page.Keys == q.Limit {
+			return errPageFull
+		}
+		return nil
+	})
+	if err != nil && err != errPageFull {
+		return ScanPage{}, err
 	}
-	cols := append([]arrow.Array{tbl.Build([]int32{id})}, st.Build([]int32{0})...)
+	page.Rec = r.record()
+	return page, nil
+}
+
+// errPageFull stops a scan whose page is full.
+var errPageFull = errors.New("page full")
+
+// aggRows builds a query's answer from committed accumulators.
+type aggRows struct {
+	a   *aggregate
+	st  *agg.State
+	tbl *keys.Table
+	ids []int32
+}
+
+func (a *aggregate) newRows() *aggRows {
+	tbl, _ := keys.NewTable(a.keys.Type()) // the operator's own key type
+	return &aggRows{a: a, st: a.set.NewState(), tbl: tbl}
+}
+
+// add decodes one key's accumulators.
+func (r *aggRows) add(key, value []byte) error {
+	id, err := r.tbl.IDOfBytes(key)
+	if err != nil {
+		return err
+	}
+	r.st.Grow(len(r.ids) + 1)
+	if err := r.st.Decode(len(r.ids), value); err != nil {
+		return fmt.Errorf("operator %q: the state of key %x: %w", r.a.op, key, err)
+	}
+	r.ids = append(r.ids, id)
+	return nil
+}
+
+func (r *aggRows) record() arrow.RecordBatch {
+	groups := make([]int32, len(r.ids))
+	for i := range groups {
+		groups[i] = int32(i)
+	}
+	cols := append([]arrow.Array{r.tbl.Build(r.ids)}, r.st.Build(groups)...)
 	defer func() {
 		for _, c := range cols {
 			c.Release()
 		}
 	}()
-	return array.NewRecordBatch(a.out, cols, 1), nil
+	return array.NewRecordBatch(r.a.out, cols, int64(len(r.ids)))
 }
 
 func (a *aggregate) Process(ctx context.Context, b Batch, out Emitter) error {

@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"bytes"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -44,4 +46,39 @@ func EmptyRecord(s *arrow.Schema) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
 	defer b.Release()
 	return b.NewRecordBatch()
+}
+
+// ScanRequest asks a subtask for a page of its state, in the order of its
+// keys' (key group, key bytes): the keys after (AfterGroup, AfterKey)
+// (AfterKey nil: the start of AfterGroup) that Match accepts, at most
+// Limit of them.
+type ScanRequest struct {
+	AfterGroup int
+	AfterKey   []byte
+	Match      func(key []byte) bool
+	Limit      int
+}
+
+// After reports whether (group, key) comes after the request's cursor.
+func (q ScanRequest) After(group int, key []byte) bool {
+	if group != q.AfterGroup {
+		return group > q.AfterGroup
+	}
+	return q.AfterKey == nil || bytes.Compare(key, q.AfterKey) > 0
+}
+
+// ScanPage is a page of a subtask's state: the rows of the keys it
+// holds (QueryShape.Schema), and where the last of them is (the cursor
+// of the next page; Keys 0 when none).
+type ScanPage struct {
+	Rec       arrow.RecordBatch
+	Keys      int
+	LastGroup int
+	LastKey   []byte
+}
+
+// Scanner is implemented by Queryable instances whose state can be read a
+// page at a time.
+type Scanner interface {
+	Scan(q ScanRequest) (ScanPage, error)
 }

@@ -125,15 +125,8 @@ func (r *Runtime) query(ctx context.Context, op string, key any, state bool, ask
 	if err != nil {
 		return fmt.Errorf("%w: operator %q: %v", ErrKeyType, op, err)
 	}
-	if err := r.waitRunning(ctx); err != nil {
+	if err := r.waitQueryable(ctx, op); err != nil {
 		return err
-	}
-	select {
-	case <-r.Recovered():
-	case <-r.done:
-		return fmt.Errorf("%w: the job has ended", ErrNotRunning)
-	case <-ctx.Done():
-		return fmt.Errorf("operator %q: waiting for the job to replay its write-ahead logs: %w", op, ctx.Err())
 	}
 	r.qmu.RLock()
 	defer r.qmu.RUnlock()
@@ -177,6 +170,22 @@ func notQueryable(r *Runtime, op string, state bool) error {
 		return fmt.Errorf("%w: operator %q keeps no state.Value or state.Map (it is a %s): look its rows up instead", ErrNotQueryable, op, o.Kind)
 	}
 	return fmt.Errorf("%w: operator %q keeps state.Value and state.Map state, which its own types read: query the state of a key instead", ErrNotQueryable, op)
+}
+
+// waitQueryable waits for a starting job to run and to have replayed
+// its write-ahead logs (Recovered).
+func (r *Runtime) waitQueryable(ctx context.Context, op string) error {
+	if err := r.waitRunning(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-r.Recovered():
+		return nil
+	case <-r.done:
+		return fmt.Errorf("%w: the job has ended", ErrNotRunning)
+	case <-ctx.Done():
+		return fmt.Errorf("operator %q: waiting for the job to replay its write-ahead logs: %w", op, ctx.Err())
+	}
 }
 
 // waitRunning waits for a starting job to run.
@@ -252,4 +261,69 @@ func (r *Runtime) watchRecovery(ctx context.Context) {
 		}
 	}
 	close(r.recoveredCh())
+}
+
+// ErrBadCursor is returned for a scan cursor that no scan returned.
+var ErrBadCursor = errors.New("arkflow: malformed scan cursor")
+
+// ScanQuery selects a page of a scan (see Scan).
+type ScanQuery struct {
+	Prefix   []byte
+	From, To any // nil: open
+	Limit    int
+	After    string
+}
+
+// Scan returns a page of operator op's state: the rows of at most
+// q.Limit keys, in order of (key group, key bytes), after the cursor
+// q.After, and the cursor of the next page ("" after the last).
+func (r *Runtime) Scan(ctx context.Context, op string, q ScanQuery) (arrow.RecordBatch, string, error) {
+	shape := r.g.Ops[op].Query
+	if shape == nil || shape.State {
+		return nil, "", notQueryable(r, op, false)
+	}
+	req, err := scanRequest(shape, op, q)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := r.waitQueryable(ctx, op); err != nil {
+		return nil, "", err
+	}
+	r.qmu.RLock()
+	defer r.qmu.RUnlock()
+	qs := r.queries[op]
+	if r.queriesClosed || qs == nil {
+		return nil, "", fmt.Errorf("%w: operator %q: the job has ended", ErrNotRunning, op)
+	}
+	m, p := r.g.Spec.MaxParallelism, len(qs.subs)
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	next := ""
+	for s := 0; s < p && req.Limit > 0; s++ {
+		if keys.RangeFor(m, p, s).End < req.AfterGroup {
+			continue
+		}
+		sc, ok := qs.subs[s].(ops.Scanner)
+		if qs.subs[s] == nil || !ok {
+			return nil, "", fmt.Errorf("%w: operator %q: task %s runs elsewhere; a scan needs every subtask in this process", ErrKeyNotLocal, op, planner.TaskID(op, s))
+		}
+		page, err := sc.Scan(req)
+		if err != nil {
+			return nil, "", err
+		}
+		recs = append(recs, page.Rec)
+		if page.Keys > 0 {
+			req.Limit -= page.Keys
+			req.AfterGroup, req.AfterKey = page.LastGroup, page.LastKey
+			next = encodeCursor(page.LastGroup, page.LastKey)
+		}
+	}
+	if req.Limit > 0 {
+		next = ""
+	}
+	return concatRecords(shape.Schema, recs), next, nil
 }

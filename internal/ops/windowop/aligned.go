@@ -479,3 +479,17 @@ func (w *aligned) Lookup(key []byte) (arrow.RecordBatch, error) {
 	}
 	return w.answer(rs), nil
 }
+
+// Scan implements ops.Scanner: a page of keys with their windows, as
+// Lookup answers each.
+func (w *aligned) Scan(q ops.ScanRequest) (ops.ScanPage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byKey := map[int32][]result{}
+	for _, x := range w.wins {
+		for m, id := range x.keys {
+			byKey[id] = append(byKey[id], result{group: x.members[m], key: id, start: x.start, end: x.start + w.size, update: x.fired})
+		}
+	}
+	return w.scanPage(q, byKey), nil
+}

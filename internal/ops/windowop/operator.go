@@ -1,6 +1,7 @@
 package windowop
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
@@ -531,7 +532,11 @@ func (b *base) answer(rs []result) arrow.RecordBatch {
 		return ops.EmptyRecord(b.out)
 	}
 	sortResults(rs)
-	recs := b.build(rs)
+	return b.concat(b.build(rs), len(rs))
+}
+
+// concat makes one record of the batches build made of n results.
+func (b *base) concat(recs []arrow.RecordBatch, n int) arrow.RecordBatch {
 	if len(recs) == 1 {
 		return recs[0]
 	}
@@ -553,7 +558,7 @@ func (b *base) answer(rs []result) arrow.RecordBatch {
 		defer c.Release()
 		cols[i] = c
 	}
-	return array.NewRecordBatch(b.out, cols, int64(len(rs)))
+	return array.NewRecordBatch(b.out, cols, int64(n))
 }
 
 func timestamps(v []int64) arrow.Array {
@@ -677,4 +682,45 @@ func routeRows(rec arrow.RecordBatch, mask []bool, any bool) ([]arrow.RecordBatc
 		return nil, err
 	}
 	return []arrow.RecordBatch{r}, nil
+}
+
+// scanPage answers a scan of windows: of the keys with windows (their
+// results in byKey), the first q.Limit after the cursor that q.Match
+// accepts, in order of (key group, key bytes), each with its windows in
+// order of end. Callers hold the operator's lock.
+func (b *base) scanPage(q ops.ScanRequest, byKey map[int32][]result) ops.ScanPage {
+	type cand struct {
+		group int
+		key   []byte
+		id    int32
+	}
+	var cands []cand
+	for id := range byKey {
+		k := b.keys.Bytes(id)
+		g := b.groups.Of(k)
+		if q.After(g, k) && q.Match(k) {
+			cands = append(cands, cand{g, k, id})
+		}
+	}
+	slices.SortFunc(cands, func(x, y cand) int {
+		if x.group != y.group {
+			return cmp.Compare(x.group, y.group)
+		}
+		return bytes.Compare(x.key, y.key)
+	})
+	cands = cands[:min(len(cands), q.Limit)]
+	var rs []result
+	page := ops.ScanPage{Keys: len(cands)}
+	for _, c := range cands {
+		part := byKey[c.id]
+		sortResults(part)
+		rs = append(rs, part...)
+		page.LastGroup, page.LastKey = c.group, c.key
+	}
+	if len(rs) == 0 {
+		page.Rec = ops.EmptyRecord(b.out)
+		return page
+	}
+	page.Rec = b.concat(b.build(rs), len(rs))
+	return page
 }

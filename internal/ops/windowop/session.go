@@ -714,3 +714,19 @@ func (w *sessions) Lookup(key []byte) (arrow.RecordBatch, error) {
 	}
 	return w.answer(rs), nil
 }
+
+// Scan implements ops.Scanner: a page of keys with their sessions, as
+// Lookup answers each.
+func (w *sessions) Scan(q ops.ScanRequest) (ops.ScanPage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byKey := map[int32][]result{}
+	for id, list := range w.byKey {
+		for _, s := range list {
+			if s.alive {
+				byKey[id] = append(byKey[id], result{group: s.group, key: id, start: s.start, end: s.end(w.gap), update: s.fired})
+			}
+		}
+	}
+	return w.scanPage(q, byKey), nil
+}

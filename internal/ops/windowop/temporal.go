@@ -1,9 +1,11 @@
 package windowop
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // tableNamespace holds a temporal join's table versions: user key = the
@@ -67,8 +70,10 @@ type temporalJoin struct {
 	waiting  keptHeap // stream rows, by event time then arrival
 	seq      int64
 	buf      []byte
-	// committed reads the committed table, for queries.
+	// committed reads the committed table, for queries; owned are the
+	// subtask's key groups.
 	committed *statestore.Journal
+	owned     job.KeyGroupRange
 }
 
 func (jb *joinBuild) newTemporal(b base, info ops.Task) (*temporalJoin, error) {
@@ -76,7 +81,7 @@ func (jb *joinBuild) newTemporal(b base, info ops.Task) (*temporalJoin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator %q: %w", info.OperatorID, err)
 	}
-	w := &temporalJoin{base: b, jb: jb, maxPar: info.MaxParallelism, outer: jb.cfg.How == HowLeft, codec: c, deleted: jb.deletedCol, committed: b.journal.ReadCommitted()}
+	w := &temporalJoin{base: b, jb: jb, maxPar: info.MaxParallelism, outer: jb.cfg.How == HowLeft, codec: c, deleted: jb.deletedCol, committed: b.journal.ReadCommitted(), owned: info.KeyGroups}
 	// The table comes back from the committed state.
 	err = b.journal.Scan(tableNamespace, statestore.Scope{Groups: info.KeyGroups}, info.Now(), func(e statestore.Entry) error {
 		u := e.Key.User
@@ -411,7 +416,6 @@ func (jb *joinBuild) tableSchema() *arrow.Schema {
 // key in the table, none when the key has none or its newest is a
 // delete.
 func (w *temporalJoin) Lookup(key []byte) (arrow.RecordBatch, error) {
-	schema := w.jb.tableSchema()
 	var newest []byte
 	err := w.committed.ScanPrefix(tableNamespace, w.groups.Of(key), key, w.now(), func(user, value []byte) bool {
 		if len(user) == len(key)+8 { // not a longer key with this prefix
@@ -419,25 +423,106 @@ func (w *temporalJoin) Lookup(key []byte) (arrow.RecordBatch, error) {
 		}
 		return true
 	})
-	if err != nil || len(newest) == 0 || newest[0] != 1 {
-		return ops.EmptyRecord(schema), err
+	r := w.newRows()
+	if err == nil {
+		err = r.add(key, newest)
 	}
-	tbl, err := keys.NewTable(w.jb.keyType)
 	if err != nil {
+		r.release()
 		return nil, err
 	}
-	id, err := tbl.IDOfBytes(key)
+	return r.record(), nil
+}
+
+// Scan implements ops.Scanner over the committed table: the newest
+// version of each key that is not a delete.
+func (w *temporalJoin) Scan(q ops.ScanRequest) (ops.ScanPage, error) {
+	r := w.newRows()
+	page := ops.ScanPage{}
+	var key, newest []byte // the key being read, and its newest version so far
+	group := -1
+	flush := func() error {
+		if key == nil || !q.After(group, key) || !q.Match(key) || len(newest) == 0 || newest[0] != 1 {
+			return nil
+		}
+		if err := r.add(key, newest); err != nil {
+			return err
+		}
+		page.Keys, page.LastGroup, page.LastKey = page.Keys+1, group, key
+		if page.Keys == q.Limit {
+			return errPageFull
+		}
+		return nil
+	}
+	scope := statestore.Scope{Groups: w.owned}
+	scope.Groups.Start = max(scope.Groups.Start, q.AfterGroup)
+	err := w.committed.Scan(tableNamespace, scope, w.now(), func(e statestore.Entry) error {
+		u := e.Key.User
+		if len(u) < 8 {
+			return fmt.Errorf("a table version with a key of %d bytes: %w", len(u), rowbin.ErrCorrupt)
+		}
+		if k := u[:len(u)-8]; e.Key.KeyGroup != group || !bytes.Equal(k, key) {
+			if err := flush(); err != nil {
+				return err
+			}
+			group, key = e.Key.KeyGroup, append([]byte(nil), k...)
+		}
+		newest = append(newest[:0], e.Value...)
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil && err != errPageFull {
+		r.release()
+		return ops.ScanPage{}, err
+	}
+	page.Rec = r.record()
+	return page, nil
+}
+
+// errPageFull stops a scan whose page is full.
+var errPageFull = errors.New("page full")
+
+// tableRows builds a query's answer from committed table versions.
+type tableRows struct {
+	w      *temporalJoin
+	schema *arrow.Schema
+	tbl    *keys.Table
+	ids    []int32
+	b      *array.RecordBuilder
+}
+
+func (w *temporalJoin) newRows() *tableRows {
+	schema := w.jb.tableSchema()
+	tbl, _ := keys.NewTable(w.jb.keyType) // the join's own key type
+	return &tableRows{w: w, schema: schema, tbl: tbl, b: array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(schema.Fields()[1:], nil))}
+}
+
+// add decodes a key's newest version, skipped when it is a delete (or
+// there is none).
+func (r *tableRows) add(key, newest []byte) error {
+	if len(newest) == 0 || newest[0] != 1 {
+		return nil
+	}
+	id, err := r.tbl.IDOfBytes(key)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(schema.Fields()[1:], nil))
-	defer b.Release()
-	if err := w.codec.Decode(newest[1:], b.Fields()); err != nil {
-		return nil, fmt.Errorf("operator %q: the table version of key %x: %w", w.op, key, err)
+	if err := r.w.codec.Decode(newest[1:], r.b.Fields()); err != nil {
+		return fmt.Errorf("operator %q: the table version of key %x: %w", r.w.op, key, err)
 	}
-	rest := b.NewRecordBatch()
+	r.ids = append(r.ids, id)
+	return nil
+}
+
+func (r *tableRows) release() { r.b.Release() }
+
+func (r *tableRows) record() arrow.RecordBatch {
+	defer r.b.Release()
+	rest := r.b.NewRecordBatch()
 	defer rest.Release()
-	cols := append([]arrow.Array{tbl.Build([]int32{id})}, rest.Columns()...)
+	cols := append([]arrow.Array{r.tbl.Build(r.ids)}, rest.Columns()...)
 	defer cols[0].Release()
-	return array.NewRecordBatch(schema, cols, 1), nil
+	return array.NewRecordBatch(r.schema, cols, int64(len(r.ids)))
 }
