@@ -2,9 +2,9 @@ package runtime
 
 import (
 	"bytes"
-	"errors"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
