@@ -61,6 +61,11 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives the Hub's logs (default: discarded).
 	Logger *slog.Logger
+	// StateToken is the bearer token the Hub sends to the Agents' state
+	// routes when it forwards a state query (GET
+	// /api/v1/jobs/{id}/state/{operator}); the token those routes were
+	// given (hubclient's Agent.QueryHandler). Empty: none.
+	StateToken string
 }
 
 // Hub is a running control plane. Create it with New, serve Handler (or
@@ -74,6 +79,9 @@ type Hub struct {
 	handler   http.Handler
 	wake      chan struct{}
 	metrics   *hubMetrics
+
+	// stateClient forwards state queries to Agents.
+	stateClient *http.Client
 
 	staleMu sync.Mutex
 	online  map[string]bool   // node id → online at the last sweep
@@ -117,7 +125,7 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: operator tokens: %w", err)
 	}
-	h := &Hub{cfg: cfg, log: logger, wake: make(chan struct{}, 1), online: map[string]bool{}, metrics: newHubMetrics()}
+	h := &Hub{cfg: cfg, log: logger, wake: make(chan struct{}, 1), online: map[string]bool{}, metrics: newHubMetrics(), stateClient: &http.Client{Timeout: 15 * time.Second}}
 	if cfg.NodeToken != "" {
 		nt := hubhttp.HashSecret(cfg.NodeToken)
 		h.nodeToken = &nt

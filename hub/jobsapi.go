@@ -44,6 +44,7 @@ func (h *Hub) jobRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/jobs/{id}/checkpoints", read(h.listCheckpoints))
 	mux.Handle("POST /api/v1/jobs/{id}/upgrades", h.auth.Require(hubhttp.ActionConfigure, jobResource)(http.HandlerFunc(h.upgrade)))
 	mux.Handle("POST /api/v1/jobs/{id}/upgrades/{upgrade}/rollback", operate(h.rollback))
+	mux.Handle("GET /api/v1/jobs/{id}/state/{operator}", read(h.queryState))
 	mux.Handle("GET /api/v1/nodes", read(h.listNodes))
 	mux.Handle("GET /api/v1/audit", read(h.listAudit))
 }

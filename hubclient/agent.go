@@ -53,6 +53,11 @@ type Config struct {
 	// HTTPClient makes the calls to the Hub (default: a client with a 30 s
 	// timeout).
 	HTTPClient *http.Client
+	// QueryAddr is the base URL at which the service serves the Agent's
+	// QueryHandler (e.g. "http://10.0.0.7:9091"), reported to the Hub so
+	// that it routes state queries of the Agent's jobs there. Empty: the
+	// Hub routes none here.
+	QueryAddr string
 }
 
 // Agent is a registered member of a Hub's fleet. Create it with New and
@@ -323,7 +328,7 @@ func (a *Agent) drainHeartbeat(s *session, leaving bool) {
 func (a *Agent) report(ctx context.Context, s *session) error {
 	r := hubwire.NodeReport{
 		NodeID: a.cfg.NodeID, SessionToken: s.token, Version: softwareVersion, State: "online",
-		Capabilities: capabilities, BootID: a.bootID, ReportSeq: a.seq.Add(1), Jobs: a.statuses(),
+		Capabilities: capabilities, BootID: a.bootID, ReportSeq: a.seq.Add(1), Jobs: a.statuses(), QueryAddr: a.cfg.QueryAddr,
 	}
 	return a.call(ctx, http.MethodPost, "/agent/report", s.token, r, nil)
 }

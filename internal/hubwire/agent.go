@@ -117,6 +117,10 @@ type NodeReport struct {
 	// assignment state and recovery progress without the separate
 	// job-observations call.
 	Jobs []JobStatus `json:"jobs,omitempty"`
+	// Extension: the base URL of the node's state routes (GET
+	// {query_addr}/api/v1/jobs/{id}/state/{operator}), to which the Hub
+	// routes state queries; absent when the node serves none.
+	QueryAddr string `json:"query_addr,omitempty"`
 }
 
 // MarshalJSON encodes nil slices and maps as [] and {}.
