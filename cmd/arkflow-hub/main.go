@@ -14,6 +14,12 @@
 // one any Agent may register. A spec's ${secret:NAME} references are
 // resolved from this process's environment when a job is sent to an Agent.
 //
+// GET /api/v1/jobs/{id}/state/{operator}?key=K is a state query, which the
+// Hub forwards to the Agents running the job (those started with
+// `arkflow agent --state-addr`), sending $ARKFLOW_STATE_TOKEN as their
+// bearer token when it is set; an Agent that may hold the key and is down
+// makes it a 503 that names the Agent.
+//
 // With --metrics-addr HOST:PORT it also serves, on a listener apart from
 // the API's and without authentication (bind it to loopback or an
 // internal network), the routes `arkflow run` and `arkflow agent` serve:
@@ -112,7 +118,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		return err
 	}
 	h, err := hub.New(hub.Config{DataDir: *dataDir, Tokens: toks, InsecureNoAuth: *insecure, NodeToken: *nodeToken,
-		Lease: *lease, PollInterval: *poll, Logger: logger})
+		Lease: *lease, PollInterval: *poll, Logger: logger, StateToken: os.Getenv("ARKFLOW_STATE_TOKEN")})
 	if err != nil {
 		return err
 	}

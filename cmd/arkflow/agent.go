@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +23,7 @@ import (
 // agentCmd runs a stand-alone Agent: the jobs the Hub assigns to this
 // node run in this process, with the connectors compiled into it.
 func agentCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
-	var hub, node, token, dataDir, metricsAddr string
+	var hub, node, token, dataDir, metricsAddr, stateAddr, stateURL string
 	var verbose bool
 	var logFormat logformat.Format
 	fs.StringVar(&hub, "hub", "", "the Hub's base `URL`, e.g. http://127.0.0.1:8080 (required)")
@@ -29,6 +31,8 @@ func agentCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	fs.StringVar(&token, "node-token", "", "the Hub's node token (default $ARKFLOW_NODE_TOKEN; a flag shows in the process list)")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "keep the jobs' state and write-ahead logs in `DIR`")
 	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, /healthz, /readyz and /status over HTTP on `HOST:PORT` (no authentication: bind it to loopback or an internal network)")
+	fs.StringVar(&stateAddr, "state-addr", "", stateAddrUsage+"; the Hub routes its state queries of this Agent's jobs here")
+	fs.StringVar(&stateURL, "state-url", "", "the base `URL` the Hub reaches --state-addr at (default http://HOST:PORT of --state-addr, the port it listens on)")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	fs.Var(&logFormat, "log-format", logformat.Usage)
 	return func(args []string, _, stderr io.Writer) error {
@@ -47,10 +51,32 @@ func agentCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			token = os.Getenv("ARKFLOW_NODE_TOKEN")
 		}
 		logger := logformat.New(stderr, logFormat, verbose)
-		a, err := hubclient.New(hubclient.Config{HubURL: hub, NodeID: node, NodeToken: token, DataDir: dataDir, Logger: logger})
+		if stateURL != "" && stateAddr == "" {
+			return usagef("--state-url needs --state-addr")
+		}
+		var agent atomic.Pointer[http.Handler] // the Agent's state routes, once it exists
+		if stateAddr != "" {
+			url, stopState, err := serveState(stateAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if h := agent.Load(); h != nil {
+					(*h).ServeHTTP(w, r)
+					return
+				}
+				http.Error(w, `{"error":"the Agent is starting"}`, http.StatusServiceUnavailable)
+			}), logger)
+			if err != nil {
+				return err
+			}
+			defer stopState()
+			if stateURL == "" {
+				stateURL = url
+			}
+		}
+		a, err := hubclient.New(hubclient.Config{HubURL: hub, NodeID: node, NodeToken: token, DataDir: dataDir, Logger: logger, QueryAddr: stateURL})
 		if err != nil {
 			return usagef("%v", err)
 		}
+		routes := a.QueryHandler(os.Getenv(stateTokenEnv))
+		agent.Store(&routes)
 		if metricsAddr != "" {
 			// Listening before Run: /readyz is 503 until the Agent has
 			// registered and its jobs run.

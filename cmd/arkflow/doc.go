@@ -20,7 +20,7 @@
 // run, validate and plan take the same flags and turn them into the same
 // library options, so validate checks what run would start with, and one
 // command line works with each: flags only run uses (--dry-run, --control,
-// --stop-timeout, --savepoint-on-stop, --drain-on-stop, --metrics-addr,
+// --stop-timeout, --savepoint-on-stop, --drain-on-stop, --metrics-addr, --state-addr,
 // --quiet) are accepted and
 // change nothing in the other two, except that all three refuse flags
 // about checkpoints for a spec without a checkpoint block, and
@@ -89,6 +89,18 @@
 // hubclient.Agent.Status as JSON. arkflow-hub has the flag too. The
 // routes have no authentication: bind them to loopback or an internal
 // network.
+//
+// # State queries
+//
+// run --state-addr HOST:PORT serves the job's state by key, on a listener
+// of its own: GET /api/v1/jobs/{id}/state/{operator}?key=K answers one
+// key (arkflow.Job.QueryHandler: JSON rows; 404, 400, 503), without key a
+// page of a scan (prefix, from, to, limit, after). State is data: with
+// $ARKFLOW_STATE_TOKEN set, every request needs it as a bearer token, and
+// without it the command warns. agent --state-addr serves the same routes
+// for the jobs the Agent runs and reports their address to the Hub
+// (--state-url when the Hub reaches it by another), which then answers
+// the same path for the whole fleet.
 //
 // # Progress
 //

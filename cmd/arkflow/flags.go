@@ -157,7 +157,7 @@ type jobFlags struct {
 	logFormat              logformat.Format
 	// Used only by run.
 	control, savepointOnStop string
-	metricsAddr              string
+	metricsAddr, stateAddr   string
 	stopTimeout              time.Duration
 	dryRun, drainOnStop      bool
 	quiet                    bool
@@ -179,6 +179,7 @@ func (f *jobFlags) register(fs *flag.FlagSet, forRun bool) {
 	fs.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, runOnly+"how long a graceful stop (or drain) may take after SIGINT/SIGTERM")
 	fs.BoolVar(&f.drainOnStop, "drain-on-stop", false, runOnly+"on SIGINT/SIGTERM, drain instead of stopping: end the input where it is, fire every open window, write it, then (with a checkpoint block) take a final checkpoint; a restart does not fire those windows again")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", runOnly+"serve /metrics (Prometheus), /healthz, /readyz and /status over HTTP on `HOST:PORT`, e.g. 127.0.0.1:9090 (port 0: any free one, logged as \"metrics listening\")")
+	fs.StringVar(&f.stateAddr, "state-addr", "", runOnly+stateAddrUsage)
 	fs.BoolVar(&f.dryRun, "dry-run", false, runOnly+"open and close every write-ahead log (locks, corruption), then exit without running")
 	fs.BoolVar(&f.quiet, "quiet", false, runOnly+"no live progress lines (rows/s, position, watermark, late rows; restore progress) on stderr; they show only when stderr is a terminal")
 }

@@ -336,6 +336,13 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 			}
 			defer stopMetrics()
 		}
+		if f.stateAddr != "" {
+			_, stopState, err := serveState(f.stateAddr, jobStateHandler(j, spec.ID), logger)
+			if err != nil {
+				return err
+			}
+			defer stopState()
+		}
 		if path := controlPath(f.control, f.dataDir, spec.ID); path != "" && spec.Checkpoint != nil {
 			defer serveControlWhenRunning(ctx, path, j, logger)()
 		}
