@@ -20,7 +20,7 @@ import (
 // QueryHandler returns an http.Handler that answers Job.Query over HTTP,
 // for a service to mount (under a prefix, with http.StripPrefix):
 //
-//	GET /{operator}?key=K  →  {"operator": …, "key": "K", "rows": [{…}]}
+//	GET /{operator}?key=K  →  {"key": "K", "operator": …, "rows": [{…}]}
 //	GET /{operator}?prefix=P&from=A&to=B&limit=N&after=C  →  {…, "next": "D", "rows": [{…}]}
 //
 // The first is Query, the second Scan (every parameter optional). Keys
