@@ -20,10 +20,20 @@
 // new row for an old one. They are unique and increasing, not dense.
 //
 // Idempotency. A queue made with a Seen deduplicates rows by key (see
-// Seen): its batches carry each row's key in __meta_key, so that the WAL
-// holds the keys with the rows, and its readers are the durable source's
-// Keeper. Pushes wait until every subtask of the run has connected, since
-// each hands the keys its WAL holds to the Seen before it connects.
+// Seen). Its seen-set survives a crash through two sources, which together
+// always hold every key accepted (within the retention):
+//
+//   - the WAL: the queue's batches carry each row's key in __meta_key, so
+//     the rows the WAL still holds carry theirs, and the durable source
+//     hands every one of them to the readers (its Keeper) as the job
+//     starts, before they connect. Pushes wait until every subtask of the
+//     run has connected, so no Push is judged before every WAL was read;
+//   - the key log, a file beside the WAL: before the WAL persists a cursor,
+//     which lets it delete the entries behind it, the durable source calls
+//     Seen.Save, which appends every key accepted since the last save and
+//     fsyncs. An entry is therefore deleted only after its keys are on
+//     disk elsewhere. The log is compacted (rewritten whole, atomically) to
+//     the newest keys once it holds twice the retention.
 package push
 
 import (

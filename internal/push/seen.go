@@ -16,19 +16,7 @@ import (
 // settles them (Settle): into the set when the WAL took the row, out of
 // the reservation when it did not. A second Push of a key claimed by a
 // first waits for that outcome, so two racing retries enter the job once.
-//
-// The set survives a crash through two sources, which together always
-// hold every key accepted (within the retention):
-//
-//   - the WAL: the rows it still holds carry their keys (__meta_key), and
-//     the durable source hands every one of them to Recover at open, before
-//     any Push is taken;
-//   - the key log, a file beside the WAL: before the WAL persists a cursor,
-//     which lets it delete the entries behind it, the durable source calls
-//     Save, which appends every key accepted since the last Save and
-//     fsyncs. An entry is therefore deleted only after its keys are on disk
-//     elsewhere. The log is compacted (rewritten whole, atomically) to the
-//     newest keep keys once it holds twice as many.
+// How the set survives a crash is in the package documentation.
 type Seen struct {
 	keep int
 
