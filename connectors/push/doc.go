@@ -42,10 +42,44 @@
 // depends on the rows before it, so Push takes it and the job handles it by
 // its late policy.
 //
+// # Idempotent pushes
+//
+// A client that loses the answer to a request cannot tell whether its rows
+// were taken, and retries; without more, a retry of rows that were taken
+// counts them twice. Config.IdempotencyKey gives each row a key (an ID
+// the client chose, a request ID with the row's index): a row whose key
+// was accepted before is then acknowledged again, with a nil error,
+// without entering the job. PushDedup says how many rows of a call were
+// such duplicates.
+//
+//   - A key counts as seen exactly when its row is accepted: in the
+//     write-ahead log, fsynced, before Push returns nil. A Push that fails
+//     (ErrStopped, a row without an event time, a row that does not
+//     encode) marks none of its keys; a Push whose ctx ended first may
+//     still have its rows accepted, and then its keys are seen.
+//   - Rows of one call are judged one by one: a row whose key is seen, or
+//     repeats an earlier row's of the call, is skipped; the others go in. A
+//     row whose key is "" has none and always goes in.
+//   - Retries that race (the same key pushed twice at once) go in once: the
+//     second waits for the first's outcome, and goes in only if the first
+//     was not accepted.
+//   - The keys seen survive a crash at any point, SIGKILL included, and
+//     restores of checkpoints: the WAL's records carry their keys (in
+//     __meta_key), and before the WAL lets go of a record its key is
+//     appended, fsynced, to a file beside the log
+//     ({durability path}/{source}/KEYS), compacted as it grows. That is
+//     why IdempotencyKey needs arkflow.Durable, on a local path. (A
+//     checkpoint restored on a machine without that directory starts with
+//     no keys seen.)
+//   - The newest IdempotencyRetention keys are remembered (default
+//     DefaultIdempotencyRetention): memory and the file are bounded by
+//     it, about 55 bytes of heap and 16 to 32 bytes of file a key.
+//
 // # Order, offsets and memory
 //
 // The rows of a partition are read in push order. Each row gets the usual
-// __meta_source, __meta_partition and __meta_offset columns; offsets are
+// __meta_source, __meta_partition and __meta_offset columns (and, with an
+// IdempotencyKey, __meta_key: the row's key, null for none); offsets are
 // unique and grow across restarts, also of the process, but are not dense
 // (each run starts at the clock in nanoseconds, or later), so that a
 // restored position never skips rows pushed to a new process.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
@@ -94,4 +95,53 @@ func ExampleSource_PushWait() {
 	// Output:
 	// stored [{1 250}]
 	// processed, pending: 0
+}
+
+// With an IdempotencyKey, a client that sends a request again (it lost
+// the answer) is counted once: the rows it sent before are acknowledged
+// as duplicates, and only the new one goes in.
+func ExampleSource_PushDedup() {
+	type Click struct {
+		ID     string // chosen by the client, the same in every retry
+		User   string
+		Amount int64
+	}
+	dir, err := os.MkdirTemp("", "push-dedup")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	clicks := push.New(push.Config[Click]{IdempotencyKey: func(c Click) string { return c.ID }})
+	totals := map[string]int64{}
+	j, err := arkflow.NewJob("dedup").
+		// The keys seen live beside the write-ahead log, and survive a crash.
+		Source("clicks", clicks, arkflow.Durable(job.Durability{})).
+		Sink("out", funcsink.Func[Click](func(_ context.Context, rows []Click) error {
+			for _, c := range rows {
+				totals[c.User] += c.Amount
+			}
+			return nil
+		})).
+		Build(arkflow.WithDataDir(dir))
+	if err != nil {
+		log.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- j.Run(context.Background()) }()
+
+	ctx := context.Background()
+	dups, err := clicks.PushDedup(ctx, Click{"c1", "ann", 5}, Click{"c2", "bob", 3})
+	fmt.Println("first request:", dups, "duplicates,", err)
+	dups, err = clicks.PushDedup(ctx, Click{"c1", "ann", 5}, Click{"c2", "bob", 3}, Click{"c3", "ann", 1})
+	fmt.Println("sent again, one click more:", dups, "duplicates,", err)
+
+	clicks.Close()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ann", totals["ann"], "bob", totals["bob"])
+	// Output:
+	// first request: 0 duplicates, <nil>
+	// sent again, one click more: 2 duplicates, <nil>
+	// ann 6 bob 3
 }

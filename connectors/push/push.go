@@ -1,6 +1,7 @@
 package push
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,10 +52,28 @@ type Config[T any] struct {
 	// slow job slows its callers instead of growing the heap. A single
 	// call with more rows than this waits until nothing else is pending.
 	MaxPending int
+	// IdempotencyKey, when set, makes pushes idempotent: a row whose key
+	// was accepted before is acknowledged again without entering the job,
+	// so a client that retries after losing the answer is counted once.
+	// The keys seen live beside the write-ahead log and survive a crash,
+	// so the source needs arkflow.Durable: without it the job refuses to
+	// start. A row whose key is "" has none and always enters. The
+	// package documentation ("Idempotent pushes") says when a key counts
+	// as seen, and how calls of several rows and racing retries go.
+	IdempotencyKey func(row T) string
+	// IdempotencyRetention is how many keys are remembered, the newest
+	// accepted (default DefaultIdempotencyRetention): a retry that comes
+	// after more new keys than this enters again. The seen-set takes
+	// about 55 bytes of heap a key, and its file at most 32 bytes a key.
+	IdempotencyRetention int
 }
 
 // DefaultMaxPending is the default Config.MaxPending.
 const DefaultMaxPending = queue.DefaultMaxPending
+
+// DefaultIdempotencyRetention is the default Config.IdempotencyRetention:
+// at 1,000 new keys a second, retries are recognized for about 16 minutes.
+const DefaultIdempotencyRetention = 1_000_000
 
 // Source is a source that a Go service feeds: its handlers call Push with
 // rows of type T, and the job reads them. Create it with New, give it to
@@ -82,8 +101,15 @@ type Source[T any] struct {
 func New[T any](cfg Config[T]) *Source[T] {
 	p := &Source[T]{cfg: cfg}
 	p.codec, p.err = typed.For[T]()
+	if p.err == nil && cfg.IdempotencyRetention < 0 {
+		p.err = fmt.Errorf("push: Config.IdempotencyRetention is %d: it must be > 0, or 0 for the default %d", cfg.IdempotencyRetention, DefaultIdempotencyRetention)
+	}
 	if p.err == nil {
-		p.q = queue.New(p.codec.Schema(), cfg.Partitions, cfg.MaxPending)
+		var seen *queue.Seen
+		if cfg.IdempotencyKey != nil {
+			seen = queue.NewSeen(cmp.Or(cfg.IdempotencyRetention, DefaultIdempotencyRetention))
+		}
+		p.q = queue.New(p.codec.Schema(), cfg.Partitions, cfg.MaxPending, seen)
 	}
 	return p
 }
@@ -122,15 +148,28 @@ func (p *Source[T]) Schema() *arrow.Schema {
 // field and row, taking none of the call, when a row has no event time
 // (see Source). Rows of one call keep their order within a partition.
 func (p *Source[T]) Push(ctx context.Context, rows ...T) error {
+	_, err := p.push(ctx, false, rows)
+	return err
+}
+
+// PushDedup is Push that also returns how many rows of the call were
+// duplicates: rows whose key (Config.IdempotencyKey) was accepted before,
+// or repeats an earlier row's of the call. They are acknowledged, nil
+// error, without entering the job; the other rows go in as Push takes
+// them. On an error the count still says how many rows were duplicates.
+// Without an IdempotencyKey it is Push, and the count is 0.
+func (p *Source[T]) PushDedup(ctx context.Context, rows ...T) (duplicates int, err error) {
 	return p.push(ctx, false, rows)
 }
 
 // PushWait is Push that returns only once the rows were processed:
 // acknowledged by every sink they reached, or filtered away. It returns the
 // error that kept them from being processed (a failed sink write, the job
-// stopping first).
+// stopping first). A duplicate (Config.IdempotencyKey) does not wait for
+// the processing of the row it repeats.
 func (p *Source[T]) PushWait(ctx context.Context, rows ...T) error {
-	return p.push(ctx, true, rows)
+	_, err := p.push(ctx, true, rows)
+	return err
 }
 
 // Close ends the input: the job reads what is queued, then sees the end of
@@ -150,49 +189,98 @@ func (p *Source[T]) Pending() int64 {
 	return p.q.Pending()
 }
 
-func (p *Source[T]) push(ctx context.Context, processed bool, rows []T) error {
+func (p *Source[T]) push(ctx context.Context, processed bool, rows []T) (dups int, err error) {
 	if p.err != nil {
-		return fmt.Errorf("arkflow: push: %w", p.err)
+		return 0, fmt.Errorf("arkflow: push: %w", p.err)
 	}
 	if len(rows) == 0 {
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 	// The rows are checked against the job that will take them, whole,
-	// before any is queued.
+	// before any is queued. (An idempotent source waits here until the
+	// keys of the job's WAL are all seen.)
 	et, err := p.q.Reading(ctx)
 	if err != nil {
-		return pushErr(err)
+		return 0, pushErr(err)
 	}
 	if et != nil && !et.Route {
 		if first, n, null := p.codec.Missing(rows, et.Col); n > 0 {
-			return fmt.Errorf("arkflow: push: %w", et.Refusal(first, n, null))
+			return 0, fmt.Errorf("arkflow: push: %w", et.Refusal(first, n, null))
 		}
 	}
+	var ids []string
+	var sums []queue.Sum
+	if p.cfg.IdempotencyKey != nil {
+		n := len(rows)
+		if rows, ids, sums, err = p.claim(ctx, rows); err != nil {
+			return 0, pushErr(err)
+		}
+		if dups = n - len(rows); len(rows) == 0 {
+			return dups, nil
+		}
+	}
+	return dups, p.send(ctx, processed, rows, ids, sums)
+}
+
+// claim keeps the rows that are not duplicates, with their keys (ids) and the
+// sums claimed for them (see queue.Seen.Claim): the claims settle when
+// the rows are accepted or refused, or, when they are never queued, by
+// send.
+func (p *Source[T]) claim(ctx context.Context, rows []T) ([]T, []string, []queue.Sum, error) {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = p.cfg.IdempotencyKey(r)
+	}
+	idx, sums, err := p.q.Seen().Claim(ctx, ids)
+	if err != nil || len(idx) == len(rows) {
+		return rows, ids, sums, err
+	}
+	kept, kids := make([]T, len(idx)), make([]string, len(idx))
+	for j, i := range idx {
+		kept[j], kids[j] = rows[i], ids[i]
+	}
+	return kept, kids, sums, nil
+}
+
+// send queues rows (with their keys and claimed sums, for an idempotent
+// source) and waits for the outcome Push or PushWait reports.
+func (p *Source[T]) send(ctx context.Context, processed bool, rows []T, ids []string, sums []queue.Sum) error {
 	parts := p.q.Partitions()
 	if p.cfg.PartitionKey == nil || parts == 1 {
 		part := 0
 		if parts > 1 {
 			part = int((p.turn.Add(1) - 1) % uint64(parts))
 		}
-		return p.pushPart(ctx, processed, part, rows)
+		w, err := p.enqueue(ctx, processed, part, rows, ids, sums)
+		if err != nil {
+			return err
+		}
+		return wait(ctx, w)
 	}
-	groups := make([][]T, parts)
-	for _, r := range rows {
-		k := keys.HashKey([]byte(p.cfg.PartitionKey(r))) % uint64(parts)
-		groups[k] = append(groups[k], r)
+	groups := make([]group[T], parts)
+	for i, r := range rows {
+		g := &groups[keys.HashKey([]byte(p.cfg.PartitionKey(r)))%uint64(parts)]
+		g.rows = append(g.rows, r)
+		if ids != nil {
+			g.ids, g.sums = append(g.ids, ids[i]), append(g.sums, sums[i])
+		}
 	}
 	// Every group is handed over before waiting for any, so the
 	// partitions' subtasks take them in parallel.
 	var waits []chan error
 	var first error
 	for part, g := range groups {
-		if len(g) == 0 {
+		if len(g.rows) == 0 {
 			continue
 		}
-		w, err := p.enqueue(ctx, processed, part, g)
+		if first != nil {
+			p.settle(g.sums, first) // never queued: its keys are free again
+			continue
+		}
+		w, err := p.enqueue(ctx, processed, part, g.rows, g.ids, g.sums)
 		if err != nil {
 			first = err
-			break
+			continue
 		}
 		waits = append(waits, w)
 	}
@@ -204,20 +292,29 @@ func (p *Source[T]) push(ctx context.Context, processed bool, rows []T) error {
 	return first
 }
 
-func (p *Source[T]) pushPart(ctx context.Context, processed bool, part int, rows []T) error {
-	w, err := p.enqueue(ctx, processed, part, rows)
-	if err != nil {
-		return err
+// group is the rows of one Push call that go to one partition.
+type group[T any] struct {
+	rows []T
+	ids  []string // the rows' idempotency keys
+	sums []queue.Sum
+}
+
+// settle ends the claims of rows that were never queued (err is why).
+func (p *Source[T]) settle(sums []queue.Sum, err error) {
+	if seen := p.q.Seen(); seen != nil && sums != nil {
+		seen.Settle(sums, err)
 	}
-	return wait(ctx, w)
 }
 
 // enqueue encodes rows and queues them; the channel reports acceptance
-// (or processing, when processed).
-func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows []T) (chan error, error) {
+// (or processing, when processed). On an error the rows' claims are
+// settled.
+func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows []T, ids []string, sums []queue.Sum) (chan error, error) {
 	rec, err := p.codec.Encode(nil, rows)
 	if err != nil {
-		return nil, fmt.Errorf("arkflow: push: %w", err)
+		err = fmt.Errorf("arkflow: push: %w", err)
+		p.settle(sums, err)
+		return nil, err
 	}
 	// w reports the one callback the call waits for: acceptance, or
 	// processing (rows not taken are reported to both, with one error).
@@ -227,7 +324,7 @@ func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows 
 	if processed {
 		accepted, done = nil, report
 	}
-	if err := p.q.Enqueue(ctx, part, rec, accepted, done); err != nil {
+	if err := p.q.Enqueue(ctx, part, rec, ids, sums, accepted, done); err != nil {
 		return nil, pushErr(err)
 	}
 	return w, nil

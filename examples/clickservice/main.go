@@ -10,8 +10,14 @@
 // directory, and every accepted click is still counted. Checkpoints every
 // 2 s keep the restart short. SIGINT or SIGTERM stop it gracefully.
 //
+// A click with an "id" is counted once however often it is sent: a client
+// that lost an answer sends the request again, and the clicks the service
+// had accepted are acknowledged as duplicates instead of counted twice,
+// also across crashes.
+//
 //	go run ./examples/clickservice
-//	curl -s localhost:8080/clicks -d '{"user":"ann","amount":3,"ts":"2026-01-01T00:00:01Z"}'
+//	curl -s localhost:8080/clicks -d '{"id":"c1","user":"ann","amount":3,"ts":"2026-01-01T00:00:01Z"}'
+//	curl -s localhost:8080/clicks -d '{"id":"c1","user":"ann","amount":3,"ts":"2026-01-01T00:00:01Z"}'   # {"accepted":1,"duplicates":1}
 //	curl -s localhost:8080/results
 //
 // A window fires once event time has passed its end: when a click at least
@@ -45,9 +51,12 @@ import (
 )
 
 // Click is one event as clients send it and as the job reads it. Its
-// fields are the job's columns, named as the fields are: User, Amount and
-// TS (a timestamp column, the event time).
+// fields are the job's columns, named as the fields are: ID, User, Amount
+// and TS (a timestamp column, the event time). ID, chosen by the client and
+// the same in every retry, is the click's idempotency key; a click without
+// one is counted each time it is accepted.
 type Click struct {
+	ID     string    `json:"id,omitempty"`
 	User   string    `json:"user"`
 	Amount int64     `json:"amount"`
 	TS     time.Time `json:"ts"`
@@ -67,13 +76,14 @@ type Result struct {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to serve HTTP on")
 	data := flag.String("data", "./clickservice-data", "directory of the write-ahead log, the state, the checkpoints and results.jsonl")
+	segment := flag.Int64("wal-segment-bytes", 0, "size of the write-ahead log's segment files (0: the default 32 MiB); smaller ones let go of acknowledged clicks sooner")
 	flag.Parse()
-	if err := run(*addr, *data); err != nil {
+	if err := run(*addr, *data, *segment); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(addr, data string) error {
+func run(addr, data string, segment int64) error {
 	data, err := filepath.Abs(data) // file:// checkpoint URIs must be absolute
 	if err != nil {
 		return err
@@ -88,10 +98,12 @@ func run(addr, data string) error {
 	defer results.Close()
 
 	// The source the HTTP handler feeds. One partition: clicks are read in
-	// the order Push calls return, under one watermark.
-	clicks := push.New(push.Config[Click]{})
+	// the order Push calls return, under one watermark. A click whose ID
+	// was accepted before is acknowledged without entering the job (the
+	// newest 1,000,000 IDs are remembered, beside the write-ahead log).
+	clicks := push.New(push.Config[Click]{IdempotencyKey: func(c Click) string { return c.ID }})
 
-	j, err := buildJob(clicks, results, data)
+	j, err := buildJob(clicks, results, data, segment)
 	if err != nil {
 		return err // every problem at once, each naming its operator and field
 	}
@@ -147,14 +159,15 @@ func run(addr, data string) error {
 
 // buildJob builds the job: the clicks, made durable and timed by their TS
 // column, counted and summed per user in tumbling 10 s windows, written
-// to results; checkpointed every 2 s under data.
-func buildJob(clicks *push.Source[Click], results *resultFile, data string) (*arkflow.Job, error) {
+// to results; checkpointed every 2 s under data. segment is the WAL's
+// segment size (0: the default).
+func buildJob(clicks *push.Source[Click], results *resultFile, data string, segment int64) (*arkflow.Job, error) {
 	return arkflow.NewJob("clicks").
 		Source("clicks", clicks,
 			// A write-ahead log in front of the source: Push returns once
 			// the clicks are appended and fsynced (group commit), and a
 			// restart replays what the job had not finished with.
-			arkflow.Durable(job.Durability{}),
+			arkflow.Durable(job.Durability{SegmentBytes: segment}),
 			// Event time is the TS column; clicks may arrive up to 2 s
 			// behind the newest one before they count as late (dropped).
 			// PerRow places each click against the watermark of
@@ -205,12 +218,14 @@ func clickHandler(clicks *push.Source[Click]) http.HandlerFunc {
 		// would only be in memory, and a crash would lose them; PushWait
 		// would wait until the window they fall in had fired, which is
 		// event time away.) Push blocks while the job is behind
-		// (backpressure), so a slow job slows its clients down.
-		err = clicks.Push(r.Context(), batch...)
+		// (backpressure), so a slow job slows its clients down. PushDedup
+		// is Push that also counts the clicks whose ID was accepted before:
+		// acknowledged again, not counted again.
+		dups, err := clicks.PushDedup(r.Context(), batch...)
 		switch {
 		case err == nil:
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, "{\"accepted\":%d}\n", len(batch))
+			fmt.Fprintf(w, "{\"accepted\":%d,\"duplicates\":%d}\n", len(batch), dups)
 		case errors.Is(err, push.ErrStopped):
 			// The job stopped before taking the clicks: none of them was
 			// processed, so the client can safely send them again.
@@ -219,7 +234,8 @@ func clickHandler(clicks *push.Source[Click]) http.HandlerFunc {
 		default:
 			// The client went away (r.Context() ended) or the job failed.
 			// The clicks may or may not have been taken: a client that
-			// retries may have them counted twice (at least once).
+			// retries with the same IDs has them counted once (without
+			// IDs, maybe twice: at least once).
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	}
@@ -270,7 +286,7 @@ func decodeClick(raw []byte, c *Click) error {
 	case errors.As(err, &timeErr):
 		return fmt.Errorf("field \"ts\": want an RFC 3339 time such as \"2026-01-01T00:00:01.5Z\": %w", err)
 	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Errorf("field %s: unknown (the fields are user, amount and ts)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return fmt.Errorf("field %s: unknown (the fields are id, user, amount and ts)", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	case err != nil:
 		return err
 	case c.User == "":

@@ -54,6 +54,9 @@ func TestMain(m *testing.M) {
 //     click's amount is its unique sequence number): no click counted in
 //     place of another.
 //
+// The clicks have no ID, so a retry may count twice; with IDs a retry
+// counts once (TestSIGKILLRetriedClicksCountOnce).
+//
 // Window results are at least once. After a restart the checkpoint's
 // state and the WAL's replay bring back every window not yet acknowledged,
 // and a window whose result the sink wrote but whose acknowledgement had
@@ -253,6 +256,7 @@ func TestSIGKILLLosesNoAcceptedClick(t *testing.T) {
 type services struct {
 	t               *testing.T
 	dir, data, addr string
+	flags           []string // more command-line flags
 	runs            int
 	running         *proc
 }
@@ -279,7 +283,7 @@ func (s *services) start() *proc {
 		s.t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(os.Args[0], "-addr", s.addr, "-data", s.data)
+	cmd := exec.Command(os.Args[0], append([]string{"-addr", s.addr, "-data", s.data}, s.flags...)...)
 	cmd.Env = append(os.Environ(), "CLICKSERVICE_MAIN=1")
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {

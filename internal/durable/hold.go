@@ -150,6 +150,9 @@ func (s *Source) scanHeldEntry(hs *heldScan, e walog.Entry) error {
 	if err != nil {
 		return fmt.Errorf("source %s: WAL entry %d: %w", s.task, e.Seq, err)
 	}
+	if s.keeper != nil {
+		s.keeper.Logged(rec)
+	}
 	pos, rows := positionsOf(rec)
 	rec.Release()
 	if len(rows) == 0 {

@@ -186,8 +186,9 @@ type reshardStats struct{ entries, rows, partitions int }
 // cursor (from its first entry when it holds entries for checkpoints) is
 // split by the subtask that now reads each row's partition and appended
 // to that subtask's new log; the cursor positions go to the new logs of
-// their partitions' subtasks. The new logs are written unsynced and
-// synced once, before PARALLELISM marks them whole.
+// their partitions' subtasks; a Keeper's file is copied over. The new logs
+// are written unsynced and synced once, before PARALLELISM marks them
+// whole.
 func reshard(ctx context.Context, cfg *job.Durability, dir string, oldPar, par int, lg *slog.Logger) (reshardStats, error) {
 	rs := &resharder{cfg: cfg, par: par, lg: lg, staging: dir + "~rescale", parts: map[posKey]bool{}}
 	if err := os.RemoveAll(rs.staging); err != nil {
@@ -203,6 +204,10 @@ func reshard(ctx context.Context, cfg *job.Durability, dir string, oldPar, par i
 		}
 	}
 	rs.stats.partitions = len(rs.parts)
+	// The keys a Keeper keeps of the entries the old logs deleted.
+	if err := carryKeys(dir, rs.staging); err != nil {
+		return rs.stats, err
+	}
 	if err := rs.sealNew(); err != nil {
 		return rs.stats, err
 	}

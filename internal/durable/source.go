@@ -103,6 +103,8 @@ type Source struct {
 
 	replayed atomic.Int64
 	parked   atomic.Int64
+
+	keeper Keeper // the wrapped source, when it keeps something beside the WAL
 }
 
 type posKey struct {
@@ -160,6 +162,12 @@ func Open(ctx context.Context, cfg *job.Durability, inner connectors.Source, dat
 		// one the source logs nothing (never through slog.Default).
 		s.lg = slog.New(slog.DiscardHandler)
 	}
+	if k, ok := inner.(Keeper); ok {
+		if ObjectStore(cfg) {
+			return nil, fmt.Errorf("opening the WAL of source %s: %w", task, errKeeperObjectStore)
+		}
+		s.keeper = k
+	}
 	if _, ok := inner.(connectors.Unrewindable); ok && job.Checkpoints {
 		if _, ok := inner.(connectors.Positioner); !ok {
 			return nil, fmt.Errorf("opening the WAL of source %s: its connector cannot read its input again (connectors.Unrewindable) but reports no positions (connectors.Positioner): "+
@@ -179,6 +187,11 @@ func Open(ctx context.Context, cfg *job.Durability, inner connectors.Source, dat
 		dir, err = Dir(cfg, dataDir, info.JobID, info.OperatorID, info.Subtask)
 		if err == nil {
 			s.log, err = walog.OpenDir(dir, walog.LocalOptions{Options: opts, SegmentBytes: cfg.SegmentBytes, Retain: cfg.Retain, NoRecycle: cfg.NoRecycle})
+		}
+	}
+	if err == nil && s.keeper != nil {
+		if err = s.openKeeper(cfg, dataDir, info); err != nil {
+			s.log.Close()
 		}
 	}
 	if err != nil {
@@ -314,6 +327,11 @@ func (s *Source) fold(cursor uint64) {
 // stored with it, and the parallelism of the source; a held log adds the
 // positions it released entries up to.
 func (s *Source) cursorMeta(cursor uint64) []byte {
+	if s.keeper != nil {
+		// The save that follows may delete the entries behind the
+		// cursor: what the keeper keeps of them goes to disk first.
+		s.keeper.SaveKept()
+	}
 	m := walMeta{Parallelism: s.par, Positions: s.positionsAt(cursor), Held: s.hold}
 	if s.hold {
 		s.mu.Lock()
@@ -470,6 +488,9 @@ func (s *Source) scan() (scanPlan, error) {
 		_, rec, err := walog.DecodeBatch(e.Payload, nil)
 		if err != nil {
 			return scanPlan{}, fmt.Errorf("source %s: WAL entry %d: %w", s.task, e.Seq, err)
+		}
+		if s.keeper != nil {
+			s.keeper.Logged(rec)
 		}
 		pos, rows := positionsOf(rec)
 		if restored != nil && (older || rows.coveredBy(restored)) {

@@ -18,6 +18,22 @@
 // makes a new process skip its first rows (the rows pushed to it are all
 // new), and state that deduplicates replayed rows by position never takes a
 // new row for an old one. They are unique and increasing, not dense.
+//
+// Idempotency. A queue made with a Seen deduplicates rows by key (see
+// Seen). Its seen-set survives a crash through two sources, which together
+// always hold every key accepted (within the retention):
+//
+//   - the WAL: the queue's batches carry each row's key in __meta_key, so
+//     the rows the WAL still holds carry theirs, and the durable source
+//     hands every one of them to the readers (its Keeper) as the job
+//     starts, before they connect. Pushes wait until every subtask of the
+//     run has connected, so no Push is judged before every WAL was read;
+//   - the key log, a file beside the WAL: before the WAL persists a cursor,
+//     which lets it delete the entries behind it, the durable source calls
+//     Seen.Save, which appends every key accepted since the last save and
+//     fsyncs. An entry is therefore deleted only after its keys are on
+//     disk elsewhere. The log is compacted (rewritten whole, atomically) to
+//     the newest keys once it holds twice the retention.
 package push
 
 import (
@@ -61,18 +77,25 @@ type Queue struct {
 	stopped bool       // the last run ended and no other has connected
 	closed  bool       // Close was called: readers end after the queue
 	changed chan struct{}
+
+	seen *Seen // the keys accepted, for an idempotent source; or nil
+	par  int   // the subtasks of the run (readers to wait for, with seen)
 }
 
 type item struct {
 	rec      arrow.RecordBatch
 	n        int64
+	keys     []string // with a Seen: each row's key ("": none)
+	sums     []Sum    // their sums, claimed until the rows are accepted or not
+	seen     *Seen
 	accepted func(error)
 	done     func(error)
 }
 
 // New returns a queue for batches of schema in partitions partitions, with
-// at most limit rows queued (DefaultMaxPending when limit <= 0).
-func New(schema *arrow.Schema, partitions int, limit int) *Queue {
+// at most limit rows queued (DefaultMaxPending when limit <= 0). seen, when
+// not nil, makes the source idempotent (see Seen).
+func New(schema *arrow.Schema, partitions int, limit int, seen *Seen) *Queue {
 	if partitions < 1 {
 		partitions = 1
 	}
@@ -82,9 +105,12 @@ func New(schema *arrow.Schema, partitions int, limit int) *Queue {
 	return &Queue{
 		schema: schema, limit: int64(limit), now: time.Now,
 		queued: make([][]*item, partitions), next: make([]int64, partitions),
-		changed: make(chan struct{}),
+		changed: make(chan struct{}), seen: seen, par: 1,
 	}
 }
+
+// Seen returns the queue's seen-set, or nil.
+func (q *Queue) Seen() *Seen { return q.seen }
 
 // Schema is the schema of the pushed batches (without __meta_* columns).
 func (q *Queue) Schema() *arrow.Schema { return q.schema }
@@ -105,31 +131,40 @@ func (q *Queue) wakeLocked() {
 // when the source has durability on) or could not; done once when they
 // were processed (acknowledged by every sink they reached) or not. Either
 // may be nil. An error returned by Enqueue means neither will be called.
-func (q *Queue) Enqueue(ctx context.Context, part int, rec arrow.RecordBatch, accepted, done func(error)) error {
-	n := rec.NumRows()
+//
+// keys and sums, with a Seen, are the rows' keys and their claimed sums
+// (Seen.Claim): the claims settle when the rows are accepted or not, also
+// when Enqueue returns an error.
+func (q *Queue) Enqueue(ctx context.Context, part int, rec arrow.RecordBatch, keys []string, sums []Sum, accepted, done func(error)) error {
+	it := &item{rec: rec, n: rec.NumRows(), accepted: accepted, done: done}
+	if q.seen != nil {
+		it.keys, it.sums, it.seen = keys, sums, q.seen
+	}
 	q.mu.Lock()
 	for {
+		var err error
 		switch {
 		case q.closed:
-			q.mu.Unlock()
-			rec.Release()
-			return ErrClosed
+			err = ErrClosed
 		case q.stopped:
-			q.mu.Unlock()
-			rec.Release()
-			return ErrStopped
-		case q.pending == 0 || q.pending+n <= q.limit:
-			q.pending += n
-			q.queued[part] = append(q.queued[part], &item{rec: rec, n: n, accepted: accepted, done: done})
+			err = ErrStopped
+		case q.pending == 0 || q.pending+it.n <= q.limit:
+			q.pending += it.n
+			q.queued[part] = append(q.queued[part], it)
 			q.wakeLocked()
 			q.mu.Unlock()
 			return nil
+		}
+		if err != nil {
+			q.mu.Unlock()
+			it.drop(err)
+			return err
 		}
 		changed := q.changed
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			rec.Release()
+			it.drop(ctx.Err())
 			return ctx.Err()
 		case <-changed:
 		}
@@ -141,6 +176,8 @@ func (q *Queue) Enqueue(ctx context.Context, part int, rec arrow.RecordBatch, ac
 // (nil under processing time), so that a pusher checks its rows against
 // the job that takes them: ErrStopped when the last job stopped and none
 // reads it since, ErrClosed after Close, ctx's error when ctx ends first.
+// With a Seen it waits until every subtask of the job has connected, that
+// is, until the keys of every WAL are in the Seen.
 func (q *Queue) Reading(ctx context.Context) (*EventTime, error) {
 	q.mu.Lock()
 	for {
@@ -151,7 +188,7 @@ func (q *Queue) Reading(ctx context.Context) (*EventTime, error) {
 		case q.stopped:
 			q.mu.Unlock()
 			return nil, ErrStopped
-		case q.started:
+		case q.started && (q.seen == nil || q.readers >= q.par):
 			et := q.et
 			q.mu.Unlock()
 			return et, nil
@@ -195,9 +232,9 @@ func (q *Queue) connect(parts []int, seek map[int32]int64, et *EventTime) []int6
 	if !q.started {
 		// Every subtask of a run reads through one Input: one et.
 		q.started, q.stopped, q.et = true, false, et
-		q.wakeLocked()
 	}
 	q.readers++
+	q.wakeLocked() // Reading waits for every subtask of an idempotent source
 	first := make([]int64, len(parts))
 	for i, p := range parts {
 		q.next[p] = max(q.next[p], seek[int32(p)], now)
@@ -229,10 +266,24 @@ func (q *Queue) disconnect() {
 	}
 }
 
+// drop releases an item that was never queued and settles its claims.
+func (it *item) drop(err error) {
+	it.rec.Release()
+	it.settle(err)
+}
+
+// settle ends the claims of the item's keys: accepted when err is nil.
+func (it *item) settle(err error) {
+	if it.seen != nil {
+		it.seen.Settle(it.sums, err)
+	}
+}
+
 // refuse releases an item the job does not take and reports err to its
 // pusher.
 func (it *item) refuse(err error) {
 	it.rec.Release()
+	it.settle(err)
 	if it.accepted != nil {
 		it.accepted(err)
 	}
@@ -252,7 +303,11 @@ func (q *Queue) Input(et *EventTime) connectors.Input {
 		fs[et.Col].Nullable = true
 		schema = arrow.NewSchema(fs, nil)
 	}
-	return &input{q: q, schema: connectors.WithMeta(schema), et: et}
+	schema = connectors.WithMeta(schema)
+	if q.seen != nil {
+		schema = withKeyField(schema)
+	}
+	return &input{q: q, schema: schema, et: et}
 }
 
 type input struct {
@@ -265,6 +320,9 @@ func (in *input) Schema() *arrow.Schema { return in.schema }
 func (in *input) Partitions() int       { return in.q.Partitions() }
 
 func (in *input) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
+	in.q.mu.Lock()
+	in.q.par = max(info.Parallelism, 1)
+	in.q.mu.Unlock()
 	r := &reader{q: in.q, schema: in.schema, et: in.et, op: info.OperatorID, tracker: connectors.NewTracker(""), seek: map[int32]int64{}}
 	for p := 0; p < in.q.Partitions(); p++ {
 		if p%info.Parallelism == info.Subtask {
@@ -285,12 +343,16 @@ type reader struct {
 	tracker   *connectors.Tracker
 	seek      map[int32]int64
 	connected bool
+	kept      bool // a durable source keeps its keys (OpenKeeper)
 }
 
 // Unrewindable marks the source as one whose rows cannot be read again.
 func (r *reader) Unrewindable() {}
 
 func (r *reader) Connect(context.Context) error {
+	if r.q.seen != nil && !r.kept {
+		return errNotDurable
+	}
 	first := r.q.connect(r.parts, r.seek, r.et)
 	for i, p := range r.parts {
 		r.tracker.Start(int32(p), first[i])
@@ -331,11 +393,11 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 			q.mu.Unlock()
 			r.turn = k + 1
 			rec := r.et.nullify(it.rec)
-			out := connectors.AddMeta(r.schema, rec, r.op, int32(p), start)
+			out := r.addMeta(rec, int32(p), start, it.keys)
 			rec.Release()
 			ack := r.tracker.Deliver(int32(p), start, start+it.n)
 			done := it.done
-			return connectors.Batch{Record: out, Partition: p, Accepted: it.accepted, Ack: func(err error) {
+			return connectors.Batch{Record: out, Partition: p, Accepted: it.acceptedFunc(), Ack: func(err error) {
 				ack(err)
 				if done != nil {
 					done(err)
