@@ -68,6 +68,7 @@ var hubRoutes = map[string]struct {
 	"GET /api/v1/jobs/{id}/checkpoints":                  {opRead, "/api/v1/jobs/sec/checkpoints"},
 	"POST /api/v1/jobs/{id}/upgrades":                    {opWrite, "/api/v1/jobs/sec/upgrades"},
 	"POST /api/v1/jobs/{id}/upgrades/{upgrade}/rollback": {opWrite, "/api/v1/jobs/sec/upgrades/u1/rollback"},
+	"GET /api/v1/jobs/{id}/state/{operator}":             {opRead, "/api/v1/jobs/sec/state/op?key=k"},
 	"GET /api/v1/nodes":                                  {opRead, "/api/v1/nodes"},
 	"GET /api/v1/audit":                                  {opRead, "/api/v1/audit"},
 	// The catch-all under the prefix answers 404 to anyone.
