@@ -271,18 +271,16 @@ func TestPushDedupAcrossRestarts(t *testing.T) {
 	}
 }
 
-// Idempotency needs the WAL: without Durable the job refuses to start,
-// naming the field.
+// Idempotency needs the WAL: without Durable, Build refuses the job,
+// naming the source, the option and the field.
 func TestPushDedupNeedsDurable(t *testing.T) {
 	in := push.New(push.Config[order]{IdempotencyKey: orderID})
 	var out collector[order]
-	j, err := arkflow.NewJob("orders").Source("orders", in).Sink("out", out.sink()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = j.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "Config.IdempotencyKey") || !strings.Contains(err.Error(), "arkflow.Durable") {
-		t.Fatalf("Run without a WAL: %v, want an error naming Config.IdempotencyKey and arkflow.Durable", err)
+	_, err := arkflow.NewJob("orders").Source("orders", in).Sink("out", out.sink()).Build()
+	var verrs job.ValidationErrors
+	if !errors.As(err, &verrs) || len(verrs) != 1 || verrs[0].Operator != "orders" ||
+		!strings.Contains(err.Error(), "Config.IdempotencyKey") || !strings.Contains(err.Error(), "arkflow.Durable") {
+		t.Fatalf("Build without a WAL: %v, want one validation error of operator orders naming Config.IdempotencyKey and arkflow.Durable", err)
 	}
 	if err := push.New(push.Config[order]{IdempotencyKey: orderID, IdempotencyRetention: -1}).Push(context.Background(), order{ID: "x"}); err == nil || !strings.Contains(err.Error(), "IdempotencyRetention") {
 		t.Fatalf("Push with a negative retention: %v, want an error naming IdempotencyRetention", err)

@@ -56,8 +56,8 @@ type Config[T any] struct {
 	// was accepted before is acknowledged again without entering the job,
 	// so a client that retries after losing the answer is counted once.
 	// The keys seen live beside the write-ahead log and survive a crash,
-	// so the source needs arkflow.Durable: without it the job refuses to
-	// start. A row whose key is "" has none and always enters. The
+	// so the source needs arkflow.Durable: without it Build refuses the
+	// job. A row whose key is "" has none and always enters. The
 	// package documentation ("Idempotent pushes") says when a key counts
 	// as seen, and how calls of several rows and racing retries go.
 	IdempotencyKey func(row T) string
@@ -379,6 +379,17 @@ func (p *Source[T]) input(t *job.Time) (connectors.Input, error) {
 }
 
 func init() {
+	// An idempotent source keeps its seen keys beside its WAL: without one
+	// the job is refused at Build, naming the source.
+	connectors.RegisterJobCheck(func(v connectors.JobView) []connectors.JobProblem {
+		var out []connectors.JobProblem
+		for _, in := range v.Inputs {
+			if id, ok := in.Input.(interface{ Idempotent() bool }); ok && id.Idempotent() && !in.Durable {
+				out = append(out, connectors.JobProblem{OperatorID: in.OperatorID, Field: in.Path + ".durability", Reason: queue.ErrNotDurable.Error()})
+			}
+		}
+		return out
+	})
 	connectors.RegisterInput(pushInputType, func(bc connectors.BuildContext) (connectors.Input, error) {
 		var cfg pushSpec
 		if err := connectors.DecodeConfig(bc.Config, &cfg); err != nil {

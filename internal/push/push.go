@@ -316,6 +316,13 @@ type input struct {
 	et     *EventTime
 }
 
+// Idempotent reports whether the source's pushes are idempotent
+// (Config.IdempotencyKey), which needs a write-ahead log.
+func (in *input) Idempotent() bool { return in.q.seen != nil }
+
+// ErrNotDurable is the refusal of an idempotent source without a WAL.
+var ErrNotDurable = errNotDurable
+
 func (in *input) Schema() *arrow.Schema { return in.schema }
 func (in *input) Partitions() int       { return in.q.Partitions() }
 
