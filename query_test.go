@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -59,6 +60,8 @@ func queryJob(t testing.TB, src *push.Source[Purchase], st job.State, dir string
 			opts = append(opts, x)
 		case job.Checkpoint:
 			b = b.Checkpoint(x)
+		case int:
+			b = b.Parallelism(x)
 		}
 	}
 	b = b.Source("in", src, opts...).
@@ -71,7 +74,13 @@ func queryJob(t testing.TB, src *push.Source[Purchase], st job.State, dir string
 		return nil, purchases.Set(k, n+1)
 	}).Sink("count-out", drop.Config{})
 	b = b.From("in").KeyBy("User").Window("hourly", window.Tumbling(time.Hour, job.Count("N"), job.Sum("Amount", "Total"))).Sink("hourly-out", drop.Config{})
-	j, err := b.Build(arkflow.WithDataDir(dir))
+	jobOpts := []arkflow.Option{arkflow.WithDataDir(dir)}
+	for _, x := range extra {
+		if o, ok := x.(arkflow.Option); ok {
+			jobOpts = append(jobOpts, o)
+		}
+	}
+	j, err := b.Build(jobOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,6 +413,46 @@ func TestQueryTemporalJoinTable(t *testing.T) {
 			}
 			cancel()
 			<-errc
+		})
+	}
+}
+
+// A job restored from a savepoint at another parallelism answers the
+// same queries: its state was redistributed by key group, and a query
+// goes to the key's new subtask (2 subtasks, then 3, then 1).
+func TestQueriesAfterRescale(t *testing.T) {
+	for _, backend := range []string{job.BackendMemory, job.BackendBadger} {
+		t.Run(backend, func(t *testing.T) {
+			dir := t.TempDir()
+			ckpt := job.Checkpoint{IntervalMS: 3_600_000, ObjectStoreURI: "file://" + filepath.Join(dir, "ckpt")}
+			users := []string{"ann", "bob", "cyd", "dee", "eve", "fay", "gus", "hal"}
+			m := newQueryModel()
+			rng := rand.New(rand.NewPCG(5, 6))
+			for round, par := range []int{2, 3, 1} {
+				ctx, cancel := context.WithCancel(context.Background())
+				src := push.New(push.Config[Purchase]{Partitions: 3})
+				extra := []any{arkflow.Durable(job.Durability{}), ckpt, par}
+				if round > 0 {
+					extra = append(extra, arkflow.WithSavepoint(fmt.Sprintf("sp-%d", round-1)))
+				}
+				j := queryJob(t, src, job.State{Backend: backend}, dir, extra...) // one data dir: the WAL rebuilds the open windows
+				errc := make(chan error, 1)
+				go func() { errc <- j.Run(ctx) }()
+				eventually(t, fmt.Sprintf("round %d (parallelism %d) restored", round, par), func() error { return m.check(ctx, j, users) })
+				for range 100 {
+					p := Purchase{User: users[rng.IntN(len(users))], Amount: rng.Int64N(100), TS: time.UnixMilli(rng.Int64N(3_600_000))}
+					if err := src.Push(ctx, p); err != nil {
+						t.Fatal(err)
+					}
+					m.add(p)
+				}
+				eventually(t, fmt.Sprintf("round %d (parallelism %d)", round, par), func() error { return m.check(ctx, j, users) })
+				if err := j.Savepoint(ctx, fmt.Sprintf("sp-%d", round)); err != nil {
+					t.Fatal(err)
+				}
+				cancel()
+				<-errc
+			}
 		})
 	}
 }
