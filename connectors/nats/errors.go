@@ -1,0 +1,13 @@
+package nats
+
+import "errors"
+
+// EXTERNAL: errors callers branch on.
+
+// ErrClosed is returned by Connect, Write and WriteAsync after Close.
+var ErrClosed = errors.New("nats: closed")
+
+// INTERNAL
+
+// errNotConnected is returned by Read and Write before Connect.
+var errNotConnected = errors.New("nats: not connected (Connect first)")
