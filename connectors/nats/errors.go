@@ -4,7 +4,8 @@ import "errors"
 
 // EXTERNAL: errors callers branch on.
 
-// ErrClosed is returned by Connect, Write and WriteAsync after Close.
+// ErrClosed is returned by Connect, Read, Write and WriteAsync after
+// Close.
 var ErrClosed = errors.New("nats: closed")
 
 // INTERNAL

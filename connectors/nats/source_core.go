@@ -147,6 +147,12 @@ func (s *coreSource) Read(ctx context.Context) (connectors.Batch, error) {
 		return connectors.Batch{}, s.failed
 	}
 	if !s.connected {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return connectors.Batch{}, ErrClosed
+		}
 		return connectors.Batch{}, errNotConnected
 	}
 	if !s.subscribes {

@@ -308,6 +308,12 @@ func (s *jsSource) consumeError(p *jsPart) jetstream.ConsumeErrHandlerFunc {
 // of the messages before it).
 func (s *jsSource) Read(ctx context.Context) (connectors.Batch, error) {
 	if !s.connected {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return connectors.Batch{}, ErrClosed
+		}
 		return connectors.Batch{}, errNotConnected
 	}
 	for {
