@@ -81,7 +81,7 @@ func dial(ctx context.Context, url string, auth *Auth, tc *TLS, name string, lg 
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("nats: connecting to %s: %w%s", redact(url), r.err, hint(r.err))
+			return nil, fmt.Errorf("nats: connecting to %s: %w%s", redact(url), r.err, hint(r.err, tc != nil && tc.CA != ""))
 		}
 		return r.nc, nil
 	case <-ctx.Done():
@@ -94,8 +94,9 @@ func dial(ctx context.Context, url string, auth *Auth, tc *TLS, name string, lg 
 	}
 }
 
-// hint says what to check for the errors of a failed connect.
-func hint(err error) string {
+// hint says what to check for the errors of a failed connect; withCA:
+// the tls block names a CA.
+func hint(err error, withCA bool) string {
 	switch {
 	case errors.Is(err, natsgo.ErrAuthorization), errors.Is(err, natsgo.ErrAuthExpired):
 		return " (check the auth block: the server refused the credentials)"
@@ -108,7 +109,10 @@ func hint(err error) string {
 	}
 	var ce *tls.CertificateVerificationError
 	if errors.As(err, &ce) {
-		return " (the server's certificate is not signed by the CA in tls.ca, or by the system's roots without one)"
+		if withCA {
+			return " (the server's certificate is not signed by the CA in tls.ca)"
+		}
+		return " (the server's certificate is not signed by a CA the system trusts: name its CA in tls.ca)"
 	}
 	return ""
 }
