@@ -71,7 +71,7 @@ func dial(ctx context.Context, url string, auth *Auth, tc *TLS, name string, lg 
 		nc  *natsgo.Conn
 		err error
 	}
-	// nats.Connect takes no ctx: it runs beside the wait for ctx, and a
+	// The client's Connect takes no ctx: it runs beside the wait for ctx, and a
 	// connection that comes after ctx ended is closed.
 	ch := make(chan result, 1)
 	go func() {
