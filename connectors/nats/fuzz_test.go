@@ -3,6 +3,7 @@ package nats
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -126,6 +127,53 @@ func FuzzMsgIDDistinct(f *testing.F) {
 		defer col.Release()
 		if bytes.IndexByte(appendIDPart(nil, col, 0), ':') >= 0 {
 			t.Fatalf("the ID part of %q holds ':'", a)
+		}
+	})
+}
+
+// FuzzParseAckReply checks the source's parser of JetStream reply
+// subjects (bytes from the server) against a plain model of nats.go's
+// rules: split on '.', 9 tokens or at least 11, "$JS.ACK." first.
+func FuzzParseAckReply(f *testing.F) {
+	for _, s := range []string{
+		"$JS.ACK.S.c.1.42.7.1700000000000000000.3",
+		"$JS.ACK._.HASH.S.c.2.42.7.1700000000000000000.3.tok",
+		"$JS.ACK.dom.HASH.S.c.2.42.7.1700000000000000000.3",
+		"$JS.ACK.S.c.1.4x.7.1.3", "$JS.ACK.S.c.1", "$JS.ACK.a.b.c.d.e.f.g.h.i.j", "_INBOX.x", "",
+		"$JS.ACK.S.c.1.18446744073709551615.7.1.3",
+	} {
+		f.Add(s)
+	}
+	num := func(s string) uint64 {
+		if s == "" {
+			return 0
+		}
+		var n uint64
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				return 0
+			}
+			n = n*10 + uint64(c-'0')
+		}
+		return n
+	}
+	f.Fuzz(func(t *testing.T, reply string) {
+		got, ok := parseAckReply(reply)
+		toks := strings.Split(reply, ".")
+		wantOK := len(toks) >= 2 && toks[0] == "$JS" && toks[1] == "ACK" && (len(toks) == 9 || len(toks) >= 11)
+		if ok != wantOK {
+			t.Fatalf("%q: ok %v, want %v", reply, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		base := 2
+		if len(toks) >= 11 {
+			base = 4
+		}
+		want := ackInfo{streamSeq: num(toks[base+3]), tsNanos: num(toks[base+5]), pending: num(toks[base+6])}
+		if got != want {
+			t.Fatalf("%q: %+v, want %+v", reply, got, want)
 		}
 	})
 }

@@ -362,18 +362,18 @@ func (s *jsSource) Read(ctx context.Context) (connectors.Batch, error) {
 // redeliveries.
 func (s *jsSource) add(it jsItem) {
 	p := it.p
-	meta, err := it.msg.Metadata()
-	if err != nil {
-		s.failed = fmt.Errorf("nats: a message of consumer %q without JetStream metadata: %w", p.consumer, err)
+	meta, ok := parseAckReply(it.msg.Reply())
+	if !ok {
+		s.failed = fmt.Errorf("nats: a message of consumer %q without JetStream metadata (reply subject %q)", p.consumer, it.msg.Reply())
 		return
 	}
-	seq := meta.Sequence.Stream
+	seq := meta.streamSeq
 	if seq < p.next {
 		p.skipped.Add(1) // in flight since its first delivery
 		return
 	}
-	p.pending.Store(int64(meta.NumPending))
-	if err := p.b.add(it.msg.Data(), s.info.OperatorID, p.idx, int64(seq), it.msg.Subject(), meta.Timestamp.UnixMilli()); err != nil {
+	p.pending.Store(int64(meta.pending))
+	if err := p.b.add(it.msg.Data(), s.info.OperatorID, p.idx, int64(seq), it.msg.Subject(), int64(meta.tsNanos/1e6)); err != nil {
 		s.failed = decodeError(fmt.Sprintf("stream %q subject %q sequence %d", s.in.cfg.Mode.Stream, it.msg.Subject(), seq), err)
 		s.flush(p)
 		return
