@@ -56,43 +56,71 @@ func serverBinary(t testing.TB) string {
 // STORE are replaced by a free port and a directory) until the end of the
 // test, and returns the port once it accepts connections.
 func startServer(t *testing.T, conf string) int {
+	return newServer(t, conf).port
+}
+
+// server is a nats-server a test runs, which it may kill and start again
+// on the same port and store.
+type server struct {
+	t    *testing.T
+	bin  string
+	path string // the config file
+	port int
+	cmd  *exec.Cmd
+	log  *strings.Builder
+}
+
+func newServer(t *testing.T, conf string) *server {
 	t.Helper()
-	bin := serverBinary(t)
+	s := &server{t: t, bin: serverBinary(t)}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
+	s.port = l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	dir := t.TempDir()
-	conf = strings.ReplaceAll(conf, "PORT", fmt.Sprint(port))
+	conf = strings.ReplaceAll(conf, "PORT", fmt.Sprint(s.port))
 	conf = strings.ReplaceAll(conf, "STORE", filepath.Join(dir, "js"))
-	path := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+	s.path = filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(s.path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-c", path)
-	var log strings.Builder
-	cmd.Stderr = &log
-	cmd.Stdout = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+// start runs the server and waits until it accepts connections.
+func (s *server) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, "-c", s.path)
+	s.log = &strings.Builder{}
+	s.cmd.Stderr = s.log
+	s.cmd.Stdout = s.log
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port))
 		if err == nil {
 			c.Close()
-			return port
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nats-server did not listen on %d in 15 s: %s", port, log.String())
+			s.t.Fatalf("nats-server did not listen on %d in 15 s: %s", s.port, s.log.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill ends the server with SIGKILL.
+func (s *server) kill() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
 	}
 }
 
