@@ -28,7 +28,9 @@
 // With a queue group every subtask subscribes, and the server gives each
 // message to one member; without one only subtask 0 subscribes. The
 // source cannot read again (connectors.Unrewindable): with a durability
-// block, what it read is in the write-ahead log and survives a crash.
+// block, the runtime keeps what it read in the write-ahead log until a
+// checkpoint holds it, and replays it from there after a crash (package
+// connectors, "Sources that cannot read again").
 //
 // # Input: JetStream (mode type jet_stream), exact positions
 //

@@ -346,9 +346,9 @@ func bytesAt(col arrow.Array, i int) []byte {
 	return nil
 }
 
-// Close flushes and closes the connection. Safe without Connect and more
-// than once.
-func (s *sink) Close(context.Context) error {
+// Close flushes and closes the connection; ctx (and RequestTimeout)
+// bound the flush. Safe without Connect and more than once.
+func (s *sink) Close(ctx context.Context) error {
 	if s.closed {
 		return nil
 	}
@@ -357,7 +357,9 @@ func (s *sink) Close(context.Context) error {
 	if s.nc == nil {
 		return nil
 	}
-	err := s.nc.FlushTimeout(RequestTimeout)
+	fctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	err := s.nc.FlushWithContext(fctx)
+	cancel()
 	s.nc.Close()
 	s.nc = nil
 	if err != nil && !errors.Is(err, natsgo.ErrConnectionClosed) {

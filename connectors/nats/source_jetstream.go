@@ -190,7 +190,7 @@ func (s *jsSource) Connect(ctx context.Context) error {
 	s.nc = nc
 	s.mu.Unlock()
 	if err := s.start(ctx, nc); err != nil {
-		s.stopConsumers()
+		s.stopConsumers(context.Background())
 		return err
 	}
 	return nil
@@ -428,8 +428,8 @@ func (s *jsSource) ackFunc(b jsBatch) func(error) {
 }
 
 // stopConsumers stops pulling and closes the connection, after sending
-// the acknowledgements made so far.
-func (s *jsSource) stopConsumers() {
+// the acknowledgements made so far (a flush ctx and RequestTimeout bound).
+func (s *jsSource) stopConsumers(ctx context.Context) {
 	s.mu.Lock()
 	nc := s.nc
 	s.nc = nil
@@ -441,15 +441,17 @@ func (s *jsSource) stopConsumers() {
 		}
 	}
 	if nc != nil {
-		_ = nc.FlushTimeout(RequestTimeout)
+		fctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		_ = nc.FlushWithContext(fctx)
+		cancel()
 		nc.Close()
 	}
 }
 
 // Close stops the consumers (which stay on the server, with their ack
-// floors) and closes the connection. Safe without Connect and more than
-// once.
-func (s *jsSource) Close(context.Context) error {
+// floors) and closes the connection; ctx bounds sending the last
+// acknowledgements. Safe without Connect and more than once.
+func (s *jsSource) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -458,7 +460,7 @@ func (s *jsSource) Close(context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	close(s.stop)
-	s.stopConsumers()
+	s.stopConsumers(ctx)
 	for _, b := range s.ready {
 		b.rec.Release()
 	}
