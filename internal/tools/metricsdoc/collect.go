@@ -26,6 +26,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
@@ -212,34 +213,75 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 	return jobs, nil
 }
 
-// connectorFamilies lists the families a job with a Kafka source and
-// sink describes beyond the job's own (jobFams), typed as the connector
-// declares them. The job is built, not run: it needs no broker.
+// connectorFamilies lists the families jobs with a Kafka source and
+// sink, a NATS JetStream source and sink and a core NATS source and sink
+// describe beyond the job's own (jobFams), typed as the connectors declare
+// them. The jobs are built, not run: they need no broker or server.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	brokers := []string{"127.0.0.1:9"}
-	j, err := arkflow.NewJob("doc-kafka").
-		Source("in", kafka.SourceConfig{Brokers: brokers, Topics: []string{"in"}, ConsumerGroup: "doc",
-			Schema: connectors.Schema{{Name: "n", Type: "int64"}}}).
-		Sink("out", kafka.SinkConfig{Brokers: brokers, Topic: "out"}).
-		Build(arkflow.WithDataDir(filepath.Join(dir, "kafka")))
-	if err != nil {
-		return nil, err
+	schema := connectors.Schema{{Name: "n", Type: "int64"}}
+	const url = "nats://127.0.0.1:9"
+	builders := map[string]*arkflow.Builder{
+		"kafka": arkflow.NewJob("doc-kafka").
+			Source("in", kafka.SourceConfig{Brokers: brokers, Topics: []string{"in"}, ConsumerGroup: "doc", Schema: schema}).
+			Sink("out", kafka.SinkConfig{Brokers: brokers, Topic: "out"}),
+		"nats-js": arkflow.NewJob("doc-nats-js").
+			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeJetStream, Stream: "IN", ConsumerName: "doc"}, Schema: schema}).
+			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeJetStream, Subject: "out"}}),
+		"nats-core": arkflow.NewJob("doc-nats-core").
+			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeRegular, Subject: "in"}, Schema: schema}).
+			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeRegular, Subject: "out"}}),
 	}
-	fams, err := describe(j.Collector())
-	if err != nil {
-		return nil, err
+	var fams []family
+	for name, b := range builders {
+		j, err := b.Build(arkflow.WithDataDir(filepath.Join(dir, name)))
+		if err != nil {
+			return nil, err
+		}
+		fs, err := describe(j.Collector())
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			if !named(fams, f.Name) && !named(jobFams, f.Name) {
+				fams = append(fams, f)
+			}
+		}
 	}
 	declared := map[string]string{}
-	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies()) {
+	natsFams, err := natsFamilies()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
 		}
 		declared["arkflow_"+f.Name] = kind
 	}
-	fams = slices.DeleteFunc(fams, func(f family) bool { return named(jobFams, f.Name) })
 	slices.SortFunc(fams, func(a, b family) int { return strings.Compare(a.Name, b.Name) })
 	return typed(fams, nil, declared)
+}
+
+// natsFamilies returns the families the NATS inputs and outputs declare
+// (their types are the package's own: built through the registry).
+func natsFamilies() ([]connectors.MetricFamily, error) {
+	var out []connectors.MetricFamily
+	in, _ := connectors.LookupInput(nats.Type)
+	outp, _ := connectors.LookupOutput(nats.Type)
+	for _, mode := range []string{`{"type":"jet_stream","stream":"S","consumer_name":"c"}`, `{"type":"regular","subject":"s"}`} {
+		i, err := in(connectors.BuildContext{Config: []byte(`{"url":"nats://127.0.0.1:9","mode":` + mode + `}`)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, i.(connectors.MetricFamilies).MetricFamilies()...)
+	}
+	o, err := outp(connectors.BuildContext{Config: []byte(`{"url":"nats://127.0.0.1:9","mode":{"type":"jet_stream","subject":"s"},"msg_id_fields":["n"]}`)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, o.(connectors.MetricFamilies).MetricFamilies()...), nil
 }
 
 // fleetFamilies runs a Hub and one Agent in this process, has the Agent

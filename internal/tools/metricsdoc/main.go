@@ -7,10 +7,10 @@
 // Nothing in METRICS.md is written by hand but its prose: the families come
 // from the real collectors. The command builds and runs small jobs (a
 // write-ahead log, event time, a keyed window, checkpoints, bounded
-// generate and file sources, a Kafka source and sink that are built but
-// not run) and an in-process Hub with one Agent that runs a job and takes
-// a checkpoint, registers each collector in a registry, and reads what
-// Describe announces and Gather returns.
+// generate and file sources, Kafka and NATS sources and sinks that are
+// built but not run) and an in-process Hub with one Agent that runs a job
+// and takes a checkpoint, registers each collector in a registry, and
+// reads what Describe announces and Gather returns.
 //
 // # Usage
 //
