@@ -127,7 +127,9 @@ start_redis() {
 }
 start_mosquitto() {
   mqtt_port=$(free_port)
-  printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n' "$mqtt_port" >"$work/mosquitto.conf"
+  # max_queued_messages 0: no limit (by default a disconnected persistent
+  # session gets only 1,000 QoS 1 messages queued, the rest dropped).
+  printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nlog_dest stderr\n' "$mqtt_port" >"$work/mosquitto.conf"
   "$mosquitto" -c "$work/mosquitto.conf" >"$work/mosquitto.log" 2>&1 &
   mqtt_pid=$!
   pids+=($mqtt_pid)
