@@ -121,8 +121,10 @@ type SourceConfig struct {
 	// Database is ArkFlow's input_type block: which database. Required.
 	Database DB `json:"input_type"`
 	// SelectSQL is the query, in the database's own dialect, with the
-	// placeholders :last (the last tracking value read), :limit (the
-	// batch size) and, with several partitions, :partition; it must
+	// placeholders :last (the last tracking value read), :limit
+	// (batch_size + 1: one row more than a batch, to see whether a run
+	// of equal tracking values goes on after it) and, with several
+	// partitions, :partition; it must
 	// return the rows after :last in tracking order, e.g.
 	// SELECT id, name FROM t WHERE id > :last ORDER BY id LIMIT :limit.
 	// Set it or TableName, not both.

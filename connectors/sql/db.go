@@ -20,8 +20,9 @@ type conn interface {
 	// columns returns the columns of a table (quoted as quoteTable does
 	// it), in order; none when the table does not exist.
 	columns(ctx context.Context, table string) ([]column, error)
-	// prepare parses a statement, to find its mistakes before any row.
-	prepare(ctx context.Context, stmt string) error
+	// prepare checks a statement of the given number of parameters, to
+	// find its mistakes before any row.
+	prepare(ctx context.Context, stmt string, params int) error
 	// execBatch runs stmt once per row, all in one transaction, which is
 	// committed only when every row went in. On an error it returns the
 	// index of the row at fault, or -1 when no row is (the transaction

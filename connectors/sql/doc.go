@@ -63,8 +63,8 @@
 // The input polls a query for the rows whose tracking column is above the
 // last value read, in tracking order, at most batch_size at a time; when a
 // round finds nothing it waits poll_interval_ms. select_sql is the query
-// in the database's own dialect with the placeholders :last, :limit and
-// (with several partitions) :partition, e.g.
+// in the database's own dialect with the placeholders :last, :limit
+// (batch_size + 1) and (with several partitions) :partition, e.g.
 //
 //	SELECT id, user, ts FROM events WHERE id > :last ORDER BY id LIMIT :limit
 //

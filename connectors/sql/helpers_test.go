@@ -246,3 +246,7 @@ func schemaOf(fields ...any) *arrow.Schema {
 	}
 	return arrow.NewSchema(fs, nil)
 }
+
+func connectorsInfo() connectors.TaskInfo {
+	return connectors.TaskInfo{JobID: "test", OperatorID: "out", Parallelism: 1}
+}

@@ -86,8 +86,11 @@ func pgKind(typname, category string) kind {
 	return kindOther
 }
 
-func (p *pgConn) prepare(ctx context.Context, stmt string) error {
-	_, err := p.c.Prepare(ctx, "", stmt)
+// prepare plans the statement with EXPLAIN (which runs nothing), with
+// every parameter NULL: PostgreSQL finds an UPSERT's unique index when it
+// plans, not when it parses.
+func (p *pgConn) prepare(ctx context.Context, stmt string, params int) error {
+	_, err := p.c.Exec(ctx, "EXPLAIN "+stmt, make([]any, params)...)
 	return err
 }
 
@@ -118,15 +121,25 @@ func (p *pgConn) query(ctx context.Context, q string, args []any, cols func([]st
 		return err
 	}
 	defer rows.Close()
-	fds := rows.FieldDescriptions()
-	names := make([]string, len(fds))
-	for i, fd := range fds {
-		names[i] = fd.Name
-	}
-	if err := cols(names); err != nil {
-		return err
+	// The columns are checked before the first row, or after the last
+	// when there is none and no error: a query that failed (pgx reports
+	// it at Next) has no columns to check.
+	checked := false
+	check := func() error {
+		checked = true
+		fds := rows.FieldDescriptions()
+		names := make([]string, len(fds))
+		for i, fd := range fds {
+			names[i] = fd.Name
+		}
+		return cols(names)
 	}
 	for rows.Next() {
+		if !checked {
+			if err := check(); err != nil {
+				return err
+			}
+		}
 		vals, err := rows.Values()
 		if err != nil {
 			return err
@@ -135,7 +148,10 @@ func (p *pgConn) query(ctx context.Context, q string, args []any, cols func([]st
 			return err
 		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil || checked {
+		return err
+	}
+	return check()
 }
 
 func (p *pgConn) broken() bool { return p.c.IsClosed() }

@@ -161,7 +161,7 @@ func (s *Sink) bind(ctx context.Context, c conn, schema *arrow.Schema) (*binding
 		return nil, fmt.Errorf("sql: the rows do not fit table %s: %w", table, errors.Join(problems...))
 	}
 	b.stmt = insertSQL(cfg.Database.Type, cfg.TableName, b.names, cfg.Keys)
-	if err := c.prepare(ctx, b.stmt); err != nil {
+	if err := c.prepare(ctx, b.stmt, len(b.names)); err != nil {
 		if isNoConflictTarget(err) {
 			return nil, fmt.Errorf("sql: keys (%s) are not the primary key or a unique index of table %s: an upsert needs one (e.g. CREATE UNIQUE INDEX ON %s (%s)): %w",
 				strings.Join(cfg.Keys, ", "), table, table, strings.Join(quoted(cfg.Keys), ", "), err)

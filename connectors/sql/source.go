@@ -303,7 +303,7 @@ func (s *Source) poll(ctx context.Context, part int32) (connectors.Batch, bool, 
 	var pg *page
 	err := s.r.do(ctx, func(cn conn) error {
 		pg = &page{}
-		return cn.query(ctx, s.in.query, s.args(c, part, s.in.cfg.BatchSize), s.checkColumns, func(vals []any) error {
+		return cn.query(ctx, s.in.query, s.args(c, part, s.in.cfg.BatchSize+1), s.checkColumns, func(vals []any) error {
 			return s.collect(pg, c, part, vals)
 		})
 	})
@@ -389,24 +389,29 @@ func (s *Source) rowError(part int32, i int, col, trackValue string, err error) 
 	return fmt.Errorf("sql: partition %d: %s: column %q: %w (nothing of the batch was delivered)", part, row, col, err)
 }
 
-// complete returns how many of the page's rows make the batch. A full
-// page may end inside a run of rows sharing one tracking value, whose
-// rest the next page would skip (it asks for rows after that value):
-// those rows are left for the next page. A full page of one value could
-// never move on, and is an error.
+// complete returns how many of the page's rows make the batch. The query
+// asks for one row more than a batch (:limit is batch_size + 1), to see
+// whether the run of rows sharing the last tracking value of a full batch
+// goes on after it: then the batch ends before that run, which the next
+// query reads whole (it asks for rows after the batch's last value, and
+// would skip the run's rest). A batch_size run that goes on could never
+// move on, and is an error.
 func (s *Source) complete(pg *page, part int32) (int, error) {
-	n := len(pg.offs)
-	if n < s.in.cfg.BatchSize || n == 0 {
+	n, size := len(pg.offs), s.in.cfg.BatchSize
+	if n <= size {
 		return n, nil
 	}
-	last := pg.offs[n-1]
-	k := n
+	last := pg.offs[size-1]
+	if pg.offs[size] != last {
+		return size, nil
+	}
+	k := size
 	for k > 0 && pg.offs[k-1] == last {
 		k--
 	}
 	if k == 0 {
-		return 0, fmt.Errorf("sql: partition %d: all %d rows of a query share %s = %d: raise batch_size above the number of rows that share a tracking value",
-			part, n, s.in.cfg.TrackingColumn, last)
+		return 0, fmt.Errorf("sql: partition %d: more than batch_size (%d) rows share %s = %d: raise batch_size above the number of rows that share a tracking value",
+			part, size, s.in.cfg.TrackingColumn, last)
 	}
 	return k, nil
 }

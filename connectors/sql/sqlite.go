@@ -95,7 +95,9 @@ func (s *sqliteConn) stmt(ctx context.Context, q string) (*dbsql.Stmt, error) {
 	return st, nil
 }
 
-func (s *sqliteConn) prepare(ctx context.Context, q string) error {
+// prepare compiles the statement, which in SQLite includes finding an
+// UPSERT's unique index.
+func (s *sqliteConn) prepare(ctx context.Context, q string, _ int) error {
 	_, err := s.stmt(ctx, q)
 	return err
 }
