@@ -330,7 +330,9 @@ func TestRetriesSerializationFailures(t *testing.T) {
 	pgExec(t, dsn, "CREATE SEQUENCE "+seq,
 		"CREATE FUNCTION "+fn+"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF nextval('"+seq+"') <= 2 THEN RAISE EXCEPTION 'injected' USING ERRCODE = 'serialization_failure'; END IF; RETURN NEW; END $$",
 		"CREATE TRIGGER fail BEFORE INSERT ON "+table+" FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
-	t.Cleanup(func() { pgExec(t, dsn, "DROP TABLE IF EXISTS "+table, "DROP FUNCTION IF EXISTS "+fn, "DROP SEQUENCE IF EXISTS "+seq) })
+	t.Cleanup(func() {
+		pgExec(t, dsn, "DROP TABLE IF EXISTS "+table, "DROP FUNCTION IF EXISTS "+fn, "DROP SEQUENCE IF EXISTS "+seq)
+	})
 	schema := schemaOf("id", arrow.PrimitiveTypes.Int64)
 	cfg := SinkConfig{Database: DB{Type: Postgres, URI: dsn}, TableName: table}
 	s := connectSink(t, must[*Output](t)(NewOutput(cfg, schema)))
