@@ -39,7 +39,7 @@
 // committed, and a restart writes again what came after the last
 // checkpoint. Upserts make that effectively-once: a window's results
 // upserted on (key, window_start) are the same rows however often the job
-// was killed, which cmd/arkflow's TestSQLUpsertWindowsSurviveSIGKILL
+// was killed, which cmd/arkflow's TestSQLUpsertSurvivesSIGKILL
 // proves against PostgreSQL.
 //
 // Values: integers and floats go into numeric columns, strings into text

@@ -184,8 +184,20 @@ func (s *Source) Connect(ctx context.Context) error {
 		return s.queryError(err)
 	}
 	s.connected = true
+	for _, p := range s.assigned {
+		if c := s.cursors[p]; c.started {
+			s.r.log.Info(ResumeMessage, "partition", p, "position", c.last+1)
+		} else {
+			s.r.log.Info(ResumeMessage, "partition", p, "position", "start")
+		}
+	}
 	return nil
 }
+
+// ResumeMessage is the message of the line a source logs at Connect for
+// each of its partitions, with partition and position: the tracking value
+// it reads from (rows at or after it), or "start".
+const ResumeMessage = "sql: source reads partition"
 
 func (s *Source) queryError(err error) error {
 	if s.in.cfg.TableName != "" {
