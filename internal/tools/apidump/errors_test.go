@@ -11,6 +11,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -34,6 +35,7 @@ var sentinels = map[string]error{
 	"kafka.ErrClosed":           kafka.ErrClosed,
 	"push.ErrStopped":           push.ErrStopped,
 	"push.ErrClosed":            push.ErrClosed,
+	"sql.ErrClosed":             sqlconn.ErrClosed,
 	"wal.ErrCorrupt":            wal.ErrCorrupt,
 }
 
