@@ -98,7 +98,7 @@ func payments() *mem.Source {
 	}
 	src, err := mem.NewSourceFrom([]arrow.RecordBatch{
 		batch([]string{"ann", "bob", "ann"}, []int64{100, 300, 900}, []int64{5, 7, 1}),
-		batch([]string{"bob"}, []int64{1200}, []int64{3}),  // watermark 1200: [0,1s) fires
+		batch([]string{"bob"}, []int64{1200}, []int64{3}), // watermark 1200: [0,1s) fires
 		batch([]string{"ann"}, []int64{400}, []int64{10}), // late: updates ann's [0,1s)
 	})
 	if err != nil {
