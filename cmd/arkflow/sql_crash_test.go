@@ -232,7 +232,6 @@ func sqlCrashProof(t *testing.T, window bool) {
 		}
 	}
 	t.Logf("kill timings seeded with %d (ARKFLOW_SQL_CRASH_SEED=%d replays them); tables %s, %s; logs under %s", seed, seed, in, out, dir)
-	rng := rand.New(rand.NewPCG(seed, 11))
 
 	// A fifth of the input is there before the first run; the rest
 	// arrives while the runs are killed, one writer inserting in id order.
@@ -242,9 +241,24 @@ func sqlCrashProof(t *testing.T, window bool) {
 	}
 	inserted := make(chan error, 1)
 	go func() { inserted <- sqlInsert(ctx, dsn, in, upfront, sqlPerPart+sqlTail, sqlKills*time.Second) }()
+	restored := sqlKillLoop(t, rand.New(rand.NewPCG(seed, 11)), dsn, dir, out, len(want))
+	if err := <-inserted; err != nil {
+		t.Fatalf("inserting the input: %v", err)
+	}
+	sqlLastRun(t, dsn, dir, out, len(want))
+	if restored < sqlKills/2 {
+		t.Errorf("only %d of %d killed runs started from a checkpoint: the kills came too early to test restores", restored, sqlKills)
+	}
+	sqlCheckResults(t, dsn, out, want, sqlKills, window)
+}
 
-	killed, restored := 0, 0
-	for run := 1; killed < sqlKills; run++ {
+// sqlKillLoop starts `arkflow run` and SIGKILLs it at a random moment
+// 0.4–1.6 s later, sqlKills times, checking after each that the run
+// resumed where the checkpoint before it says. It returns how many runs
+// started from a checkpoint.
+func sqlKillLoop(t *testing.T, rng *rand.Rand, dsn, dir, out string, want int) (restored int) {
+	storeDir := filepath.Join(dir, "checkpoints")
+	for run := 1; run <= sqlKills; run++ {
 		positions := sqlCheckpointPositions(t, storeDir)
 		cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
 		var stderr sqlLog
@@ -261,20 +275,20 @@ func sqlCrashProof(t *testing.T, window bool) {
 		if !ok || !ws.Signaled() {
 			t.Fatalf("run %d ended before its kill (an SQL input runs until stopped): %v\n%s", run, err, sqlTailOf(log, 4000))
 		}
-		killed++
 		if positions != nil {
 			restored++
 		}
 		sqlCheckResume(t, run, log, positions)
 		n := len(pgRows(t, dsn, "SELECT 1 FROM "+out))
-		t.Logf("run %d killed; restored positions %v; %d of %d windows in the table", run, positions, n, len(want))
+		t.Logf("run %d killed; restored positions %v; %d of %d rows in the table", run, positions, n, want)
 	}
-	if err := <-inserted; err != nil {
-		t.Fatalf("inserting the input: %v", err)
-	}
+	return restored
+}
 
-	// The last run goes on until the table holds every window, then stops.
-	positions := sqlCheckpointPositions(t, storeDir)
+// sqlLastRun runs the job until the output table holds want rows, then
+// stops it with SIGTERM and checks that it stopped cleanly.
+func sqlLastRun(t *testing.T, dsn, dir, out string, want int) {
+	positions := sqlCheckpointPositions(t, filepath.Join(dir, "checkpoints"))
 	cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
 	var stderr sqlLog
 	cmd.Stderr = &stderr
@@ -286,7 +300,7 @@ func sqlCrashProof(t *testing.T, window bool) {
 	// It stops only once its sources connected (long after it handles
 	// SIGTERM): the table may be complete before it starts.
 	deadline := time.Now().Add(2 * time.Minute)
-	for (len(sqlResumeRE.FindAllString(stderr.String(), -1)) < sqlParts || len(pgRows(t, dsn, "SELECT 1 FROM "+out)) < len(want)) &&
+	for (len(sqlResumeRE.FindAllString(stderr.String(), -1)) < sqlParts || len(pgRows(t, dsn, "SELECT 1 FROM "+out)) < want) &&
 		time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
@@ -295,16 +309,12 @@ func sqlCrashProof(t *testing.T, window bool) {
 		}
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	err = <-exited
+	err := <-exited
 	_ = os.WriteFile(filepath.Join(dir, "run-last.log"), []byte(stderr.String()), 0o644)
 	if err != nil {
 		t.Fatalf("the last run did not stop cleanly: %v\n%s", err, sqlTailOf(stderr.String(), 4000))
 	}
-	sqlCheckResume(t, killed+1, stderr.String(), positions)
-	if restored < sqlKills/2 {
-		t.Errorf("only %d of %d killed runs started from a checkpoint: the kills came too early to test restores", restored, sqlKills)
-	}
-	sqlCheckResults(t, dsn, out, want, killed, window)
+	sqlCheckResume(t, sqlKills+1, stderr.String(), positions)
 }
 
 // sqlSetup creates the input table, the output table and the log of every
@@ -401,10 +411,9 @@ func sqlCheckResume(t *testing.T, run int, log string, restored map[int32]int64)
 		p, _ := strconv.Atoi(m[1])
 		got[int32(p)] = m[2]
 	}
-	if len(got) == 0 {
-		return // killed before its source connected
-	}
-	for p := int32(0); p < sqlParts; p++ {
+	// A run killed before a source subtask connected logged nothing of
+	// its partitions.
+	for p := range got {
 		pos, ok := restored[p]
 		want := "start"
 		if ok {

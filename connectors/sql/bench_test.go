@@ -28,40 +28,11 @@ import (
 //	ARKFLOW_TEST_SERVERS_ONLY=1 bash .ci/test.sh go test -run '^$' -bench BenchmarkUpsert -benchtime 10x -count 5 ./connectors/sql/
 func BenchmarkUpsert(b *testing.B) {
 	dsn := pgDSN(b)
-	const batches, rows = 10, 1000
 	schema := schemaOf("user", arrow.BinaryTypes.String, "window_start", ms, "n", arrow.PrimitiveTypes.Int64, "total", arrow.PrimitiveTypes.Int64)
-	base := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
-	type result struct {
-		user  string
-		start time.Time
-		n     int64
-		total int64
-	}
-	// Iteration it writes window starts base + (it·batches·rows + i) s.
-	value := func(it, i int) result {
-		k := it*batches*rows + i
-		return result{fmt.Sprintf("user-%d", k%997), base.Add(time.Duration(k) * time.Second), int64(k % 50), int64(k * 7)}
-	}
 	ddl := `"user" text, window_start timestamptz, n bigint, total bigint, PRIMARY KEY ("user", window_start)`
 	engineTable, bareTable := pgTable(b, dsn, ddl), pgTable(b, dsn, ddl)
 	pgExec(b, dsn, "TRUNCATE "+engineTable, "TRUNCATE "+bareTable)
-
-	// The engine's input: Arrow records.
-	recs := make([][]arrow.RecordBatch, b.N)
-	for it := range recs {
-		for k := 0; k < batches; k++ {
-			rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-			for i := k * rows; i < (k+1)*rows; i++ {
-				r := value(it, i)
-				rb.Field(0).(*array.StringBuilder).Append(r.user)
-				rb.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(r.start.UnixMilli()))
-				rb.Field(2).(*array.Int64Builder).Append(r.n)
-				rb.Field(3).(*array.Int64Builder).Append(r.total)
-			}
-			recs[it] = append(recs[it], rb.NewRecordBatch())
-			rb.Release()
-		}
-	}
+	recs := benchRecords(schema, b.N)
 	defer func() {
 		for _, rs := range recs {
 			for _, r := range rs {
@@ -69,17 +40,7 @@ func BenchmarkUpsert(b *testing.B) {
 			}
 		}
 	}()
-	// The baseline's input: Go structs.
-	data := make([][][]result, b.N)
-	for it := range data {
-		for k := 0; k < batches; k++ {
-			var batch []result
-			for i := k * rows; i < (k+1)*rows; i++ {
-				batch = append(batch, value(it, i))
-			}
-			data[it] = append(data[it], batch)
-		}
-	}
+	data := benchStructs(b.N)
 	ctx := context.Background()
 	s := connectSink(b, must[*Output](b)(NewOutput(SinkConfig{Database: DB{Type: Postgres, URI: dsn}, TableName: engineTable,
 		Mode: ModeUpsert, Keys: []string{"user", "window_start"}}, schema)))
@@ -132,20 +93,80 @@ func BenchmarkUpsert(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	n := float64(b.N * batches * rows)
+	n := float64(b.N * benchBatches * benchRows)
 	b.ReportMetric(n/tEngine.Seconds(), "sink-rows/s")
 	b.ReportMetric(n/tBare.Seconds(), "pgx-rows/s")
 	b.ReportMetric(tBare.Seconds()/tEngine.Seconds(), "ratio")
+	benchVerify(b, dsn, b.N, engineTable, bareTable)
+}
 
-	var wantN, wantTotal int64
-	for it := 0; it < b.N; it++ {
-		for i := 0; i < batches*rows; i++ {
-			r := value(it, i)
-			wantN, wantTotal = wantN+r.n, wantTotal+r.total
+// Every iteration writes benchBatches batches of benchRows rows.
+const benchBatches, benchRows = 10, 1000
+
+// benchRow is one window result.
+type benchRow struct {
+	user  string
+	start time.Time
+	n     int64
+	total int64
+}
+
+// benchValue is row i of iteration it: window starts 1 s apart, all
+// different.
+func benchValue(it, i int) benchRow {
+	k := it*benchBatches*benchRows + i
+	return benchRow{fmt.Sprintf("user-%d", k%997), time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).Add(time.Duration(k) * time.Second),
+		int64(k % 50), int64(k * 7)}
+}
+
+// benchRecords is the sink's input: per iteration, its batches as Arrow
+// records.
+func benchRecords(schema *arrow.Schema, iterations int) [][]arrow.RecordBatch {
+	recs := make([][]arrow.RecordBatch, iterations)
+	for it := range recs {
+		for k := 0; k < benchBatches; k++ {
+			rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+			for i := k * benchRows; i < (k+1)*benchRows; i++ {
+				r := benchValue(it, i)
+				rb.Field(0).(*array.StringBuilder).Append(r.user)
+				rb.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(r.start.UnixMilli()))
+				rb.Field(2).(*array.Int64Builder).Append(r.n)
+				rb.Field(3).(*array.Int64Builder).Append(r.total)
+			}
+			recs[it] = append(recs[it], rb.NewRecordBatch())
+			rb.Release()
 		}
 	}
-	want := fmt.Sprint(int64(b.N*batches*rows), " ", wantN, " ", wantTotal)
-	for _, table := range []string{engineTable, bareTable} {
+	return recs
+}
+
+// benchStructs is the baseline's input: the same rows as Go structs.
+func benchStructs(iterations int) [][][]benchRow {
+	data := make([][][]benchRow, iterations)
+	for it := range data {
+		for k := 0; k < benchBatches; k++ {
+			var batch []benchRow
+			for i := k * benchRows; i < (k+1)*benchRows; i++ {
+				batch = append(batch, benchValue(it, i))
+			}
+			data[it] = append(data[it], batch)
+		}
+	}
+	return data
+}
+
+// benchVerify checks that each table holds every row of the iterations:
+// their count and the sums of n and total.
+func benchVerify(b *testing.B, dsn string, iterations int, tables ...string) {
+	var n, total int64
+	for it := 0; it < iterations; it++ {
+		for i := 0; i < benchBatches*benchRows; i++ {
+			r := benchValue(it, i)
+			n, total = n+r.n, total+r.total
+		}
+	}
+	want := fmt.Sprint(int64(iterations*benchBatches*benchRows), " ", n, " ", total)
+	for _, table := range tables {
 		got := pgQuery(b, dsn, `SELECT count(*), sum(n)::bigint, sum(total)::bigint FROM `+table)[0]
 		if fmt.Sprint(got[0], " ", got[1], " ", got[2]) != want {
 			b.Fatalf("%s holds count, sum(n), sum(total) = %v, want %s", table, got, want)
