@@ -227,14 +227,6 @@ func TestConnectChecksTheTable(t *testing.T) {
 		{"no table", "", func(string) SinkConfig { return SinkConfig{TableName: "no_such_table"} },
 			[]string{`table "no_such_table" does not exist (table_name is case-sensitive`}},
 	}
-	t.Run("sqlite keys without an index", func(t *testing.T) {
-		path := sqliteDB(t, "CREATE TABLE t (id INTEGER, name TEXT, score REAL)")
-		s, _ := must[*Output](t)(NewOutput(SinkConfig{Database: DB{Type: SQLite, Path: path}, TableName: "t", Mode: ModeUpsert, Keys: []string{"id"}}, schema)).NewSink(connectorsInfo())
-		defer s.Close(context.Background())
-		if err := s.Connect(context.Background()); err == nil || !strings.Contains(err.Error(), "keys (id) are not the primary key or a unique index") {
-			t.Errorf("Connect: %v", err)
-		}
-	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			table := "unused"
@@ -264,6 +256,31 @@ func TestConnectChecksTheTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The same check on SQLite (no server needed).
+func TestConnectChecksTheTableSQLite(t *testing.T) {
+	schema := schemaOf("id", arrow.PrimitiveTypes.Int64, "name", arrow.BinaryTypes.String, "score", arrow.PrimitiveTypes.Float64)
+	t.Run("sqlite keys without an index", func(t *testing.T) {
+		path := sqliteDB(t, "CREATE TABLE t (id INTEGER, name TEXT, score REAL)")
+		s, _ := must[*Output](t)(NewOutput(SinkConfig{Database: DB{Type: SQLite, Path: path}, TableName: "t", Mode: ModeUpsert, Keys: []string{"id"}}, schema)).NewSink(connectorsInfo())
+		defer s.Close(context.Background())
+		if err := s.Connect(context.Background()); err == nil || !strings.Contains(err.Error(), "keys (id) are not the primary key or a unique index") {
+			t.Errorf("Connect: %v", err)
+		}
+	})
+	t.Run("sqlite wrong types", func(t *testing.T) {
+		path := sqliteDB(t, "CREATE TABLE t (id TEXT, name INTEGER, score)")
+		s, _ := must[*Output](t)(NewOutput(SinkConfig{Database: DB{Type: SQLite, Path: path}, TableName: "t"}, schema)).NewSink(connectorsInfo())
+		defer s.Close(context.Background())
+		err := s.Connect(context.Background())
+		for _, w := range []string{`column "id" of table "t" is TEXT (text), which does not take the rows' int64 values`,
+			`column "name" of table "t" is INTEGER (numeric), which does not take the rows' utf8 values`} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Connect: %v\nwant %q", err, w)
+			}
+		}
+	})
 }
 
 // A batch with a row the database refuses fails whole: its error names

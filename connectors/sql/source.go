@@ -313,16 +313,20 @@ type page struct {
 func (s *Source) poll(ctx context.Context, part int32) (connectors.Batch, bool, error) {
 	c := s.cursors[part]
 	var pg *page
+	var rowErr error // a row's problem, which names the row itself
 	err := s.r.do(ctx, func(cn conn) error {
 		pg = &page{}
 		return cn.query(ctx, s.in.query, s.args(c, part, s.in.cfg.BatchSize+1), s.checkColumns, func(vals []any) error {
-			return s.collect(pg, c, part, vals)
+			rowErr = s.collect(pg, c, part, vals)
+			return rowErr
 		})
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return connectors.Batch{}, false, ctx.Err()
-		}
+	switch {
+	case rowErr != nil:
+		return connectors.Batch{}, false, rowErr
+	case err != nil && ctx.Err() != nil:
+		return connectors.Batch{}, false, ctx.Err()
+	case err != nil:
 		return connectors.Batch{}, false, s.queryError(err)
 	}
 	n, err := s.complete(pg, part)

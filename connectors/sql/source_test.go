@@ -250,3 +250,19 @@ func TestSourceReconnects(t *testing.T) {
 		t.Errorf("metrics %+v", m)
 	}
 }
+
+// A row whose tracking value is NULL stops the source with an error
+// naming the tracking column and the row's place in the result.
+func TestNullTrackingValue(t *testing.T) {
+	path := sqliteDB(t, "CREATE TABLE t (id INTEGER, name TEXT)", "INSERT INTO t VALUES (NULL, 'a'), (2, 'b')")
+	in := must[*Input](t)(NewInput(SourceConfig{Database: DB{Type: SQLite, Path: path}, TrackingColumn: "id", Schema: idName,
+		SelectSQL: "SELECT id, name FROM t WHERE id > :last OR id IS NULL ORDER BY id LIMIT :limit"}))
+	src := newSource(t, in, nil)
+	_, err := src.Read(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `row 0 of the query's result: column "id": tracking column is NULL`) {
+		t.Fatalf("Read: %v", err)
+	}
+	if pos := src.Positions(); len(pos) != 0 {
+		t.Errorf("positions %v after the bad row, want none", pos)
+	}
+}
