@@ -92,4 +92,7 @@
 // Metrics (connectors.Metered): sql_retries_total counts the statements
 // run again; sql_source_tracking_value{partition} is the last tracking
 // value each source partition read.
+//
+// ARCHITECTURE.md ("SQL connector") describes the transactions, the table
+// check, the retries and the input's positions in full.
 package sql
