@@ -75,7 +75,9 @@ func (in *Input) Schema() *arrow.Schema { return in.schema }
 func (in *Input) Partitions() int { return in.cfg.Partitions }
 
 // NewSource returns the source of one subtask: the partitions p with
-// p % parallelism == subtask. It does no I/O.
+// p % parallelism == subtask. It does no I/O. A subtask beyond the
+// partitions reads nothing and never ends: run the source with at most
+// partitions subtasks.
 func (in *Input) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
 	par := max(info.Parallelism, 1)
 	if info.Subtask < 0 || info.Subtask >= par {
