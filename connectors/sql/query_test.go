@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
 )
 
 func TestBindQuery(t *testing.T) {
@@ -192,6 +196,42 @@ func FuzzParseTime(f *testing.F) {
 		again, err := parseTime(text)
 		if err != nil || !again.Equal(got) {
 			t.Fatalf("%q → %v → %q → %v, %v", s, got, text, again, err)
+		}
+	})
+}
+
+// The values a query returns come from the network or the disk: an
+// appender of any declared type takes each of them into its column or
+// refuses it with an error, never panics, and appends exactly one value
+// when it takes one.
+func FuzzAppend(f *testing.F) {
+	f.Add("2026-12-07T10:30:05Z", []byte("x"), int64(1), 1.5, true)
+	f.Add("abc", []byte{0xff}, int64(-1<<63), -0.0, false)
+	f.Fuzz(func(t *testing.T, s string, b []byte, n int64, x float64, ok bool) {
+		types := []string{"int64", "float32", "float64", "string", "bool", "timestamp"}
+		for _, typ := range types {
+			for _, unit := range []string{"", "s", "us", "ns"} {
+				if unit != "" && typ != "timestamp" {
+					continue
+				}
+				schema, err := connectors.Schema{{Name: "c", Type: typ, Unit: unit}}.Arrow("schema")
+				if err != nil {
+					t.Fatal(err)
+				}
+				field := schema.Field(0)
+				bld := array.NewBuilder(memory.DefaultAllocator, field.Type)
+				app := newAppender(field)
+				want := 0
+				for _, v := range []any{s, b, n, x, ok, nil, time.Unix(0, n).UTC()} {
+					if app(bld, v) == nil {
+						want++
+					}
+					if bld.Len() != want {
+						t.Fatalf("%s: appending %T %v made %d values, want %d", field.Type, v, v, bld.Len(), want)
+					}
+				}
+				bld.Release()
+			}
 		}
 	})
 }
