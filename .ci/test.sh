@@ -14,7 +14,7 @@
 # them: e.g. ARKFLOW_TEST_SERVERS_ONLY=1 bash .ci/test.sh go test -race ./connectors/sql/
 #
 # Binaries are cached in ${ARKFLOW_CACHE:-$HOME/.cache/arkflow-go}: the
-# first MinIO build takes about 4 minutes, nats-server's about 1.
+# first MinIO build takes about 4 minutes, nats-server's 1 to 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
