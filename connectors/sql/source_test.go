@@ -108,14 +108,23 @@ func TestSharedTrackingValues(t *testing.T) {
 // a position reads exactly the rows from it on.
 func TestTimestampTrackingPostgres(t *testing.T) {
 	dsn := pgDSN(t)
-	table := pgTable(t, dsn, "at timestamptz NOT NULL, id bigint, name text")
+	for _, typ := range []string{"timestamptz", "timestamp"} {
+		t.Run(typ, func(t *testing.T) { timestampTracking(t, dsn, typ) })
+	}
+}
+
+// timestampTracking is TestTimestampTrackingPostgres on a column of type
+// typ (timestamp without time zone is read and compared as UTC).
+func timestampTracking(t *testing.T, dsn, typ string) {
+	table := pgTable(t, dsn, "at "+typ+" NOT NULL, id bigint, name text")
 	base := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	insert := func(from, to int) {
 		var vals []string
 		for i := from; i < to; i++ {
-			// 1.5 ms apart: microseconds matter.
+			// 1.5 ms apart: microseconds matter. (A timestamp column
+			// ignores the +00.)
 			at := base.Add(time.Duration(i) * 1500 * time.Microsecond)
-			vals = append(vals, fmt.Sprintf("('%s', %d, 'n%d')", at.Format(time.RFC3339Nano), i, i))
+			vals = append(vals, fmt.Sprintf("('%s', %d, 'n%d')", at.Format("2006-01-02 15:04:05.999999+00"), i, i))
 		}
 		pgExec(t, dsn, "INSERT INTO "+table+" VALUES "+strings.Join(vals, ", "))
 	}
