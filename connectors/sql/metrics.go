@@ -24,10 +24,15 @@ const (
 	MetricTrackingValue = "sql_source_tracking_value"
 )
 
+// retries is declared by the input and the output alike: a job with both
+// exports one family.
+var retries = connectors.MetricFamily{Name: MetricRetries, Kind: connectors.Counter,
+	Help: "Queries (SQL source) or batch writes (SQL sink) a task ran again after an error that may pass: a serialization failure, a deadlock, a lost connection, a busy SQLite file."}
+
 // MetricFamilies declares the source's metrics (connectors.MetricFamilies).
 func (in *Input) MetricFamilies() []connectors.MetricFamily {
 	return []connectors.MetricFamily{
-		{Name: MetricRetries, Kind: connectors.Counter, Help: "Queries a SQL source's task ran again after an error that may pass (serialization failure, deadlock, lost connection, busy SQLite file)."},
+		retries,
 		{Name: MetricTrackingValue, Kind: connectors.Gauge, Labels: []string{"partition"},
 			Help: "The last tracking value a SQL source partition read (Unix microseconds for a timestamp column)."},
 	}
@@ -48,9 +53,7 @@ func (s *Source) Metrics() []connectors.Metric {
 
 // MetricFamilies declares the sink's metrics (connectors.MetricFamilies).
 func (o *Output) MetricFamilies() []connectors.MetricFamily {
-	return []connectors.MetricFamily{
-		{Name: MetricRetries, Kind: connectors.Counter, Help: "Batches a SQL sink's task wrote again after an error that may pass (serialization failure, deadlock, lost connection, busy SQLite file)."},
-	}
+	return []connectors.MetricFamily{retries}
 }
 
 // Metrics returns the sink's retries (connectors.Metered).

@@ -27,6 +27,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
@@ -212,25 +213,42 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 	return jobs, nil
 }
 
-// connectorFamilies lists the families a job with a Kafka source and
-// sink describes beyond the job's own (jobFams), typed as the connector
-// declares them. The job is built, not run: it needs no broker.
+// connectorFamilies lists the families jobs with a Kafka source and sink
+// and with an SQL source and sink describe beyond the job's own
+// (jobFams), typed as the connectors declare them. The jobs are built,
+// not run: they need no broker and no database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	brokers := []string{"127.0.0.1:9"}
-	j, err := arkflow.NewJob("doc-kafka").
-		Source("in", kafka.SourceConfig{Brokers: brokers, Topics: []string{"in"}, ConsumerGroup: "doc",
-			Schema: connectors.Schema{{Name: "n", Type: "int64"}}}).
-		Sink("out", kafka.SinkConfig{Brokers: brokers, Topic: "out"}).
-		Build(arkflow.WithDataDir(filepath.Join(dir, "kafka")))
-	if err != nil {
-		return nil, err
+	db := sqlconn.DB{Type: sqlconn.SQLite, Path: filepath.Join(dir, "doc.db")}
+	builders := []*arkflow.Builder{
+		arkflow.NewJob("doc-kafka").
+			Source("in", kafka.SourceConfig{Brokers: brokers, Topics: []string{"in"}, ConsumerGroup: "doc",
+				Schema: connectors.Schema{{Name: "n", Type: "int64"}}}).
+			Sink("out", kafka.SinkConfig{Brokers: brokers, Topic: "out"}),
+		arkflow.NewJob("doc-sql").
+			Source("in", sqlconn.SourceConfig{Database: db, TableName: "in", TrackingColumn: "n",
+				Schema: connectors.Schema{{Name: "n", Type: "int64"}}}).
+			Sink("out", sqlconn.SinkConfig{Database: db, TableName: "out"}),
 	}
-	fams, err := describe(j.Collector())
-	if err != nil {
-		return nil, err
+	var fams []family
+	for i, b := range builders {
+		j, err := b.Build(arkflow.WithDataDir(filepath.Join(dir, "connectors", strconv.Itoa(i))))
+		if err != nil {
+			return nil, err
+		}
+		got, err := describe(j.Collector())
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range got {
+			if !named(fams, f.Name) {
+				fams = append(fams, f)
+			}
+		}
 	}
 	declared := map[string]string{}
-	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies()) {
+	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(),
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies()) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
