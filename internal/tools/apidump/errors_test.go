@@ -12,6 +12,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -36,6 +37,7 @@ var sentinels = map[string]error{
 	"nats.ErrClosed":            nats.ErrClosed,
 	"push.ErrStopped":           push.ErrStopped,
 	"push.ErrClosed":            push.ErrClosed,
+	"sql.ErrClosed":             sqlconn.ErrClosed,
 	"wal.ErrCorrupt":            wal.ErrCorrupt,
 }
 

@@ -71,8 +71,10 @@ func readAPI(t *testing.T, dir string) map[string]*exported {
 }
 
 var (
-	// pkg.Name, pkg.Type.Member, pkg.Type{Field: …, Other: …}
-	qualifiedHint = regexp.MustCompile(`(?:^|[^\w.])([a-z]\w*)\.([A-Z]\w*)(?:\.([A-Z]\w*))?(\{[^{}]*\})?`)
+	// pkg.Name, pkg.Type.Member, pkg.Type{Field: …, Other: …}; not after
+	// a '/': database/sql.Register is the standard library's sql, not
+	// connectors/sql.
+	qualifiedHint = regexp.MustCompile(`(?:^|[^\w./])([a-z]\w*)\.([A-Z]\w*)(?:\.([A-Z]\w*))?(\{[^{}]*\})?`)
 	// Type.Member or Type{Field}, of a type of the root package, which
 	// the Builder's own messages name without the package.
 	rootHint = regexp.MustCompile(`(?:^|[^\w.])([A-Z]\w*)(?:\.([A-Z]\w*)|(\{[^{}]*\}))`)

@@ -28,6 +28,7 @@ import (
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
@@ -214,9 +215,10 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 }
 
 // connectorFamilies lists the families jobs with a Kafka source and
-// sink, a NATS JetStream source and sink and a core NATS source and sink
-// describe beyond the job's own (jobFams), typed as the connectors declare
-// them. The jobs are built, not run: they need no broker or server.
+// sink, a NATS JetStream source and sink, a core NATS source and sink and
+// an SQL source and sink describe beyond the job's own (jobFams), typed as
+// the connectors declare them. The jobs are built, not run: they need no
+// broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	brokers := []string{"127.0.0.1:9"}
 	schema := connectors.Schema{{Name: "n", Type: "int64"}}
@@ -228,6 +230,9 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"nats-js": arkflow.NewJob("doc-nats-js").
 			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeJetStream, Stream: "IN", ConsumerName: "doc"}, Schema: schema}).
 			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeJetStream, Subject: "out"}}),
+		"sql": arkflow.NewJob("doc-sql").
+			Source("in", sqlconn.SourceConfig{Database: sqlconn.DB{Type: sqlconn.SQLite, Path: filepath.Join(dir, "doc.db")}, TableName: "in", TrackingColumn: "n", Schema: schema}).
+			Sink("out", sqlconn.SinkConfig{Database: sqlconn.DB{Type: sqlconn.SQLite, Path: filepath.Join(dir, "doc.db")}, TableName: "out"}),
 		"nats-core": arkflow.NewJob("doc-nats-core").
 			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeRegular, Subject: "in"}, Schema: schema}).
 			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeRegular, Subject: "out"}}),
@@ -253,7 +258,8 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams) {
+	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies()) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
