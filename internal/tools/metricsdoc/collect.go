@@ -21,6 +21,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/connectors/drop"
 	"github.com/arkflow-rs/arkflow-go/connectors/file"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
@@ -29,6 +30,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
+	"github.com/arkflow-rs/arkflow-go/connectors/websocket"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
@@ -216,7 +218,7 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 
 // connectorFamilies lists the families jobs with a Kafka source and
 // sink, a NATS JetStream source and sink, a core NATS source and sink and
-// an SQL source and sink describe beyond the job's own (jobFams), typed as
+// an SQL source and sink and a WebSocket source describe beyond the job's own (jobFams), typed as
 // the connectors declare them. The jobs are built, not run: they need no
 // broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
@@ -236,6 +238,9 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"nats-core": arkflow.NewJob("doc-nats-core").
 			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeRegular, Subject: "in"}, Schema: schema}).
 			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeRegular, Subject: "out"}}),
+		"websocket": arkflow.NewJob("doc-websocket").
+			Source("in", websocket.SourceConfig{URL: "ws://127.0.0.1:9/feed", Schema: schema}).
+			Sink("out", drop.Config{}),
 	}
 	var fams []family
 	for name, b := range builders {
@@ -258,8 +263,12 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
+	wsFams, err := inputFamilies(websocket.Type, `{"url":"ws://127.0.0.1:9/feed"}`)
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
-		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies()) {
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), wsFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
@@ -268,6 +277,26 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	}
 	slices.SortFunc(fams, func(a, b family) int { return strings.Compare(a.Name, b.Name) })
 	return typed(fams, nil, declared)
+}
+
+// inputFamilies returns the families inputs of a registered type declare,
+// built from configs.
+func inputFamilies(typ string, configs ...string) ([]connectors.MetricFamily, error) {
+	f, ok := connectors.LookupInput(typ)
+	if !ok {
+		return nil, fmt.Errorf("input type %q is not registered", typ)
+	}
+	var out []connectors.MetricFamily
+	for _, c := range configs {
+		in, err := f(connectors.BuildContext{Config: []byte(c)})
+		if err != nil {
+			return nil, fmt.Errorf("%s input %s: %w", typ, c, err)
+		}
+		if m, ok := in.(connectors.MetricFamilies); ok {
+			out = append(out, m.MetricFamilies()...)
+		}
+	}
+	return out, nil
 }
 
 // natsFamilies returns the families the NATS inputs and outputs declare
