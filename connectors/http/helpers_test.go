@@ -203,3 +203,20 @@ func newTestOutput(t testing.TB, cfg map[string]any, schema *arrow.Schema) conne
 	}
 	return out
 }
+
+// answer is a request's outcome.
+type answer struct {
+	code int
+	resp Response
+}
+
+// postBg posts in the background: a 200 comes only once the job took the
+// rows, so the caller reads them, then waits for the answer.
+func postBg(t testing.TB, client *http.Client, url string, body []byte, hdr map[string]string) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		code, resp := post(t, client, url, body, hdr)
+		ch <- answer{code, resp}
+	}()
+	return ch
+}
