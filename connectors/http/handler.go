@@ -194,10 +194,14 @@ func (in *input) hand(r *http.Request, part int, rec arrow.RecordBatch) (int, st
 	var keys []string
 	var sums []queue.Sum
 	dups := 0
-	if key := r.Header.Get(in.idemHeader()); in.cfg.Idempotency != nil && key != "" {
+	if in.cfg.Idempotency != nil {
+		// Rows of a request without the header have no key ("") and
+		// always enter; they still carry a (null) __meta_key.
 		keys = make([]string, n)
-		for i := range keys {
-			keys[i] = key + "/" + strconv.Itoa(i)
+		if key := r.Header.Get(in.idemHeader()); key != "" {
+			for i := range keys {
+				keys[i] = key + "/" + strconv.Itoa(i)
+			}
 		}
 		idx, s, err := in.q.Seen().Claim(wait, keys)
 		if err != nil {
