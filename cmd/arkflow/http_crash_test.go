@@ -169,8 +169,8 @@ func TestHTTPIdempotentSurvivesSIGKILL(t *testing.T) {
 	go func() { posted <- c.postAll(httpKills * 1200 * time.Millisecond) }()
 	restored := httpKillLoop(t, rand.New(rand.NewPCG(seed, 11)), dir, dsn, out, len(want))
 	httpLastRun(t, dir, dsn, out, len(want), posted)
-	t.Logf("client: %d requests, %d attempts (%d refused or unanswered); %d answered requests sent again, all answered as duplicates",
-		c.requests, c.attempts.Load(), c.failed.Load(), c.resent)
+	t.Logf("%d kills, %d runs started from a checkpoint; client: %d requests, %d attempts (%d refused or unanswered); %d answered requests sent again, all answered as duplicates",
+		httpKills, restored, c.requests, c.attempts.Load(), c.failed.Load(), c.resent)
 	if restored < httpKills/2 {
 		t.Errorf("only %d of %d killed runs started from a checkpoint: the kills came too early to test restores", restored, httpKills)
 	}

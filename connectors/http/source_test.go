@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 var testSchema = []map[string]any{
@@ -248,4 +249,27 @@ func TestBackpressure(t *testing.T) {
 		t.Errorf("first request: %d", a.code)
 	}
 	expectNothing(t, src)
+}
+
+// Under event time a row without one is refused with the request, 400
+// naming the field, instead of being dropped by the job after a 200.
+func TestEventTimeRefusal(t *testing.T) {
+	cfg := SourceConfig{Address: "127.0.0.1:0", Format: FormatJSON, Schema: connectors.Schema{{Name: "user", Type: "string"}, {Name: "n", Type: "int64"}, {Name: "ts", Type: "timestamp"}}}
+	in, err := newInput(cfg, nil, &job.Time{Mode: job.EventTime, TimestampField: "ts"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, url := startedSource(t, in)
+	code, resp := post(t, nil, url, []byte(`[{"user":"a","n":1,"ts":1700000000000},{"user":"b","n":2}]`), nil)
+	if code != http.StatusBadRequest || !strings.Contains(resp.Error, `field "ts"`) || !strings.Contains(resp.Error, "row 1") {
+		t.Errorf("a row without ts: %d %+v, want 400 naming row 1 and field ts", code, resp)
+	}
+	expectNothing(t, src)
+	ans := postBg(t, nil, url, []byte(`{"user":"c","n":3,"ts":"2026-12-07T10:00:00Z"}`), nil)
+	if got := readN(t, src, 1); fmt.Sprint(got) != "[c:3]" {
+		t.Errorf("read %v", got)
+	}
+	if a := <-ans; a.code != http.StatusOK {
+		t.Errorf("a row with ts: %d", a.code)
+	}
 }
