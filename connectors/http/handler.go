@@ -54,7 +54,7 @@ func (in *input) serve(w http.ResponseWriter, r *http.Request) {
 		in.answer(w, http.StatusUnauthorized, "auth", Response{Error: "unauthorized"})
 		return
 	}
-	code, reason, resp := in.take(r)
+	code, reason, resp := in.take(w, r)
 	switch code {
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, (in.cfg.BusyWaitMS+999)/1000)))
@@ -106,8 +106,8 @@ func (in *input) challenge() string {
 
 // take reads and decodes the request's rows and hands them to the job:
 // the answer's code, the rejection reason for the metrics, and the body.
-func (in *input) take(r *http.Request) (int, string, Response) {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, in.cfg.MaxBodyBytes))
+func (in *input) take(w http.ResponseWriter, r *http.Request) (int, string, Response) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -39,7 +39,8 @@ func post(t testing.TB, client *http.Client, url string, body []byte, hdr map[st
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return 0, Response{}
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -47,16 +48,18 @@ func post(t testing.TB, client *http.Client, url string, body []byte, hdr map[st
 	if client == nil {
 		client = http.DefaultClient
 	}
+	// Errors, not Fatal: post runs in goroutines too (postBg).
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		t.Errorf("POST %s: %v", url, err)
+		return 0, Response{}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var r Response
 	if len(b) > 0 {
 		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("answer %d %q is not a Response: %v", resp.StatusCode, b, err)
+			t.Errorf("answer %d %q is not a Response: %v", resp.StatusCode, b, err)
 		}
 	}
 	return resp.StatusCode, r
