@@ -46,6 +46,9 @@ const (
 	// DefaultBusyWaitMS is how long a request waits for room in a full
 	// queue before it is answered 429 with Retry-After.
 	DefaultBusyWaitMS = 1000
+	// DefaultMaxInFlight bounds the requests read and handled at once;
+	// more wait (unread) up to busy_wait_ms, then get 429.
+	DefaultMaxInFlight = 64
 	// DefaultIdempotencyHeader is the request header carrying the key.
 	DefaultIdempotencyHeader = "Idempotency-Key"
 	// DefaultIdempotencyRetention is how many row keys are remembered.
@@ -58,8 +61,8 @@ const (
 
 // SourceConfig is the config of the "http" input. address, path,
 // cors_enabled and auth are ArkFlow's keys; format, schema,
-// max_body_bytes, tls, partitions, max_pending, busy_wait_ms and
-// idempotency are additions.
+// max_body_bytes, tls, partitions, max_pending, max_in_flight,
+// busy_wait_ms and idempotency are additions.
 type SourceConfig struct {
 	// Address is the host:port the server listens on. Required.
 	Address string `json:"address"`
@@ -88,6 +91,10 @@ type SourceConfig struct {
 	// BusyWaitMS is how long a request waits for room when MaxPending rows
 	// wait, before it is answered 429 (default 1000).
 	BusyWaitMS int `json:"busy_wait_ms,omitempty"`
+	// MaxInFlight bounds the requests whose bodies are read and handled
+	// at once (default 64), so that memory stays below about
+	// max_in_flight × max_body_bytes.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Idempotency, when present, deduplicates requests by a header.
 	Idempotency *Idempotency `json:"idempotency,omitempty"`
 }
@@ -273,7 +280,7 @@ func checkSource(c *SourceConfig, zero map[string]bool) error {
 		key string
 		v   *int
 		def int
-	}{{"partitions", &c.Partitions, 1}, {"max_pending", &c.MaxPending, DefaultMaxPending}, {"busy_wait_ms", &c.BusyWaitMS, DefaultBusyWaitMS}} {
+	}{{"partitions", &c.Partitions, 1}, {"max_pending", &c.MaxPending, DefaultMaxPending}, {"busy_wait_ms", &c.BusyWaitMS, DefaultBusyWaitMS}, {"max_in_flight", &c.MaxInFlight, DefaultMaxInFlight}} {
 		v := int64(*k.v)
 		positive(k.key, &v, int64(k.def))
 		*k.v = int(v)

@@ -18,7 +18,9 @@
 // tls {cert, key} (serve https), partitions (default 1: requests go
 // round-robin, or to the partition their ?partition=N query names),
 // max_pending (default 65536 rows received and not yet taken),
-// busy_wait_ms (default 1000) and idempotency {header, retention}.
+// max_in_flight (default 64 requests read and handled at once: memory
+// stays below about max_in_flight × max_body_bytes), busy_wait_ms
+// (default 1000) and idempotency {header, retention}.
 //
 //	sources:
 //	  - operator_id: in
@@ -38,8 +40,9 @@
 // wrong credentials; 413 for a body over max_body_bytes; 400 for a body
 // that does not decode, naming the element (json) or line (ndjson) and
 // the field, or a row without an event time when the job reads the input
-// under event time; 429 with Retry-After when max_pending rows wait and no
-// room came within busy_wait_ms; 503 with Retry-After while the job is not
+// under event time; 429 with Retry-After when max_pending rows wait, or
+// max_in_flight requests are handled, and no room came within
+// busy_wait_ms; 503 with Retry-After while the job is not
 // running. Whatever the error, nothing of the request's body entered the
 // job: a request is taken whole or not at all.
 //

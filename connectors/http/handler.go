@@ -54,7 +54,11 @@ func (in *input) serve(w http.ResponseWriter, r *http.Request) {
 		in.answer(w, http.StatusUnauthorized, "auth", Response{Error: "unauthorized"})
 		return
 	}
-	code, reason, resp := in.take(w, r)
+	code, reason, resp := http.StatusTooManyRequests, "busy", Response{Error: fmt.Sprintf("max_in_flight (%d) requests are being handled: none was free within busy_wait_ms (%d); retry later", in.cfg.MaxInFlight, in.cfg.BusyWaitMS)}
+	if in.acquire(r.Context()) {
+		code, reason, resp = in.take(w, r)
+		<-in.slots
+	}
 	switch code {
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, (in.cfg.BusyWaitMS+999)/1000)))
@@ -62,6 +66,24 @@ func (in *input) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 	}
 	in.answer(w, code, reason, resp)
+}
+
+// acquire takes a slot of max_in_flight, waiting up to busy_wait_ms.
+func (in *input) acquire(ctx context.Context) bool {
+	select {
+	case in.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(time.Duration(in.cfg.BusyWaitMS) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case in.slots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 func (in *input) idemHeader() string {

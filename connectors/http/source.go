@@ -25,7 +25,7 @@ func init() {
 		if err := connectors.DecodeConfig(bc.Config, &cfg); err != nil {
 			return nil, err
 		}
-		zero := explicitZero(bc.Config, "max_body_bytes", "partitions", "max_pending", "busy_wait_ms", "idempotency.retention")
+		zero := explicitZero(bc.Config, "max_body_bytes", "partitions", "max_pending", "busy_wait_ms", "max_in_flight", "idempotency.retention")
 		return newInput(cfg, zero, bc.Time, bc.Logger)
 	})
 	connectors.RegisterOutput(Type, func(bc connectors.BuildContext, schema *arrow.Schema) (connectors.Output, error) {
@@ -62,6 +62,7 @@ type input struct {
 	decoders sync.Pool
 	turn     atomic.Uint64
 	m        serverMetrics
+	slots    chan struct{} // a token per request in flight (max_in_flight)
 
 	mu   sync.Mutex
 	refs int
@@ -84,7 +85,7 @@ func newInput(cfg SourceConfig, zero map[string]bool, t *job.Time, lg *slog.Logg
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	in := &input{cfg: cfg, declared: declared, lg: lg.With("connector", Type)}
+	in := &input{cfg: cfg, declared: declared, lg: lg.With("connector", Type), slots: make(chan struct{}, cfg.MaxInFlight)}
 	var seen *queue.Seen
 	if cfg.Idempotency != nil {
 		seen = queue.NewSeen(cfg.Idempotency.Retention)

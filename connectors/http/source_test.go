@@ -273,3 +273,28 @@ func TestEventTimeRefusal(t *testing.T) {
 		t.Errorf("a row with ts: %d", a.code)
 	}
 }
+
+// Requests beyond max_in_flight wait busy_wait_ms unread, then get 429.
+func TestMaxInFlight(t *testing.T) {
+	in := newTestInput(t, map[string]any{"address": "127.0.0.1:0", "format": "json", "schema": testSchema, "max_in_flight": 1, "busy_wait_ms": 100})
+	src, url := startedSource(t, in)
+	first := postBg(t, nil, url, []byte(`{"user":"a","n":1}`), nil)
+	for in.q.Pending() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	code, resp := post(t, nil, url, []byte(`{"user":"b","n":2}`), nil)
+	if code != http.StatusTooManyRequests || !strings.Contains(resp.Error, "max_in_flight") {
+		t.Errorf("second request: %d %+v, want 429 naming max_in_flight", code, resp)
+	}
+	if got := readN(t, src, 1); fmt.Sprint(got) != "[a:1]" {
+		t.Errorf("read %v, want only the first request's row", got)
+	}
+	if a := <-first; a.code != http.StatusOK {
+		t.Errorf("first request: %d", a.code)
+	}
+	ans := postBg(t, nil, url, []byte(`{"user":"c","n":3}`), nil)
+	readN(t, src, 1)
+	if a := <-ans; a.code != http.StatusOK {
+		t.Errorf("a request once the slot is free: %d", a.code)
+	}
+}
