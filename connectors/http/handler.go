@@ -115,8 +115,8 @@ func (in *input) authorized(r *http.Request) bool {
 		u, p, ok := r.BasicAuth()
 		return ok && eq(u, a.Username) && eq(p, a.Password)
 	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && eq(tok, a.Token)
+	h := r.Header.Get("Authorization") // the scheme's name is case-insensitive
+	return len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") && eq(h[7:], a.Token)
 }
 
 func (in *input) challenge() string {

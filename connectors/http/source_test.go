@@ -166,7 +166,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("GET: %d Allow %q, want 405 Allow POST", resp.StatusCode, resp.Header.Get("Allow"))
 	}
 	expectNothing(t, src)
-	ans := postBg(t, nil, url, row, ok)
+	ans := postBg(t, nil, url, row, map[string]string{"Authorization": "bearer s3cret"})
 	readN(t, src, 1)
 	if a := <-ans; a.code != http.StatusOK {
 		t.Fatalf("good request: %d", a.code)
