@@ -169,8 +169,8 @@ func TestHTTPIdempotentSurvivesSIGKILL(t *testing.T) {
 	go func() { posted <- c.postAll(httpKills * 1200 * time.Millisecond) }()
 	restored := httpKillLoop(t, rand.New(rand.NewPCG(seed, 11)), dir, dsn, out, len(want))
 	httpLastRun(t, dir, dsn, out, len(want), posted)
-	t.Logf("%d kills, %d runs started from a checkpoint; client: %d requests, %d attempts (%d refused or unanswered); %d answered requests sent again, all answered as duplicates",
-		httpKills, restored, c.requests, c.attempts.Load(), c.failed.Load(), c.resent)
+	t.Logf("%d kills, %d runs started from a checkpoint; client: %d requests, %d attempts (%d refused or unanswered; %d requests whose answer was lost and whose retry found the rows taken); %d answered requests sent again, all answered as duplicates",
+		httpKills, restored, c.requests, c.attempts.Load(), c.failed.Load(), c.lost, c.resent)
 	if restored < httpKills/2 {
 		t.Errorf("only %d of %d killed runs started from a checkpoint: the kills came too early to test restores", restored, httpKills)
 	}
@@ -261,6 +261,10 @@ type httpClient struct {
 	url              string
 	rng              *rand.Rand
 	requests, resent int
+	// lost counts requests first answered 200 on a retry that found
+	// their rows taken already: the answer to an earlier try was lost (a
+	// kill, or an impatient first try).
+	lost             int
 	attempts, failed atomic.Int64
 }
 
@@ -279,8 +283,12 @@ func httpBody(k int) []byte {
 func (c *httpClient) postAll(pace time.Duration) error {
 	n := (httpRows + httpTail + httpPerReq - 1) / httpPerReq
 	for k := 0; k < n; k++ {
-		if _, err := c.untilOK(k); err != nil {
+		dups, err := c.untilOK(k)
+		if err != nil {
 			return err
+		}
+		if dups > 0 {
+			c.lost++
 		}
 		c.requests++
 		if c.rng.IntN(5) == 0 {
@@ -303,6 +311,14 @@ func (c *httpClient) postAll(pace time.Duration) error {
 // of its rows the answer says were duplicates.
 func (c *httpClient) untilOK(k int) (int, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
+	// One first try in four gives up after 1–20 ms, as a client whose
+	// answer is lost: its rows may have been taken or not, and the retry
+	// must find them all taken or none.
+	impatient := &http.Client{Timeout: time.Duration(1+c.rng.IntN(20)) * time.Millisecond}
+	if c.rng.IntN(4) != 0 {
+		impatient = client
+	}
+	rows := bytes.Count(httpBody(k), []byte{'\n'})
 	for try := 0; try < 2000; try++ {
 		c.attempts.Add(1)
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, c.url, bytes.NewReader(httpBody(k)))
@@ -310,7 +326,11 @@ func (c *httpClient) untilOK(k int) (int, error) {
 			return 0, err
 		}
 		req.Header.Set("Idempotency-Key", "req-"+strconv.Itoa(k))
-		resp, err := client.Do(req)
+		cl := client
+		if try == 0 {
+			cl = impatient
+		}
+		resp, err := cl.Do(req)
 		if err == nil {
 			var r struct {
 				Accepted, Duplicates int
@@ -320,6 +340,9 @@ func (c *httpClient) untilOK(k int) (int, error) {
 			resp.Body.Close()
 			switch {
 			case resp.StatusCode == http.StatusOK && derr == nil:
+				if r.Accepted+r.Duplicates != rows || r.Duplicates != 0 && r.Duplicates != rows {
+					return 0, fmt.Errorf("request %d of %d rows answered 200 with %d accepted and %d duplicates: a request enters whole or not at all", k, rows, r.Accepted, r.Duplicates)
+				}
 				return r.Duplicates, nil
 			case resp.StatusCode == http.StatusBadRequest:
 				return 0, errors.New("request " + strconv.Itoa(k) + " refused: " + r.Error)
