@@ -49,7 +49,7 @@
 // # Delivery: what a 200 means
 //
 // With a durability block on the source (arkflow.Durable in Go), 200 comes
-// after the rows are in the write-ahead log, fsynced: they survive a crash
+// after the rows are in the write-ahead log: they survive a crash
 // (SIGKILL) of the process and are processed after a restart. Without
 // one, 200 means the job took the rows into its pipeline: a crash loses
 // those not yet processed. This is the promise of connectors/push (whose
