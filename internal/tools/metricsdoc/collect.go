@@ -25,6 +25,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/file"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
+	httpconn "github.com/arkflow-rs/arkflow-go/connectors/http"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
@@ -217,9 +218,10 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 }
 
 // connectorFamilies lists the families jobs with a Kafka source and
-// sink, a NATS JetStream source and sink, a core NATS source and sink and
-// an SQL source and sink and a WebSocket source describe beyond the job's own (jobFams), typed as
-// the connectors declare them. The jobs are built, not run: they need no
+// sink, a NATS JetStream source and sink, a core NATS source and sink, an
+// SQL source and sink, an HTTP source and sink and a WebSocket source
+// describe beyond the job's own (jobFams), typed as the connectors declare
+// them. The jobs are built, not run: they need no
 // broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	brokers := []string{"127.0.0.1:9"}
@@ -235,6 +237,9 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"sql": arkflow.NewJob("doc-sql").
 			Source("in", sqlconn.SourceConfig{Database: sqlconn.DB{Type: sqlconn.SQLite, Path: filepath.Join(dir, "doc.db")}, TableName: "in", TrackingColumn: "n", Schema: schema}).
 			Sink("out", sqlconn.SinkConfig{Database: sqlconn.DB{Type: sqlconn.SQLite, Path: filepath.Join(dir, "doc.db")}, TableName: "out"}),
+		"http": arkflow.NewJob("doc-http").
+			Source("in", httpconn.SourceConfig{Address: "127.0.0.1:9", Format: httpconn.FormatNDJSON, Schema: schema}).
+			Sink("out", httpconn.SinkConfig{URL: "http://127.0.0.1:9/"}),
 		"nats-core": arkflow.NewJob("doc-nats-core").
 			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeRegular, Subject: "in"}, Schema: schema}).
 			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeRegular, Subject: "out"}}),
@@ -263,12 +268,16 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
+	httpFams, err := httpFamilies()
+	if err != nil {
+		return nil, err
+	}
 	wsFams, err := inputFamilies(websocket.Type, `{"url":"ws://127.0.0.1:9/feed"}`)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
-		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), wsFams) {
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), httpFams, wsFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
@@ -317,6 +326,22 @@ func natsFamilies() ([]connectors.MetricFamily, error) {
 		return nil, err
 	}
 	return append(out, o.(connectors.MetricFamilies).MetricFamilies()...), nil
+}
+
+// httpFamilies returns the families the HTTP input and output declare
+// (built through the registry, as their types are the package's own).
+func httpFamilies() ([]connectors.MetricFamily, error) {
+	in, _ := connectors.LookupInput(httpconn.Type)
+	outp, _ := connectors.LookupOutput(httpconn.Type)
+	i, err := in(connectors.BuildContext{Config: []byte(`{"address":"127.0.0.1:9"}`)})
+	if err != nil {
+		return nil, err
+	}
+	o, err := outp(connectors.BuildContext{Config: []byte(`{"url":"http://127.0.0.1:9/"}`)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(i.(connectors.MetricFamilies).MetricFamilies(), o.(connectors.MetricFamilies).MetricFamilies()), nil
 }
 
 // fleetFamilies runs a Hub and one Agent in this process, has the Agent
