@@ -45,8 +45,8 @@ type Keeper interface {
 // source's logs, beside PARALLELISM.
 const keysFile = "KEYS"
 
-var errKeeperObjectStore = errors.New("the source keeps idempotency keys beside its WAL (push.Config.IdempotencyKey), which only the local backend can: " +
-	"use durability with a local path, or no idempotency key")
+var errKeeperObjectStore = errors.New("the source keeps a file beside its WAL (the push source's idempotency keys, push.Config.IdempotencyKey; the mqtt input's redelivery marks), which only the local backend can: " +
+	"use durability with a local path (or, for push, no idempotency key)")
 
 // openKeeper opens the wrapped source's Keeper at the source's keys file.
 func (s *Source) openKeeper(cfg *job.Durability, dataDir string, info connectors.TaskInfo) error {

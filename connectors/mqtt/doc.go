@@ -1,0 +1,87 @@
+// Package mqtt provides the "mqtt" input and output (MQTT 3.1.1), on
+// eclipse/paho.mqtt.golang (pure Go). The root package does not import
+// it: import it for its registration (the arkflow command does).
+//
+//	import _ "github.com/arkflow-rs/arkflow-go/connectors/mqtt"
+//
+// The keys are ArkFlow's (host, port, client_id, username, password,
+// qos, clean_session, keep_alive in seconds; the input's topics; the
+// output's topic, retain and value_field; the tls block {enabled, ca,
+// client_cert, client_key}), with additions: the input's format, schema
+// and batch_size. Defaults: port 1883, qos 1, keep_alive 60, and
+// clean_session false (ArkFlow's is true): the broker keeps the client's
+// session, subscriptions and QoS 1 messages not yet acknowledged, across
+// a restart. client_id is required: it names that session. With
+// parallelism above 1 the client of subtask s is client_id-s.
+//
+// # Input
+//
+//	input_type: mqtt
+//	config: {host: broker, client_id: clicks-job, topics: ["clicks/#"], schema: [{name: user, type: string}, {name: ts, type: int64}]}
+//
+// Every message is one row: its payload decoded as one JSON object into
+// the declared schema (format json, internal/rowjson's rules) or kept as
+// bytes in a binary column "value" (format raw, the default without a
+// schema); then __meta_source, __meta_partition, __meta_offset (a count
+// of the messages read, going on across restarts), __meta_topic and
+// __meta_mark (a QoS 1 message's packet identifier and a hash of its
+// topic and payload; null for QoS 0). Subtask 0 alone subscribes, one
+// partition in the broker's order per topic; with shared subscriptions
+// ($share/GROUP/FILTER, all topics shared) every subtask subscribes, a
+// partition each, and the broker gives each message to one of them.
+//
+// # Delivery guarantee
+//
+// QoS 0: at-most-once; a message published while the source is not
+// connected, or lost with a connection, is never read. QoS 1 with
+// clean_session false: the source acknowledges a message (PUBACK) only
+// once it is safe, and the broker delivers what it has no PUBACK for
+// again after a reconnect. With a durability block (a write-ahead log) a
+// message is safe, and acknowledged, once the log holds it; the runtime
+// replays the log after a crash, and keeps it until a checkpoint holds
+// its rows (package connectors, "Sources that cannot read again"): no
+// message is lost, and none is counted twice, as the source recognises
+// the redelivery of a message whose PUBACK a crash lost by its mark (the
+// log's rows carry the marks; a file beside the log, MQTT-MARKS-s, keeps
+// those of the rows it let go; so the durability must use a local path).
+// Two messages with the same topic, payload and packet identifier, the
+// second taken while the first's PUBACK was lost, would look alike: the
+// second would be skipped. Without a durability block a message is
+// acknowledged once every sink acknowledged the rows derived from it
+// (windows: once the fired window was written, or with checkpoints once a
+// checkpoint holds it): at-least-once. The broker sends at most
+// max_inflight_messages (Mosquitto: 20 by default) messages without a
+// PUBACK: a job that holds rows in open windows needs a durability block,
+// or a broker limit above what its windows hold. A payload that does not
+// decode fails the source with an error naming the topic, offset, packet
+// identifier and field, after the batch of the messages before it; it is
+// not acknowledged, and the broker delivers it again: fix or remove it.
+//
+// # Output
+//
+//	output_type: mqtt
+//	config: {host: broker, client_id: totals-job, topic: {type: expr, expr: "concat('totals/', user)"}, qos: 1}
+//
+// Each row is one message: value_field's bytes, or the row as a JSON
+// object without its __meta_* columns, published with qos and retain to
+// topic: a string, {type: value, value: TOPIC}, or {type: expr, expr:
+// EXPR}, an expression of package expr over the row's columns giving a
+// string (a column name, or concat of literals and columns). A write
+// returns once every message is acknowledged as its QoS has it (QoS 0
+// written to the connection, 1 PUBACK, 2 PUBCOMP), or with an error:
+// at-least-once for QoS 1 and 2, rows a restart writes again are
+// published again.
+//
+// # TLS
+//
+// A tls block (enabled defaults to true) makes the connection TLS (ssl://
+// host:port): ca names the CA that signed the broker's certificate
+// (default: the system's roots); client_cert and client_key give a client
+// certificate for brokers that require one.
+//
+// # Metrics
+//
+// connectors.Metered, exported by Job.Collector with the task's labels:
+// mqtt_messages_redelivered_total and mqtt_redeliveries_skipped_total of
+// a source, and mqtt_reconnects_total of sources and sinks.
+package mqtt
