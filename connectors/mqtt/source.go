@@ -273,6 +273,7 @@ func (s *source) add(m paho.Message) error {
 			s.redelivered.Add(1)
 			if s.marks.redelivery(mk, m) {
 				s.skipped.Add(1)
+				s.log.Info("skipped the redelivery of a message taken before", "topic", m.Topic(), "packet_id", m.MessageID())
 				return nil
 			}
 		}
