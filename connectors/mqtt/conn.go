@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -117,6 +118,10 @@ func hint(err error, tc *TLS) string {
 			return " (the broker's certificate is not signed by the CA in tls.ca)"
 		}
 		return " (the broker's certificate is not signed by a CA the system trusts: name its CA in tls.ca)"
+	case strings.Contains(err.Error(), "tls: certificate required"):
+		return " (the broker requires a client certificate: set tls.client_cert and tls.client_key)"
+	case errors.As(err, &op) && !tc.on():
+		return " (is the broker running, and are host and port right? A broker listening with TLS needs a tls block)"
 	case errors.As(err, &op):
 		return " (is the broker running, and are host and port right?)"
 	}
