@@ -26,6 +26,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/mqtt"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
@@ -215,8 +216,8 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 }
 
 // connectorFamilies lists the families jobs with a Kafka source and
-// sink, a NATS JetStream source and sink, a core NATS source and sink and
-// an SQL source and sink describe beyond the job's own (jobFams), typed as
+// sink, a NATS JetStream source and sink, a core NATS source and sink, an
+// SQL source and sink and an MQTT source and sink describe beyond the job's own (jobFams), typed as
 // the connectors declare them. The jobs are built, not run: they need no
 // broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
@@ -236,6 +237,9 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"nats-core": arkflow.NewJob("doc-nats-core").
 			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeRegular, Subject: "in"}, Schema: schema}).
 			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeRegular, Subject: "out"}}),
+		"mqtt": arkflow.NewJob("doc-mqtt").
+			Source("in", mqtt.SourceConfig{Host: "127.0.0.1", Port: 9, ClientID: "doc", Topics: []string{"in"}, Schema: schema}).
+			Sink("out", mqtt.SinkConfig{Host: "127.0.0.1", Port: 9, ClientID: "doc-out", Topic: mqtt.Topic{Value: "out"}}),
 	}
 	var fams []family
 	for name, b := range builders {
@@ -258,8 +262,12 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
+	mqttFams, err := mqttFamilies()
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
-		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies()) {
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), mqttFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
@@ -288,6 +296,22 @@ func natsFamilies() ([]connectors.MetricFamily, error) {
 		return nil, err
 	}
 	return append(out, o.(connectors.MetricFamilies).MetricFamilies()...), nil
+}
+
+// mqttFamilies returns the families the MQTT input and output declare
+// (their types are the package's own: built through the registry).
+func mqttFamilies() ([]connectors.MetricFamily, error) {
+	in, _ := connectors.LookupInput(mqtt.Type)
+	outp, _ := connectors.LookupOutput(mqtt.Type)
+	i, err := in(connectors.BuildContext{Config: []byte(`{"host":"127.0.0.1","client_id":"doc","topics":["in"]}`)})
+	if err != nil {
+		return nil, err
+	}
+	o, err := outp(connectors.BuildContext{Config: []byte(`{"host":"127.0.0.1","client_id":"doc","topic":"out"}`)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(i.(connectors.MetricFamilies).MetricFamilies(), o.(connectors.MetricFamilies).MetricFamilies()...), nil
 }
 
 // fleetFamilies runs a Hub and one Agent in this process, has the Agent
