@@ -3,6 +3,9 @@ package mqtt
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -295,4 +298,91 @@ func TestSourceSharedSubscription(t *testing.T) {
 			t.Errorf("message %s read %d times", v, c)
 		}
 	}
+}
+
+// proxy forwards connections to the test broker until cut closes them.
+type proxy struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T) *proxy {
+	t.Helper()
+	h, p := broker(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &proxy{l: l}
+	t.Cleanup(func() { l.Close(); px.cut() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", net.JoinHostPort(h, strconv.Itoa(p)))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			px.mu.Lock()
+			px.conns = append(px.conns, c, up)
+			px.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return px
+}
+
+func (px *proxy) port() int { return px.l.Addr().(*net.TCPAddr).Port }
+
+// cut closes every connection through the proxy, as a network failure
+// would.
+func (px *proxy) cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		c.Close()
+	}
+	px.conns = nil
+}
+
+// A connection lost while messages are taken and not yet acknowledged:
+// the client reconnects, the broker delivers them again, and the source
+// skips the redeliveries; the PUBACKs, once the rows are acknowledged, go
+// out on the new connection, so the broker has nothing left to deliver.
+func TestSourceSkipsRedeliveriesAfterReconnect(t *testing.T) {
+	topic := uniqueName(t, "t")
+	px := newProxy(t)
+	cfg := sourceConfig(t, uniqueName(t, "src"), topic)
+	cfg.Port = px.port()
+	in := buildInput(t, cfg)
+	s := openSource(t, in, 0, 1)
+	_, payloads := rowsOf(6, 1)
+	publish(t, topic, 1, payloads...)
+	bs := readBatches(t, s, 6)
+	px.cut()
+	// The broker delivers the six again after the reconnect; a message
+	// published after them is read, once.
+	publish(t, topic, 1, []byte("after"))
+	more := readBatches(t, s, 1)
+	if got := strings.Join(column(t, more, RawValueColumn), ","); got != "after" {
+		t.Fatalf("after the reconnect: read %q, want only the new message", got)
+	}
+	if n, k := s.redelivered.Load(), s.skipped.Load(); n != 6 || k != 6 {
+		t.Fatalf("%d redeliveries, %d skipped; want 6 and 6", n, k)
+	}
+	if n := s.connects.Load(); n < 2 {
+		t.Fatalf("%d connects, want a reconnect", n)
+	}
+	for _, b := range append(bs, more...) {
+		b.Ack(nil)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expectNothing(t, openSource(t, in, 0, 1))
 }
