@@ -122,6 +122,10 @@ func hint(err error, tc *TLS) string {
 		return " (the broker requires a client certificate: set tls.client_cert and tls.client_key)"
 	case errors.As(err, &op) && !tc.on():
 		return " (is the broker running, and are host and port right? A broker listening with TLS needs a tls block)"
+	case errors.As(err, &op) && tc.ClientCert == "":
+		// Under TLS 1.3 a broker refuses a missing client certificate
+		// after the handshake: the client may see only a reset.
+		return " (is the broker running, and are host and port right? A broker that requires client certificates needs tls.client_cert and tls.client_key)"
 	case errors.As(err, &op):
 		return " (is the broker running, and are host and port right?)"
 	}
