@@ -29,10 +29,8 @@ import (
 //
 //	ARKFLOW_TEST_MQTT_ADDR=127.0.0.1:1883 go test -run '^$' -bench MQTTConsume -benchtime 3x ./connectors/mqtt/
 //
-// Sub-benchmarks: raw (the payload as bytes, format raw) and json
-// (decoded into three columns; the bare loop decodes into a struct with
-// encoding/json). The broker's max_inflight_messages (Mosquitto: 20)
-// bounds both alike.
+// Sub-benchmarks: raw (the payload as bytes) and json (decoded into four
+// columns; the bare loop decodes into a struct with encoding/json).
 const (
 	benchMsgs  = 20_000
 	benchBytes = 128

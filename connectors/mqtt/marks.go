@@ -18,21 +18,16 @@ import (
 
 // marks tells the redeliveries of QoS 1 messages the source took from new
 // messages. A broker redelivers a message it has no PUBACK for after a
-// reconnect, with the DUP flag and the packet identifier it had; it reuses
-// an identifier only after the PUBACK of the message that had it. So a
-// DUP message whose identifier and topic and payload hash equal those of
-// the message last taken (or accepted) with that identifier is that
-// message again:
-//
-//   - taken, not yet accepted: it is skipped, and the PUBACK owed goes out
-//     for the new delivery (the old connection's acknowledgements are
-//     dropped by the client);
-//   - accepted (the PUBACK may have been lost with the connection, or the
-//     process): it is skipped and acknowledged.
-//
-// Behind a write-ahead log the accepted marks survive a crash: the log's
-// rows carry them (__meta_mark), and a file beside the log keeps those of
-// the rows the log let go (the durable source's Keeper).
+// reconnect, with the DUP flag and its packet identifier, which it reuses
+// only after that PUBACK. So a DUP message with the identifier, topic and
+// payload hash of the message last taken or accepted with that identifier
+// is that message again. Taken, not yet accepted: it is skipped, and the
+// PUBACK owed goes out for the new delivery (the client drops the old
+// connection's). Accepted (its PUBACK lost with the connection, or the
+// process): it is skipped and acknowledged. Behind a write-ahead log the
+// accepted marks survive a crash: the log's rows carry them
+// (__meta_mark), and a file beside the log keeps those of the rows the
+// log let go (the durable source's Keeper).
 type marks struct {
 	saveMu   sync.Mutex // one save at a time, so the file never goes back
 	mu       sync.Mutex
