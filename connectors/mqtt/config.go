@@ -56,8 +56,7 @@ type SourceConfig struct {
 	// Port is the broker's port (default 1883).
 	Port int `json:"port,omitempty"`
 	// ClientID names the client, and so its session on the broker.
-	// Required. With parallelism above 1 every subtask's client is
-	// ClientID-SUBTASK.
+	// Required. It is subtask 0's; subtask s > 0 is ClientID-s.
 	ClientID string `json:"client_id"`
 	// Topics are the topic filters to subscribe to (wildcards + and #
 	// allowed). Required. Shared subscriptions ($share/GROUP/FILTER)
@@ -112,8 +111,8 @@ type SinkConfig struct {
 	Host string `json:"host"`
 	// Port is the broker's port (default 1883).
 	Port int `json:"port,omitempty"`
-	// ClientID names the client. Required. With parallelism above 1 every
-	// subtask's client is ClientID-SUBTASK.
+	// ClientID names the client. Required. It is subtask 0's; subtask
+	// s > 0 is ClientID-s.
 	ClientID string `json:"client_id"`
 	// Topic is the topic every row is published to: a string, ArkFlow's
 	// {type: value, value: TOPIC}, or {type: expr, expr: EXPR} with an

@@ -31,10 +31,11 @@ type endpoint struct {
 	tls                *TLS
 }
 
-// subtaskClientID is the client ID of one subtask: id itself at
-// parallelism 1, else id-SUBTASK (a broker allows one client per ID).
-func subtaskClientID(id string, subtask, par int) string {
-	if par <= 1 {
+// subtaskClientID is the client ID of one subtask (a broker allows one
+// client per ID): id for subtask 0, which keeps its session when the
+// parallelism changes, id-SUBTASK for the others.
+func subtaskClientID(id string, subtask int) string {
+	if subtask == 0 {
 		return id
 	}
 	return id + "-" + strconv.Itoa(subtask)

@@ -11,8 +11,9 @@
 // and batch_size. Defaults: port 1883, qos 1, keep_alive 60, and
 // clean_session false (ArkFlow's is true): the broker keeps the client's
 // session, subscriptions and QoS 1 messages not yet acknowledged, across
-// a restart. client_id is required: it names that session. With
-// parallelism above 1 the client of subtask s is client_id-s.
+// a restart. client_id is required: it names that session, subtask 0's
+// (which keeps it when the parallelism changes); subtask s > 0 is
+// client_id-s.
 //
 // # Input
 //
@@ -42,8 +43,9 @@
 // its rows (package connectors, "Sources that cannot read again"): no
 // message is lost, and none is counted twice, as the source recognises
 // the redelivery of a message whose PUBACK a crash lost by its mark (the
-// log's rows carry the marks; a file beside the log, MQTT-MARKS-s, keeps
-// those of the rows it let go; so the durability must use a local path).
+// log's rows carry the marks; the durable source's keeper file beside
+// the log, KEYS, or KEYS-s for subtask s > 0, keeps those of the rows it
+// let go; so the durability must use a local path).
 // Two messages with the same topic, payload and packet identifier, the
 // second taken while the first's PUBACK was lost, would look alike: the
 // second would be skipped. Without a durability block a message is

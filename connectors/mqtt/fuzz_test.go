@@ -99,7 +99,7 @@ func FuzzMarksFile(f *testing.F) {
 	f.Add(mark{pid: 1, hash: 2}.encode(mark{pid: 1, hash: 3}.encode(nil)))
 	f.Add([]byte("123456789"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := filepath.Join(t.TempDir(), marksFile(0))
+		path := filepath.Join(t.TempDir(), "KEYS")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}

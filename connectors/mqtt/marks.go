@@ -92,9 +92,15 @@ func (k *marks) accept(ds []*delivery) {
 	}
 }
 
-// marksFile is the name of a subtask's file of accepted marks, in the
-// directory of the source's write-ahead logs.
-func marksFile(subtask int) string { return "MQTT-MARKS-" + strconv.Itoa(subtask) }
+// marksPath is the file of a subtask's accepted marks: the keeper file
+// the write-ahead log names for subtask 0 (carried along when the logs
+// are redistributed to another parallelism), path-SUBTASK for the others.
+func marksPath(path string, subtask int) string {
+	if subtask == 0 {
+		return path
+	}
+	return path + "-" + strconv.Itoa(subtask)
+}
 
 // open loads the accepted marks saved in path, if any.
 func (k *marks) open(path string, lg *slog.Logger) error {
@@ -164,10 +170,10 @@ func (k *marks) save() {
 }
 
 // OpenKeeper is called by the write-ahead log in front of the source with
-// the path of its keeper file: the source keeps its accepted marks in a
-// file per subtask beside it.
+// the path of its keeper file, where the source keeps its accepted marks
+// (see marksPath).
 func (s *source) OpenKeeper(path string, lg *slog.Logger) error {
-	return s.marks.open(filepath.Join(filepath.Dir(path), marksFile(s.info.Subtask)), lg)
+	return s.marks.open(marksPath(path, s.info.Subtask), lg)
 }
 
 // Logged is called by the write-ahead log, before Connect, with every

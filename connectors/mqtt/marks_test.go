@@ -72,7 +72,7 @@ func TestMarksRedeliveryOfAccepted(t *testing.T) {
 // marks (a restarted process) loads the file, then the rows the WAL
 // holds, in order.
 func TestMarksSurviveRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), marksFile(0))
+	path := filepath.Join(t.TempDir(), "KEYS")
 	k := newMarks()
 	if err := k.open(path, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func (in *input) NewSource(info connectors.TaskInfo) (connectors.Source, error) 
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return newSource(in, info, par, lg.With("connector", "mqtt")), nil
+	return newSource(in, info, lg.With("connector", "mqtt")), nil
 }
 
 // rowBuilder builds the batches of one partition, one message a row.

@@ -80,7 +80,7 @@ func (o *output) NewSink(info connectors.TaskInfo) (connectors.Sink, error) {
 	return &sink{
 		cfg: cfg, topic: o.topic, log: lg.With("connector", "mqtt"),
 		ep: endpoint{
-			host: cfg.Host, port: cfg.Port, clientID: subtaskClientID(cfg.ClientID, info.Subtask, max(info.Parallelism, 1)),
+			host: cfg.Host, port: cfg.Port, clientID: subtaskClientID(cfg.ClientID, info.Subtask),
 			username: cfg.Username, password: cfg.Password, cleanSession: *cfg.CleanSession,
 			keepAlive: cfg.KeepAlive, tls: cfg.TLS,
 		},

@@ -66,12 +66,12 @@ type source struct {
 	failed    error
 }
 
-func newSource(in *input, info connectors.TaskInfo, par int, lg *slog.Logger) *source {
+func newSource(in *input, info connectors.TaskInfo, lg *slog.Logger) *source {
 	cfg := &in.cfg
 	s := &source{
 		in: in, info: info, log: lg, tracker: connectors.NewTracker(""),
 		ep: endpoint{
-			host: cfg.Host, port: cfg.Port, clientID: subtaskClientID(cfg.ClientID, info.Subtask, par),
+			host: cfg.Host, port: cfg.Port, clientID: subtaskClientID(cfg.ClientID, info.Subtask),
 			username: cfg.Username, password: cfg.Password, cleanSession: *cfg.CleanSession,
 			keepAlive: cfg.KeepAlive, tls: cfg.TLS,
 		},

@@ -235,7 +235,7 @@ func TestSourceSubtasks(t *testing.T) {
 		t.Fatalf("Partitions %d, want 1", in.Partitions())
 	}
 	s0, s1 := openSource(t, in, 0, 2), openSource(t, in, 1, 2)
-	if s0.ep.clientID == s1.ep.clientID || !strings.HasSuffix(s1.ep.clientID, "-1") {
+	if s0.ep.clientID != in.cfg.ClientID || s1.ep.clientID != in.cfg.ClientID+"-1" {
 		t.Fatalf("client IDs %q and %q", s0.ep.clientID, s1.ep.clientID)
 	}
 	publish(t, topic, 1, []byte("x"))
