@@ -58,6 +58,17 @@
 //     several WriteAsync calls in flight, the record released as soon as
 //     each returns; every done is called exactly once, with nil, and the
 //     rows of all of them read back.
+//
+// # Sources that cannot read again
+//
+// TestUnrewindableSource is the source suite of a connectors.Unrewindable
+// source whose rows are pushed at it while it runs (a WebSocket, core
+// NATS, an MQTT subscription): the harness sends rows to the connected
+// source instead of preparing them. ReadAll, OutOfOrderAcks, Close and
+// CancelUnblocksRead are TestSource's on one partition; Seek checks that
+// a source sought to a position reads only rows sent after it connected,
+// with offsets above the position, which stays its position until they
+// are acknowledged.
 package conformance
 
 import (

@@ -21,6 +21,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/connectors/drop"
 	"github.com/arkflow-rs/arkflow-go/connectors/file"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
@@ -30,6 +31,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
+	"github.com/arkflow-rs/arkflow-go/connectors/websocket"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
@@ -217,7 +219,8 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 
 // connectorFamilies lists the families jobs with a Kafka source and
 // sink, a NATS JetStream source and sink, a core NATS source and sink, an
-// SQL source and sink and an MQTT source and sink describe beyond the job's own (jobFams), typed as
+// SQL source and sink, a WebSocket source and an MQTT source and sink
+// describe beyond the job's own (jobFams), typed as
 // the connectors declare them. The jobs are built, not run: they need no
 // broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
@@ -237,6 +240,9 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"nats-core": arkflow.NewJob("doc-nats-core").
 			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeRegular, Subject: "in"}, Schema: schema}).
 			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeRegular, Subject: "out"}}),
+		"websocket": arkflow.NewJob("doc-websocket").
+			Source("in", websocket.SourceConfig{URL: "ws://127.0.0.1:9/feed", Schema: schema}).
+			Sink("out", drop.Config{}),
 		"mqtt": arkflow.NewJob("doc-mqtt").
 			Source("in", mqtt.SourceConfig{Host: "127.0.0.1", Port: 9, ClientID: "doc", Topics: []string{"in"}, Schema: schema}).
 			Sink("out", mqtt.SinkConfig{Host: "127.0.0.1", Port: 9, ClientID: "doc-out", Topic: mqtt.Topic{Value: "out"}}),
@@ -262,12 +268,16 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
+	wsFams, err := inputFamilies(websocket.Type, `{"url":"ws://127.0.0.1:9/feed"}`)
+	if err != nil {
+		return nil, err
+	}
 	mqttFams, err := mqttFamilies()
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
-		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), mqttFams) {
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), wsFams, mqttFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
@@ -276,6 +286,26 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	}
 	slices.SortFunc(fams, func(a, b family) int { return strings.Compare(a.Name, b.Name) })
 	return typed(fams, nil, declared)
+}
+
+// inputFamilies returns the families inputs of a registered type declare,
+// built from configs.
+func inputFamilies(typ string, configs ...string) ([]connectors.MetricFamily, error) {
+	f, ok := connectors.LookupInput(typ)
+	if !ok {
+		return nil, fmt.Errorf("input type %q is not registered", typ)
+	}
+	var out []connectors.MetricFamily
+	for _, c := range configs {
+		in, err := f(connectors.BuildContext{Config: []byte(c)})
+		if err != nil {
+			return nil, fmt.Errorf("%s input %s: %w", typ, c, err)
+		}
+		if m, ok := in.(connectors.MetricFamilies); ok {
+			out = append(out, m.MetricFamilies()...)
+		}
+	}
+	return out, nil
 }
 
 // natsFamilies returns the families the NATS inputs and outputs declare
