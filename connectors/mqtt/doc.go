@@ -49,12 +49,16 @@
 // Two messages with the same topic, payload and packet identifier, the
 // second taken while the first's PUBACK was lost, would look alike: the
 // second would be skipped. Without a durability block a message is
-// acknowledged once every sink acknowledged the rows derived from it
-// (windows: once the fired window was written, or with checkpoints once a
-// checkpoint holds it): at-least-once. The broker sends at most
+// acknowledged once every sink acknowledged the rows derived from it (a
+// row a window holds: once the window fired and its result was written):
+// at-least-once for a job without state (a restore of a checkpoint puts
+// back state without the rows read after it). The broker sends at most
 // max_inflight_messages (Mosquitto: 20 by default) messages without a
 // PUBACK: a job that holds rows in open windows needs a durability block,
-// or a broker limit above what its windows hold. A payload that does not
+// or its windows wait forever (the source warns in its log when it waits
+// with messages unacknowledged). With event time, keep the
+// out_of_orderness above the event-time span of batch_size messages: the
+// runtime moves the watermark per batch. A payload that does not
 // decode fails the source with an error naming the topic, offset, packet
 // identifier and field, after the batch of the messages before it; it is
 // not acknowledged, and the broker delivers it again: fix or remove it.

@@ -67,6 +67,13 @@ func (k *marks) redelivery(mk mark, m paho.Message) bool {
 	return false
 }
 
+// pending returns how many messages are taken and not yet accepted.
+func (k *marks) pending() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.taken)
+}
+
 // take records d as taken.
 func (k *marks) take(d *delivery) {
 	k.mu.Lock()

@@ -230,11 +230,9 @@ func (s *source) Read(ctx context.Context) (connectors.Batch, error) {
 		return connectors.Batch{}, ctx.Err()
 	}
 	for {
-		var m paho.Message
-		select {
-		case m = <-s.msgs:
-		case <-ctx.Done():
-			return connectors.Batch{}, ctx.Err()
+		m, err := s.next1(ctx)
+		if err != nil {
+			return connectors.Batch{}, err
 		}
 		for {
 			if err := s.add(m); err != nil {
@@ -258,6 +256,39 @@ func (s *source) Read(ctx context.Context) (connectors.Batch, error) {
 			return s.batch(), nil
 		}
 		// Every message was a redelivery skipped: wait for more.
+	}
+}
+
+// stallWarning is how long Read waits for a message, while messages it
+// read are not yet acknowledged (no write-ahead log), before it warns.
+var stallWarning = 10 * time.Second
+
+// next1 waits for the next message until ctx is done. Without a
+// write-ahead log it warns when none comes while messages read wait for
+// their acknowledgement: the broker sends only so many without a PUBACK,
+// and a job that holds rows (open windows) waits for more rows forever.
+func (s *source) next1(ctx context.Context) (paho.Message, error) {
+	select {
+	case m := <-s.msgs:
+		return m, nil
+	default:
+	}
+	t := time.NewTimer(stallWarning)
+	defer t.Stop()
+	for {
+		select {
+		case m := <-s.msgs:
+			return m, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+			if n := s.marks.pending(); n > 0 && !s.walAhead.Load() {
+				s.log.Warn("no MQTT message came while messages read wait for their acknowledgement: the broker sends at most its "+
+					"max_inflight_messages (Mosquitto: 20) without a PUBACK, which the source sends once the sinks have the rows; "+
+					"a job that holds rows (open windows) needs a durability block on the source, or a higher broker limit",
+					"unacknowledged", n, "waited", stallWarning)
+			}
+		}
 	}
 }
 
