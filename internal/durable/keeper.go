@@ -15,8 +15,7 @@ import (
 
 // Keeper is a wrapped source that keeps, beside its WAL, something of
 // every row the WAL took: the push source's idempotency keys, the mqtt
-// input's redelivery marks (subtask 0's in the file itself, another
-// subtask's beside it, KEYS-s, which a redistribution leaves). What it
+// input's redelivery marks (other subtasks' than 0 in KEYS-s). What it
 // keeps must hold every row accepted, across a crash at any point, while
 // the WAL deletes the entries its cursor has passed. The source gives it
 // the two halves:
