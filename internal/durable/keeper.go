@@ -14,11 +14,10 @@ import (
 )
 
 // Keeper is a wrapped source that keeps, beside its WAL, something of
-// every row the WAL took: the push source's idempotency keys, the mqtt
-// input's redelivery marks (other subtasks' than 0 in KEYS-s). What it
-// keeps must hold every row accepted, across a crash at any point, while
-// the WAL deletes the entries its cursor has passed. The source gives it
-// the two halves:
+// every row the WAL took (push's idempotency keys, mqtt's redelivery
+// marks), which must hold every row accepted, across a crash at any
+// point, while the WAL deletes the entries its cursor passed. The source
+// gives it the two halves:
 //
 //   - Logged, at Connect and before the wrapped source connects, with every
 //     entry the WAL holds (those after the cursor, and for a held log those
@@ -27,8 +26,8 @@ import (
 //     entries behind it): the keeper makes what it keeps of every row
 //     accepted so far durable in its own file, at the path OpenKeeper gave.
 //
-// Only the local backend keeps such a file: Open refuses a Keeper on the
-// object-store backend.
+// Only the local backend keeps such files: Open refuses a Keeper on the
+// object-store one.
 type Keeper interface {
 	// OpenKeeper is called by Open, once the WAL is open, with the path of
 	// the keeper's file: one per source, shared by its subtasks, in the
