@@ -124,7 +124,10 @@ type SinkConfig struct {
 	Password string `json:"password,omitempty"`
 	// QoS of the publishes, 0, 1 or 2 (default 1).
 	QoS *int `json:"qos,omitempty"`
-	// CleanSession starts a new session at every connect (default false).
+	// CleanSession starts a new session at every connect (default true:
+	// a restarted sink's client has lost what it had in flight, and would
+	// reuse packet identifiers the broker still holds for a persistent
+	// session, which would take a new QoS 2 message for a duplicate).
 	CleanSession *bool `json:"clean_session,omitempty"`
 	// KeepAlive is the keep-alive interval in seconds (default 60).
 	KeepAlive *int `json:"keep_alive,omitempty"`
@@ -343,8 +346,8 @@ func checkSink(c *SinkConfig, zero map[string]bool) error {
 		f.Add("qos", "must be 0, 1 or 2 (got %d)", *c.QoS)
 	}
 	if c.CleanSession == nil {
-		no := false
-		c.CleanSession = &no
+		yes := true
+		c.CleanSession = &yes
 	}
 	return f.Err()
 }

@@ -8,12 +8,13 @@
 // qos, clean_session, keep_alive in seconds; the input's topics; the
 // output's topic, retain and value_field; the tls block {enabled, ca,
 // client_cert, client_key}), with additions: the input's format, schema
-// and batch_size. Defaults: port 1883, qos 1, keep_alive 60, and
-// clean_session false (ArkFlow's is true): the broker keeps the client's
-// session, subscriptions and QoS 1 messages not yet acknowledged, across
-// a restart. client_id is required: it names that session, subtask 0's
-// (which keeps it when the parallelism changes); subtask s > 0 is
-// client_id-s.
+// and batch_size. Defaults: port 1883, qos 1, keep_alive 60, and for the
+// input clean_session false (ArkFlow's is true): the broker keeps the
+// client's session, subscriptions and QoS 1 messages not yet acknowledged,
+// across a restart (the output's is true: a restarted sink starts a new
+// session, as its client lost what it had in flight). client_id is
+// required: it names that session, subtask 0's (which keeps it when the
+// parallelism changes); subtask s > 0 is client_id-s.
 //
 // # Input
 //
