@@ -167,6 +167,10 @@ func (s *source) Connect(ctx context.Context) error {
 	s.mu.Lock()
 	s.client = c
 	s.mu.Unlock()
+	if !present && !s.ep.cleanSession && s.seek > 0 {
+		s.log.Warn("the MQTT broker had no session for the client ID of a restarted source: the messages published while the job was stopped are lost "+
+			"(a broker without persistence restarted, a session expired, or client_id changed)", "client_id", s.ep.clientID)
+	}
 	s.log.Info("subscribed to MQTT topics", "broker", s.ep.address(), "client_id", s.ep.clientID, "topics", s.in.cfg.Topics,
 		"qos", *s.in.cfg.QoS, "session_present", present, "write_ahead_log", s.walAhead.Load())
 	return nil
