@@ -15,17 +15,18 @@ import (
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
+	"github.com/arkflow-rs/arkflow-go/job"
 )
 
 // QoS 1 consume of 128-byte JSON messages, through the engine (mqtt
-// source → a sink function that counts rows, no durability block: a
-// message is acknowledged once the sink has its row) and through a bare
-// paho subscriber (auto-acknowledging every message once its handler
-// returned), from the same broker. Each iteration publishes benchMsgs
-// messages to a fresh topic for which both clients have a persistent
-// session, so the broker queues them for both; the clock runs from
-// connecting until the last message was handed to the sink (engine) or
-// handled (bare). ratio = engine events/s over bare events/s.
+// source → a sink function that counts rows; PUBACK once the sink has the
+// row, or with a durability block once the write-ahead log holds it) and
+// through a bare paho subscriber (PUBACK once its handler returned), of
+// benchMsgs messages on a fresh topic that each client's persistent
+// session has queued. The clock runs from connecting until the sink
+// (engine) or handler (bare) had the last message. ratio and ratio-wal
+// are the engine's events/s, without and with the durability block, over
+// the bare subscriber's.
 //
 //	ARKFLOW_TEST_MQTT_ADDR=127.0.0.1:1883 go test -run '^$' -bench MQTTConsume -benchtime 3x ./connectors/mqtt/
 //
@@ -77,20 +78,24 @@ func BenchmarkMQTTConsume(b *testing.B) {
 	for _, format := range []string{FormatRaw, FormatJSON} {
 		b.Run(format, func(b *testing.B) {
 			b.StopTimer() // the iterations time themselves
-			var engine, bare time.Duration
+			var engine, bare, wal time.Duration
 			for i := 0; i < b.N; i++ {
-				topic, bareID, engineID := uniqueName(b, "bench"), uniqueName(b, "bare"), uniqueName(b, "engine")
-				benchSession(b, bareID, topic)
-				benchSession(b, engineID, topic)
+				topic, bareID, engineID, walID := uniqueName(b, "bench"), uniqueName(b, "bare"), uniqueName(b, "engine"), uniqueName(b, "wal")
+				for _, id := range []string{bareID, engineID, walID} {
+					benchSession(b, id, topic)
+				}
 				benchPublish(b, topic)
 				bare += benchBare(b, bareID, topic, format == FormatJSON)
-				engine += benchEngine(b, engineID, topic, format)
+				engine += benchEngine(b, engineID, topic, format, false)
+				wal += benchEngine(b, walID, topic, format, true)
 			}
 			per := func(d time.Duration) float64 { return float64(b.N*benchMsgs) / d.Seconds() }
 			b.ReportMetric(float64(engine.Nanoseconds())/float64(b.N), "ns/op")
 			b.ReportMetric(per(engine), "events/s")
 			b.ReportMetric(per(bare), "bare-events/s")
 			b.ReportMetric(per(engine)/per(bare), "ratio")
+			b.ReportMetric(per(wal), "wal-events/s")
+			b.ReportMetric(per(wal)/per(bare), "ratio-wal")
 		})
 	}
 }
@@ -133,7 +138,7 @@ func benchBare(b *testing.B, clientID, topic string, decode bool) time.Duration 
 
 // benchEngine reads the session's messages through a job and returns the
 // time from its start until the sink had every row.
-func benchEngine(b *testing.B, clientID, topic, format string) time.Duration {
+func benchEngine(b *testing.B, clientID, topic, format string, durable bool) time.Duration {
 	h, p := broker(b)
 	cfg := SourceConfig{Host: h, Port: p, ClientID: clientID, Topics: []string{topic}}
 	if format == FormatJSON {
@@ -141,15 +146,19 @@ func benchEngine(b *testing.B, clientID, topic, format string) time.Duration {
 	}
 	var rows atomic.Int64
 	done := make(chan struct{})
+	var opts []arkflow.SourceOption
+	if durable {
+		opts = append(opts, arkflow.Durable(job.Durability{}))
+	}
 	j, err := arkflow.NewJob("mqtt-bench").
-		Source("in", cfg).
+		Source("in", cfg, opts...).
 		Sink("out", funcsink.RecordFunc(func(_ context.Context, rec arrow.RecordBatch) error {
 			if rows.Add(rec.NumRows()) == benchMsgs {
 				close(done)
 			}
 			return nil
 		})).
-		Build()
+		Build(arkflow.WithDataDir(b.TempDir()))
 	if err != nil {
 		b.Fatal(err)
 	}
