@@ -76,8 +76,10 @@
 // string (a column name, or concat of literals and columns). A write
 // returns once every message is acknowledged as its QoS has it (QoS 0
 // written to the connection, 1 PUBACK, 2 PUBCOMP), or with an error:
-// at-least-once for QoS 1 and 2, rows a restart writes again are
-// published again.
+// at-least-once for QoS 1 and 2 (a write waits up to 30 s for a client
+// that reconnects; rows a restart writes again are published again); QoS
+// 0 is at-most-once (a write while the client reconnects fails, one to a
+// connection going down before the client noticed is lost).
 //
 // # TLS
 //

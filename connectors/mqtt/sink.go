@@ -154,6 +154,18 @@ func (s *sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		return err
 	}
 	qos := byte(*s.cfg.QoS)
+	// The client drops a QoS 0 message published while it reconnects, and
+	// reports it sent: Write says so instead.
+	notConnected := func() error {
+		if qos == 0 && !s.client.IsConnectionOpen() {
+			return fmt.Errorf("mqtt: publishing %d rows to %q (QoS 0): not connected to the broker at %s (reconnecting), and QoS 0 messages are not kept for later",
+				len(payloads), topics(0), s.ep.address())
+		}
+		return nil
+	}
+	if err := notConnected(); err != nil {
+		return err
+	}
 	toks := make([]paho.Token, len(payloads))
 	for i, p := range payloads {
 		toks[i] = s.client.Publish(topics(i), qos, s.cfg.Retain, p)
@@ -163,7 +175,7 @@ func (s *sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 			return fmt.Errorf("mqtt: publishing row %d of %d to %q (QoS %d): %w", i, len(toks), topics(i), qos, err)
 		}
 	}
-	return nil
+	return notConnected()
 }
 
 // topics returns the function giving row i's topic.

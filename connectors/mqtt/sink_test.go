@@ -2,9 +2,11 @@ package mqtt
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -77,4 +79,34 @@ func TestSinkTopicExprErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `gives "a+" for row 0`) {
 		t.Fatalf("Write with a wildcard topic: %v", err)
 	}
+}
+
+// A QoS 0 write while the client reconnects returns an error naming the
+// topic and the broker, rather than reporting the rows delivered (the
+// client would drop them).
+func TestSinkWriteFailsWithoutBroker(t *testing.T) {
+	px := newProxy(t)
+	topic := uniqueName(t, "gone")
+	rec := sinkRows(t, []string{"a"}, []string{"1"})
+	defer rec.Release()
+	cfg := sinkConfig(t, topic)
+	cfg.Port = px.port()
+	qos := 0
+	cfg.QoS = &qos
+	s := openSink(t, buildOutput(t, cfg, rec.Schema()))
+	px.l.Close()
+	px.cut()
+	// Once the client noticed (a QoS 0 message written to a connection
+	// that is going down without its knowing is lost, at-most-once).
+	deadline := time.Now().Add(10 * time.Second)
+	for s.(*sink).client.IsConnectionOpen() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.Write(ctx, rec)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("publishing 1 rows to %q (QoS 0): not connected", topic)) {
+		t.Fatalf("Write without a broker: %v", err)
+	}
+	t.Logf("Write: %v", err)
 }
