@@ -27,8 +27,8 @@
 // schema); then __meta_source, __meta_partition, __meta_offset (a count
 // of the messages read, going on across restarts), __meta_topic and
 // __meta_mark (a QoS 1 message's packet identifier and a hash of its
-// topic and payload; null for QoS 0). Subtask 0 alone subscribes, one
-// partition in the broker's order per topic; with shared subscriptions
+// topic and payload; null for QoS 0). Subtask 0 alone subscribes: one
+// partition (the broker keeps each topic's order); with shared subscriptions
 // ($share/GROUP/FILTER, all topics shared) every subtask subscribes, a
 // partition each, and the broker gives each message to one of them.
 //
@@ -46,10 +46,11 @@
 // the redelivery of a message whose PUBACK a crash lost by its mark (the
 // log's rows carry the marks; the durable source's keeper file beside
 // the log, KEYS, or KEYS-s for subtask s > 0, keeps those of the rows it
-// let go; so the durability must use a local path).
-// Two messages with the same topic, payload and packet identifier, the
-// second taken while the first's PUBACK was lost, would look alike: the
-// second would be skipped. Without a durability block a message is
+// let go; so the durability must use a local path). One case escapes the
+// marks: a message identical (topic and payload) to the last one with its
+// packet identifier, redelivered because a crash came before the log held
+// it, is taken for that one and skipped; payloads that repeat verbatim
+// (without a time or a sequence number) can lose a message so. Without a durability block a message is
 // acknowledged once every sink acknowledged the rows derived from it (a
 // row a window holds: once the window fired and its result was written):
 // at-least-once for a job without state (a restore of a checkpoint puts
