@@ -14,10 +14,10 @@ import (
 )
 
 // Keeper is a wrapped source that keeps, beside its WAL, something of
-// every row the WAL took: the push source's idempotency keys. What it
-// keeps must hold every row accepted, across a crash at any point, while
-// the WAL deletes the entries its cursor has passed. The source gives it
-// the two halves:
+// every row the WAL took (push's idempotency keys, mqtt's redelivery
+// marks), which must hold every row accepted, across a crash at any
+// point, while the WAL deletes the entries its cursor passed. The source
+// gives it the two halves:
 //
 //   - Logged, at Connect and before the wrapped source connects, with every
 //     entry the WAL holds (those after the cursor, and for a held log those
@@ -26,8 +26,8 @@ import (
 //     entries behind it): the keeper makes what it keeps of every row
 //     accepted so far durable in its own file, at the path OpenKeeper gave.
 //
-// Only the local backend keeps such a file: Open refuses a Keeper on the
-// object-store backend.
+// Only the local backend keeps such files: Open refuses a Keeper on the
+// object-store one.
 type Keeper interface {
 	// OpenKeeper is called by Open, once the WAL is open, with the path of
 	// the keeper's file: one per source, shared by its subtasks, in the
@@ -45,8 +45,8 @@ type Keeper interface {
 // source's logs, beside PARALLELISM.
 const keysFile = "KEYS"
 
-var errKeeperObjectStore = errors.New("the source keeps idempotency keys beside its WAL (push.Config.IdempotencyKey), which only the local backend can: " +
-	"use durability with a local path, or no idempotency key")
+var errKeeperObjectStore = errors.New("the source keeps a file beside its WAL (the push source's idempotency keys, push.Config.IdempotencyKey; the mqtt input's redelivery marks), which only the local backend can: " +
+	"use durability with a local path (or, for push, no idempotency key)")
 
 // openKeeper opens the wrapped source's Keeper at the source's keys file.
 func (s *Source) openKeeper(cfg *job.Durability, dataDir string, info connectors.TaskInfo) error {

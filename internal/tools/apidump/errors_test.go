@@ -10,6 +10,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/checkpoint"
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
+	"github.com/arkflow-rs/arkflow-go/connectors/mqtt"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
@@ -35,6 +36,7 @@ var sentinels = map[string]error{
 	"kafka.ErrUnpairedGroup":    kafka.ErrUnpairedGroup,
 	"kafka.ErrInstanceFenced":   kafka.ErrInstanceFenced,
 	"kafka.ErrClosed":           kafka.ErrClosed,
+	"mqtt.ErrClosed":            mqtt.ErrClosed,
 	"nats.ErrClosed":            nats.ErrClosed,
 	"push.ErrStopped":           push.ErrStopped,
 	"push.ErrClosed":            push.ErrClosed,

@@ -28,6 +28,7 @@ import (
 	httpconn "github.com/arkflow-rs/arkflow-go/connectors/http"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	"github.com/arkflow-rs/arkflow-go/connectors/mqtt"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
@@ -219,9 +220,9 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 
 // connectorFamilies lists the families jobs with a Kafka source and
 // sink, a NATS JetStream source and sink, a core NATS source and sink, an
-// SQL source and sink, an HTTP source and sink and a WebSocket source
-// describe beyond the job's own (jobFams), typed as the connectors declare
-// them. The jobs are built, not run: they need no
+// SQL source and sink, an HTTP source and sink, a WebSocket source and an
+// MQTT source and sink describe beyond the job's own (jobFams), typed as
+// the connectors declare them. The jobs are built, not run: they need no
 // broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	brokers := []string{"127.0.0.1:9"}
@@ -246,6 +247,9 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"websocket": arkflow.NewJob("doc-websocket").
 			Source("in", websocket.SourceConfig{URL: "ws://127.0.0.1:9/feed", Schema: schema}).
 			Sink("out", drop.Config{}),
+		"mqtt": arkflow.NewJob("doc-mqtt").
+			Source("in", mqtt.SourceConfig{Host: "127.0.0.1", Port: 9, ClientID: "doc", Topics: []string{"in"}, Schema: schema}).
+			Sink("out", mqtt.SinkConfig{Host: "127.0.0.1", Port: 9, ClientID: "doc-out", Topic: mqtt.Topic{Value: "out"}}),
 	}
 	var fams []family
 	for name, b := range builders {
@@ -276,8 +280,12 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
+	mqttFams, err := mqttFamilies()
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
-		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), httpFams, wsFams) {
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), httpFams, wsFams, mqttFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
@@ -342,6 +350,22 @@ func httpFamilies() ([]connectors.MetricFamily, error) {
 		return nil, err
 	}
 	return slices.Concat(i.(connectors.MetricFamilies).MetricFamilies(), o.(connectors.MetricFamilies).MetricFamilies()), nil
+}
+
+// mqttFamilies returns the families the MQTT input and output declare
+// (their types are the package's own: built through the registry).
+func mqttFamilies() ([]connectors.MetricFamily, error) {
+	in, _ := connectors.LookupInput(mqtt.Type)
+	outp, _ := connectors.LookupOutput(mqtt.Type)
+	i, err := in(connectors.BuildContext{Config: []byte(`{"host":"127.0.0.1","client_id":"doc","topics":["in"]}`)})
+	if err != nil {
+		return nil, err
+	}
+	o, err := outp(connectors.BuildContext{Config: []byte(`{"host":"127.0.0.1","client_id":"doc","topic":"out"}`)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(i.(connectors.MetricFamilies).MetricFamilies(), o.(connectors.MetricFamilies).MetricFamilies()...), nil
 }
 
 // fleetFamilies runs a Hub and one Agent in this process, has the Agent
