@@ -45,8 +45,8 @@ type Keeper interface {
 // source's logs, beside PARALLELISM.
 const keysFile = "KEYS"
 
-var errKeeperObjectStore = errors.New("the source keeps a file beside its WAL (the push source's idempotency keys, push.Config.IdempotencyKey; the mqtt input's redelivery marks), which only the local backend can: " +
-	"use durability with a local path (or, for push, no idempotency key)")
+var errKeeperObjectStore = errors.New("the source keeps a file beside its WAL (the idempotency keys of a push source with push.Config.IdempotencyKey or of an http input with an idempotency block; the mqtt input's redelivery marks), which only the local backend can: " +
+	"use durability with a local path (or no idempotency)")
 
 // openKeeper opens the wrapped source's Keeper at the source's keys file.
 func (s *Source) openKeeper(cfg *job.Durability, dataDir string, info connectors.TaskInfo) error {
