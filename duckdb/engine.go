@@ -78,7 +78,7 @@ func (q *compiled) exec(sql string) error {
 	var res bindings.Result
 	defer bindings.DestroyResult(&res)
 	if bindings.Query(q.conn, sql, &res) == bindings.StateError {
-		return errors.New(bindings.ResultError(&res))
+		return duckError(bindings.ResultError(&res))
 	}
 	return nil
 }
@@ -182,7 +182,7 @@ func (q *compiled) prepare(input *arrow.Schema) (_ *arrow.Schema, err error) {
 	n := bindings.ExtractStatements(q.conn, q.sql, &stmts)
 	defer bindings.DestroyExtracted(&stmts)
 	if n == 0 {
-		return nil, errors.New(bindings.ExtractStatementsError(stmts))
+		return nil, duckError(bindings.ExtractStatementsError(stmts))
 	}
 	if n > 1 {
 		return nil, fmt.Errorf("has %d statements; only a single SELECT query is allowed", n)
@@ -191,7 +191,7 @@ func (q *compiled) prepare(input *arrow.Schema) (_ *arrow.Schema, err error) {
 	state := bindings.PrepareExtractedStatement(q.conn, stmts, 0, &stmt)
 	defer bindings.DestroyPrepare(&stmt)
 	if state == bindings.StateError {
-		return nil, errors.New(bindings.PrepareError(stmt))
+		return nil, duckError(bindings.PrepareError(stmt))
 	}
 	if bindings.PreparedStatementType(stmt) != bindings.StatementTypeSelect {
 		return nil, errors.New("is not a query: only a single SELECT (or WITH … SELECT) is allowed, no statement that defines or changes data")
@@ -240,7 +240,7 @@ func (q *compiled) Run(ctx context.Context, rec arrow.RecordBatch) ([]arrow.Reco
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("query %q: %s", q.sql, msg)
+		return nil, fmt.Errorf("query %q: %w", q.sql, duckError(msg))
 	}
 	defer bindings.DestroyResult(&res)
 	if asks() > 1 {
@@ -348,4 +348,17 @@ func bytesForBools(rec arrow.RecordBatch, idx []int) arrow.RecordBatch {
 		fields[i].Type = arrow.PrimitiveTypes.Int8
 	}
 	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+// duckError is DuckDB's message on one line, without the lines that
+// repeat the query and point at a place in it.
+func duckError(msg string) error {
+	var keep []string
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "LINE ") && strings.Trim(l, "^") != "" {
+			keep = append(keep, l)
+		}
+	}
+	return errors.New(strings.Join(keep, " "))
 }
