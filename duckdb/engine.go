@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -27,12 +26,17 @@ type Engine struct{}
 func (Engine) Name() string { return "duckdb" }
 
 // settings keep a query inside the process: no files or URLs read, no
-// extension downloaded or loaded, nothing spilled to disk.
+// extension downloaded or loaded, nothing spilled to disk. The C API's
+// Arrow view asks for the columns and filters a query needs but its
+// stream cannot give them (it reads every column as if projected): with
+// the two optimizers that narrow a scan off, every scan reads all the
+// columns in order.
 var settings = [][2]string{
 	{"enable_external_access", "false"},
 	{"autoinstall_known_extensions", "false"},
 	{"autoload_known_extensions", "false"},
 	{"max_temp_directory_size", "0KiB"},
+	{"disabled_optimizers", "unused_columns,filter_pushdown"},
 	{"lock_configuration", "true"},
 }
 
@@ -63,11 +67,6 @@ type compiled struct {
 	// of the batch cannot serve: each batch is copied into a temporary
 	// table instead.
 	copyIn bool
-	// bools are the indexes (and names) of the input's boolean columns.
-	// DuckDB's Arrow scan reads Arrow's bit-packed booleans as one byte
-	// a value: they go in as bytes and a view casts them back.
-	bools     []int
-	boolNames []string
 }
 
 // staging is the view a batch is copied from in copyIn mode.
@@ -86,16 +85,8 @@ func (q *compiled) exec(sql string) error {
 // load makes rec the query's table and returns what ends it, and how
 // many times the statements run since read the view of rec.
 func (q *compiled) load(rec arrow.RecordBatch) (release func(), asks func() int64, err error) {
-	if len(q.bools) > 0 {
-		rec = bytesForBools(rec, q.bools)
-		defer rec.Release()
-	}
 	if !q.copyIn {
-		name := q.table
-		if len(q.bools) > 0 {
-			name = staging // read through the view castView made
-		}
-		rdr, release, err := registerView(q.conn, name, rec)
+		rdr, release, err := registerView(q.conn, q.table, rec)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -106,21 +97,8 @@ func (q *compiled) load(rec arrow.RecordBatch) (release func(), asks func() int6
 		return nil, nil, err
 	}
 	defer release()
-	err = q.exec(fmt.Sprintf("CREATE OR REPLACE TEMP TABLE %s AS %s", quoteIdent(q.table), q.selectStaging()))
+	err = q.exec(fmt.Sprintf("CREATE OR REPLACE TEMP TABLE %s AS SELECT * FROM %s", quoteIdent(q.table), staging))
 	return func() {}, func() int64 { return 1 }, err
-}
-
-// selectStaging reads the staging view with its boolean columns cast
-// back from the bytes bytesForBools made of them.
-func (q *compiled) selectStaging() string {
-	if len(q.bools) == 0 {
-		return "SELECT * FROM " + staging
-	}
-	casts := make([]string, len(q.bools))
-	for i, name := range q.boolNames {
-		casts[i] = fmt.Sprintf("CAST(%s AS BOOLEAN) AS %s", quoteIdent(name), quoteIdent(name))
-	}
-	return fmt.Sprintf("SELECT * REPLACE (%s) FROM %s", strings.Join(casts, ", "), staging)
 }
 
 // switchToCopy turns copyIn on.
@@ -158,21 +136,11 @@ func (q *compiled) open() error {
 func (q *compiled) prepare(input *arrow.Schema) (_ *arrow.Schema, err error) {
 	empty := emptyBatch(input)
 	defer empty.Release()
-	for i, f := range input.Fields() {
-		if f.Type.ID() == arrow.BOOL {
-			q.bools, q.boolNames = append(q.bools, i), append(q.boolNames, f.Name)
-		}
-	}
 	release, asks, err := q.load(empty)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if len(q.bools) > 0 {
-		if err := q.exec(fmt.Sprintf("CREATE OR REPLACE TEMP VIEW %s AS %s", quoteIdent(q.table), q.selectStaging())); err != nil {
-			return nil, err
-		}
-	}
 	defer func() {
 		if err == nil && asks() > 1 {
 			err = q.switchToCopy()
@@ -321,33 +289,6 @@ func (q *compiled) Close() error {
 	bindings.Disconnect(&q.conn)
 	bindings.Close(&q.db)
 	return nil
-}
-
-// bytesForBools returns rec with the boolean columns at idx as int8
-// columns of 0 and 1, nulls kept.
-func bytesForBools(rec arrow.RecordBatch, idx []int) arrow.RecordBatch {
-	cols := slices.Clone(rec.Columns())
-	fields := slices.Clone(rec.Schema().Fields())
-	b := array.NewInt8Builder(memory.DefaultAllocator)
-	defer b.Release()
-	for _, i := range idx {
-		in := cols[i].(*array.Boolean)
-		b.Reserve(in.Len())
-		for r := range in.Len() {
-			switch {
-			case in.IsNull(r):
-				b.AppendNull()
-			case in.Value(r):
-				b.UnsafeAppend(1)
-			default:
-				b.UnsafeAppend(0)
-			}
-		}
-		cols[i] = b.NewArray()
-		defer cols[i].Release()
-		fields[i].Type = arrow.PrimitiveTypes.Int8
-	}
-	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
 }
 
 // duckError is DuckDB's message on one line, without the lines that

@@ -5,6 +5,7 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -180,6 +181,67 @@ func TestDuckQueriesMatchAGoLoop(t *testing.T) {
 				if r.ok && r.v != nil && *r.v > 60 && r.id%3 == 0 {
 					out = append(out, fmt.Sprintf("%d %s", r.id, r.g))
 				}
+			}
+			return out
+		},
+	}, {
+		// Later columns alone, out of order, filtered on another.
+		sql:  "SELECT ts, ok, v FROM flow WHERE ts > TIMESTAMP '2023-11-14 22:20:00' AND NOT ok",
+		cols: "ts:timestamp[ms] ok:bool v:float64",
+		want: func() (out []string) {
+			for _, r := range rows {
+				if r.ts != nil && *r.ts > 1_700_000_400_000 && !r.ok {
+					out = append(out, fmt.Sprintf("ts%d %v %s", *r.ts, r.ok, num(r.v)))
+				}
+			}
+			return out
+		},
+	}, {
+		sql:  "SELECT ok, id FROM flow WHERE v IS NULL",
+		cols: "ok:bool id:int64",
+		want: func() (out []string) {
+			for _, r := range rows {
+				if r.v == nil {
+					out = append(out, fmt.Sprintf("%v %d", r.ok, r.id))
+				}
+			}
+			return out
+		},
+	}, {
+		sql:  "SELECT id, ts FROM flow WHERE ts IS NOT NULL ORDER BY ts DESC, id LIMIT 5",
+		cols: "id:int64 ts:timestamp[ms]",
+		want: func() (out []string) {
+			var keep []row
+			for _, r := range rows {
+				if r.ts != nil {
+					keep = append(keep, r)
+				}
+			}
+			slices.SortFunc(keep, func(a, b row) int {
+				if *a.ts != *b.ts {
+					return int(*b.ts - *a.ts)
+				}
+				return int(a.id - b.id)
+			})
+			for _, r := range keep[:5] {
+				out = append(out, fmt.Sprintf("%d ts%d", r.id, *r.ts))
+			}
+			return out
+		},
+	}, {
+		sql:  "SELECT g, count(*) FILTER (WHERE ok) AS n FROM flow GROUP BY ALL ORDER BY g",
+		cols: "g:utf8 n:int64",
+		want: func() (out []string) {
+			n := map[string]int{}
+			for _, r := range rows {
+				if r.ok {
+					n[r.g]++
+				} else {
+					n[r.g] += 0
+				}
+			}
+			for _, g := range slices.Sorted(maps.Keys(n)) {
+				out = append(out, fmt.Sprintf("%s %d", g, n[g]))
 			}
 			return out
 		},
