@@ -17,13 +17,13 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/sqlengine"
 )
 
-func init() { sqlengine.Register(Engine{}) }
+func init() { sqlengine.Register(engine{}) }
 
-// Engine is the DuckDB SQL engine; the package's init registers it.
-type Engine struct{}
+// engine is the DuckDB SQL engine; the package's init registers it.
+type engine struct{}
 
 // Name is "duckdb".
-func (Engine) Name() string { return "duckdb" }
+func (engine) Name() string { return "duckdb" }
 
 // settings keep a query inside the process: no files or URLs read, no
 // extension downloaded or loaded, nothing spilled to disk. The C API's
@@ -43,7 +43,7 @@ var settings = [][2]string{
 // Compile opens an in-memory database of its own, registers a batch of
 // no rows with the input schema as table and prepares query there, so
 // that syntax, unknown columns and types fail here with DuckDB's message.
-func (Engine) Compile(query, table string, input *arrow.Schema) (sqlengine.Query, error) {
+func (engine) Compile(query, table string, input *arrow.Schema) (sqlengine.Query, error) {
 	q := &compiled{sql: query, table: table}
 	if err := q.open(); err != nil {
 		return nil, fmt.Errorf("duckdb: %w", err)

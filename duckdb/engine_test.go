@@ -117,7 +117,7 @@ func cell(t *testing.T, col arrow.Array, i int) string {
 
 func compile(t *testing.T, sql string) sqlengine.Query {
 	t.Helper()
-	q, err := Engine{}.Compile(sql, "flow", rowSchema)
+	q, err := engine{}.Compile(sql, "flow", rowSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestDuckCompileErrors(t *testing.T) {
 		"SELECT * FROM other":                  "Table with name other does not exist",
 	}
 	for sql, want := range cases {
-		q, err := Engine{}.Compile(sql, "flow", rowSchema)
+		q, err := engine{}.Compile(sql, "flow", rowSchema)
 		if err == nil {
 			q.Close()
 			t.Errorf("%s: compiled", sql)
