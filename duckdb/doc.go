@@ -9,5 +9,7 @@
 // runs its own in-memory database, which reads the batch in place as
 // the table (flow unless table_name says otherwise) and can read no
 // file, URL or extension. Unaliased expressions are named the DuckDB
-// way: sum(value), where ArkFlow names sum(flow.value).
+// way: sum(value), where ArkFlow names sum(flow.value); and a sum of
+// integers is a decimal(38, 0) (DuckDB's HUGEINT): cast it, as in
+// sum(value)::BIGINT, for an int64.
 package duckdb
