@@ -360,9 +360,11 @@ func TestDuckBatchOfNoRows(t *testing.T) {
 
 // Compilation fails on what is not a single query, on unknown columns
 // and syntax, quoting the query and DuckDB's message; it reads no file
-// and writes none.
+// and writes none, in the working directory or the home directory.
 func TestDuckCompileErrors(t *testing.T) {
 	t.Chdir(t.TempDir())
+	home := t.TempDir()
+	t.Setenv("HOME", home)
 	cases := map[string]string{
 		"CREATE TABLE t (a INT)":               "only a single SELECT",
 		"INSERT INTO flow VALUES (1)":          "flow is not an table", // refused before its type is known
@@ -385,8 +387,10 @@ func TestDuckCompileErrors(t *testing.T) {
 			t.Errorf("%s: error %q, want the query and %q", sql, err, want)
 		}
 	}
-	if ents, _ := os.ReadDir("."); len(ents) > 0 {
-		t.Fatalf("compiling left %v in the working directory", ents)
+	for _, dir := range []string{".", home} {
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			t.Fatalf("compiling left %v in %s", ents, dir)
+		}
 	}
 }
 
@@ -420,5 +424,33 @@ func TestDuckConcurrentQueries(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// The table can have another name, one that needs quoting too, also
+// when the query reads it twice and each batch is copied.
+func TestDuckTableName(t *testing.T) {
+	rows := randomRows(5, 1000)
+	var n, pos int
+	for _, r := range rows {
+		if r.id > 0 {
+			pos++
+		}
+		n++
+	}
+	for table, sql := range map[string]string{
+		"events":    "SELECT count(*) AS n, count(*) FILTER (WHERE id > 0) AS pos FROM events",
+		`my "rows"`: `SELECT (SELECT count(*) FROM "my ""rows""") AS n, count(*) AS pos FROM "my ""rows""" WHERE id > 0`,
+	} {
+		q, err := engine{}.Compile(sql, table, rowSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		for range 2 {
+			if got := run(t, q, rows); !slices.Equal(got, []string{fmt.Sprintf("%d %d", n, pos)}) {
+				t.Fatalf("%s: got %q, want %d %d", sql, got, n, pos)
+			}
+		}
 	}
 }
