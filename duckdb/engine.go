@@ -199,8 +199,13 @@ func (q *compiled) Run(ctx context.Context, rec arrow.RecordBatch) ([]arrow.Reco
 		return nil, fmt.Errorf("query %q: loading the batch: %w", q.sql, err)
 	}
 	defer release()
-	stop := context.AfterFunc(ctx, func() { bindings.Interrupt(q.conn) })
-	defer stop()
+	conn, interrupted := q.conn, make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { defer close(interrupted); bindings.Interrupt(conn) })
+	defer func() {
+		if !stop() {
+			<-interrupted // Close must not disconnect under it
+		}
+	}()
 	var res bindings.Result
 	if bindings.Query(q.conn, q.sql, &res) == bindings.StateError {
 		msg := bindings.ResultError(&res)
