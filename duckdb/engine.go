@@ -26,7 +26,8 @@ type engine struct{}
 func (engine) Name() string { return "duckdb" }
 
 // settings keep a query inside the process: no files or URLs read, no
-// extension downloaded or loaded, nothing spilled to disk. The C API's
+// extension downloaded or loaded, nothing spilled to disk; and to one
+// thread, its subtask's (the job runs subtasks in parallel). The C API's
 // Arrow view asks for the columns and filters a query needs but its
 // stream cannot give them (it reads every column as if projected): with
 // the two optimizers that narrow a scan off, every scan reads all the
@@ -37,6 +38,7 @@ var settings = [][2]string{
 	{"autoload_known_extensions", "false"},
 	{"max_temp_directory_size", "0KiB"},
 	{"disabled_optimizers", "unused_columns,filter_pushdown"},
+	{"threads", "1"},
 	{"lock_configuration", "true"},
 }
 
