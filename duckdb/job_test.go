@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
@@ -114,6 +115,11 @@ func TestDuckSQLValidationErrors(t *testing.T) {
 		},
 		want: []string{`"w"`, "expr:", `"g"`, "key"},
 	}, {
+		build: func(b *arkflow.Builder) *arkflow.Builder {
+			return b.SQL("meta", "SELECT id, __meta_partition::BIGINT AS __meta_partition FROM flow")
+		},
+		want: []string{`"meta"`, "sql:", `column "__meta_partition"`, "source metadata"},
+	}, {
 		build: func(b *arkflow.Builder) *arkflow.Builder { return b.SQL("twice", "SELECT id, id FROM flow") },
 		want:  []string{`"twice"`, "sql:", `two columns named "id"`},
 	}}
@@ -131,5 +137,46 @@ func TestDuckSQLValidationErrors(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir("."); len(ents) > 0 {
 		t.Fatalf("validation left %v in the working directory", ents)
+	}
+}
+
+// An input batch whose result spans several of DuckDB's chunks is emitted
+// as several batches sharing its acknowledgement; every row arrives.
+func TestDuckSQLJobSplitsLargeResults(t *testing.T) {
+	rows := randomRows(31, 10_000)
+	rec := toBatch(rows)
+	src, err := memory.NewSourceFrom([]arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches, got int
+	var sum int64
+	j, err := arkflow.NewJob("sql-split").
+		Source("in", src).
+		SQL("q", "SELECT id FROM flow WHERE id <> 7").
+		Sink("out", funcsink.RecordFunc(func(_ context.Context, rec arrow.RecordBatch) error {
+			batches++
+			got += int(rec.NumRows())
+			for _, v := range rec.Column(0).(*array.Int64).Int64Values() {
+				sum += v
+			}
+			return nil
+		})).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want, wantSum := 0, int64(0)
+	for _, r := range rows {
+		if r.id != 7 {
+			want++
+			wantSum += r.id
+		}
+	}
+	if got != want || sum != wantSum || batches < 2 {
+		t.Fatalf("%d rows (sum %d) in %d batches; want %d rows (sum %d) in several", got, sum, batches, want, wantSum)
 	}
 }
