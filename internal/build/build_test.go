@@ -285,7 +285,7 @@ func TestBuildReportsDownstreamOfAFailedSource(t *testing.T) {
 	 "sinks":[{"operator_id":"out","output_type":"drop","config":{"x":1}}]}`)
 	_, err := build.Build(s, build.Env{})
 	want := []string{
-		`m | operators[1].config.sett | unknown field (known fields: set, drop, select, function); did you mean "set"?`,
+		`m | operators[1].config.sett | unknown field (known fields: set, drop, select, function, sql, table_name); did you mean "set"?`,
 		`f | operators[2].config.expr | is required (a boolean expression, e.g. "amount > 10")`,
 		`a | operators[4].config.emit | must be "updates" or "final" (got "sometimes")`,
 		"a | operators[4].key_field | the aggregate operator needs key_field",

@@ -61,15 +61,20 @@ type FilterBinding struct {
 	Check CheckFunc
 }
 
-// MapConfig configures a map operator. Either Function, or the fields
-// of the declarative job.Columns (Set, Drop and Select, applied in that
-// order; see NewMapConfig).
+// MapConfig configures a map operator. Either Function, or SQL, or the
+// fields of the declarative job.Columns (Set, Drop and Select, applied
+// in that order; see NewMapConfig).
 type MapConfig struct {
 	Set    []job.Column `json:"set,omitempty"`
 	Drop   []string     `json:"drop,omitempty"`
 	Select []string     `json:"select,omitempty"`
 	// Function names a Go function bound by the program (builder only).
 	Function string `json:"function,omitempty"`
+	// SQL is a single SELECT query run over each batch, read as the
+	// table TableName (flow when empty), by the SQL engine linked into
+	// the program (package duckdb).
+	SQL       string `json:"sql,omitempty"`
+	TableName string `json:"table_name,omitempty"`
 }
 
 // NewMapConfig is the config of the declarative map c.
@@ -119,6 +124,9 @@ func buildMap(c Context) (Built, error) {
 	var cfg MapConfig
 	if err := connectors.DecodeConfig(c.Op.Config, &cfg); err != nil {
 		return Built{}, PrefixErrors("config", err)
+	}
+	if cfg.SQL != "" || cfg.TableName != "" {
+		return buildSQLMap(c, cfg)
 	}
 	if cfg.Function != "" {
 		return buildFuncMap(c, cfg)

@@ -208,7 +208,7 @@ func TestGoFunctions(t *testing.T) {
 func TestMapAndFilterConfigErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ kind, config, want string }{
-		{job.KindMap, `{"sett":1}`, "config.sett: unknown field (known fields: set, drop, select, function); did you mean \"set\"?"},
+		{job.KindMap, `{"sett":1}`, "config.sett: unknown field (known fields: set, drop, select, function, sql, table_name); did you mean \"set\"?"},
 		{job.KindMap, `{"function":"f","drop":["user"]}`, "config.function: cannot be combined with set, drop or select"},
 		{job.KindMap, `{"set":[{"expr":"1"}],"drop":["nope"],"select":["amount"]}`, "config.set[0].name: is required\n" +
 			`config.drop[0]: unknown column "nope" (columns: user, amount)`},
