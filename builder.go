@@ -529,7 +529,7 @@ func (b *Builder) Columns(id string, c job.Columns, opts ...OperatorOption) *Bui
 // SQL adds a map that runs query, a single SELECT over each batch read
 // as the table flow, e.g. SQL("big", "SELECT user, amount * 2 AS twice
 // FROM flow WHERE amount > 10"); its rows are the query's. A SQL
-// engine must be linked in: import _ "github.com/arkflow-rs/arkflow-go/duckdb"
+// engine must be linked in: import _ "github.com/arkflow-rs/arkflow-go/connectors/duckdb"
 // (it needs cgo). Without one, the job fails validation.
 func (b *Builder) SQL(id, query string, opts ...OperatorOption) *Builder {
 	if set := b.add(componentCall("SQL", id), job.Operator{ID: id, Kind: job.KindMap, Config: b.config(id, ops.MapConfig{SQL: query})}, opts); set.schema != nil {

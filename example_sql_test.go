@@ -8,9 +8,9 @@ import (
 	"log"
 
 	"github.com/arkflow-rs/arkflow-go"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/duckdb" // the SQL engine (cgo)
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
-	_ "github.com/arkflow-rs/arkflow-go/duckdb" // the SQL engine (cgo)
 )
 
 // A map runs SQL over each batch, read as the table flow; its output

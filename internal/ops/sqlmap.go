@@ -13,7 +13,7 @@ import (
 )
 
 // noSQLEngine is the reason a sql map fails when no engine is linked in.
-const noSQLEngine = `no SQL engine is linked into this program: import _ "github.com/arkflow-rs/arkflow-go/duckdb" (it needs cgo); the arkflow command includes it`
+const noSQLEngine = `no SQL engine is linked into this program: import _ "github.com/arkflow-rs/arkflow-go/connectors/duckdb" (it needs cgo); the arkflow command includes it`
 
 // buildSQLMap builds a map that runs a SQL query over each batch, read
 // as the table table_name (flow by default) with every column, metadata

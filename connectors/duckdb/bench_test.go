@@ -20,7 +20,7 @@ import (
 // The baseline needs duckdb-go's Arrow interface, which exists only
 // under its build tag:
 //
-//	go test -tags duckdb_arrow -run '^$' -bench BenchmarkSQLBatches -count 5 ./duckdb/
+//	go test -tags duckdb_arrow -run '^$' -bench BenchmarkSQLBatches -count 5 ./connectors/duckdb/
 
 const (
 	benchBatches = 16

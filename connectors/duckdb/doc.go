@@ -2,7 +2,7 @@
 // flow WHERE …"}, Builder.SQL) on DuckDB, embedded through cgo. Import it
 // for its registration:
 //
-//	import _ "github.com/arkflow-rs/arkflow-go/duckdb"
+//	import _ "github.com/arkflow-rs/arkflow-go/connectors/duckdb"
 //
 // The arkflow command includes it. Without it (or without cgo) a job
 // with a sql map fails validation and says to import it. Each subtask
