@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -76,6 +77,9 @@ func hint(err error, withCA bool) string {
 			return " (the server's certificate is not signed by the CA in tls.ca)"
 		}
 		return " (the server's certificate is not signed by a CA the system trusts: name its CA in tls.ca)"
+	}
+	if strings.Contains(err.Error(), "certificate required") {
+		return " (the server wants a client certificate: give tls.client_cert and tls.client_key)"
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
