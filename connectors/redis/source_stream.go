@@ -43,12 +43,26 @@ type streamSource struct {
 	client goredis.UniversalClient
 	closed bool
 
+	// fetched carries what the reader goroutine read (fetchLoop) to Read;
+	// stopFetch ends that goroutine, and fetchDone is closed when it ended.
+	fetched   chan fetchResult
+	stopFetch context.CancelFunc
+	fetchDone chan struct{}
+
 	// Read's goroutine only.
 	connected bool
 	failed    error
 	ready     []streamBatch
-	args      []string // XREADGROUP's streams and ">"s
-	rr        int      // the partition a cluster's blocking read waits on
+
+	// The reader goroutine only (set before it starts).
+	args []string // XREADGROUP's streams and ">"s
+	rr   int      // the partition a cluster's blocking read waits on
+}
+
+// fetchResult is one read's entries, or the error that ended reading.
+type fetchResult struct {
+	streams []goredis.XStream
+	err     error
 }
 
 // streamPart is one stream.
@@ -162,7 +176,41 @@ func (s *streamSource) Connect(ctx context.Context) error {
 	for range s.parts {
 		s.args = append(s.args, ">")
 	}
+	fctx, cancel := context.WithCancel(context.Background())
+	s.fetched, s.stopFetch, s.fetchDone = make(chan fetchResult, 1), cancel, make(chan struct{})
+	go s.fetchLoop(fctx)
 	return nil
+}
+
+// fetchLoop reads ahead of Read, one read in flight while Read turns the
+// last one into rows, until ctx ends or reading fails for good. A
+// connection error is logged and the read tried again.
+func (s *streamSource) fetchLoop(ctx context.Context) {
+	defer close(s.fetchDone)
+	for ctx.Err() == nil {
+		streams, err := s.fetch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && retryable(err) {
+			s.log.Warn("reading streams failed (retrying)", "error", err)
+			_ = sleepCtx(ctx, retryWait)
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("redis: reading streams %v (group %q): %w", s.args[:len(s.parts)], s.in.cfg.RedisType.Group, err)
+		} else if len(streams) == 0 {
+			continue
+		}
+		select {
+		case s.fetched <- fetchResult{streams, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // startPart creates the partition's group if needed and moves it to
@@ -276,24 +324,17 @@ func (s *streamSource) Read(ctx context.Context) (connectors.Batch, error) {
 			<-ctx.Done()
 			return connectors.Batch{}, ctx.Err()
 		}
-		if err := ctx.Err(); err != nil {
-			return connectors.Batch{}, err
+		var r fetchResult
+		select {
+		case r = <-s.fetched:
+		case <-ctx.Done():
+			return connectors.Batch{}, ctx.Err()
 		}
-		streams, err := s.fetch(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return connectors.Batch{}, ctx.Err()
-			}
-			if !retryable(err) {
-				return connectors.Batch{}, fmt.Errorf("redis: reading streams %v (group %q): %w", s.args[:len(s.parts)], s.in.cfg.RedisType.Group, err)
-			}
-			s.log.Warn("reading streams failed (retrying)", "error", err)
-			if err := sleepCtx(ctx, retryWait); err != nil {
-				return connectors.Batch{}, err
-			}
+		if r.err != nil {
+			s.failed = r.err
 			continue
 		}
-		for _, st := range streams {
+		for _, st := range r.streams {
 			if p := s.byKey[st.Stream]; p != nil && s.failed == nil {
 				s.addAll(p, st.Messages)
 			}
@@ -440,6 +481,12 @@ func (s *streamSource) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	s.mu.Unlock()
+	if s.stopFetch != nil {
+		s.stopFetch()
+		<-s.fetchDone
+	}
+	s.mu.Lock()
 	client := s.client
 	s.client = nil
 	s.mu.Unlock()
