@@ -137,8 +137,11 @@ type SourceType struct {
 // Subscribe is {type: channels, channels: [...]} or {type: patterns,
 // patterns: [...]}.
 type Subscribe struct {
-	Type     string   `json:"type"`
+	// Type is "channels" or "patterns". Required.
+	Type string `json:"type"`
+	// Channels (channels) are the channels to SUBSCRIBE to.
 	Channels []string `json:"channels,omitempty"`
+	// Patterns (patterns) are the glob-style patterns to PSUBSCRIBE to.
 	Patterns []string `json:"patterns,omitempty"`
 }
 
@@ -188,11 +191,14 @@ type SinkType struct {
 
 // Expr is a string computed per row: ArkFlow's {type: value, value} (a
 // constant; a plain string means the same) or {type: expr, expr}, an
-// expression of internal/expr over the row's columns (a column name is
-// the simplest) whose value, a string or an integer, is used.
+// expression of the job spec's expression language over the row's
+// columns (a column name is the simplest) whose value is used: a string,
+// an integer, or a timestamp as its milliseconds since the epoch.
 type Expr struct {
+	// Value is the constant, when Expr is empty.
 	Value string
-	Expr  string
+	// Expr is the expression.
+	Expr string
 }
 
 // UnmarshalJSON accepts a string, {type: value, value} or {type: expr,

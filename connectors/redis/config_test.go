@@ -72,7 +72,7 @@ func TestSinkConfigErrors(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "f", Type: arrow.PrimitiveTypes.Float64}}, nil)
 	for _, c := range []struct{ cfg, want string }{
 		{`{` + mode + `,"redis_type":{"type":"strings","key":{"type":"expr","expr":"nope"}}}`, "redis_type.key.expr: "},
-		{`{` + mode + `,"redis_type":{"type":"strings","key":{"type":"expr","expr":"f"}}}`, `redis_type.key.expr: "f" has type float64; it must give a string or an integer`},
+		{`{` + mode + `,"redis_type":{"type":"strings","key":{"type":"expr","expr":"f"}}}`, `redis_type.key.expr: "f" has type float64; it must give a string, an integer or a timestamp`},
 		{`{` + mode + `,"redis_type":{"type":"strings","key":"k"},"value_field":"id"}`, `value_field: column "id" has type int64; the value column must be string or binary`},
 	} {
 		_, err := outputOf(c.cfg, schema)

@@ -73,10 +73,10 @@ func compileExpr(src string, schema *arrow.Schema) (*expr.Expr, error) {
 	}
 	switch x.Type().ID() {
 	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
-		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64, arrow.TIMESTAMP:
 		return x, nil
 	}
-	return nil, fmt.Errorf("%q has type %s; it must give a string or an integer", src, x.Type())
+	return nil, fmt.Errorf("%q has type %s; it must give a string, an integer or a timestamp", src, x.Type())
 }
 
 // NewSink returns the sink of one subtask. It does no I/O.
@@ -244,6 +244,9 @@ func stringAt(col arrow.Array, i int) string {
 		return string(a.Value(i))
 	case *array.Uint64:
 		return strconv.FormatUint(a.Value(i), 10)
+	case *array.Timestamp:
+		toTime, _ := a.DataType().(*arrow.TimestampType).GetToTimeFunc()
+		return strconv.FormatInt(toTime(a.Value(i)).UnixMilli(), 10)
 	}
 	return col.ValueStr(i)
 }
