@@ -12,6 +12,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/connectors/redis"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
@@ -37,6 +38,7 @@ var sentinels = map[string]error{
 	"nats.ErrClosed":            nats.ErrClosed,
 	"push.ErrStopped":           push.ErrStopped,
 	"push.ErrClosed":            push.ErrClosed,
+	"redis.ErrClosed":           redis.ErrClosed,
 	"sql.ErrClosed":             sqlconn.ErrClosed,
 	"wal.ErrCorrupt":            wal.ErrCorrupt,
 }
