@@ -238,6 +238,9 @@ func (s *streamSource) startPart(ctx context.Context, c goredis.UniversalClient,
 			}
 		}
 	}
+	if restored {
+		s.warnDeleted(ctx, c, p, start)
+	}
 	if err := ackBelow(ctx, c, p.key, rt.Group, start); err != nil {
 		return err
 	}
@@ -252,6 +255,20 @@ func (s *streamSource) startPart(ctx context.Context, c goredis.UniversalClient,
 	p.tracker.Start(p.idx, start)
 	s.log.Info("redis: source reads stream", "stream", p.key, "group", rt.Group, "partition", p.idx, "position", start, "from_id", formatID(start), "restored", restored)
 	return nil
+}
+
+// warnDeleted logs a warning when entries at or after a restored
+// position were deleted (trimmed, or XDEL): the restore cannot read them
+// again, and the rows they held are in neither the state nor the input.
+func (s *streamSource) warnDeleted(ctx context.Context, c goredis.UniversalClient, p *streamPart, start int64) {
+	info, err := c.XInfoStream(ctx, p.key).Result()
+	if err != nil {
+		return
+	}
+	if del, err := parseID(info.MaxDeletedEntryID); err == nil && del >= start {
+		s.log.Warn("entries at or after the restored position were deleted from the stream (XTRIM, MAXLEN or XDEL): the restore cannot read them again",
+			"stream", p.key, "position", formatID(start), "max_deleted_entry_id", info.MaxDeletedEntryID)
+	}
 }
 
 // lastDelivered returns the offset of the group's last-delivered ID.
@@ -290,8 +307,12 @@ func ackBelow(ctx context.Context, c goredis.UniversalClient, key, group string,
 		for i, e := range pend {
 			ids[i] = e.ID
 		}
-		if err := c.XAck(ctx, key, group, ids...).Err(); err != nil {
+		n, err := c.XAck(ctx, key, group, ids...).Result()
+		if err != nil {
 			return fmt.Errorf("redis: acknowledging entries of stream %q below the restored position: %w", key, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("redis: stream %q group %q: the pending entries below the restored position stay pending after XACK", key, group)
 		}
 	}
 }
