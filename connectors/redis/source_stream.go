@@ -371,7 +371,7 @@ func (s *streamSource) fetch(ctx context.Context) ([]goredis.XStream, error) {
 	rt := s.in.cfg.RedisType
 	block := time.Duration(rt.BlockMS) * time.Millisecond
 	pipe := s.client.Pipeline()
-	s.queueAcks(ctx, pipe)
+	undo := s.queueAcks(ctx, pipe)
 	n := len(s.parts)
 	var reads []*goredis.XStreamSliceCmd
 	if s.in.cfg.Mode.Type == ModeCluster && n > 1 {
@@ -383,6 +383,9 @@ func (s *streamSource) fetch(ctx context.Context) ([]goredis.XStream, error) {
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && !errors.Is(err, goredis.Nil) {
+		if retryable(err) {
+			undo() // XACK again with the next read: it is idempotent
+		}
 		return nil, err
 	}
 	var out []goredis.XStream
@@ -404,12 +407,14 @@ func (s *streamSource) fetch(ctx context.Context) ([]goredis.XStream, error) {
 	return out, err
 }
 
-// queueAcks adds the acknowledgements due to pipe. They are sent
-// whatever becomes of the pipeline: one lost makes the entry pending, and
-// a restart reads it again (at-least-once) or acknowledges it (a restored
+// queueAcks adds the acknowledgements due to pipe, and returns the
+// function that queues them again (when the pipeline failed on a
+// connection error). One lost leaves the entry pending, and a restart
+// reads it again (at-least-once) or acknowledges it (a restored
 // checkpoint holds it).
-func (s *streamSource) queueAcks(ctx context.Context, pipe goredis.Pipeliner) {
-	for _, p := range s.parts {
+func (s *streamSource) queueAcks(ctx context.Context, pipe goredis.Pipeliner) (undo func()) {
+	taken := make([][]string, len(s.parts))
+	for i, p := range s.parts {
 		p.mu.Lock()
 		ids := p.toAck
 		p.toAck = nil
@@ -417,6 +422,17 @@ func (s *streamSource) queueAcks(ctx context.Context, pipe goredis.Pipeliner) {
 		if len(ids) > 0 {
 			pipe.XAck(ctx, p.key, s.in.cfg.RedisType.Group, ids...)
 			p.unackedN.Add(-int64(len(ids)))
+			taken[i] = ids
+		}
+	}
+	return func() {
+		for i, p := range s.parts {
+			if ids := taken[i]; len(ids) > 0 {
+				p.mu.Lock()
+				p.toAck = append(ids, p.toAck...)
+				p.mu.Unlock()
+				p.unackedN.Add(int64(len(ids)))
+			}
 		}
 	}
 }

@@ -89,10 +89,22 @@ func newPKI(t *testing.T) pki {
 	}
 }
 
-// startTLSServer runs a redis-server of the test's own that speaks only
-// TLS and verifies client certificates, and returns its port; it skips
-// the test when redis-server is missing or built without TLS.
-func startTLSServer(t *testing.T, p pki) int {
+// server is a redis-server a test runs on a port of its own, which it
+// may kill and start again (on the same port and directory).
+type server struct {
+	t      *testing.T
+	args   []string
+	port   int
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *strings.Builder
+}
+
+// newServer runs redis-server with args (plus a free port, as tls-port
+// when tlsPort, and a directory) until the end of the test; it skips the
+// test when redis-server is missing, or built without TLS when TLS is
+// asked for.
+func newServer(t *testing.T, tlsPort bool, args ...string) *server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -102,38 +114,65 @@ func startTLSServer(t *testing.T, p pki) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
+	s := &server{t: t, port: l.Addr().(*net.TCPAddr).Port}
 	l.Close()
-	cmd := exec.Command(bin, "--port", "0", "--tls-port", fmt.Sprint(port), "--bind", "127.0.0.1",
-		"--tls-cert-file", p.serverCert, "--tls-key-file", p.serverKey, "--tls-ca-cert-file", p.ca,
-		"--tls-auth-clients", "yes", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	portArgs := []string{"--port", fmt.Sprint(s.port)}
+	if tlsPort {
+		portArgs = []string{"--port", "0", "--tls-port", fmt.Sprint(s.port)}
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	s.args = append(append([]string{bin}, portArgs...), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
+	s.args = append(s.args, args...)
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+// start runs the server and waits until it accepts connections.
+func (s *server) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.args[0], s.args[1:]...)
+	s.log = &strings.Builder{}
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
-		case <-exited:
-			if strings.Contains(log.String(), "TLS") {
-				t.Skipf("redis-server has no TLS support: %s", log.String())
+		case <-s.exited:
+			if strings.Contains(s.log.String(), "TLS") {
+				s.t.Skipf("redis-server has no TLS support: %s", s.log.String())
 			}
-			t.Fatalf("redis-server exited: %s", log.String())
+			s.t.Fatalf("redis-server exited: %s", s.log.String())
 		default:
 		}
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port)); err == nil {
 			c.Close()
-			return port
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not listen on %d in 15 s: %s", port, log.String())
+			s.t.Fatalf("redis-server did not listen on %d in 15 s: %s", s.port, s.log.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// kill ends the server with SIGKILL.
+func (s *server) kill() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		s.cmd = nil
+	}
+}
+
+// startTLSServer runs a redis-server of the test's own that speaks only
+// TLS and verifies client certificates, and returns its port.
+func startTLSServer(t *testing.T, p pki) int {
+	return newServer(t, true, "--tls-cert-file", p.serverCert, "--tls-key-file", p.serverKey, "--tls-ca-cert-file", p.ca,
+		"--tls-auth-clients", "yes", "--appendonly", "no").port
 }
 
 // A server that speaks only TLS and requires client certificates: a
