@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -166,6 +167,13 @@ func (b *rowBuilder) add(data []byte, source string, part int32, off int64, topi
 	b.end = off + 1
 	b.rows++
 	return nil
+}
+
+// addString is add with the payload as a string, without copying it:
+// the decoder and the builders only read the bytes, and copy what they
+// keep.
+func (b *rowBuilder) addString(data string, source string, part int32, off int64, topic string, tsMS int64) error {
+	return b.add(unsafe.Slice(unsafe.StringData(data), len(data)), source, part, off, topic, tsMS)
 }
 
 // take returns the rows added since the last take as a batch (nil when

@@ -238,7 +238,7 @@ func (s *listSource) queueRemovals(ctx context.Context, pipe goredis.Pipeliner) 
 // addAll appends elements to their partition's rows and queues batches.
 func (s *listSource) addAll(p *listPart, vals []string) {
 	for _, v := range vals {
-		if err := p.b.add([]byte(v), s.info.OperatorID, p.idx, p.next, p.key, -1); err != nil {
+		if err := p.b.addString(v, s.info.OperatorID, p.idx, p.next, p.key, -1); err != nil {
 			s.failed = decodeError(fmt.Sprintf("list %q element at offset %d (still in processing list %q)", p.key, p.next, p.proc), err)
 			break
 		}

@@ -455,7 +455,7 @@ func (s *streamSource) addAll(p *streamPart, msgs []goredis.XMessage) {
 			s.failed = fmt.Errorf("redis: stream %q entry %s: has no field %q (redis_type.field) holding the payload", p.key, m.ID, field)
 			break
 		}
-		if err := p.b.add([]byte(str), s.info.OperatorID, p.idx, off, p.key, off>>seqBits); err != nil {
+		if err := p.b.addString(str, s.info.OperatorID, p.idx, off, p.key, off>>seqBits); err != nil {
 			s.failed = decodeError(fmt.Sprintf("stream %q entry %s field %q", p.key, m.ID, field), err)
 			break
 		}

@@ -148,7 +148,7 @@ func (s *subSource) Read(ctx context.Context) (connectors.Batch, error) {
 		return connectors.Batch{}, ctx.Err()
 	}
 	for m != nil {
-		if err := s.b.add([]byte(m.Payload), s.info.OperatorID, 0, s.next, m.Channel, -1); err != nil {
+		if err := s.b.addString(m.Payload, s.info.OperatorID, 0, s.next, m.Channel, -1); err != nil {
 			s.failed = decodeError(fmt.Sprintf("channel %q message at offset %d", m.Channel, s.next), err)
 			if s.b.rows == 0 {
 				return connectors.Batch{}, s.failed
