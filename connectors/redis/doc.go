@@ -43,9 +43,10 @@
 // where the partition resumes, and acknowledges the pending entries below
 // it: after a restore, the checkpoint's position, so a restore reads
 // again exactly what came after it and the job's replay rules give every
-// entry once to the state; without one, the group's first pending entry,
-// so a restart reads again what was read and not acknowledged
-// (at-least-once; redis_reclaimed_total counts them). The stream must
+// entry once to the state; without one, the group's first pending entry
+// (whichever consumer of the group read it: a dead one's entries are
+// taken over), so a restart reads again what was read and not
+// acknowledged (at-least-once; redis_reclaimed_total counts them). The stream must
 // still hold those entries: trim (XTRIM, MAXLEN) only below what every
 // checkpoint kept holds. Each stream is read by one subtask: another
 // consumer in the same group would be moved back by every restart.

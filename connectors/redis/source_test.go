@@ -296,3 +296,66 @@ func TestSubscribeSource(t *testing.T) {
 		t.Errorf("subtask 1 Read: %v", err)
 	}
 }
+
+// Entries a consumer of the group read and never acknowledged (it died,
+// or the consumer was renamed) are read again by the source, which moves
+// the group back to its first pending entry and takes them over.
+func TestReclaimsOtherConsumersPending(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	key := uniqueKey(t, "dead")
+	xadd(t, c, key, jsonRows(0, 4)...)
+	if err := c.XGroupCreate(ctx, key, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "g", Consumer: "dead", Streams: []string{key, ">"}, Count: 3}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	src := openSource(t, streamInput(t, 100, key), 0, 1, nil)
+	var got []int64
+	for len(got) < 4 {
+		b, err := readBatch(t, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, idsOf(b.Record)...)
+		b.Ack(nil)
+	}
+	if fmt.Sprint(got) != "[0 1 2 3]" {
+		t.Fatalf("read %v, want the dead consumer's pending [0 1 2], then [3]", got)
+	}
+	src.Close(ctx)
+	if n := c.XPending(ctx, key, "g").Val().Count; n != 0 {
+		t.Errorf("%d entries still pending", n)
+	}
+}
+
+// A list element that does not decode fails the source after the batch
+// of the elements before it, naming the list and the processing list
+// that keeps it; a restart fails on it again.
+func TestMalformedListElementFailsSource(t *testing.T) {
+	c := newClient(t)
+	key := uniqueKey(t, "badlist")
+	for _, v := range append(jsonRows(0, 2), []byte(`{"id":`), jsonRows(3, 4)[0]) {
+		c.RPush(context.Background(), key, v)
+	}
+	in := buildInput(t, SourceConfig{Mode: single(t), RedisType: SourceType{Type: TypeList, List: []string{key}}, Schema: conformance.Declared()})
+	for run := 0; run < 2; run++ {
+		src := openSource(t, in, 0, 1, nil)
+		if run == 0 {
+			b, err := readBatch(t, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(idsOf(b.Record)); got != "[0 1]" {
+				t.Fatalf("the batch before the bad element: %s", got)
+			}
+			b.Ack(nil)
+		}
+		_, err := readBatch(t, src)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("list %q", key)) || !strings.Contains(err.Error(), "processing list") {
+			t.Fatalf("run %d: Read: %v, want an error naming the list and its processing list", run, err)
+		}
+		src.Close(context.Background())
+	}
+}
