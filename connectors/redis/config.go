@@ -270,11 +270,11 @@ func checkURL(f *connectors.Fields, path, raw string) {
 	p, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		f.Add(path, "%q is not a URL: %v", raw, err)
+		f.Add(path, "is not a URL: %v", err)
 	case p.Scheme != "redis" && p.Scheme != "rediss":
-		f.Add(path, "scheme %q of %q: must be redis or rediss", p.Scheme, raw)
+		f.Add(path, "scheme %q of %q: must be redis or rediss", p.Scheme, p.Redacted())
 	case p.Host == "":
-		f.Add(path, "%q has no host", raw)
+		f.Add(path, "%q has no host", p.Redacted())
 	}
 }
 

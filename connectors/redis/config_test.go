@@ -35,6 +35,7 @@ func TestSourceConfigErrors(t *testing.T) {
 		{`{` + mode + `,` + stream + `,"format":"json"}`, `schema: is required with format "json"`},
 		{`{` + mode + `,` + stream + `,"format":"avro","batch_size":0}`, "format: must be \"json\" or \"raw\" (got \"avro\")\nbatch_size: must be > 0 (got 0)"},
 		{`{` + mode + `,` + stream + `,"tls":{"client_key":"k.pem"}}`, "tls: client_cert and client_key go together (got only one)"},
+		{`{"mode":{"type":"single","url":"http://u:secret@h"},` + stream + `}`, "mode.url: scheme \"http\" of \"http://u:xxxxx@h\": must be redis or rediss"},
 		{`{` + mode + `,` + stream + `,"url":"x"}`, "url: unknown field (known fields: mode, redis_type, tls, format, schema, batch_size)"},
 	}
 	for _, c := range cases {
