@@ -124,6 +124,23 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
+// click clicks the element sel selects. The overview renders its tables
+// again on every poll, so the element found can be replaced before the
+// click lands (chromedp: "Could not find node"): then it finds it again.
+func click(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := chromedp.Do(ctx, chromedp.Click(sel))
+		if err == nil {
+			return
+		}
+		if attempt == 10 || !strings.Contains(err.Error(), "Could not find node") {
+			t.Fatalf("clicking %s: %v", sel, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitPage waits (polltest.Eventually) until a JavaScript condition
 // holds in the page; a failure shows the page's text.
 func waitPage(t *testing.T, ctx context.Context, what, cond string) {
@@ -274,9 +291,7 @@ func TestPageInChromium(t *testing.T) {
 	screenshot(t, ctx, shots, "2-overview.png")
 
 	// The job's page.
-	if err := chromedp.Do(ctx, chromedp.Click(`tr[data-job="ticks"] a`)); err != nil {
-		t.Fatal(err)
-	}
+	click(t, ctx, `tr[data-job="ticks"] a`)
 	waitPage(t, ctx, "the job's page", `document.querySelector('#job-summary .observed[data-state="running"]')`)
 	detail := evalJS[map[string]any](t, ctx, `({
 		assignments: [...document.querySelectorAll("#assignments tr[data-node]")].map(r => r.dataset.node + " " + r.querySelector(".assignment-state").dataset.state + " " + r.querySelector(".tasks").textContent),

@@ -21,7 +21,7 @@ import (
 )
 
 // The NATS proof: a JetStream (two subjects) → keyed tumbling window →
-// {file, JetStream} job with Badger state and checkpoints (file://, every
+// {file, JetStream, PostgreSQL} job with Badger state and checkpoints (file://, every
 // 500 ms) is SIGKILLed at random moments 12 times and restarted with
 // `arkflow run` each time, every second time without its data directory
 // (a replacement node: the restore has only the checkpoint, so windows
@@ -33,8 +33,12 @@ import (
 //     expected window is there exactly once, with its exact count and sum,
 //     and nothing else: the windows a restart fired again were dropped by
 //     the stream's duplicate window (effectively-once).
-//   - File output (at-least-once, the exactly-checkable sink we have until
-//     the Postgres UPSERT sink lands): every expected window is there, and
+//   - SQL output, upserting into PostgreSQL on (user, window_start), when
+//     ARKFLOW_TEST_POSTGRES_DSN names a server (.ci/test.sh starts one):
+//     the table holds every expected window with its exact count and sum
+//     and nothing else, and every write a trigger logged was exact too
+//     (windows fired again after a restore are updates with equal values).
+//   - File output (at-least-once): every expected window is there, and
 //     every line of it has the exact count and sum; lines written again
 //     after a kill are counted and logged, not failed.
 //
@@ -102,7 +106,23 @@ func natsWant() map[string]*natsWindow {
 	return want
 }
 
-func natsProofSpec(url, in, out, storeURI string) string {
+// natsProofSpec is the proof's job; with a PostgreSQL DSN, the windows
+// are upserted into table pgOut too, on (user, window_start).
+func natsProofSpec(url, in, out, storeURI, dsn, pgOut string) string {
+	pgSink, pgEdge, pgOp := "", "", ""
+	if dsn != "" {
+		pgOp = "  - {id: pg-out, kind: sink, parallelism: 1}\n"
+		pgEdge = "\n  - {id: d, from: per-window, to: pg-out}"
+		pgSink = `  - operator_id: pg-out
+    output_type: sql
+    config:
+      output_type: {type: postgres, uri: ` + strconv.Quote(dsn) + `}
+      table_name: ` + pgOut + `
+      mode: upsert
+      keys: [user, window_start]
+      columns: [user, window_start, window_end, n, total]
+`
+	}
 	return `id: ` + natsJobID + `
 parallelism: 2
 state: {backend: badger}
@@ -121,10 +141,10 @@ operators:
         - {function: sum, field: amount, as: total}
   - {id: file-out, kind: sink, parallelism: 1}
   - {id: nats-out, kind: sink, parallelism: 1}
-edges:
+` + pgOp + `edges:
   - {id: a, from: in, to: per-window, partitioned: true}
   - {id: b, from: per-window, to: file-out}
-  - {id: c, from: per-window, to: nats-out}
+  - {id: c, from: per-window, to: nats-out}` + pgEdge + `
 sources:
   - operator_id: in
     input_type: nats
@@ -145,7 +165,7 @@ sinks:
       url: ` + strconv.Quote(url) + `
       mode: {type: jet_stream, subject: ` + out + `.windows}
       msg_id_fields: [user, window_start]
-`
+` + pgSink
 }
 
 // natsPublish publishes messages [from, to) of every subject, spread
@@ -281,7 +301,13 @@ func TestNATSJetStreamSurvivesSIGKILL(t *testing.T) {
 			t.Logf("run logs, state and checkpoints kept in %s", dir)
 		}
 	})
-	spec := natsProofSpec(url, in, out, "file://"+filepath.Join(dir, "checkpoints"))
+	dsn, pgOut := os.Getenv("ARKFLOW_TEST_POSTGRES_DSN"), "nats_proof_"+strings.ToLower(suffix)
+	if dsn != "" {
+		natsPGSetup(t, dsn, pgOut)
+	} else {
+		t.Log("no PostgreSQL (ARKFLOW_TEST_POSTGRES_DSN): the windows are not upserted into a table; bash .ci/test.sh starts one")
+	}
+	spec := natsProofSpec(url, in, out, "file://"+filepath.Join(dir, "checkpoints"), dsn, pgOut)
 	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +385,7 @@ func TestNATSJetStreamSurvivesSIGKILL(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	complete := natsWaitOutput(t, js, out, want, exited)
+	complete := natsWaitOutput(t, js, out, want, exited) && natsWaitTable(t, dsn, pgOut, len(want), exited)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	var runErr error
 	select {
@@ -413,11 +439,98 @@ func TestNATSJetStreamSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("seed %d, %d kills: output stream: %d of %d windows missing (%v), %d stored more than once (%v)", seed, killed, len(missing), len(want), missing[:min(10, len(missing))], len(twice), twice[:min(10, len(twice))])
 	}
 
+	// PostgreSQL: every expected window, exact, and nothing else; every
+	// write ever made to the table exact too.
+	if dsn != "" {
+		natsCheckTable(t, dsn, pgOut, want, killed)
+	}
+
 	// File output: every expected window, every line exact; lines
 	// written again are counted.
 	lines := natsCheckFile(t, filepath.Join(dir, "out.jsonl"), want)
 	t.Logf("seed %d: %d kills, %d runs; output stream: %d windows, each once; file: %d lines for %d windows (%d written again after kills)",
 		seed, killed, runs, len(want), lines, len(want), lines-len(want))
+}
+
+// natsPGSetup creates the UPSERT sink's table and the log of every write
+// to it (a trigger); all are dropped when the test passes.
+func natsPGSetup(t *testing.T, dsn, table string) {
+	t.Helper()
+	pgRun(t, dsn,
+		"CREATE TABLE "+table+` ("user" text, window_start timestamptz, window_end timestamptz NOT NULL, n bigint NOT NULL, total bigint NOT NULL, PRIMARY KEY ("user", window_start))`,
+		"CREATE TABLE "+table+`_log ("user" text, window_start timestamptz, window_end timestamptz, n bigint, total bigint, op text)`,
+		"CREATE FUNCTION "+table+"_logf() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO "+table+`_log VALUES (NEW."user", NEW.window_start, NEW.window_end, NEW.n, NEW.total, TG_OP); RETURN NEW; END $$`,
+		"CREATE TRIGGER logged AFTER INSERT OR UPDATE ON "+table+" FOR EACH ROW EXECUTE FUNCTION "+table+"_logf()")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			pgRun(t, dsn, "DROP TABLE "+table, "DROP TABLE "+table+"_log", "DROP FUNCTION "+table+"_logf")
+		}
+	})
+}
+
+// natsWaitTable polls the table until it holds n windows of data (2 minutes at most)
+// or the run exits; it reports whether it did. Without a DSN, true.
+func natsWaitTable(t *testing.T, dsn, table string, n int, exited <-chan error) bool {
+	if dsn == "" {
+		return true
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(pgRows(t, dsn, "SELECT 1 FROM "+table+` WHERE "user" <> 'end'`)) < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the last run exited by itself: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// natsCheckTable compares the UPSERT sink's table, and every write made
+// to it, with the model: none missing, none wrong, none extra.
+func natsCheckTable(t *testing.T, dsn, table string, want map[string]*natsWindow, killed int) {
+	t.Helper()
+	check := func(what string, r []any) string {
+		user, start, end := r[0].(string), r[1].(time.Time).UnixMilli(), r[2].(time.Time).UnixMilli()
+		name := natsWinName(user, start)
+		if user == "end" {
+			return "" // the tail's windows; fired or not, not compared
+		}
+		w, ok := want[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: window %s should not exist", what, name)
+		case end != start+natsWindowMS || r[3].(int64) != w.n || r[4].(int64) != w.total:
+			t.Errorf("%s: window %s is (end %d, n %d, total %d), want (%d, %d, %d)", what, name, end, r[3], r[4], start+natsWindowMS, w.n, w.total)
+		}
+		return name
+	}
+	seen := map[string]bool{}
+	for _, r := range pgRows(t, dsn, `SELECT "user", window_start, window_end, n, total FROM `+table) {
+		if name := check("table", r); name != "" {
+			seen[name] = true
+		}
+	}
+	missing := 0
+	for name := range want {
+		if !seen[name] {
+			if missing++; missing <= 10 {
+				t.Errorf("table: window %s is missing", name)
+			}
+		}
+	}
+	writes, updates := 0, 0
+	for _, r := range pgRows(t, dsn, `SELECT "user", window_start, window_end, n, total, op FROM `+table+"_log") {
+		writes++
+		if r[5].(string) == "UPDATE" {
+			updates++
+		}
+		check("a write logged by the trigger", r[:5])
+	}
+	t.Logf("PostgreSQL after %d kills: %d windows expected, %d in the table, %d missing; %d writes, %d of them updates of a window written before (fired again after a restore, same values)",
+		killed, len(want), len(seen), missing, writes, updates)
 }
 
 // natsWaitOutput polls the output stream until it holds every expected

@@ -42,7 +42,8 @@
 //     it there.
 //   - Seek: a new source sought to positions resumes exactly there;
 //     partitions without a position start from the beginning; the sought
-//     positions are the positions until rows are acknowledged.
+//     positions are the positions until rows are acknowledged. (An
+//     Unrewindable source's positions must only never go back.)
 //   - Close: without Connect, and twice, returns nil.
 //   - CancelUnblocksRead: a Read waiting for rows returns once ctx is
 //     cancelled.
@@ -58,6 +59,17 @@
 //     several WriteAsync calls in flight, the record released as soon as
 //     each returns; every done is called exactly once, with nil, and the
 //     rows of all of them read back.
+//
+// # Sources that cannot read again
+//
+// TestUnrewindableSource is the source suite of a connectors.Unrewindable
+// source whose rows are pushed at it while it runs (a WebSocket, core
+// NATS, an MQTT subscription): the harness sends rows to the connected
+// source instead of preparing them. ReadAll, OutOfOrderAcks, Close and
+// CancelUnblocksRead are TestSource's on one partition; Seek checks that
+// a source sought to a position reads only rows sent after it connected,
+// with offsets above the position, which stays its position until they
+// are acknowledged.
 package conformance
 
 import (
@@ -138,6 +150,10 @@ type SourceFeatures struct {
 	// Bounded sources return connectors.ErrEndOfInput after their last
 	// row; others block in Read until more rows arrive or ctx is done.
 	Bounded bool
+	// Unrewindable sources (connectors.Unrewindable) cannot read rows
+	// again: Seek checks instead that a source sought to positions never
+	// reports positions before them (a WAL replays the rows after them).
+	Unrewindable bool
 	// Meta lists metadata columns the rows carry besides __meta_source,
 	// __meta_partition and __meta_offset.
 	Meta []string
@@ -269,6 +285,15 @@ func sourceSeek(t *testing.T, h SourceHarness, timeout time.Duration) {
 	}
 	if len(seek) != 2 {
 		t.Fatalf("positions after reading every partition: %v", template)
+	}
+	if h.Features.Unrewindable {
+		second := connect(t, in, 0, 1, seek)
+		for p, off := range want {
+			if pos, ok := positionOf(second, int(p)); !ok || pos < off {
+				t.Errorf("partition %d: position %d (known %v) after seeking to %d: an unrewindable source went back", p, pos, ok, off)
+			}
+		}
+		return
 	}
 	second := connect(t, in, 0, 1, seek)
 	got2 := readRows(t, second, in, h.Features, 4+6, 2, timeout)

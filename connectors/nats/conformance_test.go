@@ -14,10 +14,9 @@ import (
 
 // The connector suite against a real nats-server. The JetStream source
 // runs it with one stream per subtest and one subject per data partition
-// (mode.subjects). The core source does not: core NATS keeps no messages,
-// so it has none to read that were published before it subscribed, and
-// none to read again after a Seek (source_test.go tests what it does
-// instead).
+// (mode.subjects). The core source keeps no messages, so it runs the
+// suite of sources that cannot read again: rows are published while it is
+// subscribed.
 func TestConformanceJetStreamSource(t *testing.T) {
 	serverURL(t)
 	var subjects []string // of the subtest running
@@ -52,6 +51,28 @@ func TestConformanceJetStreamSource(t *testing.T) {
 				Schema:    conformance.Declared(),
 				BatchSize: batchSize,
 			})
+		},
+	})
+}
+
+func TestConformanceCoreSource(t *testing.T) {
+	serverURL(t)
+	conformance.TestUnrewindableSource(t, conformance.UnrewindableHarness{
+		Features: conformance.SourceFeatures{Meta: []string{connectors.MetaTopic, connectors.MetaTimestamp}},
+		New: func(t *testing.T, batchSize int) (connectors.Input, conformance.Send) {
+			subject := uniqueName(t, "core")
+			in := buildInput(t, SourceConfig{URL: serverURL(t), Mode: SourceMode{Type: ModeRegular, Subject: subject}, Schema: conformance.Declared(), BatchSize: batchSize})
+			nc := conn(t)
+			return in, func(t *testing.T, rows []conformance.Row) {
+				for _, r := range rows {
+					if err := nc.Publish(subject, r.JSON()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := nc.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
 		},
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/connectors/redis"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
+	"github.com/arkflow-rs/arkflow-go/connectors/websocket"
 	"github.com/arkflow-rs/arkflow-go/wal"
 )
 
@@ -41,6 +42,7 @@ var sentinels = map[string]error{
 	"redis.ErrClosed":           redis.ErrClosed,
 	"sql.ErrClosed":             sqlconn.ErrClosed,
 	"wal.ErrCorrupt":            wal.ErrCorrupt,
+	"websocket.ErrClosed":       websocket.ErrClosed,
 }
 
 // sameAs are the sentinels that are, by their documentation, the same

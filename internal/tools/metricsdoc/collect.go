@@ -21,15 +21,18 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/connectors/drop"
 	"github.com/arkflow-rs/arkflow-go/connectors/file"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
 	"github.com/arkflow-rs/arkflow-go/connectors/generate"
+	httpconn "github.com/arkflow-rs/arkflow-go/connectors/http"
 	"github.com/arkflow-rs/arkflow-go/connectors/kafka"
 	mem "github.com/arkflow-rs/arkflow-go/connectors/memory"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
 	"github.com/arkflow-rs/arkflow-go/connectors/redis"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
+	"github.com/arkflow-rs/arkflow-go/connectors/websocket"
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
 	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
@@ -216,10 +219,11 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 }
 
 // connectorFamilies lists the families jobs with a Kafka source and
-// sink, a NATS JetStream source and sink, a core NATS source and sink, a
-// Redis streams source and sink and an SQL source and sink describe
-// beyond the job's own (jobFams), typed as the connectors declare them.
-// The jobs are built, not run: they need no broker, server or database.
+// sink, a NATS JetStream source and sink, a core NATS source and sink, an
+// SQL source and sink, an HTTP source and sink, a WebSocket source and a
+// Redis streams source and sink describe beyond the job's own (jobFams),
+// typed as the connectors declare them. The jobs are built, not run: they
+// need no broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	brokers := []string{"127.0.0.1:9"}
 	schema := connectors.Schema{{Name: "n", Type: "int64"}}
@@ -238,9 +242,15 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"redis": arkflow.NewJob("doc-redis").
 			Source("in", redis.SourceConfig{Mode: redisMode, RedisType: redis.SourceType{Type: redis.TypeStream, Streams: []string{"in"}, Group: "doc"}, Schema: schema}).
 			Sink("out", redis.SinkConfig{Mode: redisMode, RedisType: redis.SinkType{Type: redis.TypeStream, Key: &redis.Expr{Value: "out"}}}),
+		"http": arkflow.NewJob("doc-http").
+			Source("in", httpconn.SourceConfig{Address: "127.0.0.1:9", Format: httpconn.FormatNDJSON, Schema: schema}).
+			Sink("out", httpconn.SinkConfig{URL: "http://127.0.0.1:9/"}),
 		"nats-core": arkflow.NewJob("doc-nats-core").
 			Source("in", nats.SourceConfig{URL: url, Mode: nats.SourceMode{Type: nats.ModeRegular, Subject: "in"}, Schema: schema}).
 			Sink("out", nats.SinkConfig{URL: url, Mode: nats.SinkMode{Type: nats.ModeRegular, Subject: "out"}}),
+		"websocket": arkflow.NewJob("doc-websocket").
+			Source("in", websocket.SourceConfig{URL: "ws://127.0.0.1:9/feed", Schema: schema}).
+			Sink("out", drop.Config{}),
 	}
 	var fams []family
 	for name, b := range builders {
@@ -263,14 +273,20 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
-	redisIn, _ := connectors.LookupInput(redis.Type)
-	ri, err := redisIn(connectors.BuildContext{Config: []byte(`{"mode":{"type":"single","url":"redis://127.0.0.1:9"},"redis_type":{"type":"stream","streams":["s"],"group":"g"}}`)})
+	httpFams, err := httpFamilies()
 	if err != nil {
 		return nil, err
 	}
-	natsFams = append(natsFams, ri.(connectors.MetricFamilies).MetricFamilies()...)
+	wsFams, err := inputFamilies(websocket.Type, `{"url":"ws://127.0.0.1:9/feed"}`)
+	if err != nil {
+		return nil, err
+	}
+	redisFams, err := inputFamilies(redis.Type, `{"mode":{"type":"single","url":"redis://127.0.0.1:9"},"redis_type":{"type":"stream","streams":["s"],"group":"g"}}`)
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
-		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies()) {
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), httpFams, wsFams, redisFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"
@@ -279,6 +295,26 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	}
 	slices.SortFunc(fams, func(a, b family) int { return strings.Compare(a.Name, b.Name) })
 	return typed(fams, nil, declared)
+}
+
+// inputFamilies returns the families inputs of a registered type declare,
+// built from configs.
+func inputFamilies(typ string, configs ...string) ([]connectors.MetricFamily, error) {
+	f, ok := connectors.LookupInput(typ)
+	if !ok {
+		return nil, fmt.Errorf("input type %q is not registered", typ)
+	}
+	var out []connectors.MetricFamily
+	for _, c := range configs {
+		in, err := f(connectors.BuildContext{Config: []byte(c)})
+		if err != nil {
+			return nil, fmt.Errorf("%s input %s: %w", typ, c, err)
+		}
+		if m, ok := in.(connectors.MetricFamilies); ok {
+			out = append(out, m.MetricFamilies()...)
+		}
+	}
+	return out, nil
 }
 
 // natsFamilies returns the families the NATS inputs and outputs declare
@@ -299,6 +335,22 @@ func natsFamilies() ([]connectors.MetricFamily, error) {
 		return nil, err
 	}
 	return append(out, o.(connectors.MetricFamilies).MetricFamilies()...), nil
+}
+
+// httpFamilies returns the families the HTTP input and output declare
+// (built through the registry, as their types are the package's own).
+func httpFamilies() ([]connectors.MetricFamily, error) {
+	in, _ := connectors.LookupInput(httpconn.Type)
+	outp, _ := connectors.LookupOutput(httpconn.Type)
+	i, err := in(connectors.BuildContext{Config: []byte(`{"address":"127.0.0.1:9"}`)})
+	if err != nil {
+		return nil, err
+	}
+	o, err := outp(connectors.BuildContext{Config: []byte(`{"url":"http://127.0.0.1:9/"}`)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(i.(connectors.MetricFamilies).MetricFamilies(), o.(connectors.MetricFamilies).MetricFamilies()), nil
 }
 
 // fleetFamilies runs a Hub and one Agent in this process, has the Agent

@@ -78,7 +78,7 @@ A connector whose Input or Output declares families
 (` + "`connectors.MetricFamilies`" + `, reported by its sources or sinks through
 ` + "`connectors.Metered`" + `) adds them to its job's collector as
 ` + "`arkflow_<name>`" + `, with the task's labels before its own. The Kafka,
-NATS, Redis and SQL sources and sinks declare these:
+NATS, SQL, HTTP and Redis sources and sinks declare these:
 `,
 	"agent": `## An Agent: ` + "`hubclient.Agent.Collector`" + `
 
