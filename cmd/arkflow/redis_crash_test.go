@@ -16,16 +16,21 @@ import (
 )
 
 // The Redis streams proof: a job reading two Redis streams (two
-// partitions, two source subtasks, one consumer group) through a keyed
-// tumbling window (count and sum per user and 500 ms) into the sql output
-// upserting into PostgreSQL on (user, window_start), with checkpoints
-// every 500 ms, is SIGKILLed at random moments 12 times and restarted
-// with `arkflow run` each time; a last run goes on until the output table
-// holds every expected row and is stopped with SIGTERM. The input keeps
-// arriving (XADD) while the runs are killed.
+// partitions, two source subtasks, one consumer group) into the sql
+// output upserting into PostgreSQL, with checkpoints every 500 ms, is
+// SIGKILLed at random moments 12 times and restarted with `arkflow run`
+// each time; a last run goes on until the output table holds every
+// expected row and is stopped with SIGTERM. The input keeps arriving
+// (XADD) while the runs are killed. Two jobs, as in the SQL proof:
 //
-// The input is the SQL proof's (sqlInputRow: user, event time, amount per
-// partition and index), so the reference is too (sqlReference, a plain
+//   - window: a keyed tumbling window (count and sum per user and 500 ms)
+//     upserted on (user, window_start);
+//   - pass-through: the entries upserted on their id; here a restart
+//     reads again, and writes again, every entry after the restored
+//     checkpoint's positions (the updates the trigger logs).
+//
+// The input is the SQL proof's (sqlInputRow: id, user, event time, amount
+// per partition and index), so the reference is too (sqlReference, a plain
 // loop over it), and so are the checks (sqlCheckResults): every row of
 // the output table, and every write a trigger logged, equals the
 // reference; none is missing. Every restart must resume each stream
@@ -44,14 +49,8 @@ const (
 
 const redisNoServers = "needs Redis and PostgreSQL: bash .ci/test.sh starts both and sets ARKFLOW_TEST_REDIS_URL and ARKFLOW_TEST_POSTGRES_DSN"
 
-func redisProofSpec(url, dsn string, streams [2]string, out, storeURI string) string {
-	return `id: ` + redisJobID + `
-parallelism: 2
-state: {backend: badger}
-checkpoint: {interval_ms: 500, retention: 3, object_store_uri: "` + storeURI + `"}
-operators:
-  - {id: in, kind: source}
-  - id: per-window
+func redisProofSpec(window bool, url, dsn string, streams [2]string, out, storeURI string) string {
+	middle := `  - id: per-window
     kind: window
     stateful: true
     key_field: user
@@ -61,10 +60,26 @@ operators:
       aggregates:
         - {function: count, as: n}
         - {function: sum, field: amount, as: total}
-  - {id: out, kind: sink, parallelism: 1}
+`
+	edges := `  - {id: a, from: in, to: per-window, partitioned: true}
+  - {id: b, from: per-window, to: out}`
+	sink := `      keys: [user, window_start]
+      columns: [user, window_start, window_end, n, total]`
+	if !window {
+		middle = ""
+		edges = `  - {id: a, from: in, to: out}`
+		sink = `      keys: [id]
+      columns: [id, part, user, ts, amount]`
+	}
+	return `id: ` + redisJobID + `
+parallelism: 2
+state: {backend: badger}
+checkpoint: {interval_ms: 500, retention: 3, object_store_uri: "` + storeURI + `"}
+operators:
+  - {id: in, kind: source}
+` + middle + `  - {id: out, kind: sink, parallelism: 1}
 edges:
-  - {id: a, from: in, to: per-window, partitioned: true}
-  - {id: b, from: per-window, to: out}
+` + edges + `
 sources:
   - operator_id: in
     input_type: redis
@@ -72,7 +87,7 @@ sources:
       mode: {type: single, url: ` + strconv.Quote(url) + `}
       redis_type: {type: stream, streams: [` + strconv.Quote(streams[0]) + `, ` + strconv.Quote(streams[1]) + `], group: proof}
       batch_size: ` + strconv.Itoa(sqlBatch) + `
-      schema: [{name: user, type: string}, {name: ts, type: int64}, {name: amount, type: int64}]
+      schema: [{name: id, type: int64}, {name: part, type: int64}, {name: user, type: string}, {name: ts, type: int64}, {name: amount, type: int64}]
     time:
       mode: event_time
       timestamp_field: ts
@@ -84,12 +99,16 @@ sinks:
       output_type: {type: postgres, uri: ` + strconv.Quote(dsn) + `}
       table_name: ` + out + `
       mode: upsert
-      keys: [user, window_start]
-      columns: [user, window_start, window_end, n, total]
+` + sink + `
 `
 }
 
 func TestRedisStreamsSurviveSIGKILL(t *testing.T) {
+	t.Run("window", func(t *testing.T) { redisCrashProof(t, true) })
+	t.Run("pass-through", func(t *testing.T) { redisCrashProof(t, false) })
+}
+
+func redisCrashProof(t *testing.T, window bool) {
 	url, dsn := os.Getenv("ARKFLOW_TEST_REDIS_URL"), os.Getenv("ARKFLOW_TEST_POSTGRES_DSN")
 	if url == "" || dsn == "" {
 		t.Skip(redisNoServers)
@@ -98,8 +117,8 @@ func TestRedisStreamsSurviveSIGKILL(t *testing.T) {
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
 	out := "redis_proof_out_" + suffix
 	streams := [2]string{"redis-proof:" + suffix + ":p0", "redis-proof:" + suffix + ":p1"}
-	sqlSetup(t, dsn, "redis_proof_in_"+suffix, out, true)
-	want := sqlReference(true)
+	sqlSetup(t, dsn, "redis_proof_in_"+suffix, out, window)
+	want := sqlReference(window)
 	opt, err := goredis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +142,7 @@ func TestRedisStreamsSurviveSIGKILL(t *testing.T) {
 			t.Logf("run logs, state and checkpoints kept in %s", dir)
 		}
 	})
-	spec := redisProofSpec(url, dsn, streams, out, "file://"+filepath.Join(dir, "checkpoints"))
+	spec := redisProofSpec(window, url, dsn, streams, out, "file://"+filepath.Join(dir, "checkpoints"))
 	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +168,7 @@ func TestRedisStreamsSurviveSIGKILL(t *testing.T) {
 	if restored < redisKills/2 {
 		t.Errorf("only %d of %d killed runs started from a checkpoint: the kills came too early to test restores", restored, redisKills)
 	}
-	sqlCheckResults(t, dsn, out, want, redisKills, true)
+	sqlCheckResults(t, dsn, out, want, redisKills, window)
 }
 
 // redisAdd appends the rows i ∈ [from, to) of every partition to its
@@ -161,8 +180,8 @@ func redisAdd(ctx context.Context, c *goredis.Client, streams [2]string, from, t
 		pipe := c.Pipeline()
 		for i := k; i < min(k+chunk, to); i++ {
 			for p := 0; p < sqlParts; p++ {
-				_, user, ts, amount := sqlInputRow(p, i)
-				v := fmt.Sprintf(`{"user":%q,"ts":%d,"amount":%d}`, user, ts, amount)
+				id, user, ts, amount := sqlInputRow(p, i)
+				v := fmt.Sprintf(`{"id":%d,"part":%d,"user":%q,"ts":%d,"amount":%d}`, id, p, user, ts, amount)
 				pipe.XAdd(ctx, &goredis.XAddArgs{Stream: streams[p], Values: []any{"value", v}})
 			}
 		}
