@@ -376,7 +376,14 @@ func sqlInsert(ctx context.Context, dsn, table string, from, to int, pace time.D
 // committed checkpoint (nil without one).
 func sqlCheckpointPositions(t *testing.T, storeDir string) map[int32]int64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(storeDir, sqlJobID, "checkpoints", "LATEST"))
+	return checkpointPositions(t, storeDir, sqlJobID)
+}
+
+// checkpointPositions returns the source positions of the newest
+// committed checkpoint of job jobID (nil without one).
+func checkpointPositions(t *testing.T, storeDir, jobID string) map[int32]int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(storeDir, jobID, "checkpoints", "LATEST"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -384,7 +391,7 @@ func sqlCheckpointPositions(t *testing.T, storeDir string) map[int32]int64 {
 		t.Fatal(err)
 	}
 	id := strings.TrimSpace(string(b))
-	raw, err := os.ReadFile(filepath.Join(storeDir, sqlJobID, "checkpoints", id, "manifest.json"))
+	raw, err := os.ReadFile(filepath.Join(storeDir, jobID, "checkpoints", id, "manifest.json"))
 	if err != nil {
 		t.Fatalf("LATEST names checkpoint %s: %v", id, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/mqtt"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/connectors/redis"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
 	"github.com/arkflow-rs/arkflow-go/connectors/websocket"
 	"github.com/arkflow-rs/arkflow-go/wal"
@@ -40,6 +41,7 @@ var sentinels = map[string]error{
 	"nats.ErrClosed":            nats.ErrClosed,
 	"push.ErrStopped":           push.ErrStopped,
 	"push.ErrClosed":            push.ErrClosed,
+	"redis.ErrClosed":           redis.ErrClosed,
 	"sql.ErrClosed":             sqlconn.ErrClosed,
 	"wal.ErrCorrupt":            wal.ErrCorrupt,
 	"websocket.ErrClosed":       websocket.ErrClosed,

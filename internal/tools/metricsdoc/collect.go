@@ -31,6 +31,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/connectors/mqtt"
 	"github.com/arkflow-rs/arkflow-go/connectors/nats"
 	"github.com/arkflow-rs/arkflow-go/connectors/push"
+	"github.com/arkflow-rs/arkflow-go/connectors/redis"
 	sqlconn "github.com/arkflow-rs/arkflow-go/connectors/sql"
 	"github.com/arkflow-rs/arkflow-go/connectors/websocket"
 	"github.com/arkflow-rs/arkflow-go/hub"
@@ -220,14 +221,15 @@ func runBoundedJobs(ctx context.Context, dir string) ([]*arkflow.Job, error) {
 
 // connectorFamilies lists the families jobs with a Kafka source and
 // sink, a NATS JetStream source and sink, a core NATS source and sink, an
-// SQL source and sink, an HTTP source and sink, a WebSocket source and an
-// MQTT source and sink describe beyond the job's own (jobFams), typed as
-// the connectors declare them. The jobs are built, not run: they need no
-// broker, server or database.
+// SQL source and sink, an HTTP source and sink, a WebSocket source, an
+// MQTT source and sink and a Redis streams source and sink describe beyond
+// the job's own (jobFams), typed as the connectors declare them. The jobs
+// are built, not run: they need no broker, server or database.
 func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	brokers := []string{"127.0.0.1:9"}
 	schema := connectors.Schema{{Name: "n", Type: "int64"}}
 	const url = "nats://127.0.0.1:9"
+	redisMode := redis.Mode{Type: redis.ModeSingle, URL: "redis://127.0.0.1:9"}
 	builders := map[string]*arkflow.Builder{
 		"kafka": arkflow.NewJob("doc-kafka").
 			Source("in", kafka.SourceConfig{Brokers: brokers, Topics: []string{"in"}, ConsumerGroup: "doc", Schema: schema}).
@@ -238,6 +240,9 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 		"sql": arkflow.NewJob("doc-sql").
 			Source("in", sqlconn.SourceConfig{Database: sqlconn.DB{Type: sqlconn.SQLite, Path: filepath.Join(dir, "doc.db")}, TableName: "in", TrackingColumn: "n", Schema: schema}).
 			Sink("out", sqlconn.SinkConfig{Database: sqlconn.DB{Type: sqlconn.SQLite, Path: filepath.Join(dir, "doc.db")}, TableName: "out"}),
+		"redis": arkflow.NewJob("doc-redis").
+			Source("in", redis.SourceConfig{Mode: redisMode, RedisType: redis.SourceType{Type: redis.TypeStream, Streams: []string{"in"}, Group: "doc"}, Schema: schema}).
+			Sink("out", redis.SinkConfig{Mode: redisMode, RedisType: redis.SinkType{Type: redis.TypeStream, Key: &redis.Expr{Value: "out"}}}),
 		"http": arkflow.NewJob("doc-http").
 			Source("in", httpconn.SourceConfig{Address: "127.0.0.1:9", Format: httpconn.FormatNDJSON, Schema: schema}).
 			Sink("out", httpconn.SinkConfig{URL: "http://127.0.0.1:9/"}),
@@ -284,8 +289,12 @@ func connectorFamilies(dir string, jobFams []family) ([]family, error) {
 	if err != nil {
 		return nil, err
 	}
+	redisFams, err := inputFamilies(redis.Type, `{"mode":{"type":"single","url":"redis://127.0.0.1:9"},"redis_type":{"type":"stream","streams":["s"],"group":"g"}}`)
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range slices.Concat((&kafka.Input{}).MetricFamilies(), (&kafka.Output{}).MetricFamilies(), natsFams,
-		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), httpFams, wsFams, mqttFams) {
+		(&sqlconn.Input{}).MetricFamilies(), (&sqlconn.Output{}).MetricFamilies(), httpFams, wsFams, mqttFams, redisFams) {
 		kind := "gauge"
 		if f.Kind == connectors.Counter {
 			kind = "counter"

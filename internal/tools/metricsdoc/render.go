@@ -78,7 +78,7 @@ A connector whose Input or Output declares families
 (` + "`connectors.MetricFamilies`" + `, reported by its sources or sinks through
 ` + "`connectors.Metered`" + `) adds them to its job's collector as
 ` + "`arkflow_<name>`" + `, with the task's labels before its own. The Kafka,
-NATS, SQL, HTTP and MQTT sources and sinks and the WebSocket source declare these:
+NATS, SQL, HTTP, MQTT and Redis sources and sinks and the WebSocket source declare these:
 `,
 	"agent": `## An Agent: ` + "`hubclient.Agent.Collector`" + `
 

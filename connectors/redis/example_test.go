@@ -1,0 +1,63 @@
+package redis_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go"
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/connectors/redis"
+	"github.com/arkflow-rs/arkflow-go/job"
+	"github.com/arkflow-rs/arkflow-go/window"
+)
+
+// Two Redis streams → per-user totals every minute → a Redis hash per
+// user, over TLS, with checkpoints: every order counted once in the
+// state, and each total written with HSET, which a restart writes again
+// with the same value (compile-only: it needs a server).
+func Example() {
+	mode := redis.Mode{Type: redis.ModeSingle, URL: "rediss://redis.example.com:6380"}
+	tls := &redis.TLS{CA: "/etc/redis/ca.pem"}
+	j, err := arkflow.NewJob("order-totals").
+		Source("orders", redis.SourceConfig{
+			Mode: mode, TLS: tls,
+			RedisType: redis.SourceType{Type: redis.TypeStream, Streams: []string{"orders:eu", "orders:us"}, Group: "order-totals"},
+			Schema:    connectors.Schema{{Name: "user", Type: "string"}, {Name: "amount", Type: "int64"}},
+		}).
+		KeyBy("user").
+		Window("per-minute", window.Tumbling(time.Minute, job.Count("n"), job.Sum("amount", "total"))).
+		Sink("totals", redis.SinkConfig{
+			Mode: mode, TLS: tls,
+			RedisType: redis.SinkType{
+				Type:  redis.TypeHashes,
+				Key:   &redis.Expr{Expr: "concat('totals:', user)"},
+				Field: &redis.Expr{Expr: window.ColumnStart},
+			},
+		}).
+		State(job.State{Backend: "badger"}).
+		Checkpoint(job.Checkpoint{IntervalMS: 10_000}).
+		Build(arkflow.WithDataDir("./data"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A source config is the spec's config of input_type redis, field for
+// field.
+func ExampleSourceConfig() {
+	cfg := redis.SourceConfig{
+		Mode:      redis.Mode{Type: redis.ModeSingle, URL: "redis://localhost:6379"},
+		RedisType: redis.SourceType{Type: redis.TypeSubscribe, Subscribe: &redis.Subscribe{Type: "channels", Channels: []string{"clicks"}}},
+		Schema:    connectors.Schema{{Name: "user", Type: "string"}},
+	}
+	b, _ := json.Marshal(cfg)
+	fmt.Println(string(b))
+	// Output:
+	// {"mode":{"type":"single","url":"redis://localhost:6379"},"redis_type":{"type":"subscribe","subscribe":{"type":"channels","channels":["clicks"]}},"schema":[{"name":"user","type":"string"}]}
+}
