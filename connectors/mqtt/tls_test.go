@@ -2,14 +2,7 @@ package mqtt
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/internal/testpki"
 )
 
 // The TLS test starts a Mosquitto of its own: the binary is
@@ -85,90 +79,15 @@ func startMosquitto(t *testing.T, conf string, ports ...int) {
 	}
 }
 
-// pki is a CA and the files of a server and a client certificate it
-// signed, and another CA.
-type pki struct {
-	ca, serverCert, serverKey, clientCert, clientKey, otherCA string
-}
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "mqtt-pki-") // readable by mosquitto's user
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	keyDER := func(k *ecdsa.PrivateKey) []byte {
-		b, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _ := x509.ParseCertificate(der)
-		return c, k, der
-	}
-	ca, caKey, caDER := newCA("arkflow test CA")
-	_, _, otherDER := newCA("another CA")
-	leaf := func(serial int64, usage x509.ExtKeyUsage, ip bool) ([]byte, *ecdsa.PrivateKey) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "arkflow test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		if ip {
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der, k
-	}
-	sDER, sKey := leaf(2, x509.ExtKeyUsageServerAuth, true)
-	cDER, cKey := leaf(3, x509.ExtKeyUsageClientAuth, false)
-	return pki{
-		ca:         write("ca.pem", "CERTIFICATE", caDER),
-		otherCA:    write("other-ca.pem", "CERTIFICATE", otherDER),
-		serverCert: write("server.pem", "CERTIFICATE", sDER),
-		serverKey:  write("server-key.pem", "EC PRIVATE KEY", keyDER(sKey)),
-		clientCert: write("client.pem", "CERTIFICATE", cDER),
-		clientKey:  write("client-key.pem", "EC PRIVATE KEY", keyDER(cKey)),
-	}
-}
-
 // A Mosquitto with two TLS listeners, one requiring client certificates:
 // a source and a sink with the tls block move rows over each; without the
 // client certificate where one is required, with the wrong CA, or without
 // TLS, Connect fails saying what to check.
 func TestTLS(t *testing.T) {
-	p := newPKI(t)
+	p := testpki.New(t)
 	mutual, serverOnly := freePort(t), freePort(t)
 	listener := func(port int, require bool) string {
-		return fmt.Sprintf("listener %d 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %v\n", port, p.ca, p.serverCert, p.serverKey, require)
+		return fmt.Sprintf("listener %d 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %v\n", port, p.CA, p.ServerCert, p.ServerKey, require)
 	}
 	startMosquitto(t, "allow_anonymous true\npersistence false\nlog_dest stderr\n"+listener(mutual, true)+listener(serverOnly, false), mutual, serverOnly)
 
@@ -177,8 +96,8 @@ func TestTLS(t *testing.T) {
 		port int
 		tls  *TLS
 	}{
-		{"client certificate", mutual, &TLS{CA: p.ca, ClientCert: p.clientCert, ClientKey: p.clientKey}},
-		{"server certificate only", serverOnly, &TLS{CA: p.ca}},
+		{"client certificate", mutual, &TLS{CA: p.CA, ClientCert: p.ClientCert, ClientKey: p.ClientKey}},
+		{"server certificate only", serverOnly, &TLS{CA: p.CA}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			topic := uniqueName(t, "tls")
@@ -203,10 +122,10 @@ func TestTLS(t *testing.T) {
 		port       int
 		tls        *TLS
 	}{
-		{"no client certificate", "tls.client_cert and tls.client_key", mutual, &TLS{CA: p.ca}},
-		{"wrong CA", "the broker's certificate is not signed by the CA in tls.ca", serverOnly, &TLS{CA: p.otherCA}},
+		{"no client certificate", "tls.client_cert and tls.client_key", mutual, &TLS{CA: p.CA}},
+		{"wrong CA", "the broker's certificate is not signed by the CA in tls.ca", serverOnly, &TLS{CA: p.OtherCA}},
 		{"system roots", "not signed by a CA the system trusts: name its CA in tls.ca", serverOnly, &TLS{}},
-		{"TLS off", "A broker listening with TLS needs a tls block", serverOnly, &TLS{Enabled: &no, CA: p.ca}},
+		{"TLS off", "A broker listening with TLS needs a tls block", serverOnly, &TLS{Enabled: &no, CA: p.CA}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := buildInput(t, SourceConfig{Host: "127.0.0.1", Port: c.port, ClientID: uniqueName(t, "src"), Topics: []string{"x"}, TLS: c.tls})

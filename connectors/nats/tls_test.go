@@ -2,14 +2,7 @@ package nats
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -25,6 +18,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/internal/testpki"
 )
 
 // The TLS and auth tests start nats-servers of their own, with a config
@@ -124,74 +118,6 @@ func (s *server) kill() {
 	}
 }
 
-// pki is a CA and the files of a server and a client certificate it
-// signed.
-type pki struct {
-	ca, serverCert, serverKey, clientCert, clientKey, otherCA string
-}
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	keyDER := func(k *ecdsa.PrivateKey) []byte {
-		b, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _ := x509.ParseCertificate(der)
-		return c, k, der
-	}
-	ca, caKey, caDER := newCA("arkflow test CA")
-	_, _, otherDER := newCA("another CA")
-	leaf := func(serial int64, usage x509.ExtKeyUsage, ip bool) ([]byte, *ecdsa.PrivateKey) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "arkflow test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		if ip {
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der, k
-	}
-	sDER, sKey := leaf(2, x509.ExtKeyUsageServerAuth, true)
-	cDER, cKey := leaf(3, x509.ExtKeyUsageClientAuth, false)
-	return pki{
-		ca:         write("ca.pem", "CERTIFICATE", caDER),
-		otherCA:    write("other-ca.pem", "CERTIFICATE", otherDER),
-		serverCert: write("server.pem", "CERTIFICATE", sDER),
-		serverKey:  write("server-key.pem", "EC PRIVATE KEY", keyDER(sKey)),
-		clientCert: write("client.pem", "CERTIFICATE", cDER),
-		clientKey:  write("client-key.pem", "EC PRIVATE KEY", keyDER(cKey)),
-	}
-}
-
 // A server that requires TLS with client certificates, and a token: a
 // JetStream source and a JetStream sink connect with a tls:// URL, the
 // tls block and the token, and move rows; without the client certificate,
@@ -199,15 +125,15 @@ func newPKI(t *testing.T) pki {
 // the system's), or with the wrong token, Connect fails saying what to
 // check.
 func TestTLSAndToken(t *testing.T) {
-	p := newPKI(t)
+	p := testpki.New(t)
 	port := startServer(t, fmt.Sprintf(`
 listen: 127.0.0.1:PORT
 jetstream: {store_dir: "STORE"}
 tls: {cert_file: %q, key_file: %q, ca_file: %q, verify: true, timeout: 5}
 authorization: {token: "s3cret"}
-`, p.serverCert, p.serverKey, p.ca))
+`, p.ServerCert, p.ServerKey, p.CA))
 	url := fmt.Sprintf("tls://127.0.0.1:%d", port)
-	tc := &TLS{CA: p.ca, ClientCert: p.clientCert, ClientKey: p.clientKey}
+	tc := &TLS{CA: p.CA, ClientCert: p.ClientCert, ClientKey: p.ClientKey}
 	auth := &Auth{Token: "s3cret"}
 
 	// A stream, and rows in it, through a plain client with the same
@@ -263,8 +189,8 @@ authorization: {token: "s3cret"}
 		auth *Auth
 		want string
 	}{
-		{"no client certificate", url, &TLS{CA: p.ca}, auth, "nats: connecting to tls://127.0.0.1:" + port2},
-		{"another CA", url, &TLS{CA: p.otherCA, ClientCert: p.clientCert, ClientKey: p.clientKey}, auth, "the server's certificate is not signed by the CA in tls.ca"},
+		{"no client certificate", url, &TLS{CA: p.CA}, auth, "nats: connecting to tls://127.0.0.1:" + port2},
+		{"another CA", url, &TLS{CA: p.OtherCA, ClientCert: p.ClientCert, ClientKey: p.ClientKey}, auth, "the server's certificate is not signed by the CA in tls.ca"},
 		// nats.go goes TLS when the server requires it, and then knows
 		// no CA.
 		{"no tls block", "nats://127.0.0.1:" + port2, nil, auth, "the server's certificate is not signed by a CA the system trusts: name its CA in tls.ca"},

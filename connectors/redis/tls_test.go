@@ -2,18 +2,9 @@ package redis
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,72 +13,8 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
 	"github.com/arkflow-rs/arkflow-go/connectors/conformance"
+	"github.com/arkflow-rs/arkflow-go/internal/testpki"
 )
-
-// pki is a CA and the files of a server and a client certificate it
-// signed, and another CA.
-type pki struct {
-	ca, serverCert, serverKey, clientCert, clientKey, otherCA string
-}
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	keyDER := func(k *ecdsa.PrivateKey) []byte {
-		b, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _ := x509.ParseCertificate(der)
-		return c, k, der
-	}
-	ca, caKey, caDER := newCA("arkflow test CA")
-	_, _, otherDER := newCA("another CA")
-	leaf := func(serial int64, usage x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "arkflow test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der, k
-	}
-	sDER, sKey := leaf(2, x509.ExtKeyUsageServerAuth)
-	cDER, cKey := leaf(3, x509.ExtKeyUsageClientAuth)
-	return pki{
-		ca:         write("ca.pem", "CERTIFICATE", caDER),
-		otherCA:    write("other-ca.pem", "CERTIFICATE", otherDER),
-		serverCert: write("server.pem", "CERTIFICATE", sDER),
-		serverKey:  write("server-key.pem", "EC PRIVATE KEY", keyDER(sKey)),
-		clientCert: write("client.pem", "CERTIFICATE", cDER),
-		clientKey:  write("client-key.pem", "EC PRIVATE KEY", keyDER(cKey)),
-	}
-}
 
 // server is a redis-server a test runs on a port of its own, which it
 // may kill and start again (on the same port and directory).
@@ -170,8 +97,8 @@ func (s *server) kill() {
 
 // startTLSServer runs a redis-server of the test's own that speaks only
 // TLS and verifies client certificates, and returns its port.
-func startTLSServer(t *testing.T, p pki) int {
-	return newServer(t, true, "--tls-cert-file", p.serverCert, "--tls-key-file", p.serverKey, "--tls-ca-cert-file", p.ca,
+func startTLSServer(t *testing.T, p testpki.PKI) int {
+	return newServer(t, true, "--tls-cert-file", p.ServerCert, "--tls-key-file", p.ServerKey, "--tls-ca-cert-file", p.CA,
 		"--tls-auth-clients", "yes", "--appendonly", "no").port
 }
 
@@ -181,10 +108,10 @@ func startTLSServer(t *testing.T, p pki) int {
 // wrong CA, or without a tls block (its CA is not the system's), Connect
 // fails, saying what to check where it can tell.
 func TestTLS(t *testing.T) {
-	p := newPKI(t)
+	p := testpki.New(t)
 	port := startTLSServer(t, p)
 	url := fmt.Sprintf("rediss://127.0.0.1:%d", port)
-	tc := &TLS{CA: p.ca, ClientCert: p.clientCert, ClientKey: p.clientKey}
+	tc := &TLS{CA: p.CA, ClientCert: p.ClientCert, ClientKey: p.ClientKey}
 	cfg, err := tlsConfig(tc)
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +168,8 @@ func TestTLS(t *testing.T) {
 		tls  *TLS
 		want string
 	}{
-		{"no client certificate", url, &TLS{CA: p.ca}, "the server wants a client certificate"},
-		{"wrong CA", url, &TLS{CA: p.otherCA, ClientCert: p.clientCert, ClientKey: p.clientKey}, "not signed by the CA in tls.ca"},
+		{"no client certificate", url, &TLS{CA: p.CA}, "the server wants a client certificate"},
+		{"wrong CA", url, &TLS{CA: p.OtherCA, ClientCert: p.ClientCert, ClientKey: p.ClientKey}, "not signed by the CA in tls.ca"},
 		{"no tls block", url, nil, "not signed by a CA the system trusts"},
 		{"plain URL, no tls block", fmt.Sprintf("redis://127.0.0.1:%d", port), nil, "redis: connecting to"},
 	} {
