@@ -13,9 +13,10 @@ import (
 
 // The connector suite against a real redis-server: the streams input
 // with one stream per data partition, and the sink writing to a stream
-// and to a list, read back with XRANGE and LRANGE. The list and pub/sub
-// inputs do not run it: a list has no positions to seek to, and pub/sub
-// keeps no messages (source_test.go tests what they do instead).
+// and to a list, read back with XRANGE and LRANGE. The pub/sub input runs
+// the suite of sources that cannot read again: rows are published while
+// it is subscribed. The list input runs neither: a list has no positions
+// to seek to (source_test.go tests what it does instead).
 func TestConformanceStreamSource(t *testing.T) {
 	serverURL(t)
 	var keys []string // of the subtest running
@@ -51,6 +52,30 @@ func TestConformanceStreamSource(t *testing.T) {
 				Schema:    conformance.Declared(),
 				BatchSize: batchSize,
 			})
+		},
+	})
+}
+
+func TestConformanceSubscribeSource(t *testing.T) {
+	serverURL(t)
+	conformance.TestUnrewindableSource(t, conformance.UnrewindableHarness{
+		Features: conformance.SourceFeatures{Meta: []string{connectors.MetaTopic}},
+		New: func(t *testing.T, batchSize int) (connectors.Input, conformance.Send) {
+			c := newClient(t)
+			ch := uniqueKey(t, "ch")
+			in := buildInput(t, SourceConfig{
+				Mode:      single(t),
+				RedisType: SourceType{Type: TypeSubscribe, Subscribe: &Subscribe{Type: "channels", Channels: []string{ch}}},
+				Schema:    conformance.Declared(),
+				BatchSize: batchSize,
+			})
+			return in, func(t *testing.T, rows []conformance.Row) {
+				for _, r := range rows {
+					if err := c.Publish(context.Background(), ch, r.JSON()).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 		},
 	})
 }
