@@ -241,12 +241,12 @@ func (s *source) Read(ctx context.Context) (connectors.Batch, error) {
 		for {
 			if err := s.add(m); err != nil {
 				s.failed = err
-				if s.b.rows == 0 {
+				if s.b.Rows == 0 {
 					return connectors.Batch{}, s.failed
 				}
 				return s.batch(), nil // the next Read returns the error
 			}
-			if s.b.rows >= s.in.cfg.BatchSize {
+			if s.b.Rows >= s.in.cfg.BatchSize {
 				return s.batch(), nil
 			}
 			select {
@@ -256,7 +256,7 @@ func (s *source) Read(ctx context.Context) (connectors.Batch, error) {
 			}
 			break
 		}
-		if s.b.rows > 0 {
+		if s.b.Rows > 0 {
 			return s.batch(), nil
 		}
 		// Every message was a redelivery skipped: wait for more.
@@ -329,8 +329,8 @@ func (s *source) add(m paho.Message) error {
 // tracker, and arranges for the acknowledgement of their QoS 1 messages to
 // the broker.
 func (s *source) batch() connectors.Batch {
-	first, end := s.b.first, s.b.end
-	rec := s.b.take()
+	first, end := s.b.First, s.b.End
+	rec := s.b.Take()
 	ack := s.tracker.Deliver(s.part, first, end)
 	taken := s.taken
 	s.taken = nil
@@ -374,7 +374,7 @@ func (s *source) Close(context.Context) error {
 		c.Disconnect(250)
 	}
 	if s.b != nil {
-		s.b.release()
+		s.b.Release()
 	}
 	s.connected = false
 	return nil

@@ -48,16 +48,16 @@ func FuzzDecodePayload(f *testing.F) {
 			if err := b.add([]byte(`{"id":7}`), "src", 3, 41, "s.x", 5); err != nil && in == jsonIn {
 				t.Fatal(err)
 			}
-			before := b.rows
+			before := b.Rows
 			err = b.add(data, "src", 3, 42, "s.y", -1)
 			if in == rawIn && err != nil {
 				t.Fatalf("a raw payload failed: %v", err)
 			}
-			if err == nil && b.rows != before+1 || err != nil && b.rows != before {
-				t.Fatalf("rows %d after %d (error %v)", b.rows, before, err)
+			if err == nil && b.Rows != before+1 || err != nil && b.Rows != before {
+				t.Fatalf("rows %d after %d (error %v)", b.Rows, before, err)
 			}
-			rec := b.take()
-			b.release()
+			rec := b.Take()
+			b.Release()
 			if rec == nil {
 				continue
 			}

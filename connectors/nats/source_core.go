@@ -170,13 +170,13 @@ func (s *coreSource) Read(ctx context.Context) (connectors.Batch, error) {
 	for {
 		if err := s.b.add(m.Data, s.info.OperatorID, s.part, s.next, m.Subject, -1); err != nil {
 			s.failed = decodeError(fmt.Sprintf("subject %q message at offset %d", m.Subject, s.next), err)
-			if s.b.rows == 0 {
+			if s.b.Rows == 0 {
 				return connectors.Batch{}, s.failed
 			}
 			return s.batch(), nil // the next Read returns the error
 		}
 		s.next++
-		if s.b.rows >= s.in.cfg.BatchSize {
+		if s.b.Rows >= s.in.cfg.BatchSize {
 			break
 		}
 		if m, err = s.sub.NextMsg(0); err != nil {
@@ -189,8 +189,8 @@ func (s *coreSource) Read(ctx context.Context) (connectors.Batch, error) {
 // batch takes the built rows as a batch and delivers their range to the
 // tracker.
 func (s *coreSource) batch() connectors.Batch {
-	first, end := s.b.first, s.b.end
-	rec := s.b.take()
+	first, end := s.b.First, s.b.End
+	rec := s.b.Take()
 	return connectors.Batch{Record: rec, Partition: int(s.part), Ack: s.tracker.Deliver(s.part, first, end)}
 }
 
@@ -217,7 +217,7 @@ func (s *coreSource) Close(context.Context) error {
 		nc.Close()
 	}
 	if s.b != nil {
-		s.b.release()
+		s.b.Release()
 	}
 	s.connected = false
 	if err != nil && !errors.Is(err, natsgo.ErrConnectionClosed) && !errors.Is(err, natsgo.ErrBadSubscription) {

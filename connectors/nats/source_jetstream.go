@@ -380,15 +380,15 @@ func (s *jsSource) add(it jsItem) {
 	}
 	p.next = seq + 1
 	p.last = it.msg
-	if p.b.rows >= s.in.cfg.BatchSize {
+	if p.b.Rows >= s.in.cfg.BatchSize {
 		s.flush(p)
 	}
 }
 
 // flush queues a partition's rows as a batch.
 func (s *jsSource) flush(p *jsPart) {
-	first, end := p.b.first, p.b.end
-	if rec := p.b.take(); rec != nil {
+	first, end := p.b.First, p.b.End
+	if rec := p.b.Take(); rec != nil {
 		s.ready = append(s.ready, jsBatch{rec: rec, p: p, first: first, end: end, last: p.last})
 		p.last = nil
 	}
@@ -467,7 +467,7 @@ func (s *jsSource) Close(ctx context.Context) error {
 	s.ready = nil
 	for _, p := range s.parts {
 		if p.b != nil {
-			p.b.release()
+			p.b.Release()
 		}
 	}
 	s.connected = false

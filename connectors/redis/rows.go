@@ -9,10 +9,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/internal/rowjson"
+	"github.com/arkflow-rs/arkflow-go/internal/msgrows"
 )
 
 func init() {
@@ -36,17 +35,6 @@ func init() {
 	})
 }
 
-// metaFields are the metadata columns of every batch.
-func metaFields() []arrow.Field {
-	return []arrow.Field{
-		{Name: connectors.MetaSource, Type: arrow.BinaryTypes.String},
-		{Name: connectors.MetaPartition, Type: arrow.PrimitiveTypes.Int32},
-		{Name: connectors.MetaOffset, Type: arrow.PrimitiveTypes.Int64},
-		{Name: connectors.MetaTopic, Type: arrow.BinaryTypes.String},
-		{Name: connectors.MetaTimestamp, Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}, Nullable: true},
-	}
-}
-
 // input is a validated Redis input.
 type input struct {
 	cfg      SourceConfig
@@ -67,8 +55,9 @@ func newInput(cfg SourceConfig, zero map[string]bool) (*input, error) {
 		}
 		declared = s
 	}
-	fields := append(append([]arrow.Field(nil), declared.Fields()...), metaFields()...)
-	return &input{cfg: cfg, declared: declared, schema: arrow.NewSchema(fields, nil), log: slog.New(slog.DiscardHandler)}, nil
+	return &input{cfg: cfg, declared: declared, schema: msgrows.Schema(declared,
+		arrow.Field{Name: connectors.MetaTopic, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: connectors.MetaTimestamp, Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}, Nullable: true}), log: slog.New(slog.DiscardHandler)}, nil
 }
 
 // Schema is the value columns (the declared schema, or the binary "value"
@@ -110,29 +99,14 @@ func (in *input) NewSource(info connectors.TaskInfo) (connectors.Source, error) 
 }
 
 // rowBuilder builds the batches of one partition, one message a row.
-type rowBuilder struct {
-	dec    *rowjson.Decoder // nil: format raw
-	rb     *array.RecordBuilder
-	fields []array.Builder
-	n      int // value columns
-	rows   int
-	// first and end are the offsets of the first row and after the last.
-	first, end int64
-}
+type rowBuilder struct{ *msgrows.Builder }
 
 func newRowBuilder(in *input) (*rowBuilder, error) {
-	b := &rowBuilder{rb: array.NewRecordBuilder(memory.DefaultAllocator, in.schema), n: in.declared.NumFields()}
-	b.fields = b.rb.Fields()
-	if in.cfg.Format == FormatJSON {
-		dec, err := rowjson.NewDecoder(in.declared)
-		if err != nil {
-			b.rb.Release()
-			return nil, err
-		}
-		b.dec = dec
+	b, err := msgrows.New(in.schema, in.declared.NumFields(), in.cfg.Format == FormatJSON, min(in.cfg.BatchSize, 4096))
+	if err != nil {
+		return nil, err
 	}
-	b.rb.Reserve(min(in.cfg.BatchSize, 4096))
-	return b, nil
+	return &rowBuilder{b}, nil
 }
 
 // add appends one message as a row: its payload decoded into the value
@@ -140,32 +114,16 @@ func newRowBuilder(in *input) (*rowBuilder, error) {
 // that does not decode appends nothing and returns the decoder's error
 // (which names the field).
 func (b *rowBuilder) add(data []byte, source string, part int32, off int64, topic string, tsMS int64) error {
-	if b.dec != nil {
-		if err := b.dec.DecodeLine(data, b.fields); err != nil {
-			return err
-		}
-	} else {
-		if data == nil {
-			data = []byte{}
-		}
-		b.fields[0].(*array.BinaryBuilder).Append(data)
+	if err := b.Add(data, source, part, off); err != nil {
+		return err
 	}
-	n := b.n
-	b.fields[n].(*array.StringBuilder).Append(source)
-	b.fields[n+1].(*array.Int32Builder).Append(part)
-	b.fields[n+2].(*array.Int64Builder).Append(off)
-	b.fields[n+3].(*array.StringBuilder).Append(topic)
-	tb := b.fields[n+4].(*array.TimestampBuilder)
+	b.Extra(0).(*array.StringBuilder).Append(topic)
+	tb := b.Extra(1).(*array.TimestampBuilder)
 	if tsMS < 0 {
 		tb.AppendNull()
 	} else {
 		tb.Append(arrow.Timestamp(tsMS))
 	}
-	if b.rows == 0 {
-		b.first = off
-	}
-	b.end = off + 1
-	b.rows++
 	return nil
 }
 
@@ -174,23 +132,6 @@ func (b *rowBuilder) add(data []byte, source string, part int32, off int64, topi
 // keep.
 func (b *rowBuilder) addString(data string, source string, part int32, off int64, topic string, tsMS int64) error {
 	return b.add(unsafe.Slice(unsafe.StringData(data), len(data)), source, part, off, topic, tsMS)
-}
-
-// take returns the rows added since the last take as a batch (nil when
-// there are none).
-func (b *rowBuilder) take() arrow.RecordBatch {
-	if b.rows == 0 {
-		return nil
-	}
-	b.rows = 0
-	return b.rb.NewRecordBatch()
-}
-
-func (b *rowBuilder) release() {
-	if b.rb != nil {
-		b.rb.Release()
-		b.rb = nil
-	}
 }
 
 // Stream entry IDs as offsets. An ID is MS-SEQ (milliseconds, a sequence

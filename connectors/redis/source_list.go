@@ -244,7 +244,7 @@ func (s *listSource) addAll(p *listPart, vals []string) {
 		}
 		p.next++
 		p.vals = append(p.vals, v)
-		if p.b.rows >= s.in.cfg.BatchSize {
+		if p.b.Rows >= s.in.cfg.BatchSize {
 			s.flush(p)
 		}
 	}
@@ -252,8 +252,8 @@ func (s *listSource) addAll(p *listPart, vals []string) {
 }
 
 func (s *listSource) flush(p *listPart) {
-	first, end := p.b.first, p.b.end
-	if rec := p.b.take(); rec != nil {
+	first, end := p.b.First, p.b.End
+	if rec := p.b.Take(); rec != nil {
 		s.ready = append(s.ready, listBatch{rec: rec, p: p, first: first, end: end, vals: p.vals})
 		p.vals = nil
 	}
@@ -311,7 +311,7 @@ func (s *listSource) Close(ctx context.Context) error {
 	s.ready = nil
 	for _, p := range s.parts {
 		if p.b != nil {
-			p.b.release()
+			p.b.Release()
 		}
 	}
 	s.connected = false

@@ -383,8 +383,10 @@ func (s *streamSource) fetch(ctx context.Context) ([]goredis.XStream, error) {
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && !errors.Is(err, goredis.Nil) {
-		if retryable(err) {
-			undo() // XACK again with the next read: it is idempotent
+		if retryable(err) || ctx.Err() != nil {
+			// XACK again with the next read, or at Close when Close
+			// stopped this one: XACK is idempotent.
+			undo()
 		}
 		return nil, err
 	}
@@ -464,7 +466,7 @@ func (s *streamSource) addAll(p *streamPart, msgs []goredis.XMessage) {
 		}
 		p.next = off + 1
 		p.ids = append(p.ids, m.ID)
-		if p.b.rows >= s.in.cfg.BatchSize {
+		if p.b.Rows >= s.in.cfg.BatchSize {
 			s.flush(p)
 		}
 	}
@@ -473,8 +475,8 @@ func (s *streamSource) addAll(p *streamPart, msgs []goredis.XMessage) {
 
 // flush queues a partition's rows as a batch.
 func (s *streamSource) flush(p *streamPart) {
-	first, end := p.b.first, p.b.end
-	if rec := p.b.take(); rec != nil {
+	first, end := p.b.First, p.b.End
+	if rec := p.b.Take(); rec != nil {
 		s.ready = append(s.ready, streamBatch{rec: rec, p: p, first: first, end: end, ids: p.ids})
 		p.unackedN.Add(int64(len(p.ids)))
 		p.ids = nil
@@ -541,7 +543,7 @@ func (s *streamSource) Close(ctx context.Context) error {
 	s.ready = nil
 	for _, p := range s.parts {
 		if p.b != nil {
-			p.b.release()
+			p.b.Release()
 		}
 	}
 	s.connected = false

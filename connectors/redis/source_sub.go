@@ -150,13 +150,13 @@ func (s *subSource) Read(ctx context.Context) (connectors.Batch, error) {
 	for m != nil {
 		if err := s.b.addString(m.Payload, s.info.OperatorID, 0, s.next, m.Channel, -1); err != nil {
 			s.failed = decodeError(fmt.Sprintf("channel %q message at offset %d", m.Channel, s.next), err)
-			if s.b.rows == 0 {
+			if s.b.Rows == 0 {
 				return connectors.Batch{}, s.failed
 			}
 			return s.batch(), nil
 		}
 		s.next++
-		if s.b.rows >= s.in.cfg.BatchSize {
+		if s.b.Rows >= s.in.cfg.BatchSize {
 			break
 		}
 		select {
@@ -169,8 +169,8 @@ func (s *subSource) Read(ctx context.Context) (connectors.Batch, error) {
 }
 
 func (s *subSource) batch() connectors.Batch {
-	first, end := s.b.first, s.b.end
-	rec := s.b.take()
+	first, end := s.b.First, s.b.End
+	rec := s.b.Take()
 	return connectors.Batch{Record: rec, Partition: 0, Ack: s.tracker.Deliver(0, first, end)}
 }
 
@@ -193,7 +193,7 @@ func (s *subSource) Close(context.Context) error {
 		_ = client.Close()
 	}
 	if s.b != nil {
-		s.b.release()
+		s.b.Release()
 	}
 	s.connected = false
 	return nil

@@ -30,7 +30,7 @@ func FuzzFrame(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer b.release()
+		defer b.Release()
 		s := &source{in: &input{cfg: cfg, declared: in.declared, schema: in.schema}, b: b, tracker: connectors.NewTracker(""), next: 100}
 		s.tracker.Start(0, 100)
 		s.pend, s.pendAt = data, 1

@@ -6,10 +6,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
-	"github.com/arkflow-rs/arkflow-go/internal/rowjson"
+	"github.com/arkflow-rs/arkflow-go/internal/msgrows"
 )
 
 func init() {
@@ -46,12 +45,7 @@ func newInput(cfg SourceConfig, zero map[string]bool) (*input, error) {
 		}
 		declared = s
 	}
-	fields := append(append([]arrow.Field(nil), declared.Fields()...),
-		arrow.Field{Name: connectors.MetaSource, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: connectors.MetaPartition, Type: arrow.PrimitiveTypes.Int32},
-		arrow.Field{Name: connectors.MetaOffset, Type: arrow.PrimitiveTypes.Int64},
-		arrow.Field{Name: connectors.MetaTimestamp, Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}})
-	return &input{cfg: cfg, declared: declared, schema: arrow.NewSchema(fields, nil), log: slog.New(slog.DiscardHandler)}, nil
+	return &input{cfg: cfg, declared: declared, schema: msgrows.Schema(declared, arrow.Field{Name: connectors.MetaTimestamp, Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}}), log: slog.New(slog.DiscardHandler)}, nil
 }
 
 // Schema is the value columns (the declared schema, or the binary "value"
@@ -76,69 +70,25 @@ func (in *input) NewSource(info connectors.TaskInfo) (connectors.Source, error) 
 }
 
 // rowBuilder builds the batches, one row per frame (raw) or JSON line.
-type rowBuilder struct {
-	dec    *rowjson.Decoder // nil: format raw
-	rb     *array.RecordBuilder
-	fields []array.Builder
-	n      int // value columns
-	rows   int
-	// first and end are the offsets of the first row and after the last.
-	first, end int64
-}
+type rowBuilder struct{ *msgrows.Builder }
 
 func newRowBuilder(in *input) (*rowBuilder, error) {
-	b := &rowBuilder{rb: array.NewRecordBuilder(memory.DefaultAllocator, in.schema), n: in.declared.NumFields()}
-	b.fields = b.rb.Fields()
-	if in.cfg.Format == FormatJSON {
-		dec, err := rowjson.NewDecoder(in.declared)
-		if err != nil {
-			b.rb.Release()
-			return nil, err
-		}
-		b.dec = dec
+	b, err := msgrows.New(in.schema, in.declared.NumFields(), in.cfg.Format == FormatJSON, 0)
+	if err != nil {
+		return nil, err
 	}
-	return b, nil
+	return &rowBuilder{b}, nil
 }
 
 // add appends one row: data decoded into the value columns, then the
 // metadata. Data that does not decode appends nothing and returns the
 // decoder's error, which names the field.
 func (b *rowBuilder) add(data []byte, source string, off, atMS int64) error {
-	if b.dec != nil {
-		if err := b.dec.DecodeLine(data, b.fields); err != nil {
-			return err
-		}
-	} else {
-		if data == nil {
-			data = []byte{} // an empty frame is an empty value, not a null one
-		}
-		b.fields[0].(*array.BinaryBuilder).Append(data)
+	if err := b.Add(data, source, 0, off); err != nil {
+		return err
 	}
-	n := b.n
-	b.fields[n].(*array.StringBuilder).Append(source)
-	b.fields[n+1].(*array.Int32Builder).Append(0)
-	b.fields[n+2].(*array.Int64Builder).Append(off)
-	b.fields[n+3].(*array.TimestampBuilder).Append(arrow.Timestamp(atMS))
-	if b.rows == 0 {
-		b.first = off
-	}
-	b.end = off + 1
-	b.rows++
+	b.Extra(0).(*array.TimestampBuilder).Append(arrow.Timestamp(atMS))
 	return nil
-}
-
-// take returns the rows added since the last take as a batch and starts a
-// new one.
-func (b *rowBuilder) take() arrow.RecordBatch {
-	b.rows = 0
-	return b.rb.NewRecordBatch()
-}
-
-func (b *rowBuilder) release() {
-	if b.rb != nil {
-		b.rb.Release()
-		b.rb = nil
-	}
 }
 
 var _ connectors.Input = (*input)(nil)

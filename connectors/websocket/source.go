@@ -275,7 +275,7 @@ func (s *source) Read(ctx context.Context) (connectors.Batch, error) {
 			return connectors.Batch{}, ctx.Err()
 		}
 	}
-	for s.decodePending() && s.b.rows < s.in.cfg.BatchSize {
+	for s.decodePending() && s.b.Rows < s.in.cfg.BatchSize {
 		select {
 		case f := <-s.frames:
 			if !s.take(f) {
@@ -304,11 +304,11 @@ func (s *source) take(f frame) bool {
 // not decode (s.failed).
 func (s *source) decodePending() bool {
 	for s.pend != nil {
-		if s.b.rows >= s.in.cfg.BatchSize {
+		if s.b.Rows >= s.in.cfg.BatchSize {
 			return false
 		}
 		var line []byte
-		if s.b.dec == nil {
+		if !s.b.JSON() {
 			line, s.pend = s.pend, nil
 		} else {
 			line, s.pend = cutLine(s.pend)
@@ -338,14 +338,14 @@ func cutLine(b []byte) (line, rest []byte) {
 
 // batch returns the built rows (after them, s.failed if set).
 func (s *source) batch() (connectors.Batch, error) {
-	if s.b.rows == 0 {
+	if s.b.Rows == 0 {
 		if s.failed != nil {
 			return connectors.Batch{}, s.failed
 		}
 		return connectors.Batch{}, nil
 	}
-	first, end := s.b.first, s.b.end
-	rec := s.b.take()
+	first, end := s.b.First, s.b.End
+	rec := s.b.Take()
 	return connectors.Batch{Record: rec, Partition: 0, Ack: s.tracker.Deliver(0, first, end)}, nil
 }
 
@@ -365,7 +365,7 @@ func (s *source) Close(context.Context) error {
 		<-done
 	}
 	if s.b != nil {
-		s.b.release()
+		s.b.Release()
 	}
 	s.connected = false
 	return nil
