@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -195,21 +196,7 @@ func mqttKillLoop(t *testing.T, rng *rand.Rand, dsn, dir, out string, want int) 
 	latest := filepath.Join(dir, "checkpoints", mqttJobID, "checkpoints", "LATEST")
 	for run := 1; run <= mqttKills; run++ {
 		_, statErr := os.Stat(latest)
-		cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
-		var stderr sqlLog
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(400+rng.IntN(1200)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		log := stderr.String()
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("run-%02d.log", run)), []byte(log), 0o644)
-		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() {
-			t.Fatalf("run %d ended before its kill (an MQTT input runs until stopped): %v\n%s", run, err, sqlTailOf(log, 4000))
-		}
+		log := runAndKill(t, rng, dir, run, "an MQTT input runs until stopped")
 		if statErr == nil {
 			restored++
 		}
@@ -232,8 +219,11 @@ func mqttLastRun(t *testing.T, dsn, dir, out string, want int) (skipped int) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	// It stops gracefully only once it handles SIGTERM, which it does
+	// before it subscribes: the table may be complete before it starts.
 	deadline := time.Now().Add(2 * time.Minute)
-	for len(pgRows(t, dsn, "SELECT 1 FROM "+out)) < want && time.Now().Before(deadline) {
+	for (!strings.Contains(stderr.String(), `msg="subscribed to MQTT topics"`) || len(pgRows(t, dsn, "SELECT 1 FROM "+out)) < want) &&
+		time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
 			t.Fatalf("the last run exited by itself: %v\n%s", err, sqlTailOf(stderr.String(), 4000))

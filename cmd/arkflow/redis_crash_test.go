@@ -203,21 +203,7 @@ func redisKillLoop(t *testing.T, rng *rand.Rand, dsn, dir, out string, want int)
 	storeDir := filepath.Join(dir, "checkpoints")
 	for run := 1; run <= redisKills; run++ {
 		positions := checkpointPositions(t, storeDir, redisJobID)
-		cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
-		var stderr sqlLog
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(400+rng.IntN(1200)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		log := stderr.String()
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("run-%02d.log", run)), []byte(log), 0o644)
-		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() {
-			t.Fatalf("run %d ended before its kill (a streams input runs until stopped): %v\n%s", run, err, sqlTailOf(log, 4000))
-		}
+		log := runAndKill(t, rng, dir, run, "a streams input runs until stopped")
 		if positions != nil {
 			restored++
 		}

@@ -260,21 +260,7 @@ func sqlKillLoop(t *testing.T, rng *rand.Rand, dsn, dir, out string, want int) (
 	storeDir := filepath.Join(dir, "checkpoints")
 	for run := 1; run <= sqlKills; run++ {
 		positions := sqlCheckpointPositions(t, storeDir)
-		cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
-		var stderr sqlLog
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(400+rng.IntN(1200)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		log := stderr.String()
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("run-%02d.log", run)), []byte(log), 0o644)
-		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() {
-			t.Fatalf("run %d ended before its kill (an SQL input runs until stopped): %v\n%s", run, err, sqlTailOf(log, 4000))
-		}
+		log := runAndKill(t, rng, dir, run, "an SQL input runs until stopped")
 		if positions != nil {
 			restored++
 		}
@@ -283,6 +269,30 @@ func sqlKillLoop(t *testing.T, rng *rand.Rand, dsn, dir, out string, want int) (
 		t.Logf("run %d killed; restored positions %v; %d of %d rows in the table", run, positions, n, want)
 	}
 	return restored
+}
+
+// runAndKill starts `arkflow run` of dir's job.yaml and SIGKILLs it at
+// a random moment 0.4–1.6 s later; it writes the run's log to
+// run-NN.log and returns it. A run that ends before its kill fails the
+// test (what names the input that should have kept it running).
+func runAndKill(t *testing.T, rng *rand.Rand, dir string, run int, what string) string {
+	t.Helper()
+	cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
+	var stderr sqlLog
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(400+rng.IntN(1200)) * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	err := cmd.Wait()
+	log := stderr.String()
+	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("run-%02d.log", run)), []byte(log), 0o644)
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		t.Fatalf("run %d ended before its kill (%s): %v\n%s", run, what, err, sqlTailOf(log, 4000))
+	}
+	return log
 }
 
 // sqlLastRun runs the job until the output table holds want rows, then
