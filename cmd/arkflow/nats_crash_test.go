@@ -386,6 +386,11 @@ func TestNATSJetStreamSurvivesSIGKILL(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	complete := natsWaitOutput(t, js, out, want, exited) && natsWaitTable(t, dsn, pgOut, len(want), exited)
+	// It stops gracefully only once it handles SIGTERM, which it does
+	// before its sources read: the output may be complete before it starts.
+	for wait := time.Now().Add(time.Minute); !strings.Contains(log.String(), `msg="reading JetStream stream"`) && time.Now().Before(wait); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	var runErr error
 	select {
