@@ -7,13 +7,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/arkflow-rs/arkflow-go/internal/config"
-	"github.com/arkflow-rs/arkflow-go/internal/specpath"
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -394,8 +395,28 @@ func takeString(path, k string, obj map[string]any, dst *string, errs *config.Pr
 	*dst = s
 }
 
+// pathLess orders paths key by key, indices by number:
+// "streams[2].input" before "streams[10].buffer".
+func pathLess(a, b string) bool {
+	ta, tb := pathTokens.FindAllString(a, -1), pathTokens.FindAllString(b, -1)
+	for i := 0; i < len(ta) && i < len(tb); i++ {
+		if ta[i] == tb[i] {
+			continue
+		}
+		na, ea := strconv.Atoi(strings.Trim(ta[i], "[]"))
+		nb, eb := strconv.Atoi(strings.Trim(tb[i], "[]"))
+		if ea == nil && eb == nil && ta[i][0] == '[' && tb[i][0] == '[' {
+			return na < nb
+		}
+		return ta[i] < tb[i]
+	}
+	return len(ta) < len(tb)
+}
+
+var pathTokens = regexp.MustCompile(`\[\d+\]|[^.\[\]]+`)
+
 // sortErrors orders problems by path, keeping the order of those with the
 // same path.
 func sortErrors(es Errors) {
-	sort.SliceStable(es, func(i, j int) bool { return specpath.Less(es[i].Path, es[j].Path) })
+	sort.SliceStable(es, func(i, j int) bool { return pathLess(es[i].Path, es[j].Path) })
 }
