@@ -169,7 +169,8 @@ func Load(path string) (*Config, error) {
 // ${VAR:-default} in string values are replaced from the environment
 // first. Unknown keys, values of the wrong type, missing required keys and
 // unset variables are errors naming their path, all returned at once as
-// Errors. Components' own keys are checked by Validate.
+// Errors, with the config as far as it decoded (nil when the data is not
+// an object). Components' own keys are checked by Validate.
 func Parse(data []byte, ext string) (*Config, error) {
 	v, err := decodeDocument(data, ext)
 	if err != nil {

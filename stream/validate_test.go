@@ -116,6 +116,9 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.path+"/"+c.want, func(t *testing.T) {
+			if strings.Contains(c.block, "query") {
+				needEngine(t)
+			}
 			blocks := map[string]string{
 				"input":    "input: {type: http, address: 'a:1', path: /}",
 				"pipeline": "pipeline: {processors: []}",
@@ -210,6 +213,7 @@ streams:
 }
 
 func TestValidateProcessorsAndBuffers(t *testing.T) {
+	needEngine(t)
 	y := `
 streams:
   - id: a
