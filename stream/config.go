@@ -267,7 +267,7 @@ type rawStream struct {
 }
 
 type rawPipeline struct {
-	ThreadNum  int   `json:"thread_num"`
+	ThreadNum  *int  `json:"thread_num"`
 	Processors []any `json:"processors"`
 }
 
@@ -290,6 +290,7 @@ func decodeConfig(obj map[string]any, errs *config.Problems) *Config {
 		if cfg.Logging.Format == "" {
 			cfg.Logging.Format = "plain"
 		}
+		checkLogging(cfg.Logging, errs)
 	}
 	if raw.Streams == nil {
 		if _, ok := obj["streams"]; !ok {
@@ -301,6 +302,19 @@ func decodeConfig(obj map[string]any, errs *config.Problems) *Config {
 		cfg.Streams = append(cfg.Streams, decodeStream(config.Index("streams", i), rs, errs))
 	}
 	return cfg
+}
+
+// checkLogging checks the logging block's level and format. ArkFlow
+// takes an unknown level as info; here it is an error.
+func checkLogging(l Logging, errs *config.Problems) {
+	switch l.Level {
+	case "", "trace", "debug", "info", "warn", "error":
+	default:
+		errs.Add("logging.level", "must be trace, debug, info, warn or error (got %q)", l.Level)
+	}
+	if l.Format != "plain" && l.Format != "json" {
+		errs.Add("logging.format", "must be plain or json (got %q)", l.Format)
+	}
 }
 
 // decodeStream takes a stream's components apart.
@@ -323,9 +337,11 @@ func decodeStream(path string, rs rawStream, errs *config.Problems) Stream {
 		errs.Add(config.Join(path, "pipeline"), "missing (pipeline: {processors: [...]}; the list may be empty)")
 		return s
 	}
-	s.Pipeline.ThreadNum = rs.Pipeline.ThreadNum
-	if rs.Pipeline.ThreadNum < 0 {
-		errs.Add(config.Join(path, "pipeline.thread_num"), "must be > 0 (got %d)", rs.Pipeline.ThreadNum)
+	if n := rs.Pipeline.ThreadNum; n != nil {
+		s.Pipeline.ThreadNum = *n
+		if *n <= 0 {
+			errs.Add(config.Join(path, "pipeline.thread_num"), "must be > 0 (got %d; leave it out for one worker per CPU)", *n)
+		}
 	}
 	s.Pipeline.Processors = []Component{}
 	for j, p := range rs.Pipeline.Processors {

@@ -142,6 +142,18 @@ health_check:
 	}
 }
 
+func TestParseChecksLoggingAndThreadNum(t *testing.T) {
+	const y = `
+logging: {level: verbose, format: text}
+streams:
+  - input: {type: http, address: 'a:1', path: /}
+    pipeline: {thread_num: 0, processors: []}
+    output: {type: drop}
+`
+	_, err := stream.Parse([]byte(y), ".yaml")
+	wantPaths(t, err, "logging.format", "logging.level", "streams[0].pipeline.thread_num")
+}
+
 func TestParseMissingKeys(t *testing.T) {
 	_, err := stream.Parse([]byte(`{"logging": {}, "streams": [{"input": {"name": "x"}, "output": 3}]}`), ".json")
 	wantPaths(t, err, "logging.level", "streams[0].input.type", "streams[0].output", "streams[0].pipeline")

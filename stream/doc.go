@@ -16,7 +16,8 @@
 // # Differences from ArkFlow
 //
 //   - Unknown keys are errors with their path (ArkFlow ignores them, so a
-//     misspelt or misplaced key silently does nothing there).
+//     misspelt or misplaced key silently does nothing there), and so are
+//     an unknown logging level (ArkFlow: info) and a thread_num of 0.
 //   - ${VAR} and ${VAR:-default} in string values are replaced from the
 //     environment, and an unset VAR without a default is an error ($${ is
 //     a literal ${); ArkFlow takes them literally.
