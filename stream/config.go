@@ -372,10 +372,11 @@ func decodeComponent(path string, v any, codec bool, errs *config.Problems) Comp
 		rest[k] = e
 	}
 	takeString(path, "type", rest, &c.Type, errs)
-	if c.Type == "" {
-		if _, bad := obj["type"]; !bad {
-			errs.Add(config.Join(path, "type"), "missing")
-		}
+	switch t, ok := obj["type"]; {
+	case !ok || t == nil:
+		errs.Add(config.Join(path, "type"), "missing")
+	case t == "":
+		errs.Add(config.Join(path, "type"), "must not be empty")
 	}
 	takeString(path, "name", rest, &c.Name, errs)
 	if cv, ok := rest["codec"]; ok && codec {

@@ -159,6 +159,8 @@ func TestParseMissingKeys(t *testing.T) {
 	wantPaths(t, err, "logging.level", "streams[0].input.type", "streams[0].output", "streams[0].pipeline")
 	_, err = stream.Parse([]byte(`logging: {level: info}`), ".yaml")
 	wantPaths(t, err, "streams")
+	_, err = stream.Parse([]byte(`{"streams": [{"input": {"type": null}, "pipeline": {"processors": [{"type": ""}]}, "output": {"type": 7}}]}`), ".json")
+	wantPaths(t, err, "streams[0].input.type", "streams[0].output.type", "streams[0].pipeline.processors[0].type")
 	_, err = stream.Parse([]byte(`[1]`), ".json")
 	if err == nil || !strings.Contains(err.Error(), "must be an object") {
 		t.Fatalf("list: %v", err)

@@ -37,6 +37,9 @@ import (
 // naming its path (streams[0].input.brokers), or nil.
 func Validate(cfg *Config) error {
 	v := &validator{}
+	if len(cfg.Streams) == 0 {
+		v.add("streams", "empty: there is no stream to run")
+	}
 	ids := map[string]int{}
 	for i := range cfg.Streams {
 		v.stream(config.Index("streams", i), &cfg.Streams[i], ids)
@@ -118,15 +121,13 @@ func (v *validator) input(path string, c *Component) *arrow.Schema {
 		return nil
 	}
 	v.codec(path, c)
-	if v.differences(path, c, inputDifferences) {
-		return nil
-	}
+	raw := v.differences(path, c, inputDifferences)
 	f, ok := connectors.LookupInput(c.Type)
 	if !ok {
 		v.add(config.Join(path, "type"), "unknown input type %q (available: %s)%s", c.Type, strings.Join(connectors.InputTypes(), ", "), cgoHint(c.Type))
 		return nil
 	}
-	in, err := f(connectors.BuildContext{OperatorID: "input", Config: c.Config})
+	in, err := f(connectors.BuildContext{OperatorID: "input", Config: raw})
 	if err != nil {
 		v.merge(path, err)
 		return nil
@@ -176,15 +177,13 @@ func (v *validator) output(path string, c *Component) {
 		return
 	}
 	v.codec(path, c)
-	if v.differences(path, c, outputDifferences) {
-		return
-	}
+	raw := v.differences(path, c, outputDifferences)
 	f, ok := connectors.LookupOutput(c.Type)
 	if !ok {
 		v.add(config.Join(path, "type"), "unknown output type %q (available: %s)%s", c.Type, strings.Join(connectors.OutputTypes(), ", "), cgoHint(c.Type))
 		return
 	}
-	if _, err := f(connectors.BuildContext{OperatorID: "output", Config: c.Config}, nil); err != nil {
+	if _, err := f(connectors.BuildContext{OperatorID: "output", Config: raw}, nil); err != nil {
 		v.merge(path, err)
 	}
 }
@@ -199,24 +198,33 @@ func (v *validator) codec(path string, c *Component) {
 
 // differences reports the keys of ArkFlow's component that this library's
 // connector of the same name does not take (nothing is mapped silently),
-// and whether there were any.
-func (v *validator) differences(path string, c *Component, table map[string]map[string]string) bool {
+// and returns the config without them, for the connector to check the
+// rest.
+func (v *validator) differences(path string, c *Component, table map[string]map[string]string) json.RawMessage {
 	keys := table[c.Type]
 	if len(keys) == 0 {
-		return false
+		return c.Config
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(c.Config, &m) != nil {
-		return false
+		return c.Config
 	}
 	found := false
 	for _, k := range sortedKeys(m) {
 		if hint, ok := keys[k]; ok {
 			v.add(config.Join(path, k), "ArkFlow's %s key %s is not taken by this library's %s connector: %s", c.Type, k, c.Type, hint)
+			delete(m, k)
 			found = true
 		}
 	}
-	return found
+	if !found {
+		return c.Config
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return c.Config
+	}
+	return b
 }
 
 func sortedKeys[V any](m map[string]V) []string {

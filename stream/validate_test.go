@@ -104,7 +104,7 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 		{"output: {type: pulsar, service_url: x, topic: {type: value, value: t}}", "streams[0].output.type", "no Pulsar connector"},
 		{"output: {type: mongodb, uri: x, database: d, collection: c}", "streams[0].output.type", "no MongoDB connector"},
 		{"output: {type: influxdb, url: x, org: o, bucket: b, token: t, measurement: m, fields: []}", "streams[0].output.type", "no InfluxDB connector"},
-		{"input: {type: sql, select_sql: 'SELECT 1', input_type: {type: sqlite, path: x.db}, ballista: {remote_url: 'df://x'}}", "streams[0].input.ballista", "Ballista"},
+		{"input: {type: sql, select_sql: 'SELECT id FROM t WHERE id > :last ORDER BY id LIMIT :limit', tracking_column: id, schema: [{name: id, type: int64}], input_type: {type: sqlite, path: x.db}, ballista: {remote_url: 'df://x'}}", "streams[0].input.ballista", "Ballista"},
 		{"pipeline: {processors: [{type: vrl, statement: '.'}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
 		{"pipeline: {processors: [{type: python, function: f}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
 		{"pipeline: {processors: [{type: protobuf_to_arrow, proto_inputs: [x], message_type: M}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
@@ -148,7 +148,7 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 func TestValidateNamesArkFlowKeysOurConnectorsLack(t *testing.T) {
 	needEngine(t)
 	cases := map[string][]string{
-		"generate_example.yaml":        {"streams[0].input.context", "streams[0].input.interval"},
+		"generate_example.yaml":        {"streams[0].input.context", "streams[0].input.fields", "streams[0].input.interval"},
 		"websocket_input_example.yaml": {"streams[0].pipeline.processors[0].query"},
 		"join_buffer_example.yaml":     {"streams[0].input.buffer"},
 	}
@@ -266,6 +266,10 @@ streams:
 		"streams[4].buffer.type",
 		"streams[4].output.type",
 	)
+}
+
+func TestValidateRefusesNoStreams(t *testing.T) {
+	wantPaths(t, stream.Validate(parse(t, "streams: []")), "streams")
 }
 
 func TestValidateMultipleInputs(t *testing.T) {
