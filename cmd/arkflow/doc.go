@@ -14,6 +14,16 @@
 //	arkflow version                            print the version of this program
 //	arkflow help [COMMAND [SUBCOMMAND]]        list the commands, or every flag of one
 //
+// # Stream configs
+//
+// validate and run also recognise ArkFlow's Stream configs (a file whose
+// top level has streams; see package stream): validate checks one deeply,
+// every problem with its path; run, as Stream configs do not run yet,
+// validates it and exits 1 saying so; plan refuses it. ArkFlow's own
+// command line works too: arkflow -c|--config FILE runs (for a Stream
+// config: refuses) and with -v|--validate validates, for Stream configs and
+// job specs alike.
+//
 // Flags go before or after SPEC, as --flag=value or --flag value; "--"
 // ends them. `arkflow COMMAND --help` (or -h) lists a command's flags.
 //

@@ -25,6 +25,10 @@ usage: arkflow COMMAND [flags] [SPEC]
 
 commands:
 %s
+validate and run also take ArkFlow's Stream configs (a top-level streams
+list): validate checks one deeply; run refuses it, as Stream configs do not
+run yet. ArkFlow's own command line works too: arkflow -c FILE [--validate].
+
 Flags go before or after SPEC. run, validate and plan take the same flags,
 so validate checks what run would start with.
 
@@ -135,6 +139,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "arkflow: no command; %s\n", mainUsage)
 		return 2
+	}
+	if isArkFlowInvocation(args) {
+		return arkflowCompat(args, stdout, stderr)
 	}
 	name, rest := args[0], args[1:]
 	switch name {
@@ -275,6 +282,9 @@ func validateCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	var f jobFlags
 	f.register(fs, false)
 	return func(args []string, stdout, stderr io.Writer) error {
+		if path, ok := streamArg(args); ok {
+			return validateStream(path, stdout)
+		}
 		p, err := compile(args, &f, stderr)
 		if err != nil {
 			return err
@@ -290,6 +300,9 @@ func planCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	text := fs.Bool("text", false, "print the plan for people instead of JSON")
 	f.register(fs, false)
 	return func(args []string, stdout, stderr io.Writer) error {
+		if _, ok := streamArg(args); ok {
+			return errors.New("a Stream config has no physical plan (plan is for job specs); check it with arkflow validate")
+		}
 		p, err := compile(args, &f, stderr)
 		if err != nil {
 			return err
@@ -311,6 +324,9 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	var f jobFlags
 	f.register(fs, true)
 	return func(args []string, stdout, stderr io.Writer) error {
+		if path, ok := streamArg(args); ok {
+			return runStream(path)
+		}
 		spec, err := f.load(args)
 		if err != nil {
 			return err

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const streamExample = "../../stream/testdata/valid/http_server_example.yaml"
+
+// arkflow validate recognises a Stream config and validates it deeply.
+func TestStreamValidateCommand(t *testing.T) {
+	code, out, errOut := runCLI("validate", streamExample)
+	if code != 0 || !strings.HasPrefix(out, "ok: stream config ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// Every mistake of a Stream config is printed, one per line with its
+// path, and the command exits 1.
+func TestStreamValidateListsEveryMistake(t *testing.T) {
+	code, out, errOut := runCLI("validate", "testdata/stream-mistakes.yaml")
+	if code != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	want := []string{
+		"streams[0].buffer.interval: invalid duration",
+		"streams[0].output.brokers: ",
+		`streams[0].pipeline.processors[1].type: processor "python" is not available here`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("want %d lines, got:\n%s", len(want), errOut)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d = %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+}
+
+// ArkFlow's command line: -c FILE --validate validates, -c FILE (and
+// arkflow run) refuses to run a Stream config rather than pretend to.
+func TestStreamArkFlowCommandLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"-c", streamExample, "--validate"},
+		{"-c", streamExample, "-v"},
+		{"--config=" + streamExample, "--validate"},
+		{"--validate", "--config", streamExample},
+	} {
+		if code, out, errOut := runCLI(args...); code != 0 || !strings.HasPrefix(out, "ok: stream config") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"-c", streamExample}, {"run", streamExample}} {
+		code, _, errOut := runCLI(args...)
+		if code != 1 || !strings.Contains(errOut, "Stream configs validate but do not run yet") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	code, _, errOut := runCLI("-c", "testdata/stream-mistakes.yaml")
+	if code != 1 || !strings.Contains(errOut, "streams[0].buffer.interval") || strings.Contains(errOut, "do not run yet") {
+		t.Errorf("an invalid config run: exit %d, stderr %q", code, errOut)
+	}
+	for _, args := range [][]string{{"-c"}, {"-c", streamExample, "extra"}, {"--config", streamExample, "--bogus"}} {
+		if code, _, errOut := runCLI(args...); code != 2 || !strings.Contains(errOut, "usage: arkflow -c|--config FILE") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	// A job spec given ArkFlow's way is validated as a job.
+	if code, out, errOut := runCLI("-c", "../../job/testdata/v1-orders.json", "--validate"); code != 0 || !strings.HasPrefix(out, "ok: job ") {
+		t.Errorf("job spec: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// plan has nothing to show for a Stream config, and TOML is refused with
+// the way out.
+func TestStreamPlanAndTOMLRefused(t *testing.T) {
+	code, _, errOut := runCLI("plan", streamExample)
+	if code != 1 || !strings.Contains(errOut, "no physical plan") {
+		t.Errorf("plan: exit %d, stderr %q", code, errOut)
+	}
+	toml := filepath.Join(t.TempDir(), "x.toml")
+	if err := os.WriteFile(toml, []byte("[[streams]]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI("validate", toml)
+	if code != 1 || !strings.Contains(errOut, "convert the file to YAML") {
+		t.Errorf("toml: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/arkflow-rs/arkflow-go/stream"
+)
+
+// errStreamsDoNotRun is what run says of a Stream config: there is no
+// Stream runtime yet.
+var errStreamsDoNotRun = errors.New("Stream configs validate but do not run yet: check this one with arkflow validate (or arkflow -c FILE --validate), or write the pipeline as a job spec for arkflow run")
+
+// isStreamConfig reports whether the file at path is an ArkFlow Stream
+// config: a YAML or JSON object with a top-level streams key, or a TOML
+// file (job specs are never TOML; the stream package explains why it
+// refuses them).
+func isStreamConfig(path string) bool {
+	if strings.EqualFold(filepath.Ext(path), ".toml") {
+		return true
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]any
+	if yaml.Unmarshal(data, &top) != nil {
+		return false
+	}
+	_, ok := top["streams"]
+	return ok
+}
+
+// streamArg returns the one file argument when it is a Stream config.
+func streamArg(args []string) (string, bool) {
+	if len(args) == 1 && isStreamConfig(args[0]) {
+		return args[0], true
+	}
+	return "", false
+}
+
+// validateStream loads and validates a Stream config; on success it says
+// so on stdout.
+func validateStream(path string, stdout io.Writer) error {
+	cfg, err := stream.Load(path)
+	if err != nil {
+		return err
+	}
+	if err := stream.Validate(cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "ok: stream config %s: %d streams\n", path, len(cfg.Streams))
+	return nil
+}
+
+// runStream validates a Stream config and then refuses to run it.
+func runStream(path string) error {
+	cfg, err := stream.Load(path)
+	if err != nil {
+		return err
+	}
+	if err := stream.Validate(cfg); err != nil {
+		return err
+	}
+	return errStreamsDoNotRun
+}
+
+// isArkFlowInvocation reports whether args are ArkFlow's own command line
+// (arkflow -c FILE [--validate], its flags in any order) rather than one
+// of this program's commands.
+func isArkFlowInvocation(args []string) bool {
+	flagName := func(a string) string {
+		if !strings.HasPrefix(a, "-") {
+			return ""
+		}
+		n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		return n
+	}
+	if len(args) == 0 {
+		return false
+	}
+	switch flagName(args[0]) {
+	case "c", "config", "v", "validate":
+	default:
+		return false
+	}
+	for _, a := range args {
+		if n := flagName(a); n == "c" || n == "config" {
+			return true
+		}
+	}
+	return false
+}
+
+// arkflowCompat runs ArkFlow's command line: -c/--config FILE runs the
+// file, with -v/--validate it only validates it. A job spec is run or
+// validated as arkflow run and arkflow validate would.
+func arkflowCompat(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("-c")
+	var path string
+	var validate bool
+	fs.StringVar(&path, "c", "", "")
+	fs.StringVar(&path, "config", "", "")
+	fs.BoolVar(&validate, "v", false, "")
+	fs.BoolVar(&validate, "validate", false, "")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || path == "" {
+		msg := "expected -c FILE and optionally --validate"
+		if err != nil {
+			msg = err.Error()
+		} else if fs.NArg() > 0 {
+			msg = "unexpected arguments: " + strings.Join(fs.Args(), " ")
+		}
+		fmt.Fprintf(stderr, "arkflow: %s; usage: arkflow -c|--config FILE [-v|--validate] (ArkFlow's command line), or %s\n", msg, mainUsage)
+		return 2
+	}
+	cmd := "run"
+	if validate {
+		cmd = "validate"
+	}
+	return run([]string{cmd, path}, stdout, stderr)
+}

@@ -1,0 +1,298 @@
+package stream
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/config"
+	"github.com/arkflow-rs/arkflow-go/internal/sqlengine"
+
+	// The connectors a Stream config can name. Kafka (cgo, librdkafka)
+	// registers when its package is imported, as for jobs.
+	_ "github.com/arkflow-rs/arkflow-go/connectors/drop"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/file"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/generate"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/http"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/memory"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/mqtt"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/nats"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/redis"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/sql"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/stdout"
+	_ "github.com/arkflow-rs/arkflow-go/connectors/websocket"
+)
+
+// Validate checks cfg as deeply as a start would, without side effects:
+// every input and output is built through the connectors registry with its
+// config (no file is created, no port bound, no connection opened), every
+// processor and buffer is checked, and sql queries are compiled by the
+// registered SQL engine. It returns every problem at once as Errors, each
+// naming its path (streams[0].input.brokers), or nil.
+func Validate(cfg *Config) error {
+	v := &validator{}
+	if len(cfg.Streams) == 0 {
+		v.add("streams", "empty: there is no stream to run")
+	}
+	ids := map[string]int{}
+	for i := range cfg.Streams {
+		v.stream(config.Index("streams", i), &cfg.Streams[i], ids)
+	}
+	if len(v.errs) == 0 {
+		return nil
+	}
+	out := problemsToErrors(v.errs)
+	sortErrors(out)
+	return out
+}
+
+// validator collects the problems of one Validate.
+type validator struct{ errs config.Problems }
+
+func (v *validator) add(path, format string, args ...any) { v.errs.Add(path, format, args...) }
+
+// merge adds every field error of err under base.
+func (v *validator) merge(base string, err error) {
+	for _, e := range connectors.FlattenFieldErrors(err) {
+		v.add(config.Join(base, e.Path), "%s", e.Reason)
+	}
+}
+
+// decode decodes a component's keys strictly into dst, adding problems
+// under path; it reports whether there were none.
+func (v *validator) decode(path string, raw json.RawMessage, dst any) bool {
+	ps := config.Decode(raw, dst)
+	for _, p := range ps {
+		v.add(config.Join(path, p.Path), "%s", p.Reason)
+	}
+	return len(ps) == 0
+}
+
+var streamID = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// stream checks one stream, in the order its data flows.
+func (v *validator) stream(path string, s *Stream, ids map[string]int) {
+	if s.ID != "" {
+		if !streamID.MatchString(s.ID) {
+			v.add(config.Join(path, "id"), "must be letters, digits, _ and - (got %q)", s.ID)
+		} else if j, dup := ids[s.ID]; dup {
+			v.add(config.Join(path, "id"), "%q is also the id of streams[%d]", s.ID, j)
+		} else {
+			ids[s.ID] = len(ids)
+		}
+	}
+	if d := bytes.TrimSpace(s.Durability); len(d) > 0 && !bytes.Equal(d, []byte("null")) {
+		v.add(config.Join(path, "durability"), "not available in Stream configs yet; for a write-ahead log use a Job with a durability block")
+	}
+	schema := v.input(config.Join(path, "input"), &s.Input)
+	if s.Buffer != nil {
+		schema = v.buffer(config.Join(path, "buffer"), s.Buffer, schema)
+	}
+	for j := range s.Pipeline.Processors {
+		schema = v.processor(config.Index(config.Join(path, "pipeline.processors"), j), &s.Pipeline.Processors[j], schema)
+	}
+	v.output(config.Join(path, "output"), &s.Output)
+	if s.ErrorOutput != nil {
+		v.output(config.Join(path, "error_output"), s.ErrorOutput)
+	}
+	for j, t := range s.Temporary {
+		v.add(config.Index(config.Join(path, "temporary"), j), "temporary %q (type %s): lookup tables for the sql processor are not available here yet; join the data in a Job instead", t.Name, t.Type)
+	}
+}
+
+// input builds an input through the connectors registry and returns the
+// schema of its rows (nil when unknown).
+func (v *validator) input(path string, c *Component) *arrow.Schema {
+	if c.Type == "" {
+		return nil
+	}
+	if hint, ok := unavailable[c.Type]; ok {
+		v.add(config.Join(path, "type"), "input %q is not available here: %s", c.Type, hint)
+		return nil
+	}
+	if c.Type == "multiple_inputs" {
+		v.multipleInputs(path, c)
+		return nil
+	}
+	v.codec(path, c)
+	raw := v.differences(path, c, inputDifferences)
+	f, ok := connectors.LookupInput(c.Type)
+	if !ok {
+		v.add(config.Join(path, "type"), "unknown input type %q (available: %s)%s", c.Type, strings.Join(connectors.InputTypes(), ", "), cgoHint(c.Type))
+		return nil
+	}
+	in, err := f(connectors.BuildContext{OperatorID: "input", Config: raw})
+	if err != nil {
+		v.merge(path, err)
+		return nil
+	}
+	return in.Schema()
+}
+
+// multipleInputs checks a fan-in input and each of its inputs.
+func (v *validator) multipleInputs(path string, c *Component) {
+	var cfg struct {
+		Inputs []json.RawMessage `json:"inputs"`
+	}
+	if !v.decode(path, c.Config, &cfg) {
+		return
+	}
+	if len(cfg.Inputs) == 0 {
+		v.add(config.Join(path, "inputs"), "missing or empty: list the inputs to read")
+	}
+	names := map[string]int{}
+	for k, raw := range cfg.Inputs {
+		p := config.Index(config.Join(path, "inputs"), k)
+		var sub Component
+		if err := sub.UnmarshalJSON(raw); err != nil {
+			v.merge(p, err)
+			continue
+		}
+		switch j, dup := names[sub.Name]; {
+		case sub.Name == "":
+			v.add(config.Join(p, "name"), "missing: each of multiple_inputs' inputs needs a name (its table name in a buffer's join)")
+		case dup:
+			v.add(config.Join(p, "name"), "%q is also the name of inputs[%d]", sub.Name, j)
+		default:
+			names[sub.Name] = k
+		}
+		v.input(p, &sub)
+	}
+}
+
+// output builds an output through the connectors registry, for rows of a
+// schema not known before the stream runs.
+func (v *validator) output(path string, c *Component) {
+	if c.Type == "" {
+		return
+	}
+	if hint, ok := unavailable[c.Type]; ok {
+		v.add(config.Join(path, "type"), "output %q is not available here: %s", c.Type, hint)
+		return
+	}
+	v.codec(path, c)
+	raw := v.differences(path, c, outputDifferences)
+	f, ok := connectors.LookupOutput(c.Type)
+	if !ok {
+		v.add(config.Join(path, "type"), "unknown output type %q (available: %s)%s", c.Type, strings.Join(connectors.OutputTypes(), ", "), cgoHint(c.Type))
+		return
+	}
+	if _, err := f(connectors.BuildContext{OperatorID: "output", Config: raw}, nil); err != nil {
+		v.merge(path, err)
+	}
+}
+
+// codec refuses a codec on an input or output: the connectors decode and
+// encode with their own format key.
+func (v *validator) codec(path string, c *Component) {
+	if c.Codec != nil {
+		v.add(config.Join(path, "codec"), "codecs are not available on inputs and outputs here: this library's %s connector decodes with format (raw, or json with a schema) and encodes rows as JSON or the value_field column", c.Type)
+	}
+}
+
+// differences reports the keys of ArkFlow's component that this library's
+// connector of the same name does not take (nothing is mapped silently),
+// and returns the config without them, for the connector to check the
+// rest.
+func (v *validator) differences(path string, c *Component, table map[string]map[string]string) json.RawMessage {
+	keys := table[c.Type]
+	if len(keys) == 0 {
+		return c.Config
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(c.Config, &m) != nil {
+		return c.Config
+	}
+	found := false
+	for _, k := range sortedKeys(m) {
+		if hint, ok := keys[k]; ok {
+			v.add(config.Join(path, k), "ArkFlow's %s key %s is not taken by this library's %s connector: %s", c.Type, k, c.Type, hint)
+			delete(m, k)
+			found = true
+		}
+	}
+	if !found {
+		return c.Config
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return c.Config
+	}
+	return b
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cgoHint explains why a component ArkFlow has is not registered.
+func cgoHint(typ string) string {
+	if typ == "kafka" {
+		return "; the kafka connector registers when github.com/arkflow-rs/arkflow-go/connectors/kafka is imported (it needs cgo)"
+	}
+	return ""
+}
+
+// compile compiles a query with the registered SQL engine. With the
+// input schema unknown (after json_to_arrow, a join, fan-in) only a syntax
+// error is reported: the columns are known once rows arrive. It returns
+// the result's schema when known.
+func (v *validator) compile(path, query, table string, input *arrow.Schema) *arrow.Schema {
+	e := sqlengine.Lookup()
+	if e == nil {
+		v.add(path, "no SQL engine is linked into this program (the DuckDB engine needs cgo: import github.com/arkflow-rs/arkflow-go/connectors/duckdb)")
+		return nil
+	}
+	probe := input
+	if probe == nil {
+		probe = arrow.NewSchema([]arrow.Field{{Name: "__value__", Type: arrow.BinaryTypes.Binary}}, nil)
+	}
+	q, err := e.Compile(query, table, probe)
+	if err != nil {
+		if input != nil || isSyntaxError(err) {
+			v.add(path, "%v%s", err, valueColumnHint(err, input))
+		}
+		return nil
+	}
+	defer q.Close()
+	if input == nil {
+		return nil
+	}
+	return q.Schema()
+}
+
+// valueColumnHint explains a query that reads ArkFlow's raw payload
+// column from an input whose connector names it differently.
+func valueColumnHint(err error, input *arrow.Schema) string {
+	if input == nil || input.HasField(valueField) || !input.HasField("value") || !strings.Contains(err.Error(), valueField) {
+		return ""
+	}
+	return "; this library's connectors put a raw payload in the binary column value, where ArkFlow's put it in __value__: read value"
+}
+
+// isSyntaxError tells a parse error from one about the columns or tables
+// a query reads.
+func isSyntaxError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Parser Error") || strings.Contains(s, "syntax error") || strings.Contains(s, "must be a single")
+}
+
+// fmtList quotes names for messages.
+func fmtList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
