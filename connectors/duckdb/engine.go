@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -112,6 +113,11 @@ func (q *compiled) switchToCopy() error {
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func (q *compiled) open() error {
+	// DuckDB aborts the process (an uncaught C++ exception) when it opens
+	// a database while the working directory no longer exists.
+	if _, err := os.Getwd(); err != nil {
+		return fmt.Errorf("cannot open a database: the working directory is gone (%v)", err)
+	}
 	var cfg bindings.Config
 	if bindings.CreateConfig(&cfg) == bindings.StateError {
 		return errors.New("cannot create a configuration")
