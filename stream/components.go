@@ -25,10 +25,6 @@ const ballistaHint = "Ballista (distributed DataFusion) is not available here: d
 // library's connector of the same name does not take, with what it takes
 // instead.
 var inputDifferences = map[string]map[string]string{
-	"generate": {
-		"context":  "it generates typed columns declared in fields (name, type, min, max, values…), not copies of one message",
-		"interval": "it paces with rate_per_sec (rows per second) instead of a pause between batches",
-	},
 	"memory": {
 		"messages": "it takes rows (JSON objects) with a schema, not raw message strings",
 	},

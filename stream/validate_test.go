@@ -148,7 +148,6 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 func TestValidateNamesArkFlowKeysOurConnectorsLack(t *testing.T) {
 	needEngine(t)
 	cases := map[string][]string{
-		"generate_example.yaml":        {"streams[0].input.context", "streams[0].input.fields", "streams[0].input.interval"},
 		"websocket_input_example.yaml": {"streams[0].pipeline.processors[0].query"},
 		"join_buffer_example.yaml":     {"streams[0].input.buffer"},
 	}

@@ -41,6 +41,14 @@
 //
 // null_rate (0..1) is the probability that a value is null; fields with a
 // positive null_rate are nullable, others are not.
+//
+// ArkFlow's form is accepted too: {"context": "{\"temp\": 21}",
+// "interval": "1s", "count": 10, "batch_size": 2} makes every row that
+// text, in one string column "value" (ArkFlow's __value__ is binary), and
+// paces batch_size rows a interval, spread evenly (ArkFlow pauses
+// interval between batches). count is the rows in all (ArkFlow stops
+// before a batch that would go past it: 9 rows for count 10 and
+// batch_size 3; here 10). batch_size defaults to 1 in this form.
 package generate
 
 import (
@@ -50,10 +58,14 @@ import (
 	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/humantime"
 )
 
 // Type is the input type name.
 const Type = "generate"
+
+// RawValueColumn is the column of ArkFlow's form (Config.Context).
+const RawValueColumn = "value"
 
 // Defaults.
 const (
@@ -80,7 +92,16 @@ type Config struct {
 	// RatePerSec is the rows per second each subtask emits, over all its
 	// partitions (0: unlimited); see the package documentation.
 	RatePerSec float64 `json:"rate_per_sec,omitempty"`
-	Fields     []Field `json:"fields"`
+	Fields     []Field `json:"fields,omitempty"`
+	// Context is ArkFlow's form: every row is this text, in one string
+	// column "value" (fields must be absent); batch_size then defaults to
+	// 1, as in ArkFlow. The effective config holds the fields it makes.
+	Context string `json:"context,omitempty"`
+	// Interval (with Context, ArkFlow's form) paces the batches: one
+	// batch_size a interval, a duration such as "1s" or "500ms" (instead
+	// of rate_per_sec). ArkFlow pauses interval between batches; here the
+	// rows are spread evenly over it.
+	Interval string `json:"interval,omitempty"`
 }
 
 // InputType returns "generate".
@@ -155,6 +176,9 @@ func check(c *Config, zero map[string]bool) ([]*gen, error) {
 // checkSource checks the source-wide settings (count, partitions, batch
 // size, rate, at least one field) and applies their defaults.
 func checkSource(c *Config, zero map[string]bool, errs *connectors.Fields) {
+	if c.Context != "" || c.Interval != "" {
+		arkflowForm(c, zero, errs)
+	}
 	switch {
 	case c.Count < 0:
 		errs.Add("count", "must be >= 0 (got %d)", c.Count)
@@ -179,6 +203,37 @@ func checkSource(c *Config, zero map[string]bool, errs *connectors.Fields) {
 	if len(c.Fields) == 0 {
 		errs.Add("fields", "must declare at least one field")
 	}
+}
+
+// arkflowForm turns ArkFlow's form (context, interval) into the fields
+// and rate it means, and clears it: the effective config is the native
+// form.
+func arkflowForm(c *Config, zero map[string]bool, errs *connectors.Fields) {
+	if c.Context == "" {
+		errs.Add("interval", "is ArkFlow's form and goes with context; with fields, pace rows with rate_per_sec")
+		return
+	}
+	if len(c.Fields) > 0 {
+		errs.Add("context", "and fields exclude each other: context makes one string column %q holding it in every row", RawValueColumn)
+	}
+	if c.BatchSize == 0 && !zero["batch_size"] {
+		c.BatchSize = 1
+	}
+	if c.Interval != "" {
+		d, err := humantime.Parse(c.Interval)
+		switch {
+		case err != nil:
+			errs.Add("interval", "%v", err)
+		case d <= 0:
+			errs.Add("interval", "must be > 0 (got %q)", c.Interval)
+		case c.RatePerSec != 0:
+			errs.Add("interval", "and rate_per_sec exclude each other")
+		case c.BatchSize > 0:
+			c.RatePerSec = float64(c.BatchSize) / d.Seconds()
+		}
+	}
+	c.Fields = []Field{{Name: RawValueColumn, Type: "string", Values: []string{c.Context}}}
+	c.Context, c.Interval = "", ""
 }
 
 // checkField checks field i (its name unique among those seen, its type,
