@@ -25,9 +25,6 @@ const ballistaHint = "Ballista (distributed DataFusion) is not available here: d
 // library's connector of the same name does not take, with what it takes
 // instead.
 var inputDifferences = map[string]map[string]string{
-	"memory": {
-		"messages": "it takes rows (JSON objects) with a schema, not raw message strings",
-	},
 	"file": {
 		"input_type": "it reads one JSON-lines file given by path, with format jsonl and a schema; csv, parquet, avro, arrow and object stores are not available",
 		"query":      "it has no query: put a sql processor after the input",

@@ -23,9 +23,9 @@
 //     a literal ${); ArkFlow takes them literally.
 //   - TOML files are refused: convert them to YAML (same keys).
 //   - Where this library's connector of a name takes other keys than
-//     ArkFlow's (memory's messages, file's input_type and query, kafka's
-//     fetch_* keys, stdout's append_newline), Validate names the key and
-//     what to write instead;
+//     ArkFlow's (file's input_type and query, kafka's fetch_* keys,
+//     stdout's append_newline), Validate names the key and what to write
+//     instead;
 //     nothing is mapped silently. The connectors put a raw payload in the
 //     binary column value (ArkFlow: __value__).
 //   - Not available, each refused with a hint: the processors vrl, python,

@@ -23,7 +23,9 @@
 // pass a *Source to the builder instead; its batches are used as they are.
 // Output type "memory" captures into a *Sink bound by the builder, or into a
 // private buffer for declarative specs. A spec without config (as ArkFlow v1
-// writes it) is an empty, bounded source.
+// writes it) is an empty, bounded source. ArkFlow's form, {messages: [a,
+// b]}, gives one row a message in a string column "value" (ArkFlow's
+// __value__ is binary), one row a batch.
 package memory
 
 import (
@@ -40,6 +42,9 @@ import (
 	"github.com/arkflow-rs/arkflow-go/internal/rowjson"
 )
 
+// RawValueColumn is the column of ArkFlow's form (SourceConfig.Messages).
+const RawValueColumn = "value"
+
 func init() {
 	connectors.RegisterInput("memory", buildInput)
 	connectors.RegisterOutput("memory", buildOutput)
@@ -51,6 +56,10 @@ type SourceConfig struct {
 	Partitions int               `json:"partitions,omitempty"`
 	Rows       []json.RawMessage `json:"rows,omitempty"`
 	BatchSize  int               `json:"batch_size,omitempty"`
+	// Messages is ArkFlow's form: each is a row whose string column
+	// "value" holds it (schema and rows must be absent); batch_size then
+	// defaults to 1, one row a batch as in ArkFlow.
+	Messages []string `json:"messages,omitempty"`
 }
 
 // Source is an in-memory, partitioned input. Batches appended to a
@@ -180,6 +189,9 @@ func buildInput(bc connectors.BuildContext) (connectors.Input, error) {
 		return &input{src: src, schema: connectors.WithMeta(src.schema)}, nil
 	}
 	var f connectors.Fields
+	if cfg.Messages != nil {
+		arkflowMessages(&cfg, &f)
+	}
 	if cfg.Partitions < 0 {
 		f.Add("partitions", "must be >= 1 (got %d)", cfg.Partitions)
 	}
@@ -317,6 +329,23 @@ func (r *reader) Read(ctx context.Context) (connectors.Batch, error) {
 }
 
 func (r *reader) Close(context.Context) error { return nil }
+
+// arkflowMessages turns ArkFlow's messages into rows of one string
+// column "value", one a batch unless batch_size says otherwise.
+func arkflowMessages(cfg *SourceConfig, f *connectors.Fields) {
+	if len(cfg.Schema) > 0 || len(cfg.Rows) > 0 {
+		f.Add("messages", "is ArkFlow's form and excludes schema and rows: each message is a row of one string column %q", RawValueColumn)
+		return
+	}
+	cfg.Schema = connectors.Schema{{Name: RawValueColumn, Type: "string"}}
+	for _, m := range cfg.Messages {
+		row, _ := json.Marshal(map[string]string{RawValueColumn: m})
+		cfg.Rows = append(cfg.Rows, row)
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 1
+	}
+}
 
 // decodeRows decodes declarative rows: row i goes to partition i mod parts;
 // each partition is cut into batches of size rows.
