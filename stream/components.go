@@ -42,11 +42,7 @@ var inputDifferences = map[string]map[string]string{
 }
 
 // outputDifferences are outputs' keys as inputDifferences.
-var outputDifferences = map[string]map[string]string{
-	"stdout": {
-		"append_newline": "it writes each row as one line of JSON (no raw __value__ bytes), always ending in a newline",
-	},
-}
+var outputDifferences = map[string]map[string]string{}
 
 // refusedProcessors are ArkFlow's processors this library cannot run.
 var refusedProcessors = map[string]string{

@@ -33,3 +33,5 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	*d = duration(v)
 	return nil
 }
+
+func (d duration) ms() int64 { return time.Duration(d).Milliseconds() }

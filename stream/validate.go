@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -87,8 +86,10 @@ func (v *validator) stream(path string, s *Stream, ids map[string]int) {
 			ids[s.ID] = len(ids)
 		}
 	}
-	if d := bytes.TrimSpace(s.Durability); len(d) > 0 && !bytes.Equal(d, []byte("null")) {
-		v.add(config.Join(path, "durability"), "not available in Stream configs yet; for a write-ahead log use a Job with a durability block")
+	if _, ps := decodeWAL(s.Durability); len(ps) > 0 {
+		for _, p := range ps {
+			v.add(config.Join(path, p.Path), "%s", p.Reason)
+		}
 	}
 	schema := v.input(config.Join(path, "input"), &s.Input)
 	if s.Buffer != nil {
@@ -132,7 +133,7 @@ func (v *validator) input(path string, c *Component) *arrow.Schema {
 		v.merge(path, err)
 		return nil
 	}
-	return in.Schema()
+	return streamSchema(c, in.Schema())
 }
 
 // multipleInputs checks a fan-in input and each of its inputs.
@@ -261,7 +262,7 @@ func (v *validator) compile(path, query, table string, input *arrow.Schema) *arr
 	q, err := e.Compile(query, table, probe)
 	if err != nil {
 		if input != nil || isSyntaxError(err) {
-			v.add(path, "%v%s", err, valueColumnHint(err, input))
+			v.add(path, "%v", err)
 		}
 		return nil
 	}
@@ -270,15 +271,6 @@ func (v *validator) compile(path, query, table string, input *arrow.Schema) *arr
 		return nil
 	}
 	return q.Schema()
-}
-
-// valueColumnHint explains a query that reads ArkFlow's raw payload
-// column from an input whose connector names it differently.
-func valueColumnHint(err error, input *arrow.Schema) string {
-	if input == nil || input.HasField(valueField) || !input.HasField("value") || !strings.Contains(err.Error(), valueField) {
-		return ""
-	}
-	return "; this library's connectors put a raw payload in the binary column value, where ArkFlow's put it in __value__: read value"
 }
 
 // isSyntaxError tells a parse error from one about the columns or tables

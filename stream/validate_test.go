@@ -110,7 +110,8 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 		{"pipeline: {processors: [{type: protobuf_to_arrow, proto_inputs: [x], message_type: M}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
 		{"pipeline: {processors: [{type: arrow_to_protobuf, c: {}}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
 		{"temporary: [{type: redis, name: users, mode: {type: single, url: 'redis://x'}}]", "streams[0].temporary[0]", "not available here yet"},
-		{"durability: {enabled: true, path: ./wal}", "streams[0].durability", "use a Job with a durability block"},
+		{"durability: {backend: {type: object_store, node_id: n, stream_id: s, s3: {bucket: b}}}", "streams[0].durability.backend.type", "keep the log in a local path"},
+		{"durability: {sync: sometimes}", "streams[0].durability.sync", "group_commit, per_entry or {periodic: 100ms}"},
 		{"input: {type: http, address: 'a:1', path: /, codec: {type: json}}", "streams[0].input.codec", "decodes with format"},
 		{"buffer: {type: tumbling_window, interval: 1s, join: {query: 'SELECT 1', codec: {type: protobuf}}}", "streams[0].buffer.join.codec.type", "only json is"},
 	}
@@ -148,7 +149,6 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 func TestValidateNamesArkFlowKeysOurConnectorsLack(t *testing.T) {
 	needEngine(t)
 	cases := map[string][]string{
-		"websocket_input_example.yaml": {"streams[0].pipeline.processors[0].query"},
 		"join_buffer_example.yaml":     {"streams[0].input.buffer"},
 	}
 	for file, want := range cases {
@@ -170,14 +170,14 @@ func TestValidateNamesArkFlowKeysOurConnectorsLack(t *testing.T) {
 streams:
   - input: {type: kafka, brokers: [a], topics: [t], consumer_group: g, start_from_latest: false, fetch_wait_max_ms: 10}
     pipeline: {processors: []}
-    output: {type: stdout, append_newline: false}
+    output: {type: stdout, append_newline: false, value_fields: x}
   - input: {type: memory, messages: [a, b]}
     pipeline: {processors: []}
     output: {type: drop}
 `
 	err := stream.Validate(parse(t, y))
-	wantPaths(t, err, "streams[0].input.fetch_wait_max_ms", "streams[0].output.append_newline")
-	for _, s := range []string{"fetch.wait.max.ms under properties", "one line of JSON"} {
+	wantPaths(t, err, "streams[0].input.fetch_wait_max_ms", "streams[0].output.value_fields")
+	for _, s := range []string{"fetch.wait.max.ms under properties", "value_field"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("no %q in:\n%v", s, err)
 		}
@@ -191,7 +191,7 @@ streams:
   - input: {type: http, address: 'a:1', path: /}
     pipeline:
       processors:
-        - {type: sql, query: "SELECT value FROM flow"}
+        - {type: sql, query: "SELECT __value__ FROM flow"}
         - {type: sql, query: "SELECT nope FROM flow"}
         - {type: json_to_arrow}
         - {type: sql, query: "SELECT sensor FROM flow"}

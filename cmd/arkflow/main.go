@@ -325,7 +325,7 @@ func runCmd(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) error {
 	f.register(fs, true)
 	return func(args []string, stdout, stderr io.Writer) error {
 		if path, ok := streamArg(args); ok {
-			return runStream(path)
+			return runStream(path, &f, stdout, stderr)
 		}
 		spec, err := f.load(args)
 		if err != nil {

@@ -41,7 +41,7 @@ func TestStreamValidateListsEveryMistake(t *testing.T) {
 }
 
 // ArkFlow's command line: -c FILE --validate validates, -c FILE (and
-// arkflow run) refuses to run a Stream config rather than pretend to.
+// arkflow run) runs a Stream config.
 func TestStreamArkFlowCommandLine(t *testing.T) {
 	for _, args := range [][]string{
 		{"-c", streamExample, "--validate"},
@@ -53,14 +53,14 @@ func TestStreamArkFlowCommandLine(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
-	for _, args := range [][]string{{"-c", streamExample}, {"run", streamExample}} {
-		code, _, errOut := runCLI(args...)
-		if code != 1 || !strings.Contains(errOut, "Stream configs validate but do not run yet") {
-			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+	for _, args := range [][]string{{"-c", "testdata/stream-run.yaml"}, {"run", "testdata/stream-run.yaml"}} {
+		code, out, errOut := runCLI(args...)
+		if want := "HELLO\nHELLO\nHELLO\n"; code != 0 || out != want {
+			t.Errorf("%q: exit %d, stdout %q, want %q; stderr %q", args, code, out, want, errOut)
 		}
 	}
 	code, _, errOut := runCLI("-c", "testdata/stream-mistakes.yaml")
-	if code != 1 || !strings.Contains(errOut, "streams[0].buffer.interval") || strings.Contains(errOut, "do not run yet") {
+	if code != 1 || !strings.Contains(errOut, "streams[0].buffer.interval") {
 		t.Errorf("an invalid config run: exit %d, stderr %q", code, errOut)
 	}
 	for _, args := range [][]string{{"-c"}, {"-c", streamExample, "extra"}, {"--config", streamExample, "--bogus"}} {

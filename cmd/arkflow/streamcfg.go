@@ -1,10 +1,12 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"path/filepath"
 	"strings"
 
@@ -12,10 +14,6 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/stream"
 )
-
-// errStreamsDoNotRun is what run says of a Stream config: there is no
-// Stream runtime yet.
-var errStreamsDoNotRun = errors.New("Stream configs validate but do not run yet: check this one with arkflow validate (or arkflow -c FILE --validate), or write the pipeline as a job spec for arkflow run")
 
 // isStreamConfig reports whether the file at path is an ArkFlow Stream
 // config: a YAML or JSON object with a top-level streams key, or a TOML
@@ -59,16 +57,37 @@ func validateStream(path string, stdout io.Writer) error {
 	return nil
 }
 
-// runStream validates a Stream config and then refuses to run it.
-func runStream(path string) error {
+// runStream runs a Stream config until its inputs end or a SIGINT or
+// SIGTERM stops it (a second signal stops it at once, without draining).
+func runStream(path string, f *jobFlags, stdout, stderr io.Writer) error {
 	cfg, err := stream.Load(path)
 	if err != nil {
 		return err
 	}
-	if err := stream.Validate(cfg); err != nil {
-		return err
-	}
-	return errStreamsDoNotRun
+	logger := f.logger(stderr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case s := <-sigs:
+			logger.Info("signal received: stopping, what was read goes out first (send it again to stop at once)", "signal", s.String())
+			cancel()
+		case <-finished:
+			return
+		}
+		select {
+		case <-sigs:
+			os.Exit(1)
+		case <-finished:
+		}
+	}()
+	logger.Info("stream config running", "config", path, "streams", len(cfg.Streams))
+	return stream.Run(ctx, cfg, stream.WithLogger(logger), stream.WithDataDir(f.dataDir), stream.WithDrainTimeout(f.stopTimeout), stream.WithStdout(stdout))
 }
 
 // isArkFlowInvocation reports whether args are ArkFlow's own command line

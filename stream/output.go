@@ -1,0 +1,117 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/connectors/stdout"
+)
+
+// valueOutputs are the outputs that write one column's bytes per row
+// when given value_field; a stream hands them __value__ when its batches
+// carry it and the config names no value_field, as ArkFlow writes
+// __value__ by default.
+var valueOutputs = map[string]bool{"kafka": true, "mqtt": true, "nats": true, "redis": true, "stdout": true}
+
+// output is a stream's output or error_output. Its sinks are built and
+// connected at the first write, one writing rows as the config says and,
+// for valueOutputs, one writing __value__.
+type output struct {
+	c        *Component
+	streamID string
+	op       string
+	lg       *slog.Logger
+	stdout   io.Writer // nil: os.Stdout
+	rows     connectors.Sink
+	value    connectors.Sink
+	byValue  bool // the config names no value_field: __value__ is used
+}
+
+func newOutput(c *Component, streamID, op string, lg *slog.Logger, w io.Writer) *output {
+	o := &output{c: c, streamID: streamID, op: op, lg: lg, stdout: w}
+	if valueOutputs[c.Type] {
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(c.Config, &keys) == nil {
+			_, named := keys["value_field"]
+			o.byValue = !named
+		}
+	}
+	return o
+}
+
+// write writes rec with the sink its columns call for.
+func (o *output) write(ctx context.Context, rec arrow.RecordBatch) error {
+	useValue := o.byValue && rec.Schema().HasField(valueField)
+	sink := &o.rows
+	if useValue {
+		sink = &o.value
+	}
+	if *sink == nil {
+		s, err := o.connect(ctx, useValue)
+		if err != nil {
+			return err
+		}
+		*sink = s
+	}
+	if err := (*sink).Write(ctx, rec); err != nil {
+		return fmt.Errorf("%s: %w", o.op, err)
+	}
+	return nil
+}
+
+// connect builds and connects a sink, writing __value__ when byValue.
+func (o *output) connect(ctx context.Context, byValue bool) (connectors.Sink, error) {
+	f, ok := connectors.LookupOutput(o.c.Type)
+	if !ok {
+		return nil, fmt.Errorf("%s: output type %q is not registered", o.op, o.c.Type)
+	}
+	raw := o.c.Config
+	if byValue {
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &keys); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.op, err)
+		}
+		keys["value_field"] = json.RawMessage(`"` + valueField + `"`)
+		raw, _ = json.Marshal(keys)
+	}
+	bc := connectors.BuildContext{JobID: o.streamID, OperatorID: o.op, Config: raw, Logger: o.lg}
+	if o.c.Type == stdout.Type && o.stdout != nil {
+		bc.Bound = stdout.Config{Writer: o.stdout}
+	}
+	out, err := f(bc, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.op, err)
+	}
+	s, err := out.NewSink(connectors.TaskInfo{JobID: o.streamID, OperatorID: o.op, Parallelism: 1, Logger: o.lg.With("operator", o.op)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.op, err)
+	}
+	if err := s.Connect(ctx); err != nil {
+		s.Close(ctx)
+		return nil, fmt.Errorf("connecting %s: %w", o.op, err)
+	}
+	return s, nil
+}
+
+// close closes the sinks that were opened; nil does nothing.
+func (o *output) close(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	var errs []error
+	for _, s := range []connectors.Sink{o.rows, o.value} {
+		if s != nil {
+			if err := s.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("closing %s: %w", o.op, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,87 @@
+//go:build cgo
+
+package stream_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/stream"
+)
+
+// runConfig parses and runs a Stream config to its end.
+func runConfig(t *testing.T, yaml string) {
+	t.Helper()
+	cfg, err := stream.Parse([]byte(yaml), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Run(context.Background(), cfg, stream.WithDataDir(t.TempDir())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readLines reads a JSON-lines file into one map per line.
+func readLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Output order is input order whatever thread_num is: 8 workers run a
+// query over 500 one-row batches and the file gets them in order.
+func TestRunKeepsInputOrder(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	var msgs []string
+	for i := range 500 {
+		msgs = append(msgs, fmt.Sprintf("%q", fmt.Sprint(i)))
+	}
+	runConfig(t, fmt.Sprintf(`
+streams:
+  - input:
+      type: memory
+      messages: [%s]
+    pipeline:
+      thread_num: 8
+      processors:
+        - type: sql
+          query: "SELECT CAST(CAST(__value__ AS VARCHAR) AS BIGINT) AS n, CAST(CAST(__value__ AS VARCHAR) AS BIGINT) * 2 AS twice FROM flow WHERE CAST(CAST(__value__ AS VARCHAR) AS BIGINT) %% 7 <> 3"
+    output:
+      type: file
+      path: %s
+`, strings.Join(msgs, ", "), out))
+	var want []float64
+	for i := range 500 {
+		if i%7 != 3 {
+			want = append(want, float64(i))
+		}
+	}
+	got := readLines(t, out)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+	for i, m := range got {
+		if m["n"] != want[i] || m["twice"] != 2*want[i] {
+			t.Fatalf("row %d: %v, want n=%v twice=%v", i, m, want[i], 2*want[i])
+		}
+	}
+}
