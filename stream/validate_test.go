@@ -149,7 +149,7 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 func TestValidateNamesArkFlowKeysOurConnectorsLack(t *testing.T) {
 	needEngine(t)
 	cases := map[string][]string{
-		"join_buffer_example.yaml":     {"streams[0].input.buffer"},
+		"join_buffer_example.yaml": {"streams[0].input.buffer"},
 	}
 	for file, want := range cases {
 		cfg, err := stream.Load(filepath.Join("testdata", "arkflow", file))

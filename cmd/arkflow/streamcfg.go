@@ -6,9 +6,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	yaml "go.yaml.in/yaml/v3"
 
