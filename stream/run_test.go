@@ -85,3 +85,34 @@ streams:
 		}
 	}
 }
+
+// The connectors' cross-component checks hold for streams as for jobs: a
+// transactional kafka input no output commits for, an exactly-once output
+// without a WAL in front of its input, an idempotent http input without
+// one.
+func TestValidateRunsConnectorJobChecks(t *testing.T) {
+	cfg, err := stream.Parse([]byte(`
+streams:
+  - input: {type: kafka, brokers: [a], topics: [t], consumer_group: g, start_from_latest: false, transactional_offsets: true}
+    pipeline: {processors: []}
+    output: {type: kafka, brokers: [a], topic: {type: value, value: o}, exactly_once: true, transactional_id: x}
+  - input: {type: http, address: "127.0.0.1:1", path: /, idempotency: {}}
+    pipeline: {processors: []}
+    output: {type: drop}
+  - input: {type: http, address: "127.0.0.1:2", path: /, idempotency: {}}
+    durability: {path: ./wal}
+    pipeline: {processors: []}
+    output: {type: drop}
+`), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range stream.Validate(cfg).(stream.Errors) {
+		got = append(got, e.Path)
+	}
+	want := []string{"streams[0].input.transactional_offsets", "streams[0].output.exactly_once", "streams[1].input.idempotency"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("paths %q, want %q", got, want)
+	}
+}

@@ -52,7 +52,13 @@ func Validate(cfg *Config) error {
 }
 
 // validator collects the problems of one Validate.
-type validator struct{ errs config.Problems }
+type validator struct {
+	errs config.Problems
+	// view is the stream being checked as the connectors' job-wide
+	// checks see a job: its built inputs and outputs.
+	view    connectors.JobView
+	durable bool
+}
 
 func (v *validator) add(path, format string, args ...any) { v.errs.Add(path, format, args...) }
 
@@ -91,6 +97,8 @@ func (v *validator) stream(path string, s *Stream, ids map[string]int) {
 			v.add(config.Join(path, p.Path), "%s", p.Reason)
 		}
 	}
+	d, _ := decodeWAL(s.Durability)
+	v.view, v.durable = connectors.JobView{JobID: streamName(s, len(ids))}, d != nil
 	schema := v.input(config.Join(path, "input"), &s.Input)
 	if s.Buffer != nil {
 		schema = v.buffer(config.Join(path, "buffer"), s.Buffer, schema)
@@ -102,6 +110,7 @@ func (v *validator) stream(path string, s *Stream, ids map[string]int) {
 	if s.ErrorOutput != nil {
 		v.output(config.Join(path, "error_output"), s.ErrorOutput)
 	}
+	v.jobChecks()
 	for j, t := range s.Temporary {
 		v.add(config.Index(config.Join(path, "temporary"), j), "temporary %q (type %s): lookup tables for the sql processor are not available here yet; join the data in a Job instead", t.Name, t.Type)
 	}
@@ -133,6 +142,7 @@ func (v *validator) input(path string, c *Component) *arrow.Schema {
 		v.merge(path, err)
 		return nil
 	}
+	v.view.Inputs = append(v.view.Inputs, connectors.JobInput{OperatorID: path, Path: path, Input: in, Durable: v.durable})
 	return streamSchema(c, in.Schema())
 }
 
@@ -184,9 +194,16 @@ func (v *validator) output(path string, c *Component) {
 		v.add(config.Join(path, "type"), "unknown output type %q (available: %s)%s", c.Type, strings.Join(connectors.OutputTypes(), ", "), cgoHint(c.Type))
 		return
 	}
-	if _, err := f(connectors.BuildContext{OperatorID: "output", Config: raw}, nil); err != nil {
+	out, err := f(connectors.BuildContext{OperatorID: "output", Config: raw}, nil)
+	if err != nil {
 		v.merge(path, err)
+		return
 	}
+	var srcs []string
+	for _, in := range v.view.Inputs {
+		srcs = append(srcs, in.OperatorID)
+	}
+	v.view.Outputs = append(v.view.Outputs, connectors.JobOutput{OperatorID: path, Path: path, Output: out, Sources: srcs})
 }
 
 // codec refuses a codec on an input or output: the connectors decode and
@@ -287,4 +304,17 @@ func fmtList(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// jobChecks runs the connectors' job-wide checks (a transactional kafka
+// input and the output committing its offsets, an idempotent http input
+// and its WAL) over the stream's built inputs and outputs. Their paths
+// name a job spec's config block, which a stream's components do not
+// have: it is cut out.
+func (v *validator) jobChecks() {
+	for _, check := range connectors.JobChecks() {
+		for _, p := range check(v.view) {
+			v.add(strings.Replace(p.Field, ".config.", ".", 1), "%s", p.Reason)
+		}
+	}
 }
