@@ -173,13 +173,24 @@ func (r *runner) run(ctx context.Context) (err error) {
 	emitted := make(chan streambuf.Emission, 4*r.threads)
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.inputs)+2)
+	// A failed buffer or pipeline stops the reading too.
+	reading, stopReading := context.WithCancel(ctx)
+	defer stopReading()
 	var readers sync.WaitGroup
 	for k, in := range r.inputs {
-		readers.Go(func() { errs[k] = r.read(ctx, work, in, entries) })
+		readers.Go(func() { errs[k] = r.read(reading, work, in, entries) })
 	}
 	wg.Go(func() { readers.Wait(); close(entries) })
-	wg.Go(func() { errs[len(r.inputs)] = r.buffer(work, entries, emitted) })
-	wg.Go(func() { errs[len(r.inputs)+1] = p.run(work, emitted) })
+	wg.Go(func() {
+		if errs[len(r.inputs)] = r.buffer(work, entries, emitted); errs[len(r.inputs)] != nil {
+			stopReading()
+		}
+	})
+	wg.Go(func() {
+		if errs[len(r.inputs)+1] = p.run(work, emitted); errs[len(r.inputs)+1] != nil {
+			stopReading()
+		}
+	})
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -194,7 +205,7 @@ func (in *input) label() string {
 // read reads one source until it ends or ctx is done, passing its
 // batches on (work bounds the passing on, which a stop lets finish).
 func (r *runner) read(ctx, work context.Context, in *input, out chan<- entry) error {
-	for {
+	for ctx.Err() == nil {
 		b, err := in.src.Read(ctx)
 		switch {
 		case err == nil:
@@ -226,6 +237,7 @@ func (r *runner) read(ctx, work context.Context, in *input, out chan<- entry) er
 			return nil
 		}
 	}
+	return nil
 }
 
 // refuse hands back a batch the stream did not take.
