@@ -31,7 +31,7 @@ func init() {
 	connectors.RegisterOutput("collecting", func(bc connectors.BuildContext, _ *arrow.Schema) (connectors.Output, error) {
 		var cfg struct {
 			Label string  `json:"label"`
-			Fail []int64 `json:"fail"`
+			Fail  []int64 `json:"fail"`
 		}
 		if err := connectors.DecodeConfig(bc.Config, &cfg); err != nil {
 			return nil, err
