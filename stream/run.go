@@ -72,6 +72,16 @@ func Run(ctx context.Context, cfg *Config, opts ...Option) error {
 		}
 		runners[i] = r
 	}
+	if cfg.HealthCheck.serves() {
+		stop, err := serveHealth(ctx, &cfg.HealthCheck, runners, o.logger)
+		if err != nil {
+			for _, r := range runners {
+				r.abort()
+			}
+			return err
+		}
+		defer stop()
+	}
 	errs := make([]error, len(runners))
 	var wg sync.WaitGroup
 	for i, r := range runners {

@@ -7,10 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arkflow-rs/arkflow-go/stream"
 )
@@ -114,5 +118,63 @@ streams:
 	want := []string{"streams[0].input.transactional_offsets", "streams[0].output.exactly_once", "streams[1].input.idempotency"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("paths %q, want %q", got, want)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// health_check serves its three routes while the streams run; readiness
+// says 200 once the inputs are connected.
+func TestHealthRoutes(t *testing.T) {
+	health, in := freeAddr(t), freeAddr(t)
+	cfg, err := stream.Parse([]byte(fmt.Sprintf(`
+health_check: {enabled: true, address: %q, readiness_path: /ready}
+streams:
+  - id: ingest
+    input: {type: http, address: %q, path: /rows}
+    pipeline: {processors: []}
+    output: {type: drop}
+`, health, in)), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- stream.Run(ctx, cfg) }()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + health + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for code, _ := get("/ready"); code != http.StatusOK && time.Now().Before(deadline); code, _ = get("/ready") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, p := range []string{"/health", "/liveness", "/ready"} {
+		if code, body := get(p); code != http.StatusOK || !strings.Contains(body, `"ingest":"running"`) {
+			t.Errorf("GET %s: %d %s", p, code, body)
+		}
+	}
+	if code, _ := get("/readiness"); code != http.StatusNotFound {
+		t.Errorf("GET /readiness (moved to /ready): %d", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get("/health"); code != 0 {
+		t.Errorf("the routes are still served after Run returned: %d", code)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -27,6 +28,7 @@ type runner struct {
 	out     *output
 	errOut  *output
 	threads int
+	state   atomic.Int32 // stateStarting…, for the health routes
 }
 
 // input is one source of a stream: the stream's input, or one of
@@ -159,7 +161,14 @@ func (r *runner) run(ctx context.Context) (err error) {
 		context.AfterFunc(work, func() { t.Stop() })
 	})
 	defer stopDrain()
-	defer func() { err = errors.Join(err, r.close()) }()
+	defer func() {
+		err = errors.Join(err, r.close())
+		if err != nil {
+			r.setState(stateFailed)
+		} else {
+			r.setState(stateEnded)
+		}
+	}()
 	for _, in := range r.inputs {
 		if err := in.src.Connect(ctx); err != nil {
 			return fmt.Errorf("connecting input %s: %w", in.label(), err)
@@ -169,6 +178,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	r.setState(stateRunning)
 	entries := make(chan entry, 4*r.threads)
 	emitted := make(chan streambuf.Emission, 4*r.threads)
 	var wg sync.WaitGroup

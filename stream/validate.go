@@ -37,8 +37,9 @@ import (
 func Validate(cfg *Config) error {
 	v := &validator{}
 	if len(cfg.Streams) == 0 {
-		v.add("streams", "empty: there is no stream to run")
+		v.add("streams", "empty: there is no stream to run (an ArkFlow config with no streams is a control-plane server's; here that is arkflow-hub)")
 	}
+	cfg.HealthCheck.check(v)
 	ids := map[string]int{}
 	for i := range cfg.Streams {
 		v.stream(config.Index("streams", i), &cfg.Streams[i], ids)
@@ -131,6 +132,9 @@ func (v *validator) input(path string, c *Component) *arrow.Schema {
 		return nil
 	}
 	v.codec(path, c)
+	if v.sqlFileInput(path, c) {
+		return nil
+	}
 	raw := v.differences(path, c, inputDifferences)
 	f, ok := connectors.LookupInput(c.Type)
 	if !ok {
@@ -317,4 +321,28 @@ func (v *validator) jobChecks() {
 			v.add(strings.Replace(p.Field, ".config.", ".", 1), "%s", p.Reason)
 		}
 	}
+}
+
+// sqlFileInput refuses ArkFlow's sql input over files (input_type json,
+// csv, parquet, avro or arrow, read by DataFusion, possibly from an
+// object store), which this library's sql input does not read, with one
+// error instead of one per key the connector does not know.
+func (v *validator) sqlFileInput(path string, c *Component) bool {
+	if c.Type != "sql" {
+		return false
+	}
+	var cfg struct {
+		InputType struct {
+			Type string `json:"type"`
+		} `json:"input_type"`
+	}
+	if json.Unmarshal(c.Config, &cfg) != nil {
+		return false
+	}
+	switch t := cfg.InputType.Type; t {
+	case "json", "csv", "parquet", "avro", "arrow":
+		v.add(config.Join(path, "input_type.type"), "ArkFlow's sql input over %s files is not available here: this library's sql input polls postgres and sqlite tables; read a local file with the file input and put a sql processor after it", t)
+		return true
+	}
+	return false
 }
