@@ -115,4 +115,3 @@ func orDefault(s, def string) string {
 
 // setState records a runner's state for the health routes.
 func (r *runner) setState(s int32) { r.state.Store(s) }
-
