@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,5 +89,40 @@ func TestStreamPlanAndTOMLRefused(t *testing.T) {
 	code, _, errOut = runCLI("validate", toml)
 	if code != 1 || !strings.Contains(errOut, "convert the file to YAML") {
 		t.Errorf("toml: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// A Stream config's logging block is followed: JSON records at its level
+// into file_path, its directory created.
+func TestStreamLoggingBlock(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "logs", "arkflow.log")
+	raw, err := os.ReadFile("testdata/stream-run.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := "logging: {level: warn, format: json, file_path: " + logPath + "}\n" + string(raw)
+	cfgPath := filepath.Join(dir, "stream.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI("run", cfgPath); code != 0 || out != "HELLO\nHELLO\nHELLO\n" || errOut != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	cfg = strings.Replace(cfg, "level: warn", "level: info", 1)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI("run", cfgPath); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var rec map[string]any
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &rec) != nil || rec["msg"] != "stream config running" {
+		t.Fatalf("log file (the warn run writes nothing, the info run one JSON record):\n%s", data)
 	}
 }

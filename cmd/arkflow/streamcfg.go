@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/arkflow-rs/arkflow-go/internal/logformat"
 	"github.com/arkflow-rs/arkflow-go/stream"
 )
 
@@ -64,7 +66,11 @@ func runStream(path string, f *jobFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger := f.logger(stderr)
+	logger, closeLog, err := streamLogger(cfg.Logging, f, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -143,4 +149,39 @@ func arkflowCompat(args []string, stdout, stderr io.Writer) int {
 		cmd = "validate"
 	}
 	return run([]string{cmd, path}, stdout, stderr)
+}
+
+// streamLogger is the logger a Stream config's logging block asks for:
+// its level, json or plain (text) records, written to file_path
+// (appended, its directory created) or stderr. --log-format json and -v
+// win over the block.
+func streamLogger(l stream.Logging, f *jobFlags, stderr io.Writer) (*slog.Logger, func(), error) {
+	w, closeFn := stderr, func() {}
+	if l.FilePath != "" {
+		if err := os.MkdirAll(filepath.Dir(l.FilePath), 0o755); err != nil {
+			return nil, nil, fmt.Errorf("logging.file_path: %w", err)
+		}
+		file, err := os.OpenFile(l.FilePath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("logging.file_path: %w", err)
+		}
+		w, closeFn = file, func() { file.Close() }
+	}
+	var level slog.Level
+	switch l.Level {
+	case "trace", "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" || f.logFormat == logformat.JSON {
+		return slog.New(slog.NewJSONHandler(w, opts)), closeFn, nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), closeFn, nil
 }
