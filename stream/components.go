@@ -33,12 +33,6 @@ var inputDifferences = map[string]map[string]string{
 	"sql": {
 		"ballista": ballistaHint,
 	},
-	"kafka": {
-		"fetch_min_bytes":           "give librdkafka's fetch.min.bytes under properties",
-		"fetch_max_bytes":           "give librdkafka's fetch.max.bytes under properties",
-		"fetch_max_partition_bytes": "give librdkafka's max.partition.fetch.bytes under properties",
-		"fetch_wait_max_ms":         "give librdkafka's fetch.wait.max.ms under properties",
-	},
 }
 
 // outputDifferences are outputs' keys as inputDifferences.

@@ -168,7 +168,7 @@ func TestValidateNamesArkFlowKeysOurConnectorsLack(t *testing.T) {
 	}
 	y := `
 streams:
-  - input: {type: kafka, brokers: [a], topics: [t], consumer_group: g, start_from_latest: false, fetch_wait_max_ms: 10}
+  - input: {type: kafka, brokers: [a], topics: [t], consumer_group: g, start_from_latest: false, fetch_wait_max_ms: 10, properties: {fetch.wait.max.ms: "5"}}
     pipeline: {processors: []}
     output: {type: stdout, append_newline: false, value_fields: x}
   - input: {type: memory, messages: [a, b]}
@@ -177,7 +177,7 @@ streams:
 `
 	err := stream.Validate(parse(t, y))
 	wantPaths(t, err, "streams[0].input.fetch_wait_max_ms", "streams[0].output.value_fields")
-	for _, s := range []string{"fetch.wait.max.ms under properties", "value_field"} {
+	for _, s := range []string{"also given as properties.fetch.wait.max.ms", "value_field"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("no %q in:\n%v", s, err)
 		}

@@ -30,6 +30,11 @@ func consumerConfig(c *SourceConfig) *kafka.ConfigMap {
 	// and with an instance id its offset commits would be checked against
 	// a member it never became.
 	delete(m, groupInstanceIDKey)
+	for _, k := range c.fetchKeys() {
+		if k.value > 0 {
+			m[k.property] = k.value
+		}
+	}
 	m["bootstrap.servers"] = strings.Join(c.Brokers, ",")
 	m["group.id"] = c.ConsumerGroup
 	if c.ClientID != "" {

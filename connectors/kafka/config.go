@@ -86,6 +86,15 @@ type SourceConfig struct {
 	// writes the rows. Needs exactly one topic, and an output of the same
 	// job naming consumer_group in offset_commit_group.
 	TransactionalOffsets bool `json:"transactional_offsets,omitempty"`
+	// FetchMinBytes, FetchMaxBytes, FetchMaxPartitionBytes and
+	// FetchWaitMaxMS are ArkFlow's fetch keys, librdkafka's fetch.min.bytes,
+	// fetch.max.bytes, max.partition.fetch.bytes and fetch.wait.max.ms
+	// (its defaults when 0). Giving one both here and in properties is an
+	// error.
+	FetchMinBytes          int `json:"fetch_min_bytes,omitempty"`
+	FetchMaxBytes          int `json:"fetch_max_bytes,omitempty"`
+	FetchMaxPartitionBytes int `json:"fetch_max_partition_bytes,omitempty"`
+	FetchWaitMaxMS         int `json:"fetch_wait_max_ms,omitempty"`
 	// Format is "json" (the default with a schema) or "raw" (the default
 	// without one: a binary "value" column).
 	Format string `json:"format,omitempty"`
@@ -377,6 +386,16 @@ func checkSource(c *SourceConfig, zero map[string]bool) error {
 		c.BatchSize = DefaultBatchSize
 	}
 	checkProperties(&f, c.Properties, sourceReserved)
+	for _, k := range c.fetchKeys() {
+		switch {
+		case k.value < 0:
+			f.Add(k.key, "must be ≥ 0 (got %d)", k.value)
+		case k.value > 0:
+			if _, dup := c.Properties[k.property]; dup {
+				f.Add(k.key, "is also given as properties.%s: give it once", k.property)
+			}
+		}
+	}
 	if id, ok := c.Properties[groupInstanceIDKey]; ok && id != "" {
 		if err := checkInstanceID(id); err != "" {
 			f.Add("properties."+groupInstanceIDKey, "%s (got %q); \"\" turns static group membership off", err, id)
@@ -485,4 +504,19 @@ func explicitZero(raw json.RawMessage, keys ...string) map[string]bool {
 		}
 	}
 	return out
+}
+
+// fetchKey is one of ArkFlow's fetch keys and its librdkafka property.
+type fetchKey struct {
+	key, property string
+	value         int
+}
+
+func (c *SourceConfig) fetchKeys() []fetchKey {
+	return []fetchKey{
+		{"fetch_min_bytes", "fetch.min.bytes", c.FetchMinBytes},
+		{"fetch_max_bytes", "fetch.max.bytes", c.FetchMaxBytes},
+		{"fetch_max_partition_bytes", "max.partition.fetch.bytes", c.FetchMaxPartitionBytes},
+		{"fetch_wait_max_ms", "fetch.wait.max.ms", c.FetchWaitMaxMS},
+	}
 }

@@ -39,13 +39,31 @@ func TestSourceConfigErrors(t *testing.T) {
 		{`{` + ok + `,"properties":{"group.id":"x","auto.offset.reset":"latest","enable.auto.commit":true,"go.events.channel.enable":true,"security.protocol":"SSL"}}`,
 			"properties.auto.offset.reset: is set by the connector (use start_from_latest)\nproperties.enable.auto.commit: is set by the connector\nproperties.go.events.channel.enable: go.* properties are managed by the connector\nproperties.group.id: is set by the connector (use consumer_group)"},
 		{`{` + ok + `,"properties":{"a":{"b":1}}}`, `properties: values must be strings, numbers or booleans (not "a")`},
-		{`{` + ok + `,"bogus":1}`, "bogus: unknown field (known fields: brokers, topics, consumer_group, client_id, start_from_latest, transactional_offsets, format, schema, batch_size, properties)"},
+		{`{` + ok + `,"bogus":1}`, "bogus: unknown field (known fields: brokers, topics, consumer_group, client_id, start_from_latest, transactional_offsets, fetch_min_bytes, fetch_max_bytes, fetch_max_partition_bytes, fetch_wait_max_ms, format, schema, batch_size, properties)"},
+		{`{` + ok + `,"fetch_wait_max_ms":10,"fetch_min_bytes":-1,"properties":{"fetch.wait.max.ms":"5"}}`, "fetch_min_bytes: must be ≥ 0 (got -1)\nfetch_wait_max_ms: is also given as properties.fetch.wait.max.ms: give it once"},
 	}
 	for _, c := range cases {
 		_, err := buildInput(c.cfg)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s:\n got %v\nwant %s", c.cfg, err, c.want)
 		}
+	}
+}
+
+// ArkFlow's fetch keys become librdkafka's properties.
+func TestFetchKeys(t *testing.T) {
+	var c SourceConfig
+	if err := json.Unmarshal([]byte(`{"fetch_min_bytes":1,"fetch_max_bytes":2,"fetch_max_partition_bytes":3,"fetch_wait_max_ms":4}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	m := *consumerConfig(&c)
+	for k, want := range map[string]int{"fetch.min.bytes": 1, "fetch.max.bytes": 2, "max.partition.fetch.bytes": 3, "fetch.wait.max.ms": 4} {
+		if m[k] != want {
+			t.Errorf("%s = %v, want %d", k, m[k], want)
+		}
+	}
+	if _, set := (*consumerConfig(&SourceConfig{}))["fetch.wait.max.ms"]; set {
+		t.Error("fetch.wait.max.ms set without fetch_wait_max_ms")
 	}
 }
 
