@@ -1,0 +1,2 @@
+// Package arrowjson converts between JSON payloads and Arrow records.
+package arrowjson
