@@ -50,7 +50,7 @@ func Encode(rec arrow.RecordBatch, include []string) ([][]byte, error) {
 		buf = append(buf[:0], '{')
 		first := true
 		for _, c := range cols {
-			if c.arr.IsNull(r) {
+			if isNull(c.arr, r) {
 				continue
 			}
 			if !first {
@@ -162,6 +162,12 @@ func makeEncoder(a arrow.Array) (encFn, error) {
 	return temporalOrDecimalEnc(a)
 }
 
+// isNull reports whether value i of a is null; every value of a Null array
+// is (arrow-go's Null array has no validity bitmap to say so).
+func isNull(a arrow.Array, i int) bool {
+	return a.DataType().ID() == arrow.NULL || a.IsNull(i)
+}
+
 func intEnc(v func(int) int64) encFn {
 	return func(out []byte, i int) ([]byte, error) { return strconv.AppendInt(out, v(i), 10), nil }
 }
@@ -205,7 +211,7 @@ func listEnc(a array.ListLike) (encFn, error) {
 			if j != start {
 				out = append(out, ',')
 			}
-			if values.IsNull(int(j)) {
+			if isNull(values, int(j)) {
 				out = append(out, "null"...)
 				continue
 			}
@@ -235,7 +241,7 @@ func structEnc(a *array.Struct) (encFn, error) {
 		out = append(out, '{')
 		first := true
 		for f, enc := range encs {
-			if a.Field(f).IsNull(i) {
+			if isNull(a.Field(f), i) {
 				continue
 			}
 			if !first {
@@ -277,7 +283,7 @@ func mapEnc(a *array.Map) (encFn, error) {
 		out = append(out, '{')
 		first := true
 		for j := int(start); j < int(end); j++ {
-			if items.IsNull(j) {
+			if isNull(items, j) {
 				continue
 			}
 			if !first {
@@ -305,7 +311,7 @@ func dictEnc(a *array.Dictionary) (encFn, error) {
 	}
 	return func(out []byte, i int) ([]byte, error) {
 		k := a.GetValueIndex(i)
-		if dict.IsNull(k) {
+		if isNull(dict, k) {
 			return append(out, "null"...), nil
 		}
 		return enc(out, k)
