@@ -355,12 +355,12 @@ func (p *parser) escape(buf []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.pos += 6
 	if utf16.IsSurrogate(r) {
-		if r >= 0xDC00 || p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
+		next := p.pos + 6
+		if r >= 0xDC00 || next+1 >= len(p.data) || p.data[next] != '\\' || p.data[next+1] != 'u' {
 			return nil, p.errorf("lone surrogate in a \\u escape")
 		}
-		r2, err := p.hex4(p.pos + 2)
+		r2, err := p.hex4(next + 2)
 		if err != nil {
 			return nil, err
 		}
@@ -370,6 +370,7 @@ func (p *parser) escape(buf []byte) ([]byte, error) {
 		p.pos += 6
 		r = utf16.DecodeRune(r, r2)
 	}
+	p.pos += 6
 	return utf8.AppendRune(buf, r), nil
 }
 
