@@ -280,6 +280,9 @@ func (p *parser) number() (node, error) {
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil && (math.IsInf(f, 0) || !errors.Is(err, strconv.ErrRange)) {
 		p.pos = start
+		if len(lit) > 40 {
+			lit = lit[:40] + "…"
+		}
 		return node{}, p.errorf("number %s out of range", lit)
 	}
 	return node{k: kFloat, f: f, s: lit}, nil
