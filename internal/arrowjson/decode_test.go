@@ -46,100 +46,103 @@ func checkRecord(t *testing.T, mem memory.Allocator, got arrow.RecordBatch, fiel
 	}
 }
 
+// decodeCases: payloads, the expected schema and the expected values in
+// arrow-go's JSON form of a record.
+var decodeCases = []struct {
+	name    string
+	rows    []string
+	include []string
+	fields  []arrow.Field
+	want    string
+}{
+	{
+		// The shape of ArkFlow's own json_to_arrow test: one row, every
+		// JSON type. u64::MAX is not an i64, so arrow-json infers Float64.
+		name: "every JSON type",
+		rows: []string{`{"null_field":null,"bool_field":true,"int_field":42,"uint_field":18446744073709551615,"float_field":3.141592653589793,"string_field":"hello","array_field":[1,2,3],"object_field":{"key":"value"}}`},
+		fields: []arrow.Field{f("null_field", arrow.Null), f("bool_field", boo), f("int_field", i64),
+			f("uint_field", f64), f("float_field", f64), f("string_field", utf8T),
+			f("array_field", arrow.ListOf(i64)), f("object_field", arrow.StructOf(f("key", utf8T)))},
+		want: `[{"null_field":null,"bool_field":true,"int_field":42,"uint_field":18446744073709551615,"float_field":3.141592653589793,"string_field":"hello","array_field":[1,2,3],"object_field":{"key":"value"}}]`,
+	},
+	{
+		name:   "same shape in every row, keys in first-appearance order",
+		rows:   []string{`{"name":"Alice","age":30}`, `{"name":"Bob","age":25}`},
+		fields: []arrow.Field{f("name", utf8T), f("age", i64)},
+		want:   `[{"name":"Alice","age":30},{"name":"Bob","age":25}]`,
+	},
+	{
+		name:   "int and float widen to float, null takes the other rows' type",
+		rows:   []string{`{"a":1,"b":null}`, `{"a":2.5,"b":"x"}`, `{"a":-3}`},
+		fields: []arrow.Field{f("a", f64), f("b", utf8T)},
+		want:   `[{"a":1,"b":null},{"a":2.5,"b":"x"},{"a":-3,"b":null}]`,
+	},
+	{
+		name:   "keys first seen in later rows become columns; missing keys are null",
+		rows:   []string{`{"a":1}`, `{"b":true,"a":2}`, `{"c":"z"}`},
+		fields: []arrow.Field{f("a", i64), f("b", boo), f("c", utf8T)},
+		want:   `[{"a":1},{"a":2,"b":true},{"c":"z"}]`,
+	},
+	{
+		name:   "number forms: exponent and fraction are float, -0 is float, int64 bounds stay int",
+		rows:   []string{`{"e":1e2,"z":-0,"lo":-9223372036854775808,"hi":9223372036854775807,"o":9223372036854775808}`},
+		fields: []arrow.Field{f("e", f64), f("z", f64), f("lo", i64), f("hi", i64), f("o", f64)},
+		want:   `[{"e":100,"z":-0.0,"lo":-9223372036854775808,"hi":9223372036854775807,"o":9223372036854775808}]`,
+	},
+	{
+		name:   "nested objects union their fields over rows",
+		rows:   []string{`{"o":{"x":1}}`, `{"o":null}`, `{"o":{"y":"s","x":2.5}}`},
+		fields: []arrow.Field{f("o", arrow.StructOf(f("x", f64), f("y", utf8T)))},
+		want:   `[{"o":{"x":1}},{"o":null},{"o":{"x":2.5,"y":"s"}}]`,
+	},
+	{
+		name: "array element types over all rows; empty arrays alone give Null, nulls alone Utf8",
+		rows: []string{`{"l":[],"e":[],"n":[null],"m":[]}`, `{"l":[1,null],"e":[],"n":[],"m":[[]]}`, `{"l":[2.5]}`},
+		fields: []arrow.Field{f("l", arrow.ListOf(f64)), f("e", arrow.ListOf(arrow.Null)),
+			f("n", arrow.ListOf(utf8T)), f("m", arrow.ListOf(arrow.ListOf(arrow.Null)))},
+		want: `[{"l":[],"e":[],"n":[null],"m":[]},{"l":[1,null],"e":[],"n":[],"m":[[]]},{"l":[2.5]}]`,
+	},
+	{
+		name:   "arrays of objects",
+		rows:   []string{`{"l":[{"a":1},null,{"b":"x"}]}`},
+		fields: []arrow.Field{f("l", arrow.ListOf(arrow.StructOf(f("a", i64), f("b", utf8T))))},
+		want:   `[{"l":[{"a":1},null,{"b":"x"}]}]`,
+	},
+	{
+		name:   "strings: escapes, surrogate pairs, raw unicode",
+		rows:   []string{`{"s":"q\"b\\s\/n\n\u00e9\ud83d\ude00 é"}`},
+		fields: []arrow.Field{f("s", utf8T)},
+		want:   `[{"s":"q\"b\\s/n\né😀 é"}]`,
+	},
+	{
+		name:   "duplicate key: last value, first position",
+		rows:   []string{`{"a":1,"b":2,"a":3}`},
+		fields: []arrow.Field{f("a", i64), f("b", i64)},
+		want:   `[{"a":3,"b":2}]`,
+	},
+	{
+		name:   "whitespace and newlines inside a value",
+		rows:   []string{"\n{\n  \"a\" : [ 1 ,\r\n 2 ]\t}\n"},
+		fields: []arrow.Field{f("a", arrow.ListOf(i64))},
+		want:   `[{"a":[1,2]}]`,
+	},
+	{
+		name:    "include keeps first-appearance order and skips other fields, even conflicting ones",
+		rows:    []string{`{"x":1,"b":"s","a":true}`, `{"x":"now a string","a":false}`},
+		include: []string{"a", "b", "absent"},
+		fields:  []arrow.Field{f("b", utf8T), f("a", boo)},
+		want:    `[{"b":"s","a":true},{"a":false}]`,
+	},
+	{
+		name:   "empty object rows",
+		rows:   []string{`{}`, `{}`},
+		fields: []arrow.Field{},
+		want:   `[{},{}]`,
+	},
+}
+
 func TestDecodeValues(t *testing.T) {
-	cases := []struct {
-		name    string
-		rows    []string
-		include []string
-		fields  []arrow.Field
-		want    string
-	}{
-		{
-			// The shape of ArkFlow's own json_to_arrow test: one row, every
-			// JSON type. u64::MAX is not an i64, so arrow-json infers Float64.
-			name: "every JSON type",
-			rows: []string{`{"null_field":null,"bool_field":true,"int_field":42,"uint_field":18446744073709551615,"float_field":3.141592653589793,"string_field":"hello","array_field":[1,2,3],"object_field":{"key":"value"}}`},
-			fields: []arrow.Field{f("null_field", arrow.Null), f("bool_field", boo), f("int_field", i64),
-				f("uint_field", f64), f("float_field", f64), f("string_field", utf8T),
-				f("array_field", arrow.ListOf(i64)), f("object_field", arrow.StructOf(f("key", utf8T)))},
-			want: `[{"null_field":null,"bool_field":true,"int_field":42,"uint_field":18446744073709551615,"float_field":3.141592653589793,"string_field":"hello","array_field":[1,2,3],"object_field":{"key":"value"}}]`,
-		},
-		{
-			name:   "same shape in every row, keys in first-appearance order",
-			rows:   []string{`{"name":"Alice","age":30}`, `{"name":"Bob","age":25}`},
-			fields: []arrow.Field{f("name", utf8T), f("age", i64)},
-			want:   `[{"name":"Alice","age":30},{"name":"Bob","age":25}]`,
-		},
-		{
-			name:   "int and float widen to float, null takes the other rows' type",
-			rows:   []string{`{"a":1,"b":null}`, `{"a":2.5,"b":"x"}`, `{"a":-3}`},
-			fields: []arrow.Field{f("a", f64), f("b", utf8T)},
-			want:   `[{"a":1,"b":null},{"a":2.5,"b":"x"},{"a":-3,"b":null}]`,
-		},
-		{
-			name:   "keys first seen in later rows become columns; missing keys are null",
-			rows:   []string{`{"a":1}`, `{"b":true,"a":2}`, `{"c":"z"}`},
-			fields: []arrow.Field{f("a", i64), f("b", boo), f("c", utf8T)},
-			want:   `[{"a":1},{"a":2,"b":true},{"c":"z"}]`,
-		},
-		{
-			name:   "number forms: exponent and fraction are float, -0 is float, int64 bounds stay int",
-			rows:   []string{`{"e":1e2,"z":-0,"lo":-9223372036854775808,"hi":9223372036854775807,"o":9223372036854775808}`},
-			fields: []arrow.Field{f("e", f64), f("z", f64), f("lo", i64), f("hi", i64), f("o", f64)},
-			want:   `[{"e":100,"z":-0.0,"lo":-9223372036854775808,"hi":9223372036854775807,"o":9223372036854775808}]`,
-		},
-		{
-			name:   "nested objects union their fields over rows",
-			rows:   []string{`{"o":{"x":1}}`, `{"o":null}`, `{"o":{"y":"s","x":2.5}}`},
-			fields: []arrow.Field{f("o", arrow.StructOf(f("x", f64), f("y", utf8T)))},
-			want:   `[{"o":{"x":1}},{"o":null},{"o":{"x":2.5,"y":"s"}}]`,
-		},
-		{
-			name: "array element types over all rows; empty arrays alone give Null, nulls alone Utf8",
-			rows: []string{`{"l":[],"e":[],"n":[null],"m":[]}`, `{"l":[1,null],"e":[],"n":[],"m":[[]]}`, `{"l":[2.5]}`},
-			fields: []arrow.Field{f("l", arrow.ListOf(f64)), f("e", arrow.ListOf(arrow.Null)),
-				f("n", arrow.ListOf(utf8T)), f("m", arrow.ListOf(arrow.ListOf(arrow.Null)))},
-			want: `[{"l":[],"e":[],"n":[null],"m":[]},{"l":[1,null],"e":[],"n":[],"m":[[]]},{"l":[2.5]}]`,
-		},
-		{
-			name:   "arrays of objects",
-			rows:   []string{`{"l":[{"a":1},null,{"b":"x"}]}`},
-			fields: []arrow.Field{f("l", arrow.ListOf(arrow.StructOf(f("a", i64), f("b", utf8T))))},
-			want:   `[{"l":[{"a":1},null,{"b":"x"}]}]`,
-		},
-		{
-			name:   "strings: escapes, surrogate pairs, raw unicode",
-			rows:   []string{`{"s":"q\"b\\s\/n\n\u00e9\ud83d\ude00 é"}`},
-			fields: []arrow.Field{f("s", utf8T)},
-			want:   `[{"s":"q\"b\\s/n\né😀 é"}]`,
-		},
-		{
-			name:   "duplicate key: last value, first position",
-			rows:   []string{`{"a":1,"b":2,"a":3}`},
-			fields: []arrow.Field{f("a", i64), f("b", i64)},
-			want:   `[{"a":3,"b":2}]`,
-		},
-		{
-			name:   "whitespace and newlines inside a value",
-			rows:   []string{"\n{\n  \"a\" : [ 1 ,\r\n 2 ]\t}\n"},
-			fields: []arrow.Field{f("a", arrow.ListOf(i64))},
-			want:   `[{"a":[1,2]}]`,
-		},
-		{
-			name:    "include keeps first-appearance order and skips other fields, even conflicting ones",
-			rows:    []string{`{"x":1,"b":"s","a":true}`, `{"x":"now a string","a":false}`},
-			include: []string{"a", "b", "absent"},
-			fields:  []arrow.Field{f("b", utf8T), f("a", boo)},
-			want:    `[{"b":"s","a":true},{"a":false}]`,
-		},
-		{
-			name:   "empty object rows",
-			rows:   []string{`{}`, `{}`},
-			fields: []arrow.Field{},
-			want:   `[{},{}]`,
-		},
-	}
-	for _, c := range cases {
+	for _, c := range decodeCases {
 		t.Run(c.name, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 			defer mem.AssertSize(t, 0)
