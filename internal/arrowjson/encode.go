@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -18,7 +19,9 @@ type encFn func(out []byte, i int) ([]byte, error)
 // schema order, null values omitted, formatted as the package documentation
 // lists. include, when non-empty, keeps only the columns it names (schema
 // order is kept; unknown names are ignored). A column of a type that cannot
-// be written is an error naming it, before anything is encoded.
+// be written is an error naming it, before anything is encoded; a string
+// that is not valid UTF-8 is an error naming its row and column. Nothing is
+// returned with an error.
 func Encode(rec arrow.RecordBatch, include []string) ([][]byte, error) {
 	var keep map[string]bool
 	if len(include) > 0 {
@@ -36,6 +39,9 @@ func Encode(rec arrow.RecordBatch, include []string) ([][]byte, error) {
 	for i, f := range rec.Schema().Fields() {
 		if keep != nil && !keep[f.Name] {
 			continue
+		}
+		if !utf8.ValidString(f.Name) {
+			return nil, fmt.Errorf("column name %q is not valid UTF-8", f.Name)
 		}
 		enc, err := makeEncoder(rec.Column(i))
 		if err != nil {
@@ -180,8 +186,17 @@ func floatEnc(v func(int) float64, bits int) encFn {
 	return func(out []byte, i int) ([]byte, error) { return appendLexicalFloat(out, v(i), bits), nil }
 }
 
+// strEnc writes a string escaped as serde_json does. A string that is not
+// valid UTF-8 is an error: arrow-rs cannot hold one, and copying it would
+// make invalid JSON.
 func strEnc(v func(int) string) encFn {
-	return func(out []byte, i int) ([]byte, error) { return appendString(out, v(i)), nil }
+	return func(out []byte, i int) ([]byte, error) {
+		s := v(i)
+		if !utf8.ValidString(s) {
+			return nil, fmt.Errorf("string %q is not valid UTF-8", s)
+		}
+		return appendString(out, s), nil
+	}
 }
 
 // binEnc writes bytes as a string of lowercase hex pairs
@@ -234,6 +249,9 @@ func structEnc(a *array.Struct) (encFn, error) {
 		var err error
 		if encs[f], err = makeEncoder(a.Field(f)); err != nil {
 			return nil, fmt.Errorf("field %q: %w", st.Field(f).Name, err)
+		}
+		if !utf8.ValidString(st.Field(f).Name) {
+			return nil, fmt.Errorf("field name %q is not valid UTF-8", st.Field(f).Name)
 		}
 		keys[f] = append(appendString(nil, st.Field(f).Name), ':')
 	}

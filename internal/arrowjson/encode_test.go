@@ -269,6 +269,19 @@ func TestEncodeErrors(t *testing.T) {
 		}
 		rec.Release()
 	}
+	// Strings that are not UTF-8 (arrow-go, unlike arrow-rs, can hold them).
+	sb := array.NewStringBuilder(mem)
+	sb.Append("ok")
+	sb.Append("bad\xff")
+	bad := sb.NewArray()
+	sb.Release()
+	badRec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String}}, nil), []arrow.Array{bad}, 2)
+	bad.Release()
+	if rows, err := Encode(badRec, nil); err == nil || err.Error() != `row 1: column "s" string "bad\xff" is not valid UTF-8` || rows != nil {
+		t.Errorf("invalid UTF-8: got %q, %v", rows, err)
+	}
+	badRec.Release()
+
 	// A time zone arrow-rs could not parse either.
 	typ := &arrow.TimestampType{Unit: arrow.Second, TimeZone: "Mars/Olympus"}
 	b := array.NewTimestampBuilder(mem, typ)
