@@ -41,7 +41,7 @@
 // value; Decimal unquoted ("123.45"); Date32 "2024-01-31"; Date64 and
 // Timestamp without zone "2024-01-31T12:00:00.001"; Timestamp with zone
 // RFC 3339 in that zone ("2024-01-31T12:00:00Z", "…+05:30"); Time32/64
-// "12:00:00.5". Fractions take 3, 6 or 9 digits, the fewest that are exact.
+// "12:00:00.500". Fractions take 3, 6 or 9 digits, the fewest that are exact.
 //
 // # Debezium (DecodeDebezium; debezium_json codec input)
 //
@@ -65,6 +65,7 @@
 //	                                             BinaryView or any string type
 //	fields_to_include: json_to_arrow orders      schema order (first
 //	columns by hash-set iteration (random)       appearance) always
+//	fields_to_include: [] keeps no column        an empty include keeps all
 //	array of objects with a null element,        accepted: a null element
 //	or a null then an object, fails              of a List<Struct>
 //	arrow_to_json on a batch with __value__      the old __value__ is replaced
@@ -76,9 +77,13 @@
 //	writer: an unrepresentable temporal value    an error naming row and
 //	(time of day beyond 24h) is written as an    column
 //	error text
+//	a timestamp beyond chrono's ±262143 years    formatted like the others
+//	is written as an error text
 //	Duration and Interval columns written        an error naming the column
 //	null entries of a dictionary's values        null
 //	written as their placeholder value
 //
-// Time zones given by IANA name need the system time zone database.
+// Values nested more than 128 arrays or objects deep are an error, as in
+// serde_json. Time zones given by IANA name need the system time zone
+// database.
 package arrowjson
