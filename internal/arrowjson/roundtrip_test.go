@@ -152,33 +152,48 @@ func TestRoundTrip(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 300; iter++ {
-		orig := array.NewRecordBuilder(mem, arrow.NewSchema(roundTripFields(false), nil))
-		wide := array.NewRecordBuilder(mem, arrow.NewSchema(roundTripFields(true), nil))
-		nrows := 1 + r.IntN(20)
-		for row := 0; row < nrows; row++ {
-			appendRandomRow(r, orig, wide, row == 0)
-		}
-		in, want := orig.NewRecordBatch(), wide.NewRecordBatch()
-		orig.Release()
-		wide.Release()
+		roundTripOnce(t, mem, r)
+	}
+}
 
-		lines, err := Encode(in, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows := make([]int, len(lines))
-		for i := range rows {
-			rows[i] = i
-		}
-		got, err := decodeRows(mem, lines, rows, nil)
-		if err != nil {
-			t.Fatalf("iteration %d: %v\n%s", iter, err, lines)
-		}
-		if !got.Schema().Equal(want.Schema()) || !array.RecordEqual(got, want) {
-			t.Fatalf("iteration %d:\n got %v\nwant %v\nJSON %s", iter, got, want, lines)
-		}
-		in.Release()
-		want.Release()
-		got.Release()
+// FuzzRoundTrip is TestRoundTrip with the random source's seed fuzzed.
+func FuzzRoundTrip(f *testing.F) {
+	f.Add(uint64(1), uint64(2))
+	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		defer mem.AssertSize(t, 0)
+		roundTripOnce(t, mem, rand.New(rand.NewPCG(s1, s2)))
+	})
+}
+
+func roundTripOnce(t *testing.T, mem memory.Allocator, r *rand.Rand) {
+	t.Helper()
+	orig := array.NewRecordBuilder(mem, arrow.NewSchema(roundTripFields(false), nil))
+	wide := array.NewRecordBuilder(mem, arrow.NewSchema(roundTripFields(true), nil))
+	nrows := 1 + r.IntN(20)
+	for row := 0; row < nrows; row++ {
+		appendRandomRow(r, orig, wide, row == 0)
+	}
+	in, want := orig.NewRecordBatch(), wide.NewRecordBatch()
+	orig.Release()
+	wide.Release()
+	defer in.Release()
+	defer want.Release()
+
+	lines, err := Encode(in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]int, len(lines))
+	for i := range rows {
+		rows[i] = i
+	}
+	got, err := decodeRows(mem, lines, rows, nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, lines)
+	}
+	defer got.Release()
+	if !got.Schema().Equal(want.Schema()) || !array.RecordEqual(got, want) {
+		t.Fatalf("got %v\nwant %v\nJSON %s", got, want, lines)
 	}
 }
