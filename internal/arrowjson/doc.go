@@ -79,7 +79,8 @@
 //	error text
 //	a timestamp beyond chrono's ±262143 years    formatted like the others
 //	is written as an error text
-//	Duration and Interval columns written        an error naming the column
+//	Duration, Interval and run-end encoded       an error naming the column
+//	columns written
 //	null entries of a dictionary's values        null
 //	written as their placeholder value
 //

@@ -96,6 +96,12 @@ func TestEncodeTypes(t *testing.T) {
 		// ListLikeEncoder: null elements written as null.
 		{"list", arrow.ListOf(arrow.PrimitiveTypes.Int64), `[[1, null, 3], [], null]`,
 			[]string{`{"c":[1,null,3]}`, `{"c":[]}`, `{}`}},
+		{"large_list", arrow.LargeListOf(arrow.BinaryTypes.String), `[["a", null]]`, []string{`{"c":["a",null]}`}},
+		{"list_view", arrow.ListViewOf(arrow.PrimitiveTypes.Int64), `[[1, 2], null, []]`,
+			[]string{`{"c":[1,2]}`, `{}`, `{"c":[]}`}},
+		{"string_view", arrow.BinaryTypes.StringView, `["a\nb"]`, []string{`{"c":"a\nb"}`}},
+		{"binary_view", arrow.BinaryTypes.BinaryView, `["AAE="]`, []string{`{"c":"0001"}`}},
+		{"fixed_size_binary", &arrow.FixedSizeBinaryType{ByteWidth: 2}, `["/wA="]`, []string{`{"c":"ff00"}`}},
 		{"fixed_size_list", arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Int32), `[[1, 2], [null, 4]]`,
 			[]string{`{"c":[1,2]}`, `{"c":[null,4]}`}},
 		// StructArrayEncoder: null fields dropped (explicit_nulls false).
@@ -113,6 +119,9 @@ func TestEncodeTypes(t *testing.T) {
 		// Decimals: RawArrayFormatter, unquoted format_decimal_str.
 		{"dec128", &arrow.Decimal128Type{Precision: 5, Scale: 2}, `["123.45", "-0.05", "0.00", "1.5"]`,
 			[]string{`{"c":123.45}`, `{"c":-0.05}`, `{"c":0.00}`, `{"c":1.50}`}},
+		{"dec256", &arrow.Decimal256Type{Precision: 40, Scale: 3}, `["-1234567890123456789012345.678"]`,
+			[]string{`{"c":-1234567890123456789012345.678}`}},
+		{"dec32_negative_scale", &arrow.Decimal32Type{Precision: 5, Scale: -2}, `["12300"]`, []string{`{"c":12300}`}},
 		{"dec128_scale0", &arrow.Decimal128Type{Precision: 10, Scale: 0}, `["-42"]`, []string{`{"c":-42}`}},
 		// Temporal types: JsonArrayFormatter, quoted chrono Debug forms.
 		{"date32", arrow.FixedWidthTypes.Date32, `["2024-01-31", "1969-12-31"]`,
