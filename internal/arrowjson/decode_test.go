@@ -234,8 +234,8 @@ func TestDecodeRecordColumn(t *testing.T) {
 	}
 }
 
-// Every error names the 0-based row and, where one is involved, the field;
-// nothing is returned with it.
+// Every error names the 0-based row and, where the error is inside one, the
+// field; nothing is returned with it.
 func TestDecodeErrors(t *testing.T) {
 	cases := []struct {
 		rows []string
@@ -249,19 +249,20 @@ func TestDecodeErrors(t *testing.T) {
 		{[]string{`{"a":1,}`}, `row 0: invalid JSON at offset 7: expected a string key`},
 		{[]string{`{"a":1} {"a":2}`}, `row 0: invalid JSON at offset 8: trailing data after the JSON value`},
 		{[]string{`{"a":1}`, ``}, `row 1: invalid JSON: empty value`},
-		{[]string{`{"a":"\ud800"}`}, `row 0: invalid JSON at offset 6: lone surrogate in a \u escape`},
+		{[]string{`{"a":"\ud800"}`}, `row 0: field "a": invalid JSON at offset 6: lone surrogate in a \u escape`},
 		{[]string{"{\"a\":\"\xff\"}"}, `row 0: invalid JSON: not valid UTF-8`},
-		{[]string{`{"a":"\udc00\ud800"}`}, `row 0: invalid JSON at offset 6: lone surrogate in a \u escape`},
-		{[]string{`{"a":"\ud800\u0041"}`}, `row 0: invalid JSON at offset 6: lone surrogate in a \u escape`},
-		{[]string{`{"a":"\u12"}`}, `row 0: invalid JSON at offset 6: invalid \u escape`},
-		{[]string{`{"a":1e400}`}, `row 0: invalid JSON at offset 5: number 1e400 out of range`},
+		{[]string{`{"a":"\udc00\ud800"}`}, `row 0: field "a": invalid JSON at offset 6: lone surrogate in a \u escape`},
+		{[]string{`{"a":"\ud800\u0041"}`}, `row 0: field "a": invalid JSON at offset 6: lone surrogate in a \u escape`},
+		{[]string{`{"a":"\u12"}`}, `row 0: field "a": invalid JSON at offset 6: invalid \u escape`},
+		{[]string{`{"a":1e400}`}, `row 0: field "a": invalid JSON at offset 5: number 1e400 out of range`},
 		{[]string{`{"a":01}`}, `row 0: invalid JSON at offset 6: expected ',' or '}' in an object`},
 		{[]string{`{"a":1}`, `{"a":"1"}`}, `row 1: field "a": found a string, incompatible with the number seen before`},
 		{[]string{`{"a":"x"}`, `{"a":2}`}, `row 1: field "a": found a number, incompatible with the string seen before`},
 		{[]string{`{"a":[1]}`, `{"a":1}`}, `row 1: field "a": found a number, incompatible with the array seen before`},
 		{[]string{`{"o":{"p":{"q":true}}}`, `{"o":{"p":{"q":{}}}}`}, `row 1: field "o.p.q": found an object, incompatible with the boolean seen before`},
 		{[]string{`{"l":[1,"a"]}`}, `row 0: field "l[]": found a string, incompatible with the number seen before`},
-		{[]string{`{"d":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}, `row 0: invalid JSON at offset 132: nesting deeper than 128 levels`},
+		{[]string{`{"d":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}, `row 0: field "d` + strings.Repeat("[]", 127) + `": invalid JSON at offset 132: nesting deeper than 128 levels`},
+		{[]string{`{"o":{"p":[1,tru]}}`}, `row 0: field "o.p[]": invalid JSON at offset 13: unexpected character 't'`},
 	}
 	for _, c := range cases {
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -60,6 +61,7 @@ func (n *node) describe() string {
 type parser struct {
 	data []byte
 	pos  int
+	path []string // keys ("[]" for array elements) down to the current value
 }
 
 // parseValue parses data as exactly one JSON value (surrounding whitespace
@@ -85,8 +87,21 @@ func parseValue(data []byte) (node, error) {
 	return n, nil
 }
 
+// errorf reports a syntax error at p.pos, naming the field it is in (as
+// inference names fields: "a.b", "l[]") when it is inside one.
 func (p *parser) errorf(format string, args ...any) error {
-	return fmt.Errorf("invalid JSON at offset %d: %s", p.pos, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf("invalid JSON at offset %d: %s", p.pos, fmt.Sprintf(format, args...))
+	if len(p.path) == 0 {
+		return errors.New(msg)
+	}
+	var field strings.Builder
+	for i, k := range p.path {
+		if i > 0 && k != "[]" {
+			field.WriteByte('.')
+		}
+		field.WriteString(k)
+	}
+	return fmt.Errorf("field %q: %s", field.String(), msg)
 }
 
 func (p *parser) skipSpace() {
@@ -155,7 +170,9 @@ func (p *parser) object(depth int) (node, error) {
 		}
 		p.pos++
 		p.skipSpace()
+		p.path = append(p.path, key)
 		v, err := p.value(depth)
+		p.path = p.path[:len(p.path)-1]
 		if err != nil {
 			return node{}, err
 		}
@@ -213,7 +230,9 @@ func (p *parser) array(depth int) (node, error) {
 	}
 	for {
 		p.skipSpace()
+		p.path = append(p.path, "[]")
 		v, err := p.value(depth)
+		p.path = p.path[:len(p.path)-1]
 		if err != nil {
 			return node{}, err
 		}
