@@ -17,7 +17,9 @@ import (
 // that is also a business field replaces it in place. An envelope wrapped
 // as {"schema": …, "payload": {…}} is unwrapped; an empty value (a Kafka
 // tombstone) is skipped. Types are inferred over all rows as Decode infers
-// them. Errors name the row; the caller releases the result.
+// them: op, source_db and source_table are Utf8 and ts_ms Int64 for
+// Debezium's events (Null when absent from every row); before and source
+// are always Utf8. Errors name the row; the caller releases the result.
 func DecodeDebezium(values [][]byte) (arrow.RecordBatch, error) {
 	return decodeDebezium(memory.DefaultAllocator, values)
 }
