@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -97,7 +99,11 @@ func (p *sqlProcessor) process(ctx context.Context, rec arrow.RecordBatch) ([]ar
 		}
 		p.q, p.schema = q, rec.Schema()
 	}
-	return p.q.Run(ctx, rec)
+	out, err := p.q.Run(ctx, rec)
+	for i := range out {
+		out[i] = renameLikeDataFusion(out[i], p.table)
+	}
+	return out, err
 }
 
 func (p *sqlProcessor) close() {
@@ -293,4 +299,53 @@ func concat(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
 		c.Release()
 	}
 	return out, nil
+}
+
+// aggName is an unaliased aggregate's column name as DuckDB writes it:
+// sum("value"), avg(value), count_star().
+var aggName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\((.*)\)$`)
+
+var plainArg = regexp.MustCompile(`^"?([A-Za-z_][A-Za-z0-9_]*)"?$`)
+
+// dataFusionName is the name DataFusion (ArkFlow's SQL engine) gives the
+// column DuckDB names name: an unaliased call over plain columns names
+// them by table (sum(flow.value), count(*)); any other name is kept.
+func dataFusionName(name, table string) string {
+	if name == "count_star()" {
+		return "count(*)"
+	}
+	m := aggName.FindStringSubmatch(name)
+	if m == nil {
+		return name
+	}
+	args := strings.Split(m[2], ", ")
+	for i, a := range args {
+		am := plainArg.FindStringSubmatch(a)
+		if am == nil {
+			return name
+		}
+		args[i] = table + "." + am[1]
+	}
+	return m[1] + "(" + strings.Join(args, ", ") + ")"
+}
+
+// renameLikeDataFusion returns rec with dataFusionName's column names
+// (rec itself when none changes); it takes over rec.
+func renameLikeDataFusion(rec arrow.RecordBatch, table string) arrow.RecordBatch {
+	schema := rec.Schema()
+	var fields []arrow.Field
+	for i, f := range schema.Fields() {
+		if n := dataFusionName(f.Name, table); n != f.Name {
+			if fields == nil {
+				fields = append([]arrow.Field(nil), schema.Fields()...)
+			}
+			fields[i].Name = n
+		}
+	}
+	if fields == nil {
+		return rec
+	}
+	defer rec.Release()
+	md := schema.Metadata()
+	return array.NewRecordBatch(arrow.NewSchema(fields, &md), rec.Columns(), rec.NumRows())
 }
