@@ -131,7 +131,7 @@ func (v *validator) input(path string, c *Component) *arrow.Schema {
 		v.multipleInputs(path, c)
 		return nil
 	}
-	v.codec(path, c)
+	coded := v.codec(path, c, true)
 	if v.sqlFileInput(path, c) {
 		return nil
 	}
@@ -147,7 +147,14 @@ func (v *validator) input(path string, c *Component) *arrow.Schema {
 		return nil
 	}
 	v.view.Inputs = append(v.view.Inputs, connectors.JobInput{OperatorID: path, Path: path, Input: in, Durable: v.durable})
-	return streamSchema(c, in.Schema())
+	schema := streamSchema(c, in.Schema())
+	if coded {
+		if !schema.HasField(valueField) {
+			v.add(config.Join(path, "codec"), "decodes the raw payload, which this input does not give with its config: leave out its schema and format")
+		}
+		return nil // the columns are known once rows are decoded
+	}
+	return schema
 }
 
 // multipleInputs checks a fan-in input and each of its inputs.
@@ -191,7 +198,7 @@ func (v *validator) output(path string, c *Component) {
 		v.add(config.Join(path, "type"), "output %q is not available here: %s", c.Type, hint)
 		return
 	}
-	v.codec(path, c)
+	v.codec(path, c, false)
 	raw := v.differences(path, c, outputDifferences)
 	f, ok := connectors.LookupOutput(c.Type)
 	if !ok {
@@ -210,12 +217,28 @@ func (v *validator) output(path string, c *Component) {
 	v.view.Outputs = append(v.view.Outputs, connectors.JobOutput{OperatorID: path, Path: path, Output: out, Sources: srcs})
 }
 
-// codec refuses a codec on an input or output: the connectors decode and
-// encode with their own format key.
-func (v *validator) codec(path string, c *Component) {
-	if c.Codec != nil {
-		v.add(config.Join(path, "codec"), "codecs are not available on inputs and outputs here: this library's %s connector decodes with format (raw, or json with a schema) and encodes rows as JSON or the value_field column", c.Type)
+// codec checks a codec on an input (json, debezium_json) or output
+// (json) and reports whether one is set. Others are refused with a hint.
+func (v *validator) codec(path string, c *Component, input bool) bool {
+	if c.Codec == nil {
+		return false
 	}
+	p := config.Join(path, "codec")
+	switch t := c.Codec.Type; {
+	case t == "json" || (input && t == "debezium_json"):
+		if len(c.Codec.Config) > 0 && string(c.Codec.Config) != "{}" {
+			v.decode(p, c.Codec.Config, &struct{}{})
+		}
+	case t == "protobuf" || t == "schema_registry":
+		v.add(config.Join(p, "type"), "codec %q is not available here: decode the payloads in a Go function of a Job, or send JSON", t)
+	default:
+		kinds := "json"
+		if input {
+			kinds = "json or debezium_json"
+		}
+		v.add(config.Join(p, "type"), "unknown codec %q (available here: %s)", t, kinds)
+	}
+	return true
 }
 
 // differences reports the keys of ArkFlow's component that this library's
