@@ -105,7 +105,7 @@ func concat(alloc memory.Allocator, recs []arrow.RecordBatch) (arrow.RecordBatch
 	schema := recs[0].Schema()
 	for _, r := range recs[1:] {
 		if !batch.SameSchema(schema, r.Schema()) {
-			return nil, fmt.Errorf("merge batches failed: schema %s differs from %s", fieldList(r.Schema()), fieldList(schema))
+			return nil, fmt.Errorf("merge batches failed: schemas differ: %s and %s", fieldList(schema), fieldList(r.Schema()))
 		}
 	}
 	if len(recs) == 1 {
