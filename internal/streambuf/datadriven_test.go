@@ -46,6 +46,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
+// TestDataDriven runs the stories of testdata (join apart).
 func TestDataDriven(t *testing.T) {
 	for _, name := range []string{"memory", "tumbling_window", "session_window", "sliding_window"} {
 		t.Run(name, func(t *testing.T) { runStory(t, "testdata/"+name) })

@@ -237,6 +237,8 @@ func (r *run) compare(seed uint64, want []expect) {
 	}
 }
 
+// A memory buffer emits at capacity or at the end of the period its
+// first queued batch falls in.
 func TestMemoryProperty(t *testing.T) {
 	const timeout = time.Second
 	for seed := range uint64(300) {
@@ -275,6 +277,8 @@ func TestMemoryProperty(t *testing.T) {
 	}
 }
 
+// A tumbling window emits the batches written in each interval at its
+// end.
 func TestTumblingProperty(t *testing.T) {
 	const interval = time.Second
 	for seed := range uint64(300) {
@@ -299,6 +303,7 @@ func TestTumblingProperty(t *testing.T) {
 	}
 }
 
+// A session window emits a session gap after its last batch.
 func TestSessionProperty(t *testing.T) {
 	const gap = time.Second
 	for seed := range uint64(300) {
@@ -332,6 +337,8 @@ func (r *run) fixLast(want []expect) {
 	}
 }
 
+// A sliding window emits every window of window_size batches, sliding by
+// slide_size, and at the flush the batches no window held.
 func TestSlidingProperty(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 4))

@@ -21,6 +21,7 @@ type sliding struct {
 	emitted int
 }
 
+// Write queues e and emits the window it completes, if any.
 func (b *sliding) Write(_ time.Time, e Entry) ([]Emission, error) {
 	b.entries = append(b.entries, e)
 	var out []Emission
@@ -62,6 +63,7 @@ func (b *sliding) Flush(time.Time) ([]Emission, error) {
 	return emit(b.alloc, rest)
 }
 
+// Close drops every batch queued.
 func (b *sliding) Close() { b.drop(errClosed) }
 
 func (b *sliding) drop(err error) {

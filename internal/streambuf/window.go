@@ -97,6 +97,7 @@ type tumbling struct {
 	tick periodic
 }
 
+// Write adds e to the window open at now.
 func (b *tumbling) Write(now time.Time, e Entry) ([]Emission, error) {
 	if b.w.q.empty() {
 		b.tick.skip(now) // windows passed with nothing in them
@@ -104,8 +105,10 @@ func (b *tumbling) Write(now time.Time, e Entry) ([]Emission, error) {
 	return nil, b.w.write(e)
 }
 
+// Deadline is the end of the window, while it holds anything.
 func (b *tumbling) Deadline() (time.Time, bool) { return b.tick.next, !b.w.q.empty() }
 
+// Tick closes the window when it has ended.
 func (b *tumbling) Tick(now time.Time) ([]Emission, error) {
 	if !b.tick.due(now) {
 		return nil, nil
@@ -114,8 +117,10 @@ func (b *tumbling) Tick(now time.Time) ([]Emission, error) {
 	return b.w.emit()
 }
 
+// Flush closes the window open, unfinished.
 func (b *tumbling) Flush(time.Time) ([]Emission, error) { return b.w.emit() }
 
+// Close drops the window open.
 func (b *tumbling) Close() { b.w.q.drop(errClosed) }
 
 // session is the session window: one session for every input, which
@@ -126,6 +131,7 @@ type session struct {
 	last time.Time
 }
 
+// Write adds e to the session, which it prolongs.
 func (b *session) Write(now time.Time, e Entry) ([]Emission, error) {
 	if err := b.w.write(e); err != nil {
 		return nil, err
@@ -134,8 +140,11 @@ func (b *session) Write(now time.Time, e Entry) ([]Emission, error) {
 	return nil, nil
 }
 
+// Deadline is gap after the last write, while the session holds
+// anything.
 func (b *session) Deadline() (time.Time, bool) { return b.last.Add(b.gap), !b.w.q.empty() }
 
+// Tick closes the session when it has ended.
 func (b *session) Tick(now time.Time) ([]Emission, error) {
 	if now.Before(b.last.Add(b.gap)) {
 		return nil, nil
@@ -143,6 +152,8 @@ func (b *session) Tick(now time.Time) ([]Emission, error) {
 	return b.w.emit()
 }
 
+// Flush closes the session open.
 func (b *session) Flush(time.Time) ([]Emission, error) { return b.w.emit() }
 
+// Close drops the session open.
 func (b *session) Close() { b.w.q.drop(errClosed) }
