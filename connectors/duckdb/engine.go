@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -20,7 +21,8 @@ import (
 
 func init() { sqlengine.Register(engine{}) }
 
-// engine is the DuckDB SQL engine; the package's init registers it.
+// engine is the DuckDB SQL engine; the package's init registers it. It
+// is a sqlengine.Joiner too.
 type engine struct{}
 
 // Name is "duckdb".
@@ -47,11 +49,43 @@ var settings = [][2]string{
 // no rows with the input schema as table and prepares query there, so
 // that syntax, unknown columns and types fail here with DuckDB's message.
 func (engine) Compile(query, table string, input *arrow.Schema) (sqlengine.Query, error) {
-	q := &compiled{sql: query, table: table}
+	q, err := compileTables(query, []string{table}, []*arrow.Schema{input})
+	if err != nil {
+		return nil, err
+	}
+	return single{q}, nil
+}
+
+// CompileTables is Compile over several tables, each read in place as a
+// view of its batch like Compile's one (or copied, likewise).
+func (engine) CompileTables(query string, tables map[string]*arrow.Schema) (sqlengine.MultiQuery, error) {
+	names := make([]string, 0, len(tables))
+	for name := range tables {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	inputs := make([]*arrow.Schema, len(names))
+	for i, name := range names {
+		if strings.EqualFold(name, staging) {
+			return nil, fmt.Errorf("query %q: the table name %s is reserved", query, name)
+		}
+		inputs[i] = tables[name]
+	}
+	q, err := compileTables(query, names, inputs)
+	if err != nil {
+		return nil, err
+	}
+	return multi{q}, nil
+}
+
+// compileTables opens a database for the query over tables with the inputs'
+// schemas and prepares it there.
+func compileTables(query string, tables []string, inputs []*arrow.Schema) (*compiled, error) {
+	q := &compiled{sql: query, tables: tables, inputs: inputs}
 	if err := q.open(); err != nil {
 		return nil, fmt.Errorf("duckdb: %w", err)
 	}
-	schema, err := q.prepare(input)
+	schema, err := q.prepare()
 	if err != nil {
 		q.Close()
 		return nil, fmt.Errorf("query %q: %w", query, err)
@@ -62,14 +96,49 @@ func (engine) Compile(query, table string, input *arrow.Schema) (sqlengine.Query
 
 // compiled is a query on a connection of its own.
 type compiled struct {
-	sql, table string
-	schema     *arrow.Schema
-	db         bindings.Database
-	conn       bindings.Connection
-	// copyIn says the query reads its table more than once, which a view
+	sql string
+	// tables are the names the query reads its batches by, in the order
+	// run and load take the batches; inputs are their schemas.
+	tables []string
+	inputs []*arrow.Schema
+	schema *arrow.Schema
+	db     bindings.Database
+	conn   bindings.Connection
+	// copyIn says the query reads a table more than once, which a view
 	// of the batch cannot serve: each batch is copied into a temporary
 	// table instead.
 	copyIn bool
+}
+
+// single is a query over one table.
+type single struct{ *compiled }
+
+// Run makes rec the table and runs the query.
+func (q single) Run(ctx context.Context, rec arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	return q.run(ctx, []arrow.RecordBatch{rec})
+}
+
+// multi is a query over several tables.
+type multi struct{ *compiled }
+
+// Run makes each batch of tables the table of its name and runs the
+// query. Every table compiled must be given, with the schema compiled.
+func (q multi) Run(ctx context.Context, tables map[string]arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	recs := make([]arrow.RecordBatch, len(q.tables))
+	for i, name := range q.tables {
+		rec, ok := tables[name]
+		if !ok || rec == nil {
+			return nil, fmt.Errorf("query %q: no batch for table %s", q.sql, name)
+		}
+		if !batch.SameSchema(rec.Schema(), q.inputs[i]) {
+			return nil, fmt.Errorf("query %q: table %s has columns %s, but the query was compiled for %s", q.sql, name, fieldList(rec.Schema()), fieldList(q.inputs[i]))
+		}
+		recs[i] = rec
+	}
+	if len(tables) != len(q.tables) {
+		return nil, fmt.Errorf("query %q: batches for %d tables, compiled for %d", q.sql, len(tables), len(q.tables))
+	}
+	return q.run(ctx, recs)
 }
 
 // staging is the view a batch is copied from in copyIn mode.
@@ -85,29 +154,62 @@ func (q *compiled) exec(sql string) error {
 	return nil
 }
 
-// load makes rec the query's table and returns what ends it, and how
-// many times the statements run since read the view of rec.
-func (q *compiled) load(rec arrow.RecordBatch) (release func(), asks func() int64, err error) {
-	if !q.copyIn {
-		rdr, release, err := registerView(q.conn, q.table, rec)
+// load makes recs the query's tables (recs[i] the table q.tables[i])
+// and returns what ends them, and the most times the statements run
+// since read the view of one of them.
+func (q *compiled) load(recs []arrow.RecordBatch) (release func(), asks func() int64, err error) {
+	if q.copyIn {
+		for i, rec := range recs {
+			if err := q.copy(q.tables[i], rec); err != nil {
+				return nil, nil, err
+			}
+		}
+		return func() {}, func() int64 { return 1 }, nil
+	}
+	var releases []func()
+	var rdrs []*countingReader
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for i, rec := range recs {
+		rdr, rel, err := registerView(q.conn, q.tables[i], rec)
 		if err != nil {
+			release()
 			return nil, nil, err
 		}
-		return release, rdr.asks.Load, nil
+		releases, rdrs = append(releases, rel), append(rdrs, rdr)
 	}
-	_, release, err = registerView(q.conn, staging, rec)
+	asks = func() int64 {
+		var most int64
+		for _, r := range rdrs {
+			most = max(most, r.asks.Load())
+		}
+		return most
+	}
+	return release, asks, nil
+}
+
+// copy makes the rows of rec the temporary table name.
+func (q *compiled) copy(name string, rec arrow.RecordBatch) error {
+	_, release, err := registerView(q.conn, staging, rec)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer release()
-	err = q.exec(fmt.Sprintf("CREATE OR REPLACE TEMP TABLE %s AS SELECT * FROM %s", quoteIdent(q.table), staging))
-	return func() {}, func() int64 { return 1 }, err
+	return q.exec(fmt.Sprintf("CREATE OR REPLACE TEMP TABLE %s AS SELECT * FROM %s", quoteIdent(name), staging))
 }
 
 // switchToCopy turns copyIn on.
 func (q *compiled) switchToCopy() error {
 	q.copyIn = true
-	return q.exec("DROP VIEW IF EXISTS " + quoteIdent(q.table))
+	for _, name := range q.tables {
+		if err := q.exec("DROP VIEW IF EXISTS " + quoteIdent(name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
@@ -139,12 +241,15 @@ func (q *compiled) open() error {
 	return nil
 }
 
-// prepare checks the query against a batch of no rows of the input
-// schema and returns the schema of its result.
-func (q *compiled) prepare(input *arrow.Schema) (_ *arrow.Schema, err error) {
-	empty := emptyBatch(input)
-	defer empty.Release()
-	release, asks, err := q.load(empty)
+// prepare checks the query against batches of no rows of the input
+// schemas and returns the schema of its result.
+func (q *compiled) prepare() (_ *arrow.Schema, err error) {
+	empties := make([]arrow.RecordBatch, len(q.inputs))
+	for i, s := range q.inputs {
+		empties[i] = emptyBatch(s)
+		defer empties[i].Release()
+	}
+	release, asks, err := q.load(empties)
 	if err != nil {
 		return nil, err
 	}
@@ -199,10 +304,10 @@ func emptyBatch(s *arrow.Schema) arrow.RecordBatch {
 // Schema is the schema of the rows Run returns.
 func (q *compiled) Schema() *arrow.Schema { return q.schema }
 
-// Run makes rec the table, read in place unless the query reads it more
-// than once, and runs the query.
-func (q *compiled) Run(ctx context.Context, rec arrow.RecordBatch) ([]arrow.RecordBatch, error) {
-	release, asks, err := q.load(rec)
+// run makes recs the tables, read in place unless the query reads one
+// more than once, and runs the query.
+func (q *compiled) run(ctx context.Context, recs []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	release, asks, err := q.load(recs)
 	if err != nil {
 		return nil, fmt.Errorf("query %q: loading the batch: %w", q.sql, err)
 	}
@@ -230,7 +335,7 @@ func (q *compiled) Run(ctx context.Context, rec arrow.RecordBatch) ([]arrow.Reco
 		if err := q.switchToCopy(); err != nil {
 			return nil, err
 		}
-		return q.Run(ctx, rec)
+		return q.run(ctx, recs)
 	}
 	return q.fetch(&res)
 }

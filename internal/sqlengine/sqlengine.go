@@ -59,3 +59,25 @@ func Lookup() Engine {
 	defer mu.Unlock()
 	return engine
 }
+
+// Joiner is an Engine that also compiles queries over several tables,
+// such as the join of a window buffer, which reads one table per input.
+type Joiner interface {
+	// CompileTables is Compile over several tables: tables maps each
+	// table's name to the schema of its rows.
+	CompileTables(query string, tables map[string]*arrow.Schema) (MultiQuery, error)
+}
+
+// MultiQuery is a query compiled over several tables. It is not safe for
+// concurrent use.
+type MultiQuery interface {
+	// Schema is the schema of the rows Run returns.
+	Schema() *arrow.Schema
+	// Run runs the query over the rows of every table, by name (each
+	// with the schema it was compiled with, which it does not keep or
+	// release), and returns the result, whose batches the caller owns;
+	// none when the result has no rows.
+	Run(ctx context.Context, tables map[string]arrow.RecordBatch) ([]arrow.RecordBatch, error)
+	// Close releases the query's resources.
+	Close() error
+}

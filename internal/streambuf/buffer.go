@@ -3,7 +3,7 @@
 // the window buffers) as state machines driven by their caller: every
 // method takes the time it runs at, and nothing in here starts a timer or
 // a goroutine. The Stream runtime drives a buffer with its clock; tests
-// drive it with any time they like.
+// drive it with any time they like. New makes one from its config.
 package streambuf
 
 import (
@@ -38,7 +38,10 @@ type Emission struct {
 }
 
 // Buffer is one stream's buffer. Its methods are called from one
-// goroutine, with times that never go back.
+// goroutine, with times that never go back. When rows cannot be emitted
+// (batches of different schemas to put together, a join that fails), the
+// method returns the error and drops the entries concerned, releasing
+// their acknowledgements with it; the buffer goes on with the rest.
 type Buffer interface {
 	// Write takes e and returns what it emits at once (a memory buffer
 	// reaching its capacity, a sliding window filling up).
