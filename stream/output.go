@@ -46,8 +46,17 @@ func newOutput(c *Component, streamID, op string, lg *slog.Logger, w io.Writer) 
 	return o
 }
 
-// write writes rec with the sink its columns call for.
+// write writes rec with the sink its columns call for (after the json
+// codec, when the output has it).
 func (o *output) write(ctx context.Context, rec arrow.RecordBatch) error {
+	if o.c.Codec != nil {
+		enc, err := encodeOutput(rec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.op, err)
+		}
+		defer enc.Release()
+		rec = enc
+	}
 	useValue := o.byValue && rec.Schema().HasField(valueField)
 	sink := &o.rows
 	if useValue {

@@ -40,6 +40,7 @@ type input struct {
 	// rawValue says the source's column "value" is the raw payload,
 	// which the stream calls __value__ as ArkFlow does.
 	rawValue bool
+	codec    string // json or debezium_json decode __value__; "" none
 }
 
 // entry is a batch on its way from the inputs to the buffer.
@@ -102,6 +103,9 @@ func (r *runner) buildInput(name string, c *Component) error {
 		return err
 	}
 	it := &input{name: name, src: src, rawValue: rawValue(c, in.Schema())}
+	if c.Codec != nil {
+		it.codec = c.Codec.Type
+	}
 	r.inputs = append(r.inputs, it)
 	d, err := walConfig(r.s.Durability)
 	if err != nil || d == nil {
@@ -237,6 +241,14 @@ func (r *runner) read(ctx, work context.Context, in *input, out chan<- entry) er
 		rec := b.Record
 		if in.rawValue {
 			rec = renameRaw(rec)
+		}
+		if in.codec != "" {
+			if rec, err = decodeInput(in.codec, rec); err != nil {
+				if b.Ack != nil {
+					b.Ack(err)
+				}
+				return fmt.Errorf("%s: %w", in.label(), err)
+			}
 		}
 		e := entry{Rec: rec, Input: in.name, Ack: ack.New(b.Ack)}
 		select {

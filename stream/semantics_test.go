@@ -5,7 +5,10 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,4 +201,65 @@ streams:
 		}
 	}
 	t.Logf("%d batches read, %d written", len(acks["in"]), len(written))
+}
+
+// Codecs: json and debezium_json decode an input's payloads into columns
+// (its __meta_* columns kept), json encodes an output's rows into the
+// payload it writes.
+func TestCodecs(t *testing.T) {
+	var out strings.Builder
+	cfg, err := stream.Parse([]byte(`
+streams:
+  - input:
+      type: memory
+      messages:
+        - '{"id": 1, "name": "ann", "score": 1.5}'
+        - '{"id": 2, "name": "bob", "score": 2}'
+      codec: {type: json}
+    pipeline:
+      thread_num: 1
+      processors:
+        - {type: sql, query: "SELECT id, upper(name) AS name, score * 2 AS score, __meta_offset AS off FROM flow"}
+    output: {type: stdout, codec: {type: json}}
+  - input:
+      type: memory
+      messages:
+        - '{"payload": {"before": null, "after": {"id": 7, "name": "cyd"}, "op": "c", "ts_ms": 1700000000000, "source": {"db": "shop", "table": "users"}}}'
+        - '{"payload": {"before": {"id": 7, "name": "cyd"}, "after": null, "op": "d", "ts_ms": 1700000000001, "source": {"db": "shop", "table": "users"}}}'
+      codec: {type: debezium_json}
+    pipeline:
+      thread_num: 1
+      processors:
+        - {type: sql, query: "SELECT op, id, name, source_db, source_table, ts_ms FROM flow"}
+    output: {type: stdout}
+`), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Run(context.Background(), cfg, stream.WithStdout(&lockedWriter{w: &out})); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	slices.Sort(lines)
+	want := []string{
+		`{"id":1,"name":"ANN","score":3.0,"off":0}`,
+		`{"id":2,"name":"BOB","score":4,"off":1}`, // its own batch: score inferred as an integer
+		`{"op":"c","id":7,"name":"cyd","source_db":"shop","source_table":"users","ts_ms":1700000000000}`,
+		`{"op":"d","id":7,"name":"cyd","source_db":"shop","source_table":"users","ts_ms":1700000000001}`,
+	}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// lockedWriter serializes writes of concurrent streams.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -112,7 +112,9 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 		{"temporary: [{type: redis, name: users, mode: {type: single, url: 'redis://x'}}]", "streams[0].temporary[0]", "not available here yet"},
 		{"durability: {backend: {type: object_store, node_id: n, stream_id: s, s3: {bucket: b}}}", "streams[0].durability.backend.type", "keep the log in a local path"},
 		{"durability: {sync: sometimes}", "streams[0].durability.sync", "group_commit, per_entry or {periodic: 100ms}"},
-		{"input: {type: http, address: 'a:1', path: /, codec: {type: json}}", "streams[0].input.codec", "decodes with format"},
+		{"input: {type: http, address: 'a:1', path: /, codec: {type: protobuf, proto_inputs: [x], message_type: M}}", "streams[0].input.codec.type", "decode the payloads in a Go function of a Job"},
+		{"input: {type: http, address: 'a:1', path: /, format: ndjson, schema: [{name: a, type: int64}], codec: {type: json}}", "streams[0].input.codec", "leave out its schema and format"},
+		{"output: {type: drop, codec: {type: debezium_json}}", "streams[0].output.codec.type", "available here: json"},
 		{"buffer: {type: tumbling_window, interval: 1s, join: {query: 'SELECT 1', codec: {type: protobuf}}}", "streams[0].buffer.join.codec.type", "only json is"},
 	}
 	for _, c := range cases {
