@@ -49,3 +49,24 @@ func ExampleParseDuration() {
 	// 2 days = 48h0m0s <nil>
 	// 10m = 10m0s <nil>
 }
+
+// Notes say which valid streams would be better as Jobs: here a window
+// buffer, which groups rows by when they arrive.
+func ExampleNotes() {
+	cfg, err := stream.Parse([]byte(`
+streams:
+  - input: {type: memory, messages: ['{"v": 1}']}
+    buffer: {type: tumbling_window, interval: 10s}
+    pipeline: {processors: [{type: json_to_arrow}]}
+    output: {type: stdout}
+`), ".yaml")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, n := range stream.Notes(cfg) {
+		fmt.Println(n.Path)
+	}
+	// Output:
+	// streams[0].buffer
+}

@@ -56,6 +56,9 @@ func validateStream(path string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "ok: stream config %s: %d streams\n", path, len(cfg.Streams))
+	for _, n := range stream.Notes(cfg) {
+		fmt.Fprintf(stdout, "note: %s: %s\n", n.Path, n.Text)
+	}
 	return nil
 }
 
