@@ -87,8 +87,9 @@ func columnValues(rec arrow.RecordBatch, field string) ([][]byte, []int, error) 
 // objects, infers their schema and builds the record.
 func decodeRows(mem memory.Allocator, values [][]byte, rows []int, include []string) (arrow.RecordBatch, error) {
 	objs := make([]node, len(values))
+	sh := &shared{keys: map[string]string{}}
 	for i, v := range values {
-		n, err := parseValue(v)
+		n, err := parseShared(sh, v)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", rows[i], err)
 		}

@@ -62,16 +62,36 @@ type parser struct {
 	data []byte
 	pos  int
 	path []string // keys ("[]" for array elements) down to the current value
+	sh   *shared
 }
 
+// shared is what the parses of one batch's rows share: the keys seen (a
+// row's keys are mostly the row before's, so each is allocated once) and
+// the number of keys of the last top-level object, to size the next.
+type shared struct {
+	keys  map[string]string
+	width int
+	// literals keeps each number's text in node.s (Debezium's decoding
+	// writes integers beyond int64 as they were written).
+	literals bool
+}
+
+// maxInterned bounds the keys a batch's parses keep.
+const maxInterned = 4096
+
 // parseValue parses data as exactly one JSON value (surrounding whitespace
-// allowed). Invalid UTF-8, lone surrogate escapes, numbers beyond float64
-// and nesting deeper than maxDepth are errors.
+// allowed), keeping numbers' text. Invalid UTF-8, lone surrogate escapes,
+// numbers beyond float64 and nesting deeper than maxDepth are errors.
 func parseValue(data []byte) (node, error) {
+	return parseShared(&shared{literals: true}, data)
+}
+
+// parseShared is parseValue for one of several values sharing sh.
+func parseShared(sh *shared, data []byte) (node, error) {
 	if !utf8.Valid(data) {
 		return node{}, errors.New("invalid JSON: not valid UTF-8")
 	}
-	p := parser{data: data}
+	p := parser{data: data, sh: sh}
 	p.skipSpace()
 	if p.pos == len(data) {
 		return node{}, errors.New("invalid JSON: empty value")
@@ -149,6 +169,12 @@ func (p *parser) value(depth int) (node, error) {
 func (p *parser) object(depth int) (node, error) {
 	p.pos++ // '{'
 	n := node{k: kObj}
+	if depth == 1 && p.sh.width > 0 {
+		n.keys, n.vals = make([]string, 0, p.sh.width), make([]node, 0, p.sh.width)
+		defer func() { p.sh.width = len(n.keys) }()
+	} else if depth == 1 {
+		defer func() { p.sh.width = len(n.keys) }()
+	}
 	var index map[string]int
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
@@ -160,7 +186,7 @@ func (p *parser) object(depth int) (node, error) {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return node{}, p.errorf("expected a string key")
 		}
-		key, err := p.str()
+		key, err := p.key()
 		if err != nil {
 			return node{}, err
 		}
@@ -290,21 +316,48 @@ func (p *parser) number() (node, error) {
 			return node{}, p.errorf("invalid number: no digits in the exponent")
 		}
 	}
-	lit := string(p.data[start:p.pos])
-	if isInt && lit != "-0" {
-		if i, err := strconv.ParseInt(lit, 10, 64); err == nil {
+	raw := p.data[start:p.pos]
+	var lit string
+	if p.sh.literals {
+		lit = string(raw)
+	}
+	if isInt && string(raw) != "-0" {
+		if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return node{k: kInt, i: i, s: lit}, nil
 		}
 	}
-	f, err := strconv.ParseFloat(lit, 64)
+	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil && (math.IsInf(f, 0) || !errors.Is(err, strconv.ErrRange)) {
 		p.pos = start
+		lit = string(raw)
 		if len(lit) > 40 {
 			lit = lit[:40] + "…"
 		}
 		return node{}, p.errorf("number %s out of range", lit)
 	}
 	return node{k: kFloat, f: f, s: lit}, nil
+}
+
+// key parses an object key: a string, interned when it has no escapes.
+func (p *parser) key() (string, error) {
+	start := p.pos + 1
+	for i := start; i < len(p.data); i++ {
+		switch c := p.data[i]; {
+		case c == '"':
+			if k, ok := p.sh.keys[string(p.data[start:i])]; ok {
+				p.pos = i + 1
+				return k, nil
+			}
+			k, err := p.str()
+			if err == nil && p.sh.keys != nil && len(p.sh.keys) < maxInterned {
+				p.sh.keys[k] = k
+			}
+			return k, err
+		case c == '\\' || c < 0x20:
+			return p.str()
+		}
+	}
+	return p.str()
 }
 
 func (p *parser) digits() int {
