@@ -63,8 +63,9 @@ type Stream struct {
 	Output      Component   `json:"output"`
 	ErrorOutput *Component  `json:"error_output,omitempty"`
 	Temporary   []Component `json:"temporary,omitempty"`
-	// Durability is ArkFlow's input write-ahead log block, kept verbatim;
-	// Validate refuses it (not available in Stream configs yet).
+	// Durability is ArkFlow's input write-ahead log block (its WalConfig:
+	// enabled, path, sync, backend), kept verbatim; Run puts a local
+	// write-ahead log in front of the input with it.
 	Durability json.RawMessage `json:"durability,omitempty"`
 }
 

@@ -18,11 +18,13 @@
 //
 // validate and run also recognise ArkFlow's Stream configs (a file whose
 // top level has streams; see package stream): validate checks one deeply,
-// every problem with its path; run, as Stream configs do not run yet,
-// validates it and exits 1 saying so; plan refuses it. ArkFlow's own
-// command line works too: arkflow -c|--config FILE runs (for a Stream
-// config: refuses) and with -v|--validate validates, for Stream configs and
-// job specs alike.
+// every problem with its path, and prints notes where a stream would be
+// better as a job; run runs it until its inputs end or a SIGINT or SIGTERM
+// stops it (what was read goes out first; a second signal stops at once),
+// with --data-dir holding durability blocks' logs and --stop-timeout
+// bounding the drain; plan refuses it. ArkFlow's own command line works
+// too: arkflow -c|--config FILE runs and with -v|--validate validates, for
+// Stream configs and job specs alike.
 //
 // Flags go before or after SPEC, as --flag=value or --flag value; "--"
 // ends them. `arkflow COMMAND --help` (or -h) lists a command's flags.

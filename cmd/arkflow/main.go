@@ -26,8 +26,8 @@ usage: arkflow COMMAND [flags] [SPEC]
 commands:
 %s
 validate and run also take ArkFlow's Stream configs (a top-level streams
-list): validate checks one deeply; run refuses it, as Stream configs do not
-run yet. ArkFlow's own command line works too: arkflow -c FILE [--validate].
+list): validate checks one deeply; run runs it. ArkFlow's own command line
+works too: arkflow -c FILE [--validate].
 
 Flags go before or after SPEC. run, validate and plan take the same flags,
 so validate checks what run would start with.
