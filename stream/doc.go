@@ -80,8 +80,10 @@
 //     python, protobuf_to_arrow and arrow_to_protobuf (use a sql
 //     processor, or a Go function in a Job); pulsar, modbus, mongodb and
 //     influxdb; ballista; the protobuf and schema_registry codecs; the sql
-//     input over files; temporary tables; the durability block's
-//     object_store backend (a Job's durability block has an s3 one).
+//     input over files; temporary tables. The durability block's
+//     object_store backend keeps the log in the bucket as a Job's does;
+//     ArkFlow's tuning keys for it (segment, cursor, parallel_put,
+//     compression, …) are accepted and not used (Notes says so).
 //   - A query whose input columns are known only once rows arrive (after
 //     json_to_arrow, a codec or a join) is checked for syntax only.
 //

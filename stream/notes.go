@@ -28,6 +28,9 @@ func Notes(cfg *Config) []Note {
 	for i := range cfg.Streams {
 		s := &cfg.Streams[i]
 		base := config.Index("streams", i)
+		if walTuned(s.Durability) {
+			out = append(out, Note{config.Join(base, "durability.backend"), "segment, cursor, segment_tuning, parallel_put and compression tune ArkFlow's object-store log and are not used here: this log makes its appends durable as sync says (group_commit: each batch before it goes on; periodic: every interval)"})
+		}
 		if b := s.Buffer; b != nil {
 			switch b.Type {
 			case "tumbling_window", "session_window", "sliding_window":

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/arkflow-rs/arkflow-go/stream"
 )
 
@@ -176,5 +179,53 @@ streams:
 	}
 	if code, _ := get("/health"); code != 0 {
 		t.Errorf("the routes are still served after Run returned: %d", code)
+	}
+}
+
+// The durability block's object_store backend keeps the stream's log in
+// the bucket (MinIO from ARKFLOW_TEST_S3_*): the stream runs through it,
+// and the bucket holds the log under the prefix, node and stream.
+func TestDurableStreamInObjectStore(t *testing.T) {
+	endpoint := os.Getenv("ARKFLOW_TEST_S3_ENDPOINT")
+	if endpoint == "" {
+		t.Skip("ARKFLOW_TEST_S3_ENDPOINT is not set: ARKFLOW_TEST_SERVERS_ONLY=1 bash .ci/test.sh go test -run TestDurableStreamInObjectStore ./stream/ starts MinIO")
+	}
+	access, secret := os.Getenv("ARKFLOW_TEST_S3_ACCESS_KEY"), os.Getenv("ARKFLOW_TEST_S3_SECRET_KEY")
+	c, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4(access, secret, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := fmt.Sprintf("stream-wal-%d", time.Now().UnixNano())
+	if err := c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	runConfig(t, fmt.Sprintf(`
+streams:
+  - id: s3-durable
+    input: {type: generate, context: '{"v": 1}', interval: 1ms, batch_size: 10, count: 100}
+    durability:
+      sync: group_commit
+      backend:
+        type: object_store
+        node_id: node-a
+        stream_id: main
+        s3: {bucket: %s, endpoint: "http://%s", access_key_id: %s, secret_access_key: %s, allow_http: true}
+        segment: {max_entries: 1000}
+    pipeline: {processors: [{type: json_to_arrow}]}
+    output: {type: file, path: %s}
+`, bucket, endpoint, access, secret, out))
+	if n := len(readLines(t, out)); n != 100 {
+		t.Fatalf("%d rows written, want 100", n)
+	}
+	var keys []string
+	for obj := range c.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		keys = append(keys, obj.Key)
+	}
+	if len(keys) == 0 || !strings.HasPrefix(keys[0], "arkflow/wal/node-a/") {
+		t.Fatalf("objects in the bucket: %q", keys)
 	}
 }
