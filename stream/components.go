@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/arkflow-rs/arkflow-go/connectors/redis"
 	"github.com/arkflow-rs/arkflow-go/internal/config"
 	"github.com/arkflow-rs/arkflow-go/internal/sqlengine"
 )
@@ -99,15 +100,15 @@ const valueField = "__value__"
 // sqlProcessor checks a sql processor and compiles its query.
 func (v *validator) sqlProcessor(path string, c *Component, schema *arrow.Schema) *arrow.Schema {
 	var cfg struct {
-		Query         *string           `json:"query"`
-		TableName     string            `json:"table_name"`
-		TemporaryList []json.RawMessage `json:"temporary_list"`
+		Query         *string   `json:"query"`
+		TableName     string    `json:"table_name"`
+		TemporaryList []tempRef `json:"temporary_list"`
 	}
 	if !v.decode(path, c.Config, &cfg) {
 		return nil
 	}
-	if len(cfg.TemporaryList) > 0 {
-		v.add(config.Join(path, "temporary_list"), "temporary tables are not available here yet; join the data in a Job instead")
+	for i, ref := range cfg.TemporaryList {
+		v.tempRef(config.Index(config.Join(path, "temporary_list"), i), ref)
 	}
 	if cfg.Query == nil || *cfg.Query == "" {
 		v.add(config.Join(path, "query"), "missing: the SQL query to run on each batch")
@@ -117,7 +118,60 @@ func (v *validator) sqlProcessor(path string, c *Component, schema *arrow.Schema
 	if table == "" {
 		table = sqlengine.DefaultTable
 	}
+	if len(cfg.TemporaryList) > 0 {
+		schema = nil // the temporaries' columns are known once fetched
+	}
 	return v.compile(config.Join(path, "query"), *cfg.Query, table, schema)
+}
+
+// tempRef checks one temporary_list entry.
+func (v *validator) tempRef(path string, ref tempRef) {
+	if ref.Name == "" {
+		v.add(config.Join(path, "name"), "missing: the name of one of the stream's temporary entries")
+	} else if !v.temps[ref.Name] {
+		v.add(config.Join(path, "name"), "no temporary of the stream is named %q", ref.Name)
+	}
+	if ref.TableName == "" {
+		v.add(config.Join(path, "table_name"), "missing: the table the query reads the temporary's rows as")
+	}
+	switch ref.Key.Type {
+	case "value":
+		if ref.Key.Value == "" {
+			v.add(config.Join(path, "key.value"), "missing: the key to look up")
+		}
+	case "expr":
+		if ref.Key.Expr == "" {
+			v.add(config.Join(path, "key.expr"), "missing: the SQL expression over the batch giving the keys")
+		}
+	default:
+		v.add(config.Join(path, "key.type"), "must be value or expr (got %q)", ref.Key.Type)
+	}
+}
+
+// temporaries checks the stream's temporary entries and records their
+// names for the sql processors' temporary_list.
+func (v *validator) temporaries(path string, ts []Component) {
+	v.temps = map[string]bool{}
+	for j, t := range ts {
+		p := config.Index(path, j)
+		switch {
+		case t.Name == "":
+			v.add(config.Join(p, "name"), "missing: the name temporary_list entries refer to")
+		case v.temps[t.Name]:
+			v.add(config.Join(p, "name"), "%q names another temporary too", t.Name)
+		}
+		v.temps[t.Name] = true
+		if t.Type != "redis" {
+			v.add(config.Join(p, "type"), "temporary type %q is not available here (redis is)", t.Type)
+			continue
+		}
+		if t.Codec == nil || t.Codec.Type != "json" {
+			v.add(config.Join(p, "codec"), "must be {type: json}: the values are decoded as JSON objects")
+		}
+		if _, err := redis.DecodeLookupConfig(t.Config); err != nil {
+			v.merge(p, err)
+		}
+	}
 }
 
 // joinConfig is a window buffer's join block.

@@ -47,9 +47,11 @@ func newOutput(c *Component, streamID, op string, lg *slog.Logger, w io.Writer) 
 }
 
 // write writes rec with the sink its columns call for (after the json
-// codec, when the output has it).
+// codec, when the output has it or writes __value__ and rec has none).
 func (o *output) write(ctx context.Context, rec arrow.RecordBatch) error {
-	if o.c.Codec != nil {
+	// The json codec, or (for an output that writes __value__) rows
+	// without a __value__, written as ArkFlow's arrow-json does.
+	if o.c.Codec != nil || (o.byValue && !rec.Schema().HasField(valueField)) {
 		enc, err := encodeOutput(rec)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.op, err)

@@ -31,7 +31,7 @@ type processor interface {
 func buildProcessors(r *runner, cs []Component, first int) ([]processor, error) {
 	var out []processor
 	for k := range cs {
-		p, err := buildProcessor(&cs[k], first+k)
+		p, err := buildProcessor(r, &cs[k], first+k)
 		if err != nil {
 			for _, p := range out {
 				p.close()
@@ -43,13 +43,14 @@ func buildProcessors(r *runner, cs []Component, first int) ([]processor, error) 
 	return out, nil
 }
 
-func buildProcessor(c *Component, i int) (processor, error) {
+func buildProcessor(r *runner, c *Component, i int) (processor, error) {
 	label := fmt.Sprintf("pipeline.processors[%d] (%s)", i, c.Type)
 	switch c.Type {
 	case "sql":
 		var cfg struct {
-			Query     string `json:"query"`
-			TableName string `json:"table_name"`
+			Query         string    `json:"query"`
+			TableName     string    `json:"table_name"`
+			TemporaryList []tempRef `json:"temporary_list"`
 		}
 		if err := json.Unmarshal(c.Config, &cfg); err != nil {
 			return nil, fmt.Errorf("%s: %w", label, err)
@@ -61,7 +62,15 @@ func buildProcessor(c *Component, i int) (processor, error) {
 		if e == nil {
 			return nil, fmt.Errorf("%s: no SQL engine is linked into this program", label)
 		}
-		return &sqlProcessor{label: label, engine: e, query: cfg.Query, table: cfg.TableName}, nil
+		p := &sqlProcessor{label: label, engine: e, query: cfg.Query, table: cfg.TableName}
+		if len(cfg.TemporaryList) > 0 {
+			j, ok := e.(sqlengine.Joiner)
+			if !ok {
+				return nil, fmt.Errorf("%s: the SQL engine %s cannot query several tables", label, e.Name())
+			}
+			p.temps = &withTemporaries{query: cfg.Query, table: cfg.TableName, refs: cfg.TemporaryList, lookups: r.lookups, joiner: j, engine: e}
+		}
+		return p, nil
 	case "json_to_arrow", "arrow_to_json":
 		var cfg fieldsConfig
 		if err := json.Unmarshal(c.Config, &cfg); err != nil {
@@ -83,11 +92,19 @@ type sqlProcessor struct {
 	engine              sqlengine.Engine
 	q                   sqlengine.Query
 	schema              *arrow.Schema
+	temps               *withTemporaries // temporary_list, if any
 }
 
 func (p *sqlProcessor) name() string { return p.label }
 
 func (p *sqlProcessor) process(ctx context.Context, rec arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	if p.temps != nil {
+		out, err := p.temps.run(ctx, rec)
+		for i := range out {
+			out[i] = renameLikeDataFusion(out[i], p.table)
+		}
+		return out, err
+	}
 	if p.q == nil || !p.schema.Equal(rec.Schema()) {
 		if p.q != nil {
 			p.q.Close()
@@ -147,7 +164,7 @@ func buildStages(r *runner, cs []Component, first int) ([]stage, error) {
 			out = append(out, &batcher{count: cfg.Count, timeout: time.Duration(cfg.TimeoutMS) * time.Millisecond})
 			continue
 		}
-		p, err := buildProcessor(c, first+k)
+		p, err := buildProcessor(r, c, first+k)
 		if err != nil {
 			for _, s := range out {
 				s.close()

@@ -29,6 +29,7 @@ type runner struct {
 	errOut  *output
 	threads int
 	state   atomic.Int32 // stateStarting…, for the health routes
+	lookups lookups      // the temporaries, by name
 }
 
 // input is one source of a stream: the stream's input, or one of
@@ -52,6 +53,11 @@ func newRunner(s *Stream, i int, o *options) (*runner, error) {
 	r := &runner{id: streamName(s, i), s: s, o: o, threads: threads(&s.Pipeline)}
 	r.lg = o.logger.With("stream", r.id)
 	if err := r.buildInputs(); err != nil {
+		r.abort()
+		return nil, err
+	}
+	var err error
+	if r.lookups, err = buildLookups(s); err != nil {
 		r.abort()
 		return nil, err
 	}
@@ -176,6 +182,11 @@ func (r *runner) run(ctx context.Context) (err error) {
 	for _, in := range r.inputs {
 		if err := in.src.Connect(ctx); err != nil {
 			return fmt.Errorf("connecting input %s: %w", in.label(), err)
+		}
+	}
+	for name, l := range r.lookups {
+		if err := l.Connect(ctx); err != nil {
+			return fmt.Errorf("connecting temporary %s: %w", name, err)
 		}
 	}
 	p, err := newPipeline(r)
@@ -371,6 +382,9 @@ func (r *runner) close() error {
 		if err := in.src.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("closing %s: %w", in.label(), err))
 		}
+	}
+	for _, l := range r.lookups {
+		l.Close()
 	}
 	for _, o := range []*output{r.out, r.errOut} {
 		if err := o.close(ctx); err != nil {

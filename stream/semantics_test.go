@@ -6,11 +6,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/arkflow-rs/arkflow-go/stream"
 )
@@ -262,4 +265,62 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// A sql processor's temporary_list joins each batch with rows looked up in
+// Redis (ARKFLOW_TEST_REDIS_URL): a fixed key of a string (value), the
+// batch's own sensors as keys (expr), and a list.
+func TestRedisTemporary(t *testing.T) {
+	url := os.Getenv("ARKFLOW_TEST_REDIS_URL")
+	if url == "" {
+		t.Skip("no Redis server: ARKFLOW_TEST_SERVERS_ONLY=1 bash .ci/test.sh go test -run TestRedisTemporary ./stream/ starts one")
+	}
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := goredis.NewClient(opts)
+	defer rc.Close()
+	ctx := context.Background()
+	p := fmt.Sprintf("tmp-%d-", time.Now().UnixNano())
+	for k, v := range map[string]string{
+		p + "cfg": `{"x": "s1", "limit": 5}`, p + "s1": `{"sensor": "s1", "room": "hall"}`, p + "s2": `{"sensor": "s2", "room": "attic"}`,
+	} {
+		if err := rc.Set(ctx, k, v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.RPush(ctx, p+"list", `{"n": 1}`, `{"n": 2}`)
+	rc.Expire(ctx, p+"list", time.Minute)
+	var out strings.Builder
+	cfg, err := stream.Parse(fmt.Appendf(nil, `
+streams:
+  - input:
+      type: memory
+      messages: ['{"sensor": "s1", "v": 7}', '{"sensor": "s2", "v": 3}']
+      codec: {type: json}
+    temporary:
+      - {name: kv, type: redis, mode: {type: single, url: %q}, redis_type: {type: string}, codec: {type: json}}
+      - {name: lists, type: redis, mode: {type: single, url: %q}, redis_type: {type: list}, codec: {type: json}}
+    pipeline:
+      thread_num: 2
+      processors:
+        - type: sql
+          query: "SELECT f.sensor, f.v, r.room, c.limit AS lim, (SELECT sum(n) FROM l) AS ns FROM flow f JOIN rooms r ON f.sensor = r.sensor JOIN cfg c ON true ORDER BY f.sensor"
+          temporary_list:
+            - {name: kv, table_name: cfg, key: {type: value, value: %q}}
+            - {name: kv, table_name: rooms, key: {type: expr, expr: "'%s' || sensor"}}
+            - {name: lists, table_name: l, key: {type: value, value: %q}}
+    output: {type: stdout}
+`, url, url, p+"cfg", p, p+"list"), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Run(ctx, cfg, stream.WithStdout(&lockedWriter{w: &out})); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"sensor":"s1","v":7,"room":"hall","lim":5,"ns":3}` + "\n" + `{"sensor":"s2","v":3,"room":"attic","lim":5,"ns":3}` + "\n"
+	if out.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", out.String(), want)
+	}
 }

@@ -59,6 +59,7 @@ type validator struct {
 	// checks see a job: its built inputs and outputs.
 	view    connectors.JobView
 	durable bool
+	temps   map[string]bool // the stream's temporaries' names
 }
 
 func (v *validator) add(path, format string, args ...any) { v.errs.Add(path, format, args...) }
@@ -100,6 +101,7 @@ func (v *validator) stream(path string, s *Stream, ids map[string]int) {
 	}
 	d, _ := decodeWAL(s.Durability)
 	v.view, v.durable = connectors.JobView{JobID: streamName(s, len(ids))}, d != nil
+	v.temporaries(config.Join(path, "temporary"), s.Temporary)
 	schema := v.input(config.Join(path, "input"), &s.Input)
 	if s.Buffer != nil {
 		schema = v.buffer(config.Join(path, "buffer"), s.Buffer, schema)
@@ -112,9 +114,7 @@ func (v *validator) stream(path string, s *Stream, ids map[string]int) {
 		v.output(config.Join(path, "error_output"), s.ErrorOutput)
 	}
 	v.jobChecks()
-	for j, t := range s.Temporary {
-		v.add(config.Index(config.Join(path, "temporary"), j), "temporary %q (type %s): lookup tables for the sql processor are not available here yet; join the data in a Job instead", t.Name, t.Type)
-	}
+
 }
 
 // input builds an input through the connectors registry and returns the

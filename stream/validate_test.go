@@ -109,7 +109,8 @@ func TestValidateRefusedComponentsSayWhy(t *testing.T) {
 		{"pipeline: {processors: [{type: python, function: f}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
 		{"pipeline: {processors: [{type: protobuf_to_arrow, proto_inputs: [x], message_type: M}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
 		{"pipeline: {processors: [{type: arrow_to_protobuf, c: {}}]}", "streams[0].pipeline.processors[0].type", "use a sql processor, or a Go function in a Job"},
-		{"temporary: [{type: redis, name: users, mode: {type: single, url: 'redis://x'}}]", "streams[0].temporary[0]", "not available here yet"},
+		{"temporary: [{type: mongodb, name: users, uri: 'mongodb://x'}]", "streams[0].temporary[0].type", "redis is"},
+		{"temporary: [{type: redis, name: users, mode: {type: single, url: 'redis://x'}, redis_type: {type: string}}]", "streams[0].temporary[0].codec", "must be {type: json}"},
 		{"durability: {backend: {type: object_store, stream_id: s, s3: {bucket: b}}}", "streams[0].durability.backend.node_id", "is required"},
 		{"durability: {backend: {type: object_store, node_id: n, sync: per_entry, s3: {bucket: b}}}", "streams[0].durability.sync", "per_entry is not available with the object_store backend"},
 		{"durability: {sync: sometimes}", "streams[0].durability.sync", "group_commit, per_entry or {periodic: 100ms}"},
@@ -208,7 +209,7 @@ streams:
 		"streams[0].pipeline.processors[1].query",
 		"streams[0].pipeline.processors[4].query",
 		"streams[0].pipeline.processors[5].query",
-		"streams[0].pipeline.processors[6].temporary_list")
+		"streams[0].pipeline.processors[6].temporary_list[0].name")
 	if !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), "SELEC") {
 		t.Fatalf("engine messages missing:\n%v", err)
 	}
