@@ -72,6 +72,13 @@
 //   - health_check routes are served when the block sets enabled: true or
 //     an address (ArkFlow serves them on 127.0.0.1:8080 by default).
 //
+// Temporaries (redis) give a sql processor's temporary_list its tables:
+// for each batch the key (a value, or the distinct values of an expr over
+// the batch) is looked up (string keys by MGET, list keys by LRANGE) and
+// the values decoded as JSON objects. Output keys written {type: expr}
+// (a kafka topic, a redis key, …) are DataFusion SQL in ArkFlow: here the
+// SQL engine computes them over the batch before the write.
+//
 // Otherwise different:
 //   - The sql processor runs on DuckDB, not DataFusion: SQL dialects
 //     differ at the edges; unaliased calls over columns are named as
@@ -80,7 +87,7 @@
 //     python, protobuf_to_arrow and arrow_to_protobuf (use a sql
 //     processor, or a Go function in a Job); pulsar, modbus, mongodb and
 //     influxdb; ballista; the protobuf and schema_registry codecs; the sql
-//     input over files; temporary tables. The durability block's
+//     input over files; temporaries other than redis. The durability block's
 //     object_store backend keeps the log in the bucket as a Job's does;
 //     ArkFlow's tuning keys for it (segment, cursor, parallel_put,
 //     compression, …) are accepted and not used (Notes says so).

@@ -99,19 +99,12 @@ func runWithHealth(t *testing.T, yaml, addr, id string, rows int) {
 	checkLines(t, r.stdout.lines(), repeated(`{"value": 1}`, rows))
 }
 
-// The failures that keep the http examples from running: the http output
-// writes the rows' columns, not __value__ as ArkFlow does, and neither it
-// nor stdout writes a DuckDB sum (decimal(38, 0)) as JSON.
-const (
-	httpOutputDecimalGap = `output: http output: column "value": type decimal(38, 0) cannot be written as JSON`
-	stdoutDecimalGap     = `output: stdout: column "sum(flow.value)": type decimal(38, 0) cannot be written as JSON`
-)
-
 // http_client_example: 20,000 rows (a count bounds the endless input) in
 // batches of 1000; the buffer's capacity counts rows, so each batch is
 // an emission (ArkFlow's counts messages): 20 emissions, each summed and
 // averaged by the query and POSTed, as ArkFlow sends __value__, to a test
-// server (in place of localhost:8080) at /v1/test.
+// server (in place of localhost:8080) at /v1/test (the example's URL ends
+// in a space, which URL parsers drop, as here).
 func runHTTPClientExample(t *testing.T, yaml string) {
 	var mu sync.Mutex
 	var bodies []string
@@ -126,12 +119,19 @@ func runHTTPClientExample(t *testing.T, yaml string) {
 	r := startExample(t, yaml)
 	rows := 1000
 	body := fmt.Sprintf(`POST /v1/test {"value":%d,"avg(flow.value)":%.1f,"x":111}`, rows*sensorValue, float64(sensorValue))
-	want := repeated(body, 20)
-	r.knownGap(t, httpOutputDecimalGap)
 	r.wait(t)
 	mu.Lock()
 	defer mu.Unlock()
-	checkLines(t, bodies, want)
+	// timeout_ms is 90 and retry_count 1: a request answered after 90 ms
+	// is sent again (at-least-once), so each body may come twice.
+	if len(bodies) < 20 || len(bodies) > 40 {
+		t.Fatalf("%d requests, want 20 (up to 40 with retries)", len(bodies))
+	}
+	for i, b := range bodies {
+		if b != body {
+			t.Fatalf("request %d: %s\nwant %s", i, b, body)
+		}
+	}
 }
 
 // http_server_example: each POST (with the bearer token; one without is
@@ -166,9 +166,6 @@ func runHTTPServerExample(t *testing.T, yaml string) {
 		}
 		want = append(want, fmt.Sprintf(`{"sum(flow.value)":%d,"avg(flow.value)":%.1f,"x":111}`, row.Value, float64(row.Value)))
 	}
-	waitUntil(t, "the known gap", func() bool { return r.logged(stdoutDecimalGap) }, r.logs.String)
-	r.cancel()
-	r.knownGap(t, stdoutDecimalGap)
 	r.waitLines(t, len(want))
 	r.stop(t)
 	checkLines(t, r.stdout.lines(), want)

@@ -294,11 +294,6 @@ func runRedisInputExample(t *testing.T, yaml string) {
 	checkLines(t, r.stdout.lines(), want)
 }
 
-// redisKeyExprGap keeps redis_output_example from running: the redis
-// output's key expressions do not parse cast(x as string), which ArkFlow
-// evaluates with DataFusion (and Validate does not see it).
-const redisKeyExprGap = `output: redis: redis_type.key: column 31: expected "," or ")" in arguments of cast, found "as"`
-
 // redis_output_example: three batches of ten generated rows (a count
 // bounds the endless input) set as strings in database 1, each under the
 // key concat("sensor", random) — "sensor" is the column, so "temp_1"
@@ -317,7 +312,6 @@ func runRedisOutputExample(t *testing.T, yaml string) {
 	defer clear()
 	yaml = substitute(t, yaml, "redis://127.0.0.1:6379", url, "batch_size: 10\n", "batch_size: 10\n      count: 30\n")
 	r := startExample(t, yaml)
-	r.knownGap(t, redisKeyExprGap)
 	r.wait(t)
 	keys, err := c.Keys(ctx, "temp_1*").Result()
 	if err != nil {

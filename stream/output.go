@@ -15,10 +15,25 @@ import (
 )
 
 // valueOutputs are the outputs that write one column's bytes per row
-// when given value_field; a stream hands them __value__ when its batches
-// carry it and the config names no value_field, as ArkFlow writes
-// __value__ by default.
-var valueOutputs = map[string]bool{"kafka": true, "mqtt": true, "nats": true, "redis": true, "stdout": true}
+// (a message, a line, a request) when given its key (value_field; the
+// http output's body_field); a stream hands them __value__ when the
+// config names none, as ArkFlow writes __value__ by default.
+var valueOutputs = map[string]map[string]string{
+	"kafka":  {"value_field": `"` + valueField + `"`},
+	"mqtt":   {"value_field": `"` + valueField + `"`},
+	"nats":   {"value_field": `"` + valueField + `"`},
+	"redis":  {"value_field": `"` + valueField + `"`},
+	"stdout": {"value_field": `"` + valueField + `"`},
+	"http":   {"body_field": `"` + valueField + `"`, "format": `"per-row"`},
+}
+
+// valueKey is the key naming an output's value column.
+func valueKey(typ string) string {
+	if typ == "http" {
+		return "body_field"
+	}
+	return "value_field"
+}
 
 // output is a stream's output or error_output. Its sinks are built and
 // connected at the first write, one writing rows as the config says and,
@@ -29,21 +44,27 @@ type output struct {
 	op       string
 	lg       *slog.Logger
 	stdout   io.Writer // nil: os.Stdout
+	cfg      json.RawMessage // the config, expr keys rewritten
+	exprs    *outputExprs
 	rows     connectors.Sink
 	value    connectors.Sink
 	byValue  bool // the config names no value_field: __value__ is used
 }
 
-func newOutput(c *Component, streamID, op string, lg *slog.Logger, w io.Writer) *output {
-	o := &output{c: c, streamID: streamID, op: op, lg: lg, stdout: w}
-	if valueOutputs[c.Type] {
+func newOutput(c *Component, streamID, op string, lg *slog.Logger, w io.Writer) (*output, error) {
+	o := &output{c: c, streamID: streamID, op: op, lg: lg, stdout: w, cfg: c.Config}
+	if valueOutputs[c.Type] != nil {
 		var keys map[string]json.RawMessage
 		if json.Unmarshal(c.Config, &keys) == nil {
-			_, named := keys["value_field"]
+			_, named := keys[valueKey(c.Type)]
 			o.byValue = !named
 		}
+		var err error
+		if o.cfg, o.exprs, err = rewriteExprs(c.Config); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
 	}
-	return o
+	return o, nil
 }
 
 // write writes rec with the sink its columns call for (after the json
@@ -51,6 +72,15 @@ func newOutput(c *Component, streamID, op string, lg *slog.Logger, w io.Writer) 
 func (o *output) write(ctx context.Context, rec arrow.RecordBatch) error {
 	// The json codec, or (for an output that writes __value__) rows
 	// without a __value__, written as ArkFlow's arrow-json does.
+	var fields []arrow.Field
+	var cols []arrow.Array
+	if o.exprs != nil {
+		var err error
+		if fields, cols, err = o.exprs.columns(ctx, rec); err != nil {
+			return fmt.Errorf("%s: %w", o.op, err)
+		}
+		defer releaseArrays(cols)
+	}
 	if o.c.Codec != nil || (o.byValue && !rec.Schema().HasField(valueField)) {
 		enc, err := encodeOutput(rec)
 		if err != nil {
@@ -58,6 +88,11 @@ func (o *output) write(ctx context.Context, rec arrow.RecordBatch) error {
 		}
 		defer enc.Release()
 		rec = enc
+	}
+	if cols != nil {
+		rec.Retain()
+		rec = withColumns(rec, fields, cols)
+		defer rec.Release()
 	}
 	useValue := o.byValue && rec.Schema().HasField(valueField)
 	sink := &o.rows
@@ -83,13 +118,15 @@ func (o *output) connect(ctx context.Context, byValue bool) (connectors.Sink, er
 	if !ok {
 		return nil, fmt.Errorf("%s: output type %q is not registered", o.op, o.c.Type)
 	}
-	raw := o.c.Config
+	raw := o.cfg
 	if byValue {
 		var keys map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &keys); err != nil {
 			return nil, fmt.Errorf("%s: %w", o.op, err)
 		}
-		keys["value_field"] = json.RawMessage(`"` + valueField + `"`)
+		for k, v := range valueOutputs[o.c.Type] {
+			keys[k] = json.RawMessage(v)
+		}
 		raw, _ = json.Marshal(keys)
 	}
 	bc := connectors.BuildContext{JobID: o.streamID, OperatorID: o.op, Config: raw, Logger: o.lg}
@@ -116,6 +153,7 @@ func (o *output) close(ctx context.Context) error {
 	if o == nil {
 		return nil
 	}
+	o.exprs.close()
 	var errs []error
 	for _, s := range []connectors.Sink{o.rows, o.value} {
 		if s != nil {
@@ -125,4 +163,10 @@ func (o *output) close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func releaseArrays(cols []arrow.Array) {
+	for _, c := range cols {
+		c.Release()
+	}
 }

@@ -61,9 +61,15 @@ func newRunner(s *Stream, i int, o *options) (*runner, error) {
 		r.abort()
 		return nil, err
 	}
-	r.out = newOutput(&s.Output, r.id, "output", r.lg, o.stdout)
+	if r.out, err = newOutput(&s.Output, r.id, "output", r.lg, o.stdout); err != nil {
+		r.abort()
+		return nil, err
+	}
 	if s.ErrorOutput != nil {
-		r.errOut = newOutput(s.ErrorOutput, r.id, "error_output", r.lg, o.stdout)
+		if r.errOut, err = newOutput(s.ErrorOutput, r.id, "error_output", r.lg, o.stdout); err != nil {
+			r.abort()
+			return nil, err
+		}
 	}
 	return r, nil
 }

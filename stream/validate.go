@@ -200,6 +200,14 @@ func (v *validator) output(path string, c *Component) {
 	}
 	v.codec(path, c, false)
 	raw := v.differences(path, c, outputDifferences)
+	if valueOutputs[c.Type] != nil {
+		if rewritten, x, err := rewriteExprs(raw); err == nil && x != nil {
+			for _, e := range x.exprs {
+				v.compile(path, "SELECT CAST(("+e+") AS VARCHAR) FROM flow", sqlengine.DefaultTable, nil)
+			}
+			raw = rewritten
+		}
+	}
 	f, ok := connectors.LookupOutput(c.Type)
 	if !ok {
 		v.add(config.Join(path, "type"), "unknown output type %q (available: %s)%s", c.Type, strings.Join(connectors.OutputTypes(), ", "), cgoHint(c.Type))

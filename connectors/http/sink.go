@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -37,6 +38,9 @@ type output struct {
 }
 
 func newOutput(cfg SinkConfig, zero map[string]bool, schema *arrow.Schema) (*output, error) {
+	// Spaces around the URL are dropped, as URL parsers of the WHATWG
+	// standard (ArkFlow's reqwest among them) drop them.
+	cfg.URL = strings.TrimSpace(cfg.URL)
 	if err := checkSink(&cfg, zero); err != nil {
 		return nil, err
 	}
