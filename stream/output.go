@@ -43,7 +43,7 @@ type output struct {
 	streamID string
 	op       string
 	lg       *slog.Logger
-	stdout   io.Writer // nil: os.Stdout
+	stdout   io.Writer       // nil: os.Stdout
 	cfg      json.RawMessage // the config, expr keys rewritten
 	exprs    *outputExprs
 	rows     connectors.Sink
