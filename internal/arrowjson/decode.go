@@ -86,19 +86,25 @@ func columnValues(rec arrow.RecordBatch, field string) ([][]byte, []int, error) 
 // decodeRows parses values (values[i] is row rows[i] of the input) into
 // objects, infers their schema and builds the record.
 func decodeRows(mem memory.Allocator, values [][]byte, rows []int, include []string) (arrow.RecordBatch, error) {
-	objs := make([]node, len(values))
+	objs := make([]node, 0, len(values))
+	objRows := make([]int, 0, len(values))
 	sh := &shared{keys: map[string]string{}}
 	for i, v := range values {
-		n, err := parseShared(sh, v)
+		ns, err := parseAll(sh, v)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", rows[i], err)
 		}
-		if n.k != kObj {
-			return nil, fmt.Errorf("row %d: expected a JSON object, found %s", rows[i], n.describe())
+		for k, n := range ns {
+			if n.k != kObj {
+				return nil, fmt.Errorf("row %d: expected a JSON object, found %s%s", rows[i], n.describe(), nth(k, len(ns)))
+			}
 		}
-		objs[i] = n
+		objs = append(objs, ns...)
+		for range ns {
+			objRows = append(objRows, rows[i])
+		}
 	}
-	return buildRecord(mem, objs, rows, include)
+	return buildRecord(mem, objs, objRows, include)
 }
 
 // buildRecord infers the schema of objs over all of them and builds the
@@ -198,4 +204,12 @@ func appendValue(b array.Builder, t *typ, v *node) {
 	default:
 		b.AppendNull()
 	}
+}
+
+// nth names the k-th of n values of one payload, when there are several.
+func nth(k, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (value %d of the payload's %d)", k+1, n)
 }

@@ -247,8 +247,8 @@ func TestDecodeErrors(t *testing.T) {
 		{[]string{`{}`, `null`}, `row 1: expected a JSON object, found null`},
 		{[]string{`{"a":1}`, `not a json object`}, `row 1: invalid JSON at offset 0: unexpected character 'n'`},
 		{[]string{`{"a":1,}`}, `row 0: invalid JSON at offset 7: expected a string key`},
-		{[]string{`{"a":1} {"a":2}`}, `row 0: invalid JSON at offset 8: trailing data after the JSON value`},
-		{[]string{`{"a":1}`, ``}, `row 1: invalid JSON: empty value`},
+		{[]string{`{"a":1} 2`}, `row 0: expected a JSON object, found a number (value 2 of the payload's 2)`},
+		{[]string{"{\"a\":1}\n{\"a\":"}, `row 0: field "a": invalid JSON at offset 13: unexpected end of input`},
 		{[]string{`{"a":"\ud800"}`}, `row 0: field "a": invalid JSON at offset 6: lone surrogate in a \u escape`},
 		{[]string{"{\"a\":\"\xff\"}"}, `row 0: invalid JSON: not valid UTF-8`},
 		{[]string{`{"a":"\udc00\ud800"}`}, `row 0: field "a": invalid JSON at offset 6: lone surrogate in a \u escape`},
@@ -275,5 +275,20 @@ func TestDecodeErrors(t *testing.T) {
 			t.Errorf("%q:\n got %v, %v\nwant error %s", c.rows, got, err, c.want)
 		}
 		mem.AssertSize(t, 0)
+	}
+}
+
+// A payload may hold several objects, one a line (newline-delimited
+// JSON), as ArkFlow joins a batch's payloads with newlines and reads them
+// so: each is a row. A blank payload gives none.
+func TestDecodeNDJSONPayloads(t *testing.T) {
+	got, err := DecodeValues([][]byte{[]byte("{\"a\":1}\n{\"a\":2}\n"), []byte("  \n"), []byte(`{"a":3}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	col, ok := got.Column(0).(*array.Int64)
+	if !ok || got.NumRows() != 3 || col.Value(0) != 1 || col.Value(1) != 2 || col.Value(2) != 3 {
+		t.Fatalf("got %v", got)
 	}
 }

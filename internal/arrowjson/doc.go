@@ -7,7 +7,8 @@
 //
 // # JSON to Arrow (Decode, DecodeValues; json_to_arrow, json codec input)
 //
-// Each payload is one JSON object, a row. The schema is inferred over all
+// Each JSON object of a payload is a row (a payload may hold several,
+// newline-delimited, as ArkFlow reads them). The schema is inferred over all
 // rows of the batch: fields in order of first appearance (nested objects
 // likewise), every field nullable.
 //
@@ -56,10 +57,10 @@
 //	1.5 in an Int64 field is truncated to 1,     take the other rows' type, new
 //	"2" in an Int64 field parses, a value in     keys become columns, string
 //	a Null field fails                           vs number is an error
-//	payloads joined with "\n": a pretty-         one JSON value a payload,
-//	printed payload fails, one payload may       whitespace anywhere; trailing
-//	hold several objects, an empty payload       data or an empty payload is
-//	is skipped                                   an error naming the row
+//	payloads joined with "\n": a pretty-         a payload holds JSON values
+//	printed payload fails, one payload may       one after another (one, or
+//	hold several objects, an empty payload       several a line), whitespace
+//	is skipped                                   anywhere; a blank one none
 //	errors do not name the row                   errors name row and field
 //	value column must be Binary                  Binary, LargeBinary,
 //	                                             BinaryView or any string type

@@ -70,11 +70,11 @@ func FuzzDecode(f *testing.F) {
 		if !array.RecordEqual(got, viaRecord) || !got.Schema().Equal(viaRecord.Schema()) {
 			t.Fatalf("Decode and DecodeValues differ")
 		}
-		if got.NumRows() != int64(len(vals)) {
-			t.Fatalf("%d rows from %d values", got.NumRows(), len(vals))
+		if got.NumRows() < int64(nonBlank(vals)) {
+			t.Fatalf("%d rows from %d values that are not blank", got.NumRows(), nonBlank(vals))
 		}
 		first := encodeOrFail(t, got)
-		again, err := decodeRows(mem, first, rows, nil)
+		again, err := decodeRows(mem, first, make([]int, len(first)), nil)
 		if err != nil {
 			t.Fatalf("encoded rows do not decode: %v\n%s", err, first)
 		}
@@ -132,4 +132,16 @@ func FuzzDecodeDebezium(f *testing.F) {
 		defer rec.Release()
 		encodeOrFail(t, rec)
 	})
+}
+
+// nonBlank counts the values that are not only whitespace: each gives at
+// least one row.
+func nonBlank(vals [][]byte) int {
+	n := 0
+	for _, v := range vals {
+		if len(bytes.TrimSpace(v)) > 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -86,6 +86,29 @@ func parseValue(data []byte) (node, error) {
 	return parseShared(&shared{literals: true}, data)
 }
 
+// parseAll parses data as JSON values one after the other, separated by
+// whitespace (newline-delimited JSON, or one value): ArkFlow joins the
+// payloads of a batch with newlines and reads them so. Only whitespace
+// gives none.
+func parseAll(sh *shared, data []byte) ([]node, error) {
+	if !utf8.Valid(data) {
+		return nil, errors.New("invalid JSON: not valid UTF-8")
+	}
+	p := parser{data: data, sh: sh}
+	var out []node
+	for {
+		p.skipSpace()
+		if p.pos == len(data) {
+			return out, nil
+		}
+		n, err := p.value(0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+}
+
 // parseShared is parseValue for one of several values sharing sh.
 func parseShared(sh *shared, data []byte) (node, error) {
 	if !utf8.Valid(data) {
