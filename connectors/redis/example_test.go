@@ -61,3 +61,29 @@ func ExampleSourceConfig() {
 	// Output:
 	// {"mode":{"type":"single","url":"redis://localhost:6379"},"redis_type":{"type":"subscribe","subscribe":{"type":"channels","channels":["clicks"]}},"schema":[{"name":"user","type":"string"}]}
 }
+
+// A lookup of JSON documents by key, as a Stream config's redis temporary
+// does for its sql processor's temporary_list (compile-only: it needs a
+// server). A bad config is refused without I/O, naming the field.
+func ExampleNewLookup() {
+	var cfg redis.LookupConfig
+	cfg.Mode = redis.Mode{Type: redis.ModeSingle, URL: "redis://127.0.0.1:6379"}
+	cfg.RedisType.Type = "hash"
+	if _, err := redis.NewLookup(cfg); err != nil {
+		fmt.Println(err)
+	}
+	cfg.RedisType.Type = "string"
+	l, err := redis.NewLookup(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = func(ctx context.Context) ([][]byte, error) {
+		if err := l.Connect(ctx); err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		return l.Get(ctx, []string{"user:1", "user:2"}) // the values of the keys that exist
+	}
+	// Output:
+	// redis_type.type: must be string or list (got "hash")
+}
