@@ -153,3 +153,38 @@ func TestConfig(t *testing.T) {
 		t.Errorf("got %s", raw)
 	}
 }
+
+// value_field writes each row's bytes of that column as they are, a line
+// each (ArkFlow's __value__ output), or back to back without
+// append_newline; a null is an empty line. A column that is not string or
+// binary is refused, naming value_field.
+func TestValueField(t *testing.T) {
+	rec := record(t)
+	defer rec.Release()
+	for cfg, want := range map[string]string{
+		`{"value_field": "s"}`:                          "a\tb\n\n",
+		`{"value_field": "s", "append_newline": false}`: "a\tb",
+		`{"value_field": "s", "append_newline": true}`:  "a\tb\n\n",
+	} {
+		var buf bytes.Buffer
+		out, err := build(t, cfg, Config{Writer: &buf}, rec.Schema())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := out.NewSink(connectors.TaskInfo{})
+		if err := s.Write(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != want {
+			t.Errorf("%s: wrote %q, want %q", cfg, buf.String(), want)
+		}
+	}
+	if _, err := build(t, `{"value_field": "id"}`, nil, rec.Schema()); err == nil || !strings.HasPrefix(err.Error(), `value_field: column "id" has type int64`) {
+		t.Errorf("int64 value_field: %v", err)
+	}
+	out, _ := build(t, `{"value_field": "nope"}`, nil, nil)
+	s, _ := out.NewSink(connectors.TaskInfo{})
+	if err := s.Write(context.Background(), rec); err == nil || !strings.Contains(err.Error(), `no column "nope"`) {
+		t.Errorf("missing column at write: %v", err)
+	}
+}
