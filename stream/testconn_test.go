@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"sync"
+	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -133,4 +135,15 @@ func (s *collectingSink) Write(ctx context.Context, rec arrow.RecordBatch) error
 	defer testMu.Unlock()
 	collected[s.o.name] = append(collected[s.o.name], ns)
 	return nil
+}
+
+// freeAddr is a 127.0.0.1 address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -70,9 +70,12 @@ func TestValidateReportsEveryMistakeWithoutSideEffects(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
+	health := freeAddr(t)
 	y := fmt.Sprintf(`
+health_check: {enabled: true, address: %q}
 streams:
   - input: {type: http, address: %q, path: /ingest}
+    durability: {path: %q, sync: per_entry}
     buffer: {type: sliding_window, window_size: 1, slide_size: 2, interval: 1s}
     pipeline:
       processors:
@@ -82,7 +85,7 @@ streams:
     buffer: {type: memory, capacity: 10, timeout: 1s}
     pipeline: {processors: []}
     output: {type: file, path: %q}
-`, addr, filepath.Join(dir, "out.csv"), addr, filepath.Join(dir, "sub", "out.jsonl"))
+`, health, addr, filepath.Join(dir, "wal"), filepath.Join(dir, "out.csv"), addr, filepath.Join(dir, "sub", "out.jsonl"))
 	cfg := parse(t, y)
 	before := listDir(t, dir)
 	err = stream.Validate(cfg)
@@ -90,11 +93,13 @@ streams:
 	if after := listDir(t, dir); strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Fatalf("Validate changed the directory: %q, then %q", before, after)
 	}
-	l, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("Validate left %s bound: %v", addr, err)
+	for _, a := range []string{addr, health} {
+		l, err = net.Listen("tcp", a)
+		if err != nil {
+			t.Fatalf("Validate left %s bound: %v", a, err)
+		}
+		l.Close()
 	}
-	l.Close()
 }
 
 func TestValidateRefusedComponentsSayWhy(t *testing.T) {
