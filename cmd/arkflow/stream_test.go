@@ -126,3 +126,11 @@ func TestStreamLoggingBlock(t *testing.T) {
 		t.Fatalf("log file (the warn run writes nothing, the info run one JSON record):\n%s", data)
 	}
 }
+
+// A job spec takes ArkFlow's component keys in its sources' and sinks'
+// configs, as ArkFlow v1 jobs share the Stream plugins.
+func TestJobSpecTakesArkFlowKeys(t *testing.T) {
+	if code, out, errOut := runCLI("validate", "testdata/arkflow-keys-job.yaml"); code != 0 || !strings.HasPrefix(out, "ok: job arkflow-keys") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
