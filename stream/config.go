@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	toml "github.com/pelletier/go-toml/v2"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/arkflow-rs/arkflow-go/internal/config"
@@ -165,8 +166,8 @@ func Load(path string) (*Config, error) {
 	return Parse(data, filepath.Ext(path))
 }
 
-// Parse decodes a Stream config from YAML (ext ".yaml" or ".yml") or JSON
-// (".json"); ".toml" is refused (convert the file to YAML). ${VAR} and
+// Parse decodes a Stream config from YAML (ext ".yaml" or ".yml"), JSON
+// (".json") or TOML (".toml"), the same keys in each. ${VAR} and
 // ${VAR:-default} in string values are replaced from the environment
 // first. Unknown keys, values of the wrong type, missing required keys and
 // unset variables are errors naming their path, all returned at once as
@@ -208,9 +209,17 @@ func decodeDocument(data []byte, ext string) (any, error) {
 		data = j
 	case ".json":
 	case ".toml":
-		return nil, Errors{{Reason: "TOML stream configs are not supported: convert the file to YAML (same keys and nesting) and name it .yaml"}}
+		var m map[string]any
+		if err := toml.Unmarshal(data, &m); err != nil {
+			return nil, Errors{{Reason: "invalid TOML: " + err.Error()}}
+		}
+		j, err := json.Marshal(jsonValue(m))
+		if err != nil {
+			return nil, Errors{{Reason: "invalid TOML: " + err.Error()}}
+		}
+		data = j
 	default:
-		return nil, Errors{{Reason: fmt.Sprintf("unknown config file extension %q: use .yaml, .yml or .json", ext)}}
+		return nil, Errors{{Reason: fmt.Sprintf("unknown config file extension %q: use .yaml, .yml, .json or .toml", ext)}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()

@@ -101,13 +101,51 @@ func TestParseDefaultsAndEmptyProcessors(t *testing.T) {
 	}
 }
 
-func TestParseRefusesTOMLAndUnknownExtensions(t *testing.T) {
-	_, err := stream.Parse([]byte("[[streams]]"), ".toml")
-	if err == nil || !strings.Contains(err.Error(), "convert the file to YAML") {
-		t.Fatalf("toml: %v", err)
+// A TOML file is the same config as its YAML form; an unknown extension
+// is refused, naming the ones taken.
+func TestParseTOMLAndUnknownExtensions(t *testing.T) {
+	const y = `
+logging: {level: debug}
+streams:
+  - id: s1
+    input: {type: generate, context: "{\"v\": 1}", interval: 1s, count: 3}
+    pipeline:
+      thread_num: 2
+      processors:
+        - {type: sql, query: "SELECT * FROM flow"}
+    output: {type: stdout, append_newline: false}
+`
+	const tm = `
+[logging]
+level = "debug"
+
+[[streams]]
+id = "s1"
+input = { type = "generate", context = '{"v": 1}', interval = "1s", count = 3 }
+output = { type = "stdout", append_newline = false }
+
+[streams.pipeline]
+thread_num = 2
+processors = [ { type = "sql", query = "SELECT * FROM flow" } ]
+`
+	fromYAML, err := stream.Parse([]byte(y), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromTOML, err := stream.Parse([]byte(tm), ".toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(fromYAML)
+	b, _ := json.Marshal(fromTOML)
+	if string(a) != string(b) {
+		t.Fatalf("TOML gives\n%s\nYAML\n%s", b, a)
+	}
+	if _, err := stream.Parse([]byte("[[streams]"), ".toml"); err == nil || !strings.Contains(err.Error(), "invalid TOML") {
+		t.Fatalf("bad toml: %v", err)
 	}
 	_, err = stream.Parse([]byte("{}"), ".ini")
-	if err == nil || !strings.Contains(err.Error(), ".yaml, .yml or .json") {
+	if err == nil || !strings.Contains(err.Error(), ".yaml, .yml, .json or .toml") {
 		t.Fatalf("ini: %v", err)
 	}
 }

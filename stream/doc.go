@@ -1,6 +1,7 @@
-// Package stream runs ArkFlow's Stream configs: a YAML or JSON file whose
-// top level lists streams, each an input, an optional buffer, a pipeline
-// of processors and an output (plus error_output and a durability block),
+// Package stream runs ArkFlow's Stream configs: a YAML, JSON or TOML file
+// whose top level lists streams, each an input, an optional buffer, a
+// pipeline of processors and an output (plus error_output and a
+// durability block),
 // beside logging and health_check blocks. Parse and Load decode one;
 // Validate checks it as deeply as a start would, without side effects;
 // Run runs it in the process; Notes says which streams would be better as
@@ -39,7 +40,6 @@
 //   - ${VAR} and ${VAR:-default} in string values are replaced from the
 //     environment, and an unset VAR without a default is an error ($${ is
 //     a literal ${); ArkFlow takes them literally.
-//   - TOML files are refused: convert them to YAML (same keys).
 //   - Validation builds everything (every input and output, every query
 //     compiled, the connectors' cross-component checks such as the L3
 //     offset pairing) without creating a file, binding a port or

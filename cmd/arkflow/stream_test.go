@@ -75,20 +75,24 @@ func TestStreamArkFlowCommandLine(t *testing.T) {
 	}
 }
 
-// plan has nothing to show for a Stream config, and TOML is refused with
-// the way out.
-func TestStreamPlanAndTOMLRefused(t *testing.T) {
+// plan has nothing to show for a Stream config, and a TOML Stream config
+// runs as its YAML form does.
+func TestStreamPlanAndTOML(t *testing.T) {
 	code, _, errOut := runCLI("plan", streamExample)
 	if code != 1 || !strings.Contains(errOut, "no physical plan") {
 		t.Errorf("plan: exit %d, stderr %q", code, errOut)
 	}
 	toml := filepath.Join(t.TempDir(), "x.toml")
-	if err := os.WriteFile(toml, []byte("[[streams]]\n"), 0o644); err != nil {
+	cfg := `[[streams]]
+input = { type = "generate", context = "hello", interval = "1ms", count = 2 }
+pipeline = { processors = [] }
+output = { type = "stdout" }
+`
+	if err := os.WriteFile(toml, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = runCLI("validate", toml)
-	if code != 1 || !strings.Contains(errOut, "convert the file to YAML") {
-		t.Errorf("toml: exit %d, stderr %q", code, errOut)
+	if code, out, errOut := runCLI("run", toml); code != 0 || out != "hello\nhello\n" {
+		t.Errorf("toml: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 

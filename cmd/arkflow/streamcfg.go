@@ -19,8 +19,7 @@ import (
 
 // isStreamConfig reports whether the file at path is an ArkFlow Stream
 // config: a YAML or JSON object with a top-level streams key, or a TOML
-// file (job specs are never TOML; the stream package explains why it
-// refuses them).
+// file (job specs are never TOML).
 func isStreamConfig(path string) bool {
 	if strings.EqualFold(filepath.Ext(path), ".toml") {
 		return true
