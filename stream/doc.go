@@ -1,12 +1,11 @@
 // Package stream runs ArkFlow's Stream configs: a YAML, JSON or TOML file
 // whose top level lists streams, each an input, an optional buffer, a
 // pipeline of processors and an output (plus error_output and a
-// durability block),
-// beside logging and health_check blocks. Parse and Load decode one;
-// Validate checks it as deeply as a start would, without side effects;
-// Run runs it in the process; Notes says which streams would be better as
-// Jobs. The arkflow command runs them with arkflow run FILE and ArkFlow's
-// own arkflow -c FILE [--validate].
+// durability block), beside logging and health_check blocks. Parse and
+// Load decode one; Validate checks it as deeply as a start would, without
+// side effects; Run runs it in the process; Notes says which streams would
+// be better as Jobs. The arkflow command runs them with arkflow run FILE
+// and ArkFlow's own arkflow -c FILE [--validate].
 //
 // A Stream runs on its own path beside Jobs, sharing their connectors,
 // write-ahead log and SQL engine: input (through the WAL when the stream
