@@ -4,8 +4,6 @@ package stream_test
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	duckdbgo "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/arkflow-rs/arkflow-go/connectors"
+	"github.com/arkflow-rs/arkflow-go/internal/duckdbtest"
 	"github.com/arkflow-rs/arkflow-go/stream"
 )
 
@@ -74,7 +73,7 @@ streams:
 	if err != nil {
 		b.Fatal(err)
 	}
-	ar, done := directArrow(b)
+	ar, done := duckdbtest.Open(b, 1)
 	defer done()
 	sides := [2]func() int64{
 		func() int64 {
@@ -136,62 +135,15 @@ func directLoop(b *testing.B, ar *duckdbgo.Arrow) int64 {
 		}
 		rec := bld.NewRecordBatch()
 		bld.Release()
-		n, err := directQuery(ar, rec)
+		out, err := duckdbtest.Query(ar, rec, benchQuery)
 		rec.Release()
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows += n
+		for _, r := range out {
+			rows += r.NumRows()
+			r.Release()
+		}
 	}
 	return rows
-}
-
-// directArrow opens duckdb-go's Arrow interface on a connection of its
-// own; done closes it.
-func directArrow(b *testing.B) (*duckdbgo.Arrow, func()) {
-	c, err := duckdbgo.NewConnector("", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := conn.ExecContext(context.Background(), "SET threads = 1"); err != nil {
-		b.Fatal(err)
-	}
-	var ar *duckdbgo.Arrow
-	err = conn.Raw(func(dc any) error {
-		ar, err = duckdbgo.NewArrowFromConn(dc.(driver.Conn))
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ar, func() { conn.Close(); db.Close() }
-}
-
-// directQuery runs the query over rec as a view and counts its rows.
-func directQuery(ar *duckdbgo.Arrow, rec arrow.RecordBatch) (int64, error) {
-	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
-	if err != nil {
-		return 0, err
-	}
-	defer rdr.Release()
-	release, err := ar.RegisterView(rdr, "flow")
-	if err != nil {
-		return 0, err
-	}
-	defer release()
-	res, err := ar.QueryContext(context.Background(), benchQuery)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Release()
-	var n int64
-	for res.Next() {
-		n += res.RecordBatch().NumRows()
-	}
-	return n, res.Err()
 }

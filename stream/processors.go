@@ -10,11 +10,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
-	"github.com/arkflow-rs/arkflow-go/internal/batch"
 	"github.com/arkflow-rs/arkflow-go/internal/sqlengine"
+	"github.com/arkflow-rs/arkflow-go/internal/streambuf"
 )
 
 // processor is one processor of one worker: it turns a batch into
@@ -282,41 +281,7 @@ func (b *batcher) close() {
 }
 
 // concat joins batches of one schema into one.
-func concat(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("no batches")
-	}
-	schema := recs[0].Schema()
-	var rows int64
-	for _, r := range recs[1:] {
-		if !batch.SameSchema(schema, r.Schema()) {
-			return nil, fmt.Errorf("batches of different schemas cannot be joined: %s and %s", schema, r.Schema())
-		}
-	}
-	cols := make([]arrow.Array, schema.NumFields())
-	for c := range cols {
-		parts := make([]arrow.Array, len(recs))
-		for k, r := range recs {
-			parts[k] = r.Column(c)
-		}
-		col, err := array.Concatenate(parts, memory.DefaultAllocator)
-		if err != nil {
-			for _, done := range cols[:c] {
-				done.Release()
-			}
-			return nil, err
-		}
-		cols[c] = col
-	}
-	for _, r := range recs {
-		rows += r.NumRows()
-	}
-	out := array.NewRecordBatch(schema, cols, rows)
-	for _, c := range cols {
-		c.Release()
-	}
-	return out, nil
-}
+func concat(recs []arrow.RecordBatch) (arrow.RecordBatch, error) { return streambuf.Concat(recs) }
 
 // aggName is an unaliased aggregate's column name as DuckDB writes it:
 // sum("value"), avg(value), count_star().

@@ -82,21 +82,31 @@ func TestDurableStreamSurvivesSIGKILL(t *testing.T) {
 	for run := range streamKills {
 		runAndKill(t, rng, dir, run, "the http input")
 	}
-	streamLastRun(t, dir, out, posted)
-	counts := fileCounts(t, out)
-	dups := 0
-	for i := range streamRows {
-		switch n := counts[i]; {
-		case n == 0:
-			t.Errorf("row %d was answered 200 and is not in the output", i)
-		case n > 1:
-			dups += n - 1
+	var postErr error
+	clientDone := false
+	streamLastRun(t, dir, func() bool {
+		if !clientDone {
+			select {
+			case postErr = <-posted:
+				clientDone = true
+			default:
+				return false
+			}
 		}
-		delete(counts, i)
+		return postErr != nil || len(fileCounts(t, out)) == streamRows
+	})
+	if postErr != nil {
+		t.Fatal(postErr)
 	}
-	if len(counts) > 0 {
-		t.Errorf("rows nobody sent are in the output: %v", counts)
+	counts := map[string]int{}
+	for n, c := range fileCounts(t, out) {
+		counts[strconv.Itoa(n)] = c
 	}
+	want := make([]string, streamRows)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	dups := countOnceOrMore(t, counts, want)
 	t.Logf("%d kills; %d rows, all in the output; %d duplicates from WAL replay", streamKills, streamRows, dups)
 }
 
@@ -127,9 +137,11 @@ func postRows(url string, accepted *atomic.Int64) error {
 	return nil
 }
 
-// streamLastRun runs the stream until the client is done and the file
-// holds every row, then stops it with SIGTERM.
-func streamLastRun(t *testing.T, dir, out string, posted <-chan error) {
+// streamLastRun runs the stream (dir's job.yaml) until done holds and the
+// run said it runs (it handles SIGTERM from then on: done may hold before
+// that), 2 minutes at most, then stops it with SIGTERM and checks that it
+// stopped cleanly.
+func streamLastRun(t *testing.T, dir string, done func() bool) {
 	cmd := cliCommand(dir, "run", "--data-dir", "data", "job.yaml")
 	var stderr sqlLog
 	cmd.Stderr = &stderr
@@ -138,14 +150,12 @@ func streamLastRun(t *testing.T, dir, out string, posted <-chan error) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	if err := <-posted; err != nil {
-		cmd.Process.Signal(syscall.SIGKILL)
-		t.Fatalf("%v\n%s", err, sqlTailOf(stderr.String(), 4000))
-	}
-	deadline := time.Now().Add(time.Minute)
-	// It handles SIGTERM once it says it runs; the file may be complete
-	// before that.
-	for (len(fileCounts(t, out)) < streamRows || !strings.Contains(stderr.String(), "stream config running")) && time.Now().Before(deadline) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for !(strings.Contains(stderr.String(), "stream config running") && done()) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			t.Fatalf("the last run did not get everything out in 2 minutes\n%s", sqlTailOf(stderr.String(), 4000))
+		}
 		select {
 		case err := <-exited:
 			t.Fatalf("the last run exited by itself: %v\n%s", err, sqlTailOf(stderr.String(), 4000))
@@ -156,6 +166,25 @@ func streamLastRun(t *testing.T, dir, out string, posted <-chan error) {
 	if err := <-exited; err != nil {
 		t.Fatalf("the last run did not stop cleanly: %v\n%s", err, sqlTailOf(stderr.String(), 4000))
 	}
+}
+
+// countOnceOrMore checks that every item of want is in counts and nothing
+// else is, and returns how many times items came more than once.
+func countOnceOrMore(t *testing.T, counts map[string]int, want []string) (dups int) {
+	t.Helper()
+	for _, w := range want {
+		switch n := counts[w]; {
+		case n == 0:
+			t.Errorf("%s is not in the output", w)
+		case n > 1:
+			dups += n - 1
+		}
+		delete(counts, w)
+	}
+	if len(counts) > 0 {
+		t.Errorf("items nobody sent are in the output: %v", counts)
+	}
+	return dups
 }
 
 // fileCounts counts each n in the output file's {"n": …} lines.

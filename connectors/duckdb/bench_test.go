@@ -4,8 +4,6 @@ package duckdb
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -14,7 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	duckdbgo "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/arkflow-rs/arkflow-go/internal/duckdbtest"
 )
 
 // The baseline needs duckdb-go's Arrow interface, which exists only
@@ -82,11 +81,11 @@ func BenchmarkSQLBatches(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	ar, done := directArrow(b)
+	ar, done := duckdbtest.Open(b, 0)
 	defer done()
 	sides := [2]func(arrow.RecordBatch) ([]arrow.RecordBatch, error){
 		func(rec arrow.RecordBatch) ([]arrow.RecordBatch, error) { return q.Run(context.Background(), rec) },
-		func(rec arrow.RecordBatch) ([]arrow.RecordBatch, error) { return directQuery(ar, rec) },
+		func(rec arrow.RecordBatch) ([]arrow.RecordBatch, error) { return duckdbtest.Query(ar, rec, benchQuery) },
 	}
 	var took [2]time.Duration
 	var rows [2]int64
@@ -115,54 +114,4 @@ func BenchmarkSQLBatches(b *testing.B) {
 		b.ReportMetric(float64(i*benchBatches*benchRows)/took[side].Seconds(), name+"-rows/s")
 	}
 	b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "ratio")
-}
-
-// directArrow opens duckdb-go's Arrow interface on a connection of its
-// own; done closes it.
-func directArrow(b *testing.B) (*duckdbgo.Arrow, func()) {
-	c, err := duckdbgo.NewConnector("", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var ar *duckdbgo.Arrow
-	err = conn.Raw(func(dc any) error {
-		ar, err = duckdbgo.NewArrowFromConn(dc.(driver.Conn))
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ar, func() { conn.Close(); db.Close() }
-}
-
-// directQuery is what a user of duckdb-go writes: the batch as a view,
-// the query, its batches kept.
-func directQuery(ar *duckdbgo.Arrow, rec arrow.RecordBatch) ([]arrow.RecordBatch, error) {
-	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
-	if err != nil {
-		return nil, err
-	}
-	defer rdr.Release()
-	release, err := ar.RegisterView(rdr, "flow")
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	res, err := ar.QueryContext(context.Background(), benchQuery)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Release()
-	var out []arrow.RecordBatch
-	for res.Next() {
-		r := res.RecordBatch()
-		r.Retain()
-		out = append(out, r)
-	}
-	return out, res.Err()
 }

@@ -166,3 +166,10 @@ func (p *periodic) skip(now time.Time) {
 
 // restart starts the periods again at now.
 func (p *periodic) restart(now time.Time) { p.next = now.Add(p.period) }
+
+// Concat returns a record with the rows of recs in order (one schema, or
+// ArkFlow's "merge batches failed"), which the caller releases; recs are
+// left as they are. The Stream runtime's batch processor joins with it.
+func Concat(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	return concat(memory.DefaultAllocator, recs)
+}
