@@ -26,8 +26,10 @@ type options struct {
 // The default is ./arkflow-data.
 func WithDataDir(dir string) Option { return func(o *options) { o.dataDir = dir } }
 
-// WithLogger sets the logger; every record carries the stream's id. The
-// default is slog.Default().
+// WithLogger sends the streams' logs to l (default, and with nil:
+// discarded; never slog.Default): processor failures, output errors and
+// the like, every record carrying stream=<its id>. The logger is borrowed,
+// never closed.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithDrainTimeout bounds how long a stop (ctx done) waits for the rows
@@ -54,9 +56,12 @@ func WithStdout(w io.Writer) Option { return func(o *options) { o.stdout = w } }
 // unacknowledged, for the input (or the WAL, after a restart) to give
 // again. Unlike ArkFlow, Run returns once every input has ended.
 func Run(ctx context.Context, cfg *Config, opts ...Option) error {
-	o := options{dataDir: "arkflow-data", logger: slog.Default(), drain: 30 * time.Second}
+	o := options{dataDir: "arkflow-data", drain: 30 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
 	}
 	if err := Validate(cfg); err != nil {
 		return err
