@@ -32,7 +32,7 @@ type rowReader interface {
 // header and the first InferRows rows, the first InferRows json lines, a
 // parquet footer or an arrow schema message.
 func readSchema(format, path string) (schema *arrow.Schema, err error) {
-	defer recoverInto(&err)
+	defer recoverInto(&err, path)
 	switch format {
 	case FormatCSV:
 		schema, err = csvSchema(path)
@@ -62,7 +62,7 @@ func readSchema(format, path string) (schema *arrow.Schema, err error) {
 // rows where the format can do so without decoding them. It returns the
 // index of the first row the reader returns.
 func openRows(format, path string, schema *arrow.Schema, chunk int, skip int64) (rr rowReader, first int64, err error) {
-	defer recoverInto(&err)
+	defer recoverInto(&err, path)
 	switch format {
 	case FormatCSV:
 		return openCSV(path, schema, chunk, skip)
@@ -83,9 +83,9 @@ func openRows(format, path string, schema *arrow.Schema, chunk int, skip int64) 
 }
 
 // recoverInto turns a panic of a reader over a corrupt file into an error.
-func recoverInto(err *error) {
+func recoverInto(err *error, path string) {
 	if r := recover(); r != nil {
-		*err = fmt.Errorf("corrupt file: %v", r)
+		*err = fmt.Errorf("file %q: corrupt file: %v", path, r)
 	}
 }
 

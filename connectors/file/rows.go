@@ -28,9 +28,16 @@ func (s *Source) connectRows() error {
 }
 
 // fillRows reads batches of the file until at least one batch of
-// batchSize rows (the last one fewer) is ready, or the file ends.
-func (s *Source) fillRows(ctx context.Context) error {
-	defer func() { s.pos.Store(s.row) }()
+// batchSize rows (the last one fewer) is ready, or the file ends. A panic
+// over a corrupt batch (arrow and parquet data are checked only as far as
+// their readers check it) is an error naming the file.
+func (s *Source) fillRows(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("file %q: corrupt file: %v", s.in.cfg.ArkFlow.Path, r)
+		}
+		s.pos.Store(s.row)
+	}()
 	bs := int64(s.batchSize)
 	skip := s.parts[0].skip
 	for len(s.ready) == 0 {

@@ -242,7 +242,7 @@ func (c *csvRows) append(rec []string) error {
 		if err != nil {
 			line, _ := c.r.FieldPos(i)
 			f := c.schema.Field(i)
-			return fmt.Errorf("file %q line %d: column %q: %q is not a %s, the type inferred from the first %d rows", c.path, line, f.Name, v, f.Type, InferRows)
+			return fmt.Errorf("file %q line %d: column %q: %q does not fit type %s, inferred from the first %d rows", c.path, line, f.Name, v, f.Type, InferRows)
 		}
 	}
 	return nil
@@ -337,7 +337,13 @@ func decodeJSON(path string, vals [][]byte, nums []int) (arrow.RecordBatch, erro
 		}
 		r.Release()
 	}
-	return nil, fmt.Errorf("file %q lines %d to %d: %w", path, nums[0], nums[len(nums)-1], err)
+	msg := err.Error()
+	if k, rest, ok := strings.Cut(strings.TrimPrefix(msg, "row "), ": "); ok {
+		if i, err := strconv.Atoi(k); err == nil && i >= 0 && i < len(nums) {
+			return nil, fmt.Errorf("file %q line %d: %s", path, nums[i], rest)
+		}
+	}
+	return nil, fmt.Errorf("file %q lines %d to %d: %s", path, nums[0], nums[len(nums)-1], msg)
 }
 
 type jsonRows struct {
