@@ -328,6 +328,45 @@ func TestArkFlowResume(t *testing.T) {
 	}
 }
 
+// TestArkFlowPartitions deals row i to partition i mod 3 and cuts each
+// partition's rows into batches of 2; a seek per partition resumes each.
+func TestArkFlowPartitions(t *testing.T) {
+	for _, format := range []string{"parquet", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			path := writeParquet(t, 10, 4)
+			if format == "csv" {
+				var b strings.Builder
+				b.WriteString("id,name,v\n")
+				for i := range 10 {
+					v := ""
+					if i%3 != 2 {
+						v = fmt.Sprint(float64(i) / 2)
+					}
+					fmt.Fprintf(&b, "%d,n%d,%s\n", i, i, v)
+				}
+				path = writeText(t, "in.csv", b.String())
+			}
+			in := mustInput(t, arkCfg(format, path, `"partitions": 3, "batch_size": 2`))
+			got := readAll(t, open(t, in, 0, 1, nil))
+			if s, want := summary(got), "p0[0 3] p1[1 4] p2[2 5] p0[6 9] p1[7] p2[8]"; s != want {
+				t.Errorf("got  %s\nwant %s", s, want)
+			}
+			for _, b := range got {
+				if fmt.Sprint(b.IDs) != fmt.Sprint(b.Offsets) {
+					t.Errorf("partition %d: ids %v at offsets %v", b.Part, b.IDs, b.Offsets)
+				}
+			}
+			seek := []connectors.Position{{Partition: 0, Offset: 6}, {Partition: 2, Offset: 8}}
+			if s, want := summary(readAll(t, open(t, in, 0, 1, seek))), "p1[1 4] p0[6 9] p1[7] p2[8]"; s != want {
+				t.Errorf("after seek: got  %s\nwant %s", s, want)
+			}
+			if s, want := summary(readAll(t, open(t, in, 1, 2, nil))), "p1[1 4] p1[7]"; s != want {
+				t.Errorf("subtask 1 of 2: got  %s\nwant %s", s, want)
+			}
+		})
+	}
+}
+
 func TestArkFlowSecondSubtaskReadsNothing(t *testing.T) {
 	in := mustInput(t, arkCfg("csv", writeText(t, "in.csv", "a\n1\n"), ""))
 	if got := readRows(t, open(t, in, 1, 2, nil)); len(got.rows) != 0 {
@@ -349,7 +388,7 @@ func TestArkFlowConfigErrors(t *testing.T) {
 		{`{"input_type": {"type": "avro", "path": "x.avro"}}`, `input_type.type: avro files are not readable here: convert the file to parquet or arrow`},
 		{`{"input_type": {"type": "csv", "path": "x", "store": {"type": "s3", "bucket": "b"}}}`, `input_type.store: object stores are not available here: copy the file to a local path`},
 		{`{"input_type": {"type": "csv", "path": "x"}, "query": {"query": "SELECT 1", "table": "flow"}}`, `query: SQL over the file is not available here: put a sql processor after the input`},
-		{`{"input_type": {"type": "csv", "path": "x"}, "partitions": 2}`, `partitions: the input_type form reads one partition (got 2): use several inputs for several files`},
+		{`{"input_type": {"type": "csv", "path": "x"}, "partitions": 0}`, `partitions: must be >= 1 (got 0)`},
 		{`{"input_type": {"type": "csv", "path": "x", "bogus": 1}}`, `input_type.bogus: unknown field (known fields: type, path, store)`},
 	}
 	for _, c := range cases {

@@ -28,17 +28,28 @@
 //
 // Instead of path, format and schema, input_type names the file and its
 // format (exactly one of the two forms): csv, json, parquet or arrow. The
-// rows are read in file order and end the input at end of file; the columns
-// are the file's (see InputTypeConfig for how each format gives them). The
-// input reads one partition (partitions above 1 are refused); row i of the
-// file (0-based, data rows only) has __meta_offset i, so a restore resumes
-// at a row. Batches are cut at multiples of batch_size rows, as above.
-// Input.Schema reads the file's columns on its first call (a header, the
-// first InferRows rows, or a footer: nothing is created and the rows are
-// not read), so validating a spec reads that much of the file; a missing
-// or unreadable file is then an error naming input_type.path, from
-// Input.SchemaErr and from NewSource. avro files, object stores
-// (input_type.store) and query are refused with a hint.
+// rows are read in file order, and the input ends at end of file. The
+// columns are the file's (see InputTypeConfig for how each format gives
+// them); a csv or json value after the first InferRows rows that does not
+// fit the inferred type, or a json key they did not have, stops the source
+// with an error naming the file, line and column.
+//
+// Row i of the file (0-based, data rows only) has __meta_offset i and
+// belongs to partition i mod partitions (default 1, as ArkFlow reads a
+// file); subtasks, batches and rate_per_sec work as above, so a restore
+// resumes at a row: parquet seeks to the lowest sought row, the other
+// formats read the rows before it without decoding them (csv, json) or
+// skip them (arrow). Every subtask reads the whole file.
+//
+// The factory opens nothing. Input.Schema reads the file's columns on its
+// first call (csv and json: the header and the first InferRows rows;
+// parquet: the footer; arrow: the schema message), so validating a spec
+// reads that much of the file and creates nothing. A missing, unreadable
+// or corrupt file is then an error naming input_type.path, returned by
+// Input.SchemaErr and NewSource (Schema then has only the __meta_*
+// columns). A corrupt batch found while reading stops the source with an
+// error naming the file. avro files, object stores (input_type.store) and
+// query (SQL over the file) are refused with a hint.
 //
 // # Output
 //
@@ -193,8 +204,6 @@ func checkSource(c *SourceConfig, zero map[string]bool) error {
 		c.Partitions = DefaultPartitions
 	case c.Partitions > math.MaxInt32:
 		f.Add("partitions", "must be <= %d (got %d)", math.MaxInt32, c.Partitions)
-	case c.ArkFlow != nil && c.Partitions > 1:
-		f.Add("partitions", "the input_type form reads one partition (got %d): use several inputs for several files", c.Partitions)
 	}
 	switch {
 	case c.BatchSize < 0 || zero["batch_size"]:

@@ -7,18 +7,23 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // connectRows opens the file of the input_type form, skipping the rows
-// below the sought offset.
+// below the lowest sought offset of the partitions this subtask reads.
 func (s *Source) connectRows() error {
 	s.connected = true
 	if len(s.assigned) == 0 {
 		return nil // Read returns end of input
 	}
+	skip := s.parts[s.assigned[0]].skip
+	for _, p := range s.assigned {
+		skip = min(skip, s.parts[p].skip)
+	}
 	it := s.in.cfg.ArkFlow
-	r, first, err := openRows(it.Type, it.Path, s.in.declared, s.batchSize, s.parts[0].skip)
+	r, first, err := openRows(it.Type, it.Path, s.in.declared, s.batchSize, skip)
 	if err != nil {
 		return err
 	}
@@ -27,10 +32,10 @@ func (s *Source) connectRows() error {
 	return nil
 }
 
-// fillRows reads batches of the file until at least one batch of
-// batchSize rows (the last one fewer) is ready, or the file ends. A panic
-// over a corrupt batch (arrow and parquet data are checked only as far as
-// their readers check it) is an error naming the file.
+// fillRows reads batches of the file until at least one batch is ready,
+// or the file ends. A panic over a corrupt batch (arrow and parquet data
+// are checked only as far as their readers check it) is an error naming
+// the file.
 func (s *Source) fillRows(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -38,8 +43,6 @@ func (s *Source) fillRows(ctx context.Context) (err error) {
 		}
 		s.pos.Store(s.row)
 	}()
-	bs := int64(s.batchSize)
-	skip := s.parts[0].skip
 	for len(s.ready) == 0 {
 		if ctx.Err() != nil {
 			return nil // Read reports ctx.Err()
@@ -47,7 +50,12 @@ func (s *Source) fillRows(ctx context.Context) (err error) {
 		rec, err := s.rows.next()
 		if err == io.EOF {
 			s.eof = true
-			return s.cut()
+			for _, p := range s.assigned {
+				if err := s.cut(s.parts[p]); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		if err != nil {
 			return err
@@ -55,34 +63,112 @@ func (s *Source) fillRows(ctx context.Context) (err error) {
 		if !sameColumns(rec.Schema(), s.in.declared) {
 			return fmt.Errorf("file %q: a batch has columns %s, not the file's %s", s.in.cfg.ArkFlow.Path, rec.Schema(), s.in.declared)
 		}
-		start, n := s.row, rec.NumRows()
-		s.row += n
-		for lo := max(skip-start, 0); lo < n; {
-			idx := start + lo
-			hi := min(n, (idx/bs+1)*bs-start)
-			if s.pendN == 0 {
-				s.pendFirst = idx
-			}
-			s.pend = append(s.pend, rec.NewSlice(lo, hi))
-			s.pendN += hi - lo
-			lo = hi
-			if (start+hi)%bs == 0 {
-				if err := s.cut(); err != nil {
-					return err
-				}
+		start := s.row
+		s.row += rec.NumRows()
+		if len(s.parts) == 1 {
+			err = s.slice(rec, start)
+		} else {
+			err = s.deal(rec, start)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slice cuts the rows of rec, the file's rows from start on, into the
+// batches of the only partition.
+func (s *Source) slice(rec arrow.RecordBatch, start int64) error {
+	ps, bs, n := s.parts[0], int64(s.batchSize), rec.NumRows()
+	for lo := max(ps.skip-start, 0); lo < n; {
+		idx := start + lo
+		hi := min(n, (idx/bs+1)*bs-start)
+		if ps.pendN == 0 {
+			ps.first = idx
+		}
+		ps.pend = append(ps.pend, rec.NewSlice(lo, hi))
+		ps.pendN += hi - lo
+		lo = hi
+		if (start+hi)%bs == 0 {
+			if err := s.cut(ps); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// cut queues the pending rows as one batch, with the __meta_* columns.
-func (s *Source) cut() error {
-	if s.pendN == 0 {
+// deal deals the rows of rec, the file's rows from start on, into the
+// partitions: row i to partition i mod partitions, each partition's rows
+// cut into batches of batchSize.
+func (s *Source) deal(rec arrow.RecordBatch, start int64) error {
+	np, bs := int64(len(s.parts)), int64(s.batchSize)
+	for j := range rec.NumRows() {
+		idx := start + j
+		ps := s.parts[idx%np]
+		if ps == nil || idx < ps.skip {
+			continue
+		}
+		if ps.pendN == 0 && len(ps.take) == 0 {
+			ps.first = idx
+		}
+		ps.take = append(ps.take, j)
+		if (idx/np+1)%bs == 0 {
+			if err := s.takeRows(ps, rec); err != nil {
+				return err
+			}
+			if err := s.cut(ps); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range s.assigned {
+		if err := s.takeRows(s.parts[p], rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeRows moves the rows of rec a partition has taken to its pending
+// rows.
+func (s *Source) takeRows(ps *partState, rec arrow.RecordBatch) error {
+	if len(ps.take) == 0 {
 		return nil
 	}
-	pend, n, first := s.pend, s.pendN, s.pendFirst
-	s.pend, s.pendN = nil, 0
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues(ps.take, nil)
+	idx := b.NewArray()
+	b.Release()
+	defer idx.Release()
+	cols := make([]arrow.Array, 0, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	for _, c := range rec.Columns() {
+		t, err := compute.TakeArray(context.Background(), c, idx)
+		if err != nil {
+			return fmt.Errorf("file %q: %w", s.in.cfg.ArkFlow.Path, err)
+		}
+		cols = append(cols, t)
+	}
+	ps.pend = append(ps.pend, array.NewRecordBatch(s.in.declared, cols, int64(len(ps.take))))
+	ps.pendN += int64(len(ps.take))
+	ps.take = ps.take[:0]
+	return nil
+}
+
+// cut queues the pending rows of a partition as one batch, with the
+// __meta_* columns.
+func (s *Source) cut(ps *partState) error {
+	if ps.pendN == 0 {
+		return nil
+	}
+	pend, n, first := ps.pend, ps.pendN, ps.first
+	ps.pend, ps.pendN = nil, 0
 	defer func() {
 		for _, r := range pend {
 			r.Release()
@@ -110,24 +196,27 @@ func (s *Source) cut() error {
 		}
 		cols = append(cols, c)
 	}
-	cols = append(cols, s.metaColumns(first, n)...)
+	step := int64(len(s.parts))
+	cols = append(cols, s.metaColumns(ps.id, first, step, n)...)
 	rec := array.NewRecordBatch(s.in.schema, cols, n)
-	s.ready = append(s.ready, ready{rec: rec, part: 0, first: first, last: first + n - 1})
+	last := first + (n-1)*step
+	s.ready = append(s.ready, ready{rec: rec, part: ps.id, first: first, last: last})
 	return nil
 }
 
-// metaColumns returns the __meta_* columns of n rows from row first.
-func (s *Source) metaColumns(first, n int64) []arrow.Array {
+// metaColumns returns the __meta_* columns of n rows of partition part,
+// the first at row first and each next one step rows further.
+func (s *Source) metaColumns(part int32, first, step, n int64) []arrow.Array {
 	src := array.NewStringBuilder(memory.DefaultAllocator)
-	part := array.NewInt32Builder(memory.DefaultAllocator)
+	pb := array.NewInt32Builder(memory.DefaultAllocator)
 	off := array.NewInt64Builder(memory.DefaultAllocator)
 	defer src.Release()
-	defer part.Release()
+	defer pb.Release()
 	defer off.Release()
 	for i := range n {
 		src.Append(s.info.OperatorID)
-		part.Append(0)
-		off.Append(first + i)
+		pb.Append(part)
+		off.Append(first + i*step)
 	}
-	return []arrow.Array{src.NewArray(), part.NewArray(), off.NewArray()}
+	return []arrow.Array{src.NewArray(), pb.NewArray(), off.NewArray()}
 }

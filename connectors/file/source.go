@@ -166,13 +166,9 @@ type Source struct {
 	pos, size atomic.Int64
 
 	// The input_type form reads the file with rows; row is the index of
-	// the next row it returns, and pend holds the slices of the batch
-	// being cut, from row pendFirst on, pendN rows in all.
-	rows      rowReader
-	row       int64
-	pend      []arrow.RecordBatch
-	pendFirst int64
-	pendN     int64
+	// the next row it returns.
+	rows rowReader
+	row  int64
 }
 
 type partState struct {
@@ -182,6 +178,12 @@ type partState struct {
 	rb    *array.RecordBuilder
 	first int64 // line index of the first buffered row
 	last  int64 // line index of the last buffered row
+
+	// The input_type form buffers pendN rows in pend, taken from a
+	// batch of the file by the row indices in take.
+	pend  []arrow.RecordBatch
+	pendN int64
+	take  []int64
 }
 
 type ready struct {
@@ -401,11 +403,13 @@ func (s *Source) Close(ctx context.Context) error {
 			ps.rb.Release()
 			ps.rb = nil
 		}
+		if ps != nil {
+			for _, r := range ps.pend {
+				r.Release()
+			}
+			ps.pend, ps.pendN = nil, 0
+		}
 	}
-	for _, r := range s.pend {
-		r.Release()
-	}
-	s.pend = nil
 	if s.rows != nil {
 		err := s.rows.close()
 		s.rows = nil
