@@ -74,7 +74,7 @@ import (
 // Type is the input and output type name.
 const Type = "file"
 
-// FormatJSONL is the only supported format (and the default).
+// FormatJSONL is the format of the path form (and its default).
 const FormatJSONL = "jsonl"
 
 // Formats of the input_type form (InputTypeConfig.Type).
@@ -116,8 +116,8 @@ type SourceConfig struct {
 	// Query is ArkFlow's SQL over the file; it is refused (put a sql
 	// processor after the input).
 	Query json.RawMessage `json:"query,omitempty"`
-	// Partitions is the number of partitions the lines are dealt into
-	// (default 1).
+	// Partitions is the number of partitions the lines (input_type: the
+	// rows) are dealt into (default 1).
 	Partitions int `json:"partitions,omitempty"`
 	// BatchSize is the maximum number of rows per batch (default 1024),
 	// fewer when RatePerSec allows fewer in 100 ms.
