@@ -367,6 +367,26 @@ func TestArkFlowPartitions(t *testing.T) {
 	}
 }
 
+// TestArkFlowSeekPastTheEnd reads nothing, and closes cleanly.
+func TestArkFlowSeekPastTheEnd(t *testing.T) {
+	files := map[string]string{
+		"csv":     writeText(t, "in.csv", "a\n1\n2\n"),
+		"json":    writeText(t, "in.json", "{\"a\":1}\n{\"a\":2}\n"),
+		"parquet": writeParquet(t, 2, 4),
+		"arrow":   writeArrow(t, 2, 4, true),
+	}
+	for format, path := range files {
+		in := mustInput(t, arkCfg(format, path, ""))
+		s := open(t, in, 0, 1, []connectors.Position{{Partition: 0, Offset: 5}})
+		if got := readRows(t, s); len(got.rows) != 0 {
+			t.Errorf("%s: rows %q", format, got.rows)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("%s: Close: %v", format, err)
+		}
+	}
+}
+
 func TestArkFlowSecondSubtaskReadsNothing(t *testing.T) {
 	in := mustInput(t, arkCfg("csv", writeText(t, "in.csv", "a\n1\n"), ""))
 	if got := readRows(t, open(t, in, 1, 2, nil)); len(got.rows) != 0 {

@@ -157,10 +157,10 @@ func openCSV(path string, schema *arrow.Schema, chunk int, skip int64) (rowReade
 	}
 	for i := int64(0); i < skip; i++ {
 		if _, err := r.Read(); err != nil {
-			f.Close()
 			if err == io.EOF {
 				return &csvRows{f: f, path: path}, i, nil
 			}
+			f.Close()
 			return nil, 0, fmt.Errorf("file %q: %w", path, err)
 		}
 	}
