@@ -436,6 +436,22 @@ func TestArkFlowMissingFile(t *testing.T) {
 	if _, err := in.NewSource(connectors.TaskInfo{OperatorID: "src", Parallelism: 1}); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("NewSource: %v", err)
 	}
+	// A file removed after its columns were read fails Connect, and Read
+	// after that fails too.
+	path = writeText(t, "in.csv", "a\n1\n")
+	in = mustInput(t, arkCfg("csv", path, "")).(*Input)
+	src, err := in.NewSource(connectors.TaskInfo{OperatorID: "src", Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(context.Background())
+	os.Remove(path)
+	if err := src.Connect(context.Background()); err == nil || !strings.Contains(err.Error(), path) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Connect: %v", err)
+	}
+	if _, err := src.Read(context.Background()); err == nil {
+		t.Error("Read after a failed Connect succeeded")
+	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the directory has %d entries", len(entries))
 	}

@@ -14,8 +14,8 @@ import (
 // connectRows opens the file of the input_type form, skipping the rows
 // below the lowest sought offset of the partitions this subtask reads.
 func (s *Source) connectRows() error {
-	s.connected = true
 	if len(s.assigned) == 0 {
+		s.connected = true
 		return nil // Read returns end of input
 	}
 	skip := s.parts[s.assigned[0]].skip
@@ -27,7 +27,7 @@ func (s *Source) connectRows() error {
 	if err != nil {
 		return err
 	}
-	s.rows, s.row = r, first
+	s.rows, s.row, s.connected = r, first, true
 	s.size.Store(r.total())
 	return nil
 }
