@@ -40,3 +40,32 @@ func Example() {
 	fmt.Print(string(b))
 	// Output: {"id":2,"amount":120}
 }
+
+// Read a csv file in ArkFlow's input_type form: the columns and their
+// types come from the header and the rows.
+func Example_inputType() {
+	dir, err := os.MkdirTemp("", "file-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	in, out := filepath.Join(dir, "orders.csv"), filepath.Join(dir, "big.jsonl")
+	if err := os.WriteFile(in, []byte("id,amount,paid\n1,9.5,true\n2,120,false\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	src := file.SourceConfig{ArkFlow: &file.InputTypeConfig{Type: file.FormatCSV, Path: in}}
+	j, err := arkflow.NewJob("copy").Source("in", src).Where("big", "amount > 100").
+		Sink("out", file.SinkConfig{Path: out}).Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(string(b))
+	// Output: {"id":2,"amount":120,"paid":false}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -37,8 +38,12 @@ func init() {
 // Input is a validated file input.
 type Input struct {
 	cfg      SourceConfig
-	declared *arrow.Schema
-	schema   *arrow.Schema
+	declared *arrow.Schema // the columns of a row
+	schema   *arrow.Schema // declared plus the __meta_* columns
+
+	// For the input_type form, declared and schema are read on first use.
+	once      sync.Once
+	schemaErr error
 }
 
 // NewInput checks cfg, applies its defaults and returns the input. It does
@@ -48,6 +53,9 @@ func NewInput(cfg SourceConfig) (*Input, error) { return newInput(cfg, nil) }
 func newInput(cfg SourceConfig, zero map[string]bool) (*Input, error) {
 	if err := checkSource(&cfg, zero); err != nil {
 		return nil, err
+	}
+	if cfg.ArkFlow != nil {
+		return &Input{cfg: cfg}, nil
 	}
 	declared, err := cfg.Schema.Arrow("schema")
 	if err != nil {
@@ -59,18 +67,55 @@ func newInput(cfg SourceConfig, zero map[string]bool) (*Input, error) {
 // Config returns the config with defaults applied.
 func (in *Input) Config() SourceConfig { return in.cfg }
 
-// Schema is the declared schema plus the __meta_* columns.
-func (in *Input) Schema() *arrow.Schema { return in.schema }
+// Schema is the declared schema plus the __meta_* columns. In the
+// input_type form the first call reads the file's columns (see the package
+// documentation); when that fails, it is just the __meta_* columns and
+// SchemaErr tells why.
+func (in *Input) Schema() *arrow.Schema {
+	in.load()
+	return in.schema
+}
+
+// SchemaErr reads the file's columns in the input_type form, if not read
+// yet, and returns the error of reading them: a field error naming
+// input_type.path, for a missing, unreadable or corrupt file. It is nil
+// for the path form, whose schema is declared.
+func (in *Input) SchemaErr() error {
+	in.load()
+	return in.schemaErr
+}
+
+func (in *Input) load() {
+	if in.cfg.ArkFlow == nil {
+		return
+	}
+	in.once.Do(func() {
+		it := in.cfg.ArkFlow
+		declared, err := readSchema(it.Type, it.Path)
+		if err != nil {
+			var f connectors.Fields
+			f.Add("input_type.path", "%v", err)
+			in.schemaErr = f.Err()
+			declared = arrow.NewSchema(nil, nil)
+		}
+		in.declared, in.schema = declared, connectors.WithMeta(declared)
+	})
+}
 
 // Partitions is the configured number of partitions.
 func (in *Input) Partitions() int { return in.cfg.Partitions }
 
-// NewSource returns the source of one subtask. It does no I/O.
+// NewSource returns the source of one subtask. It does no I/O, except
+// that in the input_type form it reads the file's columns if Schema has
+// not, and returns SchemaErr.
 func (in *Input) NewSource(info connectors.TaskInfo) (connectors.Source, error) {
 	return in.newSource(info)
 }
 
 func (in *Input) newSource(info connectors.TaskInfo) (*Source, error) {
+	if err := in.SchemaErr(); err != nil {
+		return nil, err
+	}
 	par := max(info.Parallelism, 1)
 	if info.Subtask < 0 || info.Subtask >= par {
 		return nil, fmt.Errorf("file: subtask %d out of range for parallelism %d", info.Subtask, par)
@@ -119,6 +164,11 @@ type Source struct {
 	// file), for Progress.
 	consumed  int64
 	pos, size atomic.Int64
+
+	// The input_type form reads the file with rows; row is the index of
+	// the next row it returns.
+	rows rowReader
+	row  int64
 }
 
 type partState struct {
@@ -128,6 +178,12 @@ type partState struct {
 	rb    *array.RecordBuilder
 	first int64 // line index of the first buffered row
 	last  int64 // line index of the last buffered row
+
+	// The input_type form buffers pendN rows in pend, taken from a
+	// batch of the file by the row indices in take.
+	pend  []arrow.RecordBatch
+	pendN int64
+	take  []int64
 }
 
 type ready struct {
@@ -167,6 +223,9 @@ func (s *Source) Connect(ctx context.Context) error {
 	if s.connected {
 		return errors.New("file: already connected")
 	}
+	if s.in.cfg.ArkFlow != nil {
+		return s.connectRows()
+	}
 	dec, err := rowjson.NewDecoder(s.in.declared)
 	if err != nil {
 		return err
@@ -199,7 +258,11 @@ func (s *Source) Read(ctx context.Context) (connectors.Batch, error) {
 		if err := ctx.Err(); err != nil {
 			return connectors.Batch{}, err
 		}
-		if err := s.fill(ctx); err != nil {
+		fill := s.fill
+		if s.in.cfg.ArkFlow != nil {
+			fill = s.fillRows
+		}
+		if err := fill(ctx); err != nil {
 			s.err = err
 		}
 	}
@@ -319,8 +382,13 @@ func trimEOL(b []byte) []byte {
 // Progress reports the bytes of the file read so far (every subtask reads
 // the whole file, skipping the lines of partitions it does not read) of
 // the file's size (End 0 when it is not a regular file, such as a pipe).
-// It is safe to call while Read runs.
+// In the input_type form it reports rows: those read of the file's rows
+// (End 0 when not known before the end: all formats but parquet). It is
+// safe to call while Read runs.
 func (s *Source) Progress() connectors.Progress {
+	if s.in.cfg.ArkFlow != nil {
+		return connectors.Progress{Position: s.pos.Load(), End: s.size.Load(), Unit: "rows"}
+	}
 	return connectors.Progress{Position: s.pos.Load(), End: s.size.Load(), Unit: "bytes"}
 }
 
@@ -335,6 +403,17 @@ func (s *Source) Close(ctx context.Context) error {
 			ps.rb.Release()
 			ps.rb = nil
 		}
+		if ps != nil {
+			for _, r := range ps.pend {
+				r.Release()
+			}
+			ps.pend, ps.pendN = nil, 0
+		}
+	}
+	if s.rows != nil {
+		err := s.rows.close()
+		s.rows = nil
+		return err
 	}
 	if s.f != nil {
 		err := s.f.Close()

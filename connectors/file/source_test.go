@@ -448,12 +448,12 @@ func TestMissingFile(t *testing.T) {
 
 func TestSourceConfigErrors(t *testing.T) {
 	cases := []struct{ cfg, want string }{
-		{`{}`, "path: is required\nschema: is required"},
+		{`{}`, "path: is required (or give input_type, ArkFlow's form)\nschema: is required"},
 		{`{"path":"x","schema":[{"name":"a","type":"int"}]}`, `schema[0].type: must be one of int64, float32, float64, string, bool, timestamp (got "int")`},
 		{`{"path":"x","schema":[{"name":"a","type":"int64"},{"name":"b","type":"int"}],"batch_size":0,"partitions":0,"rate_per_sec":-1,"format":"csv"}`,
 			"format: must be \"jsonl\" (got \"csv\")\nschema[1].type: must be one of int64, float32, float64, string, bool, timestamp (got \"int\")\npartitions: must be >= 1 (got 0)\nbatch_size: must be > 0 (got 0)\nrate_per_sec: must be a finite number >= 0 (got -1)"},
 		{`{"path":"x","schema":[{"name":"a","type":"int64"}],"batch_size":-3}`, "batch_size: must be > 0 (got -3)"},
-		{`{"path":"x","schema":[{"name":"a","type":"int64"}],"bogus":1}`, "bogus: unknown field (known fields: path, format, schema, partitions, batch_size, rate_per_sec)"},
+		{`{"path":"x","schema":[{"name":"a","type":"int64"}],"bogus":1}`, "bogus: unknown field (known fields: path, format, schema, input_type, query, partitions, batch_size, rate_per_sec)"},
 		{`{"path":"x","schema":[{"name":"a","type":"int64"}],"batch_size":"big"}`, `batch_size: must be an integer (got string "big")`},
 		{`{"path":"x","schema":[]}`, "schema: must declare at least one field"},
 	}
