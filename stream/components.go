@@ -27,9 +27,7 @@ const ballistaHint = "Ballista (distributed DataFusion) is not available here: d
 // instead.
 var inputDifferences = map[string]map[string]string{
 	"file": {
-		"input_type": "it reads one JSON-lines file given by path, with format jsonl and a schema; csv, parquet, avro, arrow and object stores are not available",
-		"query":      "it has no query: put a sql processor after the input",
-		"ballista":   ballistaHint,
+		"ballista": ballistaHint,
 	},
 	"sql": {
 		"ballista": ballistaHint,

@@ -18,7 +18,8 @@
 // the input's offsets in it); see examples/streams/eos-kafka.yaml.
 //
 // Inputs and outputs are the connectors' (generate, memory,
-// multiple_inputs, file, http, websocket, kafka, mqtt, nats, redis, sql;
+// multiple_inputs, file (csv, json, parquet or arrow, ArkFlow's
+// input_type), http, websocket, kafka, mqtt, nats, redis, sql;
 // stdout, drop, file, http, kafka, mqtt, nats, redis, sql), with
 // ArkFlow's keys. A raw payload arrives in the binary column __value__;
 // an output without a codec writes __value__ when a batch has it (kafka,
@@ -42,7 +43,8 @@
 //   - Validation builds everything (every input and output, every query
 //     compiled, the connectors' cross-component checks such as the L3
 //     offset pairing) without creating a file, binding a port or
-//     starting a timer; ArkFlow's --validate only parses the file.
+//     starting a timer (it reads a file input's header or footer for its
+//     columns); ArkFlow's --validate only parses the file.
 //
 // Where ArkFlow has a defect, this package does the correct thing:
 //   - Output order is input order: ArkFlow numbers batches as its workers

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -216,5 +217,43 @@ streams:
 	}
 	if len(keys) == 0 || !strings.HasPrefix(keys[0], "arkflow/wal/node-a/") {
 		t.Fatalf("objects in the bucket: %q", keys)
+	}
+}
+
+// ArkFlow's file input form reads a CSV file (its columns inferred) into
+// the stream; a missing file fails validation naming input_type.path.
+func TestFileInputArkFlowForm(t *testing.T) {
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "in.csv")
+	if err := os.WriteFile(csvPath, []byte("sensor,value\nt1,20\nt2,25\nt1,30\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	y := `
+streams:
+  - input: {type: file, input_type: {type: csv, path: %q}}
+    pipeline:
+      processors:
+        - {type: sql, query: "SELECT sensor, sum(value)::BIGINT AS total FROM flow GROUP BY sensor ORDER BY sensor"}
+    output: {type: stdout}
+`
+	cfg, err := stream.Parse(fmt.Appendf(nil, y, csvPath), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Run(context.Background(), cfg, stream.WithStdout(&out)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\"sensor\":\"t1\",\"total\":50}\n{\"sensor\":\"t2\",\"total\":25}\n"; out.String() != want {
+		t.Fatalf("got %q, want %q", out.String(), want)
+	}
+	cfg, err = stream.Parse(fmt.Appendf(nil, y, filepath.Join(dir, "missing.csv")), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Validate(cfg)
+	var es stream.Errors
+	if !errors.As(err, &es) || len(es) != 1 || es[0].Path != "streams[0].input.input_type.path" {
+		t.Fatalf("a missing file: %v", err)
 	}
 }

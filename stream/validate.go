@@ -146,6 +146,12 @@ func (v *validator) input(path string, c *Component) *arrow.Schema {
 		v.merge(path, err)
 		return nil
 	}
+	if se, ok := in.(interface{ SchemaErr() error }); ok { // a file's schema, read from it
+		if err := se.SchemaErr(); err != nil {
+			v.merge(path, err)
+			return nil
+		}
+	}
 	v.view.Inputs = append(v.view.Inputs, connectors.JobInput{OperatorID: path, Path: path, Input: in, Durable: v.durable})
 	schema := streamSchema(c, in.Schema())
 	if coded {

@@ -177,6 +177,14 @@ func (b *builder) sources() {
 			b.report(src.OperatorID, at+".config", err)
 			continue
 		}
+		// An input whose schema is read from its data (a csv or parquet
+		// file) says here when it could not be.
+		if se, ok := in.(interface{ SchemaErr() error }); ok {
+			if err := se.SchemaErr(); err != nil {
+				b.report(src.OperatorID, at+".config", err)
+				continue
+			}
+		}
 		b.g.Inputs[src.OperatorID] = in
 		b.g.Schemas[src.OperatorID] = in.Schema()
 		b.checkTime(src, at, in.Schema())
