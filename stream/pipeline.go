@@ -251,6 +251,12 @@ func (r *runner) failed(ctx context.Context, in arrow.RecordBatch, node *ack.Nod
 		return
 	}
 	defer in.Release()
+	if ctx.Err() != nil {
+		// A stop cut the processor short: the batch did not fail, it is
+		// left unacknowledged for the input to give again.
+		node.Release(ctx.Err())
+		return
+	}
 	if r.errOut == nil {
 		r.lg.Error("processor failed: the batch is dropped (no error_output)", "error", perr, "rows", in.NumRows())
 		node.Release(nil)

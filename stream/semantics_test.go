@@ -162,7 +162,20 @@ streams:
 // A stop (ctx done) drains: reading ends, and every batch read is either
 // written and acknowledged, or acknowledged with an error; no batch is
 // acknowledged without being written, and none is left without an answer.
+//
+// With a drain timeout too short to finish, the processors are cut short:
+// what they held is not acknowledged either (a cancelled query is not a
+// processor's failure, to be dropped).
 func TestStopDrains(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		drain time.Duration
+	}{{"drained", time.Minute}, {"cut short", time.Millisecond}} {
+		t.Run(c.name, func(t *testing.T) { stopAndCheck(t, c.drain) })
+	}
+}
+
+func stopAndCheck(t *testing.T, drain time.Duration) {
 	resetTestConnectors()
 	cfg, err := stream.Parse([]byte(`
 streams:
@@ -171,6 +184,7 @@ streams:
     pipeline:
       thread_num: 4
       processors:
+        - {type: sql, query: "SELECT n FROM flow, range(20000) r WHERE r.range = 0"}
         - {type: batch, count: 7, timeout_ms: 60000}
     output: {type: collecting, label: out}
 `), ".yaml")
@@ -179,7 +193,7 @@ streams:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
-	if err := stream.Run(ctx, cfg, stream.WithDataDir(t.TempDir())); err != nil {
+	if err := stream.Run(ctx, cfg, stream.WithDataDir(t.TempDir()), stream.WithDrainTimeout(drain)); err != nil {
 		t.Fatal(err)
 	}
 	testMu.Lock()
