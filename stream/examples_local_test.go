@@ -100,8 +100,9 @@ func runWithHealth(t *testing.T, yaml, addr, id string, rows int) {
 }
 
 // http_client_example: 20,000 rows (a count bounds the endless input) in
-// batches of 1000; the buffer's capacity counts rows, so each batch is
-// an emission (ArkFlow's counts messages): 20 emissions, each summed and
+// batches of 1000; the buffer's capacity (10) counts rows, as ArkFlow's
+// does (MessageBatch::len is its row count), so each batch is an
+// emission: 20 emissions, each summed and
 // averaged by the query and POSTed, as ArkFlow sends __value__, to a test
 // server (in place of localhost:8080) at /v1/test (the example's URL ends
 // in a space, which URL parsers drop, as here).
