@@ -390,3 +390,32 @@ func (t *Table) GroupWith(id int32, g Grouper) int {
 	var buf [32]byte
 	return g.Of(t.AppendBytes(buf[:0], id))
 }
+
+// AppendValueBytes appends the key bytes (Bytes) of row's value in col, a
+// column of a type Table supports, to dst; null appends nothing. It reads
+// no table, so any goroutine may encode a key from a batch it holds.
+func AppendValueBytes(dst []byte, col arrow.Array, row int) []byte {
+	if col.IsNull(row) {
+		return dst
+	}
+	switch a := col.(type) {
+	case *array.String:
+		return append(dst, a.Value(row)...)
+	case *array.LargeString:
+		return append(dst, a.Value(row)...)
+	case *array.Binary:
+		return append(dst, a.Value(row)...)
+	case *array.LargeBinary:
+		return append(dst, a.Value(row)...)
+	case *array.Boolean:
+		if a.Value(row) {
+			return append(dst, 1)
+		}
+		return append(dst, 0)
+	}
+	vals, err := numbers(col)
+	if err != nil {
+		return dst
+	}
+	return binary.BigEndian.AppendUint64(dst, vals(row))
+}

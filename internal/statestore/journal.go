@@ -74,9 +74,49 @@ type unreadOp struct {
 // Held is a put staged by PutUnread: the handle DeleteUnread takes to
 // cancel it while the backend has not been given it. nil when the journal
 // gives its backend every mutation at commit.
+//
+// It is small (48 bytes, its state first) so that an operator can keep
+// it beside what it reads when it deletes the row (PutLazy).
 type Held struct {
-	mut   Mutation
 	state uint8 // heldStaged, heldPending, heldApplied or heldCancelled; under the journal's mu
+	group int32 // a lazy put's key group
+	// lazy, for a put staged by PutLazy, encodes the key's user bytes
+	// and the value when the backend is given the put (nil after), in
+	// namespace ns.
+	lazy Lazy
+	ns   string
+	mut  *Mutation // nil while lazy
+}
+
+// heldPut is a PutUnread's handle beside its mutation.
+type heldPut struct {
+	h Held
+	m Mutation
+}
+
+// encode has a lazy put's entry encoded into arena's free room (or a new
+// arena), which it returns. Callers hold mu.
+func (j *Journal) encode(h *Held, arena []byte) []byte {
+	if h.lazy == nil {
+		return arena
+	}
+	if cap(arena)-len(arena) < 1024 {
+		arena = make([]byte, 0, 64<<10)
+	}
+	start := len(arena)
+	arena, n := h.lazy.AppendEntry(arena)
+	h.mut = &Mutation{Key: j.key(h.ns, int(h.group), arena[start:start+n:start+n]), Value: arena[start+n : len(arena) : len(arena)]}
+	h.lazy = nil
+	return arena
+}
+
+// Lazy is an entry PutLazy stages without encoding it.
+type Lazy interface {
+	// AppendEntry appends the entry's user key and then its value to dst
+	// and returns dst and the user key's length. It is called at most
+	// once, under the journal's lock, by whichever goroutine gives the
+	// backend the put.
+	AppendEntry(dst []byte) ([]byte, int)
 }
 
 const (
@@ -115,7 +155,9 @@ type Epoch struct {
 	// backend every mutation at commit (not in the overlay).
 	blind []Mutation
 	// helds is where PutUnread takes its handles from, a chunk at a time.
-	helds []Held
+	helds []heldPut
+	// scratch is where PutLazy encodes an entry it stages at once.
+	scratch []byte
 	// arena holds the staged keys and values, copied in by the staging
 	// goroutine; a full arena is replaced, never moved, so the slices of
 	// muts into it stay valid.
@@ -254,13 +296,75 @@ func (e *Epoch) PutUnread(ns string, group int, user, value []byte) *Held {
 		return nil
 	}
 	if len(e.helds) == 0 {
-		e.helds = make([]Held, max(16, min(256, cap(e.unread)-len(e.unread))))
+		e.helds = make([]heldPut, max(16, min(256, cap(e.unread)-len(e.unread))))
 	}
-	h := &e.helds[0]
+	hp := &e.helds[0]
 	e.helds = e.helds[1:]
-	h.mut = m
+	hp.m = m
+	hp.h.mut = &hp.m
+	e.stageUnread(unreadOp{h: &hp.h})
+	return &hp.h
+}
+
+// PutLazy is PutUnread of an entry that v encodes only if the backend is
+// given it: on a memory backend a row put and deleted between two reads
+// or checkpoints is never encoded. v must stay readable until the put
+// settles: until the epoch of a DeleteUnread given the returned handle
+// has settled (Epoch.OnSettled), or the journal failed or closed.
+//
+// The handle is h, memory of the caller's (a kept row's own, so that
+// cancelling the put reads what deleting the row just read), unless the
+// backend is given every mutation at commit: then the entry is encoded
+// at once and PutLazy returns nil.
+func (e *Epoch) PutLazy(ns string, group int, v Lazy, h *Held) *Held {
+	if e.j.deferTo == nil {
+		b, n := v.AppendEntry(e.scratch[:0])
+		e.scratch = b
+		e.stageBlind(Mutation{Key: e.j.key(ns, group, e.copy(b[:n])), Value: e.copy(b[n:])})
+		return nil
+	}
+	*h = Held{group: int32(group), lazy: v, ns: ns}
 	e.stageUnread(unreadOp{h: h})
 	return h
+}
+
+// LazyPut is a put of PutLazyAll: PutLazy's arguments.
+type LazyPut struct {
+	Group int
+	V     Lazy
+	H     *Held
+}
+
+// PutLazyAll is PutLazy of every put, in order, taking the journal's lock
+// once. It reports whether the handles (each put's H) are the puts':
+// false when the backend is given every mutation at commit (PutLazy
+// returns nil).
+func (e *Epoch) PutLazyAll(ns string, puts []LazyPut) bool {
+	j := e.j
+	if j.deferTo == nil {
+		for _, p := range puts {
+			e.PutLazy(ns, p.Group, p.V, p.H)
+		}
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, p := range puts {
+		*p.H = Held{group: int32(p.Group), lazy: p.V, ns: ns}
+		e.unread = append(e.unread, unreadOp{h: p.H})
+	}
+	return true
+}
+
+// DeleteHeld is DeleteUnread of the puts of every handle (none nil),
+// taking the journal's lock once.
+func (e *Epoch) DeleteHeld(puts []*Held) {
+	j := e.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, h := range puts {
+		e.unread = append(e.unread, unreadOp{h: h, del: true})
+	}
 }
 
 // Grow makes room for n more mutations staged by PutUnread and
@@ -513,11 +617,14 @@ func (j *Journal) flushDeferred() error {
 		return nil
 	}
 	muts := make([]Mutation, 0, len(j.held)-j.cancelled)
+	var arena []byte
 	for _, h := range j.held {
-		if h.state == heldPending {
-			h.state = heldApplied
-			muts = append(muts, h.mut)
+		if h.state != heldPending {
+			continue
 		}
+		h.state = heldApplied
+		arena = j.encode(h, arena)
+		muts = append(muts, *h.mut)
 	}
 	clear(j.held)
 	j.held, j.cancelled = j.held[:0], 0
@@ -536,6 +643,21 @@ func (j *Journal) Close() error {
 	}
 	err := j.flushDeferred()
 	j.deferTo.undefer(j)
+	// The epochs still pending may commit after the operator closed,
+	// when what their lazy puts encode from may be gone.
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var arena []byte
+	for _, h := range j.held {
+		arena = j.encode(h, arena)
+	}
+	for _, e := range j.pending {
+		for _, op := range e.unread {
+			if !op.del {
+				arena = j.encode(op.h, arena)
+			}
+		}
+	}
 	return err
 }
 
@@ -543,6 +665,12 @@ func (j *Journal) dropAll() []*Epoch {
 	dropped := j.pending
 	j.pending = nil
 	j.overlay = map[string]staged{}
+	// The dropped epochs settle now: what their operator releases then
+	// may be what a held lazy put encodes from.
+	var arena []byte
+	for _, h := range j.held {
+		arena = j.encode(h, arena)
+	}
 	return dropped
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/internal/ack"
 	"github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/keys"
 	"github.com/arkflow-rs/arkflow-go/internal/ops"
 	"github.com/arkflow-rs/arkflow-go/internal/rowbin"
 	"github.com/arkflow-rs/arkflow-go/internal/statestore"
@@ -63,46 +65,71 @@ type intervalJoin struct {
 	lower, upper int64
 	outer        bool
 	codecs       [2]*rowbin.Codec
-	kept         [2][][]keptRef // by key ID (dense: the key table's), in arrival order
+	// byKey holds, by key ID (dense: the key table's), the key's kept
+	// rows of both sides in arrival order and its key group: what a row
+	// of the key reads and writes is in one place.
+	byKey []keyRows
 	// ends orders the kept rows by end, then arrival, in runs (one per
 	// input batch, sorted): they end from its top as the watermark
 	// passes. A heap of runs costs a heap operation per batch, not per
 	// row.
 	ends  runHeap
 	nkept int
-	// groupOf caches the key group of each key ID (-1: not yet known).
-	groupOf []int32
-	// cleaned[s][kid] is the last Watermark call (its number, tick) that
-	// dropped ended rows from the list of kid on side s.
-	cleaned [2][]uint32
-	tick    uint32
-	seq     int64
+	// stale counts the ended rows still in their keys' lists: a list
+	// drops its ended rows when pairing or keeping next reads it (the
+	// list is in the cache then), and every list is swept once stale
+	// outnumbers the kept rows, which bounds the lists of keys that came
+	// no more.
+	stale int
+	seq   int64
+	// puts is stage's buffer; touched is what touch read.
+	puts    []statestore.LazyPut
+	touched int64
+	counts  []int32 // sortByEnd's buffer
 	buf     []byte
 }
 
-// keptRef is a kept row in its key's list: its event time beside it, so
-// that pairing scans the list without reading the rows.
+// keyRows are the kept rows of a key and its key group (-1: not yet
+// known).
+type keyRows struct {
+	rows  []keptRef
+	group int32
+}
+
+// keptRef is a kept row in its key's list: its side and event time beside
+// it, so that pairing scans the list without reading the rows.
 type keptRef struct {
-	ts  int64
-	row *keptRow
+	ts   int64
+	row  *keptRow
+	side int
 }
 
 // keptRow is a row kept for pairing.
+//
+// What an interval join reads when a row ends (put, group, marked and
+// the lazy put's handle, held) fills its first 64 bytes: one cache line.
 type keptRow struct {
-	side    int
+	held  statestore.Held // where put points, when the put is lazy
+	put   *statestore.Held
+	group int32
+	// marked says the row's paired mark is stored.
+	marked  bool
+	matched bool
+	null    bool // its key is null (a window join's outer left row)
+	// came says the row paired when it came (an interval join's stored
+	// flag); unlike matched, it does not change once the row is staged.
+	came    bool
 	ts, end int64 // end: the watermark at which no partner can come
 	seq     int64 // arrival order, for a deterministic order
 	kid     int32
-	group   int32
-	from    *keptBatch
 	row     int32
-	matched bool
-	null    bool // its key is null (a window join's outer left row)
+	from    *keptBatch
+	side    int
 	// put and mark are the handles of the row's put and of its paired
 	// mark's (nil when read back from the store, or the backend is
-	// given every mutation at commit); marked says the mark is stored.
-	put, mark *statestore.Held
-	marked    bool
+	// given every mutation at commit).
+	mark *statestore.Held
+	_    [8]byte // 128 bytes: a slab's rows start at cache lines
 }
 
 // keptBatch is an input batch some of whose rows are kept (or, after a
@@ -112,12 +139,30 @@ type keptRow struct {
 type keptBatch struct {
 	rec  arrow.RecordBatch
 	ack  *ack.Node
-	live int
+	live atomic.Int32 // an interval join's ended rows drop theirs as their deletes settle
+	// codec and keyCol encode the batch's rows for state (PutLazy).
+	codec  *rowbin.Codec
+	keyCol int
 }
 
-func (k *keptBatch) drop() {
-	k.live--
-	if k.live == 0 {
+// newKeptBatch is a keptBatch of rec holding one reference.
+func newKeptBatch(rec arrow.RecordBatch) *keptBatch {
+	k := &keptBatch{rec: rec}
+	k.live.Store(1)
+	return k
+}
+
+// batchDrop is n rows of kb that ended.
+type batchDrop struct {
+	kb *keptBatch
+	n  int32
+}
+
+func (k *keptBatch) drop() { k.dropN(1) }
+
+// dropN drops n rows' references.
+func (k *keptBatch) dropN(n int32) {
+	if k.live.Add(-n) == 0 {
 		k.rec.Release()
 		if k.ack != nil {
 			k.ack.Release(nil)
@@ -186,6 +231,10 @@ type run struct {
 	i    int
 	// end and seq are those of rows[i].
 	end, seq int64
+	// from is the batch of every row (nil: of several), and ended the
+	// rows a Watermark call ended, so that it releases them by batch.
+	from  *keptBatch
+	ended int32
 }
 
 func (r *run) before(o *run) bool {
@@ -283,10 +332,11 @@ func (w *intervalJoin) restore(info ops.Task) error {
 		if marks[string(w.userKey(k))] {
 			k.matched, k.marked = true, true
 		}
+		w.group(k.kid) // makes room for its key
 		w.keep(k)
 		w.seq = max(w.seq, k.seq+1)
 	}
-	w.addRun(rows)
+	w.addRun(rows, nil)
 	return nil
 }
 
@@ -310,49 +360,102 @@ func restoredBatch(schema *arrow.Schema, cols []int, bs []array.Builder) arrow.R
 
 // keep adds k to its key's list; the caller adds it to a run.
 func (w *intervalJoin) keep(k *keptRow) {
-	w.grow(k.kid)
-	k.from.live++
+	k.from.live.Add(1)
 	w.nkept++
-	w.kept[k.side][k.kid] = append(w.kept[k.side][k.kid], keptRef{ts: k.ts, row: k})
+	kr := &w.byKey[k.kid]
+	kr.rows = append(kr.rows, keptRef{ts: k.ts, row: k, side: k.side})
 }
 
-// grow makes the per-key slices long enough for kid.
-func (w *intervalJoin) grow(kid int32) {
-	for int(kid) >= len(w.kept[0]) {
-		w.kept[0], w.kept[1] = append(w.kept[0], nil), append(w.kept[1], nil)
-		w.cleaned[0], w.cleaned[1] = append(w.cleaned[0], 0), append(w.cleaned[1], 0)
-		w.groupOf = append(w.groupOf, -1)
+// live returns the list of kid without its ended rows, which it drops
+// from the list.
+func (w *intervalJoin) live(kid int32) []keptRef {
+	kr := &w.byKey[kid]
+	if w.stale == 0 || len(kr.rows) == 0 {
+		return kr.rows
 	}
+	live := kr.rows[:0]
+	for _, k := range kr.rows {
+		if w.endOf(k.side, k.ts) > w.wm {
+			live = append(live, k)
+		}
+	}
+	if n := len(kr.rows) - len(live); n > 0 {
+		w.stale -= n
+		clear(kr.rows[len(live):])
+		kr.rows = live
+	}
+	return live
 }
 
-// group returns the key group of kid.
+// sweep drops the ended rows of every list.
+func (w *intervalJoin) sweep() {
+	for kid := range w.byKey {
+		w.live(int32(kid))
+	}
+	w.stale = 0
+}
+
+// group returns the key group of kid, making room for kid in byKey.
 func (w *intervalJoin) group(kid int32) int32 {
-	w.grow(kid)
-	g := w.groupOf[kid]
-	if g < 0 {
-		g = int32(w.keys.GroupWith(kid, w.groups))
-		w.groupOf[kid] = g
+	for int(kid) >= len(w.byKey) {
+		w.byKey = append(w.byKey, keyRows{group: -1})
 	}
-	return g
+	kr := &w.byKey[kid]
+	if kr.group < 0 {
+		kr.group = int32(w.keys.GroupWith(kid, w.groups))
+	}
+	return kr.group
 }
 
 // addRun adds rows, in arrival order, to the rows by end.
-func (w *intervalJoin) addRun(rows []*keptRow) {
+// from is the batch of every row, or nil.
+func (w *intervalJoin) addRun(rows []*keptRow, from *keptBatch) {
 	if len(rows) == 0 {
 		return
 	}
-	r := &run{rows: make([]keptEnd, len(rows))}
-	for i, k := range rows {
-		r.rows[i] = keptEnd{end: k.end, seq: k.seq, row: k}
-	}
-	slices.SortFunc(r.rows, func(a, b keptEnd) int {
-		if c := cmp.Compare(a.end, b.end); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
+	r := &run{rows: sortByEnd(rows, &w.counts), from: from}
 	r.end, r.seq = r.rows[0].end, r.rows[0].seq
 	w.ends.push(r)
+}
+
+// sortByEnd returns rows, given in arrival order, as keptEnds sorted by
+// end, then arrival. The ends of a batch's rows usually lie within a few
+// times as many milliseconds as it has rows: then a counting sort by end,
+// which keeps arrival order, in two passes (counts is its buffer);
+// otherwise a comparison sort.
+func sortByEnd(rows []*keptRow, counts *[]int32) []keptEnd {
+	out := make([]keptEnd, len(rows))
+	lo, hi := rows[0].end, rows[0].end
+	for _, k := range rows {
+		lo, hi = min(lo, k.end), max(hi, k.end)
+	}
+	if span := uint64(hi) - uint64(lo); span >= uint64(4*len(rows)+64) {
+		for i, k := range rows {
+			out[i] = keptEnd{end: k.end, seq: k.seq, row: k}
+		}
+		slices.SortFunc(out, func(a, b keptEnd) int {
+			if c := cmp.Compare(a.end, b.end); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
+		return out
+	}
+	c := slices.Grow((*counts)[:0], int(hi-lo)+2)[:int(hi-lo)+2]
+	clear(c)
+	for _, k := range rows {
+		c[k.end-lo+1]++
+	}
+	for i := 1; i < len(c); i++ {
+		c[i] += c[i-1]
+	}
+	for _, k := range rows {
+		at := &c[k.end-lo]
+		out[*at] = keptEnd{end: k.end, seq: k.seq, row: k}
+		*at++
+	}
+	*counts = c
+	return out
 }
 
 // userKey is the state key of a kept row.
@@ -365,17 +468,58 @@ func (w *intervalJoin) userKey(k *keptRow) []byte {
 	return u
 }
 
-// stage puts a new kept row, with whether it has paired, in epoch.
-func (w *intervalJoin) stage(epoch *statestore.Epoch, k *keptRow) {
-	key := w.userKey(k)
-	n := len(key)
+// stage puts new kept rows, with whether each has paired, in epoch. The
+// entries are encoded only if the backend is given them (PutLazy): a
+// row's batch stays held until the delete of the row has settled.
+func (w *intervalJoin) stage(epoch *statestore.Epoch, rows []*keptRow) {
+	puts := w.puts[:0]
+	for _, k := range rows {
+		k.came = k.matched
+		puts = append(puts, statestore.LazyPut{Group: int(k.group), V: k, H: &k.held})
+	}
+	if epoch.PutLazyAll(rowsNamespace, puts) {
+		for _, k := range rows {
+			k.put = &k.held
+		}
+	}
+	clear(puts)
+	w.puts = puts[:0]
+}
+
+// touch makes room for the keys of the batch's rows from r on, a chunk
+// of them, and reads each key's entry and first kept row, in a loop whose
+// loads do not wait on each other: their cache misses overlap, where
+// pairing would take them one after another. (A chunk, not the batch:
+// what it reads must still be in the cache when the rows pair.)
+func (w *intervalJoin) touch(r int) {
+	var x int64
+	for _, kid := range w.kid[r:min(r+touchChunk, len(w.kid))] {
+		w.group(kid)
+		if rows := w.byKey[kid].rows; len(rows) > 0 {
+			x += rows[0].ts
+		}
+	}
+	w.touched = x
+}
+
+// touchChunk is the rows touch reads ahead.
+const touchChunk = 128
+
+// AppendEntry appends a kept row's user key (see rowsNamespace: the same
+// as userKey) and its value to dst (statestore.Lazy). It reads only what
+// does not change once the row is staged.
+func (k *keptRow) AppendEntry(dst []byte) ([]byte, int) {
+	start, kb := len(dst), k.from
+	dst = keys.AppendValueBytes(dst, kb.rec.Column(kb.keyCol), int(k.row))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(k.ts)^1<<63)
+	dst = append(dst, byte(k.side))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(k.seq))
+	n := len(dst) - start
 	flag := byte(0)
-	if k.matched {
+	if k.came {
 		flag = flagPaired
 	}
-	v := w.codecs[k.side].Append(append(key, flag), k.from.rec, int(k.row))
-	w.buf = v
-	k.put = epoch.PutUnread(rowsNamespace, int(k.group), v[:n], v[n:])
+	return kb.codec.Append(append(dst, flag), kb.rec, int(k.row)), n
 }
 
 // unstage deletes a kept row's entry in namespace ns, put by the handle
@@ -411,8 +555,9 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	}
 	rec := b.Rec
 	epoch.Grow(len(w.ts))
-	kb := &keptBatch{rec: rec, live: 1} // the call's own reference, dropped below
+	kb := newKeptBatch(rec) // the call's own reference, dropped below
 	defer kb.drop()
+	kb.codec, kb.keyCol = w.codecs[side], w.keyCol
 	var left, right []*keptRow // the pairs, in order
 	var paired []*keptRow      // kept left rows this batch paired first
 	other := 1 - side
@@ -421,6 +566,9 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	var kept []*keptRow
 	var late []int32 // rows routed as late
 	for r := range w.ts {
+		if r%touchChunk == 0 {
+			w.touch(r)
+		}
 		if !w.valid[r] {
 			if w.lateRow(true) {
 				late = append(late, int32(r))
@@ -448,10 +596,13 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 			}
 			continue
 		}
-		k.seq, k.group = w.seq, w.group(k.kid)
+		k.seq, k.group = w.seq, w.byKey[k.kid].group
 		w.seq++
-		if int(k.kid) < len(w.kept[other]) {
-			for _, o := range w.kept[other][k.kid] {
+		{
+			for _, o := range w.live(k.kid) {
+				if o.side != other {
+					continue
+				}
 				lt, rt := ts, o.ts
 				if side == 1 {
 					lt, rt = o.ts, ts
@@ -472,9 +623,9 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		}
 		w.keep(k)
 		kept = append(kept, k)
-		w.stage(epoch, k)
 	}
-	w.addRun(kept)
+	w.stage(epoch, kept)
+	w.addRun(kept, kb)
 	for _, l := range paired {
 		l.mark, l.marked = epoch.PutUnread(pairedNamespace, int(l.group), w.userKey(l), nil), true
 	}
@@ -530,16 +681,16 @@ func (w *intervalJoin) build(left, right []*keptRow) (arrow.RecordBatch, error) 
 		c.Retain()
 		cols = append(cols, c)
 	}
-	for _, c := range rcols[1:] {
+	for _, c := range rcols {
 		c.Retain()
 		cols = append(cols, c)
 	}
 	return array.NewRecordBatch(w.out, cols, int64(n)), nil
 }
 
-// gather returns the key column and the output columns of a side for the
-// given kept rows, in order; a nil row gives nulls.
-func gather(s joinSide, schema *arrow.Schema, rows []*keptRow) ([]arrow.Array, error) {
+// gather returns the key column (withKey) and the output columns of a
+// side for the given kept rows, in order; a nil row gives nulls.
+func gather(s joinSide, schema *arrow.Schema, rows []*keptRow, withKey bool) ([]arrow.Array, error) {
 	var batches []*keptBatch
 	var at map[*keptBatch]int32 // index in batches; most outputs come from few batches
 	src, row := make([]int32, len(rows)), make([]int32, len(rows))
@@ -577,7 +728,10 @@ func gather(s joinSide, schema *arrow.Schema, rows []*keptRow) ([]arrow.Array, e
 		}
 		src[i], row[i] = lastIdx, k.row
 	}
-	cols := keptCols(s)
+	cols := s.cols
+	if withKey {
+		cols = keptCols(s)
+	}
 	out := make([]arrow.Array, 0, len(cols))
 	arrays := make([]arrow.Array, len(batches))
 	for _, c := range cols {
@@ -601,11 +755,21 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	if !w.advance(wm) {
 		return nil
 	}
-	var ended, unmatched []*keptRow
+	var ended, unmatched, loose []*keptRow
+	var runs []*run // those whose rows ended
 	for len(w.ends) > 0 && w.ends[0].end <= wm {
 		top := w.ends[0]
 		k := top.rows[top.i].row
 		top.rows[top.i].row = nil
+		switch {
+		case top.from == nil:
+			loose = append(loose, k)
+		case top.ended == 0:
+			runs = append(runs, top)
+			fallthrough
+		default:
+			top.ended++
+		}
 		top.next()
 		w.ends.fix() // usually one comparison: the run's next row stays first
 		ended = append(ended, k)
@@ -618,47 +782,53 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 	if len(ended) == 0 {
 		return nil
 	}
-	w.tick++
+	w.stale += len(ended)
+	if w.stale > max(w.nkept, 1<<14) {
+		w.sweep()
+	}
 	epoch := w.journal.Begin()
+	// A row's batch is what its lazy put encodes from until its delete
+	// has settled.
+	drops := make([]batchDrop, len(runs))
+	for i, r := range runs {
+		drops[i] = batchDrop{r.from, r.ended}
+		r.ended = 0
+	}
+	epoch.OnSettled(func(error) {
+		for _, d := range drops {
+			d.kb.dropN(d.n)
+		}
+		for _, k := range loose {
+			k.from.drop()
+		}
+	})
 	epoch.Grow(len(ended))
+	held := make([]*statestore.Held, 0, len(ended))
 	for _, e := range ended {
-		w.unstage(epoch, rowsNamespace, e, e.put)
+		if e.put != nil {
+			held = append(held, e.put)
+		} else {
+			w.unstage(epoch, rowsNamespace, e, nil)
+		}
 		if e.marked {
 			w.unstage(epoch, pairedNamespace, e, e.mark)
 		}
-		// Only the keys of the ended rows have rows to drop, once each.
-		if w.cleaned[e.side][e.kid] == w.tick {
-			continue
-		}
-		w.cleaned[e.side][e.kid] = w.tick
-		// On one side a row's end is its time plus a constant: the rows
-		// the watermark ended are those whose time says so.
-		rows := w.kept[e.side][e.kid]
-		live := rows[:0]
-		for _, k := range rows {
-			if w.endOf(e.side, k.ts) > wm {
-				live = append(live, k)
-			}
-		}
-		clear(rows[len(live):])
-		w.kept[e.side][e.kid] = live
 	}
-	err := w.emitPairs(ctx, out, ack.New(epoch.Done), unmatched, make([]*keptRow, len(unmatched)))
-	for _, k := range ended {
-		k.from.drop()
-	}
-	return err
+	epoch.DeleteHeld(held)
+	return w.emitPairs(ctx, out, ack.New(epoch.Done), unmatched, make([]*keptRow, len(unmatched)))
 }
 
-// Close drops the kept rows (they are state: a restart reads them back).
+// Close drops the kept rows (they are state: a restart reads them back)
+// once the journal has closed.
 func (w *intervalJoin) Close() error {
+	err := w.journal.Close() // encodes what it holds from the rows' batches
 	for _, r := range w.ends {
 		for _, k := range r.rows[r.i:] {
 			k.row.from.drop()
 		}
 	}
 	w.ends, w.nkept = nil, 0
-	w.kept = [2][][]keptRef{}
+	w.byKey = nil
 	w.closeWarnings()
-	return w.journal.Close()
+	return err
 }

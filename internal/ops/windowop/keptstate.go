@@ -67,7 +67,7 @@ func (jb *joinBuild) readKept(j *statestore.Journal, t *keys.Table, codecs [2]*r
 				}
 			}
 		}
-		batches[s] = &keptBatch{rec: restoredBatch(jb.in[s], cols, bs), live: 1}
+		batches[s] = newKeptBatch(restoredBatch(jb.in[s], cols, bs))
 	}
 	var n [2]int32
 	rows, users = make([]*keptRow, len(all)), make([][]byte, len(all))
@@ -93,14 +93,14 @@ func (jb *joinBuild) keptCodecs() ([2]*rowbin.Codec, error) {
 	return cs, nil
 }
 
-// gatherPairs returns the key and output columns of each side for the
-// pairs (left[i], right[i]), a nil row giving nulls; the caller releases
-// both.
+// gatherPairs returns the key and output columns of the left side and
+// the output columns of the right (its key is the left's) for the pairs
+// (left[i], right[i]), a nil row giving nulls; the caller releases both.
 func (jb *joinBuild) gatherPairs(left, right []*keptRow) (lcols, rcols []arrow.Array, err error) {
-	if lcols, err = gather(jb.sides[0], jb.in[0], left); err != nil {
+	if lcols, err = gather(jb.sides[0], jb.in[0], left, true); err != nil {
 		return nil, nil, err
 	}
-	if rcols, err = gather(jb.sides[1], jb.in[1], right); err != nil {
+	if rcols, err = gather(jb.sides[1], jb.in[1], right, false); err != nil {
 		releaseAll(lcols)
 		return nil, nil, err
 	}

@@ -268,7 +268,7 @@ func (w *temporalJoin) stream(ctx context.Context, b ops.Batch, out ops.Emitter)
 		}
 		k := &keptRow{side: 0, ts: ts, seq: w.seq, kid: w.kid[r], from: kb, row: int32(r), matched: keyCol.IsNull(r)}
 		w.seq++
-		kb.live++
+		kb.live.Add(1)
 		switch {
 		case !w.tm.event:
 			now = append(now, k)
@@ -285,12 +285,12 @@ func (w *temporalJoin) stream(ctx context.Context, b ops.Batch, out ops.Emitter)
 		b.Ack.Release(err)
 		return fmt.Errorf("operator %q: %w", w.op, err)
 	}
-	if kb.live == 0 {
+	if kb.live.Load() == 0 {
 		b.Rec.Release()
 		b.Ack.Release(nil)
 		return nil
 	}
-	kb.live++ // this call's own reference, dropped below
+	kb.live.Add(1) // this call's own reference, dropped below
 	defer kb.drop()
 	if err := w.emit(ctx, out, past, false); err != nil {
 		return err
@@ -358,7 +358,7 @@ func (w *temporalJoin) emit(ctx context.Context, out ops.Emitter, rows []*keptRo
 // build makes one output batch: the stream rows' key and columns, then
 // the versions' columns (nulls for a version without a row).
 func (w *temporalJoin) build(left []*keptRow, right []version) (arrow.RecordBatch, error) {
-	lcols, err := gather(w.jb.sides[0], w.jb.in[0], left)
+	lcols, err := gather(w.jb.sides[0], w.jb.in[0], left, true)
 	if err != nil {
 		return nil, err
 	}

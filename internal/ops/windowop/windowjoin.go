@@ -132,7 +132,7 @@ func (w *windowJoin) place(k *keptRow) bool {
 		return false
 	}
 	last.last = append(last.last, k)
-	k.from.live++
+	k.from.live.Add(1)
 	return true
 }
 
@@ -182,7 +182,7 @@ func (w *windowJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter) 
 	}
 	rec := b.Rec
 	epoch.Grow(len(w.ts))
-	kb := &keptBatch{rec: rec, live: 1} // the call's own reference, dropped below
+	kb := newKeptBatch(rec) // the call's own reference, dropped below
 	defer kb.drop()
 	keyCol := rec.Column(w.keyCol)
 	var slab []keptRow
@@ -395,7 +395,7 @@ func (w *windowJoin) build(x *joinWin, left, right []*keptRow) (arrow.RecordBatc
 	}
 	cols := []arrow.Array{lcols[0], timestamps(starts), timestamps(ends)}
 	cols = append(cols, lcols[1:]...)
-	cols = append(cols, rcols[1:]...)
+	cols = append(cols, rcols...)
 	defer cols[1].Release()
 	defer cols[2].Release()
 	return array.NewRecordBatch(w.out, cols, int64(n)), nil
