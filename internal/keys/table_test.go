@@ -206,3 +206,31 @@ func TestTableStringsSurviveBuffer(t *testing.T) {
 		t.Fatalf("Build = %q %q after the batch buffer changed", out.Value(0), out.Value(1))
 	}
 }
+
+// AppendValueBytes gives, for every row of every key type, the bytes the
+// table gives the row's key ID (Bytes), nulls included (none).
+func TestAppendValueBytesMatchesTable(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, dt := range keyTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			tb, err := NewTable(dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := keyArray(t, rng, dt, 200, true)
+			defer a.Release()
+			ids := make([]int32, a.Len())
+			if err := tb.IDs(a, ids); err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				want := tb.Bytes(id)
+				got := AppendValueBytes([]byte("x"), a, i)
+				if string(got) != "x"+string(want) {
+					t.Fatalf("row %d (%s): %q, the table's bytes %q", i, identity(t, a, i), got[1:], want)
+				}
+			}
+		})
+	}
+}
