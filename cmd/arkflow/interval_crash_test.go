@@ -62,8 +62,9 @@ func intervalCrashReference(left, right []joinCrashRow, lower, upper int64, oute
 
 // The crash proof of the interval join, whose kept rows are state. The
 // window join proof's sources feed an inner and a left outer interval
-// join (parallelism 2, Badger state, checkpoints every 300 ms to
-// file://, file sinks); the job is SIGKILLed at random moments and run
+// join (parallelism 2, state in Badger and, a second time, in memory,
+// whose kept rows reach the store only when a checkpoint freezes it;
+// checkpoints every 300 ms to file://, file sinks); the job is SIGKILLed at random moments and run
 // again with `arkflow run` each time, restoring the latest checkpoint
 // (runWithKills); a last run goes to the end. Then, for each join:
 //
@@ -87,11 +88,20 @@ func intervalCrashReference(left, right []joinCrashRow, lower, upper int64, oute
 //     the restarts that wrote anything;
 //   - no run dropped a row as late.
 func TestIntervalJoinSurvivesSIGKILL(t *testing.T) {
+	for _, backend := range []string{"badger", "memory"} {
+		t.Run(backend, func(t *testing.T) { intervalCrashProof(t, backend) })
+	}
+}
+
+func intervalCrashProof(t *testing.T, backend string) {
 	var ids []string
 	for _, j := range intervalCrashJoins {
 		ids = append(ids, j.id)
 	}
-	persons, auctions, outs, cr := runJoinCrashProof(t, "interval-crash", 32, intervalCrashSpec, ids)
+	spec := func(dir string, rate int) string {
+		return strings.Replace(intervalCrashSpec(dir, rate), "state: {backend: badger}", "state: {backend: "+backend+"}", 1)
+	}
+	persons, auctions, outs, cr := runJoinCrashProof(t, "interval-crash", 32, spec, ids)
 
 	field := func(l string, i int) (int64, bool) {
 		v, err := strconv.ParseInt(strings.Split(l, "|")[i], 10, 64)
