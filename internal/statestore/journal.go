@@ -60,26 +60,41 @@ type Journal struct {
 	held      []*Held
 	cancelled int
 	deferTo   deferrer
+	// flushes counts flushDeferred's runs, lastCommitted is the ID of
+	// the last epoch committed (see unreadOp and Held.del).
+	flushes       uint64
+	lastCommitted uint64
 }
 
 // unreadOp is a PutUnread (h) or a DeleteUnread (del; h the put it
 // undoes, or nil, and key the delete's key when h is nil) of a deferring
 // journal.
+//
+// A delete by handle records, when it is staged, whether its put had been
+// given to the backend (applied) and how many flushes there had been
+// (gen): committing it then needs no look at the handle unless a flush
+// ran in between (see Held.del).
 type unreadOp struct {
-	h   *Held
-	del bool
-	key *Key
+	h       *Held
+	del     bool
+	applied bool
+	gen     uint64
+	key     *Key
 }
 
 // Held is a put staged by PutUnread: the handle DeleteUnread takes to
 // cancel it while the backend has not been given it. nil when the journal
 // gives its backend every mutation at commit.
 //
-// It is small (48 bytes, its state first) so that an operator can keep
+// It is small (56 bytes, its state first) so that an operator can keep
 // it beside what it reads when it deletes the row (PutLazy).
 type Held struct {
 	state uint8 // heldStaged, heldPending, heldApplied or heldCancelled; under the journal's mu
 	group int32 // a lazy put's key group
+	// del is the epoch of the DeleteUnread of the put (0: none). Once it
+	// has committed, a held put is dead: a flush skips it, without the
+	// delete's commit having marked it cancelled.
+	del uint64
 	// lazy, for a put staged by PutLazy, encodes the key's user bytes
 	// and the value when the backend is given the put (nil after), in
 	// namespace ns.
@@ -363,7 +378,8 @@ func (e *Epoch) DeleteHeld(puts []*Held) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, h := range puts {
-		e.unread = append(e.unread, unreadOp{h: h, del: true})
+		h.del = e.id
+		e.unread = append(e.unread, unreadOp{h: h, del: true, applied: h.state == heldApplied, gen: j.flushes})
 	}
 }
 
@@ -385,7 +401,7 @@ func (e *Epoch) Grow(n int) {
 // store when it started); with a handle, user may be nil.
 func (e *Epoch) DeleteUnread(ns string, group int, user []byte, put *Held) {
 	if put != nil && e.j.deferTo != nil {
-		e.stageUnread(unreadOp{h: put, del: true})
+		e.DeleteHeld([]*Held{put})
 		return
 	}
 	if e.j.deferTo == nil {
@@ -570,6 +586,7 @@ func (j *Journal) commitReady() ([]*Epoch, error) {
 		}
 	}
 	j.committed += int64(n)
+	j.lastCommitted = j.pending[n-1].id
 	done := append([]*Epoch(nil), j.pending[:n]...)
 	j.pending = append(j.pending[:0], j.pending[n:]...)
 	return done, nil
@@ -588,25 +605,41 @@ func (j *Journal) hold(op unreadOp) (Mutation, bool) {
 		j.held = append(j.held, h)
 		return Mutation{}, false
 	}
-	if h != nil && h.state == heldPending {
-		h.state = heldCancelled
-		j.cancelled++
-		if j.cancelled > max(4096, len(j.held)/2) {
-			live := j.held[:0]
-			for _, p := range j.held {
-				if p.state == heldPending {
-					live = append(live, p)
-				}
-			}
-			clear(j.held[len(live):])
-			j.held, j.cancelled = live, 0
-		}
-		return Mutation{}, false
+	if h == nil {
+		return Mutation{Key: *op.key, Delete: true}, true
 	}
-	if h != nil {
+	// Without a flush since the delete was staged, its put was given to
+	// the backend only if it had been then; the put dies as this commits
+	// (Held.del). Otherwise the handle says.
+	applied := op.applied
+	if op.gen != j.flushes {
+		applied = h.state == heldApplied
+		if h.state == heldPending {
+			h.state = heldCancelled
+		}
+	}
+	if applied {
 		return Mutation{Key: h.mut.Key, Delete: true}, true
 	}
-	return Mutation{Key: *op.key, Delete: true}, true
+	j.cancelled++
+	if j.cancelled > max(4096, len(j.held)/2) {
+		live := j.held[:0]
+		for _, p := range j.held {
+			if j.live(p) {
+				live = append(live, p)
+			}
+		}
+		clear(j.held[len(live):])
+		j.held, j.cancelled = live, 0
+	}
+	return Mutation{}, false
+}
+
+// live reports whether a held put is still to be given to the backend:
+// committed, neither given nor cancelled, its delete (if any) not yet
+// committed. Callers hold mu.
+func (j *Journal) live(h *Held) bool {
+	return h.state == heldPending && (h.del == 0 || h.del > j.lastCommitted)
 }
 
 // flushDeferred gives the backend the puts held back (see held).
@@ -619,13 +652,14 @@ func (j *Journal) flushDeferred() error {
 	muts := make([]Mutation, 0, len(j.held)-j.cancelled)
 	var arena []byte
 	for _, h := range j.held {
-		if h.state != heldPending {
+		if !j.live(h) {
 			continue
 		}
 		h.state = heldApplied
 		arena = j.encode(h, arena)
 		muts = append(muts, *h.mut)
 	}
+	j.flushes++
 	clear(j.held)
 	j.held, j.cancelled = j.held[:0], 0
 	if err := j.b.Apply(muts); err != nil {
@@ -649,7 +683,9 @@ func (j *Journal) Close() error {
 	defer j.mu.Unlock()
 	var arena []byte
 	for _, h := range j.held {
-		arena = j.encode(h, arena)
+		if j.live(h) {
+			arena = j.encode(h, arena)
+		}
 	}
 	for _, e := range j.pending {
 		for _, op := range e.unread {
@@ -669,7 +705,9 @@ func (j *Journal) dropAll() []*Epoch {
 	// may be what a held lazy put encodes from.
 	var arena []byte
 	for _, h := range j.held {
-		arena = j.encode(h, arena)
+		if j.live(h) {
+			arena = j.encode(h, arena)
+		}
 	}
 	return dropped
 }
