@@ -810,7 +810,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 		} else {
 			w.unstage(epoch, rowsNamespace, e, nil)
 		}
-		if e.marked {
+		if w.outer && e.marked { // only a left outer join marks rows (and marked is on the row's second cache line)
 			w.unstage(epoch, pairedNamespace, e, e.mark)
 		}
 	}
