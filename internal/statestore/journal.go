@@ -64,6 +64,7 @@ type Journal struct {
 	// the last epoch committed (see unreadOp and Held.del).
 	flushes       uint64
 	lastCommitted uint64
+	lazyNS        []string // the namespaces of lazy puts (Held.ns)
 }
 
 // unreadOp is a PutUnread (h) or a DeleteUnread (del; h the put it
@@ -86,21 +87,37 @@ type unreadOp struct {
 // cancel it while the backend has not been given it. nil when the journal
 // gives its backend every mutation at commit.
 //
-// It is small (56 bytes, its state first) so that an operator can keep
+// It is small (40 bytes, its state first) so that an operator can keep
 // it beside what it reads when it deletes the row (PutLazy).
 type Held struct {
 	state uint8 // heldStaged, heldPending, heldApplied or heldCancelled; under the journal's mu
+	ns    uint8 // a lazy put's namespace, by index in the journal's lazyNS
 	group int32 // a lazy put's key group
 	// del is the epoch of the DeleteUnread of the put (0: none). Once it
 	// has committed, a held put is dead: a flush skips it, without the
 	// delete's commit having marked it cancelled.
 	del uint64
 	// lazy, for a put staged by PutLazy, encodes the key's user bytes
-	// and the value when the backend is given the put (nil after), in
-	// namespace ns.
+	// and the value when the backend is given the put (nil after).
 	lazy Lazy
-	ns   string
 	mut  *Mutation // nil while lazy
+}
+
+// lazyNamespace returns the index of ns in the namespaces of lazy puts,
+// adding it. An operator has a few namespaces; it panics past 256.
+func (j *Journal) lazyNamespace(ns string) uint8 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i, n := range j.lazyNS {
+		if n == ns {
+			return uint8(i)
+		}
+	}
+	if len(j.lazyNS) == 256 {
+		panic("statestore: more than 256 namespaces of lazy puts in one journal")
+	}
+	j.lazyNS = append(j.lazyNS, ns)
+	return uint8(len(j.lazyNS) - 1)
 }
 
 // heldPut is a PutUnread's handle beside its mutation.
@@ -120,7 +137,7 @@ func (j *Journal) encode(h *Held, arena []byte) []byte {
 	}
 	start := len(arena)
 	arena, n := h.lazy.AppendEntry(arena)
-	h.mut = &Mutation{Key: j.key(h.ns, int(h.group), arena[start:start+n:start+n]), Value: arena[start+n : len(arena) : len(arena)]}
+	h.mut = &Mutation{Key: j.key(j.lazyNS[h.ns], int(h.group), arena[start:start+n:start+n]), Value: arena[start+n : len(arena) : len(arena)]}
 	h.lazy = nil
 	return arena
 }
@@ -338,7 +355,7 @@ func (e *Epoch) PutLazy(ns string, group int, v Lazy, h *Held) *Held {
 		e.stageBlind(Mutation{Key: e.j.key(ns, group, e.copy(b[:n])), Value: e.copy(b[n:])})
 		return nil
 	}
-	*h = Held{group: int32(group), lazy: v, ns: ns}
+	*h = Held{ns: e.j.lazyNamespace(ns), group: int32(group), lazy: v}
 	e.stageUnread(unreadOp{h: h})
 	return h
 }
@@ -362,10 +379,11 @@ func (e *Epoch) PutLazyAll(ns string, puts []LazyPut) bool {
 		}
 		return false
 	}
+	nsi := j.lazyNamespace(ns)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, p := range puts {
-		*p.H = Held{group: int32(p.Group), lazy: p.V, ns: ns}
+		*p.H = Held{ns: nsi, group: int32(p.Group), lazy: p.V}
 		e.unread = append(e.unread, unreadOp{h: p.H})
 	}
 	return true

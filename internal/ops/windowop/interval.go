@@ -106,11 +106,14 @@ type keptRef struct {
 
 // keptRow is a row kept for pairing.
 //
-// What an interval join reads when a row ends (put, group, marked and
-// the lazy put's handle, held) fills its first 64 bytes: one cache line.
+// What an interval join reads when a row ends (put, group and the lazy
+// put's handle, held) and when a pair of it is output (from, row) fills
+// its first 64 bytes: one cache line.
 type keptRow struct {
 	held  statestore.Held // where put points, when the put is lazy
 	put   *statestore.Held
+	from  *keptBatch
+	row   int32
 	group int32
 	// marked says the row's paired mark is stored.
 	marked  bool
@@ -119,17 +122,15 @@ type keptRow struct {
 	// came says the row paired when it came (an interval join's stored
 	// flag); unlike matched, it does not change once the row is staged.
 	came    bool
+	kid     int32
 	ts, end int64 // end: the watermark at which no partner can come
 	seq     int64 // arrival order, for a deterministic order
-	kid     int32
-	row     int32
-	from    *keptBatch
 	side    int
 	// put and mark are the handles of the row's put and of its paired
 	// mark's (nil when read back from the store, or the backend is
 	// given every mutation at commit).
 	mark *statestore.Held
-	_    [8]byte // 128 bytes: a slab's rows start at cache lines
+	_    [16]byte // 128 bytes: a slab's rows start at cache lines
 }
 
 // keptBatch is an input batch some of whose rows are kept (or, after a
@@ -143,7 +144,14 @@ type keptBatch struct {
 	// codec and keyCol encode the batch's rows for state (PutLazy).
 	codec  *rowbin.Codec
 	keyCol int
+	// gen and idx are the batch's number in the gather call gen (the
+	// operator's goroutine alone reads and writes them).
+	gen uint64
+	idx int32
 }
+
+// gathers numbers gather's calls.
+var gathers atomic.Uint64
 
 // newKeptBatch is a keptBatch of rec holding one reference.
 func newKeptBatch(rec arrow.RecordBatch) *keptBatch {
@@ -692,41 +700,18 @@ func (w *intervalJoin) build(left, right []*keptRow) (arrow.RecordBatch, error) 
 // side for the given kept rows, in order; a nil row gives nulls.
 func gather(s joinSide, schema *arrow.Schema, rows []*keptRow, withKey bool) ([]arrow.Array, error) {
 	var batches []*keptBatch
-	var at map[*keptBatch]int32 // index in batches; most outputs come from few batches
+	gen := gathers.Add(1) // marks the batches this call numbered (keptBatch.gen)
 	src, row := make([]int32, len(rows)), make([]int32, len(rows))
-	last, lastIdx := (*keptBatch)(nil), int32(-1)
 	for i, k := range rows {
 		if k == nil {
 			src[i] = -1
 			continue
 		}
-		if k.from != last {
-			idx, ok := int32(-1), false
-			if at != nil {
-				idx, ok = at[k.from]
-			} else {
-				for j, b := range batches {
-					if b == k.from {
-						idx, ok = int32(j), true
-						break
-					}
-				}
-			}
-			if !ok {
-				idx = int32(len(batches))
-				batches = append(batches, k.from)
-				if at == nil && len(batches) > 8 {
-					at = make(map[*keptBatch]int32, 2*len(batches))
-					for j, b := range batches {
-						at[b] = int32(j)
-					}
-				} else if at != nil {
-					at[k.from] = idx
-				}
-			}
-			last, lastIdx = k.from, idx
+		if b := k.from; b.gen != gen {
+			b.gen, b.idx = gen, int32(len(batches))
+			batches = append(batches, b)
 		}
-		src[i], row[i] = lastIdx, k.row
+		src[i], row[i] = k.from.idx, k.row
 	}
 	cols := s.cols
 	if withKey {
