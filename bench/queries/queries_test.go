@@ -139,3 +139,17 @@ func TestQ5(t *testing.T) {
 	t.Logf("%d rows, %d of them ties", len(want), ties)
 	check(t, bids, want, Q5, Q5Hand, SortHotItems)
 }
+
+// The digests of the engine and the hand loop agree on every query, as
+// the command and the benchmarks check.
+func TestDigestsAgree(t *testing.T) {
+	for _, q := range All {
+		e, err := q.Engine(context.Background(), testBids())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := q.Hand(testBids()); e != h || e.Rows == 0 {
+			t.Errorf("%s: engine %+v, hand loop %+v", q.Name, e, h)
+		}
+	}
+}
