@@ -138,6 +138,7 @@ func TestQ5(t *testing.T) {
 	}
 	t.Logf("%d rows, %d of them ties", len(want), ties)
 	check(t, bids, want, Q5, Q5Hand, SortHotItems)
+	check(t, bids, want, Q5Sink, Q5Hand, SortHotItems)
 }
 
 // The digests of the engine and the hand loop agree on every query, as

@@ -28,7 +28,8 @@ var All = []Query{
 	query("q0", Q0, Q0Hand, bidSum),
 	query("q1", Q1, Q1Hand, bidSum),
 	query("q2", Q2, Q2Hand, func(r AuctionPrice) uint64 { return mix(r.Auction, r.Price) }),
-	query("q5", Q5, Q5Hand, func(r HotItem) uint64 { return mix(r.WindowStart, r.Auction, r.Bids) }),
+	query("q5", Q5, Q5Hand, hotSum),
+	query("q5sink", Q5Sink, Q5Hand, hotSum),
 }
 
 // query wraps a query's two sides into digests; the digest is computed
@@ -57,6 +58,8 @@ func query[T any](name string, engine func(context.Context, []nexmark.Bid, func(
 		},
 	}
 }
+
+func hotSum(r HotItem) uint64 { return mix(r.WindowStart, r.Auction, r.Bids) }
 
 func bidSum(b nexmark.Bid) uint64 {
 	return mix(b.Auction, b.Bidder, b.Price, b.DateTime, int64(len(b.Channel)+len(b.URL)+len(b.Extra)))
