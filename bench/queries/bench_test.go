@@ -44,7 +44,8 @@ func benchQuery(b *testing.B, name string) {
 	}
 }
 
-func BenchmarkQ0(b *testing.B) { benchQuery(b, "q0") }
-func BenchmarkQ1(b *testing.B) { benchQuery(b, "q1") }
-func BenchmarkQ2(b *testing.B) { benchQuery(b, "q2") }
-func BenchmarkQ5(b *testing.B) { benchQuery(b, "q5") }
+func BenchmarkQ0(b *testing.B)     { benchQuery(b, "q0") }
+func BenchmarkQ1(b *testing.B)     { benchQuery(b, "q1") }
+func BenchmarkQ2(b *testing.B)     { benchQuery(b, "q2") }
+func BenchmarkQ5(b *testing.B)     { benchQuery(b, "q5") }
+func BenchmarkQ5Sink(b *testing.B) { benchQuery(b, "q5sink") }
