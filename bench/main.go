@@ -23,7 +23,7 @@ import (
 )
 
 func main() {
-	query := flag.String("query", "all", "q0, q1, q2, q5, or all")
+	query := flag.String("query", "all", "q0, q1, q2, q5, q5sink (Q5 with its maximum in the sink), or all")
 	events := flag.Int("events", 1_000_000, "events to generate (46 in 50 are bids)")
 	seed := flag.Uint64("seed", 1, "generator seed")
 	runs := flag.Int("runs", 3, "measured runs of each side, after one warm-up run")
