@@ -1,0 +1,128 @@
+// Command bench runs Nexmark queries on arkflow and as hand-written Go
+// loops over the same generated events, checks that both give the same
+// output, and prints their throughput and its ratio.
+//
+//	go run . -query q5 [-events 1000000] [-seed 1] [-runs 3]
+//	go run . -query all
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+	"github.com/arkflow-rs/arkflow-go/bench/queries"
+)
+
+func main() {
+	query := flag.String("query", "all", "q0, q1, q2, q5, q5sink (Q5 with its maximum in the sink), or all")
+	events := flag.Int("events", 1_000_000, "events to generate (46 in 50 are bids)")
+	seed := flag.Uint64("seed", 1, "generator seed")
+	runs := flag.Int("runs", 3, "measured runs of each side, after one warm-up run")
+	flag.Parse()
+	var qs []queries.Query
+	for _, q := range queries.All {
+		if *query == "all" || *query == q.Name {
+			qs = append(qs, q)
+		}
+	}
+	if len(qs) == 0 {
+		log.Fatalf("unknown query %q", *query)
+	}
+	if err := run(os.Stdout, qs, nexmark.Config{Seed: *seed, Events: *events}, max(*runs, 1)); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// sample is one measured run.
+type sample struct {
+	wall, cpu time.Duration
+}
+
+// run generates the events once, outside any timing, and measures each
+// query on them.
+func run(w io.Writer, qs []queries.Query, cfg nexmark.Config, runs int) error {
+	bids := nexmark.Generate(cfg).Bids
+	fmt.Fprintf(w, "%d events (%d bids, the only ones the queries read), seed %d, %d measured runs a side\n",
+		cfg.Events, len(bids), cfg.Seed, runs)
+	for _, q := range qs {
+		if err := measure(w, q, bids, cfg.Events, runs); err != nil {
+			return fmt.Errorf("%s: %w", q.Name, err)
+		}
+	}
+	return nil
+}
+
+// measure runs a query's two sides in turn, a warm-up run of each first,
+// checks every run's output against the hand loop's, and prints the
+// medians.
+func measure(w io.Writer, q queries.Query, bids []nexmark.Bid, events, runs int) error {
+	want := q.Hand(bids)
+	if _, err := q.Engine(context.Background(), bids); err != nil {
+		return err
+	}
+	var engine, hand []sample
+	for range runs {
+		var got queries.Digest
+		s, err := timed(func() (err error) { got, err = q.Engine(context.Background(), bids); return err })
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("the engine's output %+v differs from the hand loop's %+v", got, want)
+		}
+		engine = append(engine, s)
+		s, _ = timed(func() error { got = q.Hand(bids); return nil })
+		if got != want {
+			return fmt.Errorf("the hand loop's output %+v differs from its first run's %+v", got, want)
+		}
+		hand = append(hand, s)
+	}
+	e, h := medians(engine), medians(hand)
+	rate := func(d time.Duration) float64 { return float64(events) / d.Seconds() / 1e6 }
+	fmt.Fprintf(w, "%s: %d rows out\n", strings.ToUpper(q.Name), want.Rows)
+	fmt.Fprintf(w, "  engine: %6.2f M events/s, %6.2f M events/s per CPU second (%d ms, %d ms CPU)\n",
+		rate(e.wall), rate(e.cpu), e.wall.Milliseconds(), e.cpu.Milliseconds())
+	fmt.Fprintf(w, "  hand:   %6.2f M events/s, %6.2f M events/s per CPU second (%d ms, %d ms CPU)\n",
+		rate(h.wall), rate(h.cpu), h.wall.Milliseconds(), h.cpu.Milliseconds())
+	fmt.Fprintf(w, "  engine ÷ hand loop: %.2f (per CPU second: %.2f)\n",
+		h.wall.Seconds()/e.wall.Seconds(), h.cpu.Seconds()/e.cpu.Seconds())
+	return nil
+}
+
+// timed runs f and returns its wall time and the process's CPU time
+// (user + system) over it.
+func timed(f func() error) (sample, error) {
+	c0 := cpuTime()
+	t0 := time.Now()
+	err := f()
+	return sample{wall: time.Since(t0), cpu: cpuTime() - c0}, err
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// medians are the median wall and CPU times, each taken on its own.
+func medians(s []sample) sample {
+	walls := make([]time.Duration, len(s))
+	cpus := make([]time.Duration, len(s))
+	for i, x := range s {
+		walls[i], cpus[i] = x.wall, x.cpu
+	}
+	slices.Sort(walls)
+	slices.Sort(cpus)
+	return sample{wall: walls[len(s)/2], cpu: cpus[len(s)/2]}
+}

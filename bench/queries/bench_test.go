@@ -1,0 +1,51 @@
+package queries
+
+import (
+	"context"
+	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+)
+
+// benchEvents is the benchmarks' run: about 920 k bids, 10 000 s of event
+// time.
+const benchEvents = 1_000_000
+
+// benchQuery runs a query's engine and hand loop as sub-benchmarks of one
+// run, on the same bids, and fails when their outputs differ.
+func benchQuery(b *testing.B, name string) {
+	var q Query
+	for _, x := range All {
+		if x.Name == name {
+			q = x
+		}
+	}
+	bids := nexmark.Generate(nexmark.Config{Seed: 1, Events: benchEvents}).Bids
+	digests := map[string]Digest{}
+	for _, side := range []string{"engine", "hand"} {
+		b.Run(side, func(b *testing.B) {
+			var d Digest
+			for b.Loop() {
+				if side == "hand" {
+					d = q.Hand(bids)
+					continue
+				}
+				var err error
+				if d, err = q.Engine(context.Background(), bids); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(bids))*float64(b.N)/b.Elapsed().Seconds(), "bids/s")
+			digests[side] = d
+		})
+	}
+	if e, h := digests["engine"], digests["hand"]; len(digests) == 2 && e != h {
+		b.Fatalf("engine %+v, hand loop %+v", e, h)
+	}
+}
+
+func BenchmarkQ0(b *testing.B)     { benchQuery(b, "q0") }
+func BenchmarkQ1(b *testing.B)     { benchQuery(b, "q1") }
+func BenchmarkQ2(b *testing.B)     { benchQuery(b, "q2") }
+func BenchmarkQ5(b *testing.B)     { benchQuery(b, "q5") }
+func BenchmarkQ5Sink(b *testing.B) { benchQuery(b, "q5sink") }

@@ -1,0 +1,79 @@
+package queries
+
+import (
+	"context"
+
+	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+)
+
+// Digest sums up a query's output: the rows, and a checksum that does not
+// depend on their order. Two runs agree when their digests are equal; the
+// tests compare the rows themselves.
+type Digest struct {
+	Rows int64
+	Sum  uint64
+}
+
+// Query is one Nexmark query, runnable on both sides.
+type Query struct {
+	Name string
+	// Engine runs the arkflow job over bids.
+	Engine func(ctx context.Context, bids []nexmark.Bid) (Digest, error)
+	// Hand runs the hand-written loop over bids.
+	Hand func(bids []nexmark.Bid) Digest
+}
+
+// All are the queries, by name.
+var All = []Query{
+	query("q0", Q0, Q0Hand, bidSum),
+	query("q1", Q1, Q1Hand, bidSum),
+	query("q2", Q2, Q2Hand, func(r AuctionPrice) uint64 { return mix(r.Auction, r.Price) }),
+	query("q5", Q5, Q5Hand, hotSum),
+	query("q5sink", Q5Sink, Q5Hand, hotSum),
+}
+
+// query wraps a query's two sides into digests; the digest is computed
+// in the emit function on both sides, so both pay for it.
+func query[T any](name string, engine func(context.Context, []nexmark.Bid, func([]T)) error,
+	hand func([]nexmark.Bid, func([]T)), sum func(T) uint64) Query {
+	digest := func(d *Digest) func([]T) {
+		return func(rows []T) {
+			d.Rows += int64(len(rows))
+			for _, r := range rows {
+				d.Sum += sum(r)
+			}
+		}
+	}
+	return Query{
+		Name: name,
+		Engine: func(ctx context.Context, bids []nexmark.Bid) (Digest, error) {
+			var d Digest
+			err := engine(ctx, bids, digest(&d))
+			return d, err
+		},
+		Hand: func(bids []nexmark.Bid) Digest {
+			var d Digest
+			hand(bids, digest(&d))
+			return d
+		},
+	}
+}
+
+func hotSum(r HotItem) uint64 { return mix(r.WindowStart, r.Auction, r.Bids) }
+
+func bidSum(b nexmark.Bid) uint64 {
+	return mix(b.Auction, b.Bidder, b.Price, b.DateTime, int64(len(b.Channel)+len(b.URL)+len(b.Extra)))
+}
+
+// mix hashes the values of a row into one word (a multiply-xorshift per
+// value), so that equal sums of rows mean equal rows with high
+// probability.
+func mix(vs ...int64) uint64 {
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, v := range vs {
+		h ^= uint64(v)
+		h *= 0xff51afd7ed558ccd
+		h ^= h >> 33
+	}
+	return h
+}
