@@ -288,12 +288,24 @@ func TestCredsFile(t *testing.T) {
 		}
 		return p
 	}
-	port := startServer(t, fmt.Sprintf(`
+	// debug: the server's log says why it refused a connection; a CI
+	// run once saw the good credentials refused, which no run here
+	// repeats (the log is printed when the test fails).
+	srv := newServer(t, fmt.Sprintf(`
 listen: 127.0.0.1:PORT
+debug: true
 operator: %q
 resolver: MEMORY
 resolver_preload: {%s: %q}
 `, opJWT, acctPub, acctJWT))
+	t.Cleanup(func() {
+		if t.Failed() {
+			pid := srv.cmd.Process.Pid
+			srv.kill() // its output is complete once it has been waited for
+			t.Logf("nats-server on %d (pid %d) logged:\n%s", srv.port, pid, srv.log.String())
+		}
+	})
+	port := srv.port
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	auth := &Auth{CredsFile: creds(acct)}
 	in := buildInput(t, SourceConfig{URL: url, Auth: auth, Mode: SourceMode{Type: ModeRegular, Subject: "jwt"}, Schema: conformance.Declared()})

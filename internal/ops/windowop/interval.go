@@ -86,6 +86,9 @@ type intervalJoin struct {
 	puts    []statestore.LazyPut
 	touched int64
 	counts  []int32 // sortByEnd's buffer
+	// lazy says the rows Process keeps are put by handle (put is the
+	// row's held): the journal holds puts back (see stage).
+	lazy bool
 	buf     []byte
 }
 
@@ -485,7 +488,7 @@ func (w *intervalJoin) stage(epoch *statestore.Epoch, rows []*keptRow) {
 		k.came = k.matched
 		puts = append(puts, statestore.LazyPut{Group: int(k.group), V: k, H: &k.held})
 	}
-	if epoch.PutLazyAll(rowsNamespace, puts) {
+	if w.lazy = epoch.PutLazyAll(rowsNamespace, puts); w.lazy {
 		for _, k := range rows {
 			k.put = &k.held
 		}
@@ -538,6 +541,42 @@ func (w *intervalJoin) unstage(epoch *statestore.Epoch, ns string, k *keptRow, p
 		return
 	}
 	epoch.DeleteUnread(ns, int(k.group), w.userKey(k), nil)
+}
+
+// unstageEnded stages the deletes of the ended rows (loose: those read
+// back from state, put by no handle) and of their paired marks. The
+// handle of a row Process kept on a deferring journal is the row's held,
+// known without reading the row: the deletes' cache misses are taken by
+// DeleteHeld's loop, where they overlap.
+func (w *intervalJoin) unstageEnded(epoch *statestore.Epoch, ended, loose []*keptRow) {
+	if w.lazy {
+		held := make([]*statestore.Held, 0, len(ended)-len(loose))
+		restored := make(map[*keptRow]bool, len(loose))
+		for _, k := range loose {
+			restored[k] = true
+		}
+		for _, e := range ended {
+			if !restored[e] {
+				held = append(held, &e.held)
+			}
+		}
+		epoch.DeleteHeld(held)
+		for _, e := range loose {
+			w.unstage(epoch, rowsNamespace, e, nil)
+		}
+	} else {
+		for _, e := range ended {
+			w.unstage(epoch, rowsNamespace, e, e.put)
+		}
+	}
+	if !w.outer { // only a left outer join marks rows
+		return
+	}
+	for _, e := range ended {
+		if e.marked {
+			w.unstage(epoch, pairedNamespace, e, e.mark)
+		}
+	}
 }
 
 // endOf is the watermark at which a row of side at ts can pair no more:
@@ -595,7 +634,9 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 		}
 		k := &slab[0]
 		slab = slab[1:]
-		*k = keptRow{side: side, ts: ts, end: w.endOf(side, ts), kid: w.kid[r], from: kb, row: int32(r)}
+		// The slab is new: setting the fields, not the whole row, skips
+		// zeroing it again.
+		k.side, k.ts, k.end, k.kid, k.from, k.row = side, ts, w.endOf(side, ts), w.kid[r], kb, int32(r)
 		if keyCol.IsNull(r) {
 			// A null key equals no key, another null included (as in SQL): under how left its
 			// row is emitted with nulls now; it is not kept.
@@ -788,18 +829,7 @@ func (w *intervalJoin) Watermark(ctx context.Context, wm int64, out ops.Emitter)
 		}
 	})
 	epoch.Grow(len(ended))
-	held := make([]*statestore.Held, 0, len(ended))
-	for _, e := range ended {
-		if e.put != nil {
-			held = append(held, e.put)
-		} else {
-			w.unstage(epoch, rowsNamespace, e, nil)
-		}
-		if w.outer && e.marked { // only a left outer join marks rows (and marked is on the row's second cache line)
-			w.unstage(epoch, pairedNamespace, e, e.mark)
-		}
-	}
-	epoch.DeleteHeld(held)
+	w.unstageEnded(epoch, ended, loose)
 	return w.emitPairs(ctx, out, ack.New(epoch.Done), unmatched, make([]*keptRow, len(unmatched)))
 }
 
