@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
 	"github.com/arkflow-rs/arkflow-go/bench/queries"
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
 func main() {

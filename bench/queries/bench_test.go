@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
 // benchEvents is the benchmarks' run: about 920 k bids, 10 000 s of event

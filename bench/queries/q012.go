@@ -5,7 +5,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go"
 
-	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
 // Q0 is Nexmark's pass-through: every bid, unchanged. The engine's job is

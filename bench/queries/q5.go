@@ -10,7 +10,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 
-	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
 // Q5's sliding window: 10 s long, a new one every 2 s.

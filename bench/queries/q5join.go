@@ -8,7 +8,7 @@ import (
 	"github.com/arkflow-rs/arkflow-go/job"
 	"github.com/arkflow-rs/arkflow-go/window"
 
-	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
 // stampedCount is a count of Q5's window given the event time it

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
 // testEvents is the small run every test checks: about 46 k bids over

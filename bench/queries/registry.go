@@ -3,7 +3,7 @@ package queries
 import (
 	"context"
 
-	"github.com/arkflow-rs/arkflow-go/bench/nexmark"
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
 // Digest sums up a query's output: the rows, and a checksum that does not

@@ -2,274 +2,33 @@ package main
 
 import (
 	"cmp"
-	"fmt"
-	"math"
-	"math/rand/v2"
-	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
 
-// The event generator follows the shape of the Nexmark generator's
-// definitions (persons, auctions and bids of an online auction site):
-//
-//   - Event n of the stream is a person, an auction or a bid by n mod 50:
-//     1 person, then 3 auctions, then 46 bids (2 %, 6 % and 92 %).
-//   - Event n happens at Start + n·InterEvent: event time grows with the
-//     event number, at a fixed rate.
-//   - Persons and auctions get IDs from 1000 up, in order of creation.
-//   - An auction's seller and a bid's bidder are existing persons, a bid's
-//     auction an existing auction: most go to a "hot" one (the newest
-//     whose number is a multiple of hotEvery), the rest to one of the
-//     newest active persons or auctions. Nexmark may also pick an ID a
-//     little ahead of the newest (one not created yet); this generator
-//     never does, so every seller of an auction exists before it.
-//   - Persons live in one of 6 states and 10 cities (picked
-//     independently); auctions are in one of 5 categories from 10 on;
-//     prices are log-uniform between 1 and 10⁶ times 100 (cents), and a
-//     reserve is the initial bid plus such a price.
-//
-// The rows of each entity are delivered in event-time order disturbed by
-// at most MaxDisorder: each row is delivered at its event time plus a
-// random delay of up to MaxDisorder ms, so a row is never more than that
-// behind a row delivered before it.
-//
-// The code is written from these rules, not ported; the names, cities,
-// channels and string fields are this file's own.
-
-// Nexmark's proportions, out of every proportionTotal events.
-const (
-	personProportion  = 1
-	auctionProportion = 3
-	bidProportion     = 46
-	proportionTotal   = personProportion + auctionProportion + bidProportion
-
-	firstPersonID   = 1000
-	firstAuctionID  = 1000
-	firstCategoryID = 10
-	numCategories   = 5
-
-	// One in hotRatio sellers, bidders and auctions is a random active
-	// one; the others are the hot one (Nexmark's default ratios are 4 for
-	// sellers and bidders and 2 for auctions; one ratio keeps this short).
-	hotRatio = 4
-	// The hot person or auction is the newest whose number (from 0) is a
-	// multiple of hotEvery: it changes as new ones are created.
-	hotEvery = 10
-	// The random picks come from the newest numActive persons or auctions.
-	numActive = 1000
+// The events come from the Nexmark generator the bench module uses too
+// (internal/nexmark); this example delivers them out of order by up to
+// defaultMaxDisorderMS unless told otherwise.
+type (
+	Config  = nexmark.Config
+	Events  = nexmark.Events
+	Person  = nexmark.Person
+	Auction = nexmark.Auction
+	Bid     = nexmark.Bid
 )
 
-var (
-	usStates   = []string{"AZ", "CA", "ID", "OR", "WA", "WY"}
-	usCities   = []string{"Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"}
-	firstNames = []string{"Ada", "Ben", "Cleo", "Dev", "Edie", "Finn", "Gus", "Hana", "Ivo", "Juno", "Kai"}
-	lastNames  = []string{"Abbot", "Brandt", "Castro", "Dunn", "Eames", "Frost", "Greer", "Hale", "Irwin"}
-	channels   = []string{"Search", "Social", "Mail", "App"}
-)
+// defaultMaxDisorderMS is the example's disorder: its sources allow more.
+const defaultMaxDisorderMS = 1000
 
-// Config says what Generate makes. The zero value of every field but
-// Events gets a default.
-type Config struct {
-	// Seed makes the events: one seed, one set of events.
-	Seed uint64
-	// Events is the number of events, of all three kinds.
-	Events int
-	// StartMS is the event time of the first event, in Unix ms (default
-	// 2026-01-01T00:00:00Z).
-	StartMS int64
-	// InterEventMS is the event time between consecutive events (default
-	// 10: 100 events a second, so a 10 s window holds about 20 new
-	// persons, 60 new auctions and 920 bids).
-	InterEventMS int64
-	// MaxDisorderMS bounds how far behind the newest row of its entity a
-	// row is delivered (default 1000). It must be at most the sources'
-	// out_of_orderness_ms for no row to be late.
-	MaxDisorderMS int64
-	// PriceLevels, when positive, draws prices from that many values
-	// (100, 200, …) instead of Nexmark's log-uniform prices, so that many
-	// bids share a price and a window's highest price is often tied.
-	PriceLevels int
-}
-
-func (c Config) withDefaults() Config {
-	c.StartMS = cmp.Or(c.StartMS, 1_767_225_600_000)
-	c.InterEventMS = cmp.Or(c.InterEventMS, 10)
-	c.MaxDisorderMS = cmp.Or(c.MaxDisorderMS, 1000)
-	return c
-}
-
-// Person is a new user of the auction site.
-type Person struct {
-	ID           int64
-	Name         string
-	EmailAddress string
-	CreditCard   string
-	City         string
-	State        string
-	DateTime     int64 // event time, Unix ms
-}
-
-// Auction is a new item for sale.
-type Auction struct {
-	ID          int64
-	ItemName    string
-	Description string
-	InitialBid  int64
-	Reserve     int64
-	DateTime    int64 // event time, Unix ms
-	Expires     int64 // Unix ms
-	Seller      int64 // a Person's ID
-	Category    int64
-}
-
-// Bid is a bid on an auction.
-type Bid struct {
-	Auction  int64 // an Auction's ID
-	Bidder   int64 // a Person's ID
-	Price    int64
-	Channel  string
-	URL      string
-	DateTime int64 // event time, Unix ms
-}
-
-// Events are the generated events of each kind, in delivery order.
-type Events struct {
-	Persons  []Person
-	Auctions []Auction
-	Bids     []Bid
-}
-
-// gen is the generator's state while it makes the events in order.
-type gen struct {
-	cfg      Config
-	rng      *rand.Rand
-	persons  int64 // persons created so far
-	auctions int64
-}
-
-// Generate makes cfg.Events events, deterministically from cfg.Seed.
+// Generate makes cfg.Events events (nexmark.Generate), delivered out of
+// order by up to defaultMaxDisorderMS when cfg does not say.
 func Generate(cfg Config) *Events {
-	cfg = cfg.withDefaults()
-	g := &gen{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e65786d61726b))}
-	var ev Events
-	// Delivery times (event time plus a delay), beside each row.
-	var pAt, aAt, bAt []int64
-	for n := int64(0); n < int64(cfg.Events); n++ {
-		ts := cfg.StartMS + n*cfg.InterEventMS
-		at := ts + g.rng.Int64N(cfg.MaxDisorderMS+1)
-		switch rem := n % proportionTotal; {
-		case rem < personProportion:
-			ev.Persons = append(ev.Persons, g.person(ts))
-			pAt = append(pAt, at)
-		case rem < personProportion+auctionProportion:
-			ev.Auctions = append(ev.Auctions, g.auction(ts))
-			aAt = append(aAt, at)
-		default:
-			ev.Bids = append(ev.Bids, g.bid(ts))
-			bAt = append(bAt, at)
-		}
-	}
-	ev.Persons = deliveryOrder(ev.Persons, pAt)
-	ev.Auctions = deliveryOrder(ev.Auctions, aAt)
-	ev.Bids = deliveryOrder(ev.Bids, bAt)
-	return &ev
-}
-
-// deliveryOrder sorts rows by their delivery time (stably: rows are in
-// event-time order before).
-func deliveryOrder[T any](rows []T, at []int64) []T {
-	idx := make([]int, len(rows))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
-	out := make([]T, len(rows))
-	for i, j := range idx {
-		out[i] = rows[j]
-	}
-	return out
-}
-
-func (g *gen) person(ts int64) Person {
-	id := firstPersonID + g.persons
-	g.persons++
-	last := g.pick(lastNames)
-	return Person{
-		ID:           id,
-		Name:         g.pick(firstNames) + " " + last,
-		EmailAddress: fmt.Sprintf("%s%d@%s.com", strings.ToLower(last), id, g.word(5)),
-		CreditCard:   fmt.Sprintf("%04d %04d %04d %04d", g.rng.IntN(10000), g.rng.IntN(10000), g.rng.IntN(10000), g.rng.IntN(10000)),
-		City:         g.pick(usCities),
-		State:        g.pick(usStates),
-		DateTime:     ts,
-	}
-}
-
-func (g *gen) auction(ts int64) Auction {
-	id := firstAuctionID + g.auctions
-	g.auctions++
-	initial := g.price()
-	return Auction{
-		ID:          id,
-		ItemName:    g.word(8),
-		Description: g.word(6) + " " + g.word(10),
-		InitialBid:  initial,
-		Reserve:     initial + g.price(),
-		DateTime:    ts,
-		Expires:     ts + 10_000 + g.rng.Int64N(110_000), // open 10 s to 2 min
-		Seller:      firstPersonID + g.existing(g.persons),
-		Category:    firstCategoryID + g.rng.Int64N(numCategories),
-	}
-}
-
-func (g *gen) bid(ts int64) Bid {
-	return Bid{
-		Auction:  firstAuctionID + g.existing(g.auctions),
-		Bidder:   firstPersonID + g.existing(g.persons),
-		Price:    g.price(),
-		Channel:  g.pick(channels),
-		URL:      "https://auctions.example/item?q=" + g.word(6),
-		DateTime: ts,
-	}
-}
-
-// existing picks the number (from 0) of one of the n created so far: the
-// hot one, or one of the newest numActive.
-func (g *gen) existing(n int64) int64 {
-	if n == 0 {
-		// Event 0 is a person and events 1–3 auctions, so every bid and
-		// auction has a person and every bid an auction before it.
-		panic("nexmark: no person or auction created yet")
-	}
-	if g.rng.IntN(hotRatio) > 0 {
-		return (n - 1) / hotEvery * hotEvery
-	}
-	active := min(n, numActive)
-	return n - active + g.rng.Int64N(active)
-}
-
-// price is Nexmark's price: 10^(6u)·100 for u uniform in [0, 1), rounded;
-// or, with PriceLevels, one of PriceLevels multiples of 100.
-func (g *gen) price() int64 {
-	if g.cfg.PriceLevels > 0 {
-		return 100 * (1 + g.rng.Int64N(int64(g.cfg.PriceLevels)))
-	}
-	return int64(math.Round(math.Pow(10, g.rng.Float64()*6) * 100))
-}
-
-func (g *gen) pick(from []string) string { return from[g.rng.IntN(len(from))] }
-
-// word is n random lowercase letters.
-func (g *gen) word(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte('a' + g.rng.IntN(26))
-	}
-	return string(b)
+	cfg.MaxDisorderMS = cmp.Or(cfg.MaxDisorderMS, defaultMaxDisorderMS)
+	return nexmark.Generate(cfg)
 }
 
 // The Arrow schemas of the three sources. Event times are timestamps in
@@ -323,8 +82,8 @@ func (l Layout) withDefaults() Layout {
 	return l
 }
 
-// PersonBatches are the persons as Arrow record batches, per partition.
-func (e *Events) PersonBatches(l Layout) [][]arrow.RecordBatch {
+// personBatches are the persons as Arrow record batches, per partition.
+func personBatches(e *Events, l Layout) [][]arrow.RecordBatch {
 	return toBatches(e.Persons, personSchema, l, func(b *array.RecordBuilder, p Person) {
 		b.Field(0).(*array.Int64Builder).Append(p.ID)
 		b.Field(1).(*array.StringBuilder).Append(p.Name)
@@ -336,8 +95,8 @@ func (e *Events) PersonBatches(l Layout) [][]arrow.RecordBatch {
 	})
 }
 
-// AuctionBatches are the auctions as Arrow record batches, per partition.
-func (e *Events) AuctionBatches(l Layout) [][]arrow.RecordBatch {
+// auctionBatches are the auctions as Arrow record batches, per partition.
+func auctionBatches(e *Events, l Layout) [][]arrow.RecordBatch {
 	return toBatches(e.Auctions, auctionSchema, l, func(b *array.RecordBuilder, a Auction) {
 		b.Field(0).(*array.Int64Builder).Append(a.ID)
 		b.Field(1).(*array.StringBuilder).Append(a.ItemName)
@@ -351,8 +110,8 @@ func (e *Events) AuctionBatches(l Layout) [][]arrow.RecordBatch {
 	})
 }
 
-// BidBatches are the bids as Arrow record batches, per partition.
-func (e *Events) BidBatches(l Layout) [][]arrow.RecordBatch {
+// bidBatches are the bids as Arrow record batches, per partition.
+func bidBatches(e *Events, l Layout) [][]arrow.RecordBatch {
 	return toBatches(e.Bids, bidSchema, l, func(b *array.RecordBuilder, x Bid) {
 		b.Field(0).(*array.Int64Builder).Append(x.Auction)
 		b.Field(1).(*array.Int64Builder).Append(x.Bidder)

@@ -43,7 +43,7 @@ func main() {
 // summary of each to w.
 func run(w io.Writer, cfg Config, par int, queries []string) error {
 	ev := Generate(cfg)
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	fmt.Fprintf(w, "generated %d persons, %d auctions and %d bids over %v of event time (seed %d)\n\n",
 		len(ev.Persons), len(ev.Auctions), len(ev.Bids),
 		time.Duration(int64(cfg.Events)*cfg.InterEventMS)*time.Millisecond, cfg.Seed)

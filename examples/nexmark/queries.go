@@ -72,11 +72,11 @@ func RunQuery(ctx context.Context, spec *job.Spec, ev *Events, l Layout, dataDir
 	for _, s := range spec.Sources {
 		switch s.InputType {
 		case inputPersons:
-			inputs[s.InputType] = ev.PersonBatches(l)
+			inputs[s.InputType] = personBatches(ev, l)
 		case inputAuctions:
-			inputs[s.InputType] = ev.AuctionBatches(l)
+			inputs[s.InputType] = auctionBatches(ev, l)
 		case inputBids:
-			inputs[s.InputType] = ev.BidBatches(l)
+			inputs[s.InputType] = bidBatches(ev, l)
 		}
 	}
 	defer func() {

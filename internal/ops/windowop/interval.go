@@ -89,7 +89,7 @@ type intervalJoin struct {
 	// lazy says the rows Process keeps are put by handle (put is the
 	// row's held): the journal holds puts back (see stage).
 	lazy bool
-	buf     []byte
+	buf  []byte
 }
 
 // keyRows are the kept rows of a key and its key group (-1: not yet
