@@ -24,6 +24,10 @@ var benchFlag = regexp.MustCompile(`-bench[ =](?:'([^']*)'|"([^"]*)"|(\S+))`)
 var patternFlag = regexp.MustCompile(`-(?:run|bench|skip)[ =](?:'[^']*'|"[^"]*"|\S+)`)
 
 // packagePath is a relative package path of such a command.
+// cdBefore is a "cd DIR &&" right before a go command: its paths are
+// DIR's.
+var cdBefore = regexp.MustCompile(`\bcd\s+([\w./-]+)\s*&&\s*$`)
+
 var packagePath = regexp.MustCompile(`(?:^|\s)(\.(?:/[\w.-]+)*/?(?:\.\.\.)?)(?:\s|$)`)
 
 // Every "go test ./pkg" (run, build, vet …) that a comment or a Markdown
@@ -31,8 +35,10 @@ var packagePath = regexp.MustCompile(`(?:^|\s)(\.(?:/[\w.-]+)*/?(?:\.\.\.)?)(?:\
 // module that holds Go files: a package moved under internal/ leaves no
 // instruction behind that names its old path. Its -run names a test and
 // its -bench a benchmark of those packages. Markdown files (docs/ too)
-// are read from the module root, so "." there is the root package; in a
-// Go comment it is ambiguous and not checked.
+// are read from the module root, so "." there is the root package (or from
+// the nested module the file lies in, such as bench/, or from the
+// directory a "cd DIR &&" before the command names); in a Go comment it is
+// ambiguous and not checked.
 func TestCommandsNameRealPackages(t *testing.T) {
 	root, err := filepath.Abs(moduleRoot)
 	if err != nil {
@@ -61,6 +67,7 @@ func TestCommandsNameRealPackages(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		markdown := strings.HasSuffix(name, ".md")
+		base := moduleDirOf(root, filepath.Dir(path))
 		for i, line := range strings.Split(string(body), "\n") {
 			if !markdown && !strings.Contains(line, "//") {
 				continue // only comments tell a reader what to type
@@ -69,7 +76,12 @@ func TestCommandsNameRealPackages(t *testing.T) {
 				// A command in a table cell escapes its pipes.
 				line = strings.ReplaceAll(line, `\|`, "|")
 			}
-			for _, cmd := range goCommand.FindAllStringSubmatch(line, -1) {
+			for _, at := range goCommand.FindAllStringSubmatchIndex(line, -1) {
+				cmd := []string{line[at[0]:at[1]], line[at[2]:at[3]]}
+				dir := base
+				if cd := cdBefore.FindStringSubmatch(line[:at[0]]); cd != nil && markdown {
+					dir = filepath.Join(root, cd[1])
+				}
 				args, _, _ := strings.Cut(cmd[1], "#") // a shell comment follows
 				paths := packagePath.FindAllStringSubmatch(patternFlag.ReplaceAllString(args, ""), -1)
 				if strings.HasPrefix(cmd[0], "go run") && len(paths) > 1 {
@@ -82,12 +94,12 @@ func TestCommandsNameRealPackages(t *testing.T) {
 						continue
 					}
 					checked++
-					if !hasGoFiles(filepath.Join(root, pkg)) {
+					if !hasGoFiles(filepath.Join(dir, pkg)) {
 						t.Errorf("%s:%d: %q names %s, which is not a package of the module", rel, i+1, strings.TrimSpace(cmd[0]), m[1])
 						continue
 					}
 					if !strings.HasSuffix(m[1], "...") {
-						dirs = append(dirs, filepath.Join(root, pkg))
+						dirs = append(dirs, filepath.Join(dir, pkg))
 					}
 				}
 				// "-run TestX" names a test of those packages.
@@ -111,6 +123,17 @@ func TestCommandsNameRealPackages(t *testing.T) {
 	if checked == 0 || benches == 0 {
 		t.Fatalf("%d go commands with a package path, %d with -bench found: the scan is broken", checked, benches)
 	}
+}
+
+// moduleDirOf is the directory of the module dir lies in: the nearest
+// one up to root holding a go.mod.
+func moduleDirOf(root, dir string) string {
+	for d := dir; strings.HasPrefix(d, root) && d != root; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return root
 }
 
 func hasGoFiles(dir string) bool {
