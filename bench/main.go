@@ -13,6 +13,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -42,9 +43,13 @@ func main() {
 	}
 }
 
-// sample is one measured run.
+// sample is one measured run: its wall and CPU time, the bytes it
+// allocated, and how much the heap it left (after a collection) exceeds
+// the one it found: what it kept.
 type sample struct {
 	wall, cpu time.Duration
+	alloc     uint64
+	kept      int64
 }
 
 // run generates the events once, outside any timing, and measures each
@@ -95,16 +100,27 @@ func measure(w io.Writer, q queries.Query, bids []nexmark.Bid, events, runs int)
 		rate(h.wall), rate(h.cpu), h.wall.Milliseconds(), h.cpu.Milliseconds())
 	fmt.Fprintf(w, "  engine ÷ hand loop: %.2f (per CPU second: %.2f)\n",
 		h.wall.Seconds()/e.wall.Seconds(), h.cpu.Seconds()/e.cpu.Seconds())
+	fmt.Fprintf(w, "  allocated per event: engine %d B, hand %d B; heap kept after a run: engine %+.1f MB, hand %+.1f MB\n",
+		e.alloc/uint64(events), h.alloc/uint64(events), float64(e.kept)/(1<<20), float64(h.kept)/(1<<20))
 	return nil
 }
 
-// timed runs f and returns its wall time and the process's CPU time
-// (user + system) over it.
+// timed runs f and returns its wall time, the process's CPU time (user +
+// system) over it, what it allocated and what of the heap it kept. The
+// collections that measure the heap are outside the times.
 func timed(f func() error) (sample, error) {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	heap0, alloc0 := m.HeapAlloc, m.TotalAlloc
 	c0 := cpuTime()
 	t0 := time.Now()
 	err := f()
-	return sample{wall: time.Since(t0), cpu: cpuTime() - c0}, err
+	s := sample{wall: time.Since(t0), cpu: cpuTime() - c0}
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	s.alloc, s.kept = m.TotalAlloc-alloc0, int64(m.HeapAlloc)-int64(heap0)
+	return s, err
 }
 
 func cpuTime() time.Duration {
@@ -115,14 +131,18 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// medians are the median wall and CPU times, each taken on its own.
+// medians are the median of each measure, each taken on its own.
 func medians(s []sample) sample {
 	walls := make([]time.Duration, len(s))
 	cpus := make([]time.Duration, len(s))
+	allocs := make([]uint64, len(s))
+	kept := make([]int64, len(s))
 	for i, x := range s {
-		walls[i], cpus[i] = x.wall, x.cpu
+		walls[i], cpus[i], allocs[i], kept[i] = x.wall, x.cpu, x.alloc, x.kept
 	}
 	slices.Sort(walls)
 	slices.Sort(cpus)
-	return sample{wall: walls[len(s)/2], cpu: cpus[len(s)/2]}
+	slices.Sort(allocs)
+	slices.Sort(kept)
+	return sample{wall: walls[len(s)/2], cpu: cpus[len(s)/2], alloc: allocs[len(s)/2], kept: kept[len(s)/2]}
 }

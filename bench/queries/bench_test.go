@@ -2,6 +2,7 @@ package queries
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
@@ -25,6 +26,7 @@ func benchQuery(b *testing.B, name string) {
 	for _, side := range []string{"engine", "hand"} {
 		b.Run(side, func(b *testing.B) {
 			var d Digest
+			b.ReportAllocs()
 			for b.Loop() {
 				if side == "hand" {
 					d = q.Hand(bids)
@@ -36,12 +38,22 @@ func benchQuery(b *testing.B, name string) {
 				}
 			}
 			b.ReportMetric(float64(len(bids))*float64(b.N)/b.Elapsed().Seconds(), "bids/s")
+			b.ReportMetric(heapAfter(), "heap-MB")
 			digests[side] = d
 		})
 	}
 	if e, h := digests["engine"], digests["hand"]; len(digests) == 2 && e != h {
 		b.Fatalf("engine %+v, hand loop %+v", e, h)
 	}
+}
+
+// heapAfter is the live heap after a collection, in MB: with the bids
+// (about 100 MB) and nothing a run should keep.
+func heapAfter() float64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
 }
 
 func BenchmarkQ0(b *testing.B)     { benchQuery(b, "q0") }
