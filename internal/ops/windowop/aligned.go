@@ -61,11 +61,11 @@ type win struct {
 	start   int64
 	byKey   []int32         // key ID -> group, -1 when the key has none here; nil while sparse
 	sparse  map[int32]int32 // key ID -> group, while byKey is nil
-	members []int32 // groups in order of creation
-	keys    []int32 // key of each member
-	emitted []bool  // per member: emitted at least once
-	fired   bool    // the watermark reached its end
-	inBatch []bool  // per member: updated by a late row in this batch
+	members []int32         // groups in order of creation
+	keys    []int32         // key of each member
+	emitted []bool          // per member: emitted at least once
+	fired   bool            // the watermark reached its end
+	inBatch []bool          // per member: updated by a late row in this batch
 }
 
 type touch struct {
