@@ -86,6 +86,10 @@ type intervalJoin struct {
 	puts    []statestore.LazyPut
 	touched int64
 	counts  []int32 // sortByEnd's buffer
+	// pairL and pairR are Process's buffers of pairs, kept between
+	// calls (cleared, so they hold no row alive) since their appends
+	// grew them anew for every batch.
+	pairL, pairR []*keptRow
 	// lazy says the rows Process keeps are put by handle (put is the
 	// row's held): the journal holds puts back (see stage).
 	lazy bool
@@ -605,12 +609,17 @@ func (w *intervalJoin) Process(ctx context.Context, b ops.Batch, out ops.Emitter
 	kb := newKeptBatch(rec) // the call's own reference, dropped below
 	defer kb.drop()
 	kb.codec, kb.keyCol = w.codecs[side], w.keyCol
-	var left, right []*keptRow // the pairs, in order
-	var paired []*keptRow      // kept left rows this batch paired first
+	left, right := w.pairL[:0], w.pairR[:0] // the pairs, in order
+	defer func() {
+		clear(left)
+		clear(right)
+		w.pairL, w.pairR = left[:0], right[:0]
+	}()
+	var paired []*keptRow // kept left rows this batch paired first
 	other := 1 - side
 	keyCol := rec.Column(w.keyCol)
 	var slab []keptRow // the batch's kept rows, allocated together
-	var kept []*keptRow
+	kept := make([]*keptRow, 0, len(w.ts))
 	var late []int32 // rows routed as late
 	for r := range w.ts {
 		if r%touchChunk == 0 {
