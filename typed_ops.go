@@ -31,8 +31,13 @@ import (
 // the input has a column for every field of In; a type SchemaOf refuses
 // is a problem Build reports, naming the call. An error from f fails the
 // job as a MapFunc's does: the batch stays unacknowledged, and a restart
-// replays it. It runs only in the program that defines f; Map over Arrow
-// batches stays the fast path.
+// replays it. It runs only in the program that defines f.
+//
+// Rows of In that a push source or a typed operator emitted reach f as Go
+// values, with no Arrow in between, when In's fields are numbers, bools
+// and strings (no pointer, time or []byte): then a chain of Push, typed
+// operators and a funcsink.Func of those types never encodes a row that
+// only it reads. Other rows are decoded from their batch's columns.
 //
 //	arkflow.MapRows(arkflow.NewJob("j").Source("in", src), "enrich", enrich).Sink("out", sink)
 func MapRows[In, Out any](b *Builder, id string, f func(ctx context.Context, in In) (Out, error), opts ...OperatorOption) *Builder {
@@ -108,7 +113,9 @@ type rowFunc[In, Out any] struct {
 	outErr error             // Out's refusal
 	// inName is In's name in errors: "In", or a filter's "T".
 	inName string
-	bufs   sync.Pool // *rowBufs[In, Out]
+	// same: In and Out are one type, whose codec is exact.
+	same bool
+	bufs sync.Pool // *rowBufs[In, Out]
 }
 
 type rowBufs[In, Out any] struct {
@@ -132,6 +139,7 @@ func newRowFunc[In, Out any](b *Builder, id, call string, hasOut bool) *rowFunc[
 		return r
 	}
 	r.out, r.outErr = typed.For[Out]()
+	r.same = reflect.TypeFor[In]() == reflect.TypeFor[Out]() && r.outErr == nil && r.out.Exact()
 	if r.outErr != nil && reflect.TypeFor[In]() != reflect.TypeFor[Out]() {
 		b.callProblem(id, call+": Out", "%v", r.outErr)
 	}
@@ -188,8 +196,13 @@ func (r *rowFunc[In, Out]) get() *rowBufs[In, Out] {
 
 func (r *rowFunc[In, Out]) put(bufs *rowBufs[In, Out]) { r.bufs.Put(bufs) }
 
-// decode decodes rec into bufs.in, reusing its memory.
+// decode decodes rec into bufs.in, reusing its memory. A typed batch of
+// In is read in place: the functions get each row by value, and no one
+// writes the slice.
 func (r *rowFunc[In, Out]) decode(rec arrow.RecordBatch, bufs *rowBufs[In, Out]) ([]In, error) {
+	if rows, ok := r.in.Rows(rec); ok {
+		return rows, nil
+	}
 	rows, err := r.in.Decode(rec, bufs.in[:0])
 	if err != nil {
 		return nil, err
@@ -199,12 +212,27 @@ func (r *rowFunc[In, Out]) decode(rec arrow.RecordBatch, bufs *rowBufs[In, Out])
 }
 
 // encode encodes rows, nil when there are none (the operator emits
-// nothing then).
+// nothing then). When Out's values survive encoding unchanged, the batch
+// is a typed one holding a copy of rows (rows is a pooled buffer), whose
+// columns are encoded only if something reads them: a typed operator or
+// sink after this one reads the rows themselves.
 func (r *rowFunc[In, Out]) encode(rows []Out) (arrow.RecordBatch, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
+	if r.out.Exact() {
+		return typed.NewBatch(r.out, slices.Clone(rows)), nil
+	}
 	return r.out.Encode(nil, rows)
+}
+
+// encodeOwned is encode of rows no one else holds: a typed batch keeps
+// them.
+func (r *rowFunc[In, Out]) encodeOwned(rows []Out) (arrow.RecordBatch, error) {
+	if len(rows) > 0 && r.out.Exact() {
+		return typed.NewBatch(r.out, rows), nil
+	}
+	return r.encode(rows)
 }
 
 func (r *rowFunc[In, Out]) mapFunc(f func(context.Context, In) (Out, error)) ops.MapFunc {
@@ -215,14 +243,23 @@ func (r *rowFunc[In, Out]) mapFunc(f func(context.Context, In) (Out, error)) ops
 		if err != nil {
 			return nil, err
 		}
-		out := slices.Grow(bufs.out[:0], len(rows))[:len(rows)]
-		bufs.out = out
+		var out []Out
+		if owned, ok := r.in.Own(rec); ok && r.same {
+			// A typed batch of In no one else holds: each row is read
+			// (by value, into f) before its place is written.
+			out = any(owned).([]Out)
+		} else if r.out.Exact() {
+			out = make([]Out, len(rows)) // the typed batch's own
+		} else {
+			out = slices.Grow(bufs.out[:0], len(rows))[:len(rows)]
+			bufs.out = out
+		}
 		for i := range rows {
 			if out[i], err = f(ctx, rows[i]); err != nil {
 				return nil, err
 			}
 		}
-		return r.encode(out)
+		return r.encodeOwned(out)
 	}
 }
 

@@ -57,6 +57,13 @@ func StripMeta(rec arrow.RecordBatch) arrow.RecordBatch {
 
 // Project returns a record with the given columns of rec, in that order.
 func Project(rec arrow.RecordBatch, cols []int) arrow.RecordBatch {
+	if p, ok := rec.(interface {
+		Project([]int) (arrow.RecordBatch, bool)
+	}); ok {
+		if out, ok := p.Project(cols); ok {
+			return out
+		}
+	}
 	fields := make([]arrow.Field, len(cols))
 	arrs := make([]arrow.Array, len(cols))
 	for i, c := range cols {
@@ -112,6 +119,15 @@ func MetaArrays(source string, partition int32, start int64, n int) []arrow.Arra
 // WithMeta makes it). rec stays the caller's; the result shares its
 // columns.
 func AddMeta(schema *arrow.Schema, rec arrow.RecordBatch, source string, partition int32, start int64) arrow.RecordBatch {
+	if w, ok := rec.(interface {
+		WithColumns(*arrow.Schema, func() []arrow.Array) (arrow.RecordBatch, bool)
+	}); ok {
+		// A typed batch makes its metadata columns when one is read.
+		n := int(rec.NumRows())
+		if out, ok := w.WithColumns(schema, func() []arrow.Array { return MetaArrays(source, partition, start, n) }); ok {
+			return out
+		}
+	}
 	meta := MetaArrays(source, partition, start, int(rec.NumRows()))
 	cols := append(append(make([]arrow.Array, 0, len(rec.Columns())+len(meta)), rec.Columns()...), meta...)
 	out := array.NewRecordBatch(schema, cols, rec.NumRows())

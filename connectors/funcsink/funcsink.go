@@ -71,9 +71,12 @@ func (f Func[T]) output(schema *arrow.Schema) (connectors.Output, error) {
 	}
 	return funcOutput(func(connectors.TaskInfo) connectors.Sink {
 		return &funcSink{write: func(ctx context.Context, rec arrow.RecordBatch) error {
-			rows, err := codec.Decode(rec, nil)
-			if err != nil {
-				return err
+			rows, ok := codec.Own(rec) // a typed batch no one else holds
+			if !ok {
+				var err error
+				if rows, err = codec.Decode(rec, nil); err != nil {
+					return err
+				}
 			}
 			return f(ctx, rows)
 		}}

@@ -91,6 +91,13 @@
 // their acknowledgement until it fires: PushWait on rows that go into a
 // window returns once the window fired and its result was written.)
 //
+// Push copies the rows of the call, so the caller may reuse its slice as
+// soon as Push returns. When T's fields are all numbers, bools and strings
+// (no pointer, time or []byte), that copy is what the job reads: typed
+// operators (arkflow.MapRows, FilterRows, ProcessRows) and a
+// funcsink.Func read the Go values, and only what reads columns (the
+// WAL, the event time, a key, a window) has them encoded into Arrow.
+//
 // A Source is meant for one job at a time. Rows pushed before the job
 // starts wait for it (Push blocks until they are taken); rows pushed after
 // the job stopped fail with ErrStopped until a job using the source starts

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -310,7 +311,7 @@ func (p *Source[T]) settle(sums []queue.Sum, err error) {
 // (or processing, when processed). On an error the rows' claims are
 // settled.
 func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows []T, ids []string, sums []queue.Sum) (chan error, error) {
-	rec, err := p.codec.Encode(nil, rows)
+	rec, err := p.batch(rows)
 	if err != nil {
 		err = fmt.Errorf("arkflow: push: %w", err)
 		p.settle(sums, err)
@@ -328,6 +329,18 @@ func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows 
 		return nil, pushErr(err)
 	}
 	return w, nil
+}
+
+// batch makes the record of rows: when T's values survive encoding
+// unchanged, a typed batch of a copy of them (the caller may reuse its
+// slice once Push returns), whose columns are encoded only when read (the
+// WAL, a shuffle's key, the event time; a typed operator or sink reads
+// the rows themselves); otherwise the encoded rows.
+func (p *Source[T]) batch(rows []T) (arrow.RecordBatch, error) {
+	if p.codec.Exact() {
+		return typed.NewBatch(p.codec, slices.Clone(rows)), nil
+	}
+	return p.codec.Encode(nil, rows)
 }
 
 func wait(ctx context.Context, w chan error) error {

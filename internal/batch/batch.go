@@ -17,9 +17,19 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
+// RowTaker is a record batch that takes its own rows (a typed batch,
+// whose rows are Go values): Take calls TakeRows, with TakeArray for the
+// columns it holds as arrays.
+type RowTaker interface {
+	TakeRows(idx []int32, take func(arrow.Array, []int32) (arrow.Array, error)) (arrow.RecordBatch, error)
+}
+
 // Take returns a record with the rows of rec at idx, in that order. The
 // caller releases the result.
 func Take(rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
+	if t, ok := rec.(RowTaker); ok {
+		return t.TakeRows(idx, TakeArray)
+	}
 	cols := make([]arrow.Array, rec.NumCols())
 	defer func() {
 		for _, c := range cols {

@@ -178,6 +178,9 @@ func (r *Runtime) Details() []TaskDetail {
 // share of them from that row on. It reads only the arrays' headers, so
 // it costs the same for any number of rows.
 func recordBytes(rec arrow.RecordBatch) int64 {
+	if t, ok := rec.(interface{ ArrowBytes() int64 }); ok {
+		return t.ArrowBytes() // a typed batch, whose columns may not be encoded
+	}
 	var n int64
 	for _, c := range rec.Columns() {
 		d, ok := c.Data().(*array.Data)

@@ -34,6 +34,8 @@ type Codec[T any] struct {
 	// partial: T has bytes no column writes (skipped, unexported or hidden
 	// fields), so Decode zeroes new rows first.
 	partial bool
+	// exact: Decode gives back what Encode was given (see Exact).
+	exact bool
 	// bound is the binding of the last schema Decode saw: batches of one
 	// stream share their schema, so binding is done once, not per batch.
 	bound atomic.Pointer[binding]
@@ -69,14 +71,17 @@ func newCodec[T any](t reflect.Type) (*Codec[T], error) {
 		return nil, err
 	}
 	afs := make([]arrow.Field, len(fields))
+	exact := !skipped
 	for i, f := range fields {
 		afs[i] = arrow.Field{Name: f.name, Type: f.dtype, Nullable: f.null != notNull}
+		exact = exact && f.null == notNull && f.kind != kTime && f.kind != kDuration && f.kind != kBytes
 	}
 	return &Codec[T]{
 		schema:  arrow.NewSchema(afs, nil),
 		fields:  fields,
 		stride:  t.Size(),
 		partial: skipped,
+		exact:   exact,
 	}, nil
 }
 
@@ -142,6 +147,9 @@ func (c *Codec[T]) Encode(mem memory.Allocator, rows []T) (arrow.RecordBatch, er
 func (c *Codec[T]) Decode(rec arrow.RecordBatch, dst []T) ([]T, error) {
 	if rec == nil {
 		return dst, errors.New("typed: Decode of a nil record batch")
+	}
+	if rows, ok := c.Rows(rec); ok {
+		return append(dst, rows...), nil
 	}
 	b, err := c.bind(rec.Schema())
 	if err != nil {

@@ -1,0 +1,281 @@
+package typed_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/arkflow-rs/arkflow-go/connectors"
+	arrowbatch "github.com/arkflow-rs/arkflow-go/internal/batch"
+	"github.com/arkflow-rs/arkflow-go/internal/typed"
+)
+
+// Exact is a row type whose values survive Encode and Decode unchanged:
+// every kind a typed batch hands along, an embedded struct and named
+// types among them.
+type Exact struct {
+	Ints
+	Floats
+	On    bool
+	Name  string
+	User  UserID
+	Score Score
+	N     Count
+}
+
+func exactRows(r *rand.Rand, n int) []Exact {
+	rows := make([]Exact, n)
+	for i := range rows {
+		x := &rows[i]
+		x.I, x.I8, x.I16, x.I32, x.I64 = r.Int(), int8(r.Int()), int16(r.Int()), int32(r.Int()), r.Int64()-r.Int64()
+		x.U, x.U8, x.U16, x.U32, x.U64 = uint(r.Uint64()), uint8(r.Uint32()), uint16(r.Uint32()), r.Uint32(), r.Uint64()
+		x.F32, x.F64 = float32(r.NormFloat64()), r.NormFloat64()
+		switch r.IntN(8) {
+		case 0:
+			x.F64 = math.NaN()
+		case 1:
+			x.F64 = math.Copysign(0, -1)
+		case 2:
+			x.F32 = float32(math.Inf(-1))
+		}
+		x.On = r.IntN(2) == 0
+		x.Name = strconv.Itoa(r.IntN(1000))
+		if r.IntN(5) == 0 {
+			x.Name = "" // empty strings are values, not nulls
+		}
+		x.User, x.Score, x.N = UserID("u"+strconv.Itoa(i)), Score(r.Float64()), Count(r.Int32())
+	}
+	return rows
+}
+
+// equalRecords fails unless got and want have the same schema and
+// columns (array.Equal: NaN equals NaN only bit for bit, as the encoder
+// writes it).
+func equalRecords(t *testing.T, what string, got, want arrow.RecordBatch) {
+	t.Helper()
+	if !got.Schema().Equal(want.Schema()) {
+		t.Fatalf("%s: schema %s, want %s", what, got.Schema(), want.Schema())
+	}
+	if got.NumRows() != want.NumRows() || got.NumCols() != want.NumCols() {
+		t.Fatalf("%s: %d rows × %d columns, want %d × %d", what, got.NumRows(), got.NumCols(), want.NumRows(), want.NumCols())
+	}
+	for i := range int(want.NumCols()) {
+		if got.ColumnName(i) != want.ColumnName(i) {
+			t.Fatalf("%s: column %d named %q, want %q", what, i, got.ColumnName(i), want.ColumnName(i))
+		}
+		if !array.ApproxEqual(got.Column(i), want.Column(i), array.WithNaNsEqual(true)) {
+			t.Fatalf("%s: column %q is %v, want %v", what, got.ColumnName(i), got.Column(i), want.Column(i))
+		}
+	}
+}
+
+func codecOf[T any](t *testing.T) *typed.Codec[T] {
+	t.Helper()
+	c, err := typed.For[T]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A typed batch reads, column by column, as Encode's batch of the same
+// rows: in any order of reads, sliced, taken, with metadata columns, and
+// stripped of them; and Decode gives the rows back.
+func TestBatchReadsAsItsEncoding(t *testing.T) {
+	t.Parallel()
+	c := codecOf[Exact](t)
+	if !c.Exact() {
+		t.Fatal("Exact's codec is not exact")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 50 {
+		rows := exactRows(r, 1+r.IntN(300))
+		want, err := c.Encode(nil, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := typed.NewBatch(c, slices.Clone(rows))
+		for _, i := range r.Perm(int(want.NumCols())) { // one column at a time, any order
+			if !array.ApproxEqual(b.Column(i), want.Column(i), array.WithNaNsEqual(true)) {
+				t.Fatalf("round %d: column %q differs from Encode's", round, want.ColumnName(i))
+			}
+		}
+		equalRecords(t, "batch", b, want)
+		lo := r.IntN(len(rows))
+		hi := lo + r.IntN(len(rows)-lo+1)
+		sl, wsl := b.NewSlice(int64(lo), int64(hi)), want.NewSlice(int64(lo), int64(hi))
+		equalRecords(t, "slice", sl, wsl)
+		idx := make([]int32, r.IntN(2*len(rows)))
+		for k := range idx {
+			idx[k] = int32(r.IntN(len(rows)))
+		}
+		tk, err := arrowbatch.Take(b, idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wtk, err := arrowbatch.Take(want, idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tk.(*typed.Batch[Exact]); !ok {
+			t.Fatalf("Take of a typed batch gave a %T", tk)
+		}
+		equalRecords(t, "take", tk, wtk)
+
+		// Metadata columns, made when read, then stripped.
+		schema := connectors.WithMeta(c.Schema())
+		start := r.Int64N(1 << 40)
+		m := connectors.AddMeta(schema, b, "src", 3, start)
+		wm := connectors.AddMeta(schema, want, "src", 3, start)
+		if _, ok := m.(*typed.Batch[Exact]); !ok {
+			t.Fatalf("AddMeta of a typed batch gave a %T", m)
+		}
+		mtk, err := arrowbatch.Take(m, idx) // the metadata rows taken with theirs
+		if err != nil {
+			t.Fatal(err)
+		}
+		wmtk, err := arrowbatch.Take(wm, idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, "take with metadata", mtk, wmtk)
+		msl, wmsl := m.NewSlice(int64(lo), int64(hi)), wm.NewSlice(int64(lo), int64(hi))
+		equalRecords(t, "slice with metadata", msl, wmsl)
+		equalRecords(t, "with metadata", m, wm)
+		st := connectors.StripMeta(m)
+		if _, ok := st.(*typed.Batch[Exact]); !ok {
+			t.Fatalf("StripMeta of a typed batch gave a %T", st)
+		}
+		equalRecords(t, "stripped", st, want)
+		for _, rec := range []arrow.RecordBatch{msl, mtk} {
+			got, err := c.Decode(rec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRows, err := c.Decode(map[arrow.RecordBatch]arrow.RecordBatch{msl: wmsl, mtk: wmtk}[rec], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalRows(got, wantRows) {
+				t.Fatalf("round %d: Decode of a typed batch gave other rows than Decode of its encoding", round)
+			}
+		}
+		for _, rec := range []arrow.RecordBatch{want, b, sl, wsl, tk, wtk, m, wm, mtk, wmtk, msl, wmsl, st} {
+			rec.Release()
+		}
+	}
+}
+
+// Reading rows in place encodes nothing; reading a column encodes it, once,
+// whichever goroutine reads it first.
+func TestBatchEncodesOnlyWhatIsRead(t *testing.T) {
+	t.Parallel()
+	c := codecOf[Exact](t)
+	rows := exactRows(rand.New(rand.NewPCG(3, 4)), 100)
+	b := typed.NewBatch(c, slices.Clone(rows))
+	defer b.Release()
+	inMemory := int64(len(rows)) * int64(reflect.TypeFor[Exact]().Size())
+	got, ok := c.Rows(b)
+	if !ok || !equalRows(got, rows) {
+		t.Fatalf("Rows: %v, rows equal %v", ok, equalRows(got, rows))
+	}
+	if dec, err := c.Decode(b, nil); err != nil || !equalRows(dec, rows) {
+		t.Fatalf("Decode: %v", err)
+	}
+	if n := b.ArrowBytes(); n != inMemory {
+		t.Fatalf("after Rows and Decode the batch holds %d bytes, want the rows' %d: something encoded a column", n, inMemory)
+	}
+	col := c.Schema().FieldIndices("Name")[0]
+	var wg sync.WaitGroup
+	seen := make([]arrow.Array, 8)
+	for g := range seen {
+		wg.Go(func() {
+			seen[g] = b.Column(col)
+			_ = b.ArrowBytes()
+		})
+	}
+	wg.Wait()
+	for _, a := range seen[1:] {
+		if a != seen[0] {
+			t.Fatal("two readers of one column got two encodings of it")
+		}
+	}
+	if n, want := b.ArrowBytes(), inMemory+int64(seen[0].Data().SizeInBytes()); n != want {
+		t.Fatalf("after reading one column the batch holds %d bytes, want %d", n, want)
+	}
+}
+
+// Own hands over the rows only of a batch nothing else holds.
+func TestBatchOwn(t *testing.T) {
+	t.Parallel()
+	c := codecOf[Exact](t)
+	rows := exactRows(rand.New(rand.NewPCG(5, 6)), 10)
+	b := typed.NewBatch(c, rows)
+	if _, ok := c.Own(b); !ok {
+		t.Fatal("Own refused a batch with one reference")
+	}
+	b.Retain()
+	if _, ok := c.Own(b); ok {
+		t.Fatal("Own took the rows of a batch with two references")
+	}
+	b.Release()
+	m := connectors.AddMeta(connectors.WithMeta(c.Schema()), b, "s", 0, 0) // shares b's rows
+	if _, ok := c.Own(m); ok {
+		t.Fatal("Own took the rows of a batch that shares them with another")
+	}
+	b.Release()
+	if got, ok := c.Own(m); !ok || &got[0] != &rows[0] {
+		t.Fatal("Own refused the last batch holding the rows")
+	}
+	sl := m.NewSlice(2, 5)
+	if _, ok := c.Own(m); ok {
+		t.Fatal("Own took rows a slice of them still holds")
+	}
+	sl.Release()
+	m.Release()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("releasing a released batch did not panic")
+		}
+	}()
+	m.Release()
+}
+
+// Only codecs whose values come back unchanged make typed batches.
+func TestExact(t *testing.T) {
+	t.Parallel()
+	type withPtr struct{ P *int }
+	type withTime struct{ T time.Time }
+	type withDur struct{ D time.Duration }
+	type withBytes struct{ B []byte }
+	type withSkipped struct {
+		A int
+		B int `arkflow:"-"`
+	}
+	type withPrivate struct {
+		A int
+		b int
+	}
+	_ = withPrivate{}.b
+	for _, tc := range []struct {
+		exact bool
+		c     interface{ Exact() bool }
+	}{
+		{true, codecOf[Exact](t)}, {true, codecOf[Ints](t)}, {true, codecOf[Floats](t)},
+		{false, codecOf[withPtr](t)}, {false, codecOf[withTime](t)}, {false, codecOf[withDur](t)},
+		{false, codecOf[withBytes](t)}, {false, codecOf[withSkipped](t)}, {false, codecOf[withPrivate](t)},
+		{false, codecOf[SQLNulls](t)}, {false, codecOf[Named](t)},
+	} {
+		if tc.c.Exact() != tc.exact {
+			t.Errorf("%T: Exact() = %v, want %v", tc.c, !tc.exact, tc.exact)
+		}
+	}
+}
