@@ -31,13 +31,9 @@ import (
 // the input has a column for every field of In; a type SchemaOf refuses
 // is a problem Build reports, naming the call. An error from f fails the
 // job as a MapFunc's does: the batch stays unacknowledged, and a restart
-// replays it. It runs only in the program that defines f.
-//
-// Rows of In that a push source or a typed operator emitted reach f as Go
-// values, with no Arrow in between, when In's fields are numbers, bools
-// and strings (no pointer, time or []byte): then a chain of Push, typed
-// operators and a funcsink.Func of those types never encodes a row that
-// only it reads. Other rows are decoded from their batch's columns.
+// replays it. It runs only in the program that defines f. Rows that a
+// push source or typed operator emitted reach f as Go values, without
+// Arrow, when In's fields are numbers, bools and strings (package doc).
 //
 //	arkflow.MapRows(arkflow.NewJob("j").Source("in", src), "enrich", enrich).Sink("out", sink)
 func MapRows[In, Out any](b *Builder, id string, f func(ctx context.Context, in In) (Out, error), opts ...OperatorOption) *Builder {

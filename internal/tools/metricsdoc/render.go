@@ -60,6 +60,10 @@ ended. A family has no series:
 
 Bytes are the sizes of the Arrow buffers a batch references (a slice
 counts its share of them), read from the arrays' headers once per batch.
+A batch of Go rows handed between typed stages (a push source, the typed
+operators; see ARCHITECTURE.md) counts its rows in memory, the rows times
+the size of their struct (not the bytes their strings point to), plus
+the columns encoded from them so far.
 A sink's write latency runs from Write's call to its return (for an
 asynchronous sink, to its completion). A partition is idle while it has
 had no data for the source's idle timeout: it then no longer holds the
