@@ -62,18 +62,12 @@ type AuctionPrice struct {
 // 123, so that a few auctions of a short run are selected).
 const Q2Modulus = 123
 
-// auctionOnly is what Q2's filter reads of a bid: decoding one column
-// instead of seven is what a user who knows the API would write.
-type auctionOnly struct {
-	Auction int64 `arkflow:"auction"`
-}
-
 // Q2 is Nexmark's selection: the auction and price of the bids on
 // auctions whose ID Q2Modulus divides, a FilterRows then a MapRows that
 // projects.
 func Q2(ctx context.Context, bids []nexmark.Bid, emit func([]AuctionPrice)) error {
 	return runJob(ctx, "nexmark-q2", bids, nil, func(b *arkflow.Builder) *arkflow.Builder {
-		b = arkflow.FilterRows(b, "selected", func(_ context.Context, r auctionOnly) (bool, error) {
+		b = arkflow.FilterRows(b, "selected", func(_ context.Context, r nexmark.Bid) (bool, error) {
 			return r.Auction%Q2Modulus == 0, nil
 		})
 		return arkflow.MapRows(b, "project", func(_ context.Context, r AuctionPrice) (AuctionPrice, error) {
