@@ -24,7 +24,7 @@ import (
 )
 
 func main() {
-	query := flag.String("query", "all", "q0, q1, q2, q5, q5sink (Q5 with its maximum in the sink), or all")
+	query := flag.String("query", "all", "q0, q1, q2, q5, q5sink (Q5 with its maximum in the sink), q3, q7, q8, or all")
 	events := flag.Int("events", 1_000_000, "events to generate (46 in 50 are bids)")
 	seed := flag.Uint64("seed", 1, "generator seed")
 	runs := flag.Int("runs", 3, "measured runs of each side, after one warm-up run")
@@ -55,11 +55,11 @@ type sample struct {
 // run generates the events once, outside any timing, and measures each
 // query on them.
 func run(w io.Writer, qs []queries.Query, cfg nexmark.Config, runs int) error {
-	bids := nexmark.Generate(cfg).Bids
-	fmt.Fprintf(w, "%d events (%d bids, the only ones the queries read), seed %d, %d measured runs a side\n",
-		cfg.Events, len(bids), cfg.Seed, runs)
+	ev := nexmark.Generate(cfg)
+	fmt.Fprintf(w, "%d events (%d persons, %d auctions, %d bids), seed %d, %d measured runs a side\n",
+		cfg.Events, len(ev.Persons), len(ev.Auctions), len(ev.Bids), cfg.Seed, runs)
 	for _, q := range qs {
-		if err := measure(w, q, bids, cfg.Events, runs); err != nil {
+		if err := measure(w, q, ev, cfg.Events, runs); err != nil {
 			return fmt.Errorf("%s: %w", q.Name, err)
 		}
 	}
@@ -69,15 +69,15 @@ func run(w io.Writer, qs []queries.Query, cfg nexmark.Config, runs int) error {
 // measure runs a query's two sides in turn, a warm-up run of each first,
 // checks every run's output against the hand loop's, and prints the
 // medians.
-func measure(w io.Writer, q queries.Query, bids []nexmark.Bid, events, runs int) error {
-	want := q.Hand(bids)
-	if _, err := q.Engine(context.Background(), bids); err != nil {
+func measure(w io.Writer, q queries.Query, ev *nexmark.Events, events, runs int) error {
+	want := q.Hand(ev)
+	if _, err := q.Engine(context.Background(), ev); err != nil {
 		return err
 	}
 	var engine, hand []sample
 	for range runs {
 		var got queries.Digest
-		s, err := timed(func() (err error) { got, err = q.Engine(context.Background(), bids); return err })
+		s, err := timed(func() (err error) { got, err = q.Engine(context.Background(), ev); return err })
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func measure(w io.Writer, q queries.Query, bids []nexmark.Bid, events, runs int)
 			return fmt.Errorf("the engine's output %+v differs from the hand loop's %+v", got, want)
 		}
 		engine = append(engine, s)
-		s, _ = timed(func() error { got = q.Hand(bids); return nil })
+		s, _ = timed(func() error { got = q.Hand(ev); return nil })
 		if got != want {
 			return fmt.Errorf("the hand loop's output %+v differs from its first run's %+v", got, want)
 		}

@@ -42,10 +42,9 @@ type auctionCount struct {
 // costs. It calls emit once, after the job ended, with the rows sorted by
 // window and auction: the sink cannot tell when a window's counts are
 // all in.
-func Q5Sink(ctx context.Context, bids []nexmark.Bid, emit func([]HotItem)) error {
+func Q5Sink(ctx context.Context, ev *nexmark.Events, emit func([]HotItem)) error {
 	var best maxPerWindow
-	err := runJob(ctx, "nexmark-q5", bids,
-		[]arkflow.SourceOption{arkflow.EventTime{Field: "date_time", PerRow: true}},
+	err := runJob(ctx, "nexmark-q5", ev.Bids, eventTime,
 		func(b *arkflow.Builder) *arkflow.Builder {
 			return b.KeyBy("auction").
 				Window("bids-per-auction", window.Sliding(Q5SizeMS*time.Millisecond, Q5SlideMS*time.Millisecond, job.Count("num")))
@@ -109,7 +108,7 @@ func SortHotItems(rows []HotItem) {
 // window, a window's maximum taken when event time passes its end (the
 // bids come in event-time order, so no bid is late). It calls emit with
 // each closed window's rows, sorted by auction.
-func Q5Hand(bids []nexmark.Bid, emit func([]HotItem)) {
+func Q5Hand(ev *nexmark.Events, emit func([]HotItem)) {
 	open := map[int64]map[int64]int64{}
 	closeUpTo := func(watermark int64) {
 		var done []int64
@@ -128,7 +127,7 @@ func Q5Hand(bids []nexmark.Bid, emit func([]HotItem)) {
 			delete(open, start)
 		}
 	}
-	for batch := range feed(bids) {
+	for batch := range feed(ev.Bids) {
 		for _, b := range batch {
 			// The windows holding b: starts at multiples of the slide in
 			// (ts - size, ts].

@@ -60,9 +60,8 @@ type joined struct {
 // of one slide then holds the counts of exactly one sliding window: the
 // maximum is taken over it, and the join pairs each window's counts with
 // its maximum in it.
-func Q5(ctx context.Context, bids []nexmark.Bid, emit func([]HotItem)) error {
-	return runJob(ctx, "nexmark-q5j", bids,
-		[]arkflow.SourceOption{arkflow.EventTime{Field: "date_time", PerRow: true}},
+func Q5(ctx context.Context, ev *nexmark.Events, emit func([]HotItem)) error {
+	return runJob(ctx, "nexmark-q5j", ev.Bids, eventTime,
 		func(b *arkflow.Builder) *arkflow.Builder {
 			b = b.KeyBy("auction").
 				Window("bids-per-auction", window.Sliding(Q5SizeMS*time.Millisecond, Q5SlideMS*time.Millisecond, job.Count("num")))

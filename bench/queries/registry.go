@@ -17,10 +17,10 @@ type Digest struct {
 // Query is one Nexmark query, runnable on both sides.
 type Query struct {
 	Name string
-	// Engine runs the arkflow job over bids.
-	Engine func(ctx context.Context, bids []nexmark.Bid) (Digest, error)
-	// Hand runs the hand-written loop over bids.
-	Hand func(bids []nexmark.Bid) Digest
+	// Engine runs the arkflow job over the events it reads.
+	Engine func(ctx context.Context, ev *nexmark.Events) (Digest, error)
+	// Hand runs the hand-written loop over the events it reads.
+	Hand func(ev *nexmark.Events) Digest
 }
 
 // All are the queries, by name.
@@ -34,8 +34,8 @@ var All = []Query{
 
 // query wraps a query's two sides into digests; the digest is computed
 // in the emit function on both sides, so both pay for it.
-func query[T any](name string, engine func(context.Context, []nexmark.Bid, func([]T)) error,
-	hand func([]nexmark.Bid, func([]T)), sum func(T) uint64) Query {
+func query[T any](name string, engine func(context.Context, *nexmark.Events, func([]T)) error,
+	hand func(*nexmark.Events, func([]T)), sum func(T) uint64) Query {
 	digest := func(d *Digest) func([]T) {
 		return func(rows []T) {
 			d.Rows += int64(len(rows))
@@ -46,14 +46,14 @@ func query[T any](name string, engine func(context.Context, []nexmark.Bid, func(
 	}
 	return Query{
 		Name: name,
-		Engine: func(ctx context.Context, bids []nexmark.Bid) (Digest, error) {
+		Engine: func(ctx context.Context, ev *nexmark.Events) (Digest, error) {
 			var d Digest
-			err := engine(ctx, bids, digest(&d))
+			err := engine(ctx, ev, digest(&d))
 			return d, err
 		},
-		Hand: func(bids []nexmark.Bid) Digest {
+		Hand: func(ev *nexmark.Events) Digest {
 			var d Digest
-			hand(bids, digest(&d))
+			hand(ev, digest(&d))
 			return d
 		},
 	}
