@@ -64,3 +64,6 @@ func BenchmarkQ1(b *testing.B)     { benchQuery(b, "q1") }
 func BenchmarkQ2(b *testing.B)     { benchQuery(b, "q2") }
 func BenchmarkQ5(b *testing.B)     { benchQuery(b, "q5") }
 func BenchmarkQ5Sink(b *testing.B) { benchQuery(b, "q5sink") }
+func BenchmarkQ3(b *testing.B)     { benchQuery(b, "q3") }
+func BenchmarkQ7(b *testing.B)     { benchQuery(b, "q7") }
+func BenchmarkQ8(b *testing.B)     { benchQuery(b, "q8") }

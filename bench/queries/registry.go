@@ -30,6 +30,9 @@ var All = []Query{
 	query("q2", Q2, Q2Hand, func(r AuctionPrice) uint64 { return mix(r.Auction, r.Price) }),
 	query("q5", Q5, Q5Hand, hotSum),
 	query("q5sink", Q5Sink, Q5Hand, hotSum),
+	query("q3", Q3, Q3Hand, func(r Q3Row) uint64 { return mix(r.Auction, strSum(r.Name, r.City, r.State)) }),
+	query("q7", Q7, Q7Hand, func(r Q7Row) uint64 { return mix(r.Auction, r.Price, r.Bidder, r.DateTime) }),
+	query("q8", Q8, Q8Hand, func(r Q8Row) uint64 { return mix(r.ID, strSum(r.Name), r.WindowStart, r.Auction) }),
 }
 
 // query wraps a query's two sides into digests; the digest is computed
@@ -63,6 +66,22 @@ func hotSum(r HotItem) uint64 { return mix(r.WindowStart, r.Auction, r.Bids) }
 
 func bidSum(b nexmark.Bid) uint64 {
 	return mix(b.Auction, b.Bidder, b.Price, b.DateTime, int64(len(b.Channel)+len(b.URL)+len(b.Extra)))
+}
+
+// strSum folds strings into one value for mix (FNV-1a over their bytes,
+// each string ended by a 0).
+func strSum(ss ...string) int64 {
+	h := uint64(14695981039346656037)
+	for _, s := range ss {
+		for i := 0; i <= len(s); i++ {
+			c := byte(0)
+			if i < len(s) {
+				c = s[i]
+			}
+			h = (h ^ uint64(c)) * 1099511628211
+		}
+	}
+	return int64(h)
 }
 
 // mix hashes the values of a row into one word (a multiply-xorshift per
