@@ -6,6 +6,7 @@ package queries
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/arkflow-rs/arkflow-go"
@@ -62,28 +63,30 @@ func pusher[T any](src *push.Source[T], rows []T) func(context.Context) error {
 
 // runPushed builds the job b ends, runs it, and runs each push function
 // in a goroutine of its own (one per source, so that a source the job
-// waits on is never held back by another's full queue); it returns the
-// first error of the pushes, or else the job's.
+// waits on is never held back by another's full queue). The pushes'
+// context ends when the job does, so that a job that fails does not leave
+// a push waiting. It returns the job's error, or else the pushes' first.
 func runPushed(ctx context.Context, b *arkflow.Builder, pushes ...func(context.Context) error) error {
 	j, err := b.Build()
 	if err != nil {
 		return err
 	}
+	pushCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- j.Run(ctx) }()
+	go func() {
+		done <- j.Run(ctx)
+		cancel()
+	}()
 	errs := make([]error, len(pushes))
 	var wg sync.WaitGroup
 	for i, p := range pushes {
-		wg.Go(func() { errs[i] = p(ctx) })
+		wg.Go(func() { errs[i] = p(pushCtx) })
 	}
 	wg.Wait()
-	runErr := <-done
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if err := <-done; err != nil {
+		return err
 	}
-	return runErr
+	return errors.Join(errs...)
 }
 
 // feed is the hand loops' producer: a goroutine sends the rows in batches
