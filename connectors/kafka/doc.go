@@ -26,12 +26,15 @@
 // default: a batch is acknowledged once the broker acknowledged every
 // record.
 //
-// Exactly-once: exactly_once with a stable transactional_id writes each
-// batch in one transaction, acknowledged only after the commit (L2; every
-// source feeding it needs a durability block). With transactional_offsets
+// Exactly-once: exactly_once with a stable transactional_id writes the
+// batches in transactions, each batch acknowledged only after the commit
+// of the one holding it (L2; every source feeding it needs a durability
+// block). A transaction holds up to 4 batches, produced as they come,
+// and commits when full or 20 ms after it began. With transactional_offsets
 // on the input and offset_commit_group on the output, the input's offsets
-// are committed inside the transaction that writes the rows (L3): a crash
-// duplicates at most the last committed batch, a clean stop nothing.
+// are committed inside the transaction that writes the rows (L3; one
+// batch a transaction): a crash duplicates at most the last committed
+// batch, a clean stop nothing.
 // Misconfigurations (an unpaired group, a transaction timeout below the
 // checkpoint interval, a property the connector sets itself) are
 // validation errors naming the key.

@@ -114,7 +114,11 @@ type Sink struct {
 	closed     bool
 	fenced     error // sticky: a newer producer owns the transactional id
 	inTxn      bool  // a transaction is open (a Write was interrupted)
-	topic      string
+	// txnMu serializes the transactional writes: the chain's and the
+	// linger timer's commit of a coalesced transaction (pending).
+	txnMu   sync.Mutex
+	pending *coalesced
+	topic   string
 
 	buf []byte // the JSON of the last Write's rows (reused)
 
@@ -292,56 +296,29 @@ func (w *writeState) firstErr() error {
 // every record was acknowledged by the broker, or with the first delivery
 // error. Exactly-once: see writeTxn.
 func (s *Sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
-	if s.closed {
-		return ErrClosed
-	}
-	if !s.connected {
-		return errNotConnected
-	}
-	if s.fenced != nil {
-		return s.fenced
-	}
-	n := int(rec.NumRows())
-	if n == 0 {
-		return nil
-	}
-	var marks map[tp]int64
-	if g := s.cfg.OffsetCommitGroup; g != "" && s.txnID != "" {
-		srcs := pairedSources(g)
-		if len(srcs) == 0 {
-			return s.unpaired()
-		}
-		kept, dropped, err := s.dropCommitted(rec, srcs)
-		if err != nil {
-			return err
-		}
-		if dropped > 0 {
-			s.dropped.Add(int64(dropped))
-			s.log.Debug("dropped replayed rows the group already committed", "group", g, "rows", dropped)
-			if kept == nil {
-				return nil
-			}
-			defer kept.Release()
-			rec = kept
-		}
-		marks = batchMarks(rec, srcs)
-		if !s.metaRows && hasInputMeta(rec.Schema()) {
-			s.metaRows = true
+	if s.txnID != "" {
+		s.txnMu.Lock()
+		defer s.txnMu.Unlock()
+		if s.pending != nil { // a WriteAsync's transaction goes first
+			s.commitPending(ctx)
 		}
 	}
-	values, err := s.values(rec)
-	if err != nil {
+	if err := s.usable(); err != nil {
 		return err
 	}
-	keys, err := s.keys(rec)
-	if err != nil {
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	b, err := s.prepare(rec)
+	if err != nil || b == nil {
 		return err
 	}
 	if s.txnID != "" {
-		return s.writeTxn(ctx, values, keys, marks)
+		return s.writeTxn(ctx, b.values, b.keys, b.marks, 1)
 	}
+	n := len(b.values)
 	w := newWriteState(n)
-	if err := s.produce(ctx, values, keys, w); err != nil {
+	if err := s.produce(ctx, b.values, b.keys, w); err != nil {
 		return err
 	}
 	select {
@@ -355,36 +332,90 @@ func (s *Sink) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	return nil
 }
 
-// WriteAsync is Write without waiting for the delivery reports, for
-// at-least-once: done gets the first delivery error (or nil) once every
-// record was reported, on the producer's event goroutine. Exactly-once
-// writes are one transaction each and stay synchronous: done is called
-// before WriteAsync returns. Implements connectors.AsyncSink.
-func (s *Sink) WriteAsync(ctx context.Context, rec arrow.RecordBatch, done func(error)) error {
-	if s.txnID != "" {
-		done(s.Write(ctx, rec))
-		return nil
-	}
-	if s.closed {
+// usable reports why the sink cannot write, or nil.
+func (s *Sink) usable() error {
+	switch {
+	case s.closed:
 		return ErrClosed
-	}
-	if !s.connected {
+	case !s.connected:
 		return errNotConnected
+	case s.fenced != nil:
+		return s.fenced
 	}
-	n := int(rec.NumRows())
-	if n == 0 {
-		done(nil)
-		return nil
+	return nil
+}
+
+// prepared are a batch's records, and with offset_commit_group the input
+// ends of its rows.
+type prepared struct {
+	values, keys [][]byte
+	marks        map[tp]int64
+}
+
+// prepare makes rec's records; nil when nothing is left to write (every
+// row replayed and already committed by the group).
+func (s *Sink) prepare(rec arrow.RecordBatch) (*prepared, error) {
+	var marks map[tp]int64
+	if g := s.cfg.OffsetCommitGroup; g != "" && s.txnID != "" {
+		srcs := pairedSources(g)
+		if len(srcs) == 0 {
+			return nil, s.unpaired()
+		}
+		kept, dropped, err := s.dropCommitted(rec, srcs)
+		if err != nil {
+			return nil, err
+		}
+		if dropped > 0 {
+			s.dropped.Add(int64(dropped))
+			s.log.Debug("dropped replayed rows the group already committed", "group", g, "rows", dropped)
+			if kept == nil {
+				return nil, nil
+			}
+			defer kept.Release()
+			rec = kept
+		}
+		marks = batchMarks(rec, srcs)
+		if !s.metaRows && hasInputMeta(rec.Schema()) {
+			s.metaRows = true
+		}
 	}
 	values, err := s.values(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys, err := s.keys(rec)
 	if err != nil {
+		return nil, err
+	}
+	return &prepared{values: values, keys: keys, marks: marks}, nil
+}
+
+// WriteAsync is Write without waiting for the delivery reports, for
+// at-least-once: done gets the first delivery error (or nil) once every
+// record was reported, on the producer's event goroutine. Exactly-once
+// without offset_commit_group (L2): see writeCoalesced; with it (L3) each
+// write stays one synchronous transaction, done called before WriteAsync
+// returns. Implements connectors.AsyncSink.
+func (s *Sink) WriteAsync(ctx context.Context, rec arrow.RecordBatch, done func(error)) error {
+	if s.txnID != "" {
+		if s.cfg.OffsetCommitGroup == "" {
+			return s.writeCoalesced(ctx, rec, done)
+		}
+		done(s.Write(ctx, rec))
+		return nil
+	}
+	if err := s.usable(); err != nil {
 		return err
 	}
-	w := newWriteState(n)
+	if rec.NumRows() == 0 {
+		done(nil)
+		return nil
+	}
+	b, err := s.prepare(rec)
+	if err != nil {
+		return err
+	}
+	w := newWriteState(len(b.values))
 	topic := s.topic
 	w.then = func(err error) {
 		if err != nil {
@@ -394,7 +425,7 @@ func (s *Sink) WriteAsync(ctx context.Context, rec arrow.RecordBatch, done func(
 	}
 	// A failed produce recorded its error in w: what was enqueued still
 	// reports, and done gets the error when it has.
-	_ = s.produce(ctx, values, keys, w)
+	_ = s.produce(ctx, b.values, b.keys, w)
 	return nil
 }
 
@@ -451,9 +482,9 @@ func (s *Sink) produce(ctx context.Context, values, keys [][]byte, w *writeState
 //     the id, and rebuilding would take it back from it.
 //
 // After MaxTransactionAttempts attempts the last error is returned.
-func (s *Sink) writeTxn(ctx context.Context, values, keys [][]byte, marks map[tp]int64) error {
+func (s *Sink) writeTxn(ctx context.Context, values, keys [][]byte, marks map[tp]int64, first int) error {
 	var last error
-	for attempt := 1; attempt <= MaxTransactionAttempts; attempt++ {
+	for attempt := first; attempt <= MaxTransactionAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -468,50 +499,62 @@ func (s *Sink) writeTxn(ctx context.Context, values, keys [][]byte, marks map[tp
 			}
 		}
 		err := s.txnAttempt(ctx, values, keys, marks, attempt)
-		if errors.Is(err, ErrUnpairedGroup) {
-			// No retry: the paired input is gone (a configuration or
-			// shutdown problem, not a transaction failure).
-			if aerr := s.abort(); aerr != nil {
-				s.discard()
-			}
-			return err
-		}
 		if err == nil {
-			if ferr := s.producer.GetFatalError(); ferr != nil {
-				// Committed, but the producer is unusable now: the next
-				// write gets a new one.
-				s.log.Warn("kafka producer failed fatally after a commit; rebuilding it for the next write", "transactional_id", s.txnID, "error", ferr)
-				s.discard()
-			}
+			s.committed()
 			return nil
 		}
 		last = err
-		switch {
-		case isFenced(err) || isFenced(s.producer.GetFatalError()):
-			// Never rebuild: InitTransactions would fence the producer
-			// that took over, and a zombie would take the id back.
-			s.discard()
-			s.fenced = fmt.Errorf("%w (transactional_id %q): %v", ErrFenced, s.txnID, err)
-			return s.fenced
-		case s.producer.GetFatalError() != nil:
-			s.log.Warn("kafka producer failed fatally; rebuilding it and writing the batch again in a new transaction", "transactional_id", s.txnID, "attempt", attempt, "error", err)
-			s.discard()
-		default:
-			s.log.Warn("kafka transaction failed; aborting it and writing the batch again in a new transaction", "transactional_id", s.txnID, "attempt", attempt, "error", err)
-			aerr := s.abort()
-			if aerr != nil {
-				s.log.Warn("aborting the kafka transaction failed; rebuilding the producer", "transactional_id", s.txnID, "error", aerr)
-				s.discard()
-			}
+		if stop := s.failedAttempt(err, attempt); stop != nil {
+			return stop
 		}
 	}
 	return fmt.Errorf("kafka: writing %d records to topic %q in a transaction failed %d times: %w", len(values), s.topic, MaxTransactionAttempts, last)
 }
 
+// committed follows a committed transaction: a producer that failed
+// fatally after the commit is replaced for the next write.
+func (s *Sink) committed() {
+	if ferr := s.producer.GetFatalError(); ferr != nil {
+		s.log.Warn("kafka producer failed fatally after a commit; rebuilding it for the next write", "transactional_id", s.txnID, "error", ferr)
+		s.discard()
+	}
+}
+
+// failedAttempt ends a failed transaction attempt: it aborts the
+// transaction, or rebuilds the producer, so that the rows can be written
+// again in a new one, and returns nil; or it returns the error that ends
+// the write (an unpaired group; fencing, sticky).
+func (s *Sink) failedAttempt(err error, attempt int) error {
+	switch {
+	case errors.Is(err, ErrUnpairedGroup):
+		// No retry: the paired input is gone (a configuration or
+		// shutdown problem, not a transaction failure).
+		if aerr := s.abort(); aerr != nil {
+			s.discard()
+		}
+		return err
+	case isFenced(err) || isFenced(s.producer.GetFatalError()):
+		// Never rebuild: InitTransactions would fence the producer
+		// that took over, and a zombie would take the id back.
+		s.discard()
+		s.fenced = fmt.Errorf("%w (transactional_id %q): %v", ErrFenced, s.txnID, err)
+		return s.fenced
+	case s.producer.GetFatalError() != nil:
+		s.log.Warn("kafka producer failed fatally; rebuilding it and writing the batch again in a new transaction", "transactional_id", s.txnID, "attempt", attempt, "error", err)
+		s.discard()
+	default:
+		s.log.Warn("kafka transaction failed; aborting it and writing the batch again in a new transaction", "transactional_id", s.txnID, "attempt", attempt, "error", err)
+		if aerr := s.abort(); aerr != nil {
+			s.log.Warn("aborting the kafka transaction failed; rebuilding the producer", "transactional_id", s.txnID, "error", aerr)
+			s.discard()
+		}
+	}
+	return nil
+}
+
 // txnAttempt runs one transaction over the rows.
 func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[tp]int64, attempt int) error {
-	p := s.producer
-	if err := p.BeginTransaction(); err != nil {
+	if err := s.producer.BeginTransaction(); err != nil {
 		return fmt.Errorf("kafka: begin_transaction failed: %w", err)
 	}
 	s.inTxn = true
@@ -519,6 +562,14 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[
 	if err := s.produce(ctx, values, keys, w); err != nil {
 		return fmt.Errorf("kafka: writing to the transaction failed: %w", err)
 	}
+	return s.finishTxn(ctx, marks, []*writeState{w}, attempt)
+}
+
+// finishTxn commits the open transaction, whose records report to ws:
+// with offset_commit_group it first sends the input's offsets (marks) to
+// it, and after the commit it waits for the records' delivery reports.
+func (s *Sink) finishTxn(ctx context.Context, marks map[tp]int64, ws []*writeState, attempt int) error {
+	p := s.producer
 	var sent map[tp]int64
 	if s.cfg.OffsetCommitGroup != "" {
 		// L3: the input's offsets commit with the rows, or not at all.
@@ -553,14 +604,17 @@ func (s *Sink) txnAttempt(ctx context.Context, values, keys [][]byte, marks map[
 		s.prevMarks = marks // the next transaction waits for their acknowledgement
 	}
 	// The commit flushed every record; their reports are on their way.
-	select {
-	case <-w.done:
-	case <-time.After(TransactionTimeout):
-		return errors.New("kafka: delivery reports of a committed transaction did not arrive")
-	}
-	if err := w.firstErr(); err != nil {
-		// Unreachable in practice: a failed delivery fails the commit.
-		return fmt.Errorf("kafka: delivering to topic %q: %w", s.topic, err)
+	deadline := time.After(TransactionTimeout)
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-deadline:
+			return errors.New("kafka: delivery reports of a committed transaction did not arrive")
+		}
+		if err := w.firstErr(); err != nil {
+			// Unreachable in practice: a failed delivery fails the commit.
+			return fmt.Errorf("kafka: delivering to topic %q: %w", s.topic, err)
+		}
 	}
 	return nil
 }
@@ -672,10 +726,13 @@ func bytesAt(col arrow.Array, i int) []byte {
 // pending after a successful Write) and closes it. It is safe to call
 // without Connect and more than once.
 func (s *Sink) Close(ctx context.Context) error {
+	s.txnMu.Lock() // the linger timer's commit may be running
+	defer s.txnMu.Unlock()
 	if s.closed {
 		return nil
 	}
 	s.closed = true
+	s.dropPending()
 	if s.producer == nil {
 		return nil
 	}
