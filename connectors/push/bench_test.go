@@ -133,41 +133,59 @@ func pushWindows(b *testing.B, events []timedClick, emit func([]windowTotal)) {
 }
 
 // BenchmarkPushWindow compares Push → keyed tumbling window → funcsink.Func with
-// a hand-written goroutine + channel + map loop over the same structs
-// (target ≥ 0.5 at 100 k keys). Both must produce the same
-// totals.
+// a hand-written goroutine + channel + map loop over the same structs, at
+// 1 k, 100 k and 1 M keys (target ≥ 0.5 at 100 k keys). Both must produce
+// the same totals.
 func BenchmarkPushWindow(b *testing.B) {
-	events := embedEvents(embedRows, 100_000)
-	sums := map[string][2]int64{}
-	for name, run := range map[string]func(emit func([]windowTotal)){
-		"engine":   func(emit func([]windowTotal)) { pushWindows(b, events, emit) },
-		"handloop": func(emit func([]windowTotal)) { handWindows(events, emit) },
-	} {
-		b.Run(name+"/keys=100k", func(b *testing.B) {
-			b.ReportAllocs()
-			var results, clicks, total atomic.Int64
-			for b.Loop() {
-				results.Store(0)
-				clicks.Store(0)
-				total.Store(0)
-				run(func(rows []windowTotal) {
-					results.Add(int64(len(rows)))
-					for _, r := range rows {
-						clicks.Add(r.Clicks)
-						total.Add(r.Total)
-					}
-				})
+	for _, keys := range []int{1_000, 100_000, 1_000_000} {
+		events := embedEvents(embedRows, keys)
+		sums := map[string][2]int64{}
+		for _, name := range []string{"engine", "handloop"} {
+			run := func(emit func([]windowTotal)) { handWindows(events, emit) }
+			if name == "engine" {
+				run = func(emit func([]windowTotal)) { pushWindows(b, events, emit) }
 			}
-			b.ReportMetric(float64(embedRows)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
-			if clicks.Load() != embedRows {
-				b.Fatalf("%s counted %d clicks of %d", name, clicks.Load(), embedRows)
+			b.Run(fmt.Sprintf("%s/keys=%s", name, keyCount(keys)), func(b *testing.B) {
+				sums[name] = measureWindows(b, run)
+			})
+		}
+		if e, h := sums["engine"], sums["handloop"]; len(sums) == 2 && e != h {
+			b.Fatalf("%d keys: engine emitted %d results summing to %d, the hand loop %d summing to %d", keys, e[0], e[1], h[0], h[1])
+		}
+	}
+}
+
+// keyCount names a key count as 1k, 100k or 1M.
+func keyCount(n int) string {
+	if n >= 1_000_000 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
+	return fmt.Sprintf("%dk", n/1_000)
+}
+
+// measureWindows runs one side of BenchmarkPushWindow and returns its
+// results and total.
+func measureWindows(b *testing.B, run func(emit func([]windowTotal))) [2]int64 {
+	b.ReportAllocs()
+	var results, clicks, total atomic.Int64
+	runtime.GC() // neither side pays for the other's garbage
+	for b.Loop() {
+		results.Store(0)
+		clicks.Store(0)
+		total.Store(0)
+		run(func(rows []windowTotal) {
+			results.Add(int64(len(rows)))
+			for _, r := range rows {
+				clicks.Add(r.Clicks)
+				total.Add(r.Total)
 			}
-			sums[name] = [2]int64{results.Load(), total.Load()}
 		})
 	}
-	if e, h := sums["engine"], sums["handloop"]; len(sums) == 2 && e != h {
-		b.Fatalf("engine emitted %d results summing to %d, the hand loop %d summing to %d", e[0], e[1], h[0], h[1])
+	b.ReportMetric(float64(embedRows)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	if clicks.Load() != embedRows {
+		b.Fatalf("counted %d clicks of %d", clicks.Load(), embedRows)
 	}
+	return [2]int64{results.Load(), total.Load()}
 }
 
 // BenchmarkPushHeap pushes 10 M rows through
