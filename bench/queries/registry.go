@@ -21,13 +21,17 @@ type Query struct {
 	Engine func(ctx context.Context, ev *nexmark.Events) (Digest, error)
 	// Hand runs the hand-written loop over the events it reads.
 	Hand func(ev *nexmark.Events) Digest
+	// Beam runs the query as an Apache Beam pipeline on Prism, in this
+	// process; nil for the queries without one, and for all of them
+	// unless built with the tag beam (beamSides).
+	Beam func(ctx context.Context, ev *nexmark.Events) (Digest, error)
 }
 
 // All are the queries, by name.
 var All = []Query{
 	query("q0", Q0, Q0Hand, bidSum),
 	query("q1", Q1, Q1Hand, bidSum),
-	query("q2", Q2, Q2Hand, func(r AuctionPrice) uint64 { return mix(r.Auction, r.Price) }),
+	query("q2", Q2, Q2Hand, pairSum),
 	query("q5", Q5, Q5Hand, hotSum),
 	query("q5sink", Q5Sink, Q5Hand, hotSum),
 	query("q3", Q3, Q3Hand, func(r Q3Row) uint64 { return mix(r.Auction, strSum(r.Name, r.City, r.State)) }),
@@ -35,8 +39,9 @@ var All = []Query{
 	query("q8", Q8, Q8Hand, func(r Q8Row) uint64 { return mix(r.ID, strSum(r.Name), r.WindowStart, r.Auction) }),
 }
 
-// query wraps a query's two sides into digests; the digest is computed
-// in the emit function on both sides, so both pay for it.
+// query wraps a query's two sides into digests, the digest computed in
+// the emit function on both sides, so both pay for it, and adds its Beam
+// side, if beamSides has one.
 func query[T any](name string, engine func(context.Context, *nexmark.Events, func([]T)) error,
 	hand func(*nexmark.Events, func([]T)), sum func(T) uint64) Query {
 	digest := func(d *Digest) func([]T) {
@@ -49,6 +54,7 @@ func query[T any](name string, engine func(context.Context, *nexmark.Events, fun
 	}
 	return Query{
 		Name: name,
+		Beam: beamSides[name],
 		Engine: func(ctx context.Context, ev *nexmark.Events) (Digest, error) {
 			var d Digest
 			err := engine(ctx, ev, digest(&d))
@@ -61,6 +67,8 @@ func query[T any](name string, engine func(context.Context, *nexmark.Events, fun
 		},
 	}
 }
+
+func pairSum(r AuctionPrice) uint64 { return mix(r.Auction, r.Price) }
 
 func hotSum(r HotItem) uint64 { return mix(r.WindowStart, r.Auction, r.Bids) }
 
