@@ -1,9 +1,11 @@
 // Command bench runs Nexmark queries on arkflow and as hand-written Go
 // loops over the same generated events, checks that both give the same
-// output, and prints their throughput and its ratio.
+// output, and prints their throughput and its ratio. Built with the tag
+// beam, it also runs Q0, Q1, Q2 and Q5 on Apache Beam (Prism runner).
 //
 //	go run . -query q5 [-events 1000000] [-seed 1] [-runs 3]
 //	go run . -query all
+//	go run -tags beam . -query q1
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"runtime"
 	"slices"
@@ -38,9 +41,20 @@ func main() {
 	if len(qs) == 0 {
 		log.Fatalf("unknown query %q", *query)
 	}
+	if slices.ContainsFunc(qs, func(q queries.Query) bool { return q.Beam != nil }) {
+		quietSlog()
+	}
 	if err := run(os.Stdout, qs, nexmark.Config{Seed: *seed, Events: *events}, max(*runs, 1)); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// quietSlog keeps the Beam SDK's and Prism's informational logs (slog's
+// default logger, each job's start and end) off the output: warnings and
+// errors only, on stderr. The log package keeps writing to stderr.
+func quietSlog() {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	log.SetOutput(os.Stderr)
 }
 
 // sample is one measured run: its wall and CPU time, the bytes it
@@ -66,43 +80,70 @@ func run(w io.Writer, qs []queries.Query, cfg nexmark.Config, runs int) error {
 	return nil
 }
 
-// measure runs a query's two sides in turn, a warm-up run of each first,
-// checks every run's output against the hand loop's, and prints the
-// medians.
+// side is one way a query runs: a name for the errors and what it runs.
+type side struct {
+	name string
+	run  func() (queries.Digest, error)
+}
+
+// measure runs a query's sides in turn (the engine, the hand loop, and
+// Beam where the query has it), a warm-up run of each first, checks every
+// run's output against the hand loop's, and prints the medians.
 func measure(w io.Writer, q queries.Query, ev *nexmark.Events, events, runs int) error {
 	want := q.Hand(ev)
-	if _, err := q.Engine(context.Background(), ev); err != nil {
-		return err
+	sides := []side{
+		{"the engine", func() (queries.Digest, error) { return q.Engine(context.Background(), ev) }},
+		{"the hand loop", func() (queries.Digest, error) { return q.Hand(ev), nil }},
 	}
-	var engine, hand []sample
+	if q.Beam != nil {
+		sides = append(sides, side{"Beam", func() (queries.Digest, error) { return q.Beam(context.Background(), ev) }})
+	}
+	for _, sd := range sides {
+		if sd.name != "the hand loop" {
+			if _, err := sd.run(); err != nil {
+				return err
+			}
+		}
+	}
+	samples := make([][]sample, len(sides))
 	for range runs {
-		var got queries.Digest
-		s, err := timed(func() (err error) { got, err = q.Engine(context.Background(), ev); return err })
-		if err != nil {
-			return err
+		for i, sd := range sides {
+			var got queries.Digest
+			s, err := timed(func() (err error) { got, err = sd.run(); return err })
+			if err != nil {
+				return err
+			}
+			if got != want {
+				return fmt.Errorf("the output of %s, %+v, differs from the hand loop's first, %+v", sd.name, got, want)
+			}
+			samples[i] = append(samples[i], s)
 		}
-		if got != want {
-			return fmt.Errorf("the engine's output %+v differs from the hand loop's %+v", got, want)
-		}
-		engine = append(engine, s)
-		s, _ = timed(func() error { got = q.Hand(ev); return nil })
-		if got != want {
-			return fmt.Errorf("the hand loop's output %+v differs from its first run's %+v", got, want)
-		}
-		hand = append(hand, s)
 	}
-	e, h := medians(engine), medians(hand)
-	rate := func(d time.Duration) float64 { return float64(events) / d.Seconds() / 1e6 }
+	e, h := medians(samples[0]), medians(samples[1])
 	fmt.Fprintf(w, "%s: %d rows out\n", strings.ToUpper(q.Name), want.Rows)
-	fmt.Fprintf(w, "  engine: %6.2f M events/s, %6.2f M events/s per CPU second (%d ms, %d ms CPU)\n",
-		rate(e.wall), rate(e.cpu), e.wall.Milliseconds(), e.cpu.Milliseconds())
-	fmt.Fprintf(w, "  hand:   %6.2f M events/s, %6.2f M events/s per CPU second (%d ms, %d ms CPU)\n",
-		rate(h.wall), rate(h.cpu), h.wall.Milliseconds(), h.cpu.Milliseconds())
+	printRate(w, "engine:", e, events)
+	printRate(w, "hand:  ", h, events)
 	fmt.Fprintf(w, "  engine ÷ hand loop: %.2f (per CPU second: %.2f)\n",
 		h.wall.Seconds()/e.wall.Seconds(), h.cpu.Seconds()/e.cpu.Seconds())
 	fmt.Fprintf(w, "  allocated per event: engine %d B, hand %d B; heap kept after a run: engine %+.1f MB, hand %+.1f MB\n",
 		e.alloc/uint64(events), h.alloc/uint64(events), float64(e.kept)/(1<<20), float64(h.kept)/(1<<20))
+	if q.Beam != nil {
+		b := medians(samples[2])
+		printRate(w, "beam:  ", b, events)
+		fmt.Fprintf(w, "  engine ÷ Beam: %.2f (per CPU second: %.2f)\n",
+			b.wall.Seconds()/e.wall.Seconds(), b.cpu.Seconds()/e.cpu.Seconds())
+		fmt.Fprintf(w, "  allocated per event: beam %d B; heap kept after a run: beam %+.1f MB\n",
+			b.alloc/uint64(events), float64(b.kept)/(1<<20))
+	}
 	return nil
+}
+
+// printRate prints a side's median events/s, wall clock and per CPU
+// second, and its times.
+func printRate(w io.Writer, label string, s sample, events int) {
+	rate := func(d time.Duration) float64 { return float64(events) / d.Seconds() / 1e6 }
+	fmt.Fprintf(w, "  %s %6.2f M events/s, %6.2f M events/s per CPU second (%d ms, %d ms CPU)\n",
+		label, rate(s.wall), rate(s.cpu), s.wall.Milliseconds(), s.cpu.Milliseconds())
 }
 
 // timed runs f and returns its wall time, the process's CPU time (user +

@@ -12,10 +12,11 @@ import (
 // time.
 const benchEvents = 1_000_000
 
-// benchQuery runs a query's engine and hand loop as sub-benchmarks of one
-// run, on the same events, and fails when their outputs differ. It
-// reports bids/s (as the earlier runs did) and events/s, all the events
-// generated: Q3 and Q8 read the persons and auctions only.
+// benchQuery runs a query's engine and hand loop, and its Beam side where
+// it has one (built with the tag beam), as sub-benchmarks of one run, on
+// the same events, and fails when their outputs differ. It reports bids/s
+// (as the earlier runs did) and events/s, all the events generated: Q3
+// and Q8 read the persons and auctions only.
 func benchQuery(b *testing.B, name string) {
 	var q Query
 	for _, x := range All {
@@ -24,18 +25,23 @@ func benchQuery(b *testing.B, name string) {
 		}
 	}
 	ev := nexmark.Generate(nexmark.Config{Seed: 1, Events: benchEvents})
+	sides := map[string]func(context.Context, *nexmark.Events) (Digest, error){
+		"engine": q.Engine,
+		"hand":   func(_ context.Context, ev *nexmark.Events) (Digest, error) { return q.Hand(ev), nil },
+	}
+	names := []string{"engine", "hand"}
+	if q.Beam != nil {
+		sides["beam"] = q.Beam
+		names = append(names, "beam")
+	}
 	digests := map[string]Digest{}
-	for _, side := range []string{"engine", "hand"} {
+	for _, side := range names {
 		b.Run(side, func(b *testing.B) {
 			var d Digest
 			b.ReportAllocs()
 			for b.Loop() {
-				if side == "hand" {
-					d = q.Hand(ev)
-					continue
-				}
 				var err error
-				if d, err = q.Engine(context.Background(), ev); err != nil {
+				if d, err = sides[side](context.Background(), ev); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -45,8 +51,10 @@ func benchQuery(b *testing.B, name string) {
 			digests[side] = d
 		})
 	}
-	if e, h := digests["engine"], digests["hand"]; len(digests) == 2 && e != h {
-		b.Fatalf("engine %+v, hand loop %+v", e, h)
+	for _, side := range names[1:] {
+		if e, o := digests["engine"], digests[side]; len(digests) == len(names) && e != o {
+			b.Fatalf("engine %+v, %s %+v", e, side, o)
+		}
 	}
 }
 
