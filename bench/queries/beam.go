@@ -5,6 +5,7 @@ package queries
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sync"
 	"time"
@@ -59,8 +60,14 @@ var beamRuns = struct {
 	digests map[int64]*Digest
 }{events: map[int64]*nexmark.Events{}, digests: map[int64]*Digest{}}
 
-// beamInit calls beam.Init, which the runner requires, once.
-var beamInit = sync.OnceFunc(beam.Init)
+// beamInit calls beam.Init, which the runner requires, once, and keeps
+// slog's default logger: beam.Init replaces it with one of its own, at
+// level info.
+var beamInit = sync.OnceFunc(func() {
+	keep := slog.Default()
+	beam.Init()
+	slog.SetDefault(keep)
+})
 
 // runBeam builds a pipeline whose source emits ev's bids, each at its
 // event time (date_time), adds the transforms build makes (which end in
