@@ -193,14 +193,16 @@
 // allocation alive. Fields with no column (skipped or unexported) are
 // zero in the rows appended.
 //
-// Rows as Go values. When every field of T is a number, a bool or a
-// string (no pointer, database/sql Null, time, []byte, or skipped or
-// unexported field), a push source of T and a MapRows, FilterRows or
+// Rows as Go values. When every field of T is a number, a bool, a string,
+// a time.Time or a time.Duration (no pointer, database/sql Null, []byte,
+// or skipped or unexported field), a push source of T and a MapRows, FilterRows or
 // ProcessRows emitting T hand the job batches that hold the rows as Go
 // values and encode a column into Arrow only when something reads it (the
 // write-ahead log, the event time, a key, a window, an Arrow operator or
 // sink). A typed operator whose input type is that T, and a funcsink.Func
 // of T, read the values themselves: a chain of them from Push to the
-// sink never encodes a row. Push copies the rows of its call; the rows a
-// funcsink.Func gets are its own, as always.
+// sink never encodes a row. Times and durations are rounded to their
+// columns' units on the way in (a time in UTC, as Decode gives it), so
+// the values read are those the columns hold. Push copies the rows of its
+// call; the rows a funcsink.Func gets are its own, as always.
 package arkflow

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/arkflow-rs/arkflow-go"
 	"github.com/arkflow-rs/arkflow-go/connectors/funcsink"
@@ -17,9 +18,10 @@ import (
 // bidRow is a row whose values survive encoding unchanged, so the push
 // source and the typed operators hand its rows along as Go values.
 type bidRow struct {
-	Seq   int64  `arkflow:"seq"`
-	Item  string `arkflow:"item"`
-	Price int64  `arkflow:"price"`
+	Seq   int64     `arkflow:"seq"`
+	Item  string    `arkflow:"item"`
+	Price int64     `arkflow:"price"`
+	At    time.Time `arkflow:"at"`
 }
 
 type itemPrice struct {
@@ -31,8 +33,10 @@ type itemPrice struct {
 // pusher that reuses its slice after Push, a map that writes its output
 // over its input, a sink that writes the rows it was given, and branches
 // that read one batch, all see the values a loop over the pushed rows
-// computes. With the source durable (the WAL encodes every column first),
-// and without.
+// computes, their times in UTC and whole milliseconds, as the columns
+// hold them (the rows pushed have a zone and nanoseconds). With the
+// source durable (the WAL encodes every column first), and without; the
+// source's event time reads the time column.
 func TestTypedRowsStayTheirOwn(t *testing.T) {
 	t.Parallel()
 	for _, durable := range []bool{false, true} {
@@ -45,9 +49,12 @@ func TestTypedRowsStayTheirOwn(t *testing.T) {
 
 func testTypedRowsStayTheirOwn(t *testing.T, durable bool) {
 	const n, batchRows = 20_000, 97
-	var want []bidRow
+	base := time.Date(2026, 12, 7, 10, 0, 0, 123_456_789, time.FixedZone("X", 3600))
+	var pushed, want []bidRow
 	for i := range n {
-		want = append(want, bidRow{Seq: int64(i), Item: "item-" + string(rune('a'+i%26)), Price: int64(i%1000 - 300)})
+		at := base.Add(time.Duration(i) * 1500 * time.Microsecond)
+		pushed = append(pushed, bidRow{Seq: int64(i), Item: "item-" + string(rune('a'+i%26)), Price: int64(i%1000 - 300), At: at})
+		want = append(want, bidRow{Seq: int64(i), Item: "item-" + string(rune('a'+i%26)), Price: int64(i%1000 - 300), At: time.UnixMilli(at.UnixMilli()).UTC()})
 	}
 	var wantDoubled, wantEven []bidRow
 	var wantProj []itemPrice
@@ -67,7 +74,7 @@ func testTypedRowsStayTheirOwn(t *testing.T, durable bool) {
 	proj, gotProj := keep[itemPrice](false)
 
 	in := push.New(push.Config[bidRow]{})
-	var opts []arkflow.SourceOption
+	opts := []arkflow.SourceOption{arkflow.EventTime{Field: "at"}}
 	var build []arkflow.Option
 	if durable {
 		opts = append(opts, arkflow.Durable(job.Durability{Sync: job.SyncGroupCommit}))
@@ -91,7 +98,7 @@ func testTypedRowsStayTheirOwn(t *testing.T, durable bool) {
 	go func() { done <- j.Run(context.Background()) }()
 	buf := make([]bidRow, batchRows)
 	for lo := 0; lo < n; lo += batchRows {
-		m := copy(buf, want[lo:min(lo+batchRows, n)])
+		m := copy(buf, pushed[lo:min(lo+batchRows, n)])
 		if err := in.Push(context.Background(), buf[:m]...); err != nil {
 			t.Fatal(err)
 		}

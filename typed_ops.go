@@ -33,7 +33,8 @@ import (
 // job as a MapFunc's does: the batch stays unacknowledged, and a restart
 // replays it. It runs only in the program that defines f. Rows that a
 // push source or typed operator emitted reach f as Go values, without
-// Arrow, when In's fields are numbers, bools and strings (package doc).
+// Arrow, when In's fields are numbers, bools, strings and times (package
+// doc).
 //
 //	arkflow.MapRows(arkflow.NewJob("j").Source("in", src), "enrich", enrich).Sink("out", sink)
 func MapRows[In, Out any](b *Builder, id string, f func(ctx context.Context, in In) (Out, error), opts ...OperatorOption) *Builder {
@@ -217,18 +218,21 @@ func (r *rowFunc[In, Out]) encode(rows []Out) (arrow.RecordBatch, error) {
 		return nil, nil
 	}
 	if r.out.Exact() {
-		return typed.NewBatch(r.out, slices.Clone(rows)), nil
+		return r.encodeOwned(slices.Clone(rows))
 	}
 	return r.out.Encode(nil, rows)
 }
 
 // encodeOwned is encode of rows no one else holds: a typed batch keeps
-// them.
+// them, their times rounded to their columns' units.
 func (r *rowFunc[In, Out]) encodeOwned(rows []Out) (arrow.RecordBatch, error) {
-	if len(rows) > 0 && r.out.Exact() {
-		return typed.NewBatch(r.out, rows), nil
+	if len(rows) == 0 || !r.out.Exact() {
+		return r.encode(rows)
 	}
-	return r.encode(rows)
+	if err := r.out.Normalize(rows); err != nil {
+		return nil, err
+	}
+	return typed.NewBatch(r.out, rows), nil
 }
 
 func (r *rowFunc[In, Out]) mapFunc(f func(context.Context, In) (Out, error)) ops.MapFunc {

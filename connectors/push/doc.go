@@ -92,8 +92,9 @@
 // window returns once the window fired and its result was written.)
 //
 // Push copies the rows of the call, so the caller may reuse its slice as
-// soon as Push returns. When T's fields are all numbers, bools and strings
-// (no pointer, time or []byte), that copy is what the job reads: typed
+// soon as Push returns. When T's fields are all numbers, bools, strings,
+// times and durations (no pointer or []byte), that copy, its times
+// rounded to their columns' units, is what the job reads: typed
 // operators (arkflow.MapRows, FilterRows, ProcessRows) and a
 // funcsink.Func read the Go values, and only what reads columns (the
 // WAL, the event time, a key, a window) has them encoded into Arrow.

@@ -332,13 +332,18 @@ func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows 
 }
 
 // batch makes the record of rows: when T's values survive encoding
-// unchanged, a typed batch of a copy of them (the caller may reuse its
-// slice once Push returns), whose columns are encoded only when read (the
-// WAL, a shuffle's key, the event time; a typed operator or sink reads
-// the rows themselves); otherwise the encoded rows.
+// unchanged (times and durations rounded to their units first), a typed
+// batch of a copy of them (the caller may reuse its slice once Push
+// returns), whose columns are encoded only when read (the WAL, a
+// shuffle's key, the event time; a typed operator or sink reads the rows
+// themselves); otherwise the encoded rows.
 func (p *Source[T]) batch(rows []T) (arrow.RecordBatch, error) {
 	if p.codec.Exact() {
-		return typed.NewBatch(p.codec, slices.Clone(rows)), nil
+		own := slices.Clone(rows)
+		if err := p.codec.Normalize(own); err != nil {
+			return nil, err
+		}
+		return typed.NewBatch(p.codec, own), nil
 	}
 	return p.codec.Encode(nil, rows)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -62,11 +63,45 @@ func (b *Batch[T]) share(schema *arrow.Schema, rows []T, cols []arrow.Array) *Ba
 	return nb
 }
 
-// Exact reports whether T's rows come back unchanged from Encode then
-// Decode: every field a plain number, bool or string (no pointer, sql.Null,
-// time, []byte), and no field left out. Only then may NewBatch hand the
-// rows themselves to a reader of Rows.
+// Exact reports whether T's rows, once Normalize ran on them, come back
+// unchanged from Encode then Decode: every field a number, bool, string,
+// time.Time or time.Duration (no pointer, sql.Null or []byte), and no
+// field left out. Only then may NewBatch hand the rows themselves to a
+// reader of Rows.
 func (c *Codec[T]) Exact() bool { return c.exact }
+
+// Normalize rounds the time.Time and time.Duration fields of rows to
+// their columns' units, as Encode then Decode would (a time in UTC,
+// without its monotonic reading), so that a reader of the rows sees what
+// a reader of the columns sees. It returns Encode's error for a time a
+// column cannot hold (the zero time, or one past its unit's range), and
+// leaves the rows before it rounded.
+func (c *Codec[T]) Normalize(rows []T) error {
+	if !c.timed || len(rows) == 0 {
+		return nil
+	}
+	base := unsafe.Pointer(unsafe.SliceData(rows))
+	for _, f := range c.fields {
+		if f.null != notNull || (f.kind != kTime && f.kind != kDuration) {
+			continue
+		}
+		for i := range rows {
+			p := unsafe.Add(base, uintptr(i)*c.stride+f.off)
+			if f.kind == kDuration {
+				d := (*time.Duration)(p)
+				*d = time.Duration(durUnits(*d, f.unit) * int64(f.unit.Multiplier()))
+				continue
+			}
+			t := (*time.Time)(p)
+			v, ok := toUnits(*t, f.unit)
+			if !ok {
+				return timeError(f, i, *t)
+			}
+			*t = fromUnits(v, f.unit)
+		}
+	}
+	return nil
+}
 
 // Rows returns the rows of rec when it is a Batch of T: the batch's own
 // slice, which the caller must neither write nor keep past rec's release.

@@ -270,7 +270,8 @@ func TestExact(t *testing.T) {
 		c     interface{ Exact() bool }
 	}{
 		{true, codecOf[Exact](t)}, {true, codecOf[Ints](t)}, {true, codecOf[Floats](t)},
-		{false, codecOf[withPtr](t)}, {false, codecOf[withTime](t)}, {false, codecOf[withDur](t)},
+		{true, codecOf[withTime](t)}, {true, codecOf[withDur](t)}, {true, codecOf[Times](t)},
+		{false, codecOf[withPtr](t)},
 		{false, codecOf[withBytes](t)}, {false, codecOf[withSkipped](t)}, {false, codecOf[withPrivate](t)},
 		{false, codecOf[SQLNulls](t)}, {false, codecOf[Named](t)},
 	} {
@@ -278,4 +279,63 @@ func TestExact(t *testing.T) {
 			t.Errorf("%T: Exact() = %v, want %v", tc.c, !tc.exact, tc.exact)
 		}
 	}
+}
+
+// Times and durations travel as Go values once Normalize rounded them to
+// their columns' units: the rows then equal what Decode gives back from
+// Encode's batch of the rows as they were, and the batch's columns are
+// Encode's.
+func TestNormalizedTimesReadAsTheirEncoding(t *testing.T) {
+	t.Parallel()
+	c := codecOf[Times](t)
+	r := rand.New(rand.NewPCG(7, 8))
+	zones := []*time.Location{time.UTC, time.FixedZone("X", -7*3600+1800), time.Local}
+	rows := make([]Times, 500)
+	for i := range rows {
+		at := func() time.Time {
+			switch r.IntN(6) {
+			case 0:
+				return time.Now() // with a monotonic reading
+			case 1:
+				return time.Unix(r.Int64N(1<<33)-1<<32, r.Int64N(1e9)).In(zones[r.IntN(len(zones))])
+			}
+			return time.Unix(r.Int64N(4e9), r.Int64N(1e9)).In(zones[r.IntN(len(zones))])
+		}
+		dur := func() time.Duration { return time.Duration(r.Int64() - r.Int64()) }
+		rows[i] = Times{T: at(), TS: at(), TM: at(), TU: at(), TN: at(), D: dur(), DS: dur(), DU: dur(), DN: dur()}
+	}
+	rows[3].T = time.Time{} // the zero time, which a millisecond column holds
+	want, err := c.Encode(nil, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Release()
+	decoded, err := c.Decode(want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm := slices.Clone(rows)
+	if err := c.Normalize(norm); err != nil {
+		t.Fatal(err)
+	}
+	for i := range norm {
+		if norm[i] != decoded[i] {
+			t.Fatalf("row %d: normalized %+v, decoded %+v", i, norm[i], decoded[i])
+		}
+	}
+	b := typed.NewBatch(c, norm)
+	defer b.Release()
+	equalRecords(t, "normalized batch", b, want)
+	zero := []Times{{TN: time.Time{}}} // a nanosecond column cannot hold year 1
+	if err, eerr := c.Normalize(zero), encodeErr(c, zero); err == nil || eerr == nil || err.Error() != eerr.Error() {
+		t.Fatalf("Normalize: %v; Encode: %v (want the same error)", err, eerr)
+	}
+}
+
+func encodeErr[T any](c *typed.Codec[T], rows []T) error {
+	rec, err := c.Encode(nil, rows)
+	if rec != nil {
+		rec.Release()
+	}
+	return err
 }

@@ -240,12 +240,7 @@ func encTime(mem memory.Allocator, f *field, base unsafe.Pointer, n int, stride 
 			if valid != nil {
 				valid.Release()
 			}
-			if t := *(*time.Time)(p); t.IsZero() {
-				return nil, fmt.Errorf("typed: %s: row %d is the zero time.Time, which %s cannot hold: set it, or make the field a *time.Time and leave it nil for no time",
-					f.where(), i, f.dtype)
-			}
-			return nil, fmt.Errorf("typed: %s: row %d: %s is outside what %s can hold; tag the field with a coarser unit (arkflow:\",unit=ms\")",
-				f.where(), i, (*(*time.Time)(p)).Format(time.RFC3339Nano), f.dtype)
+			return nil, timeError(f, i, *(*time.Time)(p))
 		}
 		out[i] = v
 		if bits != nil {
@@ -276,6 +271,17 @@ func encDuration(mem memory.Allocator, f *field, base unsafe.Pointer, n int, str
 		}
 	}
 	return newData(f.dtype, n, valid, nulls, data), nil
+}
+
+// timeError is the error of a time t of row i that field f's column
+// cannot hold.
+func timeError(f *field, i int, t time.Time) error {
+	if t.IsZero() {
+		return fmt.Errorf("typed: %s: row %d is the zero time.Time, which %s cannot hold: set it, or make the field a *time.Time and leave it nil for no time",
+			f.where(), i, f.dtype)
+	}
+	return fmt.Errorf("typed: %s: row %d: %s is outside what %s can hold; tag the field with a coarser unit (arkflow:\",unit=ms\")",
+		f.where(), i, t.Format(time.RFC3339Nano), f.dtype)
 }
 
 // durUnits converts d to unit, truncating toward zero.

@@ -34,8 +34,10 @@ type Codec[T any] struct {
 	// partial: T has bytes no column writes (skipped, unexported or hidden
 	// fields), so Decode zeroes new rows first.
 	partial bool
-	// exact: Decode gives back what Encode was given (see Exact).
-	exact bool
+	// exact: Decode gives back what Encode was given, once Normalize
+	// ran (see Exact); timed: T has time or duration fields, which
+	// Normalize rounds to their columns' units.
+	exact, timed bool
 	// bound is the binding of the last schema Decode saw: batches of one
 	// stream share their schema, so binding is done once, not per batch.
 	bound atomic.Pointer[binding]
@@ -71,10 +73,11 @@ func newCodec[T any](t reflect.Type) (*Codec[T], error) {
 		return nil, err
 	}
 	afs := make([]arrow.Field, len(fields))
-	exact := !skipped
+	exact, timed := !skipped, false
 	for i, f := range fields {
 		afs[i] = arrow.Field{Name: f.name, Type: f.dtype, Nullable: f.null != notNull}
-		exact = exact && f.null == notNull && f.kind != kTime && f.kind != kDuration && f.kind != kBytes
+		exact = exact && f.null == notNull && f.kind != kBytes
+		timed = timed || f.kind == kTime || f.kind == kDuration
 	}
 	return &Codec[T]{
 		schema:  arrow.NewSchema(afs, nil),
@@ -82,6 +85,7 @@ func newCodec[T any](t reflect.Type) (*Codec[T], error) {
 		stride:  t.Size(),
 		partial: skipped,
 		exact:   exact,
+		timed:   timed,
 	}, nil
 }
 
