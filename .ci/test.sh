@@ -249,6 +249,9 @@ go test -race -timeout 45m -count=1 ./... "$@"
 # bench/ is a module of its own, which ./... does not reach: its Nexmark
 # queries against their references (a few seconds).
 (cd bench && go vet ./... && go test -race -count=1 ./...)
+# The Beam side of the benchmarks (build tag beam): its pipelines' digests
+# against the references. Without -race: the SDK and its runner are large.
+(cd bench && go vet -tags beam ./... && go test -count=1 -tags beam -run Beam ./queries/)
 # The README's other command: the quickstart must keep working.
 go run ./examples/quickstart >/dev/null
 echo "all tests passed"
