@@ -41,15 +41,8 @@ type coalesced struct {
 func (s *Sink) writeCoalesced(ctx context.Context, rec arrow.RecordBatch, done func(error)) error {
 	s.txnMu.Lock()
 	defer s.txnMu.Unlock()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if rec.NumRows() == 0 {
-		done(nil)
-		return nil
-	}
-	b, err := s.prepare(rec)
-	if err != nil {
+	b, err := s.admit(rec, done)
+	if err != nil || b == nil {
 		return err
 	}
 	c := s.pending

@@ -2,12 +2,9 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
 // writeAsync hands ids to s.WriteAsync and returns the channel its done
@@ -114,15 +111,7 @@ func TestCoalescedAbortReplaysEveryBatch(t *testing.T) {
 	brokers(t)
 	topic := newTopic(t, 2)
 	s := openSink(t, exactlyOnce(t, topic, uniqueName(t, "txn")), 0)
-	var attempts []int
-	s.beforeCommit = func(p *kafka.Producer, attempt int) error {
-		attempts = append(attempts, attempt)
-		if attempt == 1 {
-			flushTxn(p) // the aborted records reach the log
-			return errors.New("injected failure before commit")
-		}
-		return nil
-	}
+	attempts := failFirstAttempt(s)
 	var dones []chan error
 	for i := range int64(maxCoalescedWrites) {
 		dones = append(dones, writeAsync(t, s, 2*i, 2*i+1))
@@ -132,8 +121,8 @@ func TestCoalescedAbortReplaysEveryBatch(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	if fmt.Sprint(attempts) != "[1 2]" {
-		t.Errorf("attempts %v, want [1 2]", attempts)
+	if fmt.Sprint(*attempts) != "[1 2]" {
+		t.Errorf("attempts %v, want [1 2]", *attempts)
 	}
 	if got := idsOf(t, consumeAll(t, topic, "read_committed", 8, 300*time.Millisecond)); fmt.Sprint(got) != "[0 1 2 3 4 5 6 7]" {
 		t.Errorf("read_committed: %v", got)

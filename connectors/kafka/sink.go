@@ -345,6 +345,23 @@ func (s *Sink) usable() error {
 	return nil
 }
 
+// admit starts WriteAsync: it returns why the sink cannot write, or the
+// batch's records; none when there is nothing to write, done then called.
+func (s *Sink) admit(rec arrow.RecordBatch, done func(error)) (*prepared, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	if rec.NumRows() == 0 {
+		done(nil)
+		return nil, nil
+	}
+	b, err := s.prepare(rec)
+	if err == nil && b == nil {
+		done(nil)
+	}
+	return b, err
+}
+
 // prepared are a batch's records, and with offset_commit_group the input
 // ends of its rows.
 type prepared struct {
@@ -404,15 +421,8 @@ func (s *Sink) WriteAsync(ctx context.Context, rec arrow.RecordBatch, done func(
 		done(s.Write(ctx, rec))
 		return nil
 	}
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if rec.NumRows() == 0 {
-		done(nil)
-		return nil
-	}
-	b, err := s.prepare(rec)
-	if err != nil {
+	b, err := s.admit(rec, done)
+	if err != nil || b == nil {
 		return err
 	}
 	w := newWriteState(len(b.values))

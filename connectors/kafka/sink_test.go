@@ -156,6 +156,25 @@ func TestAbortReplaysInNewTransaction(t *testing.T) {
 	brokers(t)
 	topic := newTopic(t, 2)
 	s := openSink(t, exactlyOnce(t, topic, uniqueName(t, "txn")), 0)
+	attempts := failFirstAttempt(s)
+	if err := write(t, s, seq(0, 5)...); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(*attempts) != "[1 2]" {
+		t.Errorf("attempts %v, want [1 2]", *attempts)
+	}
+	if got := idsOf(t, consumeAll(t, topic, "read_committed", 5, 300*time.Millisecond)); fmt.Sprint(got) != "[0 1 2 3 4]" {
+		t.Errorf("read_committed: %v", got)
+	}
+	if got := idsOf(t, consumeAll(t, topic, "read_uncommitted", 10, 300*time.Millisecond)); fmt.Sprint(got) != "[0 0 1 1 2 2 3 3 4 4]" {
+		t.Errorf("read_uncommitted: %v (the aborted attempt and the replay)", got)
+	}
+}
+
+// failFirstAttempt makes the first attempt of every transaction of s fail
+// before its commit, its records flushed to the log first; it returns the
+// attempts seen.
+func failFirstAttempt(s *Sink) *[]int {
 	var attempts []int
 	s.beforeCommit = func(p *kafka.Producer, attempt int) error {
 		attempts = append(attempts, attempt)
@@ -165,18 +184,7 @@ func TestAbortReplaysInNewTransaction(t *testing.T) {
 		}
 		return nil
 	}
-	if err := write(t, s, seq(0, 5)...); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(attempts) != "[1 2]" {
-		t.Errorf("attempts %v, want [1 2]", attempts)
-	}
-	if got := idsOf(t, consumeAll(t, topic, "read_committed", 5, 300*time.Millisecond)); fmt.Sprint(got) != "[0 1 2 3 4]" {
-		t.Errorf("read_committed: %v", got)
-	}
-	if got := idsOf(t, consumeAll(t, topic, "read_uncommitted", 10, 300*time.Millisecond)); fmt.Sprint(got) != "[0 0 1 1 2 2 3 3 4 4]" {
-		t.Errorf("read_uncommitted: %v (the aborted attempt and the replay)", got)
-	}
+	return &attempts
 }
 
 // A fatal producer error (not fencing) rebuilds the producer; the new one's
