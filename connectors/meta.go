@@ -120,11 +120,11 @@ func MetaArrays(source string, partition int32, start int64, n int) []arrow.Arra
 // columns.
 func AddMeta(schema *arrow.Schema, rec arrow.RecordBatch, source string, partition int32, start int64) arrow.RecordBatch {
 	if w, ok := rec.(interface {
-		WithColumns(*arrow.Schema, func() []arrow.Array) (arrow.RecordBatch, bool)
+		WithMeta(*arrow.Schema, string, int32, int64, func() []arrow.Array) (arrow.RecordBatch, bool)
 	}); ok {
 		// A typed batch makes its metadata columns when one is read.
 		n := int(rec.NumRows())
-		if out, ok := w.WithColumns(schema, func() []arrow.Array { return MetaArrays(source, partition, start, n) }); ok {
+		if out, ok := w.WithMeta(schema, source, partition, start, func() []arrow.Array { return MetaArrays(source, partition, start, n) }); ok {
 			return out
 		}
 	}

@@ -59,6 +59,9 @@ func Replayed(j *statestore.Journal, m MetaColumns, b Batch) (Batch, *statestore
 	if !m.Present() {
 		return b, epoch, nil
 	}
+	if oneRunAhead(j, epoch, b.Rec) {
+		return b, epoch, nil
+	}
 	src, ok1 := b.Rec.Column(m.Source).(*array.String)
 	part, ok2 := b.Rec.Column(m.Partition).(*array.Int32)
 	off, ok3 := b.Rec.Column(m.Offset).(*array.Int64)
@@ -140,6 +143,31 @@ func Replayed(j *statestore.Journal, m MetaColumns, b Batch) (Batch, *statestore
 	}
 	b.Rec = rec
 	return b, epoch, nil
+}
+
+// oneRunAhead covers the batch's input in epoch and reports true when the
+// batch says its rows are consecutive rows of one source partition
+// (MetaRun, without making its metadata columns) and none of them was
+// applied before: the steady state, where the per-row check below would
+// keep every row.
+func oneRunAhead(j *statestore.Journal, epoch *statestore.Epoch, rec arrow.RecordBatch) bool {
+	r, ok := rec.(interface {
+		MetaRun() (string, int32, int64, bool)
+	})
+	if !ok {
+		return false
+	}
+	src, part, start, ok := r.MetaRun()
+	if !ok || start < j.Applied(src, part) {
+		return false
+	}
+	if inherited, has := j.Inherited(src, part); has && start < inherited {
+		return false
+	}
+	if n := rec.NumRows(); n > 0 {
+		epoch.Covers(src, part, start+n)
+	}
+	return true
 }
 
 // rowGroups returns the key group of every row, or nil when the operator

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -111,5 +112,85 @@ func TestReplayedUsesTheFrontierOfEachKeyGroup(t *testing.T) {
 	defer out2.Rec.Release()
 	if out2.Rec.NumRows() != 6 {
 		t.Fatalf("without a key column kept %d rows, want all 6", out2.Rec.NumRows())
+	}
+}
+
+// runRecord is a record that says its rows are consecutive rows of one
+// source partition, as a typed batch from a source does (MetaRun).
+type runRecord struct {
+	arrow.RecordBatch
+	src   string
+	part  int32
+	start int64
+}
+
+func (r runRecord) MetaRun() (string, int32, int64, bool) { return r.src, r.part, r.start, true }
+
+// A batch that says where its rows come from (MetaRun) is replayed as the
+// same rows with position columns are: the same rows kept, the same
+// frontier committed, whether the batch lies below, across or above what
+// the state applied.
+func TestReplayedOneRunMatchesRows(t *testing.T) {
+	const applied = 100
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64},
+		{Name: connectors.MetaSource, Type: arrow.BinaryTypes.String},
+		{Name: connectors.MetaPartition, Type: arrow.PrimitiveTypes.Int32},
+		{Name: connectors.MetaOffset, Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	for _, start := range []int64{40, 95, 100, 130} {
+		var kept [2][]int64
+		var frontier [2]int64
+		for side := range 2 {
+			b := statestore.NewMemory()
+			k := statestore.Key{Job: "j", Operator: "agg", Namespace: statestore.PositionsNamespace, KeyGroup: 0, User: append(binary.BigEndian.AppendUint32(nil, 3), "in"...)}
+			if err := b.Apply([]statestore.Mutation{{Key: k, Value: binary.BigEndian.AppendUint64(nil, applied)}}); err != nil {
+				t.Fatal(err)
+			}
+			j, err := statestore.NewJournal(b, "j", "agg", keys.RangeFor(8, 1, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := j.Applied("in", 3); got != applied {
+				t.Fatalf("the journal applied %d, want %d", got, applied)
+			}
+			rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+			for i := range int64(10) {
+				rb.Field(0).(*array.Int64Builder).Append(start + i)
+				rb.Field(1).(*array.StringBuilder).Append("in")
+				rb.Field(2).(*array.Int32Builder).Append(3)
+				rb.Field(3).(*array.Int64Builder).Append(start + i)
+			}
+			var rec arrow.RecordBatch = rb.NewRecordBatch()
+			rb.Release()
+			if side == 1 {
+				rec = runRecord{RecordBatch: rec, src: "in", part: 3, start: start}
+			}
+			out, epoch, err := Replayed(j, MetaColumnsOf(schema), Batch{Rec: rec, Ack: ack.New(func(error) {})})
+			if err != nil || epoch == nil {
+				t.Fatal(err)
+			}
+			if out.Rec != nil {
+				kept[side] = append([]int64(nil), out.Rec.Column(0).(*array.Int64).Int64Values()...)
+				out.Rec.Release()
+				out.Ack.Release(nil)
+			}
+			epoch.Done(nil)
+			frontier[side] = j.Applied("in", 3)
+		}
+		var want []int64 // the rows at or past the applied frontier
+		for o := start; o < start+10; o++ {
+			if o >= applied {
+				want = append(want, o)
+			}
+		}
+		for side, how := range []string{"position columns", "MetaRun"} {
+			if !slices.Equal(kept[side], want) {
+				t.Errorf("batch from %d with %s: kept %v, want %v", start, how, kept[side], want)
+			}
+			if w := max(applied, start+10); frontier[side] != w {
+				t.Errorf("batch from %d with %s: frontier %d, want %d", start, how, frontier[side], w)
+			}
+		}
 	}
 }

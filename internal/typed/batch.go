@@ -40,6 +40,7 @@ type Batch[T any] struct {
 	extra     func() []arrow.Array
 	extraCols []arrow.Array
 	nextra    int
+	run       *metaRun // nil: not known to be one run of a source partition
 }
 
 // NewBatch returns a batch of rows, which it keeps: the caller must not
@@ -123,17 +124,39 @@ func (c *Codec[T]) Own(rec arrow.RecordBatch) ([]T, bool) {
 	return nil, false
 }
 
-// WithColumns returns a batch of the same rows with extra columns after
-// T's, which build makes (once, when one of them is read); schema is T's
-// fields then the extra ones. The batches share the rows and the columns
-// encoded so far. A batch that has extra columns already refuses (false).
-func (b *Batch[T]) WithColumns(schema *arrow.Schema, build func() []arrow.Array) (arrow.RecordBatch, bool) {
+// WithMeta returns a batch of the same rows with a source's metadata
+// columns after T's (schema is T's fields, then connectors.MetaFields),
+// which build makes (once, when one of them is read): rows of source's
+// partition at offsets start, start+1, …. The batches share the rows and
+// the columns encoded so far. A batch that has extra columns already
+// refuses (false).
+func (b *Batch[T]) WithMeta(schema *arrow.Schema, source string, partition int32, start int64, build func() []arrow.Array) (arrow.RecordBatch, bool) {
 	if b.nextra > 0 || schema.NumFields() < len(b.cols) {
 		return nil, false
 	}
 	nb := b.share(schema, b.rows, b.encoded())
 	nb.extra, nb.nextra = build, schema.NumFields()-len(b.cols)
+	nb.run = &metaRun{source: source, partition: partition, start: start}
 	return nb, true
+}
+
+// metaRun is where a batch's rows come from: one partition of a source,
+// at consecutive offsets from start.
+type metaRun struct {
+	source    string
+	partition int32
+	start     int64
+}
+
+// MetaRun returns the source, partition and first offset of the batch's
+// rows when they are consecutive rows of one source partition (a batch
+// as the source made it, or a slice of one), without making the metadata
+// columns; ok is false otherwise.
+func (b *Batch[T]) MetaRun() (source string, partition int32, start int64, ok bool) {
+	if b.run == nil {
+		return "", 0, 0, false
+	}
+	return b.run.source, b.run.partition, b.run.start, true
 }
 
 // ArrowBytes is the bytes the batch references: its rows in memory (the
@@ -280,6 +303,9 @@ func (b *Batch[T]) NewSlice(i, j int64) arrow.RecordBatch {
 	if b.nextra > 0 {
 		extra := b.extraSlices(i, j)
 		nb.extra = func() []arrow.Array { return extra }
+	}
+	if b.run != nil {
+		nb.run = &metaRun{source: b.run.source, partition: b.run.partition, start: b.run.start + i}
 	}
 	return nb
 }

@@ -149,6 +149,15 @@ func TestBatchReadsAsItsEncoding(t *testing.T) {
 		equalRecords(t, "take with metadata", mtk, wmtk)
 		msl, wmsl := m.NewSlice(int64(lo), int64(hi)), wm.NewSlice(int64(lo), int64(hi))
 		equalRecords(t, "slice with metadata", msl, wmsl)
+		type runner interface {
+			MetaRun() (string, int32, int64, bool)
+		}
+		if src, part, first, ok := msl.(runner).MetaRun(); !ok || src != "src" || part != 3 || first != start+int64(lo) {
+			t.Fatalf("a slice from row %d says its rows are %q/%d from %d (%v), want src/3 from %d", lo, src, part, first, ok, start+int64(lo))
+		}
+		if _, _, _, ok := mtk.(runner).MetaRun(); ok {
+			t.Fatal("rows taken out of order say they are one run")
+		}
 		equalRecords(t, "with metadata", m, wm)
 		st := connectors.StripMeta(m)
 		if _, ok := st.(*typed.Batch[Exact]); !ok {
