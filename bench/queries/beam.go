@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"reflect"
 	"sync"
 	"time"
@@ -60,13 +61,13 @@ var beamRuns = struct {
 	digests map[int64]*Digest
 }{events: map[int64]*nexmark.Events{}, digests: map[int64]*Digest{}}
 
-// beamInit calls beam.Init, which the runner requires, once, and keeps
-// slog's default logger: beam.Init replaces it with one of its own, at
-// level info.
+// beamInit calls beam.Init, which the runner requires, once. beam.Init
+// replaces slog's default logger with one of its own at level info, which
+// the SDK and Prism log through: the default becomes one that writes
+// warnings and errors to stderr, so a run's output stays the numbers.
 var beamInit = sync.OnceFunc(func() {
-	keep := slog.Default()
 	beam.Init()
-	slog.SetDefault(keep)
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 })
 
 // runBeam builds a pipeline whose source emits ev's bids, each at its
