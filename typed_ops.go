@@ -218,7 +218,9 @@ func (r *rowFunc[In, Out]) encode(rows []Out) (arrow.RecordBatch, error) {
 		return nil, nil
 	}
 	if r.out.Exact() {
-		return r.encodeOwned(slices.Clone(rows))
+		own := r.out.MakeRows(len(rows))
+		copy(own, rows)
+		return r.encodeOwned(own)
 	}
 	return r.out.Encode(nil, rows)
 }
@@ -235,6 +237,20 @@ func (r *rowFunc[In, Out]) encodeOwned(rows []Out) (arrow.RecordBatch, error) {
 	return typed.NewBatch(r.out, rows), nil
 }
 
+// owned returns the rows of rec for writing the map's output over them,
+// when In and Out are one type and rec is a typed batch no one else
+// holds.
+func (r *rowFunc[In, Out]) owned(rec arrow.RecordBatch) ([]Out, bool) {
+	if !r.same {
+		return nil, false
+	}
+	rows, ok := r.in.Own(rec)
+	if !ok {
+		return nil, false
+	}
+	return any(rows).([]Out), true
+}
+
 func (r *rowFunc[In, Out]) mapFunc(f func(context.Context, In) (Out, error)) ops.MapFunc {
 	return func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		bufs := r.get()
@@ -244,12 +260,12 @@ func (r *rowFunc[In, Out]) mapFunc(f func(context.Context, In) (Out, error)) ops
 			return nil, err
 		}
 		var out []Out
-		if owned, ok := r.in.Own(rec); ok && r.same {
+		if owned, ok := r.owned(rec); ok {
 			// A typed batch of In no one else holds: each row is read
 			// (by value, into f) before its place is written.
-			out = any(owned).([]Out)
+			out = owned
 		} else if r.out.Exact() {
-			out = make([]Out, len(rows)) // the typed batch's own
+			out = r.out.MakeRows(len(rows)) // the typed batch's own
 		} else {
 			out = slices.Grow(bufs.out[:0], len(rows))[:len(rows)]
 			bufs.out = out

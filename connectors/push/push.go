@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -339,7 +338,8 @@ func (p *Source[T]) enqueue(ctx context.Context, processed bool, part int, rows 
 // themselves); otherwise the encoded rows.
 func (p *Source[T]) batch(rows []T) (arrow.RecordBatch, error) {
 	if p.codec.Exact() {
-		own := slices.Clone(rows)
+		own := p.codec.MakeRows(len(rows))
+		copy(own, rows)
 		if err := p.codec.Normalize(own); err != nil {
 			return nil, err
 		}

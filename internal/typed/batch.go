@@ -24,18 +24,17 @@ import (
 // Only codecs for which encoding and decoding give back the same values
 // make batches (Codec.Exact): a reader of Rows and a reader of the
 // columns see the same rows. The rows are never written after NewBatch;
-// extra columns (a source's __meta_* columns) follow T's.
+// extra columns (a source's __meta_* columns) follow T's. When the last
+// batch holding them is released, and no one took them (Own), the rows
+// go back to the codec for MakeRows.
 type Batch[T any] struct {
 	codec  *Codec[T]
 	schema *arrow.Schema
 	rows   []T
 	refs   atomic.Int64
-	// own counts the batches holding rows (those made from one another
-	// by WithColumns, NewSlice and Project share them), so that Own knows
-	// when a batch is the last.
-	own  *atomic.Int64
-	mu   sync.Mutex    // guards cols and extra's making
-	cols []arrow.Array // encoded columns by index, nil until read
+	own    *holders[T]
+	mu     sync.Mutex    // guards cols and extra's making
+	cols   []arrow.Array // encoded columns by index, nil until read
 	// extra makes the columns after T's, once, when one is read (nil: none).
 	extra     func() []arrow.Array
 	extraCols []arrow.Array
@@ -43,22 +42,58 @@ type Batch[T any] struct {
 	run       *metaRun // nil: not known to be one run of a source partition
 }
 
-// NewBatch returns a batch of rows, which it keeps: the caller must not
-// write them afterwards. The codec must be exact (see Codec.Exact).
+// holders counts the batches holding one slice of rows (those made from
+// one another by WithMeta, NewSlice and Project share them), so that Own
+// knows when a batch is the last, and the last release gives the slice
+// back to the codec unless Own handed it over.
+type holders[T any] struct {
+	n     atomic.Int64
+	rows  []T // as NewBatch was given them
+	taken atomic.Bool
+}
+
+// NewBatch returns a batch of rows, which it takes: the caller must
+// neither write nor read them afterwards (once released they may be
+// handed out again by MakeRows). The codec must be exact (see
+// Codec.Exact).
 func NewBatch[T any](c *Codec[T], rows []T) *Batch[T] {
 	if !c.exact {
 		panic("typed: NewBatch of a codec that is not exact")
 	}
-	b := &Batch[T]{codec: c, schema: c.schema, rows: rows, cols: make([]arrow.Array, len(c.fields)), own: new(atomic.Int64)}
+	b := &Batch[T]{codec: c, schema: c.schema, rows: rows, cols: make([]arrow.Array, len(c.fields)), own: &holders[T]{rows: rows}}
 	b.refs.Store(1)
-	b.own.Store(1)
+	b.own.n.Store(1)
 	return b
+}
+
+// maxKeptRows bounds the slices MakeRows hands out again: a larger one
+// is left to the garbage collector.
+const maxKeptRows = 1 << 16
+
+// MakeRows returns a slice of n rows, whose values are undefined: one
+// that a released batch gave back when there is one large enough (the
+// garbage a batch of Go values would otherwise leave, once per batch,
+// is what a job's collector would spend its time on), else a new one.
+func (c *Codec[T]) MakeRows(n int) []T {
+	if p, ok := c.rows.Get().(*[]T); ok {
+		if cap(*p) >= n {
+			return (*p)[:n]
+		}
+	}
+	return make([]T, n, max(n, 64))
+}
+
+// keep gives rows back for MakeRows.
+func (c *Codec[T]) keep(rows []T) {
+	if cap(rows) > 0 && cap(rows) <= maxKeptRows {
+		c.rows.Put(&rows)
+	}
 }
 
 // share returns a batch of b's rows (or a slice of them) that counts as
 // one more holder of them.
 func (b *Batch[T]) share(schema *arrow.Schema, rows []T, cols []arrow.Array) *Batch[T] {
-	b.own.Add(1)
+	b.own.n.Add(1)
 	nb := &Batch[T]{codec: b.codec, schema: schema, rows: rows, cols: cols, own: b.own}
 	nb.refs.Store(1)
 	return nb
@@ -118,7 +153,8 @@ func (c *Codec[T]) Rows(rec arrow.RecordBatch) ([]T, bool) {
 // may then keep and write them, and must not read rec again but to
 // release it.
 func (c *Codec[T]) Own(rec arrow.RecordBatch) ([]T, bool) {
-	if b, ok := rec.(*Batch[T]); ok && b.codec == c && b.refs.Load() == 1 && b.own.Load() == 1 {
+	if b, ok := rec.(*Batch[T]); ok && b.codec == c && b.refs.Load() == 1 && b.own.n.Load() == 1 {
+		b.own.taken.Store(true)
 		return b.rows, true
 	}
 	return nil, false
@@ -192,11 +228,13 @@ func (b *Batch[T]) encoded() []arrow.Array {
 }
 
 // Release implements arrow.RecordBatch: the last release frees the
-// columns encoded.
+// columns encoded, and the rows when no other batch holds them.
 func (b *Batch[T]) Release() {
 	switch n := b.refs.Add(-1); {
 	case n == 0:
-		b.own.Add(-1)
+		if b.own.n.Add(-1) == 0 && !b.own.taken.Load() {
+			b.codec.keep(b.own.rows)
+		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for i, c := range b.cols {
@@ -325,7 +363,7 @@ func (b *Batch[T]) extraSlices(i, j int64) []arrow.Array {
 // takes the extra columns' (batch.TakeArray). The batch package calls
 // it for Take, Filter and Split.
 func (b *Batch[T]) TakeRows(idx []int32, take func(arrow.Array, []int32) (arrow.Array, error)) (arrow.RecordBatch, error) {
-	rows := make([]T, len(idx))
+	rows := b.codec.MakeRows(len(idx))
 	for k, i := range idx {
 		rows[k] = b.rows[i]
 	}

@@ -348,3 +348,93 @@ func encodeErr[T any](c *typed.Codec[T], rows []T) error {
 	}
 	return err
 }
+
+// recycled is the row type of TestRowsGoBackOnlyWhenNoOneHoldsThem, its
+// own so that no other test's batches share its codec's kept rows.
+type recycled struct {
+	ID  int64
+	Tag string
+}
+
+// A batch's rows go back to its codec (MakeRows) only once every batch
+// holding them is released and none handed them over (Own): random
+// batches, slices, metadata and projections made, retained, released and
+// taken, while every slice MakeRows returns is filled with new values and
+// made a batch; every batch still held must read its rows unchanged, and
+// the rows taken must stay as they were.
+func TestRowsGoBackOnlyWhenNoOneHoldsThem(t *testing.T) {
+	t.Parallel()
+	c := codecOf[recycled](t)
+	r := rand.New(rand.NewPCG(11, 12))
+	type held struct {
+		rec  arrow.RecordBatch
+		want []recycled // the rows it must read
+	}
+	var live []held
+	var taken [][2][]recycled // rows handed over, and a copy of them
+	next, reused := int64(0), 0
+	seen := map[*recycled]bool{} // first rows of every slice MakeRows returned
+	fresh := func() held {
+		n := 1 + r.IntN(40)
+		rows := c.MakeRows(n)
+		if seen[&rows[0]] {
+			reused++
+		}
+		seen[&rows[0]] = true
+		for i := range rows {
+			next++
+			rows[i] = recycled{ID: next, Tag: strconv.FormatInt(next, 36)}
+		}
+		return held{typed.NewBatch(c, rows), slices.Clone(rows)}
+	}
+	for step := 0; step < 4000; step++ {
+		if len(live) == 0 {
+			live = append(live, fresh())
+			continue
+		}
+		k := r.IntN(len(live))
+		h := live[k]
+		switch r.IntN(7) {
+		case 0, 1:
+			live = append(live, fresh())
+		case 2: // a slice sharing the rows
+			i := r.IntN(len(h.want) + 1)
+			j := i + r.IntN(len(h.want)-i+1)
+			live = append(live, held{h.rec.NewSlice(int64(i), int64(j)), h.want[i:j]})
+		case 3: // metadata, or a projection of T's columns, sharing the rows
+			if b, ok := h.rec.(*typed.Batch[recycled]); ok && r.IntN(2) == 0 {
+				if m, ok := b.Project([]int{0, 1}); ok {
+					live = append(live, held{m, h.want})
+				}
+			} else if _, ok := h.rec.(*typed.Batch[recycled]); ok && h.rec.NumCols() == 2 {
+				live = append(live, held{connectors.AddMeta(connectors.WithMeta(c.Schema()), h.rec, "s", 0, 0), h.want})
+			}
+		case 4:
+			h.rec.Retain()
+			live = append(live, h)
+		case 5:
+			if rows, ok := c.Own(h.rec); ok {
+				taken = append(taken, [2][]recycled{rows, slices.Clone(rows)})
+			}
+			fallthrough
+		default:
+			h.rec.Release()
+			live = slices.Delete(live, k, k+1)
+		}
+		for _, h := range live {
+			rows, ok := c.Rows(h.rec)
+			if !ok || !slices.Equal(rows, h.want) {
+				t.Fatalf("step %d: a batch still held reads %v, want %v", step, rows, h.want)
+			}
+		}
+		for _, tk := range taken {
+			if !slices.Equal(tk[0], tk[1]) {
+				t.Fatalf("step %d: rows handed over by Own were written: %v, want %v", step, tk[0], tk[1])
+			}
+		}
+	}
+	if reused == 0 {
+		t.Fatal("MakeRows never handed out rows a released batch gave back")
+	}
+	t.Logf("%d of %d slices reused", reused, len(seen))
+}

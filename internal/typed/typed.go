@@ -41,6 +41,9 @@ type Codec[T any] struct {
 	// bound is the binding of the last schema Decode saw: batches of one
 	// stream share their schema, so binding is done once, not per batch.
 	bound atomic.Pointer[binding]
+	// rows keeps slices of T that batches held and gave back (*[]T), for
+	// MakeRows.
+	rows sync.Pool
 }
 
 // codecs caches For's result (a *Codec[T] or the error) per type.
