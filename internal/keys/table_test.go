@@ -234,3 +234,68 @@ func TestAppendValueBytesMatchesTable(t *testing.T) {
 		})
 	}
 }
+
+// The index through many keys and its growth: 60 k distinct strings and
+// numbers drawn with repeats (and numbers that differ only in their high
+// bits, which a weak hash would pile on one slot) get the IDs a map gives
+// in first-seen order; Find answers for every key seen and none unseen.
+func TestTableManyKeys(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, dt := range []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64} {
+		tb, err := NewTable(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := map[int64]int32{}
+		key := func(k int64) int64 { return k << 40 }
+		for round := 0; round < 40; round++ {
+			vals := make([]int64, 4096)
+			for i := range vals {
+				vals[i] = key(rng.Int64N(60_000))
+			}
+			var a arrow.Array
+			if dt == arrow.BinaryTypes.String {
+				b := array.NewStringBuilder(memory.DefaultAllocator)
+				for _, v := range vals {
+					b.Append(fmt.Sprint(v))
+				}
+				a = b.NewArray()
+			} else {
+				b := array.NewInt64Builder(memory.DefaultAllocator)
+				b.AppendValues(vals, nil)
+				a = b.NewArray()
+			}
+			ids := make([]int32, len(vals))
+			if err := tb.IDs(a, ids); err != nil {
+				t.Fatal(err)
+			}
+			a.Release()
+			for i, v := range vals {
+				want, ok := model[v]
+				if !ok {
+					want = int32(len(model))
+					model[v] = want
+				}
+				if ids[i] != want {
+					t.Fatalf("%s round %d: key %d got ID %d, want %d", dt, round, v, ids[i], want)
+				}
+			}
+		}
+		if tb.Len() != len(model) {
+			t.Fatalf("%s: Len %d, want %d", dt, tb.Len(), len(model))
+		}
+		for k := int64(0); k < 61_000; k++ {
+			v := key(k)
+			b := be64(uint64(v))
+			if dt == arrow.BinaryTypes.String {
+				b = []byte(fmt.Sprint(v))
+			}
+			id, ok := tb.Find(b)
+			want, seen := model[v]
+			if ok != seen || (ok && id != want) {
+				t.Fatalf("%s: Find(%d) = %d, %v; want %d, %v", dt, v, id, ok, want, seen)
+			}
+		}
+	}
+}

@@ -207,8 +207,8 @@ func (t *Table) Find(b []byte) (int32, bool) {
 	if b == nil {
 		return t.nullID, t.nullID >= 0
 	}
-	if t.str != nil {
-		id, ok := t.str[string(b)]
+	if t.isStr {
+		id, _, ok := t.findStr(string(b), t.strHash(string(b)))
 		return id, ok
 	}
 	var v uint64
@@ -220,7 +220,7 @@ func (t *Table) Find(b []byte) (int32, bool) {
 	default:
 		return 0, false
 	}
-	id, ok := t.num[v]
+	id, _, ok := t.findNum(v, t.numHash(v))
 	return id, ok
 }
 
