@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -73,6 +74,9 @@ import (
 //     (what selection cost before the restore checked the objects
 //     itself), for the breakdown. Only with the default upload
 //     concurrency: the restore does not depend on it.
+//
+// ARKFLOW_BENCH_LOG=1 writes the jobs' logs, debug level, to stderr:
+// their timestamps split a restore into its steps.
 //
 // Metrics: MB/s (engine), raw-MB/s (baseline), ratio (engine/raw);
 // snapshot-MB/s is the production side of a round alone (the same
@@ -357,6 +361,9 @@ func benchCheckpointS3(b *testing.B, size int64, par, upload int) {
 	bl.fill(b, dir, "ckb", "keep", g.Spec.MaxParallelism, n)
 	syscall.Sync() // the fill's writeback must not land in the timed rounds
 	opts := Options{CheckpointStore: storeOpts}
+	if os.Getenv("ARKFLOW_BENCH_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	src, sink := mem.NewSource(schema, 1), mem.NewSink()
 	j, _ := startBench(b, benchGraph(b, blobSpec(dir, bucket, par), bindings(src, sink)), src, sink, opts)
 	// One round first: the restore needs a checkpoint, and the timed

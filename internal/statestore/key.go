@@ -212,6 +212,23 @@ func keySubPrefix(namespace string, prefix []byte) ([]byte, error) {
 	return append(sub, prefix...), nil
 }
 
+// keyNamespace returns the namespace bytes of an encoded key.
+func keyNamespace(enc []byte) ([]byte, bool) {
+	opLen, _, err := keySplit(enc)
+	if err != nil {
+		return nil, false
+	}
+	i := opLen + 2
+	if len(enc) < i+2 {
+		return nil, false
+	}
+	n := int(binary.BigEndian.Uint16(enc[i:]))
+	if len(enc) < i+2+n {
+		return nil, false
+	}
+	return enc[i+2 : i+2+n], true
+}
+
 // keyGroupSeek returns opPrefix|u16(group).
 func keyGroupSeek(opPrefix []byte, group int) []byte {
 	s := make([]byte, len(opPrefix), len(opPrefix)+2)
