@@ -3,6 +3,9 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,12 +32,62 @@ import (
 // sink's transaction; batch256: the source's batch_size). Every
 // iteration runs the bare loop and then the engine on the same records and
 // broker; ratio = engine events/s over bare events/s.
+//
+// Each side also reports B/event (bare-B/event): what the Go process
+// allocated (MemStats.TotalAlloc's delta) over the timed part of its
+// passes, per record moved. librdkafka's C allocations are not in the Go
+// heap, so neither side counts them. The delta covers the whole process:
+// the harness's watermark queries, and for exactly-once outputs the
+// read_committed consumer that counts the records, which copies each one
+// into Go; that counter's share, estimated by counting the output once
+// more outside the timer, is count-B/event. The engine's timed part
+// includes Run opening its clients (a confluent-kafka-go producer makes
+// 24 MB of channels), the bare loop's does not: a fixed cost, which
+// shrinks per event as the input grows. heap-after-MB
+// (bare-heap-after-MB) is the live heap after a pass, after runtime.GC,
+// outside the timer, the largest of the iterations (MB = 10^6 bytes).
+// ARKFLOW_BENCH_KAFKA_RECORDS sets the input's record count (default
+// 100,000), to compare both at N and 2N.
 
 const (
-	benchRecords    = 100_000
 	benchPartitions = 4
 	benchValueBytes = 1024
 )
+
+// benchRecords is the input's record count.
+var benchRecords = benchRecordCount()
+
+// benchRecordCount reads ARKFLOW_BENCH_KAFKA_RECORDS (default 100,000),
+// rounded down to a multiple of benchPartitions.
+func benchRecordCount() int {
+	n, err := strconv.Atoi(os.Getenv("ARKFLOW_BENCH_KAFKA_RECORDS"))
+	if err != nil || n < benchPartitions {
+		return 100_000
+	}
+	return n - n%benchPartitions
+}
+
+// benchRun is one pass of one side: its time, and what the Go process
+// allocated meanwhile (MemStats.TotalAlloc's delta).
+type benchRun struct {
+	elapsed time.Duration
+	alloc   uint64
+}
+
+// totalAlloc is the bytes the Go heap allocated since the process began.
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+// heapAfterMB collects garbage and returns the live heap in MB.
+func heapAfterMB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / 1e6
+}
 
 var benchInput struct {
 	once  sync.Once
@@ -52,7 +105,18 @@ func setupBenchInput(b *testing.B) string {
 	b.Helper()
 	benchInput.once.Do(func() {
 		benchInput.topic = newTopic(b, benchPartitions)
-		p := newProducer(b, kafka.ConfigMap{"linger.ms": 5, "batch.num.messages": 10000})
+		// Closed here rather than at the end of the benchmark: its
+		// channels (24 MB) would otherwise stay in heap-after-MB.
+		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": strings.Join(brokers(b), ","),
+			"go.logs.channel.enable": true, "linger.ms": 5, "batch.num.messages": 10000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for range p.Logs() {
+			}
+		}()
+		defer p.Close()
 		for part := 0; part < benchPartitions; part++ {
 			recs := make([]kafka.Message, 0, benchRecords/benchPartitions)
 			for i := part; i < benchRecords; i += benchPartitions {
@@ -104,11 +168,7 @@ func BenchmarkKafkaPassThrough(b *testing.B) {
 	}()
 	benchWatermarks = c
 	defer c.Close()
-	for _, v := range []struct {
-		name, format, srcExtra, sinkExtra string
-		par                               int
-		wal                               bool
-	}{
+	for _, v := range []passVariant{
 		{"raw", "raw", "", "value_field: value", 1, false},
 		{"json", "json", "", "", 1, false},
 		{"raw-p4", "raw", "", "value_field: value", 4, false},
@@ -121,25 +181,53 @@ func BenchmarkKafkaPassThrough(b *testing.B) {
 		{"raw-eos-batch256", "raw", "batch_size: 256", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}", 1, true},
 		{"raw-eos-l3-batch256", "raw", "batch_size: 256\n      transactional_offsets: true", "value_field: value\n      exactly_once: true\n      transactional_id: {txn}-{subtask}\n      offset_commit_group: {group}", 1, true},
 	} {
-		b.Run(v.name, func(b *testing.B) {
-			b.StopTimer()
-			var engine, bare time.Duration
-			for i := 0; i < b.N; i++ {
-				// Paired: the bare loop and the engine move the same
-				// records on the same broker, one after the other.
-				bare += benchBare(b, in)
-				engine += benchEngine(b, in, v.format, v.srcExtra, v.sinkExtra, v.par, v.wal)
-			}
-			ev := float64(b.N*benchRecords) / engine.Seconds()
-			bareEv := float64(b.N*benchRecords) / bare.Seconds()
-			b.ReportMetric(float64(engine.Nanoseconds())/float64(b.N), "ns/op")
-			b.ReportMetric(ev, "events/s")
-			b.ReportMetric(ev*benchValueBytes/1e6, "MB/s")
-			b.ReportMetric(bareEv, "bare-events/s")
-			b.ReportMetric(bareEv*benchValueBytes/1e6, "bare-MB/s")
-			b.ReportMetric(ev/bareEv, "ratio")
-		})
+		b.Run(v.name, func(b *testing.B) { runPassThrough(b, in, v) })
 	}
+}
+
+// passVariant is one engine variant of BenchmarkKafkaPassThrough.
+type passVariant struct {
+	name, format, srcExtra, sinkExtra string
+	par                               int
+	wal                               bool
+}
+
+// runPassThrough runs b.N paired passes of the bare loop and of the engine
+// variant v, and reports both sides' rates and allocations.
+func runPassThrough(b *testing.B, in string, v passVariant) {
+	b.StopTimer()
+	var engine, bare benchRun
+	var counter uint64
+	var heap, bareHeap float64
+	for i := 0; i < b.N; i++ {
+		// Paired: the bare loop and the engine move the same
+		// records on the same broker, one after the other.
+		r := benchBare(b, in)
+		bare.elapsed += r.elapsed
+		bare.alloc += r.alloc
+		bareHeap = max(bareHeap, heapAfterMB())
+		r, c := benchEngine(b, in, v.format, v.srcExtra, v.sinkExtra, v.par, v.wal)
+		engine.elapsed += r.elapsed
+		engine.alloc += r.alloc
+		counter += c
+		heap = max(heap, heapAfterMB())
+	}
+	events := float64(b.N * benchRecords)
+	ev := events / engine.elapsed.Seconds()
+	bareEv := events / bare.elapsed.Seconds()
+	b.ReportMetric(float64(engine.elapsed.Nanoseconds())/float64(b.N), "ns/op")
+	b.ReportMetric(ev, "events/s")
+	b.ReportMetric(ev*benchValueBytes/1e6, "MB/s")
+	b.ReportMetric(bareEv, "bare-events/s")
+	b.ReportMetric(bareEv*benchValueBytes/1e6, "bare-MB/s")
+	b.ReportMetric(ev/bareEv, "ratio")
+	b.ReportMetric(float64(engine.alloc)/events, "B/event")
+	b.ReportMetric(float64(bare.alloc)/events, "bare-B/event")
+	if counter > 0 {
+		b.ReportMetric(float64(counter)/events, "count-B/event")
+	}
+	b.ReportMetric(heap, "heap-after-MB")
+	b.ReportMetric(bareHeap, "bare-heap-after-MB")
 }
 
 // deleteTopic drops a benchmark's output (kfake keeps everything in
@@ -159,8 +247,8 @@ func deleteTopic(b *testing.B, topic string) {
 
 // benchBare moves the input once with Poll → Produce (asynchronous,
 // delivery reports drained; no offset commits; read_committed like the
-// engine's source) and returns the time it took.
-func benchBare(b *testing.B, in string) time.Duration {
+// engine's source) and returns the time it took and what it allocated.
+func benchBare(b *testing.B, in string) benchRun {
 	out := newTopic(b, benchPartitions)
 	defer deleteTopic(b, out)
 	cons, err := kafka.NewConsumer(&kafka.ConfigMap{
@@ -191,6 +279,7 @@ func benchBare(b *testing.B, in string) time.Duration {
 	for p := 0; p < benchPartitions; p++ {
 		parts = append(parts, kafka.TopicPartition{Topic: &in, Partition: int32(p), Offset: kafka.OffsetBeginning})
 	}
+	alloc := totalAlloc()
 	start := time.Now()
 	if err := cons.Assign(parts); err != nil {
 		b.Fatal(err)
@@ -211,12 +300,12 @@ func benchBare(b *testing.B, in string) time.Duration {
 			moved++
 		}
 	}()
-	waitOutput(b, out, benchPartitions, benchRecords)
-	elapsed := time.Since(start)
+	waitOutput(b, out, benchPartitions, int64(benchRecords))
+	run := benchRun{elapsed: time.Since(start), alloc: totalAlloc() - alloc}
 	<-done
 	cons.Close()
 	prod.Close()
-	return elapsed
+	return run
 }
 
 const benchSpec = `
@@ -247,8 +336,9 @@ sinks:
 `
 
 // benchEngine moves the input once through a job and returns the time it
-// took (from Run until the output holds every record).
-func benchEngine(b *testing.B, in, format, srcExtra, sinkExtra string, par int, wal bool) time.Duration {
+// took (from Run until the output holds every record) and what it
+// allocated, and for an exactly-once output what counting it allocated.
+func benchEngine(b *testing.B, in, format, srcExtra, sinkExtra string, par int, wal bool) (benchRun, uint64) {
 	schema := srcExtra
 	if format == "json" {
 		schema = "schema: [{name: id, type: int64}, {name: user, type: string}, {name: payload, type: string}]"
@@ -270,23 +360,32 @@ func benchEngine(b *testing.B, in, format, srcExtra, sinkExtra string, par int, 
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)
+	alloc := totalAlloc()
 	start := time.Now()
 	go func() { done <- j.Run(context.Background()) }()
 	// Exactly-once outputs also hold commit markers: count the records
 	// with a read_committed consumer instead of end offsets.
-	if strings.Contains(sinkExtra, "exactly_once") {
+	eos := strings.Contains(sinkExtra, "exactly_once")
+	if eos {
 		waitCommittedRecords(b, out, benchRecords)
 	} else {
-		waitOutput(b, out, benchPartitions, benchRecords)
+		waitOutput(b, out, benchPartitions, int64(benchRecords))
 	}
-	elapsed := time.Since(start)
+	run := benchRun{elapsed: time.Since(start), alloc: totalAlloc() - alloc}
 	if err := stopWithin(j, time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	return elapsed
+	var counter uint64
+	if eos {
+		// The counter's share of run.alloc: count the output again.
+		alloc = totalAlloc()
+		waitCommittedRecords(b, out, benchRecords)
+		counter = totalAlloc() - alloc
+	}
+	return run, counter
 }
 
 // waitCommittedRecords counts a topic's records with a read_committed
