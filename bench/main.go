@@ -1,11 +1,13 @@
-// Command bench runs Nexmark queries on arkflow and as hand-written Go
-// loops over the same generated events, checks that both give the same
-// output, and prints their throughput and its ratio. Built with the tag
-// beam, it also runs Q0, Q1, Q2 and Q5 on Apache Beam (Prism runner).
+// Command bench runs Nexmark queries, and a keyed tumbling window over
+// synthetic clicks, on arkflow and as hand-written Go loops over the same
+// generated events, checks that both give the same output, and prints
+// their throughput and its ratio. Built with the tag beam, it also runs
+// Q0, Q1, Q2, Q5 and the window query on Apache Beam (Prism runner).
 //
 //	go run . -query q5 [-events 1000000] [-seed 1] [-runs 3]
 //	go run . -query all
 //	go run -tags beam . -query q1
+//	go run -tags beam . -query window100k
 package main
 
 import (
@@ -27,8 +29,8 @@ import (
 )
 
 func main() {
-	query := flag.String("query", "all", "q0, q1, q2, q5, q5sink (Q5 with its maximum in the sink), q3, q7, q8, or all")
-	events := flag.Int("events", 1_000_000, "events to generate (46 in 50 are bids)")
+	query := flag.String("query", "all", "q0, q1, q2, q5, q5sink (Q5 with its maximum in the sink), q3, q7, q8, window1k, window100k (keyed tumbling count and sum over 1 k or 100 k keys), or all")
+	events := flag.Int("events", 1_000_000, "events to generate (46 in 50 are bids; the window queries' clicks)")
 	seed := flag.Uint64("seed", 1, "generator seed")
 	runs := flag.Int("runs", 3, "measured runs of each side, after one warm-up run")
 	flag.Parse()
@@ -70,8 +72,8 @@ type sample struct {
 // query on them.
 func run(w io.Writer, qs []queries.Query, cfg nexmark.Config, runs int) error {
 	ev := nexmark.Generate(cfg)
-	fmt.Fprintf(w, "%d events (%d persons, %d auctions, %d bids), seed %d, %d measured runs a side\n",
-		cfg.Events, len(ev.Persons), len(ev.Auctions), len(ev.Bids), cfg.Seed, runs)
+	fmt.Fprintf(w, "%d events (%d persons, %d auctions, %d bids; for the window queries %d clicks, %v apart), seed %d, %d measured runs a side\n",
+		cfg.Events, len(ev.Persons), len(ev.Auctions), len(ev.Bids), cfg.Events, queries.ClickStep, cfg.Seed, runs)
 	for _, q := range qs {
 		if err := measure(w, q, ev, cfg.Events, runs); err != nil {
 			return fmt.Errorf("%s: %w", q.Name, err)
@@ -90,6 +92,9 @@ type side struct {
 // Beam where the query has it), a warm-up run of each first, checks every
 // run's output against the hand loop's first, and prints the medians.
 func measure(w io.Writer, q queries.Query, ev *nexmark.Events, events, runs int) error {
+	if q.Prepare != nil {
+		q.Prepare(ev)
+	}
 	want := q.Hand(ev)
 	sides := []side{
 		{"the engine", func() (queries.Digest, error) { return q.Engine(context.Background(), ev) }},

@@ -30,10 +30,19 @@ import (
 // beamSides are the queries' Beam sides, by name.
 var beamSides = map[string]func(context.Context, *nexmark.Events) (Digest, error){
 	"q0": Q0Beam, "q1": Q1Beam, "q2": Q2Beam, "q5": Q5Beam,
+	"window1k": beamWindowOf(1_000), "window100k": beamWindowOf(100_000),
+}
+
+// beamWindowOf is the window query's Beam side over keys keys, on the
+// clicks of a run's size.
+func beamWindowOf(keys int) func(context.Context, *nexmark.Events) (Digest, error) {
+	return func(ctx context.Context, ev *nexmark.Events) (Digest, error) {
+		return WindowBeam(ctx, clicksFor(ev, keys))
+	}
 }
 
 func init() {
-	for _, t := range []any{nexmark.Bid{}, AuctionPrice{}, HotItem{}, beamCount{}} {
+	for _, t := range []any{nexmark.Bid{}, AuctionPrice{}, HotItem{}, beamCount{}, beamClick{}, beamAcc{}, beamTotal{}} {
 		beam.RegisterType(reflect.TypeOf(t))
 	}
 	register.DoFn2x0[[]byte, func(beam.EventTime, nexmark.Bid)](&beamSource{})
@@ -50,16 +59,31 @@ func init() {
 	register.DoFn1x0[nexmark.Bid](&beamBidSink{})
 	register.DoFn1x0[AuctionPrice](&beamPairSink{})
 	register.DoFn1x0[HotItem](&beamHotSink{})
+	register.DoFn2x0[[]byte, func(beam.EventTime, beamClick)](&beamClickSource{})
+	register.Emitter2[beam.EventTime, beamClick]()
+	register.Function1x2[beamClick, int64, int64](beamClickKey)
+	register.Combiner2[beamAcc, int64](&beamCountSum{})
+	register.Function4x0[beam.Window, int64, beamAcc, func(beamTotal)](beamWindowTotal)
+	register.Emitter1[beamTotal]()
+	register.DoFn1x0[beamTotal](&beamWindowSink{})
 }
 
 // beamRuns holds what the pipelines running in this process read and
-// write, by run ID: the events and the digest.
+// write, by run ID: the input (the *nexmark.Events or the []Click) and
+// the digest.
 var beamRuns = struct {
 	mu      sync.Mutex
 	next    int64
-	events  map[int64]*nexmark.Events
+	inputs  map[int64]any
 	digests map[int64]*Digest
-}{events: map[int64]*nexmark.Events{}, digests: map[int64]*Digest{}}
+}{inputs: map[int64]any{}, digests: map[int64]*Digest{}}
+
+// beamInput is the input of run.
+func beamInput[T any](run int64) T {
+	beamRuns.mu.Lock()
+	defer beamRuns.mu.Unlock()
+	return beamRuns.inputs[run].(T)
+}
 
 // beamInit calls beam.Init, which the runner requires, once. beam.Init
 // replaces slog's default logger with one of its own at level info, which
@@ -75,20 +99,29 @@ var beamInit = sync.OnceFunc(func() {
 // a sink DoFn of the run's ID), runs it on Prism and returns the digest
 // the sinks made.
 func runBeam(ctx context.Context, ev *nexmark.Events, build func(s beam.Scope, bids beam.PCollection, run int64)) (Digest, error) {
+	return runBeamOn(ctx, ev, func(s beam.Scope, impulse beam.PCollection, run int64) {
+		build(s, beam.ParDo(s, &beamSource{Run: run}, impulse), run)
+	})
+}
+
+// runBeamOn runs, on Prism, the pipeline build makes from an impulse
+// (its source DoFn reads input by the run's ID, its sinks add to the
+// run's digest), and returns the digest the sinks made.
+func runBeamOn(ctx context.Context, input any, build func(s beam.Scope, impulse beam.PCollection, run int64)) (Digest, error) {
 	beamInit()
 	beamRuns.mu.Lock()
 	beamRuns.next++
 	run := beamRuns.next
-	beamRuns.events[run], beamRuns.digests[run] = ev, &Digest{}
+	beamRuns.inputs[run], beamRuns.digests[run] = input, &Digest{}
 	beamRuns.mu.Unlock()
 	defer func() {
 		beamRuns.mu.Lock()
-		delete(beamRuns.events, run)
+		delete(beamRuns.inputs, run)
 		delete(beamRuns.digests, run)
 		beamRuns.mu.Unlock()
 	}()
 	p, s := beam.NewPipelineWithRoot()
-	build(s, beam.ParDo(s, &beamSource{Run: run}, beam.Impulse(s)), run)
+	build(s, beam.Impulse(s), run)
 	if _, err := prism.Execute(ctx, p); err != nil {
 		return Digest{}, fmt.Errorf("beam: %w", err)
 	}
@@ -104,10 +137,7 @@ type beamSource struct {
 
 // ProcessElement emits the bids, on the impulse.
 func (f *beamSource) ProcessElement(_ []byte, emit func(beam.EventTime, nexmark.Bid)) {
-	beamRuns.mu.Lock()
-	ev := beamRuns.events[f.Run]
-	beamRuns.mu.Unlock()
-	for _, b := range ev.Bids {
+	for _, b := range beamInput[*nexmark.Events](f.Run).Bids {
 		emit(mtime.FromMilliseconds(b.DateTime), b)
 	}
 }
@@ -217,5 +247,79 @@ func Q5Beam(ctx context.Context, ev *nexmark.Events) (Digest, error) {
 		counts := stats.Count(s, beam.ParDo(s, beamAuction, windowed))
 		perWindow := beam.GroupByKey(s, beam.ParDo(s, beamByWindow, counts))
 		beam.ParDo0(s, &beamHotSink{beamDigest{Run: run}}, beam.ParDo(s, beamHot, perWindow))
+	})
+}
+
+// beamClick is a click on Beam: its event time is the element's, not a
+// field (Beam's coders take no time.Time).
+type beamClick struct {
+	Key, Amount int64
+}
+
+// beamClickSource emits the clicks of its run, each at its event time.
+type beamClickSource struct {
+	Run int64
+}
+
+// ProcessElement emits the clicks, on the impulse.
+func (f *beamClickSource) ProcessElement(_ []byte, emit func(beam.EventTime, beamClick)) {
+	for _, c := range beamInput[[]Click](f.Run) {
+		emit(mtime.FromTime(c.TS), beamClick{Key: c.Key, Amount: c.Amount})
+	}
+}
+
+func beamClickKey(c beamClick) (int64, int64) { return c.Key, c.Amount }
+
+// beamAcc is a key's count and sum in a window, the combine's
+// accumulator and output.
+type beamAcc struct {
+	N, Sum int64
+}
+
+// beamCountSum is the window query's combine: the count and sum of the
+// amounts.
+type beamCountSum struct{}
+
+// CreateAccumulator starts an empty count and sum.
+func (beamCountSum) CreateAccumulator() beamAcc { return beamAcc{} }
+
+// AddInput counts an amount and adds it to the sum.
+func (beamCountSum) AddInput(a beamAcc, amount int64) beamAcc {
+	return beamAcc{N: a.N + 1, Sum: a.Sum + amount}
+}
+
+// MergeAccumulators adds two partial counts and sums.
+func (beamCountSum) MergeAccumulators(a, b beamAcc) beamAcc {
+	return beamAcc{N: a.N + b.N, Sum: a.Sum + b.Sum}
+}
+
+// beamTotal is WindowTotal on Beam, its window's start in Unix ms.
+type beamTotal struct {
+	Key, Start, Clicks, Total int64
+}
+
+// beamWindowTotal stamps a key's count and sum with its window's start.
+func beamWindowTotal(w beam.Window, key int64, a beamAcc, emit func(beamTotal)) {
+	emit(beamTotal{Key: key, Start: w.(window.IntervalWindow).Start.Milliseconds(), Clicks: a.N, Total: a.Sum})
+}
+
+// beamWindowSink digests the window query's rows.
+type beamWindowSink struct{ beamDigest }
+
+// ProcessElement adds a row to the digest.
+func (s *beamWindowSink) ProcessElement(r beamTotal) {
+	s.add(windowSum(WindowTotal{Key: r.Key, Start: time.UnixMilli(r.Start), Clicks: r.Clicks, Total: r.Total}))
+}
+
+// WindowBeam is the window query on Beam: the clicks into fixed windows
+// of event time, keyed by their key, a combine per key and window
+// (count and sum), and a ParDo that stamps each total with its window's
+// start.
+func WindowBeam(ctx context.Context, clicks []Click) (Digest, error) {
+	return runBeamOn(ctx, clicks, func(s beam.Scope, impulse beam.PCollection, run int64) {
+		src := beam.ParDo(s, &beamClickSource{Run: run}, impulse)
+		keyed := beam.ParDo(s, beamClickKey, beam.WindowInto(s, window.NewFixedWindows(WindowSize), src))
+		totals := beam.ParDo(s, beamWindowTotal, beam.CombinePerKey(s, &beamCountSum{}, keyed))
+		beam.ParDo0(s, &beamWindowSink{beamDigest{Run: run}}, totals)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/arkflow-rs/arkflow-go/internal/nexmark"
 )
@@ -65,4 +66,22 @@ func TestQ2Beam(t *testing.T) {
 
 func TestQ5Beam(t *testing.T) {
 	checkBeam(t, "q5", digestOf(q5Checked(t, beamTestRun().Bids), hotSum))
+}
+
+func TestWindowBeam(t *testing.T) {
+	for _, keys := range []int{1_000, 100_000} {
+		clicks := windowTestClicks(keys)
+		want := Digest{}
+		for _, r := range windowChecked(t, clicks) {
+			want.Rows++
+			want.Sum += windowSum(WindowTotal{Key: r.Key, Start: time.UnixMilli(r.Start), Clicks: r.Clicks, Total: r.Total})
+		}
+		got, err := WindowBeam(context.Background(), clicks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%d keys: Beam's digest %+v, the reference's %+v", keys, got, want)
+		}
+	}
 }

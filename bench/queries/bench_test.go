@@ -25,6 +25,9 @@ func benchQuery(b *testing.B, name string) {
 		}
 	}
 	ev := nexmark.Generate(nexmark.Config{Seed: 1, Events: benchEvents})
+	if q.Prepare != nil {
+		q.Prepare(ev)
+	}
 	sides := map[string]func(context.Context, *nexmark.Events) (Digest, error){
 		"engine": q.Engine,
 		"hand":   func(_ context.Context, ev *nexmark.Events) (Digest, error) { return q.Hand(ev), nil },
@@ -75,3 +78,6 @@ func BenchmarkQ5Sink(b *testing.B) { benchQuery(b, "q5sink") }
 func BenchmarkQ3(b *testing.B)     { benchQuery(b, "q3") }
 func BenchmarkQ7(b *testing.B)     { benchQuery(b, "q7") }
 func BenchmarkQ8(b *testing.B)     { benchQuery(b, "q8") }
+
+func BenchmarkWindow1k(b *testing.B)   { benchQuery(b, "window1k") }
+func BenchmarkWindow100k(b *testing.B) { benchQuery(b, "window100k") }

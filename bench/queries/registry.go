@@ -14,7 +14,8 @@ type Digest struct {
 	Sum  uint64
 }
 
-// Query is one Nexmark query, runnable on both sides.
+// Query is one query (Nexmark's, or the window query), runnable on both
+// sides.
 type Query struct {
 	Name string
 	// Engine runs the arkflow job over the events it reads.
@@ -25,6 +26,9 @@ type Query struct {
 	// process; nil for the queries without one, and for all of them
 	// unless built with the tag beam (beamSides).
 	Beam func(ctx context.Context, ev *nexmark.Events) (Digest, error)
+	// Prepare, where not nil, makes what the sides read beyond the events
+	// (the window queries' clicks), so that it is not timed.
+	Prepare func(ev *nexmark.Events)
 }
 
 // All are the queries, by name.
@@ -37,6 +41,8 @@ var All = []Query{
 	query("q3", Q3, Q3Hand, func(r Q3Row) uint64 { return mix(r.Auction, strSum(r.Name, r.City, r.State)) }),
 	query("q7", Q7, Q7Hand, func(r Q7Row) uint64 { return mix(r.Auction, r.Price, r.Bidder, r.DateTime) }),
 	query("q8", Q8, Q8Hand, func(r Q8Row) uint64 { return mix(r.ID, strSum(r.Name), r.WindowStart, r.Auction) }),
+	windowQuery("window1k", 1_000),
+	windowQuery("window100k", 100_000),
 }
 
 // query wraps a query's two sides into digests, the digest computed in
