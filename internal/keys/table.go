@@ -90,28 +90,24 @@ func (t *Table) numHash(v uint64) uint64 {
 
 // findStr returns the ID of s, or the slot where it would go.
 func (t *Table) findStr(s string, h uint64) (id int32, slot int, ok bool) {
-	mask := len(t.hashes) - 1
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch t.hashes[i] {
-		case 0:
-			return 0, i, false
-		case h:
-			if id := t.slots[i]; t.strs[id] == s {
-				return id, i, true
-			}
-		}
-	}
+	return probe(t.hashes, t.slots, t.strs, s, h)
 }
 
 // findNum returns the ID of v, or the slot where it would go.
 func (t *Table) findNum(v, h uint64) (id int32, slot int, ok bool) {
-	mask := len(t.hashes) - 1
+	return probe(t.hashes, t.slots, t.nums, v, h)
+}
+
+// probe looks k of hash h up in the index (hashes, slots) of keys: its
+// ID, or the empty slot where it would go.
+func probe[K comparable](hashes []uint64, slots []int32, keys []K, k K, h uint64) (id int32, slot int, ok bool) {
+	mask := len(hashes) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch t.hashes[i] {
+		switch hashes[i] {
 		case 0:
 			return 0, i, false
 		case h:
-			if id := t.slots[i]; t.nums[id] == v {
+			if id := slots[i]; keys[id] == k {
 				return id, i, true
 			}
 		}
