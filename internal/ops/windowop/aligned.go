@@ -212,6 +212,7 @@ func (w *aligned) take(rec arrow.RecordBatch, epoch *statestore.Epoch) (updates,
 	w.touched = w.touched[:0]
 	update := w.tm.policy == job.LateUpdate
 	wm := w.wm
+	tumbling := w.slide == w.size
 	for r := 0; r < n; r++ {
 		route[r] = false
 		if !w.valid[r] {
@@ -219,6 +220,27 @@ func (w *aligned) take(rec arrow.RecordBatch, epoch *statestore.Epoch) (updates,
 				route[r], anyRoute = true, true
 			}
 			continue
+		}
+		if tumbling {
+			// The common row, inline: a tumbling window the
+			// watermark has not passed takes it (assignRow's first
+			// case, without its call and its list of starts).
+			if t := w.ts[r]; eventtime.InRange(t, w.size) {
+				s := eventtime.TumblingStart(t, w.size)
+				if end := s + w.size; wm < end {
+					x := w.lastWin
+					if s != w.lastStart || x == nil {
+						x = w.window(s, false)
+					}
+					g := x.lookup(w.kid[r])
+					if g < 0 {
+						g = w.group(x, w.kid[r])
+					}
+					w.gids[0][r] = g
+					maxEnd = max(maxEnd, end)
+					continue
+				}
+			}
 		}
 		routeIt, end, err := w.assignRow(r, wm, update)
 		if err != nil {
