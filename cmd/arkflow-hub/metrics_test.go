@@ -16,6 +16,7 @@ import (
 
 	"github.com/arkflow-rs/arkflow-go/hub"
 	"github.com/arkflow-rs/arkflow-go/hubclient"
+	"github.com/arkflow-rs/arkflow-go/internal/hubwire"
 	"github.com/arkflow-rs/arkflow-go/internal/opsrv/opsrvtest"
 	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -130,6 +131,19 @@ sinks:
 	if code, body := do(t, "POST", api+"/jobs", map[string]any{"spec": spec}); code/100 != 2 {
 		t.Fatalf("submit: %d %s", code, body)
 	}
+	// The Hub places a job only on an Agent it has seen: wait for the
+	// Agent's first heartbeat (without it the desired state is refused
+	// with node_unavailable, which CI saw once).
+	var nodes []byte
+	polltest.Eventually(t, "the agent online", func() bool {
+		var code int
+		code, nodes = do(t, "GET", api+"/nodes", nil)
+		var p hubwire.Page[hubwire.HubNode]
+		if err := json.Unmarshal(nodes, &p); err != nil || code != http.StatusOK {
+			t.Fatalf("nodes: %d %v: %s", code, err, nodes)
+		}
+		return len(p.Items) == 1 && p.Items[0].State == hubwire.NodeOnline
+	}, func() string { return fmt.Sprintf("/nodes %s", nodes) })
 	if code, body := do(t, "PUT", api+"/jobs/ticks/desired-state", map[string]any{"state": "running"}); code/100 != 2 {
 		t.Fatalf("desired running: %d %s", code, body)
 	}
