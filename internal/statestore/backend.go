@@ -51,26 +51,24 @@ type Scope struct {
 type SnapshotInfo struct {
 	Entries int64
 	Bytes   int64
-	// Checksum is "sha256:" and the hex SHA-256 of the whole snapshot
-	// stream up to its trailer; the trailer repeats it, so a reader can
-	// verify the stream by itself, and a manifest can record it.
+	// Checksum is "crc64nvme:" and the hex CRC-64/NVME of the whole
+	// snapshot stream up to its trailer; the trailer repeats it, so a
+	// reader can verify the stream by itself.
 	Checksum string
-	// ObjectChecksum is "sha256:" and the hex SHA-256 of every byte
-	// written, trailer included: the checksum of the object the stream
-	// becomes, computed by the same pass (a checkpoint's manifest records
-	// it without hashing the stream again).
-	ObjectChecksum string
 	// ObjectCRC64 is "crc64nvme:" and the hex CRC-64/NVME of every byte
-	// written, from the same pass: the checksum a checkpoint's manifest
-	// records (internal/objsum), about 9× cheaper to check on restore.
+	// written, trailer included, from the same pass: the checksum of the
+	// object the stream becomes, which a checkpoint's manifest records
+	// (internal/objsum).
 	ObjectCRC64 string
 }
 
 // RestoreInfo describes a restore.
 type RestoreInfo struct {
-	Entries  int64 // entries written
-	Skipped  int64 // entries outside the scope's key groups, or expired
-	Bytes    int64 // bytes read
+	Entries int64 // entries written
+	Skipped int64 // entries outside the scope's key groups, or expired
+	Bytes   int64 // bytes read
+	// Checksum is the stream's trailer's: "crc64nvme:" and 16 hex digits
+	// (format version 2), or "sha256:" and 64 (version 1).
 	Checksum string
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/minio/crc64nvme"
+
 	"github.com/arkflow-rs/arkflow-go/job"
 )
 
@@ -22,10 +24,11 @@ func FuzzRestore(f *testing.F) {
 	small, _ := snapTake(f, src, Scope{Job: "j", Operator: "a", Groups: job.KeyGroupRange{Start: 0, End: 2}}, now)
 	empty, _ := snapTake(f, NewMemory(), Scope{Job: "j", Groups: AllKeyGroups}, now)
 
-	f.Add(small)
-	f.Add(empty)
-	for _, c := range snapCorruptions(small) {
-		f.Add(c)
+	for _, seed := range [][]byte{small, empty, snapV1(small), snapV1(empty)} {
+		f.Add(seed)
+		for _, c := range snapCorruptions(seed) {
+			f.Add(c)
+		}
 	}
 	f.Add([]byte(SnapshotMagic))
 	f.Add([]byte{})
@@ -53,19 +56,31 @@ func FuzzRestore(f *testing.F) {
 }
 
 // fuzzValidStream checks a stream independently of the reader: magic,
-// header length in bounds, and a trailer at the very end whose SHA-256
-// covers every byte before it.
+// header length in bounds, and a trailer at the very end whose checksum
+// covers every byte before it: a SHA-256 (format version 1) or a
+// CRC-64/NVME (version 2).
 func fuzzValidStream(data []byte) bool {
-	if len(data) < 12+trailerLen || string(data[:8]) != SnapshotMagic {
+	if len(data) < 12 || string(data[:8]) != SnapshotMagic {
 		return false
 	}
 	hlen := int(binary.BigEndian.Uint32(data[8:]))
-	if 12+hlen > len(data)-trailerLen {
-		return false
+	for _, n := range []int{1 + 8 + 32, 1 + 8 + 8} {
+		if len(data) < 12+n || 12+hlen > len(data)-n {
+			continue
+		}
+		tr, body := data[len(data)-n:], data[:len(data)-n]
+		if tr[0] != snapKindEnd {
+			continue
+		}
+		if n == 1+8+32 {
+			if sum := sha256.Sum256(body); bytes.Equal(tr[9:], sum[:]) {
+				return true
+			}
+		} else if binary.BigEndian.Uint64(tr[9:]) == crc64nvme.Checksum(body) {
+			return true
+		}
 	}
-	tr := data[len(data)-trailerLen:]
-	sum := sha256.Sum256(data[:len(data)-trailerLen])
-	return tr[0] == snapKindEnd && bytes.Equal(tr[9:], sum[:])
+	return false
 }
 
 // FuzzLayer feeds arbitrary bytes to the parse of a restored layer and

@@ -3,14 +3,17 @@ package statestore
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/arkflow-rs/arkflow-go/internal/objsum"
 
 	"github.com/arkflow-rs/arkflow-go/internal/polltest"
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -319,7 +322,7 @@ func TestRestoreLayersCorrupt(t *testing.T) {
 		sum  func([]byte) string
 	}{{"sha256", objectSum}, {"crc64", objectCRC64}} {
 		for name, data := range cases {
-			if algo.name == "crc64" && name == "trailer sha" {
+			if algo.name == "crc64" && name == "trailer checksum" {
 				// The trailer's hash is not checked against a CRC-64
 				// manifest checksum, which covers it: a trailer wrong
 				// from the writer on, under a matching manifest
@@ -482,25 +485,29 @@ func firstDiff(got, want []kvEntry) string {
 }
 
 // splitHasher gives the hash before the trailer and the whole object's,
-// however the stream is cut into chunks.
+// however the stream is cut into chunks, for both trailer lengths.
 func TestSplitHasher(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 200 {
-		data := make([]byte, trailerLen+rng.IntN(3000))
+		n := []int{trailerLenV1, trailerLenV2}[rng.IntN(2)]
+		data := make([]byte, n+rng.IntN(3000))
 		for i := range data {
 			data[i] = byte(rng.IntN(256))
 		}
-		sh := &splitHasher{h: sha256.New()}
+		sh := &splitHasher{h: sha256.New(), n: n}
 		for rest := data; len(rest) > 0; {
-			n := min(len(rest), rng.IntN(2*trailerLen+2))
-			sh.write(rest[:n])
-			rest = rest[n:]
+			k := min(len(rest), rng.IntN(2*n+2))
+			sh.write(rest[:k])
+			rest = rest[k:]
 		}
 		body, object := sh.sums()
-		wb, wo := sha256.Sum256(data[:len(data)-trailerLen]), sha256.Sum256(data)
+		wb, wo := sha256.Sum256(data[:len(data)-n]), sha256.Sum256(data)
 		if !bytes.Equal(body, wb[:]) || !bytes.Equal(object, wo[:]) {
-			t.Fatalf("%d bytes: sums differ", len(data))
+			t.Fatalf("%d bytes, trailer %d: sums differ", len(data), n)
+		}
+		if b2, o2 := sh.sums(); !bytes.Equal(b2, body) || !bytes.Equal(o2, object) {
+			t.Fatal("a second sums() differs")
 		}
 	}
 }
@@ -613,4 +620,79 @@ func layerFixture(t *testing.T) (now int64, src Backend, sc Scope, data []byte) 
 	sc = Scope{Job: "j", Operator: "a", Groups: AllKeyGroups}
 	data, _ = snapTake(t, src, sc, now)
 	return now, src, sc, data
+}
+
+// Snapshots of format version 1 (a SHA-256 in the trailer), which
+// checkpoints taken before version 2 hold, still restore through every
+// path — Restore, RestoreEmpty, RestoreLayers and a reopen of the layer
+// file they leave — under a SHA-256, a CRC-64 or no object checksum, to
+// the entries the version-2 snapshot of the same state restores; a
+// damaged trailer SHA-256 is still found.
+func TestFormat1StillRestores(t *testing.T) {
+	t.Parallel()
+	now, src, sc, data := layerFixture(t)
+	v1 := snapV1(data)
+	if bytes.Equal(v1, data) || snapTrailerLen(v1) != 41 {
+		t.Fatal("snapV1 did not rewrite the stream")
+	}
+	want := kvScan(t, src, sc, now)
+	check := func(t *testing.T, b Backend, what string, infos []RestoreInfo) {
+		t.Helper()
+		if got := kvScan(t, b, sc, now); len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: %s", what, firstDiff(got, want))
+		}
+		for _, in := range infos {
+			if sha := sha256.Sum256(v1[:len(v1)-41]); in.Checksum != "sha256:"+hex.EncodeToString(sha[:]) || in.Bytes != int64(len(v1)) {
+				t.Fatalf("%s: info %+v", what, in)
+			}
+		}
+	}
+	for _, c := range kvCases() {
+		b := c.open(t)
+		ri, err := b.Restore(bytes.NewReader(v1), sc, now)
+		if err != nil {
+			t.Fatalf("%s: Restore: %v", c.name, err)
+		}
+		check(t, b, c.name+" Restore", []RestoreInfo{ri})
+		b.Close()
+	}
+	sums := map[string]string{"sha256": objectSum(v1), "crc64": objectCRC64(v1), "none": ""}
+	for name, sum := range sums {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range bulkCases() {
+				b := c.open(t)
+				infos, err := b.(BulkRestorer).RestoreEmpty([]RestoreSource{bytesSource(sc, v1, sum)}, now, nil)
+				if err != nil {
+					t.Fatalf("%s: RestoreEmpty: %v", c.name, err)
+				}
+				check(t, b, c.name+" RestoreEmpty", infos)
+				b.Close()
+			}
+			dir := t.TempDir()
+			b := openDir(t, dir)
+			infos, err := b.(LayerRestorer).RestoreLayers([]RestoreSource{bytesSource(sc, v1, sum)}, now, nil)
+			if err != nil {
+				t.Fatalf("RestoreLayers: %v", err)
+			}
+			check(t, b, "RestoreLayers", infos)
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b = openDir(t, dir)
+			defer b.Close()
+			check(t, b, "reopened layer", nil)
+		})
+	}
+	// A wrong trailer SHA-256 fails whatever the object checksum, as long
+	// as that checksum does not cover the trailer already.
+	bad := bytes.Clone(v1)
+	bad[len(bad)-1] ^= 1
+	for name, sum := range map[string]string{"sha256": objectSum(bad), "none": ""} {
+		b := openDir(t, t.TempDir())
+		_, err := b.(LayerRestorer).RestoreLayers([]RestoreSource{bytesSource(sc, bad, sum)}, now, nil)
+		if !errors.Is(err, ErrCorruptSnapshot) || !strings.Contains(err.Error(), "sha256:") {
+			t.Fatalf("%s: a wrong trailer SHA-256: %v", name, err)
+		}
+		b.Close()
+	}
 }

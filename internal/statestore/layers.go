@@ -501,22 +501,24 @@ func (b *badgerBackend) layerFailed(err error) {
 // checking it and indexing it. The checksum is computed in a stage of its
 // own, beside the stages and the parser: with a CRC-64/NVME object
 // checksum (what checkpoints record) that CRC covers every byte and no
-// SHA-256 is computed; otherwise one SHA-256 pass checks both the
-// trailer's hash and the object's checksum (s.Checksum, when set).
+// other is computed; otherwise (a SHA-256 object checksum, or none) the
+// stage computes, holding back the trailer, both trailer checksums a
+// stream may carry (SHA-256 for format version 1, CRC-64/NVME for 2) and
+// checks the one of the stream's version and the object's checksum.
 //
 // w, when set, takes every chunk once the parser has read it.
 func parseLayer(r io.Reader, s RestoreSource, prefix []byte, now int64, w *behindWriter) (*layerIndexer, RestoreInfo, error) {
 	var (
-		sh  *splitHasher
-		crc hash.Hash
-		sum func([]byte) error
+		v1, v2 *splitHasher
+		crc    hash.Hash
+		sum    func([]byte) error
 	)
 	if strings.HasPrefix(s.Checksum, objsum.CRC64NVME) {
 		crc = objsum.NewCRC64()
 		sum = func(p []byte) error { crc.Write(p); return nil }
 	} else {
-		sh = &splitHasher{h: sha256.New()}
-		sum = sh.write
+		v1, v2 = &splitHasher{h: sha256.New(), n: trailerLenV1}, &splitHasher{h: objsum.NewCRC64(), n: trailerLenV2}
+		sum = func(p []byte) error { v1.write(p); v2.write(p); return nil }
 	}
 	ra := newReadAheadTo(r, layerChunk, layerChunks, sum)
 	if w != nil {
@@ -534,37 +536,53 @@ func parseLayer(r io.Reader, s RestoreSource, prefix []byte, now int64, w *behin
 		}
 		return ix, info, nil
 	}
-	body, object := sh.sums()
-	if got := objsum.Format(objsum.SHA256, body); got != info.Checksum {
+	sh, alg := v2, objsum.CRC64NVME
+	if strings.HasPrefix(info.Checksum, objsum.SHA256) {
+		sh, alg = v1, objsum.SHA256
+	}
+	if body, _ := sh.sums(); objsum.Format(alg, body) != info.Checksum {
+		got := objsum.Format(alg, body)
 		return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the trailer has %s, the stream hashes to %s", info.Checksum, got)}
 	}
-	if got := objsum.Format(objsum.SHA256, object); s.Checksum != "" && got != s.Checksum {
+	if s.Checksum == "" {
+		return ix, info, nil
+	}
+	if !strings.HasPrefix(s.Checksum, objsum.SHA256) {
+		return nil, info, &corruptSnapError{fmt.Errorf("the manifest's checksum %q names no known algorithm", s.Checksum)}
+	}
+	if _, object := v1.sums(); objsum.Format(objsum.SHA256, object) != s.Checksum {
+		got := objsum.Format(objsum.SHA256, object)
 		return nil, info, &corruptSnapError{fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, s.Checksum)}
 	}
 	return ix, info, nil
 }
 
-// splitHasher hashes a snapshot stream holding back its last trailerLen
-// bytes, so that it gives both the hash of the stream before the trailer
-// (which the trailer records) and the hash of the whole object.
+// splitHasher hashes a snapshot stream holding back its last n bytes (a
+// trailer's length), so that it gives both the hash of the stream before
+// the trailer (which the trailer records) and the hash of the whole
+// object.
 type splitHasher struct {
 	h    hash.Hash
+	n    int
 	tail []byte
+
+	done         bool
+	body, object []byte
 }
 
 func (s *splitHasher) write(p []byte) error {
-	if len(s.tail)+len(p) <= trailerLen {
+	if len(s.tail)+len(p) <= s.n {
 		s.tail = append(s.tail, p...)
 		return nil
 	}
-	if len(p) >= trailerLen {
+	if len(p) >= s.n {
 		s.h.Write(s.tail)
-		s.h.Write(p[:len(p)-trailerLen])
-		s.tail = append(s.tail[:0], p[len(p)-trailerLen:]...)
+		s.h.Write(p[:len(p)-s.n])
+		s.tail = append(s.tail[:0], p[len(p)-s.n:]...)
 		return nil
 	}
-	// The held-back bytes and p, less the last trailerLen.
-	n := len(s.tail) + len(p) - trailerLen
+	// The held-back bytes and p, less the last n.
+	n := len(s.tail) + len(p) - s.n
 	s.h.Write(s.tail[:n])
 	s.tail = append(s.tail[:0], s.tail[n:]...)
 	s.tail = append(s.tail, p...)
@@ -572,11 +590,15 @@ func (s *splitHasher) write(p []byte) error {
 }
 
 // sums returns the hash of everything but the held-back bytes, and of
-// everything.
+// everything. Later calls return the same.
 func (s *splitHasher) sums() (body, object []byte) {
-	body = s.h.Sum(nil)
-	s.h.Write(s.tail)
-	return body, s.h.Sum(nil)
+	if !s.done {
+		s.body = s.h.Sum(nil)
+		s.h.Write(s.tail)
+		s.object = s.h.Sum(nil)
+		s.done = true
+	}
+	return s.body, s.object
 }
 
 // stopReader fails reads once stop is set (another source failed).

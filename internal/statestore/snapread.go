@@ -8,16 +8,13 @@ package statestore
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
 	"io"
-	"strings"
 
 	"github.com/arkflow-rs/arkflow-go/internal/corruption"
 	"github.com/arkflow-rs/arkflow-go/internal/objsum"
@@ -52,16 +49,27 @@ type (
 // snapReader reads a snapshot stream, counting and hashing the bytes.
 type snapReader struct {
 	br  *bufio.Reader
-	h   hash.Hash
+	h   hash.Hash // the trailer's checksum of the bytes before it, or nil
+	obj hash.Hash // the object's checksum, when not h's algorithm, or nil
 	off int64
+}
+
+// hash adds p to the stream's checksums.
+func (r *snapReader) hash(p []byte) {
+	if r.h != nil {
+		r.h.Write(p)
+		if r.obj != nil {
+			r.obj.Write(p)
+		}
+	}
 }
 
 // read fills p, hashing it when hashed; a short stream is an error naming
 // what was being read.
 func (r *snapReader) read(p []byte, hashed bool, what string) error {
 	n, err := io.ReadFull(r.br, p)
-	if hashed && r.h != nil {
-		r.h.Write(p[:n])
+	if hashed {
+		r.hash(p[:n])
 	}
 	start := r.off
 	r.off += int64(n)
@@ -167,37 +175,27 @@ func snapshotRestore(r io.Reader, scope Scope, now int64, empty scopeEmptyFn, si
 }
 
 // snapshotRead parses a snapshot stream and puts its entries in scope
-// live at now into sink. wantObject, if not empty, is the "sha256:<hex>"
-// of the whole stream, trailer included (a manifest's checksum): the one
-// SHA-256 pass that checks the trailer checks it too. A failure that is
-// not the reader's own wraps ErrCorruptSnapshot.
+// live at now into sink. wantObject, if not empty, is the checksum of the
+// whole stream, trailer included, as internal/objsum formats it (a
+// manifest's): when it is the trailer's algorithm, the one pass that
+// checks the trailer checks it too. A failure that is not the reader's
+// own wraps ErrCorruptSnapshot.
 func snapshotRead(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink) (info RestoreInfo, err error) {
 	return snapshotReadHash(r, scope, now, jobPrefix, wantObject, sink, true)
 }
 
-// snapshotReadHash is snapshotRead; without withSHA it computes no SHA-256
-// and checks neither the trailer's nor wantObject: the caller hashes the
-// stream itself (in a stage of its own) and compares the object's
-// checksum, which covers every byte the trailer's does.
-func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink, withSHA bool) (info RestoreInfo, err error) {
-	// A CRC-64/NVME object checksum is computed on every byte as it comes
-	// in (under the read buffer); a SHA-256 one continues the trailer's
-	// hash.
-	var objCRC hash.Hash
-	if withSHA && strings.HasPrefix(wantObject, objsum.CRC64NVME) {
-		objCRC = objsum.NewCRC64()
-		r = io.TeeReader(r, objCRC)
-	}
+// snapshotReadHash is snapshotRead; without withHash it computes no
+// checksum and checks neither the trailer's nor wantObject: the caller
+// hashes the stream itself (in a stage of its own) and compares the
+// object's checksum, which covers every byte the trailer's does.
+func snapshotReadHash(r io.Reader, scope Scope, now int64, jobPrefix []byte, wantObject string, sink restoreSink, withHash bool) (info RestoreInfo, err error) {
 	sr := &snapReader{br: bufio.NewReaderSize(r, 256<<10)}
-	if withSHA {
-		sr.h = sha256.New()
-	}
 	defer func() {
 		info.Bytes = sr.off
 		err = markCorrupt(err)
 	}()
 
-	p := &snapParse{sr: sr, info: &info, scope: scope, now: now, jobPrefix: jobPrefix, wantObject: wantObject, objCRC: objCRC, sink: sink}
+	p := &snapParse{sr: sr, info: &info, scope: scope, now: now, jobPrefix: jobPrefix, wantObject: wantObject, withHash: withHash, sink: sink}
 	if err := p.readHeader(); err != nil {
 		return info, err
 	}
@@ -232,7 +230,8 @@ type snapParse struct {
 	now        int64
 	jobPrefix  []byte
 	wantObject string
-	objCRC     hash.Hash // the CRC-64/NVME of the object, or nil
+	withHash   bool
+	objAlg     string // the algorithm of sr.obj
 	sink       restoreSink
 	obs        recordObserver // the sink's, or nil
 
@@ -252,7 +251,8 @@ type snapParse struct {
 
 // readHeader reads the magic and the header, checks the format version
 // and that the header's job and operator are the read scope's, and sets
-// what the records are checked against.
+// what the records are checked against and, when the read hashes, the
+// checksums of the header's version.
 func (p *snapParse) readHeader() error {
 	sr, scope := p.sr, p.scope
 	fixed := p.fixed[:]
@@ -282,8 +282,16 @@ func (p *snapParse) readHeader() error {
 	if dec.More() {
 		return errors.New("bad header at byte offset 12: trailing data")
 	}
-	if hdr.FormatVersion != SnapshotFormatVersion {
-		return fmt.Errorf("snapshot format version %d, this program reads %d", hdr.FormatVersion, SnapshotFormatVersion)
+	if hdr.FormatVersion < 1 || hdr.FormatVersion > SnapshotFormatVersion {
+		return fmt.Errorf("snapshot format version %d, this program reads 1 to %d", hdr.FormatVersion, SnapshotFormatVersion)
+	}
+	if p.withHash {
+		if err := p.startHashes(); err != nil {
+			return err
+		}
+		sr.hash([]byte(SnapshotMagic))
+		sr.hash(binary.BigEndian.AppendUint32(nil, hlen))
+		sr.hash(hbuf)
 	}
 	if hdr.Scope.Job != scope.Job {
 		return fmt.Errorf("the snapshot is of job %q, not %q", hdr.Scope.Job, scope.Job)
@@ -305,14 +313,31 @@ func (p *snapParse) readHeader() error {
 	return nil
 }
 
+// startHashes sets the reader's checksums for the header's format
+// version and the object checksum wanted.
+func (p *snapParse) startHashes() error {
+	sr := p.sr
+	alg := trailerSum(p.hdr.FormatVersion)
+	sr.h = newTrailerHash(p.hdr.FormatVersion)
+	if p.wantObject == "" {
+		return nil
+	}
+	h, prefix, ok := objsum.New(p.wantObject)
+	if !ok {
+		return fmt.Errorf("the object checksum %q names no known algorithm", p.wantObject)
+	}
+	if prefix != alg {
+		sr.obj, p.objAlg = h, prefix
+	}
+	return nil
+}
+
 // entry reads the entry record whose kind byte at recOff was just read,
 // checks it and puts it into the sink when it is in the read's scope and
 // live.
 func (p *snapParse) entry(recOff int64) error {
 	sr := p.sr
-	if sr.h != nil {
-		sr.h.Write(p.fixed[:1])
-	}
+	sr.hash(p.fixed[:1])
 	rec, consumed, err := p.readRecord(recOff)
 	if err != nil {
 		return err
@@ -347,9 +372,7 @@ func (p *snapParse) readRecord(recOff int64) (rec []byte, consumed int, err erro
 	var stored uint32
 	if n := int(recLen) + 4; n <= sr.br.Size() {
 		if b, perr := sr.br.Peek(n); perr == nil {
-			if sr.h != nil {
-				sr.h.Write(b)
-			}
+			sr.hash(b)
 			rec, stored, consumed = b[:recLen], binary.BigEndian.Uint32(b[recLen:]), n
 		}
 	}
@@ -410,45 +433,47 @@ func (p *snapParse) take(rec []byte, recOff int64) error {
 
 // trailer reads the trailer whose kind byte at recOff was just read and
 // checks the entry count, that the stream ends after it, and, when the
-// read hashes, the SHA-256 and the object checksum the caller wants. It
-// records the stream's checksum.
+// read hashes, the trailer's checksum and the object checksum the caller
+// wants. It records the stream's checksum.
 func (p *snapParse) trailer(recOff int64) error {
 	sr := p.sr
 	if p.obs != nil {
 		p.obs.end(recOff)
 	}
-	var tr [trailerLen - 1]byte
-	if err := sr.read(tr[:], false, "trailer"); err != nil {
+	var buf [trailerLenV1 - 1]byte
+	tr := buf[:trailerLen(p.hdr.FormatVersion)-1]
+	if err := sr.read(tr, false, "trailer"); err != nil {
 		return err
 	}
 	if n := int64(binary.BigEndian.Uint64(tr[:8])); n != p.count {
 		return fmt.Errorf("trailer at byte offset %d counts %d entries, the stream has %d", recOff, n, p.count)
 	}
+	alg := trailerSum(p.hdr.FormatVersion)
+	stored := objsum.Format(alg, tr[8:])
 	if sr.h == nil {
 		if err := sr.atEnd(); err != nil {
 			return err
 		}
-		p.info.Checksum = "sha256:" + hex.EncodeToString(tr[8:])
+		p.info.Checksum = stored
 		return nil
 	}
-	sum := sr.h.Sum(nil)
-	if !bytes.Equal(sum, tr[8:]) {
-		return fmt.Errorf("checksum mismatch: trailer at byte offset %d has sha256:%x, the stream hashes to sha256:%x", recOff, tr[8:], sum)
+	if sum := objsum.Format(alg, sr.h.Sum(nil)); sum != stored {
+		return fmt.Errorf("checksum mismatch: trailer at byte offset %d has %s, the stream hashes to %s", recOff, stored, sum)
 	}
 	if err := sr.atEnd(); err != nil {
 		return err
 	}
-	p.info.Checksum = "sha256:" + hex.EncodeToString(sum)
+	p.info.Checksum = stored
 	if p.wantObject == "" {
 		return nil
 	}
+	sr.hash([]byte{snapKindEnd})
+	sr.hash(tr)
 	var got string
-	if p.objCRC != nil {
-		got = objsum.Format(objsum.CRC64NVME, p.objCRC.Sum(nil))
+	if sr.obj != nil {
+		got = objsum.Format(p.objAlg, sr.obj.Sum(nil))
 	} else {
-		sr.h.Write([]byte{snapKindEnd})
-		sr.h.Write(tr[:])
-		got = objsum.Format(objsum.SHA256, sr.h.Sum(nil))
+		got = objsum.Format(alg, sr.h.Sum(nil))
 	}
 	if got != p.wantObject {
 		return fmt.Errorf("checksum mismatch: the stream (trailer included) hashes to %s, its manifest entry says %s", got, p.wantObject)

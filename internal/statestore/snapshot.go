@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash"
@@ -19,7 +18,7 @@ import (
 //
 //	"ARKSNAP1"
 //	u32 header length | header JSON
-//	    {"format_version":1,"created_at_ms":now,
+//	    {"format_version":2,"created_at_ms":now,
 //	     "scope":{"job":...,"operator":...,"groups":{"start":s,"end":e}}}
 //	then per entry, in encoded-key order:
 //	    u8 kind (1 = entry) | u32 record length | record | u32 CRC32C
@@ -27,8 +26,15 @@ import (
 //	    (key is the encoding of key.go; the CRC32C, Castagnoli, covers the
 //	    kind byte, the length and the record)
 //	trailer:
-//	    u8 kind (2 = end) | u64 entry count | SHA-256 of every byte before
-//	    the trailer (32 bytes)
+//	    u8 kind (2 = end) | u64 entry count | CRC-64/NVME of every byte
+//	    before the trailer (u64)
+//
+// Format version 1, which this program still reads, differs only in the
+// trailer's checksum: the SHA-256 of every byte before the trailer (32
+// bytes). Version 2 carries the CRC-64 because a checkpoint's manifest
+// records the object's CRC-64/NVME anyway: one checksum pass while the
+// snapshot is written instead of two, the SHA-256 having been a tenth of a
+// checkpoint round's CPU.
 //
 // All integers are big-endian. created_at_ms is the now the snapshot was
 // taken at (the caller's clock, so equal states give equal bytes). Only
@@ -38,18 +44,19 @@ import (
 // Restore reads the stream once, front to back, with a bounded buffer: each
 // record's CRC is checked as it arrives, records must lie inside the
 // header's scope and come in strictly increasing key order, and at the end
-// the entry count and the SHA-256 are compared with the trailer, which must
-// be followed by end of stream. Entries are written as they are read, so a
-// failure at any point (the trailer included) deletes again every entry of
-// the restore scope — which was empty when the restore began — before the
-// error is returned. Restore assumes nothing else writes to that scope
-// while it runs.
+// the entry count and the checksum are compared with the trailer, which
+// must be followed by end of stream. Entries are written as they are read,
+// so a failure at any point (the trailer included) deletes again every
+// entry of the restore scope — which was empty when the restore began —
+// before the error is returned. Restore assumes nothing else writes to
+// that scope while it runs.
 
 // SnapshotMagic opens every snapshot stream.
 const SnapshotMagic = "ARKSNAP1"
 
-// SnapshotFormatVersion is the version of the snapshot format written.
-const SnapshotFormatVersion = 1
+// SnapshotFormatVersion is the version of the snapshot format written;
+// every version from 1 up to it is read.
+const SnapshotFormatVersion = 2
 
 const (
 	snapKindEntry byte = 1
@@ -58,8 +65,34 @@ const (
 	snapMaxHeader = 1 << 20
 	// snapMaxRecord bounds a record: a 1 GiB value plus a maximal key.
 	snapMaxRecord = 1<<30 + 4*(maxKeyField+4) + 64
-	trailerLen    = 1 + 8 + sha256.Size
+	trailerLenV1  = 1 + 8 + sha256.Size
+	trailerLenV2  = 1 + 8 + 8
 )
+
+// trailerLen is the length of a trailer of format version v.
+func trailerLen(v int) int {
+	if v == 1 {
+		return trailerLenV1
+	}
+	return trailerLenV2
+}
+
+// newTrailerHash returns the hash of a version-v trailer's checksum.
+func newTrailerHash(v int) hash.Hash {
+	if v == 1 {
+		return sha256.New()
+	}
+	return objsum.NewCRC64()
+}
+
+// trailerSum is the algorithm of a version-v trailer's checksum, as
+// internal/objsum names it.
+func trailerSum(v int) string {
+	if v == 1 {
+		return objsum.SHA256
+	}
+	return objsum.CRC64NVME
+}
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
@@ -79,16 +112,15 @@ type snapScope struct {
 // encoded-key order; key and value are valid only during the call.
 type rawScanner func(scope Scope, now int64, fn func(key, value []byte, expiresAt int64) error) error
 
-// snapHashWriter writes to a bufio.Writer and hashes what it writes.
+// snapHashWriter writes to a bufio.Writer and computes the CRC-64/NVME
+// of what it writes.
 type snapHashWriter struct {
 	bw  *bufio.Writer
-	h   hash.Hash
-	crc hash.Hash // CRC-64/NVME of every byte, the trailer included
+	crc hash.Hash
 	n   int64
 }
 
 func (w *snapHashWriter) write(p []byte) error {
-	w.h.Write(p)
 	w.crc.Write(p)
 	w.n += int64(len(p))
 	_, err := w.bw.Write(p)
@@ -100,7 +132,7 @@ func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (Snapsh
 	if _, err := keyJobPrefix(scope.Job); err != nil {
 		return SnapshotInfo{}, err
 	}
-	hw := &snapHashWriter{bw: bufio.NewWriterSize(w, 256<<10), h: sha256.New(), crc: objsum.NewCRC64()}
+	hw := &snapHashWriter{bw: bufio.NewWriterSize(w, 256<<10), crc: objsum.NewCRC64()}
 	hdr, err := json.Marshal(snapHeader{
 		FormatVersion: SnapshotFormatVersion,
 		CreatedAtMS:   now,
@@ -142,21 +174,17 @@ func snapshotWrite(w io.Writer, scope Scope, now int64, scan rawScanner) (Snapsh
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("state: snapshot of job %q: %w", scope.Job, err)
 	}
-	sum := hw.h.Sum(nil)
+	sum := hw.crc.Sum(nil)
 	buf = buf[:0]
 	buf = append(buf, snapKindEnd)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(count))
 	buf = append(buf, sum...)
-	hw.h.Write(buf)
-	hw.crc.Write(buf)
-	objSum := hw.h.Sum(nil)
-	hw.n += int64(len(buf))
-	if _, err := hw.bw.Write(buf); err != nil {
+	if err := hw.write(buf); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
 	}
 	if err := hw.bw.Flush(); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("state: snapshot: %w", err)
 	}
-	return SnapshotInfo{Entries: count, Bytes: hw.n, Checksum: "sha256:" + hex.EncodeToString(sum), ObjectChecksum: "sha256:" + hex.EncodeToString(objSum),
+	return SnapshotInfo{Entries: count, Bytes: hw.n, Checksum: objsum.Format(objsum.CRC64NVME, sum),
 		ObjectCRC64: objsum.Format(objsum.CRC64NVME, hw.crc.Sum(nil))}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"hash/crc32"
 	"strings"
 	"testing"
+
+	"github.com/minio/crc64nvme"
 
 	"github.com/arkflow-rs/arkflow-go/job"
 )
@@ -71,22 +72,19 @@ func TestSnapshotFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 		scope := hdr["scope"].(map[string]any)
-		if hdr["format_version"] != 1.0 || hdr["created_at_ms"] != float64(now) || scope["job"] != "j" ||
+		if hdr["format_version"] != 2.0 || hdr["created_at_ms"] != float64(now) || scope["job"] != "j" ||
 			scope["groups"].(map[string]any)["end"] != 127.0 {
 			t.Fatalf("header %s", data[12:12+hlen])
-		}
-		if whole := sha256.Sum256(data); info.ObjectChecksum != "sha256:"+hex.EncodeToString(whole[:]) {
-			t.Fatalf("%s: ObjectChecksum %s is not the SHA-256 of the stream", c.name, info.ObjectChecksum)
 		}
 		if want := objectCRC64(data); info.ObjectCRC64 != want {
 			t.Fatalf("%s: ObjectCRC64 %s is not the CRC-64/NVME of the stream (%s)", c.name, info.ObjectCRC64, want)
 		}
-		tr := data[len(data)-trailerLen:]
-		sum := sha256.Sum256(data[:len(data)-trailerLen])
-		if tr[0] != 2 || binary.BigEndian.Uint64(tr[1:]) != uint64(n) || !bytes.Equal(tr[9:], sum[:]) {
+		tr := data[len(data)-trailerLenV2:]
+		sum := crc64nvme.Checksum(data[:len(data)-trailerLenV2])
+		if tr[0] != 2 || binary.BigEndian.Uint64(tr[1:]) != uint64(n) || binary.BigEndian.Uint64(tr[9:]) != sum {
 			t.Fatal("bad trailer")
 		}
-		if info.Checksum != "sha256:"+hex.EncodeToString(sum[:]) {
+		if info.Checksum != fmt.Sprintf("crc64nvme:%016x", sum) {
 			t.Fatalf("checksum %s", info.Checksum)
 		}
 		snaps = append(snaps, data)
@@ -231,7 +229,7 @@ func snapCorruptions(data []byte) map[string][]byte {
 	}
 	hlen := int(binary.BigEndian.Uint32(data[8:]))
 	first := 12 + hlen
-	end := len(data) - trailerLen
+	end := len(data) - snapTrailerLen(data)
 	return map[string][]byte{
 		"magic":            flip(3),
 		"header":           flip(14),
@@ -241,7 +239,7 @@ func snapCorruptions(data []byte) map[string][]byte {
 		"middle record":    flip(first + (end-first)/2),
 		"last record crc":  flip(end - 1),
 		"trailer count":    flip(end + 8),
-		"trailer sha":      flip(len(data) - 1),
+		"trailer checksum": flip(len(data) - 1),
 		"trailer kind":     flip(end),
 		"truncated header": data[:first-3],
 		"truncated record": data[:first+(end-first)/2],
@@ -250,6 +248,33 @@ func snapCorruptions(data []byte) map[string][]byte {
 		"extra byte":       append(bytes.Clone(data), 0),
 		"empty":            nil,
 	}
+}
+
+// snapTrailerLen is the trailer length of a stream's format version,
+// read from its header: 41 bytes for version 1 (a SHA-256), 17 for 2 (a
+// CRC-64).
+func snapTrailerLen(data []byte) int {
+	hlen := binary.BigEndian.Uint32(data[8:])
+	var hdr struct {
+		V int `json:"format_version"`
+	}
+	if json.Unmarshal(data[12:12+hlen], &hdr) == nil && hdr.V == 1 {
+		return 1 + 8 + 32
+	}
+	return 1 + 8 + 8
+}
+
+// snapV1 rewrites a format-2 snapshot stream as format version 1 wrote
+// it: the header's format_version 1 and a trailer carrying the SHA-256 of
+// every byte before it.
+func snapV1(data []byte) []byte {
+	hlen := binary.BigEndian.Uint32(data[8:])
+	hdr := bytes.Replace(data[12:12+hlen], []byte(`"format_version":2`), []byte(`"format_version":1`), 1)
+	out := append(bytes.Clone(data[:12]), hdr...)
+	out = append(out, data[12+hlen:len(data)-17]...)
+	sum := sha256.Sum256(out)
+	out = append(out, data[len(data)-17:len(data)-8]...) // kind and count
+	return append(out, sum[:]...)
 }
 
 // A corrupt or truncated snapshot fails the restore and leaves the scope
@@ -262,7 +287,11 @@ func TestRestoreCorruptSnapshot(t *testing.T) {
 	data, _ := snapTake(t, src, Scope{Job: "j", Groups: AllKeyGroups}, now)
 	forEachKV(t, func(t *testing.T, b Backend) {
 		kvApply(t, b, kvPut(Key{Job: "other", Operator: "a", User: []byte("x")}, "y", 0))
-		for name, bad := range snapCorruptions(data) {
+		bads := snapCorruptions(data)
+		for name, bad := range snapCorruptions(snapV1(data)) {
+			bads["v1 "+name] = bad
+		}
+		for name, bad := range bads {
 			_, err := b.Restore(bytes.NewReader(bad), Scope{Job: "j", Groups: AllKeyGroups}, now)
 			if err == nil {
 				t.Fatalf("%s: restore succeeded", name)
@@ -270,7 +299,7 @@ func TestRestoreCorruptSnapshot(t *testing.T) {
 			if !errors.Is(err, ErrCorruptSnapshot) {
 				t.Errorf("%s: the error does not wrap ErrCorruptSnapshot: %v", name, err)
 			}
-			if !strings.Contains(err.Error(), "offset") && name != "header" {
+			if !strings.Contains(err.Error(), "offset") && !strings.HasSuffix(name, "header") {
 				t.Errorf("%s: error does not name an offset: %v", name, err)
 			}
 			if got := kvScan(t, b, Scope{Job: "j", Groups: AllKeyGroups}, now); len(got) != 0 {
@@ -293,7 +322,9 @@ func TestRestoreCorruptSnapshot(t *testing.T) {
 }
 
 // Records are checked against the header, order included: a stream
-// rewritten with a valid CRC and SHA-256 but inconsistent content fails.
+// rewritten with valid CRCs and trailer but inconsistent content fails,
+// in either format version, and so does a trailer of the other version's
+// checksum.
 func TestRestoreInconsistentStream(t *testing.T) {
 	t.Parallel()
 	now := kvNow()
@@ -301,7 +332,9 @@ func TestRestoreInconsistentStream(t *testing.T) {
 		k, _ := keyEncode(nil, Key{Job: "j", Operator: "o", KeyGroup: g, User: []byte(u)})
 		return k
 	}
-	build := func(hdr string, keys [][]byte, exp int64, count int) []byte {
+	// build writes a stream by hand; trailer is the trailer's checksum
+	// format version.
+	build := func(hdr string, trailer int, keys [][]byte, exp int64, count int) []byte {
 		var b []byte
 		b = append(b, SnapshotMagic...)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(hdr)))
@@ -317,35 +350,46 @@ func TestRestoreInconsistentStream(t *testing.T) {
 			b = binary.BigEndian.AppendUint64(b, uint64(exp))
 			b = binary.BigEndian.AppendUint32(b, crcOf(b[start:]))
 		}
-		sum := sha256.Sum256(b)
+		sha, crc := sha256.Sum256(b), crc64nvme.Checksum(b)
 		b = append(b, 2)
 		b = binary.BigEndian.AppendUint64(b, uint64(count))
-		return append(b, sum[:]...)
+		if trailer == 1 {
+			return append(b, sha[:]...)
+		}
+		return binary.BigEndian.AppendUint64(b, crc)
 	}
-	hdr := `{"format_version":1,"created_at_ms":1,"scope":{"job":"j","operator":"o","groups":{"start":0,"end":10}}}`
-	ok := build(hdr, [][]byte{key(1, "a"), key(1, "b"), key(2, "a")}, 0, 3)
-	if _, err := NewMemory().Restore(bytes.NewReader(ok), Scope{Job: "j", Groups: AllKeyGroups}, now); err != nil {
-		t.Fatalf("hand-built stream: %v", err)
-	}
-	for name, bad := range map[string][]byte{
-		"out of order":   build(hdr, [][]byte{key(1, "b"), key(1, "a")}, 0, 2),
-		"duplicate":      build(hdr, [][]byte{key(1, "a"), key(1, "a")}, 0, 2),
-		"outside groups": build(hdr, [][]byte{key(11, "a")}, 0, 1),
-		"other operator": build(hdr, [][]byte{func() []byte {
-			k, _ := keyEncode(nil, Key{Job: "j", Operator: "p", KeyGroup: 1})
-			return k
-		}()}, 0, 1),
-		"negative expiry": build(hdr, [][]byte{key(1, "a")}, -1, 1),
-		"bad key":         build(hdr, [][]byte{{1, 0, 1, 'j', 0, 9}}, 0, 1),
-		"wrong count":     build(hdr, [][]byte{key(1, "a")}, 0, 2),
-		"version 2":       build(strings.Replace(hdr, `"format_version":1`, `"format_version":2`, 1), nil, 0, 0),
-		"unknown field":   build(strings.Replace(hdr, `"created_at_ms"`, `"x":1,"created_at_ms"`, 1), nil, 0, 0),
-	} {
+	for _, v := range []int{1, 2} {
+		hdr := fmt.Sprintf(`{"format_version":%d,"created_at_ms":1,"scope":{"job":"j","operator":"o","groups":{"start":0,"end":10}}}`, v)
+		ok := build(hdr, v, [][]byte{key(1, "a"), key(1, "b"), key(2, "a")}, 0, 3)
 		m := NewMemory()
-		if _, err := m.Restore(bytes.NewReader(bad), Scope{Job: "j", Groups: AllKeyGroups}, now); err == nil {
-			t.Errorf("%s: accepted", name)
-		} else if got := kvScan(t, m, Scope{Job: "j", Groups: AllKeyGroups}, now); len(got) != 0 {
-			t.Errorf("%s: entries left", name)
+		if ri, err := m.Restore(bytes.NewReader(ok), Scope{Job: "j", Groups: AllKeyGroups}, now); err != nil || ri.Entries != 3 {
+			t.Fatalf("hand-built stream of version %d: %+v %v", v, ri, err)
+		}
+		if got := kvScan(t, m, Scope{Job: "j", Groups: AllKeyGroups}, now); len(got) != 3 || string(got[1].User) != "b" {
+			t.Fatalf("version %d: restored %v", v, got)
+		}
+		for name, bad := range map[string][]byte{
+			"out of order":   build(hdr, v, [][]byte{key(1, "b"), key(1, "a")}, 0, 2),
+			"duplicate":      build(hdr, v, [][]byte{key(1, "a"), key(1, "a")}, 0, 2),
+			"outside groups": build(hdr, v, [][]byte{key(11, "a")}, 0, 1),
+			"other operator": build(hdr, v, [][]byte{func() []byte {
+				k, _ := keyEncode(nil, Key{Job: "j", Operator: "p", KeyGroup: 1})
+				return k
+			}()}, 0, 1),
+			"negative expiry": build(hdr, v, [][]byte{key(1, "a")}, -1, 1),
+			"bad key":         build(hdr, v, [][]byte{{1, 0, 1, 'j', 0, 9}}, 0, 1),
+			"wrong count":     build(hdr, v, [][]byte{key(1, "a")}, 0, 2),
+			"other trailer":   build(hdr, 3-v, [][]byte{key(1, "a")}, 0, 1),
+			"version 3":       build(strings.Replace(hdr, fmt.Sprintf(`"format_version":%d`, v), `"format_version":3`, 1), v, nil, 0, 0),
+			"version 0":       build(strings.Replace(hdr, fmt.Sprintf(`"format_version":%d`, v), `"format_version":0`, 1), v, nil, 0, 0),
+			"unknown field":   build(strings.Replace(hdr, `"created_at_ms"`, `"x":1,"created_at_ms"`, 1), v, nil, 0, 0),
+		} {
+			m := NewMemory()
+			if _, err := m.Restore(bytes.NewReader(bad), Scope{Job: "j", Groups: AllKeyGroups}, now); err == nil {
+				t.Errorf("version %d, %s: accepted", v, name)
+			} else if got := kvScan(t, m, Scope{Job: "j", Groups: AllKeyGroups}, now); len(got) != 0 {
+				t.Errorf("version %d, %s: entries left", v, name)
+			}
 		}
 	}
 }
