@@ -2,6 +2,7 @@ package keys
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -63,4 +64,53 @@ func BenchmarkGroupOfBytes(b *testing.B) {
 		sink += GroupOfBytes(key, 128)
 	}
 	_ = sink
+}
+
+// BenchmarkTableIDs measures Table.IDs, a keyed window's per-row key
+// lookup, on batches of keys drawn at random from 1 k and 100 k distinct
+// strings (the embedding benchmarks' "user-%06d") and 1 k integers, the
+// table already holding every key.
+func BenchmarkTableIDs(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		dt   arrow.DataType
+		keys int
+	}{{"string/1k", arrow.BinaryTypes.String, 1_000}, {"string/100k", arrow.BinaryTypes.String, 100_000}, {"int64/1k", arrow.PrimitiveTypes.Int64, 1_000}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			var cols []arrow.Array
+			for range 64 {
+				bld := array.NewBuilder(memory.DefaultAllocator, c.dt)
+				for range 1024 {
+					k := r.IntN(c.keys)
+					switch bb := bld.(type) {
+					case *array.StringBuilder:
+						bb.Append(fmt.Sprintf("user-%06d", k))
+					case *array.Int64Builder:
+						bb.Append(int64(k) * 7919)
+					}
+				}
+				cols = append(cols, bld.NewArray())
+				bld.Release()
+			}
+			tb, err := NewTable(c.dt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]int32, 1024)
+			for _, col := range cols {
+				tb.IDs(col, dst)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				if err := tb.IDs(cols[i%len(cols)], dst); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1024), "ns/row")
+		})
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -19,22 +21,33 @@ import (
 // accumulators in slices indexed by ID and rebuild the key column on output.
 // Null is a key of its own.
 //
-// The IDs are found through an open-addressing index of the keys' hashes
-// (linear probing, at most half full): a key is compared only with keys of
-// the same 64-bit hash, which a Go map of strings did for every probe it
-// made (a third of a keyed window's time at 1 k keys).
+// The IDs are found through an open-addressing index (linear probing, at
+// most half full) of one word a slot: 32 bits of the key's hash beside its
+// ID. A key is compared only with keys of the same hash bits, and without
+// following a pointer when it is a number or a string of at most 16 bytes:
+// those are kept by ID in a dense slice, as the two words they fill. A
+// lookup at 1 k keys is thus two loads (the slot, the words), where a Go
+// map of strings followed a key's header and then its bytes.
 type Table struct {
 	typ    arrow.DataType
 	isStr  bool
-	seed   maphash.Seed
-	nseed  uint64   // numbers' hash seed
-	hashes []uint64 // hash|1 of the key in each slot; 0: empty
-	slots  []int32  // the key's ID in each slot
+	seed   maphash.Seed // long strings' hash seed
+	k0, k1 uint64       // short strings' and numbers' hash seeds
+	index  []uint64     // per slot: tag<<32 | ID+1; 0: empty
 	strs   []string
-	nums   []uint64 // integers, timestamps, bools, float bits
+	short  []shortKey // per string ID: its bytes as words, if short
+	nums   []uint64   // integers, timestamps, bools, float bits
 	nullID int32
 	n      int32 // IDs given, null's among them
 	used   int   // slots taken
+}
+
+// shortKey is a string key of at most 16 bytes as two words
+// (shortWords) and its length; n is -1 for a longer key (compared in
+// strs).
+type shortKey struct {
+	w0, w1 uint64
+	n      int32
 }
 
 // NewTable returns a table for keys of type t.
@@ -43,8 +56,9 @@ func NewTable(t arrow.DataType) (*Table, error) {
 		return nil, fmt.Errorf("type %s cannot be a key", t)
 	}
 	seed := maphash.MakeSeed()
-	tb := &Table{typ: t, isStr: isStringLike(t), seed: seed, nseed: maphash.Comparable(seed, 0) | 1, nullID: -1}
-	tb.hashes, tb.slots = make([]uint64, 16), make([]int32, 16)
+	tb := &Table{typ: t, isStr: isStringLike(t), seed: seed, nullID: -1,
+		k0: maphash.Comparable(seed, 0), k1: maphash.Comparable(seed, 1)}
+	tb.index = make([]uint64, 16)
 	return tb, nil
 }
 
@@ -67,6 +81,7 @@ func (t *Table) newID() int32 {
 	t.n++
 	if t.isStr {
 		t.strs = append(t.strs, "")
+		t.short = append(t.short, shortKey{n: -1})
 	} else {
 		t.nums = append(t.nums, 0)
 	}
@@ -80,34 +95,75 @@ func (t *Table) nullKey() int32 {
 	return t.nullID
 }
 
-// strHash and numHash are a key's hash in the index, never 0.
-func (t *Table) strHash(s string) uint64 { return maphash.String(t.seed, s) | 1 }
+// mum is the folded 128-bit product of a and b: wyhash's mixing step.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// shortWords returns s, at most 16 bytes, as two words that, with its
+// length, identify it (wyhash's reads: the first and last 8 bytes of a
+// key of 8 or more, overlapping; the first and last 4 of a key of 4 to 7;
+// the first, middle and last byte of a shorter one).
+func shortWords(s string) (w0, w1 uint64) {
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	switch n := len(b); {
+	case n >= 8:
+		return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32, 0
+	case n > 0:
+		return uint64(b[0]) | uint64(b[n/2])<<8 | uint64(b[n-1])<<16, 0
+	}
+	return 0, 0
+}
+
+// strKey is a string key's hash and, when it is at most 16 bytes long,
+// its words (shortWords).
+func (t *Table) strKey(s string) (h uint64, k shortKey) {
+	if len(s) > 16 {
+		return maphash.String(t.seed, s), shortKey{n: -1}
+	}
+	k.w0, k.w1 = shortWords(s)
+	k.n = int32(len(s))
+	return mum(k.w0^t.k0, k.w1^t.k1^uint64(len(s))), k
+}
 
 func (t *Table) numHash(v uint64) uint64 {
-	h := (v ^ t.nseed) * 0x9e3779b97f4a7c15
-	return (h ^ h>>29) | 1
+	return mum(v^t.k0, t.k1)
 }
 
-// findStr returns the ID of s, or the slot where it would go.
-func (t *Table) findStr(s string, h uint64) (id int32, slot int, ok bool) {
-	return probe(t.hashes, t.slots, t.strs, s, h)
-}
-
-// findNum returns the ID of v, or the slot where it would go.
-func (t *Table) findNum(v, h uint64) (id int32, slot int, ok bool) {
-	return probe(t.hashes, t.slots, t.nums, v, h)
-}
-
-// probe looks k of hash h up in the index (hashes, slots) of keys: its
-// ID, or the empty slot where it would go.
-func probe[K comparable](hashes []uint64, slots []int32, keys []K, k K, h uint64) (id int32, slot int, ok bool) {
-	mask := len(hashes) - 1
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch hashes[i] {
-		case 0:
+// findStr returns the ID of s (of hash h and words k, as strKey gives
+// them), or the slot where it would go.
+func (t *Table) findStr(s string, h uint64, k shortKey) (id int32, slot int, ok bool) {
+	tag := h >> 32
+	mask := len(t.index) - 1
+	for i := int(tag) & mask; ; i = (i + 1) & mask {
+		e := t.index[i]
+		if e == 0 {
 			return 0, i, false
-		case h:
-			if id := slots[i]; keys[id] == k {
+		}
+		if e>>32 != tag {
+			continue
+		}
+		id := int32(uint32(e)) - 1
+		if c := &t.short[id]; c.n == k.n && c.w0 == k.w0 && c.w1 == k.w1 && (k.n >= 0 || t.strs[id] == s) {
+			return id, i, true
+		}
+	}
+}
+
+// findNum returns the ID of v (of hash h), or the slot where it would go.
+func (t *Table) findNum(v, h uint64) (id int32, slot int, ok bool) {
+	tag := h >> 32
+	mask := len(t.index) - 1
+	for i := int(tag) & mask; ; i = (i + 1) & mask {
+		e := t.index[i]
+		if e == 0 {
+			return 0, i, false
+		}
+		if e>>32 == tag {
+			if id := int32(uint32(e)) - 1; t.nums[id] == v {
 				return id, i, true
 			}
 		}
@@ -117,43 +173,46 @@ func probe[K comparable](hashes []uint64, slots []int32, keys []K, k K, h uint64
 // put indexes a new key of hash h at slot (as find returned it) and
 // returns its ID; the caller stores the key.
 func (t *Table) put(h uint64, slot int) int32 {
-	if 2*(t.used+1) > len(t.hashes) {
+	tag := h >> 32
+	if 2*(t.used+1) > len(t.index) {
 		t.grow()
-		mask := len(t.hashes) - 1
-		for slot = int(h) & mask; t.hashes[slot] != 0; slot = (slot + 1) & mask {
+		mask := len(t.index) - 1
+		for slot = int(tag) & mask; t.index[slot] != 0; slot = (slot + 1) & mask {
 		}
 	}
 	id := t.newID()
-	t.hashes[slot], t.slots[slot] = h, id
+	t.index[slot] = tag<<32 | uint64(uint32(id+1))
 	t.used++
 	return id
 }
 
-// grow doubles the index.
+// grow doubles the index. A slot's position comes from its tag, so no key
+// is hashed again.
 func (t *Table) grow() {
-	hashes, slots := make([]uint64, 2*len(t.hashes)), make([]int32, 2*len(t.hashes))
-	mask := len(hashes) - 1
-	for i, h := range t.hashes {
-		if h == 0 {
+	index := make([]uint64, 2*len(t.index))
+	mask := len(index) - 1
+	for _, e := range t.index {
+		if e == 0 {
 			continue
 		}
-		j := int(h) & mask
-		for hashes[j] != 0 {
+		j := int(e>>32) & mask
+		for index[j] != 0 {
 			j = (j + 1) & mask
 		}
-		hashes[j], slots[j] = h, t.slots[i]
+		index[j] = e
 	}
-	t.hashes, t.slots = hashes, slots
+	t.index = index
 }
 
 func (t *Table) strID(s string) int32 {
-	h := t.strHash(s)
-	id, slot, ok := t.findStr(s, h)
+	h, k := t.strKey(s)
+	id, slot, ok := t.findStr(s, h, k)
 	if ok {
 		return id
 	}
 	id = t.put(h, slot)
 	t.strs[id] = strings.Clone(s) // s points into the batch's buffer
+	t.short[id] = k
 	return id
 }
 

@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -296,6 +297,99 @@ func TestTableManyKeys(t *testing.T) {
 			if ok != seen || (ok && id != want) {
 				t.Fatalf("%s: Find(%d) = %d, %v; want %d, %v", dt, v, id, ok, want, seen)
 			}
+		}
+	}
+}
+
+// String keys of every length around the short keys' bounds (0 to 40
+// bytes), over an alphabet of three bytes (NUL among them, which pads
+// nothing), many sharing their first or last bytes or differing only in
+// the middle, get the IDs a map gives in first-seen order, through growth;
+// Find answers for every key seen and none unseen, and Build gives every
+// key back.
+func TestTableStringLengths(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(41, 42))
+	alphabet := []byte{'a', 'b', 0}
+	var all []string
+	var gen func(prefix []byte, n int)
+	gen = func(prefix []byte, n int) { // every string of length <= 5
+		all = append(all, string(prefix))
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			gen(append(bytes.Clone(prefix), c), n-1)
+		}
+	}
+	gen(nil, 5)
+	for n := 6; n <= 40; n++ {
+		for range 300 {
+			b := bytes.Repeat([]byte{'a'}, n)
+			for range 1 + rng.IntN(2) {
+				b[rng.IntN(n)] = alphabet[rng.IntN(3)]
+			}
+			all = append(all, string(b))
+		}
+	}
+	tb, err := NewTable(arrow.BinaryTypes.String)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := map[string]int32{}
+	var order []string
+	unseen := map[string]bool{}
+	for round := 0; round < 20; round++ {
+		bl := array.NewStringBuilder(memory.DefaultAllocator)
+		var vals []string
+		for range 1024 {
+			s := all[rng.IntN(len(all))]
+			if round == 0 && len(unseen) < 200 && rng.IntN(4) == 0 {
+				unseen[s] = true
+			}
+			if unseen[s] {
+				continue
+			}
+			vals = append(vals, s)
+			bl.Append(s)
+		}
+		a := bl.NewArray()
+		ids := make([]int32, len(vals))
+		if err := tb.IDs(a, ids); err != nil {
+			t.Fatal(err)
+		}
+		a.Release()
+		for i, s := range vals {
+			want, ok := model[s]
+			if !ok {
+				want = int32(len(model))
+				model[s] = want
+				order = append(order, s)
+			}
+			if ids[i] != want {
+				t.Fatalf("round %d: key %q (%d bytes) got ID %d, want %d", round, s, len(s), ids[i], want)
+			}
+		}
+	}
+	for _, s := range all {
+		id, ok := tb.Find([]byte(s))
+		want, seen := model[s]
+		if ok != seen || (ok && id != want) {
+			t.Fatalf("Find(%q) = %d, %v; want %d, %v", s, id, ok, want, seen)
+		}
+	}
+	if len(unseen) == 0 || len(model) < 2000 {
+		t.Fatalf("%d keys seen, %d never: the test lost its reach", len(model), len(unseen))
+	}
+	ids := make([]int32, len(order))
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	col := tb.Build(ids).(*array.String)
+	defer col.Release()
+	for i, s := range order {
+		if col.Value(i) != s {
+			t.Fatalf("Build: ID %d is %q, want %q", i, col.Value(i), s)
 		}
 	}
 }

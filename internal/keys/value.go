@@ -208,7 +208,8 @@ func (t *Table) Find(b []byte) (int32, bool) {
 		return t.nullID, t.nullID >= 0
 	}
 	if t.isStr {
-		id, _, ok := t.findStr(string(b), t.strHash(string(b)))
+		h, k := t.strKey(string(b))
+		id, _, ok := t.findStr(string(b), h, k)
 		return id, ok
 	}
 	var v uint64
