@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/arkflow-rs/arkflow-go/job"
@@ -40,6 +41,9 @@ type Table struct {
 	nullID int32
 	n      int32 // IDs given, null's among them
 	used   int   // slots taken
+
+	hs []uint64   // strIDs' hashes
+	ks []shortKey // strIDs' short keys
 }
 
 // shortKey is a string key of at most 16 bytes as two words
@@ -216,6 +220,30 @@ func (t *Table) strID(s string) int32 {
 	return id
 }
 
+// strIDs writes the IDs of a string column without nulls into dst, in two
+// passes: every row's hash first, then the lookups, a loop short enough
+// for the processor to have several rows' index loads in flight (with
+// 100 k keys they miss the cache).
+func (t *Table) strIDs(a *array.String, dst []int32) {
+	if cap(t.hs) < len(dst) {
+		t.hs, t.ks = make([]uint64, len(dst)), make([]shortKey, len(dst))
+	}
+	hs, ks := t.hs[:len(dst)], t.ks[:len(dst)]
+	for i := range hs {
+		hs[i], ks[i] = t.strKey(a.Value(i))
+	}
+	for i := range dst {
+		s := a.Value(i)
+		id, slot, ok := t.findStr(s, hs[i], ks[i])
+		if !ok {
+			id = t.put(hs[i], slot)
+			t.strs[id] = strings.Clone(s)
+			t.short[id] = ks[i]
+		}
+		dst[i] = id
+	}
+}
+
 func (t *Table) numID(v uint64) int32 {
 	h := t.numHash(v)
 	id, slot, ok := t.findNum(v, h)
@@ -236,8 +264,12 @@ func (t *Table) IDs(col arrow.Array, dst []int32) error {
 	nulls := col.NullN() > 0
 	switch a := col.(type) {
 	case *array.String:
+		if !nulls {
+			t.strIDs(a, dst[:n])
+			return nil
+		}
 		for i := 0; i < n; i++ {
-			if nulls && a.IsNull(i) {
+			if a.IsNull(i) {
 				dst[i] = t.nullKey()
 			} else {
 				dst[i] = t.strID(a.Value(i))
@@ -343,6 +375,11 @@ func numbers(col arrow.Array) (func(int) uint64, error) {
 
 // Build returns the key column for the given IDs. The caller releases it.
 func (t *Table) Build(ids []int32) arrow.Array {
+	if t.typ.ID() == arrow.STRING {
+		if a := t.buildStrings(ids); a != nil {
+			return a
+		}
+	}
 	b := array.NewBuilder(memory.DefaultAllocator, t.typ)
 	defer b.Release()
 	b.Reserve(len(ids))
@@ -406,6 +443,68 @@ func (t *Table) Build(ids []int32) arrow.Array {
 		}
 	}
 	return b.NewArray()
+}
+
+// buildStrings is Build for a string key: the offsets and the bytes are
+// written straight into their buffers, a short key as its words (two
+// overlapping stores put shortWords' reads back), rather than appended a
+// row at a time through a builder. It returns nil when the bytes exceed
+// what 32-bit offsets address.
+func (t *Table) buildStrings(ids []int32) arrow.Array {
+	total, nulls := 0, 0
+	for _, id := range ids {
+		if id == t.nullID {
+			nulls++
+		} else {
+			total += len(t.strs[id])
+		}
+	}
+	if total > math.MaxInt32 {
+		return nil
+	}
+	mem := memory.DefaultAllocator
+	offsets, data := memory.NewResizableBuffer(mem), memory.NewResizableBuffer(mem)
+	offsets.Resize((len(ids) + 1) * 4)
+	data.Resize(total)
+	var valid *memory.Buffer
+	if nulls > 0 {
+		valid = memory.NewResizableBuffer(mem)
+		valid.Resize(int(bitutil.BytesForBits(int64(len(ids)))))
+		memory.Set(valid.Bytes(), 0xff)
+	}
+	off := arrow.Int32Traits.CastFromBytes(offsets.Bytes())
+	d := data.Bytes()
+	pos := 0
+	for i, id := range ids {
+		off[i] = int32(pos)
+		if id == t.nullID {
+			bitutil.ClearBit(valid.Bytes(), i)
+			continue
+		}
+		k := &t.short[id]
+		switch n := int(k.n); {
+		case n >= 8:
+			binary.LittleEndian.PutUint64(d[pos:], k.w0)
+			binary.LittleEndian.PutUint64(d[pos+n-8:], k.w1)
+		case n >= 4:
+			binary.LittleEndian.PutUint32(d[pos:], uint32(k.w0))
+			binary.LittleEndian.PutUint32(d[pos+n-4:], uint32(k.w0>>32))
+		case n > 0:
+			d[pos], d[pos+n/2], d[pos+n-1] = byte(k.w0), byte(k.w0>>8), byte(k.w0>>16)
+		case n < 0:
+			copy(d[pos:], t.strs[id])
+		}
+		pos += len(t.strs[id])
+	}
+	off[len(ids)] = int32(pos)
+	arr := array.NewData(t.typ, len(ids), []*memory.Buffer{valid, offsets, data}, nil, nulls, 0)
+	defer arr.Release()
+	offsets.Release()
+	data.Release()
+	if valid != nil {
+		valid.Release()
+	}
+	return array.NewStringData(arr)
 }
 
 // Bytes returns the key bytes of a key ID: the bytes hashed for its key
