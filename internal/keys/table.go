@@ -453,9 +453,12 @@ func (t *Table) Build(ids []int32) arrow.Array {
 func (t *Table) buildStrings(ids []int32) arrow.Array {
 	total, nulls := 0, 0
 	for _, id := range ids {
-		if id == t.nullID {
+		switch n := int(t.short[id].n); {
+		case id == t.nullID:
 			nulls++
-		} else {
+		case n >= 0:
+			total += n
+		default:
 			total += len(t.strs[id])
 		}
 	}
@@ -482,7 +485,8 @@ func (t *Table) buildStrings(ids []int32) arrow.Array {
 			continue
 		}
 		k := &t.short[id]
-		switch n := int(k.n); {
+		n := int(k.n)
+		switch {
 		case n >= 8:
 			binary.LittleEndian.PutUint64(d[pos:], k.w0)
 			binary.LittleEndian.PutUint64(d[pos+n-8:], k.w1)
@@ -492,9 +496,9 @@ func (t *Table) buildStrings(ids []int32) arrow.Array {
 		case n > 0:
 			d[pos], d[pos+n/2], d[pos+n-1] = byte(k.w0), byte(k.w0>>8), byte(k.w0>>16)
 		case n < 0:
-			copy(d[pos:], t.strs[id])
+			n = copy(d[pos:], t.strs[id])
 		}
-		pos += len(t.strs[id])
+		pos += n
 	}
 	off[len(ids)] = int32(pos)
 	arr := array.NewData(t.typ, len(ids), []*memory.Buffer{valid, offsets, data}, nil, nulls, 0)
