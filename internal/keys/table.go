@@ -244,6 +244,21 @@ func (t *Table) strIDs(a *array.String, dst []int32) {
 	}
 }
 
+// int64IDs writes the IDs of int64 keys without nulls into dst: numID's
+// work without a function call a row to read the value.
+func (t *Table) int64IDs(vals []int64, dst []int32) {
+	for i, v := range vals {
+		u := uint64(v)
+		h := t.numHash(u)
+		id, slot, ok := t.findNum(u, h)
+		if !ok {
+			id = t.put(h, slot)
+			t.nums[id] = u
+		}
+		dst[i] = id
+	}
+}
+
 func (t *Table) numID(v uint64) int32 {
 	h := t.numHash(v)
 	id, slot, ok := t.findNum(v, h)
@@ -302,6 +317,10 @@ func (t *Table) IDs(col arrow.Array, dst []int32) error {
 				dst[i] = t.strID(string(a.Value(i)))
 			}
 		}
+		return nil
+	}
+	if a, ok := col.(*array.Int64); ok && !nulls {
+		t.int64IDs(a.Int64Values(), dst[:n])
 		return nil
 	}
 	vals, err := numbers(col)
