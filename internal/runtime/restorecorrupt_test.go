@@ -11,7 +11,9 @@ import (
 )
 
 // restoreCorrupt asks the one corruption marker, except for the local
-// state directory, whose damage is not the checkpoint's fault.
+// state directory, whose damage is not the checkpoint's fault; a snapshot
+// a newer build wrote is not corrupt either (falling back past it would
+// start the job on older state).
 func TestRestoreCorruptUsesTheMarker(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -22,6 +24,7 @@ func TestRestoreCorruptUsesTheMarker(t *testing.T) {
 		{fmt.Errorf("get: %w", &ckptstore.CorruptError{Key: "k", Reason: "size"}), true},
 		{fmt.Errorf("get: %w", ckptstore.ErrNotFound), true},
 		{fmt.Errorf("%w: dir: file x is missing", statestore.ErrCorrupt), false},
+		{fmt.Errorf("op-0: %w", &statestore.RestoreError{Index: 1, Err: statestore.ErrSnapshotVersion}), false},
 		{fmt.Errorf("get: %w", os.ErrPermission), false},
 		{errors.New("boom"), false},
 	}

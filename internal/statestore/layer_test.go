@@ -3,6 +3,7 @@ package statestore
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -694,5 +695,65 @@ func TestFormat1StillRestores(t *testing.T) {
 			t.Fatalf("%s: a wrong trailer SHA-256: %v", name, err)
 		}
 		b.Close()
+	}
+}
+
+// A snapshot of a format version newer than this program reads (a newer
+// build wrote it) fails every restore path with ErrSnapshotVersion, which
+// is not corruption (a recovery must not fall back past it to older
+// state), and leaves nothing behind; version 0 is corruption.
+func TestNewerSnapshotVersionIsNotCorruption(t *testing.T) {
+	t.Parallel()
+	now, _, sc, data := layerFixture(t)
+	hlen := binary.BigEndian.Uint32(data[8:])
+	with := func(v string) []byte {
+		hdr := strings.Replace(string(data[12:12+hlen]), `"format_version":2`, `"format_version":`+v, 1)
+		out := binary.BigEndian.AppendUint32([]byte(SnapshotMagic), uint32(len(hdr)))
+		out = append(out, hdr...)
+		return append(out, data[12+hlen:]...)
+	}
+	for _, v := range []string{"3", "0"} {
+		newer := v != "0"
+		stream := with(v)
+		check := func(what string, err error, b Backend) {
+			t.Helper()
+			if err == nil {
+				t.Fatalf("version %s, %s: restored", v, what)
+			}
+			if errors.Is(err, ErrSnapshotVersion) != newer || errors.Is(err, ErrCorruptSnapshot) == newer {
+				t.Fatalf("version %s, %s: %v (ErrSnapshotVersion %v, ErrCorruptSnapshot %v)", v, what, err, errors.Is(err, ErrSnapshotVersion), errors.Is(err, ErrCorruptSnapshot))
+			}
+			if got := kvScan(t, b, sc, now); len(got) != 0 {
+				t.Fatalf("version %s, %s: %d entries left", v, what, len(got))
+			}
+		}
+		for _, c := range kvCases() {
+			b := c.open(t)
+			_, err := b.Restore(bytes.NewReader(stream), sc, now)
+			check(c.name+" Restore", err, b)
+			b.Close()
+		}
+		for _, sum := range []string{objectCRC64(stream), objectSum(stream), ""} {
+			for _, c := range bulkCases() {
+				b := c.open(t)
+				_, err := b.(BulkRestorer).RestoreEmpty([]RestoreSource{bytesSource(sc, stream, sum)}, now, nil)
+				check(c.name+" RestoreEmpty", err, b)
+				b.Close()
+			}
+			dir := t.TempDir()
+			b := openDir(t, dir)
+			_, err := b.(LayerRestorer).RestoreLayers([]RestoreSource{bytesSource(sc, stream, sum)}, now, nil)
+			check("RestoreLayers", err, b)
+			if files := layerFiles(t, dir); len(files) != 0 {
+				t.Fatalf("version %s: layer files left: %v", v, files)
+			}
+			b.Close()
+		}
+		if newer {
+			_, err := NewMemory().Restore(bytes.NewReader(stream), sc, now)
+			if !strings.Contains(err.Error(), "format version 3") || !strings.Contains(err.Error(), "newer build") {
+				t.Fatalf("the error does not say what to do: %v", err)
+			}
+		}
 	}
 }

@@ -109,11 +109,28 @@ func (e *corruptSnapError) Unwrap() error { return e.err }
 
 func (e *corruptSnapError) Is(target error) bool { return errors.Is(ErrCorruptSnapshot, target) }
 
-// markCorrupt wraps an error of snapshotRead that is not the reader's
-// own failure as ErrCorruptSnapshot.
+// ErrSnapshotVersion is wrapped by the error of a restore whose snapshot
+// has a format version newer than this program reads: a newer build wrote
+// it. It is not corruption, so a recovery does not fall back past it to
+// an older checkpoint (which would start the job on older state, or on
+// none); the restore fails until a build that reads the version runs it.
+var ErrSnapshotVersion = errors.New("state: snapshot format version not supported")
+
+// snapVersionError is a snapshot of a format version this program does
+// not read.
+type snapVersionError struct{ version int }
+
+func (e *snapVersionError) Error() string {
+	return fmt.Sprintf("snapshot format version %d, this program reads 1 to %d: a newer build wrote it", e.version, SnapshotFormatVersion)
+}
+
+func (e *snapVersionError) Unwrap() error { return ErrSnapshotVersion }
+
+// markCorrupt wraps an error of snapshotRead that is neither the reader's
+// own failure nor a newer format version as ErrCorruptSnapshot.
 func markCorrupt(err error) error {
 	var re *snapIOError
-	if err == nil || errors.As(err, &re) {
+	if err == nil || errors.As(err, &re) || errors.Is(err, ErrSnapshotVersion) {
 		return err
 	}
 	return &corruptSnapError{err}
@@ -282,8 +299,11 @@ func (p *snapParse) readHeader() error {
 	if dec.More() {
 		return errors.New("bad header at byte offset 12: trailing data")
 	}
-	if hdr.FormatVersion < 1 || hdr.FormatVersion > SnapshotFormatVersion {
-		return fmt.Errorf("snapshot format version %d, this program reads 1 to %d", hdr.FormatVersion, SnapshotFormatVersion)
+	if hdr.FormatVersion > SnapshotFormatVersion {
+		return &snapVersionError{hdr.FormatVersion}
+	}
+	if hdr.FormatVersion < 1 {
+		return fmt.Errorf("snapshot format version %d at byte offset 12 is not one any build writes", hdr.FormatVersion)
 	}
 	if p.withHash {
 		if err := p.startHashes(); err != nil {
