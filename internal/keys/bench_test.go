@@ -67,15 +67,15 @@ func BenchmarkGroupOfBytes(b *testing.B) {
 }
 
 // BenchmarkTableIDs measures Table.IDs, a keyed window's per-row key
-// lookup, on batches of keys drawn at random from 1 k and 100 k distinct
-// strings (the embedding benchmarks' "user-%06d") and 1 k integers, the
-// table already holding every key.
+// lookup, on batches of keys drawn at random from 1 k, 100 k and 1 M
+// distinct strings (the embedding benchmarks' "user-%06d") and 1 k
+// integers, the table already holding every key.
 func BenchmarkTableIDs(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		dt   arrow.DataType
 		keys int
-	}{{"string/1k", arrow.BinaryTypes.String, 1_000}, {"string/100k", arrow.BinaryTypes.String, 100_000}, {"int64/1k", arrow.PrimitiveTypes.Int64, 1_000}} {
+	}{{"string/1k", arrow.BinaryTypes.String, 1_000}, {"string/100k", arrow.BinaryTypes.String, 100_000}, {"string/1M", arrow.BinaryTypes.String, 1_000_000}, {"int64/1k", arrow.PrimitiveTypes.Int64, 1_000}} {
 		b.Run(c.name, func(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
 			var cols []arrow.Array
@@ -98,8 +98,23 @@ func BenchmarkTableIDs(b *testing.B) {
 				b.Fatal(err)
 			}
 			dst := make([]int32, 1024)
-			for _, col := range cols {
+			for k := 0; k < c.keys; k += 1024 { // every key, in order
+				bld := array.NewBuilder(memory.DefaultAllocator, c.dt)
+				for i := k; i < min(k+1024, c.keys); i++ {
+					switch bb := bld.(type) {
+					case *array.StringBuilder:
+						bb.Append(fmt.Sprintf("user-%06d", i))
+					case *array.Int64Builder:
+						bb.Append(int64(i) * 7919)
+					}
+				}
+				col := bld.NewArray()
 				tb.IDs(col, dst)
+				col.Release()
+				bld.Release()
+			}
+			if tb.Len() != c.keys {
+				b.Fatalf("%d keys in the table, want %d", tb.Len(), c.keys)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
