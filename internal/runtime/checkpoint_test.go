@@ -390,6 +390,26 @@ func TestCheckpointRestoreBadgerExact(t *testing.T) {
 	}
 }
 
+// twoCheckpoints runs spec (ckptSpec's keyed sum) over ann 5 and bob 7,
+// checkpoints (id1), then over ann 3, checkpoints again (id2) and stops.
+func twoCheckpoints(t *testing.T, spec string, hist *history) (id1, id2 string) {
+	t.Helper()
+	r, err := startCkpt(t, spec, Options{}, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
+	if id1, err = r.rt.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.feed(3, []string{"ann"}, []int64{3})
+	if id2, err = r.rt.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	return id1, id2
+}
+
 // A state object found damaged or missing while it is restored
 // (Select reads manifests only) makes the restore discard what it wrote
 // and fall back to the previous checkpoint; with none left the job starts
@@ -429,22 +449,7 @@ func TestCheckpointRestoreFallsBackOnDamagedState(t *testing.T) {
 					if backend == "badger" {
 						block = fmt.Sprintf(`"state":{"backend":"badger","path":%q}`, t.TempDir())
 					}
-					spec := ckptSpec(store, block, 1, false)
-					r, err := startCkpt(t, spec, Options{}, hist)
-					if err != nil {
-						t.Fatal(err)
-					}
-					r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
-					id1, err := r.rt.Checkpoint(context.Background())
-					if err != nil {
-						t.Fatal(err)
-					}
-					r.feed(3, []string{"ann"}, []int64{3})
-					id2, err := r.rt.Checkpoint(context.Background())
-					if err != nil {
-						t.Fatal(err)
-					}
-					r.stop()
+					id1, id2 := twoCheckpoints(t, ckptSpec(store, block, 1, false), hist)
 					ids := []string{id2}
 					if both {
 						ids = append(ids, id1)

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -103,21 +102,7 @@ func TestCheckpointSnapshotFormats(t *testing.T) {
 					}
 					return `"state":{"backend":"memory"}`
 				}
-				r, err := startCkpt(t, ckptSpec(store, block(), 1, false), Options{}, hist)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.feed(2, []string{"ann", "bob"}, []int64{5, 7})
-				id1, err := r.rt.Checkpoint(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.feed(3, []string{"ann"}, []int64{3})
-				id2, err := r.rt.Checkpoint(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.stop()
+				id1, id2 := twoCheckpoints(t, ckptSpec(store, block(), 1, false), hist)
 				rewriteSnapshots(t, store, id1, c.form, c.sum)
 				rewriteSnapshots(t, store, id2, c.form, c.sum)
 				objs, _ := filepath.Glob(filepath.Join(store, "ck", "checkpoints", "*", "state", "*.snap"))
