@@ -332,7 +332,7 @@ func (r *Runtime) restoredPositions(m *ckptstore.Manifest, oldPar map[string]int
 // The snapshots go in at once through statestore.LayerRestorer (Badger: each
 // snapshot becomes a read-only layer under the store, downloaded as it
 // is), or statestore.BulkRestorer when the store holds nothing else, each
-// object's SHA-256 checked by the pass that parses it; otherwise one by
+// object's checksum checked by the pass that parses it; otherwise one by
 // one through Backend.Restore.
 func (r *Runtime) restoreState(ctx context.Context, cat *ckptstore.Catalog, st statestore.Backend, m *ckptstore.Manifest, fresh bool) error {
 	spec := r.g.Spec

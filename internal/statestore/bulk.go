@@ -24,10 +24,11 @@ type RestoreSource struct {
 	// Checksum, if not empty, is the checksum of the whole stream,
 	// trailer included (a manifest's): "crc64nvme:" and the hex
 	// CRC-64/NVME, or "sha256:" and the hex SHA-256 (internal/objsum); a
-	// stream that sums otherwise fails as corrupt. A SHA-256 costs nothing
-	// more: the pass that checks the trailer's hash computes it. A
-	// CRC-64, about 9× cheaper, covers the trailer too, so RestoreLayers
-	// then computes no SHA-256 at all.
+	// stream that sums otherwise fails as corrupt. A checksum of the
+	// trailer's algorithm (CRC-64 for snapshot format 2, SHA-256 for 1)
+	// costs nothing more: the pass that checks the trailer computes it.
+	// RestoreLayers checks a CRC-64 in a stage of its own, which covers
+	// the trailer too, and computes nothing else.
 	Checksum string
 }
 

@@ -214,7 +214,7 @@ func openLayer(path string, m layerMeta) (*layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: restored layer %s: %v", ErrCorrupt, path, err)
 	}
-	// The SHA-256s were checked by the restore that wrote the file;
+	// The checksums were checked by the restore that wrote the file;
 	// what can have happened to it since is damage on the disk, which the
 	// records' CRC32Cs, the order and scope checks and the trailer's count
 	// find at a fraction of the cost.
